@@ -1,0 +1,3 @@
+from rlcfg.cli import main
+
+main()

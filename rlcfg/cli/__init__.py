@@ -1,0 +1,84 @@
+"""The `rlcfg` command line. One module per command; this one builds the app and owns the exit codes.
+
+Exit codes: 0 valid, 1 the config has errors (or warnings under --strict), 2 usage error (missing file, bad
+flag), 101 a bug in rlcfg (a short message; the traceback only under --debug).
+"""
+
+from __future__ import annotations
+
+import sys
+import traceback
+from contextlib import contextmanager
+from typing import Iterator
+
+import typer
+
+from rlcfg import __version__
+
+EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 101
+
+app = typer.Typer(
+    name="rlcfg",
+    help="Check, explain and document the configs of LLM RL post-training frameworks "
+         "(ChatLearn, SkyRL, RLinf, ROLL, AReaL) before a single GPU is touched.",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"rlcfg {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
+                                       help="Print the version and exit.")) -> None:
+    """Check, explain and document RL post-training configs."""
+
+
+def usage_error(message: str) -> typer.Exit:
+    typer.echo(f"rlcfg: error: {message}", err=True)
+    return typer.Exit(EXIT_USAGE)
+
+
+@contextmanager
+def bug_guard(debug: bool) -> Iterator[None]:
+    """Turn an unexpected exception into the short 'this is a bug' message and exit 101."""
+    try:
+        yield
+    except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
+        raise
+    except Exception as exc:  # anything else is rlcfg's fault, not the user's
+        if debug:
+            traceback.print_exc()
+        typer.echo(f"rlcfg: internal error: {type(exc).__name__}: {exc}", err=True)
+        typer.echo("This is a bug in rlcfg, not a problem with your config. "
+                   + ("" if debug else "Re-run with --debug for the traceback, and ")
+                   + "please report it with the config that triggered it.", err=True)
+        raise typer.Exit(EXIT_BUG) from None
+
+
+def _register() -> None:
+    from rlcfg.cli import validate  # noqa: F401  (registers its command)
+
+    for optional in ("docs", "schema"):
+        try:
+            __import__(f"rlcfg.cli.{optional}")
+        except ModuleNotFoundError as exc:
+            if exc.name != f"rlcfg.cli.{optional}":
+                raise
+
+
+_register()
+
+
+def main() -> None:
+    app()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

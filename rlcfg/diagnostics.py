@@ -1,0 +1,223 @@
+"""Diagnostics: what rlcfg tells a user about a config, and how it is printed.
+
+Every problem rlcfg finds becomes one `Diagnostic` with a stable code (see `CODES`), the dotted key it
+belongs to, where that key's value came from, a message that names the keys and their values, and a hint.
+The text renderer shows the offending source line with a caret; the JSON renderer emits the structure
+documented in docs/diagnostics.md (`JSON_FORMAT_VERSION`).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Iterable, Mapping, Sequence
+
+JSON_FORMAT_VERSION = 1
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a value came from.
+
+    kind is one of: ``file`` (a YAML file, with line and column), ``override`` (a command-line override,
+    numbered from 1 in the order given), ``env`` (an environment variable read by ``${oc.env:...}``),
+    ``default`` (the dialect's documented default; ``default_of`` holds the interpolation when the default
+    is one) and ``derived`` (computed by rlcfg from other values).
+    """
+
+    kind: str
+    file: str | None = None
+    line: int | None = None
+    column: int | None = None
+    end_column: int | None = None
+    override_index: int | None = None
+    override_text: str | None = None
+    env_var: str | None = None
+    default_of: str | None = None
+    via: tuple["Origin", ...] = ()
+
+    def describe(self) -> str:
+        if self.kind == "file":
+            return f"{self.file}:{self.line}:{self.column}"
+        if self.kind == "override":
+            return f"<override {self.override_index}: {self.override_text}>"
+        if self.kind == "env":
+            return f"<environment variable {self.env_var}>"
+        if self.kind == "default":
+            return f"<default {self.default_of}>" if self.default_of else "<default>"
+        return "<derived>"
+
+    def sort_key(self) -> tuple:
+        rank = {"file": 0, "override": 1, "env": 2, "default": 3, "derived": 4}.get(self.kind, 5)
+        return (rank, self.file or "", self.line or 0, self.column or 0, self.override_index or 0)
+
+    def to_json(self) -> dict:
+        out: dict = {"kind": self.kind}
+        for name in ("file", "line", "column", "end_column", "override_index", "override_text", "env_var", "default_of"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        if self.via:
+            out["via"] = [o.to_json() for o in self.via]
+        return out
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    title: str
+    severity: Severity
+    example: str
+
+
+# The stable diagnostic codes. 1xx: syntax, sources and unknown keys; 2xx: types and ranges; 3xx: cross-field
+# rules; 4xx: placement and resources; 5xx: memory. A code's meaning never changes once released.
+CODES: dict[str, CodeInfo] = {
+    "RLC100": CodeInfo("malformed YAML", Severity.ERROR, "found character '\\t' that cannot start any token"),
+    "RLC101": CodeInfo("duplicate key", Severity.ERROR, "key `num_gpu` appears twice in the same mapping (first at grpo.yaml:12:5)"),
+    "RLC102": CodeInfo("unknown key", Severity.ERROR, "unknown key `models.policy.tempreature`; did you mean `temperature`?"),
+    "RLC103": CodeInfo("document is not a mapping", Severity.ERROR, "the file is empty; a config is a YAML mapping of sections"),
+    "RLC104": CodeInfo("malformed command-line override", Severity.ERROR, "override `actor.lr` has no `=`"),
+    "RLC105": CodeInfo("override of a key that does not exist", Severity.ERROR, "could not override `trainer.epoch`: no such key (use `+trainer.epoch=...` to add one)"),
+    "RLC106": CodeInfo("unresolved interpolation", Severity.ERROR, "`${models.policy.lod}` refers to a key that does not exist"),
+    "RLC107": CodeInfo("environment variable not set", Severity.ERROR, "`${oc.env:DATA_DIR}` needs the environment variable DATA_DIR, which is not set"),
+    "RLC108": CodeInfo("interpolation cycle", Severity.ERROR, "`${a.b}` and `${a.c}` refer to each other"),
+    "RLC109": CodeInfo("malformed interpolation", Severity.ERROR, "`${runtime_args.output_dir` is not a valid interpolation"),
+    "RLC110": CodeInfo("unknown dialect", Severity.ERROR, "the document's shape fits no dialect (closest: skyrl, which needs a `generator` section)"),
+    "RLC111": CodeInfo("renamed key", Severity.WARNING, "`trainer.num_warmup_steps` was renamed to `trainer.policy.optimizer_config.num_warmup_steps`"),
+    "RLC112": CodeInfo("config composition failed", Severity.ERROR, "defaults list entry `model/qwen2` names a file that does not exist"),
+    "RLC200": CodeInfo("wrong type", Severity.ERROR, "models.policy.num_gpu: expected an integer, got 8.5 (a float)"),
+    "RLC201": CodeInfo("value out of range", Severity.ERROR, "models.policy.temperature: must be >= 0, got -1"),
+    "RLC202": CodeInfo("not one of the allowed values", Severity.ERROR, "runtime_args.train_backend: `fdsp` is not one of fsdp, megatron; did you mean `fsdp`?"),
+    "RLC203": CodeInfo("missing required value", Severity.ERROR, "runtime_args.train_micro_batch_size has no default and must be set"),
+    "RLC204": CodeInfo("malformed value in a config mini-language", Severity.ERROR, "device_mapping `list(range(0,8)` is missing a closing parenthesis"),
+    "RLC300": CodeInfo("batch sizes do not divide", Severity.ERROR, "runtime_args.sample_per_episode (500) is not a multiple of runtime_args.train_global_batch_size (512)"),
+    "RLC301": CodeInfo("mutually exclusive options", Severity.ERROR, "trainer.algorithm.use_kl_in_reward and trainer.algorithm.use_kl_loss are both true"),
+    "RLC302": CodeInfo("option requires another", Severity.ERROR, "advantage_estimator `gae` needs a critic: set trainer.critic.model.path"),
+    "RLC303": CodeInfo("sequence lengths are inconsistent", Severity.ERROR, "models.policy.max_seq_len_to_capture (1024) is smaller than models.policy.seq_length (2048)"),
+    "RLC304": CodeInfo("value the framework silently rewrites", Severity.WARNING, "ChatLearn ignores models.policy_trainer.fsdp_size (4) and uses num_gpu (8)"),
+    "RLC305": CodeInfo("linked values disagree", Severity.ERROR, "generator.max_input_length (1024) must equal trainer.max_prompt_length (512) for single-turn generation"),
+    "RLC306": CodeInfo("unsupported combination", Severity.ERROR, "strategy `fsdp` cannot offload parameters to CPU; use `fsdp2`"),
+    "RLC307": CodeInfo("value has no effect", Severity.WARNING, "models.policy_trainer.train_micro_batch_size is ignored because packing is enabled"),
+    "RLC308": CodeInfo("depends on the machine that runs the job", Severity.WARNING, "the wandb logger needs WANDB_API_KEY in the environment of the job"),
+    "RLC400": CodeInfo("parallel size does not divide the GPU count", Severity.ERROR, "models.policy.num_gpu (6) is not a multiple of tensor_model_parallel_size (4)"),
+    "RLC401": CodeInfo("placements overlap", Severity.ERROR, "actor (GPUs 0-3) and rollout (GPUs 2-5) overlap without being colocated"),
+    "RLC402": CodeInfo("colocated roles have different sizes", Severity.ERROR, "colocate_all needs the policy's 8 GPUs to equal the rollout engines' 4"),
+    "RLC403": CodeInfo("placement exceeds the cluster", Severity.ERROR, "rollout asks for GPUs 8-15 but the cluster has 8 GPUs"),
+    "RLC404": CodeInfo("idle GPUs", Severity.WARNING, "GPUs 6-7 of node 0 are assigned to no role"),
+}
+
+
+@dataclass
+class Diagnostic:
+    code: str
+    severity: Severity
+    path: str
+    message: str
+    hint: str | None = None
+    origin: Origin | None = None
+    related: list[tuple[str, Origin | None]] = field(default_factory=list)
+    rule: str | None = None
+
+    def sort_key(self) -> tuple:
+        origin_key = self.origin.sort_key() if self.origin else (9,)
+        return (origin_key, self.path, self.code)
+
+    def to_json(self) -> dict:
+        return {
+            "code": self.code,
+            "severity": self.severity.value,
+            "path": self.path,
+            "message": self.message,
+            "hint": self.hint,
+            "rule": self.rule,
+            "location": self.origin.to_json() if self.origin else None,
+            "related": [
+                {"path": path, "location": origin.to_json() if origin else None} for path, origin in self.related
+            ],
+        }
+
+
+def diagnostic(code: str, path: str, message: str, *, hint: str | None = None, origin: Origin | None = None,
+               severity: Severity | None = None, related: Sequence[tuple[str, Origin | None]] = (),
+               rule: str | None = None) -> Diagnostic:
+    """Build a diagnostic whose severity defaults to the one its code is registered with."""
+    if code not in CODES:
+        raise KeyError(f"diagnostic code {code} is not registered in rlcfg.diagnostics.CODES")
+    return Diagnostic(code, severity or CODES[code].severity, path, message, hint, origin, list(related), rule)
+
+
+def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
+    unique: dict[tuple, Diagnostic] = {}
+    for d in diagnostics:
+        unique.setdefault((d.code, d.path, d.message), d)
+    return sorted(unique.values(), key=Diagnostic.sort_key)
+
+
+def count(diagnostics: Iterable[Diagnostic]) -> tuple[int, int]:
+    errors = warnings = 0
+    for d in diagnostics:
+        if d.severity is Severity.ERROR:
+            errors += 1
+        elif d.severity is Severity.WARNING:
+            warnings += 1
+    return errors, warnings
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+class TextRenderer:
+    """Renders diagnostics for a terminal: header, location arrow, the source line with a caret, notes, hint."""
+
+    def __init__(self, sources: Mapping[str, str], color: bool = False):
+        self._lines = {name: text.splitlines() for name, text in sources.items()}
+        self._color = color
+
+    def _paint(self, text: str, style: str) -> str:
+        if not self._color:
+            return text
+        codes = {"error": "1;31", "warning": "1;33", "note": "1;36", "bold": "1", "dim": "2", "caret": "1;32"}
+        return f"\033[{codes[style]}m{text}\033[0m"
+
+    def render(self, d: Diagnostic) -> str:
+        out = [f"{self._paint(d.severity.value, d.severity.value)}{self._paint(f'[{d.code}]', 'bold')}: {d.message}"]
+        if d.origin is not None:
+            out.append(f"  --> {d.origin.describe()}")
+            out.extend(self._snippet(d.origin))
+        for path, origin in d.related:
+            where = f" ({origin.describe()})" if origin else ""
+            out.append(f"   = note: `{path}` is involved{where}")
+        if d.hint:
+            out.append(f"   = hint: {d.hint}")
+        return "\n".join(out)
+
+    def _snippet(self, origin: Origin) -> list[str]:
+        if origin.kind != "file" or origin.file not in self._lines or not origin.line:
+            if origin.kind == "default" and origin.via:
+                return [f"   = note: via {o.describe()}" for o in origin.via]
+            return []
+        lines = self._lines[origin.file]
+        if origin.line > len(lines):
+            return []
+        text = lines[origin.line - 1].replace("\t", " ")
+        col = max(origin.column or 1, 1)
+        width = max((origin.end_column or col + 1) - col, 1) if origin.end_column and origin.end_column > col else 1
+        width = min(width, max(len(text) - col + 1, 1))
+        gutter = " " * len(str(origin.line))
+        return [
+            f" {gutter} |",
+            f" {origin.line} | {text}",
+            f" {gutter} | {' ' * (col - 1)}{self._paint('^' * width, 'caret')}",
+        ]
+
+
+def render_json(payload: dict) -> str:
+    return json.dumps({"format_version": JSON_FORMAT_VERSION, **payload}, indent=2, sort_keys=False)

@@ -1,0 +1,172 @@
+"""The front end: YAML text and overrides in, a validated dialect config and its diagnostics out.
+
+load (positions) → detect the dialect → compose (defaults lists) → lay over the dialect's defaults → apply
+overrides → resolve interpolation → check types → check rules. Every stage reports into one list, so a run
+shows all problems at once, ordered by location.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path as FsPath
+from typing import Any, Mapping, Sequence
+
+from rlcfg.diagnostics import Diagnostic, Origin, Severity, count, diagnostic, sort_diagnostics
+from rlcfg.source.tree import SourceTree, dotted
+from rlcfg.source.yaml_loader import UsageError, load_yaml, read_text
+
+
+@dataclass
+class CheckResult:
+    file: str
+    dialect: str | None = None
+    variant: str | None = None
+    root: Any = None  # the dialect's root model for this document
+    config: Any = None  # the validated dialect config, when it has no errors
+    tree: SourceTree | None = None  # the resolved tree, with origins
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    sources: dict[str, str] = field(default_factory=dict)
+    summary: str = ""
+
+    @property
+    def errors(self) -> int:
+        return count(self.diagnostics)[0]
+
+    @property
+    def warnings(self) -> int:
+        return count(self.diagnostics)[1]
+
+    @property
+    def ok(self) -> bool:
+        return self.errors == 0
+
+
+def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = None, strict: bool = False,
+               env: Mapping[str, str] | None = None) -> CheckResult:
+    """Check a config file. Raises UsageError for a file that cannot be read at all."""
+    text = read_text(path)
+    return check_text(text, path, overrides, dialect, strict, env, base_dir=str(FsPath(path).parent))
+
+
+def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect: str | None = None,
+               strict: bool = False, env: Mapping[str, str] | None = None, base_dir: str = ".") -> CheckResult:
+    from rlcfg import schema
+    from rlcfg.schema.base import HostFacts
+    from rlcfg.schema.validate import run_rules, validate_tree
+    from rlcfg.source.overrides import apply_overrides, parse_override
+    from rlcfg.source.resolve import merge_over_defaults, resolve
+
+    env = dict(os.environ) if env is None else dict(env)
+    result = CheckResult(filename, sources={filename: text})
+    diagnostics: list[Diagnostic] = []
+
+    if dialect is not None and dialect not in schema.names():
+        raise UsageError(f"unknown dialect `{dialect}`; choose one of {', '.join(schema.names())}")
+    tree, found = load_yaml(text, filename)
+    diagnostics.extend(found)
+    if tree is None:
+        return _finish(result, diagnostics)
+
+    if dialect is None:
+        detection = schema.detect(tree.data)
+        if detection.name is None:
+            diagnostics.append(diagnostic("RLC110", "", f"cannot tell which framework this config is for: {detection.reason}",
+                                          origin=Origin("file", file=filename, line=1, column=1),
+                                          hint=f"pass --dialect with one of {', '.join(schema.names())}"))
+            return _finish(result, diagnostics)
+        dialect = detection.name
+    spec = schema.load(dialect)
+    result.dialect = dialect
+
+    tree, found = spec.compose(tree, base_dir)
+    diagnostics.extend(found)
+
+    parsed = []
+    for index, text_override in enumerate(overrides, start=1):
+        override, problem = parse_override(text_override, index, spec.override_grammar)
+        if problem is not None:
+            diagnostics.append(problem)
+        else:
+            parsed.append(override)
+    # The variant (ChatLearn's train_backend, say) may itself be chosen by an override.
+    preview = tree.copy()
+    apply_overrides(preview, parsed, "dotlist")
+    root = spec.root(preview.data)
+    result.root = root
+    result.variant = next((name for name, model in spec.variants().items() if model is root), None)
+    merged = merge_over_defaults(spec.defaults(root), tree)
+    applied = apply_overrides(merged, parsed, spec.override_grammar)
+    diagnostics.extend(applied.diagnostics)
+
+    resolution = resolve(merged, env, spec.resolvers)
+    diagnostics.extend(resolution.diagnostics)
+    result.tree = merged
+
+    checked = validate_tree(root, merged)
+    diagnostics.extend(checked.diagnostics)
+    reported_unknown = {d.path for d in checked.diagnostics if d.code == "RLC102"}
+    for path, override in applied.created.items():
+        if dotted(path) not in reported_unknown:
+            diagnostics.append(diagnostic(
+                "RLC105", dotted(path), f"`{dotted(path)}` is not in the config, so Hydra cannot override it",
+                origin=override.origin, hint=f"to add a new key to an open mapping, write `+{override.origin.override_text}`"))
+    if checked.config is not None:
+        has_errors = any(d.severity is Severity.ERROR for d in diagnostics)
+        muted = checked.error_paths | resolution.unresolved | resolution.missing
+        host = HostFacts(env=env, path_exists=lambda p: os.path.exists(os.path.join(base_dir, p)))
+        diagnostics.extend(run_rules(spec, checked.config, merged, strict, host, muted, has_errors))
+        if not has_errors and not any(d.severity is Severity.ERROR for d in diagnostics):
+            result.config = checked.config
+            result.summary = spec.describe(checked.config)
+    return _finish(result, diagnostics)
+
+
+def _finish(result: CheckResult, diagnostics: list[Diagnostic]) -> CheckResult:
+    result.diagnostics = sort_diagnostics(diagnostics)
+    return result
+
+
+@dataclass
+class Explanation:
+    key: str
+    value: Any
+    present: bool
+    type: str | None
+    description: str | None
+    default: Any
+    layers: list  # rlcfg.source.tree.Layer, oldest first
+    origin: Origin | None
+
+
+def explain(result: CheckResult, key: str) -> Explanation:
+    """What `--explain KEY` prints. Raises KeyError (with a suggestion as its argument) for an unknown key."""
+    from rlcfg.schema.base import field_at, iter_fields
+    from rlcfg.schema.types_text import field_type_text
+    from rlcfg.source.tree import split_dotted
+
+    path = split_dotted(key)
+    tree = result.tree
+    info = owner = None
+    if result.root is not None:
+        info, owner = field_at(result.root, path)
+    present = tree is not None and tree.has(path)
+    if info is None and not present:
+        from difflib import get_close_matches
+
+        known = [".".join(p) for p, _i, _o in iter_fields(result.root)] if result.root is not None else []
+        close = get_close_matches(key, known, n=1, cutoff=0.6)
+        raise KeyError(close[0] if close else None)
+    layers = list(tree.history.get(path, [])) if tree is not None else []
+    return Explanation(
+        key=key,
+        value=tree.get(path) if present else None,
+        present=present,
+        type=field_type_text(info) if info is not None else None,
+        description=info.description if info is not None else None,
+        default=None if info is None or info.is_required() else (
+            info.default_factory() if info.default_factory is not None else info.default),
+        layers=layers,
+        origin=tree.origin(path) if tree is not None else None,
+    )
+

@@ -1,0 +1,91 @@
+"""The dialect registry and dialect detection.
+
+Each entry names the module that defines the dialect (imported only when needed, so that `validate` on a
+ChatLearn file never builds the SkyRL schema) and the top-level keys that identify its documents.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from dataclasses import dataclass
+from functools import lru_cache
+
+from rlcfg.schema.base import Dialect
+
+
+@dataclass(frozen=True)
+class DialectEntry:
+    name: str
+    module: str
+    required: frozenset  # top-level keys every document of the dialect has
+    typical: frozenset  # other top-level keys its documents often have
+
+    def available(self) -> bool:
+        return importlib.util.find_spec(self.module) is not None
+
+
+REGISTRY: tuple[DialectEntry, ...] = (
+    DialectEntry("chatlearn", "rlcfg.schema.chatlearn", frozenset({"runtime_args", "models"}), frozenset()),
+    DialectEntry("skyrl", "rlcfg.schema.skyrl", frozenset({"trainer", "generator"}),
+                 frozenset({"data", "deepspeed_config", "environment"})),
+    DialectEntry("rlinf", "rlcfg.schema.rlinf", frozenset({"cluster", "runner", "actor"}),
+                 frozenset({"algorithm", "rollout", "data", "reward", "critic", "inference", "defaults", "hydra"})),
+    DialectEntry("roll", "rlcfg.schema.roll", frozenset({"actor_train", "actor_infer"}),
+                 frozenset({"pretrain", "reward_pretrain", "rollout_batch_size", "num_return_sequences_in_group",
+                            "reference", "critic", "rewards", "exp_name", "device_mapping"})),
+    DialectEntry("areal", "rlcfg.schema.areal", frozenset({"experiment_name", "trial_name"}),
+                 frozenset({"cluster", "allocation_mode", "actor", "ref", "rollout", "gconfig", "train_dataset",
+                            "valid_dataset", "saver", "evaluator", "stats_logger", "recover", "launcher", "sglang"})),
+)
+
+
+def entries() -> list[DialectEntry]:
+    return [e for e in REGISTRY if e.available()]
+
+
+def names() -> list[str]:
+    return [e.name for e in entries()]
+
+
+@lru_cache(maxsize=None)
+def load(name: str) -> Dialect:
+    entry = next((e for e in entries() if e.name == name), None)
+    if entry is None:
+        raise KeyError(name)
+    module = importlib.import_module(entry.module)
+    return module.DIALECT
+
+
+@dataclass
+class Detection:
+    name: str | None
+    reason: str  # why it was chosen, or why none was
+
+
+def detect(data: dict) -> Detection:
+    keys = set(data)
+    fitting = [e for e in entries() if e.required <= keys]
+    if len(fitting) == 1:
+        return Detection(fitting[0].name, f"has the top-level keys {', '.join(sorted(fitting[0].required))}")
+    if len(fitting) > 1:
+        scored = sorted(fitting, key=lambda e: len(keys & e.typical), reverse=True)
+        best, second = scored[0], scored[1]
+        if len(keys & best.typical) > len(keys & second.typical):
+            return Detection(best.name, f"has the top-level keys of {best.name} and more of its usual sections")
+        both = ", ".join(e.name for e in scored)
+        return Detection(None, f"the document fits several dialects equally well ({both}); pass --dialect")
+    ranked = sorted(entries(), key=lambda e: (len(keys & e.required), len(keys & e.typical)), reverse=True)
+    close = []
+    for e in ranked:
+        have = sorted(keys & (e.required | e.typical))
+        if not have:
+            continue
+        lacks = sorted(e.required - keys)
+        close.append(f"{e.name} (has {', '.join(have)}; lacks {', '.join(lacks)})")
+        if len(close) == 2:
+            break
+    if close:
+        return Detection(None, "the document's top-level keys fit no dialect; closest: " + "; ".join(close))
+    seen = ", ".join(sorted(map(str, keys))[:6]) or "none"
+    return Detection(None, f"the document's top-level keys ({seen}) fit no dialect")

@@ -1,0 +1,315 @@
+"""What every dialect is made of: sections, parameters, rules and the dialect itself.
+
+A dialect module declares each documented parameter once, as a field of a `Section`, with `param(...)`: its
+type, default, description and constraints. Validation, `--explain`, the JSON Schemas, the reference docs
+and the list of renamed keys are all derived from those fields. Cross-field rules are plain functions
+registered on the dialect's `RuleSet`; they read the validated config and yield findings through the
+`RuleContext`, which knows where each value came from.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, Mapping, Union, get_args, get_origin
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.fields import FieldInfo
+
+from rlcfg.diagnostics import CODES, Severity
+from rlcfg.source.tree import MISSING, SourceTree, split_dotted
+
+REQUIRED: Any = ...  # a parameter with no default: the user must give it (OmegaConf's "???")
+
+
+class Section(BaseModel):
+    """A mapping of a config. Unknown keys are errors; values are never coerced from another type
+    (a YAML string "8" is not the integer 8), except that an integer is accepted where a float is expected."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", protected_namespaces=(), populate_by_name=False,
+                              validate_default=False, arbitrary_types_allowed=False)
+
+
+def param(default: Any = REQUIRED, *, description: str, ge: float | None = None, gt: float | None = None,
+          le: float | None = None, lt: float | None = None, alias: str | None = None,
+          renamed_to: str | None = None, examples: list | None = None, min_length: int | None = None) -> Any:
+    """Declare one parameter.
+
+    default: the documented default as a user would write it; an interpolation such as
+      "${models.policy_trainer.load}" is kept and resolved like any other (its type is checked after
+      resolution). REQUIRED means the user must give a value.
+    description: what the parameter does, in full sentences. Where the framework's docs and code disagree,
+      say which one rlcfg follows.
+    renamed_to: the dotted path later versions of the framework use for this key; setting this one then gives
+      a warning naming the new key, and setting both to different values is an error.
+    """
+    extra: dict[str, Any] = {}
+    if renamed_to:
+        extra["x-rlcfg-renamed-to"] = renamed_to
+    kwargs: dict[str, Any] = dict(description=description, ge=ge, gt=gt, le=le, lt=lt, alias=alias,
+                                  examples=examples, min_length=min_length)
+    kwargs = {k: v for k, v in kwargs.items() if v is not None}
+    if extra:
+        kwargs["json_schema_extra"] = extra
+    if isinstance(default, (dict, list)):
+        frozen = default
+        return Field(default_factory=lambda: _deepcopy(frozen), **kwargs)
+    return Field(default, **kwargs)
+
+
+def section(model: type[Section], *, description: str, alias: str | None = None, optional: bool = False) -> Any:
+    """A nested section; `optional` sections default to null (absent) instead of their defaults."""
+    kwargs: dict[str, Any] = {"description": description}
+    if alias:
+        kwargs["alias"] = alias
+    if optional:
+        return Field(None, **kwargs)
+    return Field(default_factory=model, **kwargs)
+
+
+def _deepcopy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deepcopy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deepcopy(v) for v in value]
+    return value
+
+
+# ---- introspection of sections ------------------------------------------------------------------------------
+
+
+def key_of(name: str, info: FieldInfo) -> str:
+    return info.alias or name
+
+
+def section_types(annotation: Any) -> list[type[Section]]:
+    """The Section classes an annotation can hold directly (X, X | None, Union of sections)."""
+    if isinstance(annotation, type) and issubclass(annotation, Section):
+        return [annotation]
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        out: list[type[Section]] = []
+        for arg in get_args(annotation):
+            out.extend(section_types(arg))
+        return out
+    if origin is typing.Annotated:
+        return section_types(get_args(annotation)[0])
+    return []
+
+
+def container_section(annotation: Any) -> type[Section] | None:
+    """For list[X] or dict[str, X] of a Section X, that X."""
+    for arg in (get_args(annotation) if get_origin(annotation) in (list, dict) else ()):
+        found = section_types(arg)
+        if found:
+            return found[0]
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        for arg in get_args(annotation):
+            found = container_section(arg)
+            if found:
+                return found
+    return None
+
+
+def choices_of(annotation: Any) -> list | None:
+    """The allowed values of a Literal (possibly inside Optional)."""
+    origin = get_origin(annotation)
+    if origin is Literal:
+        return list(get_args(annotation))
+    if origin in (Union, types.UnionType):
+        out: list = []
+        for arg in get_args(annotation):
+            inner = choices_of(arg)
+            if inner is None and arg is not type(None):
+                return None
+            out.extend(inner or [])
+        return out or None
+    return None
+
+
+def iter_fields(model: type[Section], prefix: tuple = ()) -> Iterator[tuple[tuple, FieldInfo, type[Section]]]:
+    """Every parameter of a section tree, depth first: (path, field, owning section)."""
+    for name, info in model.model_fields.items():
+        path = prefix + (key_of(name, info),)
+        yield path, info, model
+        for sub in section_types(info.annotation):
+            yield from iter_fields(sub, path)
+            break
+
+
+def field_at(root: type[Section], path: tuple) -> tuple[FieldInfo | None, type[Section] | None]:
+    """The field a path names, and the section that owns it (list indices and mapping keys are skipped)."""
+    model: type[Section] | None = root
+    info: FieldInfo | None = None
+    pending_container = False
+    for part in path:
+        if model is None:
+            return None, None
+        if isinstance(part, int) or pending_container:
+            pending_container = False
+            continue
+        found = next(((n, f) for n, f in model.model_fields.items() if key_of(n, f) == part), None)
+        if found is None:
+            return None, model
+        owner = model
+        info = found[1]
+        subs = section_types(info.annotation)
+        inner = container_section(info.annotation)
+        if subs:
+            model = subs[0]
+        elif inner is not None:
+            model = inner
+            pending_container = get_origin(info.annotation) is dict or any(
+                get_origin(a) is dict for a in get_args(info.annotation))
+        else:
+            model = None
+        if part == path[-1]:
+            return info, owner
+    return info, None
+
+
+def section_at(root: type[Section], path: tuple) -> type[Section] | None:
+    if not path:
+        return root
+    info, _ = field_at(root, path)
+    if info is None:
+        return None
+    subs = section_types(info.annotation)
+    return subs[0] if subs else container_section(info.annotation)
+
+
+def defaults_tree(model: type[Section]) -> dict:
+    """The documented defaults of a section tree as a plain tree; REQUIRED values are MISSING ("???")."""
+    out: dict = {}
+    for name, info in model.model_fields.items():
+        key = key_of(name, info)
+        subs = section_types(info.annotation)
+        if info.is_required():
+            out[key] = MISSING
+        elif subs and info.default_factory is not None:
+            out[key] = defaults_tree(subs[0])
+        elif info.default_factory is not None:
+            value = info.default_factory()
+            out[key] = defaults_tree(type(value)) if isinstance(value, Section) else _deepcopy(value)
+        elif subs and isinstance(info.default, Section):
+            out[key] = defaults_tree(type(info.default))
+        elif isinstance(info.default, BaseModel):
+            out[key] = info.default.model_dump(by_alias=True)
+        else:
+            out[key] = _deepcopy(info.default)
+    return out
+
+
+# ---- rules --------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Finding:
+    code: str
+    severity: Severity
+    path: str
+    message: str
+    hint: str | None = None
+    related: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    code: str
+    summary: str
+    keys: tuple[str, ...]
+    check: Callable[[Any, "RuleContext"], Iterable[Finding]]
+
+
+class RuleSet:
+    def __init__(self) -> None:
+        self.rules: list[Rule] = []
+
+    def rule(self, id: str, code: str, summary: str, keys: Iterable[str] = ()) -> Callable:
+        """Register a rule. `summary` is one sentence for the reference docs; `keys` are the dotted keys it reads."""
+        if code not in CODES:
+            raise KeyError(f"rule {id}: code {code} is not registered in rlcfg.diagnostics.CODES")
+        if any(r.id == id for r in self.rules):
+            raise ValueError(f"rule id {id} is registered twice")
+
+        def register(function: Callable) -> Callable:
+            self.rules.append(Rule(id, code, summary, tuple(keys), function))
+            return function
+
+        return register
+
+    def __iter__(self) -> Iterator[Rule]:
+        return iter(self.rules)
+
+
+@dataclass
+class HostFacts:
+    """Facts about the machine rlcfg runs on, handed to rules explicitly (schemas never read them)."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    path_exists: Callable[[str], bool] = lambda path: True
+
+
+class RuleContext:
+    def __init__(self, tree: SourceTree, strict: bool, host: HostFacts):
+        self.tree = tree
+        self.strict = strict
+        self.host = host
+
+    def is_set(self, path: str) -> bool:
+        """Whether the user wrote this key (in the file or an override), as opposed to taking its default."""
+        origin = self.tree.values.get(split_dotted(path))
+        return origin is not None and origin.kind in ("file", "override", "env")
+
+    def _finding(self, code: str, severity: Severity | None, path: str, message: str, hint: str | None,
+                 related: Iterable[str]) -> Finding:
+        if code not in CODES:
+            raise KeyError(f"diagnostic code {code} is not registered")
+        return Finding(code, severity or CODES[code].severity, path, message, hint, tuple(related))
+
+    def error(self, code: str, path: str, message: str, hint: str | None = None, related: Iterable[str] = ()) -> Finding:
+        return self._finding(code, Severity.ERROR, path, message, hint, related)
+
+    def warning(self, code: str, path: str, message: str, hint: str | None = None, related: Iterable[str] = ()) -> Finding:
+        return self._finding(code, Severity.WARNING, path, message, hint, related)
+
+    def machine(self, path: str, message: str, hint: str | None = None, related: Iterable[str] = ()) -> Finding:
+        """A rule that depends on the machine the job runs on: a warning, or an error under --strict."""
+        return self._finding("RLC308", Severity.ERROR if self.strict else Severity.WARNING, path, message, hint, related)
+
+
+# ---- dialects -----------------------------------------------------------------------------------------------
+
+
+class Dialect:
+    """One framework's config language. Subclasses set the class attributes and `root`."""
+
+    name: ClassVar[str]
+    title: ClassVar[str]
+    documents: ClassVar[str]  # which framework version the seed documents, for the docs
+    override_grammar: ClassVar[str] = "hydra"  # or "dotlist"
+    resolvers: ClassVar[Mapping[str, Callable]] = {}
+    rules: ClassVar[RuleSet]
+
+    def variants(self) -> dict[str, type[Section]]:
+        """Every root model, by variant name (one entry when the dialect has no variants)."""
+        raise NotImplementedError
+
+    def root(self, data: dict) -> type[Section]:
+        """The root model for this document (ChatLearn, for one, picks it by `runtime_args.train_backend`)."""
+        variants = self.variants()
+        return next(iter(variants.values()))
+
+    def defaults(self, root: type[Section]) -> dict:
+        return defaults_tree(root)
+
+    def compose(self, tree: SourceTree, base_dir: str) -> tuple[SourceTree, list]:
+        """Combine a multi-file config (Hydra defaults lists) into one tree. Most dialects have nothing to do."""
+        return tree, []
+
+    def describe(self, config: Any) -> str:
+        """A short phrase for a valid config's summary line, e.g. "FSDP training, vLLM rollout"."""
+        return ""

@@ -1,0 +1,274 @@
+"""Check a resolved tree against a dialect: types and ranges, unknown keys, renamed keys, then the rules."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from difflib import get_close_matches
+from functools import lru_cache
+from typing import Any, Iterable
+
+from pydantic import ValidationError
+
+from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
+from rlcfg.schema.base import (Dialect, Finding, HostFacts, RuleContext, Section, choices_of, field_at, iter_fields,
+                               key_of, section_at)
+from rlcfg.source.tree import Path, SourceTree, delete_path, dotted, split_dotted
+
+_TYPE_WORDS = {
+    "int_type": "an integer", "int_from_float": "an integer", "int_parsing": "an integer",
+    "float_type": "a number", "float_parsing": "a number", "bool_type": "true or false", "bool_parsing": "true or false",
+    "string_type": "a string", "list_type": "a list", "dict_type": "a mapping", "model_type": "a mapping of keys",
+    "model_attributes_type": "a mapping of keys", "none_required": "null", "tuple_type": "a list",
+    "finite_number": "a finite number",
+}
+_RANGE = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "less_than_equal": "<="}
+
+
+def describe_value(value: Any) -> str:
+    kind = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "a list",
+            dict: "a mapping", type(None): "null"}.get(type(value), type(value).__name__)
+    shown = repr(value) if isinstance(value, str) else _short(value)
+    return f"{shown} ({kind})"
+
+
+def _short(value: Any) -> str:
+    text = "null" if value is None else str(value).lower() if isinstance(value, bool) else str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+@dataclass
+class SchemaResult:
+    config: Section | None
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    error_paths: set = field(default_factory=set)  # paths that carry an error; rules touching them are muted
+
+
+def validate_tree(root: type[Section], tree: SourceTree) -> SchemaResult:
+    result = SchemaResult(None)
+    data = tree.data
+    try:
+        result.config = root.model_validate(data)
+        return result
+    except ValidationError as exc:
+        errors = exc.errors(include_url=False)
+    cleaned = _copy(data)
+    for error in errors:
+        path = _tree_path(error["loc"], data)
+        found = _error_diagnostic(error, path, root, tree)
+        if found is not None:
+            result.diagnostics.append(found)
+        result.error_paths.add(path)
+        if error["type"] != "missing":
+            delete_path(cleaned, path)
+    try:
+        result.config = root.model_validate(cleaned)
+    except ValidationError:
+        # Still invalid (a required value is missing): build what can be built, so that the rules can check
+        # everything else; a rule that reaches for the missing value is skipped.
+        result.config = _lenient(root, cleaned)
+    return result
+
+
+def _lenient(model: type[Section], data: Any) -> Section:
+    from rlcfg.schema.base import section_types
+
+    values = {}
+    for name, info in model.model_fields.items():
+        key = key_of(name, info)
+        subs = section_types(info.annotation)
+        if key in data:
+            value = data[key]
+            values[name] = _lenient(subs[0], value) if subs and isinstance(value, dict) else value
+        elif not info.is_required():
+            values[name] = info.get_default(call_default_factory=True) if not subs else _lenient(subs[0], {})
+    return model.model_construct(**values)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _tree_path(loc: tuple, data: Any) -> Path:
+    """Pydantic's error location with union-member tags removed, so it names keys of the document."""
+    path: list = []
+    node = data
+    for index, part in enumerate(loc):
+        if isinstance(node, dict) and part in node:
+            path.append(part)
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            path.append(part)
+            node = node[part]
+        elif index == len(loc) - 1 and isinstance(part, str) and isinstance(node, dict):
+            path.append(part)  # a missing key
+        elif isinstance(part, str) and ("[" in part or part[:1].isupper() or part in _TYPE_WORDS or "-" in part):
+            continue  # a union member or validator tag such as 'function-after[...]' or 'int'
+        else:
+            path.append(part)
+            node = None
+    return tuple(path)
+
+
+def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: SourceTree) -> Diagnostic | None:
+    kind = error["type"]
+    name = dotted(path)
+    value = error.get("input")
+    info, owner = field_at(root, path)
+    description = info.description if info is not None else None
+    origin = tree.origin(path)
+    if kind == "extra_forbidden":
+        return _unknown_key(path, root, tree)
+    if kind == "missing":
+        where = dotted(path[:-1]) or "the top level"
+        hint = f"add `{path[-1]}: <value>` under `{where}`"
+        if description:
+            hint += f" ({_first_sentence(description)})"
+        return diagnostic("RLC203", name, f"`{name}` has no default and must be set", origin=tree.key_origin(path[:-1]) or origin,
+                          hint=hint)
+    if kind == "literal_error":
+        allowed = choices_of(info.annotation) if info is not None else None
+        allowed_text = ", ".join(_short(a) for a in allowed) if allowed else error.get("ctx", {}).get("expected", "")
+        suggestion = None
+        if allowed and isinstance(value, str):
+            close = get_close_matches(value, [str(a) for a in allowed], n=1, cutoff=0.6)
+            suggestion = close[0] if close else None
+        hint = f"did you mean `{suggestion}`?" if suggestion else f"use one of: {allowed_text}"
+        return diagnostic("RLC202", name, f"`{name}`: {_short(value)} is not one of {allowed_text}", origin=origin,
+                          hint=hint)
+    if kind in _RANGE:
+        bound = next(iter(error.get("ctx", {}).values()), "?")
+        return diagnostic("RLC201", name, f"`{name}` must be {_RANGE[kind]} {bound}, got {_short(value)}", origin=origin,
+                          hint=_first_sentence(description) if description else None)
+    if kind in ("too_short", "too_long"):
+        return diagnostic("RLC201", name, f"`{name}`: {error['msg'].lower()}", origin=origin,
+                          hint=_first_sentence(description) if description else None)
+    if kind in _TYPE_WORDS:
+        expected = _TYPE_WORDS[kind]
+        hint = None
+        if isinstance(value, str) and kind.startswith(("int", "float")):
+            hint = f"write the number without quotes: `{path[-1]}: {value}`" if _numeric(value) else None
+        if isinstance(value, float) and kind.startswith("int") and value.is_integer():
+            hint = f"write `{int(value)}`, without the decimal point"
+        if hint is None and description:
+            hint = _first_sentence(description)
+        return diagnostic("RLC200", name, f"`{name}`: expected {expected}, got {describe_value(value)}",
+                          origin=origin, hint=hint)
+    return diagnostic("RLC200", name, f"`{name}`: {error['msg']} (got {describe_value(value)})", origin=origin,
+                      hint=_first_sentence(description) if description else None)
+
+
+def _numeric(text: str) -> bool:
+    try:
+        float(text)
+        return True
+    except ValueError:
+        return False
+
+
+def _first_sentence(text: str) -> str:
+    text = " ".join(text.split())
+    end = text.find(". ")
+    return text if end < 0 else text[: end + 1]
+
+
+@lru_cache(maxsize=None)
+def _all_keys(root: type[Section]) -> dict[str, list[str]]:
+    """key name -> every dotted path where the dialect has a key of that name."""
+    out: dict[str, list[str]] = {}
+    for path, _info, _owner in iter_fields(root):
+        out.setdefault(path[-1], []).append(".".join(path))
+    return out
+
+
+def _unknown_key(path: Path, root: type[Section], tree: SourceTree) -> Diagnostic:
+    name = dotted(path)
+    key = str(path[-1])
+    parent = path[:-1]
+    owner = section_at(root, parent)
+    siblings = [key_of(n, f) for n, f in owner.model_fields.items()] if owner is not None else []
+    close = get_close_matches(key, siblings, n=1, cutoff=0.7)
+    elsewhere = [p for p in _all_keys(root).get(key, []) if p != name]
+    where = f"`{dotted(parent)}`" if parent else "the top level"
+    if close:
+        hint = f"did you mean `{close[0]}`?"
+        if elsewhere:
+            hint += f" (`{key}` also exists under `{elsewhere[0].rsplit('.', 1)[0]}`)"
+    elif elsewhere:
+        hint = f"this key exists under `{elsewhere[0].rsplit('.', 1)[0]}`" + (
+            f" (and {len(elsewhere) - 1} more places)" if len(elsewhere) > 1 else "")
+    else:
+        cross = get_close_matches(key, list(_all_keys(root)), n=1, cutoff=0.8)
+        if cross:
+            target = _all_keys(root)[cross[0]][0]
+            hint = f"did you mean `{target}`?"
+        else:
+            hint = f"{where} has no such key; `rlcfg docs` lists the keys it accepts"
+    return diagnostic("RLC102", name, f"unknown key `{key}` in {where}", origin=tree.key_origin(path), hint=hint)
+
+
+# ---- renamed keys -------------------------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=None)
+def renamed_fields(root: type[Section]) -> tuple[tuple[str, str], ...]:
+    out = []
+    for path, info, _owner in iter_fields(root):
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        target = extra.get("x-rlcfg-renamed-to")
+        if target:
+            out.append((".".join(path), target))
+    return tuple(out)
+
+
+def check_renames(root: type[Section], tree: SourceTree, context: RuleContext) -> list[Diagnostic]:
+    found = []
+    for old, new in renamed_fields(root):
+        if not context.is_set(old):
+            continue
+        old_path, new_path = split_dotted(old), split_dotted(new)
+        if context.is_set(new) and tree.get(old_path) != tree.get(new_path):
+            found.append(diagnostic(
+                "RLC305", old, f"`{old}` ({_short(tree.get(old_path))}) and its newer name `{new}` "
+                f"({_short(tree.get(new_path))}) are both set, to different values",
+                origin=tree.origin(old_path), related=[(new, tree.origin(new_path))],
+                hint=f"keep only `{new}`"))
+        else:
+            found.append(diagnostic(
+                "RLC111", old, f"`{old}` is the older name of `{new}`; both are accepted",
+                origin=tree.key_origin(old_path), hint=f"rename it to `{new}` for newer framework versions"))
+    return found
+
+
+# ---- rules --------------------------------------------------------------------------------------------------
+
+
+def run_rules(dialect: Dialect, config: Section, tree: SourceTree, strict: bool, host: HostFacts,
+              muted: set, config_has_errors: bool) -> list[Diagnostic]:
+    context = RuleContext(tree, strict, host)
+    out: list[Diagnostic] = []
+    for rule in dialect.rules:
+        try:
+            findings: Iterable[Finding] = list(rule.check(config, context) or ())
+        except Exception:
+            if config_has_errors:
+                continue  # the rule tripped over a value that already has an error
+            raise
+        for f in findings:
+            paths = (f.path, *f.related)
+            if any(_touches(split_dotted(p), muted) for p in paths if p):
+                continue
+            path = split_dotted(f.path) if f.path else ()
+            origin: Origin | None = tree.origin(path)
+            related = [(p, tree.origin(split_dotted(p))) for p in f.related]
+            out.append(diagnostic(f.code, f.path, f.message, hint=f.hint, origin=origin, severity=f.severity,
+                                  related=related, rule=rule.id))
+    out.extend(check_renames(type(config), tree, context))
+    return out
+
+
+def _touches(path: Path, muted: set) -> bool:
+    return any(path[: len(m)] == m or m[: len(path)] == path for m in muted)

@@ -1,0 +1,296 @@
+"""Command-line overrides, in each dialect's own grammar.
+
+`hydra`: Hydra's override grammar, as SkyRL, RLinf, ROLL and AReaL read it: `a.b=c` changes an existing key,
+`+a.b=c` adds a new one, `++a.b=c` sets it either way, `~a.b` (or `~a.b=c`) deletes it; values are Hydra
+primitives, quoted strings, `[lists]` and `{mappings}`.
+
+`dotlist`: OmegaConf's dotlist, as ChatLearn reads it: `a.b=c` only, the value read as YAML. ChatLearn has
+no `+`/`~` prefixes: there they would become literal key names.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
+from rlcfg.source.tree import Layer, SourceTree, delete_path, dotted, drop_subtree, walk
+
+_KEY = re.compile(r"^[A-Za-z_][\w\-]*(\.[A-Za-z_0-9][\w\-]*)*$")
+
+
+@dataclass
+class Override:
+    op: str  # "set" (a.b=c), "add" (+a.b=c), "force" (++a.b=c), "delete" (~a.b)
+    path: tuple
+    value: Any
+    has_value: bool
+    origin: Origin
+
+
+class OverrideSyntaxError(Exception):
+    pass
+
+
+def parse_override(text: str, index: int, grammar: str) -> tuple[Override | None, Diagnostic | None]:
+    origin = Origin("override", override_index=index, override_text=text)
+
+    def bad(message: str, hint: str) -> tuple[None, Diagnostic]:
+        return None, diagnostic("RLC104", "", message, origin=origin, hint=hint)
+
+    op = "set"
+    body = text
+    if grammar == "hydra":
+        if body.startswith("++"):
+            op, body = "force", body[2:]
+        elif body.startswith("+"):
+            op, body = "add", body[1:]
+        elif body.startswith("~"):
+            op, body = "delete", body[1:]
+    elif body[:1] in "+~":
+        return bad(f"override `{text}` uses the Hydra prefix `{body[0]}`, which this dialect does not read",
+                   "write plain `key=value`; the dialect's loader (OmegaConf's dotlist) would take the prefix as part of the key name")
+    key, eq, raw = body.partition("=")
+    key = key.strip()
+    if not eq and op != "delete":
+        return bad(f"override `{text}` has no `=`", "write overrides as `section.key=value`")
+    if "@" in key and grammar == "hydra":
+        return bad(f"override `{text}` selects a config group (`@`), which rlcfg does not compose from the command line",
+                   "edit the config's defaults list instead")
+    if not _KEY.match(key):
+        return bad(f"override `{text}`: `{key}` is not a dotted key name",
+                   "keys are names joined by dots, for example `trainer.policy.optimizer_config.lr`")
+    path = tuple(key.split("."))
+    if op == "delete" and not eq:
+        return Override(op, path, None, False, origin), None
+    try:
+        value = parse_hydra_value(raw) if grammar == "hydra" else parse_yaml_value(raw)
+    except OverrideSyntaxError as exc:
+        return bad(f"override `{text}`: {exc}", "quote values that contain `,`, `[`, `]`, `{`, `}`, `=` or spaces: key='a value'")
+    return Override(op, path, value, True, origin), None
+
+
+def parse_yaml_value(raw: str) -> Any:
+    """A dotlist value, read the way OmegaConf reads it (as a YAML document)."""
+    import yaml
+    from omegaconf._yaml import get_yaml_loader
+
+    if raw == "":
+        return ""
+    try:
+        return yaml.load(raw, Loader=get_yaml_loader())
+    except yaml.YAMLError as exc:
+        raise OverrideSyntaxError(f"the value is not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+
+
+# ---- Hydra values -------------------------------------------------------------------------------------------
+
+_INT = re.compile(r"^[+-]?\d(_?\d)*$")
+_FLOAT = re.compile(r"^[+-]?((\d(_?\d)*)?\.\d(_?\d)*([eE][+-]?\d+)?|\d(_?\d)*\.?([eE][+-]?\d+)|\d(_?\d)*\.)$")
+_SPECIAL_FLOATS = {"inf": float("inf"), "+inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
+
+
+def hydra_primitive(token: str) -> Any:
+    text = token.strip()
+    lower = text.lower()
+    if lower == "null":
+        return None
+    if lower in ("true", "false"):
+        return lower == "true"
+    if _INT.match(text):
+        return int(text.replace("_", ""))
+    if _FLOAT.match(text):
+        return float(text.replace("_", ""))
+    if lower in _SPECIAL_FLOATS:
+        return _SPECIAL_FLOATS[lower]
+    return text
+
+
+class _HydraValueParser:
+    def __init__(self, text: str):
+        self.text = text
+        self.pos = 0
+
+    def error(self, message: str) -> OverrideSyntaxError:
+        return OverrideSyntaxError(f"{message} at character {self.pos + 1} of `{self.text}`")
+
+    def peek(self) -> str:
+        return self.text[self.pos] if self.pos < len(self.text) else ""
+
+    def skip_ws(self) -> None:
+        while self.peek() in (" ", "\t") and self.peek():
+            self.pos += 1
+
+    def parse(self) -> Any:
+        self.skip_ws()
+        if not self.text.strip():
+            return ""
+        value = self.element()
+        self.skip_ws()
+        if self.peek() == ",":
+            raise OverrideSyntaxError(
+                f"`{self.text}` is a sweep (several values separated by commas); rlcfg checks one config at a time, "
+                f"so write a list as `[{self.text}]`")
+        if self.pos != len(self.text):
+            raise self.error(f"unexpected `{self.peek()}`")
+        return value
+
+    def element(self) -> Any:
+        self.skip_ws()
+        c = self.peek()
+        if c == "[":
+            return self.sequence()
+        if c == "{":
+            return self.mapping()
+        if c in ("'", '"'):
+            return self.quoted()
+        return self.primitive()
+
+    def quoted(self) -> str:
+        quote = self.peek()
+        self.pos += 1
+        out = []
+        while True:
+            c = self.peek()
+            if not c:
+                raise self.error(f"unterminated {quote}quoted string")
+            if c == "\\" and self.pos + 1 < len(self.text) and self.text[self.pos + 1] in (quote, "\\"):
+                out.append(self.text[self.pos + 1])
+                self.pos += 2
+                continue
+            self.pos += 1
+            if c == quote:
+                return "".join(out)
+            out.append(c)
+
+    def primitive(self, stop_at_colon: bool = False) -> Any:
+        start = self.pos
+        depth = 0
+        while self.pos < len(self.text):
+            c = self.text[self.pos]
+            if c == "$" and self.text[self.pos + 1:self.pos + 2] == "{":
+                depth += 1
+                self.pos += 2
+                continue
+            if c == "}" and depth:
+                depth -= 1
+                self.pos += 1
+                continue
+            if not depth and (c in ",]}[{'\"" or (c == ":" and stop_at_colon)):
+                break
+            self.pos += 1
+        if depth:
+            raise self.error("unclosed `${`")
+        token = self.text[start:self.pos]
+        if not token.strip():
+            raise self.error("expected a value")
+        return hydra_primitive(token)
+
+    def sequence(self) -> list:
+        self.pos += 1
+        items: list = []
+        self.skip_ws()
+        if self.peek() == "]":
+            self.pos += 1
+            return items
+        while True:
+            items.append(self.element())
+            self.skip_ws()
+            c = self.peek()
+            self.pos += 1
+            if c == "]":
+                return items
+            if c != ",":
+                self.pos -= 1
+                raise self.error("expected `,` or `]`")
+
+    def mapping(self) -> dict:
+        self.pos += 1
+        out: dict = {}
+        self.skip_ws()
+        if self.peek() == "}":
+            self.pos += 1
+            return out
+        while True:
+            self.skip_ws()
+            key = self.quoted() if self.peek() in ("'", '"') else str(self.primitive(stop_at_colon=True)).strip()
+            self.skip_ws()
+            if self.peek() != ":":
+                raise self.error("expected `:` after a mapping key")
+            self.pos += 1
+            out[key] = self.element()
+            self.skip_ws()
+            c = self.peek()
+            self.pos += 1
+            if c == "}":
+                return out
+            if c != ",":
+                self.pos -= 1
+                raise self.error("expected `,` or `}`")
+
+
+def parse_hydra_value(raw: str) -> Any:
+    return _HydraValueParser(raw).parse()
+
+
+# ---- applying -----------------------------------------------------------------------------------------------
+
+
+@dataclass
+class AppliedOverrides:
+    diagnostics: list[Diagnostic]
+    created: dict[tuple, Override]  # paths a plain `a.b=c` created although Hydra would want `+a.b=c`
+
+
+def apply_overrides(tree: SourceTree, overrides: list[Override], grammar: str) -> AppliedOverrides:
+    diagnostics: list[Diagnostic] = []
+    created: dict[tuple, Override] = {}
+    for override in overrides:
+        path = override.path
+        exists = tree.has(path)
+        name = dotted(path)
+        if override.op == "delete":
+            if not exists:
+                diagnostics.append(diagnostic(
+                    "RLC105", name, f"`~{name}` deletes a key that the config does not have",
+                    origin=override.origin, hint="check the key's spelling with `rlcfg validate FILE --explain KEY`"))
+                continue
+            if override.has_value and tree.get(path) != override.value:
+                diagnostics.append(diagnostic(
+                    "RLC105", name,
+                    f"`~{name}={override.value}` deletes the key only if its value is {override.value!r}, but it is {tree.get(path)!r}",
+                    origin=override.origin, hint=f"write `~{name}` to delete it whatever its value"))
+                continue
+            delete_path(tree.data, path)
+            drop_subtree(tree.values, path)
+            drop_subtree(tree.keys, path)
+            continue
+        if override.op == "add" and exists:
+            diagnostics.append(diagnostic(
+                "RLC105", name, f"`+{name}` adds a key, but `{name}` already exists (value {tree.get(path)!r})",
+                origin=override.origin, hint=f"write `{name}=...` to change an existing key"))
+            continue
+        parent = tree.get(path[:-1]) if len(path) > 1 else tree.data
+        if parent is not None and not isinstance(parent, dict):
+            diagnostics.append(diagnostic(
+                "RLC105", name, f"cannot set `{name}`: `{dotted(path[:-1])}` is {type(parent).__name__}, not a mapping",
+                origin=override.origin, hint=f"override `{dotted(path[:-1])}` itself"))
+            continue
+        if override.op == "set" and not exists and grammar == "hydra":
+            created[path] = override
+        _set_with_origin(tree, path, override.value, override.origin)
+    return AppliedOverrides(diagnostics, created)
+
+
+def _set_with_origin(tree: SourceTree, path: tuple, value: Any, origin: Origin) -> None:
+    from rlcfg.source.tree import set_path
+
+    set_path(tree.data, path, value)
+    for i in range(1, len(path)):
+        tree.values.setdefault(path[:i], origin)
+    drop_subtree(tree.values, path)
+    for sub, _ in walk(value, path):
+        tree.values[sub] = origin
+    tree.keys[path] = origin
+    tree.history.setdefault(path, []).append(Layer(origin, value))

@@ -1,0 +1,256 @@
+"""Defaults, then the file, then overrides; then `${...}` interpolation resolved by OmegaConf itself.
+
+Each stage records a `Layer` in the tree's history, so `rlcfg validate --explain KEY` can tell a value's
+story (default → file → override), and each resolved interpolation keeps the location where it was written
+plus, in `Origin.via`, where the values it refers to came from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field, replace
+from difflib import get_close_matches
+from typing import Any, Callable, Mapping
+
+from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
+from rlcfg.source.tree import MISSING, Layer, Path, SourceTree, delete_path, dotted, drop_subtree, walk
+
+_DEFAULT_ORIGIN = Origin("default")
+
+
+def merge_over_defaults(defaults: dict, user: SourceTree) -> SourceTree:
+    """The user's tree laid over the dialect's defaults. Mappings merge key by key; anything else replaces."""
+    merged = SourceTree({})
+    for path, value in walk(defaults):
+        if not path:
+            continue
+        origin = Origin("default", default_of=value) if _is_interpolation(value) else _DEFAULT_ORIGIN
+        merged.values[path] = origin
+        if not isinstance(value, (dict, list)):
+            merged.history[path] = [Layer(origin, value)]
+    merged.data = _merge(defaults, user.data, (), merged, user)
+    return merged
+
+
+def _merge(default: Any, user: Any, path: Path, merged: SourceTree, source: SourceTree) -> Any:
+    if isinstance(default, dict) and isinstance(user, dict):
+        if path in source.values:
+            merged.values[path] = source.values[path]
+        if path in source.keys:
+            merged.keys[path] = source.keys[path]
+        out = {k: _copy(v) for k, v in default.items()}
+        for key, value in user.items():
+            out[key] = _merge(default.get(key), value, path + (key,), merged, source)
+        return out
+    drop_subtree(merged.values, path)
+    for sub, _ in walk(user, path):
+        if sub in source.values:
+            merged.values[sub] = source.values[sub]
+        if sub in source.keys:
+            merged.keys[sub] = source.keys[sub]
+        layers = merged.history.get(sub, []) if sub == path else []
+        merged.history[sub] = layers + source.history.get(sub, [])
+    return _copy(user)
+
+
+def _copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_copy(v) for v in value]
+    return value
+
+
+def _is_interpolation(value: Any) -> bool:
+    return isinstance(value, str) and "${" in value
+
+
+# ---- interpolation ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class Resolution:
+    tree: SourceTree
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    missing: set = field(default_factory=set)  # required values nobody gave ("???")
+    unresolved: set = field(default_factory=set)  # interpolations that failed (already reported or missing-dependent)
+
+
+_REF = re.compile(r"\$\{(\.*)([A-Za-z_][\w\-]*(?:\.[\w\-]+|\[\d+\])*)\}")
+_ENV_REF = re.compile(r"\$\{oc\.env:([^,}]+)")
+
+
+class _EnvReader:
+    """`oc.env` reading a given environment (not the process's), and noting which variables were read."""
+
+    def __init__(self, env: Mapping[str, str]):
+        self.env = env
+        self.read: list[str] = []
+
+    def __call__(self, key: str, default: Any = MISSING) -> Any:
+        self.read.append(key)
+        if key in self.env:
+            return self.env[key]
+        if default is not MISSING:
+            return str(default) if default is not None else None
+        raise KeyError(f"Environment variable '{key}' not found")
+
+
+def resolve(tree: SourceTree, env: Mapping[str, str], resolvers: Mapping[str, Callable] | None = None) -> Resolution:
+    """Resolve every `${...}` in the tree with OmegaConf, in place of the raw strings."""
+    result = Resolution(tree)
+    interpolations: list[Path] = []
+    for path, value in list(walk(tree.data)):
+        if value == MISSING:
+            result.missing.add(path)
+        elif _is_interpolation(value):
+            if _grammar_ok(value, path, tree, result):
+                interpolations.append(path)
+            else:
+                result.unresolved.add(path)
+    if not interpolations:
+        _drop(tree, result.missing)
+        return result
+
+    from omegaconf import OmegaConf
+
+    reader = _EnvReader(env)
+    for name, function in {"oc.env": reader, **(resolvers or {})}.items():
+        OmegaConf.register_resolver(name, function, replace=True, use_cache=False, annotation_validation="off")
+    data = _copy(tree.data)
+    for path in result.unresolved:
+        delete_path(data, path)
+    cfg = OmegaConf.create(data, flags={"allow_objects": True})
+
+    resolved: dict[Path, Any] = {}
+    failures: dict[Path, Exception] = {}
+    for path in interpolations:
+        reader.read.clear()
+        try:
+            value = _select(cfg, path)
+        except Exception as exc:  # OmegaConf raises a family of errors; each one becomes a diagnostic
+            failures[path] = exc
+            continue
+        resolved[path] = (value, list(reader.read))
+    result.unresolved.update(failures)
+    for path, exc in failures.items():
+        # An interpolation that fails only because what it refers to failed is not reported again.
+        targets = [_absolute(dots, target, path) for dots, target in _REF.findall(str(tree.get(path)))]
+        if any(t[: len(f)] == f for t in targets for f in result.unresolved | result.missing):
+            continue
+        found = _resolution_diagnostic(exc, path, tree)
+        if found is not None:
+            result.diagnostics.append(found)
+
+    for path, (value, env_read) in resolved.items():
+        raw = tree.get(path)
+        via = tuple(_referenced_origins(raw, path, tree)) + tuple(
+            Origin("env", env_var=name) for name in env_read if name in env)
+        origin = tree.origin(path) or _DEFAULT_ORIGIN
+        new_origin = replace(origin, via=via)
+        from rlcfg.source.tree import set_path
+
+        set_path(tree.data, path, value)
+        drop_subtree(tree.values, path)
+        for sub, _ in walk(value, path):
+            tree.values[sub] = new_origin
+        tree.history.setdefault(path, []).append(Layer(Origin("derived", via=via), value))
+    _drop(tree, result.missing | result.unresolved)
+    return result
+
+
+def _drop(tree: SourceTree, paths: set) -> None:
+    for path in sorted(paths, key=len, reverse=True):
+        delete_path(tree.data, path)
+
+
+def _select(cfg: Any, path: Path) -> Any:
+    from omegaconf import DictConfig, ListConfig, OmegaConf
+
+    node = cfg
+    for part in path[:-1]:
+        node = node._get_node(part)
+    value = node[path[-1]]
+    if isinstance(value, (DictConfig, ListConfig)):
+        return OmegaConf.to_container(value, resolve=True)
+    return value
+
+
+def _grammar_ok(value: str, path: Path, tree: SourceTree, result: Resolution) -> bool:
+    from omegaconf.errors import GrammarParseError
+    from omegaconf.grammar_parser import parse
+
+    try:
+        parse(value)
+        return True
+    except GrammarParseError:
+        result.diagnostics.append(diagnostic(
+            "RLC109", dotted(path), f"`{value}` is not a valid interpolation",
+            origin=tree.origin(path),
+            hint="an interpolation looks like `${section.key}` or `${oc.env:VAR,default}`; check the braces"))
+        return False
+
+
+def _referenced_origins(raw: Any, path: Path, tree: SourceTree) -> list[Origin]:
+    if not isinstance(raw, str):
+        return []
+    out = []
+    for dots, target in _REF.findall(raw):
+        target_path = _absolute(dots, target, path)
+        origin = tree.origin(target_path)
+        if origin is not None:
+            out.append(origin)
+    return out
+
+
+def _absolute(dots: str, target: str, path: Path) -> Path:
+    from rlcfg.source.tree import split_dotted
+
+    parts = split_dotted(target)
+    if not dots:
+        return parts
+    base = path[:-1]
+    if len(dots) > 1:
+        base = base[: len(base) - (len(dots) - 1)]
+    return base + parts
+
+
+def _resolution_diagnostic(exc: Exception, path: Path, tree: SourceTree) -> Diagnostic | None:
+    from omegaconf.errors import (InterpolationKeyError, InterpolationToMissingValueError,
+                                  UnsupportedInterpolationType)
+
+    raw = tree.get(path)
+    name = dotted(path)
+    origin = tree.origin(path)
+    text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+    if isinstance(exc, InterpolationToMissingValueError):
+        return None  # the missing value itself is reported once, where it belongs
+    if "Environment variable" in text:
+        var = re.search(r"Environment variable '([^']+)'", text)
+        var_name = var.group(1) if var else "?"
+        return diagnostic(
+            "RLC107", name, f"`{raw}` needs the environment variable {var_name}, which is not set",
+            origin=origin,
+            hint=f"export {var_name}=... before running, or give a default: `${{oc.env:{var_name},/some/path}}`")
+    if isinstance(exc, InterpolationKeyError):
+        key = re.search(r"Interpolation key '([^']+)' not found", text)
+        target = key.group(1) if key else raw
+        suggestion = _suggest_key(target, tree)
+        return diagnostic(
+            "RLC106", name, f"`{raw}` refers to `{target}`, which does not exist",
+            origin=origin, hint=f"did you mean `{suggestion}`?" if suggestion else "check the key path; interpolations use the full dotted path from the top of the config, or `${.sibling}`")
+    if "Recursive interpolation" in text:
+        return diagnostic("RLC108", name, f"`{raw}` is part of an interpolation cycle: following it leads back to `{name}`",
+                          origin=origin, hint="give one of the keys in the cycle a plain value")
+    if isinstance(exc, UnsupportedInterpolationType):
+        kind = re.search(r"Unsupported interpolation type (\S+)", text)
+        return diagnostic("RLC109", name, f"`{raw}` uses the resolver `{kind.group(1) if kind else '?'}`, which this dialect does not have",
+                          origin=origin, hint="the resolvers available everywhere are oc.env, oc.select and oc.decode")
+    return diagnostic("RLC106", name, f"`{raw}` cannot be resolved: {text}", origin=origin,
+                      hint="check the interpolation's key path and arguments")
+
+
+def _suggest_key(target: str, tree: SourceTree) -> str | None:
+    candidates = [dotted(p) for p, _ in walk(tree.data) if p and all(isinstance(x, str) for x in p)]
+    match = get_close_matches(target, candidates, n=1, cutoff=0.75)
+    return match[0] if match else None
