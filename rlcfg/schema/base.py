@@ -188,6 +188,8 @@ def defaults_tree(model: type[Section]) -> dict:
         subs = section_types(info.annotation)
         if info.is_required():
             out[key] = MISSING
+        elif len(subs) > 1:
+            continue  # a union of sections: which one applies depends on the document, so pydantic fills it
         elif subs and info.default_factory is not None:
             out[key] = defaults_tree(subs[0])
         elif info.default_factory is not None:

@@ -107,6 +107,8 @@ def _tree_path(loc: tuple, data: Any) -> Path:
             path.append(part)  # a missing key
         elif isinstance(part, str) and ("[" in part or part[:1].isupper() or part in _TYPE_WORDS or "-" in part):
             continue  # a union member or validator tag such as 'function-after[...]' or 'int'
+        elif isinstance(node, dict) and index + 1 < len(loc) and loc[index + 1] in node:
+            continue  # a discriminated union's tag (the variant's name), not a key of the document
         else:
             path.append(part)
             node = None
