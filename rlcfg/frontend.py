@@ -103,7 +103,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     diagnostics.extend(resolution.diagnostics)
     result.tree = merged
 
-    checked = validate_tree(root, merged)
+    checked = validate_tree(root, merged, spec)
     diagnostics.extend(checked.diagnostics)
     reported_unknown = {d.path for d in checked.diagnostics if d.code == "RLC102"}
     for path, override in applied.created.items():

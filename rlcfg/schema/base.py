@@ -293,6 +293,7 @@ class Dialect:
     title: ClassVar[str]
     documents: ClassVar[str]  # which framework version the seed documents, for the docs
     override_grammar: ClassVar[str] = "hydra"  # or "dotlist"
+    variant_key: ClassVar[str | None] = None  # the dotted key that chooses the variant, when there are several
     resolvers: ClassVar[Mapping[str, Callable]] = {}
     rules: ClassVar[RuleSet]
 

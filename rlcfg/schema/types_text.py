@@ -1,4 +1,8 @@
-"""Types as a user reads them: `int >= 1`, `one of fsdp, megatron`, `list of str`, `float or null`."""
+"""Types as a user reads them: `int >= 1`, `one of fsdp, megatron`, `list of str`, `float or null`.
+
+`rlcfg validate --explain` and the reference docs both print types through this module, so a key reads the
+same in both places.
+"""
 
 from __future__ import annotations
 
@@ -11,12 +15,20 @@ from pydantic.fields import FieldInfo
 _NAMES = {int: "int", float: "float", str: "str", bool: "bool", type(None): "null", Any: "any"}
 
 
-def _literal(value: Any) -> str:
+def literal_text(value: Any) -> str:
+    """A constant as it is written in YAML (true, null, fsdp)."""
     if value is None:
         return "null"
     if isinstance(value, bool):
         return str(value).lower()
     return str(value)
+
+
+
+
+def _item(annotation: Any) -> str:
+    # "list of any" says nothing a bare "list" does not.
+    return "" if annotation is Any else type_text(annotation)
 
 
 def type_text(annotation: Any) -> str:
@@ -29,44 +41,73 @@ def type_text(annotation: Any) -> str:
         return "section"
     if origin is Literal:
         values = get_args(annotation)
-        return "one of " + ", ".join(_literal(v) for v in values) if len(values) > 1 else _literal(values[0])
+        return "one of " + ", ".join(literal_text(v) for v in values) if len(values) > 1 else literal_text(values[0])
     if origin in (Union, types.UnionType):
         args = get_args(annotation)
         nullable = type(None) in args
         rest = [a for a in args if a is not type(None)]
         literals = [v for a in rest if get_origin(a) is Literal for v in get_args(a)]
         others = [a for a in rest if get_origin(a) is not Literal]
-        parts = [type_text(a) for a in others]
+        parts = []
+        for text in (type_text(a) for a in others):
+            if text not in parts:  # two section types read the same; say it once
+                parts.append(text)
         if literals:
-            parts.append("one of " + ", ".join(_literal(v) for v in literals))
+            parts.append("one of " + ", ".join(literal_text(v) for v in literals))
         text = " or ".join(parts)
         return f"{text} or null" if nullable else text
     if origin is typing.Annotated:
         return type_text(get_args(annotation)[0])
-    if origin is list:
-        args = get_args(annotation)
-        return f"list of {type_text(args[0])}" if args else "list"
+    if origin in (list, tuple, set, frozenset):
+        args = [a for a in get_args(annotation) if a is not Ellipsis]
+        if origin is tuple and len(args) > 1 and len(set(args)) > 1:
+            return "list of " + ", ".join(type_text(a) for a in args)
+        inner = _item(args[0]) if args else ""
+        return f"list of {inner}" if inner else "list"
     if origin is dict:
         args = get_args(annotation)
-        return f"mapping of {type_text(args[1])}" if args and args[1] is not Any else "mapping"
+        inner = _item(args[1]) if args else ""
+        return f"mapping of {inner}" if inner else "mapping"
     return getattr(annotation, "__name__", str(annotation))
 
 
-def constraint_text(info: FieldInfo) -> str:
+def _number(bound: Any) -> str:
+    # A float field's bound `gt=0.0` reads better as `> 0`.
+    if isinstance(bound, float) and bound.is_integer():
+        return str(int(bound))
+    return str(bound)
+
+
+def range_text(info: FieldInfo) -> str:
+    """The numeric bounds of a field, as in `>= 1, <= 8`."""
     parts = []
     for item in info.metadata:
         for attribute, symbol in (("ge", ">="), ("gt", ">"), ("le", "<="), ("lt", "<")):
             bound = getattr(item, attribute, None)
             if bound is not None:
-                parts.append(f"{symbol} {bound}")
-        min_length = getattr(item, "min_length", None)
-        if min_length:
-            parts.append(f"at least {min_length} item{'s' if min_length != 1 else ''}")
+                parts.append(f"{symbol} {_number(bound)}")
     return ", ".join(parts)
 
 
+def length_text(info: FieldInfo) -> str:
+    for item in info.metadata:
+        min_length = getattr(item, "min_length", None)
+        if min_length:
+            return f"at least {min_length} item{'s' if min_length != 1 else ''}"
+    return ""
+
+
+def constraint_text(info: FieldInfo) -> str:
+    return ", ".join(part for part in (range_text(info), length_text(info)) if part)
+
+
 def field_type_text(info: FieldInfo) -> str:
-    """The type of a field with its range, as in `int >= 1`."""
-    base = type_text(info.annotation)
-    constraints = constraint_text(info)
-    return f"{base} {constraints}" if constraints else base
+    """The type of a field with its range, as in `int >= 1` or `list of str (at least 1 item)`."""
+    text = type_text(info.annotation)
+    bounds = range_text(info)
+    if bounds:
+        text = f"{text} {bounds}"
+    length = length_text(info)
+    if length:
+        text = f"{text} ({length})"
+    return text

@@ -43,7 +43,7 @@ class SchemaResult:
     error_paths: set = field(default_factory=set)  # paths that carry an error; rules touching them are muted
 
 
-def validate_tree(root: type[Section], tree: SourceTree) -> SchemaResult:
+def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None = None) -> SchemaResult:
     result = SchemaResult(None)
     data = tree.data
     try:
@@ -54,7 +54,7 @@ def validate_tree(root: type[Section], tree: SourceTree) -> SchemaResult:
     cleaned = _copy(data)
     for error in errors:
         path = _tree_path(error["loc"], data)
-        found = _error_diagnostic(error, path, root, tree)
+        found = _error_diagnostic(error, path, root, tree, dialect)
         if found is not None:
             result.diagnostics.append(found)
         result.error_paths.add(path)
@@ -115,7 +115,8 @@ def _tree_path(loc: tuple, data: Any) -> Path:
     return tuple(path)
 
 
-def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: SourceTree) -> Diagnostic | None:
+def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: SourceTree,
+                      dialect: Dialect | None = None) -> Diagnostic | None:
     kind = error["type"]
     name = dotted(path)
     value = error.get("input")
@@ -123,7 +124,7 @@ def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: Source
     description = info.description if info is not None else None
     origin = tree.origin(path)
     if kind == "extra_forbidden":
-        return _unknown_key(path, root, tree)
+        return _unknown_key(path, root, tree, dialect)
     if kind == "missing":
         where = dotted(path[:-1]) or "the top level"
         hint = f"add `{path[-1]}: <value>` under `{where}`"
@@ -186,8 +187,25 @@ def _all_keys(root: type[Section]) -> dict[str, list[str]]:
     return out
 
 
-def _unknown_key(path: Path, root: type[Section], tree: SourceTree) -> Diagnostic:
+def _other_variant(path: Path, root: type[Section], dialect: Dialect | None) -> str | None:
+    """The name of another variant of the dialect that does have this key."""
+    if dialect is None:
+        return None
+    for name, model in dialect.variants().items():
+        if model is not root and field_at(model, path)[0] is not None:
+            return name
+    return None
+
+
+def _unknown_key(path: Path, root: type[Section], tree: SourceTree, dialect: Dialect | None = None) -> Diagnostic:
     name = dotted(path)
+    variant = _other_variant(path, root, dialect)
+    if variant is not None:
+        chooser = f" ({dialect.variant_key}: {variant})" if dialect.variant_key else ""
+        return diagnostic("RLC102", name, f"`{name}` is a key of the {variant} variant{chooser}, not of this one",
+                          origin=tree.key_origin(path),
+                          hint=f"remove it, or switch to the {variant} variant" + (
+                              f" with `{dialect.variant_key}: {variant}`" if dialect.variant_key else ""))
     key = str(path[-1])
     parent = path[:-1]
     owner = section_at(root, parent)

@@ -132,15 +132,8 @@ def resolve(tree: SourceTree, env: Mapping[str, str], resolvers: Mapping[str, Ca
             failures[path] = exc
             continue
         resolved[path] = (value, list(reader.read))
+    result.diagnostics.extend(_failure_diagnostics(failures, tree, result.unresolved | result.missing))
     result.unresolved.update(failures)
-    for path, exc in failures.items():
-        # An interpolation that fails only because what it refers to failed is not reported again.
-        targets = [_absolute(dots, target, path) for dots, target in _REF.findall(str(tree.get(path)))]
-        if any(t[: len(f)] == f for t in targets for f in result.unresolved | result.missing):
-            continue
-        found = _resolution_diagnostic(exc, path, tree)
-        if found is not None:
-            result.diagnostics.append(found)
 
     for path, (value, env_read) in resolved.items():
         raw = tree.get(path)
@@ -157,6 +150,69 @@ def resolve(tree: SourceTree, env: Mapping[str, str], resolvers: Mapping[str, Ca
         tree.history.setdefault(path, []).append(Layer(Origin("derived", via=via), value))
     _drop(tree, result.missing | result.unresolved)
     return result
+
+
+def _overlap(a: Path, b: Path) -> bool:
+    return a[: len(b)] == b or b[: len(a)] == a
+
+
+def _failure_diagnostics(failures: dict[Path, Exception], tree: SourceTree, blocked: set) -> list[Diagnostic]:
+    """One diagnostic per root cause: a cycle is reported once, at its first member in the document, and an
+    interpolation that fails only because what it refers to failed (or is missing) is not reported again."""
+    refs = {p: [_absolute(dots, target, p) for dots, target in _REF.findall(str(tree.get(p)))] for p in failures}
+    edges = {p: [q for q in failures if any(_overlap(t, q) for t in refs[p])] for p in failures}
+
+    def reach(start: Path) -> set:
+        seen: set = set()
+        stack = [start]
+        while stack:
+            for q in edges[stack.pop()]:
+                if q not in seen:
+                    seen.add(q)
+                    stack.append(q)
+        return seen
+
+    reachable = {p: reach(p) for p in failures}
+    out: list[Diagnostic] = []
+    reported_cycles: list[set] = []
+    for path, exc in failures.items():
+        if path in reachable[path]:
+            members = {q for q in reachable[path] if path in reachable[q]}
+            if any(members == seen for seen in reported_cycles):
+                continue
+            reported_cycles.append(members)
+            out.append(_cycle_diagnostic(sorted(members, key=lambda q: _order(tree, q)), tree, edges))
+            continue
+        if edges[path] or any(_overlap(t, b) for t in refs[path] for b in blocked):
+            continue
+        found = _resolution_diagnostic(exc, path, tree)
+        if found is not None:
+            out.append(found)
+    return out
+
+
+def _order(tree: SourceTree, path: Path) -> tuple:
+    origin = tree.origin(path)
+    return (origin.sort_key() if origin else (9,), dotted(path))
+
+
+def _cycle_diagnostic(members: list[Path], tree: SourceTree, edges: dict[Path, list[Path]]) -> Diagnostic:
+    first = members[0]
+    chain = [first]
+    while len(chain) <= len(members):
+        step = next((q for q in edges[chain[-1]] if q in members and (q == first or q not in chain)), None)
+        if step is None:
+            break
+        chain.append(step)
+        if step == first:
+            break
+    name = dotted(first)
+    loop = " -> ".join(f"`{dotted(p)}`" for p in chain)
+    message = (f"`{name}: {tree.get(first)}` refers to itself" if len(members) == 1
+               else f"`{name}: {tree.get(first)}` is part of an interpolation cycle: {loop}")
+    return diagnostic("RLC108", name, message, origin=tree.origin(first),
+                      related=[(dotted(p), tree.origin(p)) for p in members[1:]],
+                      hint="give one of the keys in the cycle a plain value")
 
 
 def _drop(tree: SourceTree, paths: set) -> None:
@@ -239,7 +295,7 @@ def _resolution_diagnostic(exc: Exception, path: Path, tree: SourceTree) -> Diag
         return diagnostic(
             "RLC106", name, f"`{raw}` refers to `{target}`, which does not exist",
             origin=origin, hint=f"did you mean `{suggestion}`?" if suggestion else "check the key path; interpolations use the full dotted path from the top of the config, or `${.sibling}`")
-    if "Recursive interpolation" in text:
+    if "Recursive interpolation" in text or "RecursionError" in text or "to parent node" in text:
         return diagnostic("RLC108", name, f"`{raw}` is part of an interpolation cycle: following it leads back to `{name}`",
                           origin=origin, hint="give one of the keys in the cycle a plain value")
     if isinstance(exc, UnsupportedInterpolationType):

@@ -148,9 +148,9 @@ def load_yaml(text: str, filename: str) -> tuple[SourceTree | None, list[Diagnos
         return None, [diagnostic("RLC100", "", "the YAML is nested too deeply to be a config",
                                  origin=Origin("file", file=filename, line=1, column=1))]
 
-    from ruamel.yaml.nodes import MappingNode
+    from ruamel.yaml.nodes import MappingNode, ScalarNode
 
-    if root is None:
+    if root is None or (isinstance(root, ScalarNode) and root.style is None and root.value == ""):
         return None, [diagnostic("RLC103", "", "the file is empty; a config is a YAML mapping of sections",
                                  origin=Origin("file", file=filename, line=1, column=1),
                                  hint="start from a template: `rlcfg templates` lists them")]
@@ -177,6 +177,7 @@ _SYNTAX_HINTS = (
     ("mapping values are not allowed", "a value contains `: `; quote it, or fix the indentation of this line"),
     ("could not find expected ':'", "a key is missing its `:`, or a line is indented wrongly"),
     ("found undefined alias", "the `*alias` refers to no `&anchor` above it"),
+    ("found another document", "a config is one YAML document; remove the `---` line and merge the documents"),
 )
 
 
@@ -185,6 +186,10 @@ def _syntax_diagnostic(exc: Any, filename: str, text: str) -> Diagnostic:
     problem = (exc.problem or exc.context or "invalid YAML").strip()
     context = (exc.context or "").strip()
     message = f"invalid YAML: {problem}" + (f" ({context})" if context and context != problem else "")
+    if context.startswith(("while parsing a flow", "while scanning a quoted")) and exc.context_mark and mark:
+        # The fix belongs where the bracket or quote was opened, not where the parser gave up.
+        message += f"; the parser gave up at line {mark.line + 1}, column {mark.column + 1}"
+        mark = exc.context_mark
     hint = next((h for needle, h in _SYNTAX_HINTS if needle in problem), "check the indentation and brackets near this line")
     origin = Origin("file", file=filename, line=mark.line + 1, column=mark.column + 1) if mark else \
         Origin("file", file=filename, line=1, column=1)
