@@ -1,0 +1,120 @@
+"""The ExecutionPlan: where each role's ranks sit, how a step's batch splits, and whether it fits in memory.
+
+A plain serialisable value (what `rlcfg plan` prints as text or JSON), built by rlcfg.plan.build_plan from an
+Experiment and the facts about the cluster, and the only thing besides the Experiment that runtime/ reads.
+GPU ids are global: node × gpus_per_node + local index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rlcfg.ir import Experiment
+
+
+@dataclass(frozen=True)
+class ClusterShape:
+    nodes: int
+    gpus_per_node: int
+    gpu_name: str | None = None  # e.g. "h100"
+    gpu_memory_bytes: int | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.nodes * self.gpus_per_node
+
+    def node_of(self, gpu: int) -> int:
+        return gpu // self.gpus_per_node
+
+    def local_of(self, gpu: int) -> int:
+        return gpu % self.gpus_per_node
+
+
+@dataclass(frozen=True)
+class RankSlot:
+    rank: int
+    gpu: int  # global GPU id
+    coords: tuple[tuple[str, int], ...]  # training: tp, cp, ep, dp, pp; rollout: engine, tp
+
+
+@dataclass(frozen=True)
+class PlacementGroup:
+    """GPUs shared by one colocation group of roles: one Ray placement group, one bundle per GPU."""
+
+    index: int
+    roles: tuple[str, ...]
+    gpus: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class RolePlacement:
+    role: str
+    group: int  # index into ExecutionPlan.groups
+    gpus: tuple[int, ...]
+    ranks: tuple[RankSlot, ...]
+    dp: int  # data-parallel size (training) or number of engines (rollout)
+    cpus: int = 0  # CPU-only roles (rule-based rewards)
+
+
+@dataclass(frozen=True)
+class BatchPlan:
+    prompts_per_step: int
+    group_size: int
+    samples_per_step: int
+    samples_per_optimizer_step: int
+    optimizer_steps_per_step: int  # × ppo_epochs passes
+    ppo_epochs: int
+    actor_dp: int
+    samples_per_rank: int  # of one optimizer step, on one actor DP rank
+    micro_batch_size: int
+    grad_accumulation: int  # micro-batches per optimizer step on one rank
+    total_steps: int | None
+
+
+@dataclass(frozen=True)
+class MemoryTerm:
+    name: str  # "parameters", "gradients", "optimizer states", "activations", "logits", "kv cache", ...
+    bytes: int
+
+
+@dataclass(frozen=True)
+class RoleMemory:
+    role: str
+    per_gpu_bytes: int
+    terms: tuple[MemoryTerm, ...]
+    offloaded_between_phases: bool = False
+
+
+@dataclass(frozen=True)
+class GpuVerdict:
+    gpus: tuple[int, ...]  # GPUs with this same load
+    roles: tuple[str, ...]
+    peak_bytes: int
+    capacity_bytes: int
+    fits: bool
+    biggest: str  # "<role>: <term>"
+    advice: str | None = None
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    model_source: str  # where the architecture came from: a config.json path, a table entry, --model-config
+    roles: tuple[RoleMemory, ...]
+    verdicts: tuple[GpuVerdict, ...]
+
+    @property
+    def fits(self) -> bool:
+        return all(v.fits for v in self.verdicts)
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    experiment: Experiment
+    cluster: ClusterShape
+    groups: tuple[PlacementGroup, ...]
+    placements: tuple[RolePlacement, ...]
+    batch: BatchPlan
+    memory: MemoryPlan | None = None
+
+    def placement(self, role: str) -> RolePlacement | None:
+        return next((p for p in self.placements if p.role == role), None)
