@@ -227,6 +227,9 @@ class Experiment:
     checkpointing: Checkpointing = field(default_factory=Checkpointing)
     logging: Logging = field(default_factory=Logging)
     seed: int = 42
+    # How responses are scored when no reward model is configured: "math" (the final answer checked with
+    # math-verify), "exact_match" (the answer string), or a built-in task's verifier such as "arithmetic".
+    reward_function: str = "math"
 
     def role(self, name: str) -> Role | None:
         return next((r for r in self.roles if r.name == name), None)

@@ -242,8 +242,8 @@ class _Parser:
             self.take()
             name = self.bracket_name() if self.tok.kind == "punct" and self.tok.text == "[" else None
             if self.tok.kind == "punct" and self.tok.text == ".":
-                raise self.error(f"`{word}.` is not valid: only an inference backend may be followed by `.` "
-                                 f"(AReaL v0.3); write `{word}:`",
+                raise self.error(f"`.` after `{word}` is not valid: only an inference backend takes the v0.3 "
+                                 f"`.` separator",
                                  hint=f"use a colon: `{word}:{self.rest_after_separator()}`; " + ACCEPTED_FORMS)
             self.expect(":", f"after `{word}`")
             return self.train_body(lower, name)

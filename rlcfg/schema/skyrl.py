@@ -390,9 +390,9 @@ class Trainer(Section):
     critic_mini_batch_size: int = param(
         256, description="Prompts per critic optimizer step. Must divide train_batch_size.")
     micro_train_batch_size_per_gpu: int = param(
-        1, description="Samples per GPU per gradient-accumulation step (policy and critic).")
+        1, description="Samples per GPU per gradient-accumulation step (policy and critic).", ge=1)
     micro_forward_batch_size_per_gpu: int = param(
-        1, description="Samples per GPU per forward pass when computing log-probabilities or values.")
+        1, description="Samples per GPU per forward pass when computing log-probabilities or values.", ge=1)
     update_ref_every_epoch: bool = param(False, description="Copy the policy into the reference model every epoch.")
     num_warmup_steps: int = param(
         0, description="Learning-rate warm-up steps of the policy (and critic). skyrl-train v0.1.0 moved it to "

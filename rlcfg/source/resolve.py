@@ -114,24 +114,36 @@ def resolve(tree: SourceTree, env: Mapping[str, str], resolvers: Mapping[str, Ca
 
     from omegaconf import OmegaConf
 
-    reader = _EnvReader(env)
-    for name, function in {"oc.env": reader, **(resolvers or {})}.items():
-        OmegaConf.register_resolver(name, function, replace=True, use_cache=False, annotation_validation="off")
-    data = _copy(tree.data)
-    for path in result.unresolved:
-        delete_path(data, path)
-    cfg = OmegaConf.create(data, flags={"allow_objects": True})
+    from omegaconf.basecontainer import BaseContainer
 
+    reader = _EnvReader(env)
+    ours = {"oc.env": reader, **(resolvers or {})}
+    # OmegaConf's resolvers are global to the process: put back whatever was there, so one dialect's
+    # resolvers never leak into another dialect's check (nor our env reader into the user's OmegaConf).
+    saved = {name: BaseContainer._resolvers.get(name) for name in ours}
     resolved: dict[Path, Any] = {}
     failures: dict[Path, Exception] = {}
-    for path in interpolations:
-        reader.read.clear()
-        try:
-            value = _select(cfg, path)
-        except Exception as exc:  # OmegaConf raises a family of errors; each one becomes a diagnostic
-            failures[path] = exc
-            continue
-        resolved[path] = (value, list(reader.read))
+    try:
+        for name, function in ours.items():
+            OmegaConf.register_resolver(name, function, replace=True, use_cache=False, annotation_validation="off")
+        data = _copy(tree.data)
+        for path in result.unresolved:
+            delete_path(data, path)
+        cfg = OmegaConf.create(data, flags={"allow_objects": True})
+        for path in interpolations:
+            reader.read.clear()
+            try:
+                value = _select(cfg, path)
+            except Exception as exc:  # OmegaConf raises a family of errors; each one becomes a diagnostic
+                failures[path] = exc
+                continue
+            resolved[path] = (value, list(reader.read))
+    finally:
+        for name, previous in saved.items():
+            if previous is None:
+                BaseContainer._resolvers.pop(name, None)
+            else:
+                BaseContainer._resolvers[name] = previous
     result.diagnostics.extend(_failure_diagnostics(failures, tree, result.unresolved | result.missing))
     result.unresolved.update(failures)
 
