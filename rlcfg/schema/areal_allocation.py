@@ -242,9 +242,11 @@ class _Parser:
             self.take()
             name = self.bracket_name() if self.tok.kind == "punct" and self.tok.text == "[" else None
             if self.tok.kind == "punct" and self.tok.text == ".":
-                raise self.error(f"`.` after `{word}` is not valid: only an inference backend takes the v0.3 "
-                                 f"`.` separator",
-                                 hint=f"use a colon: `{word}:{self.rest_after_separator()}`; " + ACCEPTED_FORMS)
+                rest = self.rest_after_separator()
+                raise AllocationSyntaxError(
+                    f"`{word}.{rest}` (position {token.pos + 1}): only an inference backend (sglang, vllm) takes "
+                    f"the v0.3 `.` separator", self.tok.pos,
+                    hint=f"use a colon: `{word}:{rest}`; " + ACCEPTED_FORMS)
             self.expect(":", f"after `{word}`")
             return self.train_body(lower, name)
         if lower in EVAL_WORDS:
@@ -344,7 +346,7 @@ def parse_backend(text: str) -> Component:
             f"`{text}` does not name its backend; AReaL 1.0 no longer selects one automatically", 0, BACKEND_FORMS)
     if component.separator == ".":
         raise AllocationSyntaxError(f"`{text}` uses the v0.3 `.` separator, which engine backends do not take",
-                                    len(component.backend), f"write `{component.backend}:...`; " + BACKEND_FORMS)
+                                    len(component.backend), f"write `{component.text().replace('.', ':', 1)}`")
     return component
 
 

@@ -79,7 +79,9 @@ class RuntimeArgs(Section):
                                                   "to draw per episode.")
     max_replay_episode: int = param(0, ge=-1, description="Episodes kept for replay: 0 disables replay, -1 replays all.")
     replay_episode_offset: int = param(0, ge=0, description="Start replay after this many episodes.")
-    stream_data_loader_type: Literal["fixed", "dynamic"] = param("fixed", description="Stream data loader type.")
+    stream_data_loader_type: Literal["fixed", "dynamic"] = param(
+        "fixed", description="How the streaming data loader forms batches: `fixed` batches of a set size, or "
+                             "`dynamic` batches that follow the samples available.")
     eval_episode_interval: int = param(5, ge=0, description="Evaluate every this many episodes; 0 disables evaluation.")
     enable_eval_before_training: bool = param(False, description="Evaluate once before training starts.")
     cpu_schedule_strategy: Literal["PACK", "SPREAD"] = param(
@@ -233,9 +235,11 @@ class MegatronRefPolicy(RefCommon, MegatronOptions):
     pipeline_model_parallel_size: int = param("${models.policy_trainer.pipeline_model_parallel_size}", ge=1,
                                               description="Pipeline parallel size.")
     context_parallel_size: int = param("${models.policy_trainer.context_parallel_size}", ge=1,
-                                       description="Context parallel size.")
+                                       description="GPUs each sequence is split across (context parallelism); "
+                                                   "follows the trainer's.")
     expert_tensor_parallel_size: int | None = param("${models.policy_trainer.expert_tensor_parallel_size}", ge=1,
-                                                    description="Expert tensor parallel size.")
+                                                    description="Tensor parallel size inside the MoE experts; follows "
+                                                                "the trainer's.")
     expert_model_parallel_size: int = param("${models.policy_trainer.expert_model_parallel_size}", ge=1,
                                             description="Expert parallel size.")
     decoder_first_pipeline_num_layers: int | None = param(

@@ -34,7 +34,7 @@ class DeviceMappingError(ValueError):
 
 @dataclass(frozen=True)
 class _Token:
-    kind: str  # "name", "int", "punct", "end"
+    kind: str  # "name", "int", "punct", "bad" (a character outside the language; text is the message), "end"
     text: str
     column: int  # 1-based
 
@@ -65,7 +65,9 @@ def _tokenize(text: str) -> list[_Token]:
                 i += 1
             tokens.append(_Token("name", text[start:i], start + 1))
         else:
-            raise DeviceMappingError(_describe_stray(ch, text, i), i + 1)
+            # Reported only when the parser reaches it, so that the first problem in reading order is named.
+            tokens.append(_Token("bad", _describe_stray(ch, text, i), i + 1))
+            break
     tokens.append(_Token("end", "", len(text) + 1))
     return tokens
 
@@ -87,7 +89,12 @@ class _Parser:
 
     @property
     def tok(self) -> _Token:
+        self._check_bad()
         return self.tokens[self.pos]
+
+    def _check_bad(self) -> None:
+        if self.tokens[self.pos].kind == "bad":
+            raise DeviceMappingError(self.tokens[self.pos].text, self.tokens[self.pos].column)
 
     def advance(self) -> _Token:
         tok = self.tokens[self.pos]
@@ -127,6 +134,8 @@ class _Parser:
                     ids = self.range_call()
                 elif self.tok.kind == "punct" and self.tok.text == "[":
                     ids = self.literal_list()
+                elif self.tok.kind == "name":
+                    self._reject_name(self.tok)
                 else:
                     found = "the end of the string" if self.tok.kind == "end" else f"`{self.tok.text}`"
                     raise DeviceMappingError(

@@ -1,0 +1,866 @@
+"""AReaL (seed 004: AReaL v0.3.4, generated from its config dataclasses), with the 1.0 layout accepted too.
+
+AReaL merges the YAML into `OmegaConf.structured(<ExperimentConfig>)`, so unknown keys and wrong types fail
+at load and `"???"` values must be given. One document is one of three experiment kinds, each its own
+dataclass (`SFTConfig`, `RWConfig`, `GRPOConfig`); rlcfg tells them apart from the document (see
+`AReaLDialect.root`).
+
+Layouts. The seed documents v0.3.4: a top-level `allocation_mode` (`sglang.d4p1t1+d4p1t1`), `async_training`,
+`actor.group_size`, `actor.behav_imp_weight_cap`, `launcher`, and `model:` for SFT. AReaL 1.0 moved GPU
+allocation into per-engine `backend` fields (`actor.backend: fsdp:d4p1t1`, `rollout.backend: sglang:d4p1t1`),
+added scheduling, rejection sampling, SAPO, vLLM, Megatron/Archon sections and renamed SFT's `model:` to
+`actor:`. Both validate: every section accepts the union of the keys; the documented defaults are the
+seed's (v0.3.4) wherever the two disagree, and keys that only exist in 1.0 take 1.0's defaults. Where a
+document clearly uses the 1.0 layout, keys that 1.0 removed get a warning (AReaL 1.0 would reject them).
+
+Choices. AReaL attaches `choices` to many fields but only re-checks a few in `__post_init__`; the rest are
+documentation (research/validation-rules.md, section 5). rlcfg enforces all of them as `Literal` types.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from rlcfg.schema.areal_rules import RULES
+from rlcfg.schema.base import REQUIRED, Dialect, Section, param, section
+
+NAME_HINT = "AReaL's examples write `${experiment_name}` here"
+
+
+def _names(owner: str) -> tuple[Any, Any]:
+    """The experiment/trial name pair every engine and timer section repeats (mandatory, `???`)."""
+    return (
+        param(REQUIRED, description=f"Experiment name seen by the {owner}. Mandatory (`???`); AReaL's examples "
+                                    f"write `${{experiment_name}}` here."),
+        param(REQUIRED, description=f"Trial name seen by the {owner}. Mandatory (`???`); AReaL's examples write "
+                                    f"`${{trial_name}}` here."),
+    )
+
+
+# ---- small shared sections ---------------------------------------------------------------------------------
+
+
+class NormConfig(Section):
+    """Reward or advantage normalization."""
+
+    mean_level: Literal["batch", "group"] | None = param(
+        "batch", description="Level at which the mean is subtracted: `batch`, `group`, or null for no mean "
+                             "normalization. AReaL checks this in NormConfig.__post_init__.")
+    mean_leave1out: bool = param(False, description="Subtract the leave-one-out mean (the mean of the other "
+                                                    "members) instead of the plain mean. Not in the seed; "
+                                                    "added in later versions.")
+    std_level: Literal["batch", "group"] | None = param(
+        "batch", description="Level at which values are divided by the standard deviation: `batch`, `group`, "
+                             "or null for no std normalization.")
+    std_unbiased: bool = param(True, description="Use the unbiased (n-1) standard deviation. Not in the seed; "
+                                                 "later versions default it to true.")
+    eps: float = param(1e-5, description="Added to the standard deviation before dividing, against division by "
+                                         "zero. Not in the seed.", ge=0)
+    group_size: int = param(1, description="Number of samples per group for group-level normalization; AReaL's "
+                                           "examples set `${gconfig.n_samples}`. Must be >= 1 when a level is "
+                                           "`group`.")
+
+
+class MicroBatchSpec(Section):
+    """How a training batch is split into micro-batches."""
+
+    n_mbs: int | None = param(1, description="Number of micro-batches, or the minimum number when "
+                                             "max_tokens_per_mb is set.", ge=1)
+    granularity: int = param(1, description="Adjacent sequences are kept together in groups of this size when "
+                                            "micro-batches are formed; the batch must divide by it.", ge=1)
+    max_tokens_per_mb: int | None = param(None, description="Token budget of one micro-batch per forward pass. "
+                                                            "When set, n_mbs becomes a lower bound.", ge=1)
+    n_mbs_divisor: int = param(1, description="The final number of micro-batches is rounded to a multiple of "
+                                              "this. Not in the seed (later versions).", ge=1)
+    packing_algorithm: Literal["ffd", "kk"] = param(
+        "ffd", description="Sequence packing algorithm for micro-batches: `ffd` (first fit decreasing) or `kk` "
+                           "(Karmarkar-Karp, better balance). Not in the seed (later versions).")
+
+
+class OptimizerConfig(Section):
+    """Optimizer and learning-rate schedule. Set `type: empty` for a model that is not trained."""
+
+    type: Literal["adam", "empty", "sgd", "adam_bf16"] = param(
+        "adam", description="Optimizer type. The seed documents `adam` and `empty` (no training); AReaL 1.0 adds "
+                            "`sgd` and `adam_bf16`. AReaL only checks this when the engine builds the optimizer, "
+                            "after the model is loaded; rlcfg checks it up front.")
+    lr: float = param(2e-5, description="Peak learning rate of the optimizer.", ge=0)
+    weight_decay: float = param(0.05, description="Decoupled weight decay of AdamW.", ge=0)
+    beta1: float = param(0.9, description="Adam beta1 (first-moment decay).", ge=0, lt=1)
+    beta2: float = param(0.95, description="Adam beta2 (second-moment decay).", ge=0, lt=1)
+    eps: float = param(1e-5, description="Adam epsilon, added to the denominator.", gt=0)
+    min_lr_ratio: float = param(0.0, description="Learning rate at the end of annealing, as a fraction of lr.",
+                                ge=0, le=1)
+    lr_scheduler_type: Literal["linear", "cosine", "constant"] = param(
+        "constant", description="Learning-rate schedule: `linear`, `cosine` or `constant`. AReaL raises on "
+                                "anything else only after the model has loaded.")
+    warmup_steps_proportion: float = param(0.001, description="Fraction of the training steps spent warming up "
+                                                              "the learning rate.", ge=0, le=1)
+    offload: bool = param(False, description="Offload optimizer states to CPU memory.")
+    initial_loss_scale: float = param(4294967296, description="Initial loss scale for mixed-precision training "
+                                                              "(2**32).", gt=0)
+    min_loss_scale: float = param(1.0, description="Lowest loss scale the dynamic scaler may reach.", gt=0)
+    loss_scale_window: float = param(5, description="Steps without overflow before the loss scale is raised.",
+                                     gt=0)
+    hysteresis: int = param(2, description="Overflows tolerated before the loss scale is lowered.", ge=0)
+    gradient_clipping: float = param(1.0, description="Clip the global gradient norm to this value.", ge=0)
+
+
+class FSDPWrapPolicy(Section):
+    """Which layers FSDP wraps."""
+
+    transformer_layer_cls_to_wrap: list[str] | None = param(
+        None, description="Class names of the transformer layers FSDP wraps; null wraps the decoder layers "
+                          "transformers declares for the model.")
+
+
+class FSDPEngineConfig(Section):
+    """The FSDP training backend. The seed lists this section without its keys; they follow AReaL's code."""
+
+    wrap_policy: FSDPWrapPolicy | None = section(FSDPWrapPolicy, optional=True,
+                                                 description="FSDP wrap policy; null uses the model's decoder "
+                                                             "layers.")
+    offload_params: bool = param(False, description="Offload FSDP parameters to CPU memory.")
+    memory_efficient_load: bool = param(False, description="Initialize weights on CPU and broadcast them from "
+                                                           "rank 0 after sharding (1.0). Cannot be combined with "
+                                                           "init_from_scratch.")
+    per_layer_optim_step: bool = param(False, description="Run the Adam step on GPU layer by layer with "
+                                                          "prefetching (1.0). Needs optimizer type `adam`.")
+    optim_step_prefetch_layers: int = param(1, description="Layers prefetched by the per-layer optimizer step "
+                                                           "(1.0).", ge=0)
+    shard_vision_across_sp: bool = param(False, description="Shard a vision encoder across sequence-parallel "
+                                                            "ranks by image (1.0).")
+
+
+class DeepSpeedAutoTPEngineConfig(Section):
+    """DeepSpeed AutoTP, the experimental tensor-parallel training backend of v0.3.x (removed later)."""
+
+    autotp_size: int | None = param(1, description="DeepSpeed AutoTP tensor-parallel size. The seed lists the "
+                                                   "section without its keys; this follows the v0.3 code.", ge=1)
+
+
+class SchedulingStrategy(Section):
+    """How a 1.0 engine is placed relative to the others."""
+
+    type: Literal["separation", "colocation"] = param(
+        "separation", description="`separation` gives the engine its own GPUs; `colocation` shares the GPUs of "
+                                  "`target`. AReaL documents these choices but does not check them.")
+    target: str | None = param(None, description="The role to colocate with (for example `actor`).")
+    fork: bool = param(True, description="With colocation, start the engine in a new process on the target's "
+                                         "GPUs instead of sharing its process.")
+
+
+class SchedulingSpec(Section):
+    """Resources of one 1.0 worker or engine process (single-controller mode)."""
+
+    cpu: int = param(8, description="CPU cores per GPU.", ge=0)
+    gpu: int = param(0, description="GPU units requested; used only when allocating pods.", ge=0)
+    mem: int = param(32, description="Memory in GB per GPU.", ge=0)
+    port_count: int = param(2, description="Number of ports to expose.", ge=0)
+    image: str = param("/storage/openpsi/images/areal-latest.sif", description="Container image (Slurm).")
+    task_type: Literal["worker", "engine"] = param("worker", description="Whether the spec is for a `worker` or "
+                                                                         "an `engine`.")
+    env_vars: dict[str, str] = param({}, description="Environment variables for the container.")
+    cmd: str | None = param(None, description="Command run inside the container; null uses AReaL's RPC server.")
+    srun_additional_args: str = param("--unbuffered --mpi=pmi2 -K --chdir $PWD",
+                                      description="Extra arguments to srun (Slurm only).")
+    additional_bash_cmds: list[str] | None = param(None, description="Bash commands run before the job starts "
+                                                                     "(Slurm only).")
+    container_type: Literal["apptainer", "none"] = param("apptainer", description="Container runtime on Slurm.")
+    mount: str = param("/storage:/storage", description="Mount for Slurm containers.")
+    nodelist: str | None = param(None, description="srun/sbatch `--nodelist`.")
+    exclude: str | None = param(None, description="srun/sbatch `--exclude`.")
+    ray_placement_strategy: Literal["shared", "separate", "deferred"] = param(
+        "shared", description="Ray placement groups: `shared` (one per role), `separate` (one per worker) or "
+                              "`deferred` (separate, scheduling accelerators later).")
+
+
+class ArchonFP8Config(Section):
+    """FP8 training of the Archon backend (1.0)."""
+
+    mode: Literal["disabled", "blockwise"] = param("disabled", description="`blockwise` enables 128x128 "
+                                                                           "blockwise FP8 matmuls (Hopper).")
+    exclude_modules: list[str] = param(["output", "router", "score"],
+                                       description="Name fragments of linear layers kept in BF16; a list in YAML "
+                                                   "replaces the default list.")
+    include_experts: bool = param(False, description="Apply FP8 to MoE expert matmuls too.")
+    use_triton: bool = param(True, description="Use the Triton FP8 GEMM kernel; must be true when FP8 is on.")
+
+
+class ArchonEngineConfig(Section):
+    """The Archon training backend (1.0)."""
+
+    attn_type: Literal["varlen", "sdpa", "tree"] = param("varlen", description="Attention kernel; `tree` for "
+                                                                               "tree training.")
+    offload_params: bool = param(False, description="Offload FSDP parameters to CPU memory.")
+    enable_compile: bool = param(False, description="torch.compile the transformer blocks.")
+    ac_mode: Literal["none", "full", "selective", "memory_budget"] = param(
+        "selective", description="Activation checkpointing mode; `memory_budget` needs enable_compile.")
+    selective_ac_option: str = param("op", description="`op` for op-level selective checkpointing, or an "
+                                                       "integer string N to checkpoint every Nth layer.")
+    ac_memory_budget: float = param(0.5, description="Memory budget of the `memory_budget` mode, 0 to 1.",
+                                    ge=0, le=1)
+    ac_preserve_rng_state: bool = param(False, description="Preserve the RNG state while checkpointing.")
+    ac_debug: bool = param(False, description="Record activation-checkpointing debug information (testing).")
+    pp_schedule: Literal["1F1B", "Interleaved1F1B", "InterleavedZeroBubble", "ZBVZeroBubble"] = param(
+        "Interleaved1F1B", description="Pipeline-parallel schedule.")
+    pp_layers_per_stage: int | None = param(None, description="Transformer layers per (virtual) pipeline stage; "
+                                                              "null infers it from the schedule.", ge=1)
+    pp_first_stage_less_layers: int = param(1, description="Layers taken off the first stage (embedding).",
+                                            ge=0)
+    pp_last_stage_less_layers: int = param(1, description="Layers taken off the last stage (output head).",
+                                           ge=0)
+    reshard_after_forward_policy: Literal["default", "always", "never"] = param(
+        "default", description="When FSDP reshards after the forward pass.")
+    fp8_config: ArchonFP8Config = section(ArchonFP8Config, description="FP8 training settings.")
+    use_deterministic_algorithms: bool = param(False, description="Deterministic kernels (slower).")
+    moe_router_dtype: Literal["fp32"] | None = param("fp32", description="Dtype of the MoE router GEMM: `fp32` or "
+                                                                         "null for the model dtype.")
+
+
+# ---- training engines --------------------------------------------------------------------------------------
+
+
+class TrainEngineConfig(Section):
+    """A model that is trained (or run forward): SFT's `model`, and the base of the PPO actor."""
+
+    experiment_name: str = _names("training engine")[0]
+    trial_name: str = _names("training engine")[1]
+    path: str = param("", description="Path (or HuggingFace name) of the checkpoint to load.")
+    attn_impl: Literal["flash_attention_2", "flash_attention_3", "sdpa", "eager", "flex_attention"] = param(
+        "flash_attention_2", description="Attention implementation of the transformers model. The seed "
+                                         "documents only `flash_attention_2`; AReaL 1.0 also accepts the other "
+                                         "built-in transformers backends listed here (and Hugging Face kernel "
+                                         "repository ids, which rlcfg does not accept).")
+    use_kernels: bool = param(False, description="Kernelize the model with Hugging Face kernels (1.0).")
+    init_from_scratch: bool = param(False, description="Initialize the weights randomly instead of loading "
+                                                       "them.")
+    is_critic: bool = param(False, description="Whether the model is a critic or reward model (a scalar head).")
+    mb_spec: MicroBatchSpec = section(MicroBatchSpec, description="Micro-batch splitting.")
+    pad_to_maximum: bool = param(False, description="Pad every micro-batch to the length bound of mb_spec: less "
+                                                    "memory fragmentation, slower training.")
+    disable_dropout: bool = param(False, description="Disable dropout layers while training.")
+    gradient_checkpointing: bool = param(True, description="Recompute activations in the backward pass to save "
+                                                           "memory. The seed's default is true (1.0: false).")
+    dtype: Literal["bfloat16", "float16", "float32", "bf16", "fp16", "fp32"] = param(
+        "bfloat16", description="Parameter (compute) data type. AReaL 1.0 accepts the aliases bf16, fp16 and "
+                                "fp32 and rejects anything else.")
+    grad_reduce_dtype: str = param("float32", description="Data type of the gradient reduction.")
+    optimizer_dtype: Literal["float32", "bfloat16", "fp32", "bf16"] = param(
+        "float32", description="Storage dtype of parameters and optimizer states (1.0, FSDP only).")
+    optimizer: OptimizerConfig | None = section(OptimizerConfig, optional=True,
+                                                description="The optimizer; null means the model is not trained.")
+    backend: str = param("", description="Backend and parallel sizes of this engine, e.g. `fsdp:d4p1t1`, "
+                                         "`megatron:d2p2t2` (AReaL 1.0, where it is mandatory and replaces "
+                                         "`allocation_mode`). The seed documents it with the default \"\".")
+    fsdp: FSDPEngineConfig = section(FSDPEngineConfig, description="FSDP backend settings.")
+    ds_auto_tp: DeepSpeedAutoTPEngineConfig = section(DeepSpeedAutoTPEngineConfig,
+                                                      description="DeepSpeed AutoTP backend settings (v0.3).")
+    archon: ArchonEngineConfig = section(ArchonEngineConfig, description="Archon backend settings (1.0).")
+    megatron: dict[str, Any] = param({}, description="Megatron backend settings (1.0), passed to Megatron-core "
+                                                     "through AReaL; rlcfg checks bridge_type and "
+                                                     "virtual_pipeline_parallel_size and keeps the rest as "
+                                                     "written.")
+    weight_update_mode: Literal["disk", "xccl"] = param(
+        "disk", description="How new weights reach the inference servers: `disk` or `xccl` (NCCL). AReaL "
+                            "only checks it after the engines are up. v0.3 kept this at the top level with the "
+                            "default `disk`; 1.0 moved it here with the default `xccl`.")
+    offload: bool = param(False, description="Offload parameters and optimizer states to CPU between steps "
+                                             "(1.0); needs enable_offload.")
+    use_lora: bool = param(False, description="Train LoRA adapters (FSDP only).")
+    lora_rank: int = param(32, description="Rank of the LoRA adapter matrices.", ge=1)
+    lora_alpha: int = param(16, description="LoRA scaling factor alpha.", ge=1)
+    target_modules: list[str] = param([], description="Modules LoRA adapts.")
+    peft_type: Literal["lora"] = param("lora", description="PEFT method; only LoRA exists.")
+    enable_tree_training: bool = param(False, description="Tree training with flex attention (1.0).")
+    scheduling_spec: list[SchedulingSpec] = param(
+        [{"cmd": "python -m areal.infra.rpc.rpc_server"}],
+        description="One spec (worker and engine share a process) or two (worker, then engine) for the 1.0 "
+                    "single controller.", min_length=1)
+    scheduling_strategy: SchedulingStrategy = section(SchedulingStrategy,
+                                                      description="Placement relative to other engines (1.0).")
+    version_: Literal["v1", "v2"] = param("v1", alias="_version", description="Train controller version (1.0): "
+                                                                              "`v1` or the gateway `v2`.")
+    admin_api_key: str = param("areal-admin-key", description="Admin key of the v2 gateway stack (1.0); must "
+                                                              "not be blank.")
+    log_level: str = param("warning", description="Log level of the v2 gateway stack (1.0).")
+    request_timeout: float = param(3600.0, description="Gateway request timeout in seconds (1.0, v2).", gt=0)
+    setup_timeout: float = param(3600.0, description="Gateway setup timeout in seconds (1.0, v2).", gt=0)
+    temperature: float = param(1.0, description="Sampling temperature the log-probabilities are computed at; "
+                                                "keep it equal to gconfig.temperature.", gt=0)
+
+
+class RejectionSamplingConfig(Section):
+    """Filtering of stale samples in the decoupled loss (1.0; replaces behav_imp_weight_cap)."""
+
+    level: Literal["token", "sequence"] = param("token", description="Judge each token, or whole sequences.")
+    action: Literal["mask", "clamp"] = param("mask", description="`mask` drops filtered tokens from the loss; "
+                                                                 "`clamp` bounds their importance weight.")
+    metric: Literal["ratio", "kl_k1", "kl_k2", "kl_k3"] = param(
+        "ratio", description="Divergence measured: the importance ratio or a KL estimator.")
+    agg: Literal["sum", "mean", "max"] = param("mean", description="Aggregation over a sequence (sequence level "
+                                                                   "only).")
+    upper: float = param(5.0, description="Upper bound; for `ratio` it must be > 1.")
+    lower: float | None = param(None, description="Optional lower bound; for `ratio` it must be > 0. With "
+                                                  "`clamp` and no lower bound AReaL uses 0.")
+
+
+class PPOActorConfig(TrainEngineConfig):
+    """The PPO/GRPO actor (and the reference model, which has the same keys)."""
+
+    group_size: int = param(1, description="Sequences per group (v0.3; removed in 1.0, which reads "
+                                           "gconfig.n_samples). AReaL's examples set `${gconfig.n_samples}`.",
+                            ge=1)
+    ppo_n_minibatches: int = param(4, description="Minibatches (optimizer steps) per PPO update.", ge=1)
+    eps_clip: float = param(0.2, description="Clipping range of the policy ratio.", gt=0)
+    eps_clip_higher: float | None = param(None, description="Upper clipping range; when set, eps_clip is the "
+                                                            "lower one (decoupled clipping).", gt=0)
+    c_clip: float | None = param(None, description="Dual-clip factor; must be > 1. Null disables dual clipping. "
+                                                   "AReaL only checks it inside the loss.")
+    m2_threshold: float | None = param(None, description="Second-moment threshold of M2PO (1.0).")
+    reward_norm: NormConfig | None = section(NormConfig, optional=True, description="Reward normalization; "
+                                                                                    "null disables it.")
+    reward_scaling: float = param(1.0, description="Rewards are multiplied by this.")
+    reward_bias: float = param(0.0, description="Added to rewards (before scaling).")
+    reward_clip: float = param(20.0, description="Rewards are clipped to [-reward_clip, reward_clip].", gt=0)
+    overlong_reward_penalty: bool = param(False, description="DAPO's penalty for overlong sequences; needs "
+                                                             "overlong_tokens and overlong_penalty_factor.")
+    overlong_tokens: int | None = param(None, description="Tail length (in tokens) that is penalized.", ge=1)
+    overlong_penalty_factor: float | None = param(None, description="Penalty factor for the tail tokens.", ge=0)
+    mask_no_eos_with_zero: bool = param(False, description="Exclude truncated generations (no EOS) from "
+                                                           "training.")
+    discount: float = param(1.0, description="Discount factor of future rewards.", ge=0, le=1)
+    gae_lambda: float = param(1.0, description="Lambda of generalized advantage estimation.", ge=0, le=1)
+    adv_norm: NormConfig | None = section(NormConfig, optional=True, description="Advantage normalization; null "
+                                                                                 "disables it.")
+    kl_ctl: float = param(0.1, description="KL penalty coefficient. The reference model is only built when this "
+                                           "is > 0 (and, in 1.0, a `ref` section exists).", ge=0)
+    kl_estimator: Literal["k1", "k2", "k3"] = param("k1", description="KL estimator (later versions).")
+    use_sapo_loss: bool = param(False, description="Use the SAPO loss instead of PPO clipping (1.0).")
+    sapo_tau_pos: float = param(1.0, description="SAPO temperature for positive advantages (1.0); > 0.")
+    sapo_tau_neg: float = param(1.05, description="SAPO temperature for negative advantages (1.0); > 0.")
+    recompute_logprob: bool = param(False, description="Recompute log-probabilities with the trainer instead "
+                                                       "of using the inference engine's.")
+    use_decoupled_loss: bool = param(False, description="Use the decoupled PPO loss; implicitly enables "
+                                                        "recompute_logprob.")
+    behav_imp_weight_cap: float | None = param(
+        None, description="Drop tokens whose behaviour importance weight exceeds this cap; must be > 1 and needs "
+                          "use_decoupled_loss (v0.3; replaced by rejection_sampling in 1.0).")
+    behave_imp_weight_cap: float | None = param(
+        None, description="Spelling used between v0.4 and 1.0 for the importance-weight cap; AReaL 1.0 rejects "
+                          "it and asks for rejection_sampling.")
+    behave_imp_weight_mode: str | None = param(
+        None, description="Filtering mode paired with behave_imp_weight_cap (`disabled`, `token_mask`, "
+                          "`token_truncate`, ...) between v0.4 and 1.0; AReaL 1.0 rejects it.")
+    rejection_sampling: RejectionSamplingConfig | None = section(
+        RejectionSamplingConfig, optional=True, description="Stale-sample filtering of the decoupled loss (1.0); "
+                                                            "null disables it.")
+    importance_sampling_level: Literal["token", "sequence"] = param(
+        "token", description="Per-token importance ratios (PPO) or the sequence geometric mean (GSPO).")
+    prox_logp_method: Literal["recompute", "loglinear", "metrics"] = param(
+        "recompute", description="How the proximal log-probabilities of the decoupled loss are obtained (1.0).")
+    dynamic_sampling: bool = param(False, description="DAPO dynamic sampling: mask out groups whose rewards are "
+                                                      "all equal, so batch sizes vary (v0.3; removed in 1.0).")
+    log_agent_stats: bool = param(False, description="Log statistics of agent trajectories.")
+    log_agent_stats_keys: list[str] = param([], description="Keys of the agent trajectory statistics to log.")
+    max_new_tokens: int = param(1024, description="Maximum number of new tokens (kept for compatibility; "
+                                                  "generation reads gconfig.max_new_tokens).", ge=1)
+
+
+class PPOCriticConfig(TrainEngineConfig):
+    """A PPO critic (1.0 PPO experiments)."""
+
+    ppo_n_minibatches: int = param(4, description="Minibatches per critic update.", ge=1)
+    eps_clip: float = param(0.5, description="Clipping range of the value loss.", gt=0)
+    mask_no_eos_with_zero: bool = param(False, description="Exclude truncated generations from training.")
+
+
+# ---- inference ---------------------------------------------------------------------------------------------
+
+
+class InferenceEngineConfig(Section):
+    """The rollout client: how generation requests are queued and sent to the inference servers."""
+
+    experiment_name: str | None = param(None, description="Experiment name seen by the rollout engine.")
+    trial_name: str | None = param(None, description="Trial name seen by the rollout engine.")
+    fileroot: str | None = param(None, description="Root for rollout logs and trajectory dumps (1.0).")
+    max_concurrent_rollouts: int | None = param(None, description="Concurrent rollouts sent to the inference "
+                                                                  "servers; null means consumer_batch_size.",
+                                                ge=1)
+    queue_size: int | None = param(None, description="Size of the input/output queues of asynchronous "
+                                                     "rollout; null means 16 x max_concurrent_rollouts.", ge=1)
+    consumer_batch_size: int = param(1, description="Rollouts taken from the queue per training batch.", ge=1)
+    max_head_offpolicyness: int = param(0, description="How many policy versions a rollout may lag behind; "
+                                                       "older requests are not accepted. 0 is synchronous "
+                                                       "(on-policy).", ge=0)
+    enable_rollout_tracing: bool = param(False, description="Log every generation request verbosely.")
+    check_trajectory_format: bool = param(False, description="Check the trajectories a custom workflow produces "
+                                                             "(for debugging; keep false for training).")
+    schedule_policy: Literal["round_robin"] = param("round_robin", description="How requests are spread over "
+                                                                               "servers; only `round_robin`.")
+    tokenizer_path: str = param("", description="Tokenizer used to decode dumped trajectories (1.0).")
+    dump_to_file: bool = param(False, description="Dump trajectories under fileroot (1.0).")
+    setup_timeout: float = param(120.0, description="Seconds to wait for the inference servers to come up.",
+                                 gt=0)
+    request_timeout: float = param(3600, description="Timeout of one HTTP request, in seconds.", gt=0)
+    request_retries: int = param(3, description="Retries of a failed request.", ge=0)
+    pause_grace_period: float = param(0.0, description="Seconds to wait after pausing generation (later "
+                                                       "versions).", ge=0)
+    scheduling_spec: list[SchedulingSpec] = param(
+        [{"cmd": "python -m areal.infra.rpc.rpc_server"}],
+        description="One or two scheduling specs for the 1.0 rollout controller.", min_length=1)
+    backend: str = param("", description="Inference backend and parallel sizes, e.g. `sglang:d4p1t1` or "
+                                         "`vllm:d2t2` (AReaL 1.0, where it is mandatory).")
+    scheduling_strategy: SchedulingStrategy = section(SchedulingStrategy,
+                                                      description="Placement relative to other engines (1.0).")
+    use_lora: bool = param(False, description="Serve LoRA adapters; keep equal to actor.use_lora (1.0).")
+    agent: dict[str, Any] | None = param(None, description="Agent workflow settings of inference-service "
+                                                           "rollouts (1.0), kept as written.")
+    return_routed_experts: bool = param(False, description="Return the routed expert indices of MoE models; "
+                                                           "SGLang only (1.0).")
+    version_: Literal["v1", "v2"] = param("v1", alias="_version", description="Rollout controller version "
+                                                                              "(1.0).")
+    model: str = param("default", description="Model name exposed by the inference-service gateway (1.0).")
+    routing_strategy: str = param("round_robin", description="Routing of the inference-service router (1.0).")
+    poll_interval: float = param(5.0, description="Health-poll interval of the router in seconds (1.0).", gt=0)
+    admin_api_key: str = param("areal-admin-key", description="Admin key of the inference-service gateway "
+                                                              "(1.0); must not be blank.")
+    api_url: str | None = param(None, description="External OpenAI-compatible endpoint (1.0).")
+    provider_api_key: str | None = param(None, description="API key of the external provider (1.0).")
+
+
+class SGLangConfig(Section):
+    """Arguments of the SGLang servers AReaL launches (see SGLang's server arguments for their meaning)."""
+
+    model_path: str = param("", description="Model the server loads; AReaL's examples set `${actor.path}`.")
+    random_seed: int = param(1, description="SGLang's random seed; examples set `${seed}`.")
+    skip_tokenizer_init: bool = param(False, description="Do not load the tokenizer in the server (token ids in "
+                                                         "and out).")
+    disable_cuda_graph: bool = param(False, description="Disable CUDA graphs.")
+    disable_radix_cache: bool = param(False, description="Disable the prefix (radix) cache. The seed's default "
+                                                         "is false (later versions: true).")
+    disable_cuda_graph_padding: bool = param(False, description="Disable padding when capturing CUDA graphs.")
+    enable_nccl_nvls: bool = param(False, description="Use NCCL NVLink SHARP.")
+    disable_outlines_disk_cache: bool = param(False, description="Disable the outlines grammar disk cache.")
+    disable_custom_all_reduce: bool = param(False, description="Disable SGLang's custom all-reduce kernel.")
+    disable_overlap_schedule: bool = param(False, description="Disable the overlapped CPU/GPU scheduler.")
+    enable_mixed_chunk: bool = param(False, description="Mix prefill chunks and decoding in one batch.")
+    enable_dp_attention: bool = param(False, description="Data-parallel attention (uses dp_size).")
+    enable_ep_moe: bool = param(False, description="Expert parallelism for MoE layers (uses ep_size).")
+    enable_torch_compile: bool = param(False, description="torch.compile the model.")
+    torch_compile_max_bs: int = param(32, description="Largest batch size compiled by torch.compile.", ge=1)
+    cuda_graph_max_bs: int | None = param(None, description="Largest batch size captured in a CUDA graph.", ge=1)
+    cuda_graph_bs: list[int] | None = param(None, description="Batch sizes captured in CUDA graphs.")
+    torchao_config: str = param("", description="torchao quantization config string.")
+    enable_nan_detection: bool = param(False, description="Check logits for NaNs.")
+    enable_p2p_check: bool = param(False, description="Check GPU peer-to-peer access at start-up.")
+    triton_attention_reduce_in_fp32: bool = param(False, description="Reduce Triton attention in fp32.")
+    triton_attention_num_kv_splits: int = param(8, description="KV splits of the Triton decoding kernel.", ge=1)
+    num_continuous_decode_steps: int = param(1, description="Decoding steps run between scheduler passes.",
+                                             ge=1)
+    enable_memory_saver: bool = param(False, description="Let the server release GPU memory while training runs "
+                                                         "(for colocation).")
+    allow_auto_truncate: bool = param(False, description="Truncate requests longer than the context instead of "
+                                                         "failing.")
+    attention_backend: str | None = param("fa3", description="Attention backend (e.g. fa3, flashinfer, triton).")
+    enable_multimodal: bool = param(False, description="Enable multimodal inputs.")
+    sampling_backend: str | None = param(None, description="Sampling backend; null uses SGLang's default.")
+    context_length: int | None = param(32768, description="Context length of the server; must hold prompt plus "
+                                                          "generation.", ge=1)
+    mem_fraction_static: float | None = param(0.9, description="Fraction of GPU memory for weights and KV "
+                                                               "cache.", gt=0, le=1)
+    max_running_requests: int | None = param(None, description="Cap on requests decoded at once.", ge=1)
+    chunked_prefill_size: int | None = param(-1, description="Chunked-prefill size; -1 disables chunking (AReaL "
+                                                             "disables it for precision).")
+    max_prefill_tokens: int = param(32768, description="Token budget of one prefill batch.", ge=1)
+    schedule_policy: str = param("lpm", description="SGLang's request scheduling policy (e.g. lpm, fcfs).")
+    schedule_conservativeness: float = param(1.0, description="How conservatively new requests are admitted.",
+                                             ge=0)
+    cpu_offload_gb: int = param(0, description="GB of weights offloaded to CPU.", ge=0)
+    dtype: str = param("bfloat16", description="Model data type of the server.")
+    kv_cache_dtype: str = param("auto", description="KV cache data type.")
+    dp_size: int = param(1, description="Data-parallel size inside one server (for DP attention only).", ge=1)
+    ep_size: int = param(1, description="Expert-parallel size inside one server.", ge=1)
+    enable_lora: bool | None = param(None, description="Serve LoRA adapters (later versions).")
+    max_lora_rank: int | None = param(None, description="Largest LoRA rank served (later versions).", ge=1)
+    lora_target_modules: list[str] | None = param(None, description="Modules LoRA adapts (later versions).")
+    lora_paths: list[str] | None = param(None, description="LoRA adapters to load (filled by AReaL).")
+    max_loaded_loras: int = param(1, description="LoRA adapters kept loaded (later versions).", ge=1)
+    max_loras_per_batch: int = param(1, description="LoRA adapters per batch (later versions).", ge=1)
+    lora_backend: str = param("triton", description="LoRA kernel backend (later versions).")
+    log_level: str = param("warning", description="Server log level.")
+    log_level_http: str | None = param("warning", description="HTTP server log level.")
+    log_requests: bool = param(False, description="Log every request.")
+    log_requests_level: int = param(0, description="Verbosity of request logging.", ge=0)
+    show_time_cost: bool = param(False, description="Print the time cost of server operations.")
+    enable_metrics: bool = param(True, description="Export Prometheus-style metrics.")
+    decode_log_interval: int = param(1, description="Decoding iterations between throughput log lines.", ge=1)
+    enable_multithread_load: bool = param(False, description="Multi-threaded weight loading (later versions; "
+                                                             "needs SGLang 0.5.2).")
+    enable_fast_load: bool = param(False, description="Fast weight loading (later versions; needs SGLang "
+                                                      "0.5.2).")
+    enable_return_routed_experts: bool = param(False, description="Internal switch set by "
+                                                                  "rollout.return_routed_experts (1.0).")
+
+
+class VLLMConfig(Section):
+    """Arguments of the vLLM servers AReaL launches (later versions; not in the seed)."""
+
+    model: str = param("", description="Model the server loads.")
+    seed: int = param(1, description="vLLM's random seed.")
+    skip_tokenizer_init: bool = param(False, description="Do not load the tokenizer in the server.")
+    enforce_eager: bool = param(False, description="Disable CUDA graphs.")
+    dtype: str = param("bfloat16", description="Data type of the model weights in vLLM.")
+    distributed_executor_backend: str = param("mp", description="vLLM's distributed executor (mp or ray).")
+    max_num_seqs: int = param(256, description="Sequences decoded at once.", ge=1)
+    block_size: int = param(16, description="KV cache block size.", ge=1)
+    swap_space: int = param(4, description="CPU swap space in GB (older versions).", ge=0)
+    cpu_offload_gb: float = param(0, description="GB of weights offloaded to CPU.", ge=0)
+    max_seq_len_to_capture: int = param(32768, description="Longest sequence captured in CUDA graphs (older "
+                                                           "versions).", ge=1)
+    disable_sliding_window: bool = param(True, description="Disable sliding-window attention.")
+    max_model_len: int | None = param(32768, description="Context length of the server.", ge=1)
+    enable_chunked_prefill: bool = param(False, description="Chunked prefill (older versions).")
+    no_enable_chunked_prefill: bool = param(False, description="Pass --no-enable-chunked-prefill (1.0).")
+    enable_prefix_caching: bool = param(False, description="Prefix caching (older versions).")
+    no_enable_prefix_caching: bool = param(True, description="Pass --no-enable-prefix-caching (1.0).")
+    gpu_memory_utilization: float = param(0.9, description="Fraction of GPU memory vLLM may use.", gt=0, le=1)
+    worker_extension_cls: str = param("areal.engine.vllm_ext.vllm_worker_extension.VLLMWorkerExtension",
+                                      description="Worker extension class AReaL uses for weight updates.")
+    enable_sleep_mode: bool = param(False, description="Let vLLM release GPU memory while training runs.")
+    uvicorn_log_level: str = param("warning", description="Log level of the HTTP server.")
+    gdn_prefill_backend: Literal["triton", "flashinfer"] | None = param(
+        None, description="GDN prefill backend for hybrid models; null leaves vLLM's default.")
+    enable_lora: bool = param(False, description="Serve LoRA adapters.")
+    max_lora_rank: int = param(16, description="Largest LoRA rank served.", ge=1)
+    max_loras: int = param(8, description="LoRA adapters per batch.", ge=1)
+    lora_modules: list[str] | None = param(None, description="LoRA adapters to load (filled by AReaL).")
+
+
+class GenerationHyperparameters(Section):
+    """Sampling settings of rollout generation."""
+
+    n_samples: int = param(1, description="Sequences generated per prompt (the GRPO group size).", ge=1)
+    max_new_tokens: int = param(16384, description="Maximum number of generated tokens.", ge=1)
+    min_new_tokens: int = param(0, description="Minimum number of generated tokens.", ge=0)
+    max_tokens: int = param(65536, description="Maximum of prompt plus generated tokens.", ge=1)
+    greedy: bool = param(False, description="Greedy decoding (always the most likely token).")
+    top_p: float = param(1.0, description="Nucleus sampling threshold, in (0, 1].", gt=0, le=1)
+    top_k: int = param(100000000, description="Number of most likely tokens sampled from.", ge=1)
+    temperature: float = param(1.0, description="Sampling temperature; higher is more diverse.", gt=0)
+    stop_token_ids: list[int] = param([], description="Token ids that end generation.")
+    ignore_eos: bool = param(False, description="Keep generating past EOS (later versions).")
+    skip_special_tokens: bool = param(True, description="Drop special tokens when decoding (later versions).")
+    stop: list[str] | None = param(None, description="Stop strings that end generation.")
+    frequency_penalty: float = param(0.0, description="Penalty on tokens by their frequency so far, between -2 "
+                                                      "and 2; negative values encourage repetition.", ge=-2, le=2)
+    lora_name: str = param("default_lora", description="LoRA adapter used for generation (later versions).")
+    use_beam_search: bool = param(False, description="Beam search in vLLM (later versions).")
+
+
+# ---- data, cluster, launching, logging ---------------------------------------------------------------------
+
+
+class DatasetConfig(Section):
+    """A training or validation dataset."""
+
+    path: str = param(REQUIRED, description="Local path or HuggingFace name of the dataset. Mandatory (`???`).")
+    type: str = param(REQUIRED, description="What the data is for, e.g. `sft`, `rl` or `rw` (reward "
+                                            "modelling). Mandatory (`???`).")
+    split: str = param("train", description="Dataset split (later versions).")
+    batch_size: int = param(1, description="Prompts (or samples) per dataloader batch.", ge=1)
+    shuffle: bool = param(True, description="Shuffle the dataset.")
+    pin_memory: bool = param(False, description="Pin host memory for faster transfer to the GPU.")
+    num_workers: int = param(0, description="Dataloader worker processes.", ge=0)
+    num_dataset_workers: int = param(1, description="Remote data-service workers (1.0).", ge=1)
+    drop_last: bool = param(True, description="Drop the last incomplete batch.")
+    max_length: int | None = param(None, description="Longer sequences are filtered out of the dataset.", ge=1)
+    dataset_kwargs: dict[str, Any] = param({}, description="Extra keyword arguments for loading the dataset "
+                                                           "(1.0).")
+    scheduling_spec: dict[str, Any] | None = param(None, description="Scheduling of remote data-loading "
+                                                                     "workers (1.0), kept as written.")
+    setup_timeout: float = param(120.0, description="Seconds the data service may take to load the dataset "
+                                                    "(1.0).", gt=0)
+
+
+class NameResolveConfig(Section):
+    """The key-value store AReaL's processes use to find each other."""
+
+    type: Literal["nfs", "etcd3", "ray"] = param("nfs", description="Store for name resolving: `nfs`, `etcd3` "
+                                                                    "or `ray`.")
+    nfs_record_root: str = param("/tmp/areal/name_resolve", description="Directory of the NFS store; must be "
+                                                                        "shared by all nodes.")
+    etcd3_addr: str = param("localhost:2379", description="Address of the etcd3 server.")
+    ray_actor_name: str = param("ray_kv_store", description="Name of the Ray actor holding the store.")
+
+
+class ClusterSpecConfig(Section):
+    """The machines the experiment runs on."""
+
+    name_resolve: NameResolveConfig = section(NameResolveConfig, description="How processes find each other (name resolving).")
+    cluster_name: str = param("local", description="Cluster name; selects cluster-specific environment "
+                                                   "variables.")
+    fileroot: str = param("/home/fw/.cache/areal", description="Root of logs and checkpoints; must be shared by "
+                                                               "all nodes. (The seed's default; later versions "
+                                                               "use /tmp/areal/.)")
+    n_nodes: int = param(32, description="Number of nodes. With n_gpus_per_node it is the GPU count the "
+                                         "allocation must fill.", ge=1)
+    n_gpus_per_node: int = param(8, description="GPUs per node (physical).", ge=1)
+
+
+class SlurmLauncherConfig(Section):
+    """Slurm settings of the v0.3 launcher."""
+
+    srun_additional_args: str = param("--mpi=pmi2 -K --chdir $PWD", description="Extra arguments to srun.")
+    container_type: Literal["apptainer", "none"] = param("apptainer", description="Container runtime used on "
+                                                                                  "Slurm.")
+    mount: str = param("/storage:/storage", description="Mounts of the Slurm containers.")
+    trainer_image: str | None = param(None, description="Container image of the trainers.")
+    inference_server_image: str | None = param(None, description="Container image of the inference servers.")
+
+
+class LauncherConfig(Section):
+    """Resources of the processes the v0.3 launchers start (removed in 1.0)."""
+
+    inference_server_cpus_per_gpu: int = param(4, description="CPUs per GPU of an inference server.", ge=1)
+    inference_server_mem_per_gpu: int = param(32768, description="Memory per GPU of an inference server, in MB.",
+                                              ge=1)
+    trainer_cpus_per_gpu: int = param(4, description="CPUs per GPU of a trainer.", ge=1)
+    trainer_mem_per_gpu: int = param(32768, description="Memory per GPU of a trainer, in MB.", ge=1)
+    inference_server_env_vars: str = param("", description="Environment of the inference servers as "
+                                                           "`ENV1=val1,ENV2=val2`.")
+    trainer_env_vars: str = param("", description="Environment of the trainers as `ENV1=val1,ENV2=val2`.")
+    slurm: SlurmLauncherConfig = section(SlurmLauncherConfig, description="Settings used when launching on Slurm.")
+
+
+class WandBConfig(Section):
+    """Weights & Biases logging."""
+
+    mode: Literal["online", "offline", "disabled", "shared"] = param("disabled", description="Weights & Biases mode: `online`, `offline`, `disabled` or `shared`.")
+    wandb_base_url: str = param("", description="W&B server URL (empty: the public service).")
+    wandb_api_key: str = param("", description="W&B API key (empty: from the environment).")
+    entity: str | None = param(None, description="Weights & Biases entity (user or team).")
+    project: str | None = param(None, description="Weights & Biases project name.")
+    name: str | None = param(None, description="Name of the run in the tracker.")
+    job_type: str | None = param(None, description="Weights & Biases job type label.")
+    group: str | None = param(None, description="Weights & Biases group the run belongs to.")
+    notes: str | None = param(None, description="Free-text notes attached to the run.")
+    tags: list[str] | None = param(None, description="Tags attached to the run.")
+    config: dict[str, Any] | None = param(None, description="Extra config recorded with the run.")
+    id_suffix: str | None = param("train", description="Suffix of the run id.")
+
+
+class SwanlabConfig(Section):
+    """SwanLab logging."""
+
+    project: str | None = param(None, description="SwanLab project name.")
+    name: str | None = param(None, description="Name of the run in the tracker.")
+    config: dict[str, Any] | None = param(None, description="Extra config recorded with the run.")
+    logdir: str | None = param(None, description="Local log directory.")
+    mode: Literal["cloud", "local", "disabled", "offline"] | None = param("disabled", description="SwanLab mode: `cloud`, `local`, `disabled` or `offline`.")
+    api_key: str | None = param(None, description="SwanLab API key; null reads SWANLAB_API_KEY.")
+
+
+class TensorBoardConfig(Section):
+    """TensorBoard logging."""
+
+    path: str | None = param(None, description="Log directory; null disables TensorBoard.")
+
+
+class TrackioConfig(Section):
+    """Trackio logging (1.0)."""
+
+    mode: Literal["disabled", "online", "local"] = param("disabled", description="Trackio mode: `disabled`, `online` or `local`.")
+    project: str | None = param(None, description="Project; null uses experiment_name.")
+    name: str | None = param(None, description="Run name; null uses trial_name.")
+    space_id: str | None = param(None, description="Hugging Face Space that also receives the metrics.")
+
+
+class StatsLoggerConfig(Section):
+    """Where training statistics go."""
+
+    experiment_name: str = _names("stats logger")[0]
+    trial_name: str = _names("stats logger")[1]
+    fileroot: str = param(REQUIRED, description="Root of the log files. Mandatory (`???`); AReaL's examples "
+                                                "write `${cluster.fileroot}`.")
+    wandb: WandBConfig = section(WandBConfig, description="Weights & Biases.")
+    swanlab: SwanlabConfig = section(SwanlabConfig, description="SwanLab experiment tracking.")
+    tensorboard: TensorBoardConfig = section(TensorBoardConfig, description="TensorBoard; only `path` is "
+                                                                           "needed.")
+    trackio: TrackioConfig = section(TrackioConfig, description="Trackio experiment tracking (1.0).")
+
+
+class _Timer(Section):
+    experiment_name: str = _names("timer")[0]
+    trial_name: str = _names("timer")[1]
+    fileroot: str = param(REQUIRED, description="Root of the files written. Mandatory (`???`); AReaL's examples "
+                                                "write `${cluster.fileroot}`.")
+    freq_epochs: int | None = param(None, description="Trigger every this many epochs; null disables the "
+                                                      "epoch trigger.", ge=1)
+    freq_steps: int | None = param(None, description="Trigger every this many steps; null disables the step "
+                                                     "trigger.", ge=1)
+    freq_secs: int | None = param(None, description="Trigger every this many seconds; null disables the time "
+                                                    "trigger.", ge=1)
+
+
+class SaverConfig(_Timer):
+    """When checkpoints are saved."""
+
+    mode: Literal["auto", "sync", "async"] = param("auto", description="Save mode of HF checkpoints (1.0): "
+                                                                       "`auto`, `sync` or `async`.")
+
+
+class EvaluatorConfig(_Timer):
+    """When the model is evaluated."""
+
+    eval_before_train: bool = param(False, description="Evaluate once before training starts (1.0).")
+
+
+class RecoverConfig(_Timer):
+    """Recovery of an interrupted experiment."""
+
+    mode: Literal["disabled", "auto", "fault", "resume", "on", "off"] = param(
+        "disabled", description="`disabled` never recovers; `auto` recovers when recover info and checkpoints "
+                                "exist; `fault` only after a failure; `resume` forces resuming. AReaL 1.0 keeps "
+                                "`auto`/`disabled`, adds `on`/`off` and rejects `fault` and `resume`.")
+    retries: int = param(3, description="Recovery retries (auto/fault modes).", ge=0)
+    no_save_optim: bool = param(False, description="Leave optimizer states out of recovery checkpoints (1.0).")
+    no_load_optim: bool = param(False, description="Do not load optimizer states when recovering (1.0).")
+
+
+class SchedulerConfig(Section):
+    """The scheduler service of single-controller mode (experimental)."""
+
+    type: str | None = param(None, description="Scheduler type of the 1.0 single controller (e.g. local, ray, "
+                                               "slurm); null runs under an SPMD launcher.")
+    endpoint: str = param("http://localhost:8081", description="Address of the scheduler service.")
+    deploy_mode: str = param("separation", description="How the scheduler deploys workers.")
+    functioncall_service_domain: str = param("http://localhost:8080", description="Address of the function-call "
+                                                                                  "(reward) service.")
+    reward_functioncall_config: dict[str, Any] = param({}, description="Settings passed to the function-call "
+                                                                       "reward service.")
+    reward_model_path: str = param("", description="Path of a reward model served by the scheduler.")
+    reward_model_service_url: str = param("http://localhost:30000/classify",
+                                          description="URL of the reward model service.")
+
+
+# ---- experiments -------------------------------------------------------------------------------------------
+
+
+class BaseExperimentConfig(Section):
+    """Keys every AReaL experiment shares."""
+
+    experiment_name: str = param(REQUIRED, description="Name of the experiment, without `_` or `/`. Mandatory.")
+    trial_name: str = param(REQUIRED, description="Name of the trial, without `-` or `/`. Mandatory.")
+    cluster: ClusterSpecConfig = section(ClusterSpecConfig, description="The cluster (mainly used by Slurm).")
+    allocation_mode: str = param("", description="GPU allocation and parallel strategy, e.g. "
+                                                 "`sglang.d4p1t1+d4p1t1` (v0.3), `sglang:d4p1t1+fsdp:d4p1t1` "
+                                                 "(v0.4 and later) or `d8p1t1` for SFT. Deprecated in 1.0 in "
+                                                 "favour of the engines' `backend` fields.")
+    seed: int = param(1, description="Random seed of the experiment (data order, sampling, initialization).")
+    enable_offload: bool = param(False, description="Allow offloading through torch_memory_saver (1.0); needed by "
+                                                    "any `offload: true` and by actor-rollout colocation.")
+    total_train_epochs: int = param(1, description="Epochs to train; AReaL requires a positive number.", gt=0)
+    total_train_steps: int | None = param(None, description="Stop after this many steps (for benchmarking); "
+                                                            "null trains normally.", ge=1)
+    total_train_n_seqs: int | None = param(None, description="Stop after this many samples (for benchmarking); "
+                                                             "null trains normally.", ge=1)
+    tokenizer_path: str = param("", description="Path of the tokenizer.")
+    weight_update_mode: Literal["disk", "xccl"] = param("disk", description="Weight update mode as v0.4 spelled "
+                                                                            "it at the top level; 1.0 reads "
+                                                                            "actor.weight_update_mode.")
+    train_dataset: DatasetConfig = section(DatasetConfig, description="The training data.")
+    valid_dataset: DatasetConfig | None = section(DatasetConfig, optional=True, description="Validation data; "
+                                                                                         "null skips it.")
+    saver: SaverConfig = section(SaverConfig, description="Checkpoint saving.")
+    evaluator: EvaluatorConfig = section(EvaluatorConfig, description="Evaluation schedule.")
+    stats_logger: StatsLoggerConfig = section(StatsLoggerConfig, description="Statistics logging.")
+    recover: RecoverConfig = section(RecoverConfig, description="Recovery after interruption.")
+    sglang: SGLangConfig = section(SGLangConfig, description="SGLang server arguments.")
+    vllm: VLLMConfig = section(VLLMConfig, description="vLLM server arguments (later versions).")
+    launcher: LauncherConfig = section(LauncherConfig, description="Resources of launched processes (v0.3; "
+                                                                   "removed in 1.0).")
+    scheduler: SchedulerConfig = section(SchedulerConfig, description="Scheduler service.")
+    perf_tracer: dict[str, Any] | None = param(None, description="Performance tracing (1.0), kept as written; "
+                                                                 "null disables it.")
+    memory_profiler: dict[str, Any] | None = param(None, description="CUDA memory snapshots (1.0), kept as "
+                                                                     "written; null disables them.")
+
+
+class SFTConfig(BaseExperimentConfig):
+    """Supervised fine-tuning."""
+
+    model: TrainEngineConfig | None = section(TrainEngineConfig, optional=True,
+                                              description="The model being fine-tuned (v0.3 key). The seed builds "
+                                                          "it from defaults, so its mandatory names must be "
+                                                          "written; exactly one of `model` and `actor` is "
+                                                          "expected.")
+    actor: TrainEngineConfig | None = section(TrainEngineConfig, optional=True,
+                                              description="The model being fine-tuned, as AReaL 1.0 names it "
+                                                          "(replaces `model`).")
+
+
+class RWConfig(SFTConfig):
+    """Reward-model training: the same keys as SFT, with a critic (scalar-head) model."""
+
+
+class GRPOConfig(BaseExperimentConfig):
+    """GRPO (and, in 1.0, PPO) reinforcement learning."""
+
+    async_training: bool = param(True, description="Overlap rollout and training (v0.3; removed in 1.0, where "
+                                                   "rollout.max_head_offpolicyness alone decides).")
+    gconfig: GenerationHyperparameters = section(GenerationHyperparameters, description="Rollout sampling.")
+    eval_gconfig: GenerationHyperparameters | None = section(GenerationHyperparameters, optional=True,
+                                                             description="Sampling for evaluation (1.0); null "
+                                                                         "copies gconfig.")
+    rollout: InferenceEngineConfig = section(InferenceEngineConfig, description="The rollout engine.")
+    actor: PPOActorConfig = section(PPOActorConfig, description="The policy being trained.")
+    ref: PPOActorConfig | None = section(PPOActorConfig, optional=True,
+                                         description="The reference model of the KL penalty; built only when "
+                                                     "actor.kl_ctl > 0. The seed builds it from defaults when "
+                                                     "absent (so its names must be written); 1.0 skips it.")
+    critic: PPOCriticConfig | None = section(PPOCriticConfig, optional=True, description="A critic (1.0 PPO).")
+    teacher: dict[str, Any] | None = param(None, description="On-policy distillation teachers (1.0), kept as "
+                                                             "written.")
+    dynamic_bs: bool = param(False, description="Dynamic batch sizing in prepare_batch (1.0).")
+
+
+class AReaLDialect(Dialect):
+    name = "areal"
+    title = "AReaL"
+    documents = "AReaL v0.3.4 (seed 004); the 1.0 layout with per-engine `backend` fields is accepted too"
+    override_grammar = "hydra"
+    rules = RULES
+
+    def variants(self) -> dict[str, type[Section]]:
+        return {"grpo": GRPOConfig, "sft": SFTConfig, "rw": RWConfig}
+
+    def root(self, data: dict) -> type[Section]:
+        # AReaL picks the dataclass in the training script (gsm8k_grpo.py loads GRPOConfig, ...), not from the
+        # YAML, so rlcfg infers it from what only one kind has:
+        # - GRPO: any of the RL sections (rollout, gconfig, eval_gconfig, ref, critic, teacher) or
+        #   async_training. An `actor` alone is not enough: AReaL 1.0's SFT config names its model `actor`.
+        # - Reward model: the trained model is a critic (`model.is_critic` / `actor.is_critic`), which RWConfig
+        #   requires, or the training data is reward-model data (`train_dataset.type: rw`).
+        # - SFT: everything else.
+        if not isinstance(data, dict):
+            return SFTConfig
+        if any(key in data for key in ("rollout", "gconfig", "eval_gconfig", "ref", "critic", "teacher",
+                                       "async_training", "dynamic_bs")):
+            return GRPOConfig
+        for key in ("model", "actor"):
+            engine = data.get(key)
+            if isinstance(engine, dict) and engine.get("is_critic") is True:
+                return RWConfig
+        dataset = data.get("train_dataset")
+        if isinstance(dataset, dict) and dataset.get("type") == "rw":
+            return RWConfig
+        return SFTConfig
+
+    def describe(self, config: Any) -> str:
+        from rlcfg.schema.areal_rules import describe
+
+        return describe(config)
+
+
+DIALECT = AReaLDialect()

@@ -1,0 +1,794 @@
+"""AReaL's cross-field rules (AR-* in research/validation-rules.md, section 5) and the allocation checks.
+
+Each rule reads the validated config (see rlcfg/schema/areal.py) and yields findings. Rules that AReaL only
+enforces in 1.0 are errors when they concern keys that only exist in 1.0 (a seed-documented config cannot
+trip them) and warnings otherwise (DESIGN rule 5).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from rlcfg.schema import areal_allocation as alloc
+from rlcfg.schema.base import RuleSet
+
+RULES = RuleSet()
+
+_BACKEND_TITLES = {"fsdp": "FSDP", "megatron": "Megatron", "archon": "Archon", "sglang": "SGLang", "vllm": "vLLM"}
+
+
+def _kind(cfg: Any) -> str:
+    return {"GRPOConfig": "grpo", "RWConfig": "rw"}.get(type(cfg).__name__, "sft")
+
+
+def _engines(cfg: Any) -> list[tuple[str, Any]]:
+    """The training engines a config has, with their dotted names."""
+    if _kind(cfg) == "grpo":
+        out = [("actor", cfg.actor)]
+        out += [(name, getattr(cfg, name)) for name in ("ref", "critic") if getattr(cfg, name) is not None]
+        return out
+    return [(name, getattr(cfg, name)) for name in ("model", "actor") if getattr(cfg, name, None) is not None]
+
+
+def _trained(cfg: Any) -> tuple[str, Any] | None:
+    """The engine being trained: GRPO's actor, SFT's/RW's model (v0.3) or actor (1.0)."""
+    if _kind(cfg) == "grpo":
+        return "actor", cfg.actor
+    for name in ("actor", "model"):
+        engine = getattr(cfg, name, None)
+        if engine is not None:
+            return name, engine
+    return None
+
+
+def legacy_backend_name(text: str) -> bool:
+    """A bare backend name such as `fsdp`: what v0.3's `backend` field ("Training backend") held, no sizes."""
+    return text.strip().lower() in alloc.TRAIN_BACKENDS + alloc.INFERENCE_BACKENDS
+
+
+def _backend_paths(cfg: Any) -> list[tuple[str, str, str]]:
+    """(dotted path, text, role kind) of every per-engine backend field written in the 1.0 form."""
+    out = [(f"{name}.backend", engine.backend, "train") for name, engine in _engines(cfg)
+           if engine.backend and not legacy_backend_name(engine.backend)]
+    if _kind(cfg) == "grpo" and cfg.rollout.backend and not legacy_backend_name(cfg.rollout.backend):
+        out.append(("rollout.backend", cfg.rollout.backend, "inference"))
+    return out
+
+
+def uses_v1_layout(cfg: Any) -> bool:
+    """A document that clearly follows AReaL 1.0: a per-engine backend, or SFT's model named `actor`."""
+    return bool(_backend_paths(cfg)) or (_kind(cfg) != "grpo" and getattr(cfg, "actor", None) is not None)
+
+
+def _parse_allocation(cfg: Any) -> alloc.Allocation | None:
+    try:
+        return alloc.parse(cfg.allocation_mode) if cfg.allocation_mode else None
+    except alloc.AllocationSyntaxError:
+        return None
+
+
+def _parse_backend(text: str) -> alloc.Component | None:
+    try:
+        return alloc.parse_backend(text)
+    except alloc.AllocationSyntaxError:
+        return None
+
+
+# ---- names -------------------------------------------------------------------------------------------------
+
+
+@RULES.rule("areal/names", "RLC201", "experiment_name has no `_` or `/`, trial_name no `-` or `/` (AReaL uses "
+            "them as separators in paths and name-resolve keys).", keys=["experiment_name", "trial_name"])
+def _names(cfg, ctx):
+    for key, forbidden in (("experiment_name", "_/"), ("trial_name", "-/")):
+        value = getattr(cfg, key, None)
+        if not isinstance(value, str):
+            continue
+        bad = sorted({c for c in value if c in forbidden})
+        if bad:
+            shown = " or ".join(f"`{c}`" for c in bad)
+            replacement = "-" if key == "experiment_name" else "_"
+            fixed = "".join(replacement if c in forbidden else c for c in value)
+            yield ctx.error("RLC201", key, f"`{key}` ({value!r}) must not contain {shown}",
+                            hint=f"AReaL builds paths and name-resolve keys from it; write `{key}: {fixed}`")
+
+
+# ---- allocation ----------------------------------------------------------------------------------------------
+
+
+@RULES.rule("areal/allocation-syntax", "RLC204", "allocation_mode parses in one of the grammars AReaL has used "
+            "(v0.3 `sglang.d4p1t1+d4p1t1`, v0.4 named/colocated components, training-only `d8p1t1`) and is "
+            "well formed (unique names, equal colocated sizes, FSDP without p/e, e dividing the world).",
+            keys=["allocation_mode"])
+def _allocation_syntax(cfg, ctx):
+    if not cfg.allocation_mode:
+        return
+    try:
+        parsed = alloc.parse(cfg.allocation_mode)
+    except alloc.AllocationSyntaxError as exc:
+        yield ctx.error("RLC204", "allocation_mode", f"`allocation_mode` ({cfg.allocation_mode!r}): {exc.message}",
+                        hint=exc.hint)
+        return
+    for problem in alloc.check(parsed):
+        yield ctx.error(problem.code, "allocation_mode",
+                        f"`allocation_mode` ({cfg.allocation_mode!r}): {problem.message}", hint=problem.hint)
+
+
+@RULES.rule("areal/backend-syntax", "RLC204", "Each per-engine `backend` (AReaL 1.0) is one component with an "
+            "explicit backend of the right kind: fsdp/megatron/archon for training engines, sglang/vllm for "
+            "rollout.", keys=["actor.backend", "ref.backend", "critic.backend", "rollout.backend", "model.backend"])
+def _backend_syntax(cfg, ctx):
+    for path, text, role in _backend_paths(cfg):
+        try:
+            component = alloc.parse_backend(text)
+        except alloc.AllocationSyntaxError as exc:
+            yield ctx.error("RLC204", path, f"`{path}` ({text!r}): {exc.message}", hint=exc.hint)
+            continue
+        if component.kind != role:
+            wanted = "fsdp, megatron or archon" if role == "train" else "sglang or vllm"
+            yield ctx.error("RLC204", path, f"`{path}` ({text!r}) names the {component.kind} backend "
+                            f"`{component.backend}`, but this engine needs {wanted}",
+                            hint=alloc.BACKEND_FORMS)
+            continue
+        for problem in alloc.check_component(component):
+            yield ctx.error(problem.code, path, f"`{path}` ({text!r}): {problem.message}", hint=problem.hint)
+
+
+@dataclass
+class _Placement:
+    source: str  # "allocation_mode" or "backends"
+    world: int
+    rollout: alloc.Component | None
+    train: alloc.Component | None
+    inference_parts: list
+
+
+def placement(cfg: Any) -> _Placement | None:
+    """The GPUs the config asks for, from the 1.0 backends when set, else from allocation_mode."""
+    backends = _backend_paths(cfg)
+    if backends:
+        parsed = {path: _parse_backend(text) for path, text, _ in backends}
+        if any(c is None for c in parsed.values()):
+            return None
+        world = 0
+        for path, component in parsed.items():
+            owner = path.rsplit(".", 1)[0]
+            strategy = _strategy(cfg, owner)
+            if strategy is not None and strategy.type == "colocation" and strategy.target:
+                continue
+            world += component.world
+        rollout = parsed.get("rollout.backend")
+        trained = _trained(cfg)
+        train = parsed.get(f"{trained[0]}.backend") if trained else None
+        return _Placement("backends", world, rollout, train, [rollout] if rollout else [])
+    parsed_alloc = _parse_allocation(cfg)
+    if parsed_alloc is None or parsed_alloc.keyword:
+        return None
+    inference = parsed_alloc.of_kind("inference")
+    train = parsed_alloc.of_kind("train")
+    return _Placement("allocation_mode", parsed_alloc.world, inference[0] if inference else None,
+                      train[0] if train else None, inference)
+
+
+def _strategy(cfg: Any, owner: str) -> Any:
+    engine = getattr(cfg, owner, None)
+    return getattr(engine, "scheduling_strategy", None)
+
+
+@RULES.rule("areal/allocation-cluster", "RLC403", "The GPUs the allocation asks for fit the cluster "
+            "(n_nodes × n_gpus_per_node), fill it, and no inference server spans more than one node.",
+            keys=["allocation_mode", "actor.backend", "rollout.backend", "cluster.n_nodes",
+                  "cluster.n_gpus_per_node"])
+def _allocation_cluster(cfg, ctx):
+    if not (ctx.is_set("cluster.n_nodes") or ctx.is_set("cluster.n_gpus_per_node")):
+        return  # the seed's default cluster (32 × 8) describes no real machine; only a written one is checked
+    where = placement(cfg)
+    if where is None:
+        return
+    nodes, per_node = cfg.cluster.n_nodes, cfg.cluster.n_gpus_per_node
+    total = nodes * per_node
+    path = "allocation_mode" if where.source == "allocation_mode" else (
+        "rollout.backend" if _kind(cfg) == "grpo" and cfg.rollout.backend else f"{_trained(cfg)[0]}.backend")
+    related = ["cluster.n_nodes", "cluster.n_gpus_per_node"]
+    asked = (f"`allocation_mode` ({cfg.allocation_mode!r})" if where.source == "allocation_mode"
+             else "the engines' `backend` fields")
+    if where.world > total:
+        yield ctx.error("RLC403", path, f"{asked} asks for {where.world} GPUs but the cluster has {total} "
+                        f"(cluster.n_nodes {nodes} × cluster.n_gpus_per_node {per_node})",
+                        hint=f"shrink the d/t/p sizes to {total} GPUs in all, or give the cluster more nodes "
+                             f"(n_nodes: {-(-where.world // per_node)})", related=related)
+    elif where.world < total:
+        yield ctx.warning("RLC404", path, f"{asked} uses {where.world} of the cluster's {total} GPUs "
+                          f"(cluster.n_nodes {nodes} × cluster.n_gpus_per_node {per_node}); "
+                          f"{total - where.world} stay idle",
+                          hint=f"raise the data-parallel size d to use all {total} GPUs, or set the cluster to "
+                               f"the GPUs the job uses (AReaL 1.0's launchers require them to be equal)",
+                          related=related)
+    for component in where.inference_parts:
+        tp = component.dims.get("t") if component.dims else 1
+        if tp > per_node:
+            yield ctx.error("RLC403", path, f"`{component.text()}`: one {component.backend} server with tensor "
+                            f"parallelism t{tp} would span more than one node of {per_node} GPUs",
+                            hint=f"use t <= {per_node} and raise d instead", related=["cluster.n_gpus_per_node"])
+
+
+@RULES.rule("areal/colocation-sizes", "RLC402", "An engine colocated with another (1.0 scheduling_strategy "
+            "`colocation`) has the same number of GPUs as its target.",
+            keys=["ref.scheduling_strategy", "rollout.scheduling_strategy", "critic.scheduling_strategy"])
+def _colocation_sizes(cfg, ctx):
+    if _kind(cfg) != "grpo":
+        return
+    for owner in ("rollout", "ref", "critic"):
+        engine = getattr(cfg, owner, None)
+        if engine is None or engine.scheduling_strategy.type != "colocation":
+            continue
+        target_name = engine.scheduling_strategy.target
+        target = getattr(cfg, target_name, None) if target_name in ("actor", "ref", "critic", "rollout") else None
+        if target is None:
+            yield ctx.error("RLC302", f"{owner}.scheduling_strategy.target",
+                            f"`{owner}.scheduling_strategy` is `colocation` but its target "
+                            f"{target_name!r} is not an engine of this config",
+                            hint="set `target: actor` (or another engine section that exists)")
+            continue
+        mine, theirs = _parse_backend(engine.backend or ""), _parse_backend(target.backend or "")
+        if mine is not None and theirs is not None and mine.world != theirs.world:
+            yield ctx.error("RLC402", f"{owner}.backend",
+                            f"`{owner}` is colocated with `{target_name}` but uses {mine.world} GPUs "
+                            f"({engine.backend!r}) against {theirs.world} ({target.backend!r})",
+                            hint=f"give both the same d·c·t·p product, e.g. {theirs.world}",
+                            related=[f"{target_name}.backend"])
+
+
+@RULES.rule("areal/allocation-present", "RLC302", "The experiment says where it runs: an allocation_mode (v0.3) "
+            "or the engines' backend fields (1.0); a GRPO allocation has an inference part.",
+            keys=["allocation_mode", "actor.backend", "rollout.backend"])
+def _allocation_present(cfg, ctx):
+    parsed = _parse_allocation(cfg)
+    if not cfg.allocation_mode and not _backend_paths(cfg):
+        example = "sglang.d4p1t1+d4p1t1" if _kind(cfg) == "grpo" else "d8p1t1"
+        yield ctx.warning("RLC302", "allocation_mode", "neither `allocation_mode` nor any engine `backend` is "
+                          "set, so AReaL cannot place the job (v0.3.4's scripts fail to parse the empty "
+                          "allocation; 1.0 requires the backend fields)",
+                          hint=f"write `allocation_mode: {example}` (v0.3) or the engines' backend fields "
+                               f"(1.0), e.g. `actor.backend: fsdp:d4p1t1`")
+        return
+    if parsed is None or parsed.keyword:
+        return
+    if _kind(cfg) == "grpo" and not parsed.of_kind("inference") and not (cfg.rollout.backend):
+        yield ctx.error("RLC302", "allocation_mode", f"`allocation_mode` ({cfg.allocation_mode!r}) has no "
+                        "inference part, but GRPO generates its rollouts on SGLang or vLLM servers",
+                        hint=f"put the servers first, e.g. `sglang.d4p1t1+{cfg.allocation_mode}`")
+    if _kind(cfg) != "grpo" and parsed.of_kind("inference"):
+        yield ctx.warning("RLC307", "allocation_mode", f"`allocation_mode` ({cfg.allocation_mode!r}) reserves "
+                          f"GPUs for {parsed.of_kind('inference')[0].backend} servers, which an SFT or reward-model "
+                          f"experiment never starts",
+                          hint="give only the training part, e.g. "
+                               f"`{'+'.join(c.text() for c in parsed.of_kind('train')) or 'd8p1t1'}`")
+
+
+@RULES.rule("areal/allocation-vs-backends", "RLC305", "When both the deprecated allocation_mode and the 1.0 "
+            "backend fields are set, they ask for the same GPUs.",
+            keys=["allocation_mode", "actor.backend", "rollout.backend"])
+def _allocation_vs_backends(cfg, ctx):
+    parsed = _parse_allocation(cfg)
+    if parsed is None or parsed.keyword or not _backend_paths(cfg):
+        return
+    trained = _trained(cfg)
+    pairs = []
+    if _kind(cfg) == "grpo" and cfg.rollout.backend:
+        pairs.append(("rollout.backend", cfg.rollout.backend, parsed.of_kind("inference")))
+    if trained and trained[1].backend:
+        pairs.append((f"{trained[0]}.backend", trained[1].backend, parsed.of_kind("train")))
+    for path, text, parts in pairs:
+        component = _parse_backend(text)
+        if component is None or not parts:
+            continue
+        if component.world != parts[0].world:
+            yield ctx.warning("RLC305", path, f"`{path}` ({text!r}) uses {component.world} GPUs but "
+                              f"`allocation_mode` ({cfg.allocation_mode!r}) gives that part {parts[0].world}",
+                              hint="AReaL 1.0 places engines by their backend fields and reads allocation_mode "
+                                   "only in the SPMD launchers; drop allocation_mode or make them agree",
+                              related=["allocation_mode"])
+
+
+# ---- engines -----------------------------------------------------------------------------------------------
+
+
+@RULES.rule("areal/sft-model", "RLC203", "An SFT or reward-model config has its model under `model` (v0.3) or "
+            "`actor` (1.0), not both.", keys=["model", "actor"])
+def _sft_model(cfg, ctx):
+    if _kind(cfg) == "grpo":
+        return
+    if cfg.model is None and cfg.actor is None:
+        yield ctx.error("RLC203", "model", "the config has no `model` section (the model to train)",
+                        hint="add `model:` with at least `experiment_name: ${experiment_name}`, "
+                             "`trial_name: ${trial_name}` and `path:` (AReaL 1.0 calls the section `actor`)")
+    elif cfg.model is not None and cfg.actor is not None:
+        yield ctx.error("RLC301", "actor", "both `model` (v0.3) and `actor` (1.0) are set; they name the same "
+                        "engine in different AReaL versions", hint="keep the one your AReaL version reads",
+                        related=["model"])
+
+
+@RULES.rule("areal/rw-critic", "RLC302", "Reward-model training needs a critic (scalar-head) model: "
+            "is_critic true (AR-19).", keys=["model.is_critic", "actor.is_critic", "train_dataset.type"])
+def _rw_critic(cfg, ctx):
+    if _kind(cfg) != "rw":
+        return
+    trained = _trained(cfg)
+    if trained and not trained[1].is_critic:
+        yield ctx.error("RLC302", f"{trained[0]}.is_critic", f"`train_dataset.type` is 'rw' (reward modelling) but "
+                        f"`{trained[0]}.is_critic` is false", hint=f"set `{trained[0]}.is_critic: true`",
+                        related=["train_dataset.type"])
+
+
+@RULES.rule("areal/norm-group-size", "RLC201", "Group-level normalization needs group_size >= 1 (AR-2), and "
+            "should group as many samples as gconfig.n_samples.",
+            keys=["actor.reward_norm.group_size", "actor.adv_norm.group_size", "gconfig.n_samples"])
+def _norm_group_size(cfg, ctx):
+    if _kind(cfg) != "grpo":
+        return
+    for name in ("reward_norm", "adv_norm"):
+        norm = getattr(cfg.actor, name)
+        if norm is None or "group" not in (norm.mean_level, norm.std_level):
+            continue
+        path = f"actor.{name}.group_size"
+        if norm.group_size < 1:
+            yield ctx.error("RLC201", path, f"`{path}` is {norm.group_size} but group-level normalization needs "
+                            f">= 1", hint="set it to `${gconfig.n_samples}`")
+        elif norm.group_size != cfg.gconfig.n_samples:
+            yield ctx.warning("RLC305", path, f"`{path}` ({norm.group_size}) differs from `gconfig.n_samples` "
+                              f"({cfg.gconfig.n_samples}), so the normalization groups do not match the GRPO "
+                              f"groups", hint="write `group_size: ${gconfig.n_samples}`",
+                              related=["gconfig.n_samples"])
+
+
+@RULES.rule("areal/group-size", "RLC305", "The v0.3 actor.group_size equals gconfig.n_samples (the examples "
+            "interpolate it); otherwise advantages are grouped wrongly.", keys=["actor.group_size", "gconfig.n_samples"])
+def _group_size(cfg, ctx):
+    if _kind(cfg) != "grpo" or not ctx.is_set("actor.group_size"):
+        return
+    if cfg.actor.group_size != cfg.gconfig.n_samples:
+        yield ctx.error("RLC305", "actor.group_size", f"`actor.group_size` ({cfg.actor.group_size}) differs from "
+                        f"`gconfig.n_samples` ({cfg.gconfig.n_samples}): AReaL v0.3 groups the advantages by "
+                        f"group_size while each prompt gets n_samples answers",
+                        hint="write `group_size: ${gconfig.n_samples}`", related=["gconfig.n_samples"])
+
+
+@RULES.rule("areal/temperature", "RLC305", "actor.temperature (used for the trainer's log-probabilities) equals "
+            "gconfig.temperature (used for sampling).", keys=["actor.temperature", "gconfig.temperature"])
+def _temperature(cfg, ctx):
+    if _kind(cfg) != "grpo" or not ctx.is_set("gconfig.temperature"):
+        return
+    if cfg.actor.temperature != cfg.gconfig.temperature:
+        yield ctx.warning("RLC305", "actor.temperature", f"`actor.temperature` ({cfg.actor.temperature}) differs "
+                          f"from `gconfig.temperature` ({cfg.gconfig.temperature}): the trainer's "
+                          f"log-probabilities are then computed at another temperature than the one sampled at",
+                          hint="write `temperature: ${gconfig.temperature}` under actor",
+                          related=["gconfig.temperature"])
+
+
+@RULES.rule("areal/fsdp-memory-efficient-load", "RLC301", "fsdp.memory_efficient_load loads pretrained weights, "
+            "so it excludes init_from_scratch (AR-8).", keys=["actor.fsdp.memory_efficient_load"])
+def _memory_efficient_load(cfg, ctx):
+    for name, engine in _engines(cfg):
+        if engine.fsdp.memory_efficient_load and engine.init_from_scratch:
+            yield ctx.error("RLC301", f"{name}.fsdp.memory_efficient_load",
+                            f"`{name}.fsdp.memory_efficient_load` and `{name}.init_from_scratch` are both true",
+                            hint="memory_efficient_load broadcasts loaded weights; turn one of them off",
+                            related=[f"{name}.init_from_scratch"])
+
+
+@RULES.rule("areal/scheduling-spec", "RLC201", "An engine takes one or two scheduling specs (AR-8, AR-14), and "
+            "a non-blank admin_api_key.", keys=["actor.scheduling_spec", "rollout.scheduling_spec"])
+def _scheduling_spec(cfg, ctx):
+    engines = list(_engines(cfg))
+    if _kind(cfg) == "grpo":
+        engines.append(("rollout", cfg.rollout))
+    for name, engine in engines:
+        if len(engine.scheduling_spec) > 2:
+            yield ctx.error("RLC201", f"{name}.scheduling_spec", f"`{name}.scheduling_spec` has "
+                            f"{len(engine.scheduling_spec)} entries; AReaL takes 1 (worker and engine in one "
+                            f"process) or 2 (worker, then engine)", hint="keep one or two entries")
+        if not engine.admin_api_key.strip():
+            yield ctx.error("RLC201", f"{name}.admin_api_key", f"`{name}.admin_api_key` is blank",
+                            hint="leave the default `areal-admin-key` or set a real key")
+
+
+@RULES.rule("areal/archon", "RLC306", "Archon FP8 needs use_triton (AR-5); Archon's memory_budget "
+            "checkpointing needs enable_compile.", keys=["actor.archon.fp8_config.use_triton", "actor.archon.ac_mode"])
+def _archon(cfg, ctx):
+    for name, engine in _engines(cfg):
+        fp8 = engine.archon.fp8_config
+        if fp8.mode != "disabled" and not fp8.use_triton:
+            yield ctx.error("RLC306", f"{name}.archon.fp8_config.use_triton", f"`{name}.archon.fp8_config.mode` is "
+                            f"{fp8.mode!r} but use_triton is false; blockwise FP8 only runs on the Triton kernel",
+                            hint="set `use_triton: true`", related=[f"{name}.archon.fp8_config.mode"])
+        if engine.archon.ac_mode == "memory_budget" and not engine.archon.enable_compile:
+            yield ctx.error("RLC302", f"{name}.archon.ac_mode", f"`{name}.archon.ac_mode` is 'memory_budget', which "
+                            f"needs `{name}.archon.enable_compile: true`", hint="enable compile or pick `selective`",
+                            related=[f"{name}.archon.enable_compile"])
+
+
+@RULES.rule("areal/megatron", "RLC302", "Megatron settings: bridge_type is mbridge or megatron-bridge; virtual "
+            "pipeline parallelism needs p > 1 (AR-25); the Megatron engine takes optimizer adam or sgd (AR-38).",
+            keys=["actor.megatron", "actor.backend", "actor.optimizer.type"])
+def _megatron(cfg, ctx):
+    for name, engine in _engines(cfg):
+        megatron = engine.megatron or {}
+        bridge = megatron.get("bridge_type")
+        if bridge is not None and bridge not in ("mbridge", "megatron-bridge"):
+            yield ctx.error("RLC202", f"{name}.megatron.bridge_type", f"`{name}.megatron.bridge_type`: {bridge!r} "
+                            "is not one of mbridge, megatron-bridge", hint="use `mbridge` or `megatron-bridge`")
+        component = _parse_backend(engine.backend) if engine.backend else None
+        if component is None and name in ("actor", "model"):
+            parsed = _parse_allocation(cfg)
+            trains = parsed.of_kind("train") if parsed and not parsed.keyword else []
+            component = trains[0] if trains else None
+        if component is None or component.effective_backend != "megatron":
+            continue
+        vpp = megatron.get("virtual_pipeline_parallel_size", 1)
+        pp = component.hybrid[0].get("p") if component.hybrid else component.dims.get("p")
+        if isinstance(vpp, int) and vpp > 1 and pp <= 1:
+            yield ctx.error("RLC302", f"{name}.megatron.virtual_pipeline_parallel_size",
+                            f"`{name}.megatron.virtual_pipeline_parallel_size` is {vpp} but the pipeline size is "
+                            f"{pp}; virtual pipeline stages need p > 1", hint="set p > 1 or leave vpp at 1")
+        if engine.optimizer is not None and engine.optimizer.type not in ("adam", "sgd"):
+            yield ctx.warning("RLC306", f"{name}.optimizer.type", f"`{name}.optimizer.type` is "
+                              f"{engine.optimizer.type!r}, which AReaL's Megatron engine does not build (it takes "
+                              f"adam or sgd)", hint="use `adam`")
+
+
+# ---- PPO actor ---------------------------------------------------------------------------------------------
+
+
+def _actor_paths(cfg: Any) -> Iterator[tuple[str, Any]]:
+    if _kind(cfg) != "grpo":
+        return
+    yield "actor", cfg.actor
+    if cfg.ref is not None:
+        yield "ref", cfg.ref
+
+
+@RULES.rule("areal/c-clip", "RLC201", "The dual-clip factor c_clip is > 1 when set (AReaL checks it only "
+            "inside the loss).", keys=["actor.c_clip"])
+def _c_clip(cfg, ctx):
+    for name, actor in _actor_paths(cfg):
+        if actor.c_clip is not None and actor.c_clip <= 1.0:
+            yield ctx.error("RLC201", f"{name}.c_clip", f"`{name}.c_clip` must be > 1, got {actor.c_clip}",
+                            hint="dual clipping caps the loss of negative-advantage tokens at c_clip times the "
+                                 "advantage, which needs c_clip > 1; use e.g. 3.0, or null to disable it")
+
+
+@RULES.rule("areal/behav-imp-weight-cap", "RLC302", "behav_imp_weight_cap is > 1 and needs use_decoupled_loss "
+            "(seed).", keys=["actor.behav_imp_weight_cap", "actor.use_decoupled_loss"])
+def _behav_cap(cfg, ctx):
+    for name, actor in _actor_paths(cfg):
+        cap = actor.behav_imp_weight_cap
+        if cap is None:
+            continue
+        if cap <= 1.0:
+            yield ctx.error("RLC201", f"{name}.behav_imp_weight_cap", f"`{name}.behav_imp_weight_cap` must be > 1, "
+                            f"got {cap}", hint="a cap of 5.0 is AReaL's usual value")
+        if not actor.use_decoupled_loss:
+            yield ctx.error("RLC302", f"{name}.behav_imp_weight_cap", f"`{name}.behav_imp_weight_cap` ({cap}) needs "
+                            f"`{name}.use_decoupled_loss: true`", hint="enable the decoupled loss or remove the cap",
+                            related=[f"{name}.use_decoupled_loss"])
+
+
+@RULES.rule("areal/legacy-imp-weight", "RLC111", "behave_imp_weight_cap/behave_imp_weight_mode (v0.4 to v0.5) are "
+            "rejected by AReaL 1.0 in favour of rejection_sampling (AR-21).",
+            keys=["actor.behave_imp_weight_cap", "actor.behave_imp_weight_mode"])
+def _legacy_imp_weight(cfg, ctx):
+    for name, actor in _actor_paths(cfg):
+        for key in ("behave_imp_weight_cap", "behave_imp_weight_mode"):
+            if ctx.is_set(f"{name}.{key}") and getattr(actor, key) is not None:
+                action = "clamp" if (actor.behave_imp_weight_mode or "").endswith("truncate") else "mask"
+                upper = actor.behave_imp_weight_cap if actor.behave_imp_weight_cap is not None else 5.0
+                yield ctx.warning("RLC111", f"{name}.{key}", f"`{name}.{key}` was removed in AReaL 1.0, which "
+                                  f"stops at load when it is present",
+                                  hint=f"write `rejection_sampling: {{level: token, action: {action}, metric: "
+                                       f"ratio, upper: {upper}}}` (or `rejection_sampling: null` for mode "
+                                       f"'disabled') and enable use_decoupled_loss")
+
+
+@RULES.rule("areal/rejection-sampling", "RLC201", "rejection_sampling bounds are consistent: lower <= upper, a "
+            "ratio needs upper > 1 and lower > 0, k2/k3 need upper > 0, clamp needs the ratio metric (AR-10); "
+            "it only acts with use_decoupled_loss (AR-11).", keys=["actor.rejection_sampling"])
+def _rejection_sampling(cfg, ctx):
+    for name, actor in _actor_paths(cfg):
+        rs = actor.rejection_sampling
+        base = f"{name}.rejection_sampling"
+        if rs is None:
+            if actor.use_decoupled_loss and uses_v1_layout(cfg) and actor.behav_imp_weight_cap is None:
+                yield ctx.warning("RLC307", f"{name}.use_decoupled_loss", f"`{name}.use_decoupled_loss` is true "
+                                  f"without `{base}`, so AReaL 1.0 filters no stale samples (older versions "
+                                  f"capped the importance weight at 5.0 by default)",
+                                  hint=f"add `rejection_sampling: {{level: token, action: mask, metric: ratio, "
+                                       f"upper: 5.0}}` under {name} to keep the old behaviour")
+            continue
+        if not actor.use_decoupled_loss:
+            yield ctx.warning("RLC307", base, f"`{base}` has no effect because `{name}.use_decoupled_loss` is false",
+                              hint=f"set `{name}.use_decoupled_loss: true` or remove the section",
+                              related=[f"{name}.use_decoupled_loss"])
+        if rs.lower is not None and rs.lower > rs.upper:
+            yield ctx.error("RLC201", f"{base}.lower", f"`{base}.lower` ({rs.lower}) is above `{base}.upper` "
+                            f"({rs.upper})", hint="swap them", related=[f"{base}.upper"])
+        if rs.metric == "ratio":
+            if rs.upper <= 1.0:
+                yield ctx.error("RLC201", f"{base}.upper", f"`{base}.upper` must be > 1 for the ratio metric, got "
+                                f"{rs.upper}", hint="typical values are 2.0 or 5.0")
+            if rs.lower is not None and rs.lower <= 0:
+                yield ctx.error("RLC201", f"{base}.lower", f"`{base}.lower` must be > 0 for the ratio metric, got "
+                                f"{rs.lower}", hint="a typical value is 0.5")
+        if rs.metric in ("kl_k2", "kl_k3") and rs.upper <= 0:
+            yield ctx.error("RLC201", f"{base}.upper", f"`{base}.upper` must be > 0 for {rs.metric}, got {rs.upper}",
+                            hint="typical values are 0.5 to 2.0")
+        if rs.action == "clamp" and rs.metric != "ratio":
+            yield ctx.error("RLC306", f"{base}.action", f"`{base}.action` 'clamp' bounds the importance ratio and "
+                            f"needs `metric: ratio`, got {rs.metric!r}", hint="use `action: mask` with KL metrics",
+                            related=[f"{base}.metric"])
+        if rs.level == "token" and ctx.is_set(f"{base}.agg") and rs.agg != "mean":
+            yield ctx.warning("RLC307", f"{base}.agg", f"`{base}.agg` ({rs.agg!r}) is only used at sequence level; "
+                              f"`level` is 'token'", hint="remove agg or set `level: sequence`")
+
+
+@RULES.rule("areal/sapo", "RLC301", "SAPO needs positive temperatures and excludes the decoupled loss (AR-12).",
+            keys=["actor.use_sapo_loss", "actor.sapo_tau_pos", "actor.sapo_tau_neg", "actor.use_decoupled_loss"])
+def _sapo(cfg, ctx):
+    for name, actor in _actor_paths(cfg):
+        if not actor.use_sapo_loss:
+            continue
+        for key in ("sapo_tau_pos", "sapo_tau_neg"):
+            if getattr(actor, key) <= 0:
+                yield ctx.error("RLC201", f"{name}.{key}", f"`{name}.{key}` must be > 0 with SAPO, got "
+                                f"{getattr(actor, key)}", hint="the defaults are 1.0 and 1.05")
+        if actor.use_decoupled_loss:
+            yield ctx.error("RLC301", f"{name}.use_sapo_loss", f"`{name}.use_sapo_loss` and "
+                            f"`{name}.use_decoupled_loss` are both true; SAPO replaces the decoupled PPO loss",
+                            hint=f"set `{name}.use_decoupled_loss: false`", related=[f"{name}.use_decoupled_loss"])
+
+
+@RULES.rule("areal/decoupled-recompute", "RLC304", "use_decoupled_loss implicitly enables recompute_logprob, "
+            "whatever the config says.", keys=["actor.use_decoupled_loss", "actor.recompute_logprob"])
+def _decoupled_recompute(cfg, ctx):
+    for name, actor in _actor_paths(cfg):
+        if actor.use_decoupled_loss and not actor.recompute_logprob and ctx.is_set(f"{name}.recompute_logprob"):
+            yield ctx.warning("RLC304", f"{name}.recompute_logprob", f"`{name}.recompute_logprob` is false, but AReaL "
+                              f"recomputes the log-probabilities anyway because `{name}.use_decoupled_loss` is true",
+                              hint="write `recompute_logprob: true` to say what runs",
+                              related=[f"{name}.use_decoupled_loss"])
+
+
+@RULES.rule("areal/overlong-penalty", "RLC302", "overlong_reward_penalty needs overlong_tokens and "
+            "overlong_penalty_factor (AR-45).", keys=["actor.overlong_reward_penalty"])
+def _overlong(cfg, ctx):
+    for name, actor in _actor_paths(cfg):
+        if not actor.overlong_reward_penalty:
+            continue
+        for key in ("overlong_tokens", "overlong_penalty_factor"):
+            if getattr(actor, key) is None:
+                yield ctx.error("RLC302", f"{name}.overlong_reward_penalty", f"`{name}.overlong_reward_penalty` is "
+                                f"true but `{name}.{key}` is not set; AReaL fails when it computes the first "
+                                f"advantages", hint=f"set `{name}.{key}` (e.g. overlong_tokens: 512, "
+                                                    f"overlong_penalty_factor: 1.0)",
+                                related=[f"{name}.{key}"])
+
+
+@RULES.rule("areal/reference-model", "RLC307", "The reference model is built only when actor.kl_ctl > 0 (and a "
+            "`ref` section exists); it then needs a path (AR-34).", keys=["actor.kl_ctl", "ref", "ref.path"])
+def _reference_model(cfg, ctx):
+    if _kind(cfg) != "grpo":
+        return
+    kl = cfg.actor.kl_ctl
+    if cfg.ref is None:
+        if kl > 0:
+            yield ctx.warning("RLC307", "actor.kl_ctl", f"`actor.kl_ctl` is {kl} but there is no `ref` section: "
+                              f"AReaL 1.0 then applies no KL penalty, and v0.3.4 stops at load because the "
+                              f"reference model's names are mandatory",
+                              hint="add `ref:` with `path: ${actor.path}` and the names, or set `kl_ctl: 0.0`")
+        elif not uses_v1_layout(cfg):
+            yield ctx.warning("RLC302", "ref", "AReaL v0.3.4 builds `ref` from its defaults even when kl_ctl is 0, "
+                              "and its experiment_name/trial_name are mandatory, so v0.3.4 stops at load without "
+                              "a `ref` section", hint="add `ref: {experiment_name: ${experiment_name}, trial_name: "
+                                                     "${trial_name}, path: ${actor.path}}`")
+        return
+    if kl == 0 and cfg.ref.path:
+        yield ctx.warning("RLC307", "ref.path", f"`ref.path` is set ({cfg.ref.path!r}) but `actor.kl_ctl` is 0, so "
+                          f"AReaL never builds the reference model", hint="set `actor.kl_ctl` > 0 to use it, or "
+                                                                          "ignore this if the section is only kept "
+                                                                          "for its mandatory names",
+                          related=["actor.kl_ctl"])
+    if kl > 0 and not cfg.ref.path:
+        # A warning, not an error: the seed's defaults (kl_ctl 0.1, ref.path "") are exactly this.
+        yield ctx.warning("RLC302", "actor.kl_ctl", f"`actor.kl_ctl` is {kl}, so AReaL loads the reference model, "
+                        f"but `ref.path` is empty", hint="write `path: ${actor.path}` under ref, or set "
+                                                         "`kl_ctl: 0.0` to train without the KL penalty",
+                        related=["ref"])
+
+
+# ---- rollout, batches and lengths --------------------------------------------------------------------------
+
+
+@RULES.rule("areal/queue-size", "RLC300", "The rollout queue holds at least one training batch (AR-43).",
+            keys=["rollout.queue_size", "rollout.consumer_batch_size"])
+def _queue_size(cfg, ctx):
+    if _kind(cfg) != "grpo" or cfg.rollout.queue_size is None:
+        return
+    if cfg.rollout.queue_size < cfg.rollout.consumer_batch_size:
+        yield ctx.error("RLC300", "rollout.queue_size", f"`rollout.queue_size` ({cfg.rollout.queue_size}) is smaller "
+                        f"than `rollout.consumer_batch_size` ({cfg.rollout.consumer_batch_size}); a training batch "
+                        f"never fits in the queue", hint=f"use queue_size >= {cfg.rollout.consumer_batch_size}, or "
+                                                         f"null (16 × max_concurrent_rollouts)",
+                        related=["rollout.consumer_batch_size"])
+
+
+@RULES.rule("areal/micro-batch-granularity", "RLC300", "The sequences of a training batch divide by "
+            "mb_spec.granularity, and there are at least ppo_n_minibatches of them (AR-44).",
+            keys=["actor.mb_spec.granularity", "train_dataset.batch_size", "gconfig.n_samples",
+                  "actor.ppo_n_minibatches"])
+def _granularity(cfg, ctx):
+    trained = _trained(cfg)
+    if trained is None:
+        return
+    name, engine = trained
+    n = cfg.gconfig.n_samples if _kind(cfg) == "grpo" else 1
+    sequences = cfg.train_dataset.batch_size * n
+    what = (f"train_dataset.batch_size {cfg.train_dataset.batch_size} × gconfig.n_samples {n}"
+            if _kind(cfg) == "grpo" else f"train_dataset.batch_size {cfg.train_dataset.batch_size}")
+    granularity = engine.mb_spec.granularity
+    if sequences % granularity:
+        yield ctx.error("RLC300", f"{name}.mb_spec.granularity", f"a training batch has {sequences} sequences "
+                        f"({what}), which is not a multiple of `{name}.mb_spec.granularity` ({granularity})",
+                        hint=f"use a granularity that divides {sequences} (GRPO usually sets it to "
+                             f"gconfig.n_samples)", related=["train_dataset.batch_size"])
+    if _kind(cfg) == "grpo" and sequences < cfg.actor.ppo_n_minibatches:
+        # A warning: the seed's own defaults (batch 1, 4 minibatches) trip it.
+        yield ctx.warning("RLC300", "actor.ppo_n_minibatches", f"`actor.ppo_n_minibatches` ({cfg.actor.ppo_n_minibatches}) "
+                        f"is larger than the {sequences} sequences of a batch ({what}); some minibatches would be "
+                        f"empty", hint=f"use ppo_n_minibatches <= {sequences}", related=["train_dataset.batch_size"])
+
+
+@RULES.rule("areal/generation-lengths", "RLC303", "min_new_tokens <= max_new_tokens <= max_tokens, and the "
+            "generation fits SGLang's context_length.",
+            keys=["gconfig.min_new_tokens", "gconfig.max_new_tokens", "gconfig.max_tokens", "sglang.context_length"])
+def _lengths(cfg, ctx):
+    if _kind(cfg) != "grpo":
+        return
+    g = cfg.gconfig
+    if g.min_new_tokens > g.max_new_tokens:
+        yield ctx.error("RLC303", "gconfig.min_new_tokens", f"`gconfig.min_new_tokens` ({g.min_new_tokens}) is "
+                        f"above `gconfig.max_new_tokens` ({g.max_new_tokens})", hint="lower min_new_tokens",
+                        related=["gconfig.max_new_tokens"])
+    if g.max_new_tokens > g.max_tokens:
+        yield ctx.error("RLC303", "gconfig.max_new_tokens", f"`gconfig.max_new_tokens` ({g.max_new_tokens}) is "
+                        f"above `gconfig.max_tokens` ({g.max_tokens}), the limit of prompt plus generation",
+                        hint=f"raise max_tokens above {g.max_new_tokens} plus the prompt length",
+                        related=["gconfig.max_tokens"])
+    where = placement(cfg)
+    uses_sglang = where is not None and where.rollout is not None and where.rollout.backend == "sglang"
+    context = cfg.sglang.context_length
+    if uses_sglang and context is not None and context <= g.max_new_tokens:
+        yield ctx.error("RLC303", "sglang.context_length", f"`sglang.context_length` ({context}) leaves no room for "
+                        f"a prompt before `gconfig.max_new_tokens` ({g.max_new_tokens}) generated tokens",
+                        hint=f"raise context_length above {g.max_new_tokens} plus the longest prompt",
+                        related=["gconfig.max_new_tokens"])
+
+
+@RULES.rule("areal/offpolicyness", "RLC307", "With async_training false, rollouts are synchronous and "
+            "max_head_offpolicyness is not used.", keys=["async_training", "rollout.max_head_offpolicyness"])
+def _offpolicyness(cfg, ctx):
+    if _kind(cfg) != "grpo":
+        return
+    if not cfg.async_training and cfg.rollout.max_head_offpolicyness > 0:
+        yield ctx.warning("RLC307", "rollout.max_head_offpolicyness", f"`rollout.max_head_offpolicyness` "
+                          f"({cfg.rollout.max_head_offpolicyness}) has no effect because `async_training` is false "
+                          f"(v0.3 then rolls out synchronously)", hint="set `async_training: true` to train "
+                                                                       "off-policy", related=["async_training"])
+
+
+# ---- 1.0 resources and combinations ------------------------------------------------------------------------
+
+
+@RULES.rule("areal/offload", "RLC302", "Offloading (an engine's offload, or actor-rollout colocation) needs "
+            "enable_offload (AR-29); colocating rollout with the actor needs weight_update_mode disk (AR-30).",
+            keys=["enable_offload", "actor.offload", "rollout.scheduling_strategy", "actor.weight_update_mode"])
+def _offload(cfg, ctx):
+    engines = list(_engines(cfg))
+    for name, engine in engines:
+        if engine.offload and not cfg.enable_offload:
+            yield ctx.error("RLC302", f"{name}.offload", f"`{name}.offload` is true but `enable_offload` is false",
+                            hint="set `enable_offload: true` (it needs torch_memory_saver, e.g. via LD_PRELOAD)",
+                            related=["enable_offload"])
+    if _kind(cfg) != "grpo":
+        return
+    r, a = cfg.rollout.scheduling_strategy, cfg.actor.scheduling_strategy
+    colocated = (r.type == "colocation" and r.target == "actor") or (a.type == "colocation" and a.target == "rollout")
+    if not colocated:
+        return
+    path = ("rollout.scheduling_strategy" if cfg.rollout.scheduling_strategy.type == "colocation"
+            else "actor.scheduling_strategy")
+    if not cfg.enable_offload:
+        yield ctx.error("RLC302", path, "the rollout engine is colocated with the actor, which needs "
+                        "`enable_offload: true` to swap them on the shared GPUs", hint="set `enable_offload: true`",
+                        related=["enable_offload"])
+    if cfg.actor.weight_update_mode != "disk":
+        yield ctx.error("RLC302", "actor.weight_update_mode", f"the rollout engine is colocated with the actor, "
+                        f"which needs `actor.weight_update_mode: disk`, got {cfg.actor.weight_update_mode!r}",
+                        hint="set `actor.weight_update_mode: disk`", related=[path])
+
+
+@RULES.rule("areal/rollout-backend-features", "RLC306", "return_routed_experts needs SGLang (AR-31); a Megatron "
+            "actor with LoRA cannot update an SGLang rollout (AR-32); LoRA hot-loading needs the single "
+            "controller (scheduler.type) (AR-36).",
+            keys=["rollout.return_routed_experts", "actor.use_lora", "rollout.backend", "scheduler.type"])
+def _rollout_features(cfg, ctx):
+    if _kind(cfg) != "grpo":
+        return
+    where = placement(cfg)
+    rollout = where.rollout.backend if where and where.rollout else None
+    train = where.train.effective_backend if where and where.train else None
+    if cfg.rollout.return_routed_experts and rollout not in (None, "sglang"):
+        yield ctx.error("RLC306", "rollout.return_routed_experts", f"`rollout.return_routed_experts` only works "
+                        f"with SGLang, but the rollout runs on {rollout}", hint="switch the rollout to sglang or "
+                                                                              "turn it off")
+    if cfg.actor.use_lora and train == "megatron" and rollout == "sglang":
+        yield ctx.error("RLC306", "actor.use_lora", "LoRA on a Megatron actor cannot update an SGLang rollout",
+                        hint="use the fsdp backend for LoRA, or vllm for the rollout")
+    if cfg.actor.use_lora and cfg.scheduler.type is None and uses_v1_layout(cfg):
+        yield ctx.warning("RLC306", "actor.use_lora", "LoRA weight hot-loading needs AReaL's single controller "
+                          "(`scheduler.type` set), not an SPMD launcher", hint="set `scheduler.type: local` "
+                                                                              "(or ray/slurm)",
+                          related=["scheduler.type"])
+
+
+# ---- layout hints ------------------------------------------------------------------------------------------
+
+_REMOVED_IN_V1 = (
+    ("async_training", "rollout.max_head_offpolicyness decides how asynchronous training is"),
+    ("actor.group_size", "the group size is gconfig.n_samples"),
+    ("actor.behav_imp_weight_cap", "use actor.rejection_sampling"),
+    ("actor.dynamic_sampling", "filter groups in the workflow (should_accept_fn)"),
+    ("launcher", "resources are set per engine in scheduling_spec"),
+)
+
+
+@RULES.rule("areal/removed-in-1.0", "RLC307", "In a config that uses the 1.0 backend fields, keys that AReaL 1.0 "
+            "removed (and rejects) are flagged.", keys=[k for k, _ in _REMOVED_IN_V1])
+def _removed(cfg, ctx):
+    if not uses_v1_layout(cfg):
+        return
+    for key, instead in _REMOVED_IN_V1:
+        if (key.startswith("actor.") or key == "async_training") and _kind(cfg) != "grpo":
+            continue
+        if ctx.is_set(key):
+            yield ctx.warning("RLC307", key, f"`{key}` belongs to AReaL v0.3; this config uses the 1.0 `backend` "
+                              f"fields, and AReaL 1.0 rejects the key as unknown", hint=f"remove it ({instead})")
+    mode = cfg.recover.mode
+    if mode in ("fault", "resume"):
+        yield ctx.warning("RLC307", "recover.mode", f"`recover.mode` {mode!r} exists in v0.3 only; AReaL 1.0 "
+                          f"rejects it", hint="use `auto` (or `on`) to recover, `disabled` (or `off`) not to")
+
+
+# ---- summary -----------------------------------------------------------------------------------------------
+
+
+def describe(cfg: Any) -> str:
+    kind = {"grpo": "GRPO", "sft": "SFT", "rw": "reward model"}[_kind(cfg)]
+    parts = [kind]
+    where = placement(cfg)
+    if where is None:
+        if cfg.allocation_mode:
+            parts.append(f"allocation {cfg.allocation_mode}")
+        return ", ".join(parts)
+    if where.train is not None:
+        backend = where.train.effective_backend
+        parts.append(f"{_BACKEND_TITLES.get(backend, backend)} training")
+    if where.rollout is not None:
+        parts.append(f"{_BACKEND_TITLES.get(where.rollout.backend, where.rollout.backend)} rollout")
+    gpus = f"{where.world} GPU" + ("" if where.world == 1 else "s")
+    if where.source == "allocation_mode":
+        parts.append(f"allocation {alloc.parse(cfg.allocation_mode).text()} on {gpus}")
+    else:
+        parts.append(f"per-engine backends on {gpus}")
+    return ", ".join(parts)

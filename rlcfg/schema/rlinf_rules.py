@@ -1,0 +1,793 @@
+"""RLinf's cross-field rules (RL-* of research/validation-rules.md), checked before anything is launched.
+
+Rules that RLinf only added after the version the seed documents are errors for the later layout and warnings
+for `runner.task_type: math` (DESIGN rule 5: a config written as the seed documents it must validate).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from rlcfg.schema.base import Finding, RuleContext
+from rlcfg.schema.rlinf import RLinfConfig, rules
+from rlcfg.schema import rlinf_placement as lang
+
+REASONING = ("math", "reasoning", "reasoning_eval", "coding_online_rl")
+TRAINING = ("math", "reasoning", "coding_online_rl")
+GROUP_ADVANTAGES = ("grpo", "grpo_dynamic", "reinpp_baseline")
+
+
+def _later(cfg: RLinfConfig) -> bool:
+    """Whether the config is in RLinf's 2025-10 (or later) layout rather than the seed's mid-2025 one."""
+    return cfg.runner.task_type != "math"
+
+
+def _training(cfg: RLinfConfig) -> bool:
+    return cfg.runner.task_type in TRAINING and not cfg.runner.only_eval
+
+
+def _versioned(ctx: RuleContext, cfg: RLinfConfig, code: str, path: str, message: str, hint: str,
+               related: list[str] = ()) -> Finding:
+    """An error for the later layout; a warning for the seed's, whose RLinf did not have the rule yet."""
+    if _later(cfg):
+        return ctx.error(code, path, message, hint, related)
+    return ctx.warning(code, path, message + " (RLinf enforces this from 2025-10 on)", hint, related)
+
+
+def _recompute(cfg: RLinfConfig, ctx: RuleContext) -> tuple[bool, str]:
+    """The effective `recompute_logprobs` and the key it was read from (either layout's)."""
+    if not ctx.is_set("algorithm.recompute_logprobs") and ctx.is_set("rollout.recompute_logprobs"):
+        return cfg.rollout.recompute_logprobs, "rollout.recompute_logprobs"
+    return cfg.algorithm.recompute_logprobs, "algorithm.recompute_logprobs"
+
+
+def _placement(cfg: RLinfConfig) -> lang.Analysis:
+    placement = cfg.cluster.component_placement if isinstance(cfg.cluster.component_placement, dict) else {}
+    return lang.analyze(placement, cfg.cluster.num_nodes, cfg.cluster.num_gpus_per_node, cfg.cluster.node_groups)
+
+
+def _key_path(component: lang.Component) -> str:
+    return f"cluster.component_placement.{component.key}"
+
+
+def _gpus_text(component: lang.Component) -> str:
+    if component.gpus is None:
+        return "all GPUs" if component.takes_all else "GPUs of unknown number"
+    return f"GPUs {lang.describe_ranks(component.gpus)}"
+
+
+def _same_gpus(a: lang.Component, b: lang.Component) -> bool | None:
+    """Whether two components sit on the same GPUs (None when that cannot be told)."""
+    if a.takes_all and b.takes_all:
+        return True
+    if a.gpus is None or b.gpus is None:
+        return None
+    return a.gpus == b.gpus
+
+
+def placement_mode(cfg: RLinfConfig, analysis: lang.Analysis | None = None) -> str | None:
+    """`collocated` (actor and rollout share GPUs), `disaggregated`, or None when it cannot be told."""
+    components = (analysis or _placement(cfg)).components
+    actor, rollout = components.get("actor"), components.get("rollout")
+    if actor is None or rollout is None:
+        return None
+    same = _same_gpus(actor, rollout)
+    if same is None:
+        return None
+    return "collocated" if same else "disaggregated"
+
+
+def _world(component: lang.Component | None, cfg: RLinfConfig) -> int | None:
+    if component is None:
+        return None
+    if component.world_size is not None:
+        return component.world_size
+    return None
+
+
+# ---- placement --------------------------------------------------------------------------------------------
+
+
+@rules.rule("rlinf/placement-syntax", "RLC204",
+            "Every `cluster.component_placement` entry follows RLinf's placement language: ascending, "
+            "non-overlapping GPU ranks, process ranks running on from 0, and each component placed once.",
+            keys=["cluster.component_placement"])
+def placement_syntax(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    for issue in _placement(cfg).issues:
+        if issue.code in ("RLC204", "RLC401"):
+            path = "cluster.component_placement." + ".".join(str(p) for p in issue.key)
+            yield ctx.error(issue.code, path, issue.message, issue.hint)
+
+
+@rules.rule("rlinf/placement-in-cluster", "RLC403",
+            "Placed GPU ranks lie inside the cluster (num_nodes × num_gpus_per_node, or the node group); checked "
+            "only when `cluster.num_gpus_per_node` is set, since RLinf otherwise counts GPUs at start.",
+            keys=["cluster.component_placement", "cluster.num_nodes", "cluster.num_gpus_per_node",
+                  "cluster.node_groups"])
+def placement_in_cluster(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    analysis = _placement(cfg)
+    for issue in analysis.issues:
+        if issue.code == "RLC403":
+            path = "cluster.component_placement." + ".".join(str(p) for p in issue.key)
+            yield ctx.error("RLC403", path, issue.message, issue.hint,
+                            related=["cluster.num_nodes", "cluster.num_gpus_per_node"])
+    if cfg.cluster.num_gpus_per_node is None and analysis.explicit_ranks:
+        highest = max((max(c.gpus) for c in analysis.components.values() if c.gpus and not c.node_groups),
+                      default=None)
+        if highest is not None:
+            yield ctx.machine(
+                "cluster.component_placement",
+                f"the placement uses GPU ranks up to {highest}, but `cluster.num_gpus_per_node` is not set, so "
+                f"whether the cluster has {highest + 1} GPUs is only known when RLinf starts",
+                f"set `cluster.num_gpus_per_node` (for example {max(1, -(-(highest + 1) // cfg.cluster.num_nodes))}) "
+                f"so that the ranks can be checked now")
+
+
+@rules.rule("rlinf/placement-mode", "RLC401",
+            "Reasoning placements are either collocated (actor and rollout on the same GPUs) or disaggregated "
+            "(actor, rollout, inference and critic on disjoint, contiguous GPU ranges); actor and rollout (and, "
+            "from 2025-10, reward) must be placed.",
+            keys=["cluster.component_placement"])
+def placement_mode_rule(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.runner.task_type not in REASONING:
+        return
+    analysis = _placement(cfg)
+    components = analysis.components
+    named = set()  # components a key names, even one whose entry is broken (reported on its own)
+    for key in cfg.cluster.component_placement:
+        named.update(name.strip() for name in str(key).split(","))
+    needed = ["actor", "rollout"] + (["reward"] if _later(cfg) else [])
+    if cfg.runner.task_type == "reasoning_eval":
+        needed = ["rollout"]
+    for name in needed:
+        if name not in named:
+            shown = ", ".join(f"`{k}`" for k in cfg.cluster.component_placement) or "nothing"
+            example = "actor,rollout,reward: all" if _later(cfg) else "actor,rollout: all"
+            yield ctx.error("RLC302", "cluster.component_placement",
+                            f"`cluster.component_placement` places no `{name}` (it places {shown}); RLinf needs "
+                            f"{' and '.join(f'`{n}`' for n in needed)} placed",
+                            f"add `{name}` to a key, for example `{example}`")
+    mode = placement_mode(cfg, analysis)
+    if mode == "collocated":
+        for name in ("inference", "critic_inference"):
+            if name in components and _later(cfg):
+                component = components[name]
+                yield ctx.error("RLC306", _key_path(component),
+                                f"`{name}` is placed (on {_gpus_text(component)}) although actor and rollout are "
+                                f"collocated; RLinf 2025-10 accepts an inference group only in disaggregated "
+                                f"placements", f"drop `{name}` from `{component.key}` (the actor recomputes "
+                                               f"log-probs itself when collocated)")
+        return
+    if mode != "disaggregated":
+        return
+    roles = [components[n] for n in ("actor", "rollout", "inference", "critic", "critic_inference")
+             if n in components]
+    for i, first in enumerate(roles):
+        for second in roles[i + 1:]:
+            if first.gpus and second.gpus and first.gpus & second.gpus:
+                common = first.gpus & second.gpus
+                shared = ("GPU " if len(common) == 1 else "GPUs ") + lang.describe_ranks(common)
+                yield ctx.error(
+                    "RLC401", _key_path(second),
+                    f"`{first.name}` ({_gpus_text(first)}) and `{second.name}` ({_gpus_text(second)}) share "
+                    f"{shared} without being collocated; RLinf accepts actor and rollout on the same GPUs "
+                    f"(collocated) or every role on its own GPUs (disaggregated)",
+                    f"give `{second.name}` GPUs outside {lang.describe_ranks(first.gpus)}, or put "
+                    f"`{first.name},{second.name}` on one key to collocate them", related=[_key_path(first)])
+    for role in roles:
+        if role.gpus and not lang.is_contiguous(role.gpus):
+            yield ctx.error("RLC306", _key_path(role),
+                            f"`{role.name}` is placed on GPUs {lang.describe_ranks(role.gpus)}, which are not "
+                            f"contiguous; disaggregated placements need one contiguous range per role",
+                            f"place `{role.name}` on one range such as `{min(role.gpus)}-"
+                            f"{min(role.gpus) + len(role.gpus) - 1}`")
+
+
+@rules.rule("rlinf/inference-needs-recompute", "RLC302",
+            "A disaggregated placement with an inference group recomputes log-probs there, so "
+            "`algorithm.recompute_logprobs` must be true.",
+            keys=["cluster.component_placement", "algorithm.recompute_logprobs"])
+def inference_needs_recompute(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.runner.task_type not in REASONING:
+        return
+    analysis = _placement(cfg)
+    inference = analysis.components.get("inference")
+    if inference is None or placement_mode(cfg, analysis) != "disaggregated":
+        return
+    recompute, key = _recompute(cfg, ctx)
+    if not recompute:
+        yield ctx.error("RLC302", key,
+                        f"`{key}` is false, but `inference` is placed on {_gpus_text(inference)} in a "
+                        f"disaggregated placement; the inference group exists to recompute log-probs",
+                        f"set `{key}: true`, or remove `inference` from the placement",
+                        related=[_key_path(inference)])
+
+
+@rules.rule("rlinf/auto-scheduler", "RLC306",
+            "`cluster.auto_scheduler` needs a disaggregated placement and no critic.",
+            keys=["cluster.auto_scheduler", "cluster.component_placement", "critic.use_critic_model"])
+def auto_scheduler(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if not cfg.cluster.auto_scheduler:
+        return
+    if placement_mode(cfg) == "collocated":
+        yield ctx.error("RLC306", "cluster.auto_scheduler",
+                        "`cluster.auto_scheduler` is on, but actor and rollout are collocated; the auto scheduler "
+                        "moves GPUs between disaggregated roles", "place actor, rollout and inference on separate "
+                                                                  "ranges (in that order), or turn it off",
+                        related=["cluster.component_placement"])
+    if cfg.critic.use_critic_model:
+        yield ctx.error("RLC306", "cluster.auto_scheduler",
+                        "`cluster.auto_scheduler` is on together with `critic.use_critic_model`; RLinf's auto "
+                        "scheduler does not handle a critic", "turn one of them off",
+                        related=["critic.use_critic_model"])
+
+
+@rules.rule("rlinf/idle-gpus", "RLC404",
+            "Every GPU of the cluster is used by some component (when the cluster's size is known).",
+            keys=["cluster.component_placement", "cluster.num_nodes", "cluster.num_gpus_per_node"])
+def idle_gpus(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.cluster.num_gpus_per_node is None or cfg.cluster.node_groups:
+        return
+    analysis = _placement(cfg)
+    if analysis.issues or any(c.gpus is None for c in analysis.components.values()):
+        return
+    total = cfg.cluster.num_nodes * cfg.cluster.num_gpus_per_node
+    used = set().union(*(c.gpus for c in analysis.components.values())) if analysis.components else set()
+    idle = sorted(set(range(total)) - used)
+    if idle and used:
+        yield ctx.warning("RLC404", "cluster.component_placement",
+                          f"GPUs {lang.describe_ranks(idle)} of the {total} in the cluster are placed to no component",
+                          "extend a component's range over them, or lower `cluster.num_nodes`/"
+                          "`cluster.num_gpus_per_node`", related=["cluster.num_gpus_per_node"])
+
+
+# ---- parallel sizes -----------------------------------------------------------------------------------------
+
+
+@rules.rule("rlinf/parallel-divides-gpus", "RLC400",
+            "Each role's process count is a multiple of its model-parallel size: actor TP × PP × CP (Megatron), "
+            "rollout TP × PP, inference TP × PP.",
+            keys=["actor.model.tensor_model_parallel_size", "actor.model.pipeline_model_parallel_size",
+                  "actor.model.context_parallel_size", "rollout.tensor_parallel_size",
+                  "rollout.pipeline_parallel_size", "inference.model.tensor_model_parallel_size",
+                  "inference.model.pipeline_model_parallel_size", "cluster.component_placement"])
+def parallel_divides(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    components = _placement(cfg).components
+    model = cfg.actor.model
+    checks = [("rollout", "rollout.tensor_parallel_size",
+               [("rollout.tensor_parallel_size", cfg.rollout.tensor_parallel_size),
+                ("rollout.pipeline_parallel_size", cfg.rollout.pipeline_parallel_size)]),
+              ("inference", "inference.model.tensor_model_parallel_size",
+               [("inference.model.tensor_model_parallel_size", cfg.inference.model.tensor_model_parallel_size),
+                ("inference.model.pipeline_model_parallel_size", cfg.inference.model.pipeline_model_parallel_size)])]
+    if cfg.actor.training_backend == "megatron":
+        checks.insert(0, ("actor", "actor.model.tensor_model_parallel_size",
+                          [("actor.model.tensor_model_parallel_size", model.tensor_model_parallel_size),
+                           ("actor.model.pipeline_model_parallel_size", model.pipeline_model_parallel_size),
+                           ("actor.model.context_parallel_size", model.context_parallel_size)]))
+    for name, path, sizes in checks:
+        world = _world(components.get(name), cfg)
+        if world is None:
+            continue
+        product = 1
+        for _key, size in sizes:
+            product *= size
+        if world % product:
+            factors = [f"`{k}` ({v})" for k, v in sizes if v > 1 or k == path]
+            shown = " × ".join(factors) + (f" = {product}" if len(factors) > 1 else "")
+            fits = [n for n in range(product, 0, -1) if world % n == 0][0]
+            yield ctx.error("RLC400", path,
+                            f"`{name}` runs {world} process{'es' if world != 1 else ''} "
+                            f"({_gpus_text(components[name])}), which is not a multiple of {shown}",
+                            f"use a model-parallel size that divides {world} (for example {fits}), or place "
+                            f"`{name}` on a multiple of {product} GPUs",
+                            related=[_key_path(components[name])])
+
+
+@rules.rule("rlinf/rollout-tp-divides-actor-tp", "RLC400",
+            "With a Megatron actor, the rollout TP divides the actor TP and the rollout's process count is a "
+            "multiple of the actor TP (RLinf's weight sync maps actor ranks onto rollout ranks that way).",
+            keys=["actor.model.tensor_model_parallel_size", "rollout.tensor_parallel_size",
+                  "cluster.component_placement"])
+def rollout_tp(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.actor.training_backend != "megatron" or cfg.runner.task_type not in TRAINING:
+        return
+    actor_tp, rollout_tp_size = cfg.actor.model.tensor_model_parallel_size, cfg.rollout.tensor_parallel_size
+    if actor_tp % rollout_tp_size:
+        yield ctx.error("RLC400", "rollout.tensor_parallel_size",
+                        f"`rollout.tensor_parallel_size` ({rollout_tp_size}) does not divide "
+                        f"`actor.model.tensor_model_parallel_size` ({actor_tp}); RLinf's weight sync splits each "
+                        f"actor TP group into rollout TP groups",
+                        f"use a rollout TP that divides {actor_tp} (for example "
+                        f"{max(n for n in range(1, actor_tp + 1) if actor_tp % n == 0 and n <= rollout_tp_size)})",
+                        related=["actor.model.tensor_model_parallel_size"])
+        return
+    rollout = _placement(cfg).components.get("rollout")
+    world = _world(rollout, cfg)
+    if world is not None and world % actor_tp:
+        yield ctx.error("RLC400", _key_path(rollout),
+                        f"`rollout` runs {world} processes, which is not a multiple of "
+                        f"`actor.model.tensor_model_parallel_size` ({actor_tp}); RLinf's weight sync sends each "
+                        f"actor TP group to a whole number of rollout instances",
+                        f"place rollout on a multiple of {actor_tp} GPUs",
+                        related=["actor.model.tensor_model_parallel_size"])
+
+
+@rules.rule("rlinf/expert-tp", "RLC306",
+            "The expert TP size does not exceed the TP size.",
+            keys=["actor.model.expert_tensor_parallel_size", "actor.model.tensor_model_parallel_size"])
+def expert_tp(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    model = cfg.actor.model
+    if model.expert_tensor_parallel_size is not None and \
+            model.expert_tensor_parallel_size > model.tensor_model_parallel_size:
+        yield ctx.error("RLC306", "actor.model.expert_tensor_parallel_size",
+                        f"`actor.model.expert_tensor_parallel_size` ({model.expert_tensor_parallel_size}) exceeds "
+                        f"`actor.model.tensor_model_parallel_size` ({model.tensor_model_parallel_size})",
+                        f"use an expert TP of at most {model.tensor_model_parallel_size}",
+                        related=["actor.model.tensor_model_parallel_size"])
+
+
+@rules.rule("rlinf/vocab-divisible-by-tp", "RLC400",
+            "The vocabulary divides by the actor TP. RLinf takes the vocabulary from config.json under the rollout "
+            "model path, which rlcfg does not read: the rule is skipped unless `actor.model.padded_vocab_size` is "
+            "written in the config.",
+            keys=["actor.model.padded_vocab_size", "actor.model.tensor_model_parallel_size"])
+def vocab_divisible(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    model = cfg.actor.model
+    if cfg.actor.training_backend != "megatron" or model.padded_vocab_size is None:
+        return
+    if model.padded_vocab_size % model.tensor_model_parallel_size:
+        yield ctx.error("RLC400", "actor.model.padded_vocab_size",
+                        f"`actor.model.padded_vocab_size` ({model.padded_vocab_size}) does not divide by "
+                        f"`actor.model.tensor_model_parallel_size` ({model.tensor_model_parallel_size})",
+                        "choose a TP size that divides the vocabulary", related=["actor.model.tensor_model_parallel_size"])
+
+
+@rules.rule("rlinf/sequence-parallel-needs-tp", "RLC307",
+            "Megatron sequence parallelism, when written in the config, only acts with TP > 1.",
+            keys=["actor.model.sequence_parallel", "actor.model.tensor_model_parallel_size"])
+def sequence_parallel(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    model = cfg.actor.model
+    if cfg.actor.training_backend == "megatron" and model.sequence_parallel and \
+            model.tensor_model_parallel_size == 1 and ctx.is_set("actor.model.sequence_parallel"):
+        yield ctx.warning("RLC307", "actor.model.sequence_parallel",
+                          "`actor.model.sequence_parallel` is true but `actor.model.tensor_model_parallel_size` is 1; "
+                          "sequence parallelism splits activations across a TP group, so it has nothing to do "
+                          "(newer megatron-core rejects the combination)",
+                          "set `sequence_parallel: false`, or raise the TP size",
+                          related=["actor.model.tensor_model_parallel_size"])
+
+
+# ---- batches ------------------------------------------------------------------------------------------------
+
+
+@rules.rule("rlinf/minibatches-divide-batch", "RLC300",
+            "rollout_batch_size × group_size divides into n_minibatches (RLinf floors the quotient into "
+            "`actor.global_batch_size`, silently dropping the rest), and the quotient is at least 1.",
+            keys=["data.rollout_batch_size", "algorithm.group_size", "algorithm.n_minibatches"])
+def minibatches(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if not _training(cfg):
+        return
+    samples = cfg.data.rollout_batch_size * cfg.algorithm.group_size
+    n = cfg.algorithm.n_minibatches
+    if samples % n:
+        options = [d for d in range(1, min(samples, 64) + 1) if samples % d == 0]
+        near = min(options, key=lambda d: (abs(d - n), d))
+        yield ctx.error("RLC300", "algorithm.n_minibatches",
+                        f"`data.rollout_batch_size` × `algorithm.group_size` = {cfg.data.rollout_batch_size} × "
+                        f"{cfg.algorithm.group_size} = {samples} samples do not split into `algorithm.n_minibatches` "
+                        f"({n}) equal updates; RLinf floors the global batch to {samples // n}",
+                        f"use an n_minibatches that divides {samples} (for example {near})",
+                        related=["data.rollout_batch_size", "algorithm.group_size"])
+
+
+@rules.rule("rlinf/global-batch-divides", "RLC300",
+            "The actor's global batch (rollout_batch_size × group_size / n_minibatches) is a multiple of the "
+            "micro-batch size × the actor's data-parallel size.",
+            keys=["data.rollout_batch_size", "algorithm.group_size", "algorithm.n_minibatches",
+                  "algorithm.training_batch_size_per_gpu", "cluster.component_placement"])
+def global_batch(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if not _training(cfg):
+        return
+    actor = _placement(cfg).components.get("actor")
+    world = _world(actor, cfg)
+    if world is None:
+        return
+    model = cfg.actor.model
+    model_parallel = (model.tensor_model_parallel_size * model.pipeline_model_parallel_size *
+                      model.context_parallel_size) if cfg.actor.training_backend == "megatron" else 1
+    if world % model_parallel:
+        return  # reported by rlinf/parallel-divides-gpus
+    dp = world // model_parallel
+    samples = cfg.data.rollout_batch_size * cfg.algorithm.group_size
+    global_size = samples // cfg.algorithm.n_minibatches
+    micro = cfg.algorithm.training_batch_size_per_gpu
+    if global_size and global_size % (micro * dp):
+        yield ctx.error("RLC300", "algorithm.training_batch_size_per_gpu",
+                        f"the actor's global batch ({cfg.data.rollout_batch_size} × {cfg.algorithm.group_size} // "
+                        f"{cfg.algorithm.n_minibatches} = {global_size}) is not a multiple of "
+                        f"`algorithm.training_batch_size_per_gpu` ({micro}) × the actor's data-parallel size ({dp})",
+                        f"make {global_size} a multiple of {micro * dp}: change `data.rollout_batch_size`, "
+                        f"`algorithm.n_minibatches` or the micro-batch size",
+                        related=["data.rollout_batch_size", "algorithm.n_minibatches", _key_path(actor)])
+    elif global_size == 0:
+        yield ctx.error("RLC300", "algorithm.n_minibatches",
+                        f"`algorithm.n_minibatches` ({cfg.algorithm.n_minibatches}) is larger than the {samples} "
+                        f"samples of a step, so RLinf's global batch would be 0",
+                        f"use at most {samples} minibatches", related=["data.rollout_batch_size"])
+
+
+@rules.rule("rlinf/reward-world-divides", "RLC300",
+            "The samples of a step (rollout_batch_size × group_size) divide evenly across the reward workers.",
+            keys=["data.rollout_batch_size", "algorithm.group_size", "cluster.component_placement"])
+def reward_world(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if not _training(cfg):
+        return
+    reward = _placement(cfg).components.get("reward")
+    world = _world(reward, cfg)
+    samples = cfg.data.rollout_batch_size * cfg.algorithm.group_size
+    if world and samples % world:
+        yield ctx.error("RLC300", _key_path(reward),
+                        f"the {samples} samples of a step ({cfg.data.rollout_batch_size} × "
+                        f"{cfg.algorithm.group_size}) do not divide across the {world} reward workers",
+                        f"place reward on a number of GPUs that divides {samples}",
+                        related=["data.rollout_batch_size", "algorithm.group_size"])
+
+
+@rules.rule("rlinf/group-size", "RLC302",
+            "Group-baseline advantages (grpo, grpo_dynamic, reinpp_baseline) need more than one response per prompt.",
+            keys=["algorithm.adv_type", "algorithm.group_size"])
+def group_size(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.runner.task_type == "sft" or cfg.runner.only_eval or cfg.runner.task_type.endswith("_eval"):
+        return
+    if cfg.algorithm.adv_type in GROUP_ADVANTAGES and cfg.algorithm.group_size <= 1:
+        yield ctx.error("RLC302", "algorithm.group_size",
+                        f"`algorithm.adv_type` is `{cfg.algorithm.adv_type}`, which compares each response with the "
+                        f"others of its group, but `algorithm.group_size` is {cfg.algorithm.group_size}",
+                        "set `algorithm.group_size` to 2 or more (8 or 16 are common)",
+                        related=["algorithm.adv_type"])
+
+
+@rules.rule("rlinf/recomputed-batch-sizes", "RLC304",
+            "For reasoning tasks RLinf overwrites `actor.micro_batch_size`, `actor.global_batch_size` (and the "
+            "critic's) from the algorithm's batch settings; a value written there is ignored.",
+            keys=["actor.global_batch_size", "actor.micro_batch_size", "critic.global_batch_size",
+                  "critic.micro_batch_size"])
+def recomputed_batches(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if not _training(cfg):
+        return
+    samples = cfg.data.rollout_batch_size * cfg.algorithm.group_size
+    derived = {"global_batch_size": samples // cfg.algorithm.n_minibatches,
+               "micro_batch_size": cfg.algorithm.training_batch_size_per_gpu}
+    formula = {"global_batch_size": "data.rollout_batch_size × algorithm.group_size // algorithm.n_minibatches",
+               "micro_batch_size": "algorithm.training_batch_size_per_gpu"}
+    through = {"global_batch_size": "`data.rollout_batch_size`, `algorithm.group_size` or `algorithm.n_minibatches`",
+               "micro_batch_size": "`algorithm.training_batch_size_per_gpu`"}
+    for role in ("actor", "critic"):
+        for key, value in derived.items():
+            path = f"{role}.{key}"
+            written = getattr(getattr(cfg, role), key)
+            if ctx.is_set(path) and written is not None and written != value:
+                yield ctx.warning("RLC304", path,
+                                  f"RLinf overwrites `{path}` ({written}) with {formula[key]} = {value}",
+                                  f"delete `{path}`; change it through {through[key]}")
+
+
+@rules.rule("rlinf/logprobs-source", "RLC302",
+            "The old policy's log-probs come from somewhere: `recompute_logprobs` or `rollout.return_logprobs`; "
+            "both at once need `algorithm.importance_sampling_fix`.",
+            keys=["algorithm.recompute_logprobs", "rollout.recompute_logprobs", "rollout.return_logprobs",
+                  "algorithm.importance_sampling_fix"])
+def logprobs_source(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.runner.task_type not in TRAINING:
+        return
+    recompute, key = _recompute(cfg, ctx)
+    returned = cfg.rollout.return_logprobs or cfg.algorithm.importance_sampling_fix
+    if not recompute and not returned:
+        yield ctx.error("RLC302", key,
+                        f"`{key}` and `rollout.return_logprobs` are both false, so nothing provides the old "
+                        f"policy's log-probs for the PPO ratio",
+                        f"set `{key}: true` (recompute with the actor) or `rollout.return_logprobs: true`",
+                        related=["rollout.return_logprobs"])
+    elif recompute and cfg.rollout.return_logprobs and not cfg.algorithm.importance_sampling_fix:
+        yield ctx.error("RLC302", "rollout.return_logprobs",
+                        f"`{key}` and `rollout.return_logprobs` are both true; RLinf accepts both only with "
+                        f"`algorithm.importance_sampling_fix: true`",
+                        "turn one of them off, or set `algorithm.importance_sampling_fix: true`",
+                        related=[key, "algorithm.importance_sampling_fix"])
+
+
+@rules.rule("rlinf/importance-sampling-overrides", "RLC304",
+            "`algorithm.importance_sampling_fix` makes RLinf turn on `recompute_logprobs` and "
+            "`rollout.return_logprobs`, whatever they were set to.",
+            keys=["algorithm.importance_sampling_fix", "algorithm.recompute_logprobs", "rollout.return_logprobs"])
+def importance_sampling(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if not cfg.algorithm.importance_sampling_fix:
+        return
+    recompute, key = _recompute(cfg, ctx)
+    for path, value in ((key, recompute), ("rollout.return_logprobs", cfg.rollout.return_logprobs)):
+        if ctx.is_set(path) and not value:
+            yield ctx.warning("RLC304", path,
+                              f"`{path}` is false, but `algorithm.importance_sampling_fix` is true, so RLinf "
+                              f"turns it on", f"set `{path}: true` to say what runs",
+                              related=["algorithm.importance_sampling_fix"])
+
+
+@rules.rule("rlinf/sequence-lengths", "RLC303",
+            "`runner.seq_length` exceeds `data.max_prompt_length`, and the sampling lengths fit in what is left.",
+            keys=["runner.seq_length", "data.max_prompt_length", "algorithm.sampling_params.max_new_tokens",
+                  "algorithm.sampling_params.min_new_tokens"])
+def sequence_lengths(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    seq, prompt = cfg.runner.seq_length, cfg.data.max_prompt_length
+    sampling = cfg.algorithm.sampling_params
+    if seq <= prompt:
+        yield ctx.error("RLC303", "runner.seq_length",
+                        f"`runner.seq_length` ({seq}) must be greater than `data.max_prompt_length` ({prompt}): the "
+                        f"sequence holds the prompt and the response",
+                        f"raise `runner.seq_length` to at least {prompt + 1} (e.g. {prompt * 2}), or shorten the "
+                        f"prompts", related=["data.max_prompt_length"])
+        return
+    if ctx.is_set("algorithm.sampling_params.max_new_tokens") and sampling.max_new_tokens > seq - prompt:
+        yield ctx.error("RLC303", "algorithm.sampling_params.max_new_tokens",
+                        f"`algorithm.sampling_params.max_new_tokens` ({sampling.max_new_tokens}) exceeds "
+                        f"`runner.seq_length` − `data.max_prompt_length` = {seq} − {prompt} = {seq - prompt}; longer "
+                        f"responses do not fit in the training sequence",
+                        f"use at most {seq - prompt}, or write "
+                        "`${subtract:${runner.seq_length}, ${data.max_prompt_length}}`",
+                        related=["runner.seq_length", "data.max_prompt_length"])
+    if sampling.min_new_tokens > sampling.max_new_tokens:
+        yield ctx.error("RLC303", "algorithm.sampling_params.min_new_tokens",
+                        f"`algorithm.sampling_params.min_new_tokens` ({sampling.min_new_tokens}) exceeds "
+                        f"`max_new_tokens` ({sampling.max_new_tokens})",
+                        f"use at most {sampling.max_new_tokens}", related=["algorithm.sampling_params.max_new_tokens"])
+
+
+# ---- rollout ------------------------------------------------------------------------------------------------
+
+
+@rules.rule("rlinf/rollout-model", "RLC203",
+            "The rollout model's path and type are given: `rollout.model_dir`/`model_arch` in the mid-2025 layout, "
+            "`rollout.model.model_path`/`model_type` from 2025-10 on.",
+            keys=["rollout.model_dir", "rollout.model.model_path", "rollout.model_arch", "rollout.model.model_type"])
+def rollout_model(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.runner.task_type not in REASONING:
+        return
+    rollout = cfg.rollout
+    if _later(cfg):
+        if rollout.model.model_path is None:
+            hint = ("RLinf 2025-10 reads `rollout.model.model_path`; move `rollout.model_dir` there"
+                    if rollout.model_dir is not None else "add `model: {model_path: /path/to/hf_model}` under "
+                                                          "`rollout`")
+            yield ctx.error("RLC203", "rollout.model.model_path",
+                            "`rollout.model.model_path` is not set; RLinf serves and reads the config of this model",
+                            hint, related=["rollout.model_dir"] if rollout.model_dir is not None else [])
+        if rollout.model.model_type is None:
+            hint = ("RLinf 2025-10 reads `rollout.model.model_type`; set it (the mid-2025 `rollout.model_arch` is "
+                    "not read)" if ctx.is_set("rollout.model_arch") else "add `model_type: qwen2.5` (or qwen3, "
+                                                                        "...) under `rollout.model`")
+            yield ctx.error("RLC203", "rollout.model.model_type",
+                            "`rollout.model.model_type` is not set; RLinf looks the model family up in its registry",
+                            hint)
+    elif rollout.model_dir is None and rollout.model.model_path is None:
+        yield ctx.error("RLC203", "rollout.model_dir",
+                        "`rollout.model_dir` is not set; RLinf's rollout serves this model and reads its config.json",
+                        "add `model_dir: /path/to/hf_model` under `rollout`")
+
+
+@rules.rule("rlinf/engine-sections", "RLC302",
+            "From 2025-10 on, RLinf requires both `rollout.sglang` and `rollout.vllm` sections, whichever backend "
+            "runs.", keys=["rollout.sglang", "rollout.vllm", "rollout.rollout_backend"])
+def engine_sections(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if not _later(cfg) or cfg.runner.task_type not in REASONING:
+        return
+    for name in ("sglang", "vllm"):
+        if getattr(cfg.rollout, name) is None:
+            yield ctx.error("RLC302", f"rollout.{name}",
+                            f"`rollout.{name}` is missing; RLinf 2025-10 validates both engine sections whichever "
+                            f"`rollout.rollout_backend` ({cfg.rollout.rollout_backend}) is chosen",
+                            f"add `{name}: {{}}` under `rollout` (its settings then take their defaults)",
+                            related=["rollout.rollout_backend"])
+
+
+@rules.rule("rlinf/task-type-renamed", "RLC111",
+            "`runner.task_type: math` is the mid-2025 name; RLinf 2025-10 calls it `reasoning` and rejects `math`.",
+            keys=["runner.task_type"])
+def task_type_renamed(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.runner.task_type == "math" and ctx.is_set("runner.task_type"):
+        yield ctx.warning("RLC111", "runner.task_type",
+                          "`runner.task_type: math` is RLinf's mid-2025 name for reasoning RL; RLinf 2025-10 and later "
+                          "reject it", "for newer RLinf write `task_type: reasoning`, with `rollout.model.model_path`, "
+                                       "`rollout.sglang: {}` and `rollout.vllm: {}`")
+
+
+# ---- actor --------------------------------------------------------------------------------------------------
+
+
+@rules.rule("rlinf/megatron-checkpoint-source", "RLC302",
+            "A Megatron actor starts either from the HF model (`megatron.use_hf_ckpt: true`) or from a Megatron "
+            "checkpoint, never both and never neither.",
+            keys=["actor.megatron.use_hf_ckpt", "actor.model.megatron_checkpoint", "actor.checkpoint_load_path"])
+def checkpoint_source(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    actor = cfg.actor
+    if actor.training_backend != "megatron":
+        return
+    checkpoint = actor.model.megatron_checkpoint
+    if actor.megatron.use_hf_ckpt and checkpoint is not None:
+        yield _versioned(ctx, cfg, "RLC301", "actor.model.megatron_checkpoint",
+                         f"`actor.model.megatron_checkpoint` ({checkpoint}) is set while "
+                         f"`actor.megatron.use_hf_ckpt` is true; RLinf takes one starting point",
+                         "set `use_hf_ckpt: false` to start from the Megatron checkpoint, or remove it",
+                         related=["actor.megatron.use_hf_ckpt"])
+    if not actor.megatron.use_hf_ckpt and checkpoint is None and actor.checkpoint_load_path is None:
+        yield ctx.error("RLC302", "actor.megatron.use_hf_ckpt",
+                        "`actor.megatron.use_hf_ckpt` is false and no Megatron checkpoint is given "
+                        "(`actor.model.megatron_checkpoint`, `actor.checkpoint_load_path`), so the actor has no "
+                        "weights to start from", "set `use_hf_ckpt: true` to convert the HF model, or give the "
+                                                 "checkpoint's path")
+
+
+@rules.rule("rlinf/weight-decay-schedule", "RLC302",
+            "A constant LR schedule takes its weight decay from `optim.weight_decay` (start/end unset); every other "
+            "decay style needs `lr_sched.start_weight_decay` and `end_weight_decay`.",
+            keys=["actor.lr_sched.lr_decay_style", "actor.lr_sched.start_weight_decay",
+                  "actor.lr_sched.end_weight_decay"])
+def weight_decay_schedule(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.actor.training_backend != "megatron":
+        return
+    sched = cfg.actor.lr_sched
+    if sched.lr_decay_style == "constant":
+        for key in ("start_weight_decay", "end_weight_decay"):
+            if getattr(sched, key) is not None:
+                yield _versioned(ctx, cfg, "RLC301", f"actor.lr_sched.{key}",
+                                 f"`actor.lr_sched.{key}` is set but `lr_decay_style` is constant, which takes "
+                                 f"`actor.optim.weight_decay` ({cfg.actor.optim.weight_decay}) throughout",
+                                 f"remove `{key}`", related=["actor.lr_sched.lr_decay_style"])
+    else:
+        for key in ("start_weight_decay", "end_weight_decay"):
+            if getattr(sched, key) is None:
+                yield _versioned(ctx, cfg, "RLC302", f"actor.lr_sched.{key}",
+                                 f"`actor.lr_sched.lr_decay_style` is {sched.lr_decay_style}, which needs "
+                                 f"`actor.lr_sched.{key}`",
+                                 f"add `{key}: {cfg.actor.optim.weight_decay}` under `actor.lr_sched`",
+                                 related=["actor.lr_sched.lr_decay_style"])
+
+
+@rules.rule("rlinf/lr-bounds", "RLC305",
+            "The LR schedule's `min_lr` does not exceed `max_lr`.",
+            keys=["actor.lr_sched.min_lr", "actor.lr_sched.max_lr"])
+def lr_bounds(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    sched = cfg.actor.lr_sched
+    if sched.min_lr > sched.max_lr:
+        yield ctx.error("RLC305", "actor.lr_sched.min_lr",
+                        f"`actor.lr_sched.min_lr` ({sched.min_lr}) is above `actor.lr_sched.max_lr` ({sched.max_lr})",
+                        "swap them, or lower min_lr", related=["actor.lr_sched.max_lr"])
+
+
+@rules.rule("rlinf/warmup-fraction-ignored", "RLC307",
+            "`lr_warmup_fraction` has no effect when `lr_warmup_iters` is above 0.",
+            keys=["actor.lr_sched.lr_warmup_fraction", "actor.lr_sched.lr_warmup_iters"])
+def warmup(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    sched = cfg.actor.lr_sched
+    if sched.lr_warmup_iters > 0 and sched.lr_warmup_fraction and ctx.is_set("actor.lr_sched.lr_warmup_fraction"):
+        yield ctx.warning("RLC307", "actor.lr_sched.lr_warmup_fraction",
+                          f"`actor.lr_sched.lr_warmup_fraction` ({sched.lr_warmup_fraction}) is ignored because "
+                          f"`lr_warmup_iters` ({sched.lr_warmup_iters}) is above 0",
+                          "keep one of the two: set `lr_warmup_fraction: null` or `lr_warmup_iters: 0`",
+                          related=["actor.lr_sched.lr_warmup_iters"])
+
+
+@rules.rule("rlinf/precision-flags", "RLC305",
+            "`actor.optim.fp16`/`bf16` agree with `actor.model.precision` and are not both on.",
+            keys=["actor.optim.fp16", "actor.optim.bf16", "actor.model.precision"])
+def precision_flags(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    optim, precision = cfg.actor.optim, cfg.actor.model.precision
+    if optim.fp16 and optim.bf16:
+        yield ctx.error("RLC301", "actor.optim.bf16", "`actor.optim.fp16` and `actor.optim.bf16` are both true",
+                        f"keep the one matching `actor.model.precision` ({precision})", related=["actor.optim.fp16"])
+        return
+    family = "bf16" if str(precision).startswith("bf16") else "fp16" if str(precision) in ("fp16", "16", "16-mixed") \
+        else "fp32"
+    for flag in ("fp16", "bf16"):
+        value = getattr(optim, flag)
+        if value is not None and value != (family == flag):
+            yield ctx.warning("RLC305", f"actor.optim.{flag}",
+                              f"`actor.optim.{flag}` is {str(value).lower()} but `actor.model.precision` is "
+                              f"{precision}; the optimizer's mixed-precision handling then mismatches the weights",
+                              f"set `{flag}: {str(family == flag).lower()}`, or null to derive it from the precision",
+                              related=["actor.model.precision"])
+
+
+@rules.rule("rlinf/hf-architecture-overwritten", "RLC304",
+            "RLinf overwrites the actor's architecture (layers, hidden size, heads, ...) from config.json of the "
+            "rollout model; values written for them are ignored.",
+            keys=["actor.model.num_layers", "actor.model.hidden_size", "actor.model.ffn_hidden_size",
+                  "actor.model.num_attention_heads", "actor.model.num_query_groups",
+                  "actor.model.max_position_embeddings"])
+def hf_architecture(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.actor.training_backend != "megatron":
+        return
+    for key in ("num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads", "num_query_groups",
+                "max_position_embeddings"):
+        path = f"actor.model.{key}"
+        if ctx.is_set(path) and getattr(cfg.actor.model, key) is not None:
+            yield ctx.warning("RLC304", path,
+                              f"RLinf overwrites `{path}` ({getattr(cfg.actor.model, key)}) with the value in the "
+                              f"rollout model's config.json", f"delete `{path}`; the HF config decides it")
+
+
+@rules.rule("rlinf/collocated-only-features", "RLC306",
+            "Data-parallel load balancing needs a collocated placement; dynamic batch sizes do not work in "
+            "disaggregated (pipelined) placements.",
+            keys=["actor.enable_dp_load_balance", "runner.enable_dynamic_batch_size", "cluster.component_placement"])
+def collocated_only(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.runner.task_type not in TRAINING or placement_mode(cfg) != "disaggregated":
+        return
+    for path, what in (("actor.enable_dp_load_balance", "data-parallel load balancing"),
+                       ("runner.enable_dynamic_batch_size", "dynamic batch sizes")):
+        section, key = path.split(".")
+        if getattr(getattr(cfg, section), key):
+            yield ctx.error("RLC306", path,
+                            f"`{path}` is true, but actor and rollout are disaggregated; RLinf's workers refuse "
+                            f"{what} in pipelined mode (after launch)",
+                            f"set `{path}: false`, or collocate actor and rollout",
+                            related=["cluster.component_placement"])
+
+
+@rules.rule("rlinf/fsdp-config", "RLC302",
+            "An FSDP actor needs `actor.fsdp_config` with a `mixed_precision` section; `backward_prefetch` is null, "
+            "pre or post; `amp_autocast.precision` is fp16, bf16 or fp32.",
+            keys=["actor.training_backend", "actor.fsdp_config"])
+def fsdp_config(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.actor.training_backend != "fsdp":
+        return
+    fsdp = cfg.actor.fsdp_config
+    if not isinstance(fsdp, dict) or not isinstance(fsdp.get("mixed_precision"), dict):
+        yield ctx.error("RLC302", "actor.fsdp_config" if fsdp is not None else "actor.training_backend",
+                        "`actor.training_backend` is fsdp, which needs `actor.fsdp_config.mixed_precision`",
+                        "add `fsdp_config: {mixed_precision: {param_dtype: bf16, reduce_dtype: fp32, "
+                        "buffer_dtype: fp32}}` under `actor`")
+        return
+    prefetch = fsdp.get("backward_prefetch")
+    if prefetch not in (None, "pre", "post"):
+        yield ctx.error("RLC202", "actor.fsdp_config.backward_prefetch",
+                        f"`actor.fsdp_config.backward_prefetch`: {prefetch!r} is not one of null, pre, post",
+                        "use null, pre or post")
+    amp = fsdp.get("amp_autocast")
+    if isinstance(amp, dict) and amp.get("precision", "bf16") not in ("fp16", "bf16", "fp32"):
+        yield ctx.error("RLC202", "actor.fsdp_config.amp_autocast.precision",
+                        f"`actor.fsdp_config.amp_autocast.precision`: {amp.get('precision')!r} is not one of fp16, "
+                        f"bf16, fp32", "use fp16, bf16 or fp32")
+
+
+@rules.rule("rlinf/critic-backend", "RLC302",
+            "A critic (`critic.use_critic_model`) needs `critic.training_backend`.",
+            keys=["critic.use_critic_model", "critic.training_backend"])
+def critic_backend(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.critic.use_critic_model and cfg.critic.training_backend is None:
+        yield ctx.error("RLC302", "critic.training_backend",
+                        "`critic.use_critic_model` is true but `critic.training_backend` is not set",
+                        f"add `training_backend: {cfg.actor.training_backend}` under `critic`",
+                        related=["critic.use_critic_model"])
+
+
+# ---- the summary line ---------------------------------------------------------------------------------------
+
+
+def describe(cfg: RLinfConfig) -> str:
+    model = cfg.actor.model
+    if cfg.actor.training_backend == "megatron":
+        training = f"Megatron training (TP {model.tensor_model_parallel_size} × PP {model.pipeline_model_parallel_size}"
+        training += f" × CP {model.context_parallel_size})" if model.context_parallel_size > 1 else ")"
+    else:
+        training = "FSDP training"
+    engine = {"sglang": "SGLang", "vllm": "vLLM"}[cfg.rollout.rollout_backend]
+    rollout = f"{engine} rollout" + (f" (TP {cfg.rollout.tensor_parallel_size})"
+                                     if cfg.rollout.tensor_parallel_size > 1 else "")
+    nodes = cfg.cluster.num_nodes
+    if cfg.cluster.num_gpus_per_node is not None:
+        total = nodes * cfg.cluster.num_gpus_per_node
+        where = f"{total} GPU{'s' if total != 1 else ''}" + (f" on {nodes} nodes" if nodes > 1 else "")
+    else:
+        where = f"{nodes} node{'s' if nodes != 1 else ''}"
+    mode = placement_mode(cfg) if cfg.runner.task_type in REASONING else None
+    return f"{training}, {rollout}, {where}" + (f" {mode}" if mode else "")

@@ -1,0 +1,693 @@
+"""The ROLL dialect: an RLVR pipeline config (`RLVRConfig`, built on `PPOConfig` and `BaseConfig`).
+
+A ROLL config is one flat YAML document: pipeline keys at the top level (batch sizes, lengths, the PPO/GRPO
+algorithm, logging) and one section per worker (`actor_train`, `actor_infer`, `reference`, `critic`, the
+`rewards` mapping, `validation`), each with `model_args`, `training_args`, `data_args`, `generating_args` and
+`strategy_args`. `strategy_args.strategy_config` takes different keys for each `strategy_name`; the models
+below are chosen by that name. `device_mapping` is a string in a small language (roll_device_mapping.py),
+which ROLL itself passes to Python's eval() and rlcfg parses with a grammar.
+
+ROLL builds the config with dacite, which silently drops unknown keys although ROLL's docs promise an error;
+rlcfg reports them. Where ROLL rewrites a value after loading (num_gpus_per_node, num_nodes,
+num_gpus_per_worker, max_new_tokens, model paths, ...), the rules in roll_rules.py warn when the user set it.
+Defaults follow ROLL's code at the commit research/validation-rules.md read; the seed (ROLL's Configuration
+Guide) shows example values, not defaults.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Annotated, Any, ClassVar, Literal, Union
+
+from pydantic import ConfigDict, Discriminator, Tag, create_model
+
+from rlcfg.schema.base import Dialect, Section, param, section
+from rlcfg.schema.roll_rules import RULES, STRATEGY_NAMES, describe_config
+
+# ---- model_args ---------------------------------------------------------------------------------------------
+
+
+class ModelArgs(Section):
+    model_name_or_path: str | None = param(
+        None, description="Path to the model weights, or a Hugging Face / ModelScope model id. For actor_train, "
+                          "actor_infer and reference, ROLL replaces it with `pretrain` unless all three set it "
+                          "(the critic falls back to `reward_pretrain`).")
+    adapter_name_or_path: str | None = param(None, description="Path or hub id of adapter weights to load.")
+    attn_implementation: Literal["sdpa", "fa2", "auto"] | None = param(
+        None, description="Attention kernel: `fa2` (FlashAttention 2), `sdpa` or `auto`.")
+    flash_attn: Literal["auto", "disabled", "sdpa", "fa2"] | None = param(
+        None, description="Older name of `attn_implementation`, still written by many ROLL examples. ROLL at HEAD "
+                          "has no such field and drops it, so it has no effect (rlcfg warns).")
+    moe_aux_loss_coef: float | None = param(
+        None, description="Coefficient of the auxiliary router loss of a mixture-of-experts model.")
+    disable_gradient_checkpointing: bool | None = param(
+        False, description="Disable gradient checkpointing. The seed: applies only to actor_train when "
+                           "strategy_name is fsdp2_train.")
+    gradient_checkpointing_use_reentrant: bool | None = param(
+        None, description="torch.utils.checkpoint's reentrant switch; null picks reentrant for MoE models only.")
+    device_map: str | None = param("balanced", description="transformers' from_pretrained device map.")
+    dtype: Literal["fp32", "bf16", "fp16"] | None = param(
+        "bf16", description="Model dtype: fp32, bf16 or fp16 (otherwise the checkpoint's torch_dtype). bf16/fp16 "
+                            "also switch on training_args.bf16/fp16.")
+    model_type: Literal["auto_sequence_classification", "auto_token_classification", "trl",
+                        "diffusion_module"] | None = param(
+        None, description="Head type for reward models: auto_sequence_classification, auto_token_classification, "
+                          "trl (value head) or diffusion_module.")
+    num_labels: int | None = param(1, description="Number of labels of a token/sequence classification head.", ge=1)
+    model_config_kwargs: dict[str, Any] = param({}, description="Extra keyword arguments for the model config.")
+    freeze_module_prefix: str | None = param(
+        None, description="Comma-separated prefixes of modules to freeze (partial-parameter fine-tuning).")
+    ulysses_size: int | None = param(
+        1, description="Ulysses context-parallel group size (FSDP2 and DeepSpeed strategies). Must divide the "
+                       "worker's GPU count, and the number of attention heads.", ge=1)
+    vision_dp: bool = param(False, description="Distribute the vision tower across the Ulysses ranks.")
+    lora_target: str | None = param(
+        None, description="Comma-separated modules to put LoRA adapters on (`all` for every linear layer); null "
+                          "trains the full model. Not supported by the sglang and hf_infer strategies.")
+    lora_rank: int | None = param(8, description="Inner dimension (rank) of the LoRA adapter matrices.", ge=1)
+    lora_alpha: int | None = param(None, description="LoRA scale factor; null means lora_rank × 2.", ge=1)
+    lora_dropout: float | None = param(0.0, description="Dropout inside the LoRA adapters.", ge=0, le=1)
+    additional_target: str | None = param(
+        None, description="Comma-separated modules besides the LoRA layers to train and save.")
+    autocast_adapter_dtype: bool = param(True, description="Cast fp16/bf16 adapter weights to fp32.")
+
+
+# ---- training_args ------------------------------------------------------------------------------------------
+
+
+class TrainingArgs(Section):
+    output_dir: str = param("", description="Where the worker writes checkpoints. ROLL overwrites it with the "
+                                            "pipeline's `output_dir`.")
+    max_steps: int = param(-1, description="Training steps; ROLL derives it from the pipeline's max_steps.")
+    num_train_epochs: float = param(1.0, description="Epochs over the dataset.", ge=0)
+    learning_rate: float = param(5e-5, description="Initial learning rate.", ge=0)
+    lr_scheduler_type: str = param("linear", description="Learning-rate schedule (Hugging Face scheduler names: "
+                                                         "linear, cosine, constant, constant_with_warmup, ...).")
+    weight_decay: float = param(0.0, description="AdamW weight decay.", ge=0)
+    adam_beta1: float = param(0.9, description="AdamW beta1.", ge=0, lt=1)
+    adam_beta2: float = param(0.999, description="AdamW beta2.", ge=0, lt=1)
+    per_device_train_batch_size: int = param(
+        8, description="Micro-batch size per data-parallel rank. The global train batch is "
+                       "per_device_train_batch_size × gradient_accumulation_steps × world_size, divided by "
+                       "ulysses_size (FSDP2) or by tp × pp × cp (Megatron).", ge=1)
+    gradient_accumulation_steps: int = param(
+        1, description="Micro-batches accumulated per optimizer step. For one optimizer step per rollout set it "
+                       "to rollout_batch_size × num_return_sequences_in_group × tp × pp × cp / "
+                       "per_device_train_batch_size / world_size.", ge=1)
+    seed: int = param(42, description="Training seed; ROLL overwrites it with the pipeline's `seed`.")
+    data_seed: int | None = param(None, description="Seed of the data samplers.")
+    dataloader_num_workers: int = param(0, description="Data-loading subprocesses; 0 loads in the main process.",
+                                        ge=0)
+    fp16: bool = param(False, description="fp16 mixed precision; switched on by model_args.dtype: fp16.")
+    bf16: bool = param(False, description="bf16 mixed precision; switched on by model_args.dtype: bf16.")
+    tf32: bool | None = param(None, description="Allow TF32 matmuls on Ampere and newer GPUs.")
+    warmup_ratio: float = param(0.0, description="Linear warmup over this fraction of the training steps.",
+                                ge=0, le=1)
+    warmup_steps: int = param(0, description="Linear warmup steps; wins over warmup_ratio when > 0.", ge=0)
+
+
+# ---- data_args ----------------------------------------------------------------------------------------------
+
+
+class DataArgs(Section):
+    template: str | None = param(
+        "native", description="Chat template for building prompts; `native` uses the tokenizer's "
+                              "apply_chat_template.")
+    file_name: list[str] | str | None = param(
+        None, description="Training data file(s): JSON, JSONL or CSV.")
+    eval_file_name: str | None = param(None, description="Evaluation data file.")
+    dataset_type: list[str] | str | None = param("json", description="Dataset loader type, e.g. json.")
+    prompt: str | None = param(None, description="Column used as the prompt. Conflicts with `messages`.")
+    messages: str | None = param(None, description="Column used as the chat messages. Conflicts with `prompt`.")
+    response: str | None = param("solution", description="Column used as the label/reference answer.")
+    tag: str | None = param("tag", description="Column used to pick the domain (reward worker) of a sample.")
+    id: str | None = param("id", description="Column used as the sample id.")
+    domain_interleave_probs: dict[str, float] | None = param(
+        None, description="Sampling probability of each domain within one rollout batch, by domain name.")
+    preprocessing_num_workers: int | None = param(None, description="Processes for dataset preprocessing.", ge=1)
+    cache_path: str | None = param(None, description="Where preprocessed datasets are cached.")
+    dataset_dir: str | None = param(
+        None, description="Written by older ROLL examples; ROLL at HEAD has no such field and drops it (no effect).")
+    interleave_probs: str | None = param(
+        None, description="Written by older ROLL examples; ROLL at HEAD has no such field and drops it (no effect).")
+
+
+# ---- generating_args ----------------------------------------------------------------------------------------
+
+
+class GeneratingArgs(Section):
+    max_new_tokens: int | None = param(
+        8192, description="Maximum tokens generated per response. For actor_infer, ROLL overwrites it with "
+                          "sequence_length − prompt_length (and for validation with the val_ lengths).", ge=1)
+    max_length: int | None = param(8192, description="Maximum total length; max_new_tokens wins when set.", ge=1)
+    temperature: float | None = param(0.95, description="Sampling temperature.", ge=0)
+    top_p: float | None = param(0.7, description="Nucleus sampling: keep the most probable tokens whose "
+                                                 "probabilities add up to top_p.", gt=0, le=1)
+    top_k: int | None = param(50, description="Keep only the top_k most probable tokens (-1 or 0: all).", ge=-1)
+    do_sample: bool | None = param(True, description="Sample; false decodes greedily.")
+    num_beams: int | None = param(1, description="Beams for beam search; 1 means none.", ge=1)
+    repetition_penalty: float | None = param(1.0, description="Repetition penalty; 1.0 means none.", gt=0)
+    length_penalty: float | None = param(1.0, description="Length penalty of beam search.")
+    num_return_sequences: int | None = param(
+        1, description="Responses per prompt. For actor_infer, RLVR overwrites it with "
+                       "num_return_sequences_in_group.", ge=1)
+    stop_strings: list[str] | None = param(None, description="Strings that end generation.")
+    include_stop_str_in_output: bool | None = param(None, description="Keep the stop string in the output.")
+    logprobs: int | None = param(0, description="Number of logprobs to return per token; null returns none.",
+                                 ge=0)
+    seed: int | None = param(None, description="Base seed for request-level sampling.")
+    extra_args: dict[str, Any] | None = param({}, description="Backend-specific generation keyword arguments, "
+                                                              "passed through unchanged.")
+
+
+# ---- strategy_config, one model per strategy ----------------------------------------------------------------
+
+
+class _StrategyConfig(Section):
+    # strategy_config is handed to the engine's own constructor, which takes many more options than rlcfg
+    # lists; the rule `roll/strategy-config-keys` reports unknown keys with hints for the right engine.
+    model_config = ConfigDict(extra="allow")
+    engine: ClassVar[str] = ""
+
+
+class MegatronConfig(_StrategyConfig):
+    engine: ClassVar[str] = "Megatron"
+    tensor_model_parallel_size: int = param(1, description="Degree of tensor model parallelism.", ge=1)
+    pipeline_model_parallel_size: int = param(1, description="Degree of pipeline model parallelism.", ge=1)
+    expert_model_parallel_size: int = param(1, description="Degree of expert model parallelism.", ge=1)
+    expert_tensor_parallel_size: int | None = param(
+        None, description="Tensor parallelism inside the experts; null means tensor_model_parallel_size.", ge=1)
+    context_parallel_size: int = param(1, description="Degree of context parallelism.", ge=1)
+    virtual_pipeline_model_parallel_size: int | None = param(
+        None, description="Number of virtual pipeline stages per pipeline rank (interleaved schedule).", ge=1)
+    sequence_parallel: bool = param(False, description="Enable sequence parallelism (needs TP > 1 to matter).")
+    recompute_granularity: Literal["full", "selective"] | None = param(
+        None, description="Activation checkpointing: `full` recomputes whole transformer layers, `selective` only "
+                          "the core attention.")
+    # Same order as rlinf.py: typing caches Literal by its (unordered) set of values, so a different order
+    # here would make the generated schemas depend on which dialect is imported first.
+    recompute_method: Literal["block", "uniform"] | None = param(
+        None, description="How layers are chosen for full recomputation.")
+    recompute_num_layers: int | None = param(None, description="Layers recomputed per stage (full recompute).",
+                                             ge=1)
+    moe_layer_recompute: bool = param(False, description="Checkpoint MoE layers to save activation memory.")
+    moe_token_dispatcher_type: Literal["allgather", "alltoall", "flex"] = param(
+        "allgather", description="MoE token dispatcher: `allgather` or `alltoall` (the seed's options); newer "
+                                 "Megatron adds `flex`. `allgather` cannot handle variable sequence lengths.")
+    moe_grouped_gemm: bool = param(False, description="Grouped GEMM for the MoE experts.")
+    moe_shared_expert_overlap: bool = param(
+        False, description="Overlap shared-expert computation with the dispatcher's communication.")
+    overlap_grad_reduce: bool = param(
+        False, description="Overlap the gradient reduce-scatter with the backward pass (distributed optimizer).")
+    overlap_param_gather: bool = param(
+        False, description="Overlap the parameter all-gather with the forward pass. ROLL's Megatron strategy does "
+                           "not support it.")
+    use_distributed_optimizer: bool = param(False, description="Shard optimizer states across data-parallel ranks.")
+    variable_seq_lengths: bool = param(False, description="Let micro-batches have different sequence lengths.")
+    bf16: bool | None = param(None, description="Megatron bf16 training (normally set from model_args.dtype).")
+    fp16: bool | None = param(None, description="Megatron fp16 training (normally set from model_args.dtype).")
+
+
+class Fsdp2Config(_StrategyConfig):
+    engine: ClassVar[str] = "FSDP2"
+    fsdp_size: int = param(
+        1, description="Number of FSDP shards. fsdp_size >= world_size or <= 1: pure FSDP2; fsdp_size < "
+                       "world_size: HSDP, with world_size / fsdp_size data-parallel replicas.")
+    param_dtype: str = param("bf16", description="Parameter dtype (bf16, fp16, float32).")
+    reduce_dtype: str = param("float32", description="Dtype of the gradient reduction.")
+    reshard_after_forward: bool = param(
+        True, description="Reshard parameters after the forward pass (true) or keep them gathered (false).")
+    offload_policy: bool = param(
+        False, description="Offload parameters to CPU when not in use (saves GPU memory, costs speed).")
+    ep_size: int = param(1, description="Expert parallelism (needs transformers >= 5.2).", ge=1)
+    efsdp_size: int = param(1, description="FSDP shards inside each expert-parallel group.", ge=1)
+
+
+class VllmConfig(_StrategyConfig):
+    engine: ClassVar[str] = "vLLM"
+    gpu_memory_utilization: float = param(
+        0.9, description="Fraction of GPU memory vLLM may use for the model executor (weights and KV cache).",
+        gt=0, le=1)
+    block_size: int = param(16, description="Token block size of the paged KV cache.", ge=1)
+    max_model_len: int | None = param(
+        None, description="Model context length; derived from the model config when unset.", ge=1)
+    load_format: str = param(
+        "dummy", description="Weight format to load. The seed says it can be `dummy` because the weights are "
+                             "pushed by a model update first; ROLL's code already defaults to `dummy`.")
+    sleep_level: Literal[1, 2] = param(
+        1, description="What vLLM frees between generations: 1 the KV cache, 2 the weights as well.")
+    tensor_parallel_size: int = param(1, description="vLLM tensor parallelism. ROLL sets num_gpus_per_worker to "
+                                                     "tensor_parallel_size × pipeline_parallel_size.", ge=1)
+    pipeline_parallel_size: int = param(1, description="vLLM pipeline parallelism.", ge=1)
+    data_parallel_size: int | None = param(
+        None, description="vLLM data parallelism; must equal the worker's world size when set.", ge=1)
+    enforce_eager: bool = param(False, description="Disable CUDA graphs.")
+    enable_prefix_caching: bool | None = param(None, description="Reuse the KV cache of shared prefixes.")
+    enable_chunked_prefill: bool | None = param(None, description="Split long prefills into chunks.")
+    max_num_batched_tokens: int | None = param(None, description="Tokens per scheduler iteration.", ge=1)
+    max_num_seqs: int | None = param(None, description="Sequences per scheduler iteration.", ge=1)
+    disable_custom_all_reduce: bool | None = param(None, description="Use NCCL instead of vLLM's all-reduce.")
+    kv_cache_dtype: str | None = param(None, description="KV cache dtype (auto, fp8, ...).")
+    quantization: str | None = param(None, description="Weight quantization method.")
+    swap_space: float | None = param(None, description="CPU swap space per GPU, in GiB.", ge=0)
+
+
+class SglangConfig(_StrategyConfig):
+    engine: ClassVar[str] = "SGLang"
+    mem_fraction_static: float | None = param(
+        None, description="Fraction of free GPU memory for static memory (weights and KV cache). Increase it if "
+                          "building the KV cache fails; decrease it on CUDA out-of-memory.", gt=0, le=1)
+    load_format: str = param(
+        "dummy", description="Weight format to load; `dummy` is fine because a model update comes first.")
+    tensor_parallel_size: int = param(
+        1, description="SGLang tensor parallelism. ROLL does not derive num_gpus_per_worker for SGLang: "
+                       "tensor_parallel_size × pipeline_parallel_size must be a multiple of it.", ge=1)
+    pipeline_parallel_size: int = param(1, description="SGLang pipeline parallelism.", ge=1)
+    context_length: int | None = param(None, description="Model context length.", ge=1)
+    max_running_requests: int | None = param(None, description="Concurrent requests per engine.", ge=1)
+    attention_backend: str | None = param(None, description="SGLang attention backend (fa3, flashinfer, triton).")
+    disable_cuda_graph: bool | None = param(None, description="Disable CUDA graphs.")
+    grpc_mode: bool | None = param(None, description="Serve through gRPC; needed by the SglangRouter.")
+
+
+class HfInferConfig(_StrategyConfig):
+    engine: ClassVar[str] = "transformers"
+
+
+class DeepSpeedConfig(_StrategyConfig):
+    """A DeepSpeed JSON config (zero stage, offload, ...), passed to DeepSpeed as it is."""
+
+    engine: ClassVar[str] = "DeepSpeed"
+    open: ClassVar[bool] = True
+
+
+_CONFIG_OF: dict[str, type[_StrategyConfig]] = {
+    "megatron_train": MegatronConfig, "megatron_infer": MegatronConfig,
+    "fsdp2_train": Fsdp2Config, "fsdp2_infer": Fsdp2Config,
+    "vllm": VllmConfig, "sglang": SglangConfig, "hf_infer": HfInferConfig,
+    "deepspeed_train": DeepSpeedConfig, "deepspeed_infer": DeepSpeedConfig,
+    "diffusion_deepspeed_train": DeepSpeedConfig,
+}
+assert set(_CONFIG_OF) == set(STRATEGY_NAMES)
+
+
+def _merged_config() -> type[Section]:
+    """Every strategy's keys in one section, each description naming the strategies that take it.
+
+    rlcfg's introspection (`--explain`, did-you-mean, the docs tables) follows the first member of a union;
+    making that member this merged view lets it find every strategy_config key."""
+    fields: dict[str, Any] = {}
+    users: dict[str, list[str]] = {}
+    for name, model in _CONFIG_OF.items():
+        for key in model.model_fields:
+            users.setdefault(key, []).append(name)
+    for name, model in _CONFIG_OF.items():
+        for key, info in model.model_fields.items():
+            if key in fields:
+                continue
+            merged = copy.copy(info)
+            merged.description = f"({', '.join(users[key])}) {info.description}"
+            fields[key] = (info.annotation, merged)
+    return create_model("AnyStrategyConfig", __base__=_StrategyConfig, **fields)
+
+
+AnyStrategyConfig = _merged_config()
+
+
+class AnyStrategyArgs(Section):
+    """Only reached when strategy_name is not a strategy ROLL knows; it then reports the name."""
+
+    strategy_name: Literal[STRATEGY_NAMES] = param(  # type: ignore[valid-type]
+        "deepspeed_train", description="The training or inference strategy: fsdp2_train / megatron_train "
+                                       "(or deepspeed_train) for training, vllm / sglang / hf_infer for "
+                                       "inference, megatron_infer / fsdp2_infer / deepspeed_infer for the "
+                                       "reference. ROLL's default is deepspeed_train.")
+    strategy_config: AnyStrategyConfig | None = section(  # type: ignore[valid-type]
+        AnyStrategyConfig, description="Options passed to the strategy's constructor; which keys apply depends on "
+                                       "strategy_name. Null means {}.")
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, core_schema: Any, handler: Any) -> dict:
+        # In a JSON Schema oneOf, a member that accepts everything would make every valid document ambiguous.
+        return {"not": {}, "description": "an unknown strategy_name"}
+
+
+def _strategy_args(name: str) -> type[Section]:
+    config = _CONFIG_OF[name]
+    return create_model(
+        f"StrategyArgs_{name}", __base__=Section,
+        strategy_name=(Literal[name], param(name, description=f"Selects the {name} strategy.")),
+        strategy_config=(config | None, section(config, description=f"Options of the {name} strategy "
+                                                                     f"({config.engine}); null means {{}}.")))
+
+
+def _strategy_tag(value: Any) -> str:
+    if isinstance(value, dict):
+        name = value.get("strategy_name", "deepspeed_train")
+    else:
+        name = getattr(value, "strategy_name", None)
+    return name if isinstance(name, str) and name in _CONFIG_OF else "unknown"
+
+
+StrategyArgs = Annotated[
+    Union[tuple([Annotated[AnyStrategyArgs, Tag("unknown")]]
+                + [Annotated[_strategy_args(n), Tag(n)] for n in _CONFIG_OF])],  # type: ignore[misc]
+    Discriminator(_strategy_tag),
+]
+
+
+# ---- workers ------------------------------------------------------------------------------------------------
+
+
+class SequencePackingArgs(Section):
+    algorithm: Literal["none", "load_balance"] = param(
+        "none", description="`none` (default partitioning) or `load_balance` (spread sequences across "
+                            "micro-batches; needs the max_packed_sequence_length_* keys).")
+    max_packed_sequence_length_forward: int | None = param(
+        None, description="Longest packed sequence in a forward micro-batch (divided by cp_size per CP rank).",
+        ge=1)
+    max_packed_sequence_length_train: int | None = param(
+        None, description="Longest packed sequence in a training micro-batch (divided by cp_size per CP rank).",
+        ge=1)
+    min_num_micro_batches_forward: int = param(1, description="Fewest micro-batches per forward mini-batch.", ge=1)
+    min_num_micro_batches_train: int = param(1, description="Fewest micro-batches per training mini-batch.", ge=1)
+
+
+class RouterReplay(Section):
+    mode: Literal["disable", "R2", "R3"] = param(
+        "disable", description="MoE router replay: `disable`, `R2` (not implemented by ROLL) or `R3` (supported "
+                               "on megatron_train and sglang only).")
+
+
+class Worker(Section):
+    name: str | None = param(None, description="Name of the role; ROLL sets it for the standard workers.")
+    worker_cls: str | None = param(
+        None, description="Python class of the worker (dotted path); RLVR picks the standard one when null.")
+    pg_variant: Literal["vanilla", "ppo", "tis", "topr", "cispo", "kimi15"] | None = param(
+        None, description="Policy-gradient loss variant of actor_train; an unsupported one fails at the first loss "
+                          "computation in ROLL.")
+    model_args: ModelArgs = section(ModelArgs, description="Which model the worker loads and how.")
+    training_args: TrainingArgs = section(
+        TrainingArgs, description="learning_rate, weight_decay, warmup_steps, batch sizes, ...")
+    data_args: DataArgs | None = section(DataArgs, optional=True,
+                                         description="Data files and chat template (configure under actor_train).")
+    generating_args: GeneratingArgs | None = section(
+        GeneratingArgs, optional=True, description="Sampling parameters (configure under actor_infer).")
+    strategy_args: StrategyArgs | None = param(  # type: ignore[valid-type]
+        None, description="The strategy (`strategy_name`) and its options (`strategy_config`). Null: the worker has "
+                          "no model (rule-based reward workers).")
+    world_size: int | None = param(
+        None, description="Number of workers. Derived as len(device_mapping) / num_gpus_per_worker when "
+                          "device_mapping is set (ROLL overwrites the value); needed for CPU-only workers.", ge=1)
+    device_mapping: list[int] | str | None = param(
+        None, description="GPU ids the worker uses, written as `list(range(0,16))`, `list(range(0,16,2))` or "
+                          "`[0, 1, 2]` (a string ROLL evaluates; rlcfg parses it and never evaluates it). A YAML "
+                          "list is accepted by rlcfg, but ROLL's eval() rejects it. Null: the worker runs on CPU.",
+        examples=["list(range(0,8))"])
+    num_gpus_per_worker: int = param(
+        1, description="GPUs per worker. The seed: applies to actor_infer only. ROLL forces 1 for training and "
+                       "megatron/fsdp2 strategies, sets tp × pp for vLLM, and keeps the value for SGLang and "
+                       "hf_infer.", ge=1)
+    model_update_frequency: int = param(1, description="Frequency of model updates.", ge=1)
+    infer_batch_size: int = param(16, description="Batch size for inference or computing log-probs.", ge=1)
+    backend_timeout: int = param(30, description="Timeout of the distributed backend, in minutes.", ge=1)
+    system_envs: dict[str, Any] = param({}, description="Environment variables for this worker; they win over the "
+                                                        "pipeline's system_envs.")
+    topr_positive_weight: float = param(1.0, description="Weight of positive samples in the TOPR loss.")
+    topr_negative_weight: float = param(1.0, description="Weight of negative samples in the TOPR loss.")
+    max_concurrency: int = param(
+        1, description="Ray max_concurrency of the worker actor; for actor_infer ROLL raises it to at least "
+                       "max(max_running_requests + 1, 1000).", ge=1)
+    use_dynamic_batching_in_train: bool = param(
+        False, description="Group sequences of similar length into training micro-batches (needs "
+                           "max_tokens_per_microbatch_in_train).")
+    max_tokens_per_microbatch_in_train: int = param(
+        0, description="Token budget of a training micro-batch with dynamic batching (suggested: sequence_length "
+                       "× 2 × micro-batch size).", ge=0)
+    sequence_length_round_in_train: int = param(4, description="Round padded lengths up to this multiple (train).",
+                                                ge=1)
+    use_dynamic_batching_in_infer: bool = param(
+        False, description="Dynamic batching for inference (needs max_tokens_per_microbatch_in_infer).")
+    max_tokens_per_microbatch_in_infer: int | None = param(
+        None, description="Token budget of an inference micro-batch with dynamic batching.", ge=1)
+    sequence_length_round_in_infer: int = param(4, description="Round padded lengths up to this multiple (infer).",
+                                                ge=1)
+    offload_nccl: bool = param(False, description="Offload NCCL buffers to save GPU memory; ROLL at HEAD forces it "
+                                                  "off.")
+    use_sequence_packing: bool = param(
+        False, description="Pack several sequences into one to remove padding (Megatron strategy only).")
+    sequence_packing_args: SequencePackingArgs = section(SequencePackingArgs,
+                                                         description="Sequence packing options.")
+    logits_in_fp32: bool = param(True, description="Compute logits in float32.")
+    apply_loss_scale: bool = param(
+        True, description="Multiply the loss by the number of micro-batches per step (DP × GA) so that gradients "
+                          "equal those of the whole global batch.")
+    router_replay: RouterReplay = section(RouterReplay, description="MoE router replay (newer ROLL).")
+    mtp_training_mode: Literal["disabled", "standalone", "joint"] = param(
+        "disabled", description="Multi-token-prediction training mode (newer ROLL).")
+
+
+class RewardFilter(Section):
+    type: Literal["no_filter", "mean_filter", "std_filter"] = param(
+        "no_filter", description="Filter applied to groups by their rewards.")
+    filter_args: dict[str, Any] = param({}, description="Arguments of the filter (threshold_up, threshold_down, "
+                                                        "std_threshold, ...).")
+
+
+class RewardWorker(Worker):
+    code_url: str | None = param(None, description="URL of the code sandbox.")
+    use_local: bool = param(True, description="Run code locally instead of downloading it from code_url.")
+    judge_prompt: str | None = param(None, description="Prompt template of an LLM judge.")
+    judge_model_type: str | None = param(None, description="LLM judge kind: `api` or `inference`.")
+    judge_model_name: str | None = param(None, description="Model name of an API judge.")
+    judge_api_url: str | None = param(None, description="URL of an API judge.")
+    judge_api_key: str | None = param(None, description="Key of an API judge.")
+    format_pattern: str | None = param(None, description="Regular expression the answer format must match.")
+    reward_type: str | None = param(None, description="Kind of reward (e.g. soft).")
+    response_length_penalty_coef: float = param(0.0, description="Coefficient of the response-length penalty.")
+    tag_included: list[str] = param([], description="Dataset tags (domains) this reward worker scores.")
+    query_filter_config: RewardFilter = section(RewardFilter, description="Filtering of queries by reward.")
+    response_filter_config: RewardFilter = section(RewardFilter, description="Filtering of responses by reward.")
+    reward_manager_config: list[dict[str, Any]] = param([], description="Reward plug-in configuration.")
+
+
+# ---- pipeline -----------------------------------------------------------------------------------------------
+
+
+class DatasetFilter(Section):
+    source: str | None = param(None, description="Keep only samples from this source.")
+    min_difficulty: float | None = param(None, description="Lowest difficulty kept.")
+    max_difficulty: float | None = param(None, description="Highest difficulty kept.")
+    num_samples: int = param(0, description="Number of samples to keep; 0 keeps all.", ge=0)
+
+
+class IsWeight(Section):
+    enabled: bool = param(False, description="Compute the train-infer importance-sampling weight.")
+    weight_type: Literal["token", "segment", "geometric", "sequence"] = param(
+        "token", description="Granularity of the IS weight.")
+    upper_bound: float | None = param(1.2, description="Clamp of the IS weight; null disables clamping.")
+    detach: bool = param(True, description="Detach the IS weight from the graph.")
+
+
+class TrainInferFilter(Section):
+    enabled: bool = param(False, description="Enable this filter on the response mask.")
+    agg_type: Literal["token", "segment", "geometric", "sequence"] = param(
+        "token", description="Aggregation level of the filter.")
+    ratio_enabled: bool = param(True, description="Filter on exp(old_logp − infer_logp).")
+    ratio_low: float = param(0.8, description="Lower ratio threshold.")
+    ratio_high: float = param(1.2, description="Upper ratio threshold.")
+    diff_enabled: bool = param(False, description="Filter on exp(old) − exp(infer).")
+    diff_low: float = param(-0.2, description="Lower diff threshold.")
+    diff_high: float = param(0.2, description="Upper diff threshold.")
+
+
+class TrainInferCorrection(Section):
+    is_weight: IsWeight = section(IsWeight, description="Train-infer importance-sampling weight.")
+    filters: list[TrainInferFilter] = param([], description="Filters applied in order to the response mask.")
+
+
+class RollConfig(Section):
+    """An RLVR pipeline config (`examples/start_rlvr_pipeline.py`)."""
+
+    hydra: dict[str, Any] | None = param(None, description="Hydra's own settings (run.dir, output_subdir); not "
+                                                            "read by ROLL.")
+    # BaseConfig
+    exp_name: str = param("default", description="Name of the experiment (ROLL's default is the start script's "
+                                                 "name); appended to logging_dir and the tensorboard log_dir.")
+    seed: int = param(42, description="Random seed; ROLL copies it into every worker's training_args.seed.")
+    rpc_timeout: int = param(3600, description="Timeout of RPC calls, in seconds.", ge=1)
+    output_dir: str = param("./output", description="Where checkpoints and outputs are written.")
+    logging_dir: str = param("./output/logs", description="Log directory; ROLL appends exp_name.")
+    rollout_dump_dir: str | None = param(None, description="Save actor_infer rollouts to this directory.")
+    track_with: Literal["wandb", "tensorboard", "stdout", "swanlab"] = param(
+        "tensorboard", description="Experiment tracker.")
+    tracker_kwargs: dict[str, Any] = param({}, description="Keyword arguments of the tracker (project, log_dir, "
+                                                           "...).")
+    max_steps: int = param(500, description="Total pipeline steps; the RLVR pipeline needs > 0.")
+    save_steps: int = param(50, description="Save a checkpoint every this many steps.", ge=1)
+    max_ckpt_to_keep: int = param(0, description="Checkpoints to keep; 0 keeps all.", ge=0)
+    logging_steps: int = param(1, description="Log every this many steps.", ge=1)
+    eval_steps: int = param(10, description="Evaluate every this many steps.", ge=1)
+    rollout_batch_size: int = param(
+        128, description="Prompts per rollout batch. The samples per step are rollout_batch_size × "
+                         "num_return_sequences_in_group.", ge=1)
+    val_batch_size: int = param(128, description="Prompts per validation batch.")
+    local_rank: int = param(-1, description="Local rank for distributed training; -1 if not applicable.")
+    resume_from_checkpoint: bool | str = param(
+        False, description="Resume from the last checkpoint in output_dir (true) or from this path / MOS URI.")
+    checkpoint_config: dict[str, Any] = param(
+        {}, description="Checkpoint upload settings (type, output_dir, ...), copied into every worker. With "
+                        "type: file_system ROLL appends a timestamp to output_dir.")
+    prompt_length: int | None = param(1024, description="Maximum prompt length (padded).", ge=1)
+    response_length: int | None = param(
+        None, description="Maximum response length. ROLL sets sequence_length = prompt_length + response_length "
+                          "when sequence_length is unset, then clears response_length.", ge=1)
+    sequence_length: int | None = param(None, description="Maximum prompt + response length.", ge=1)
+    val_prompt_length: int | None = param(None, description="Validation prompt length; set it together with "
+                                                            "val_sequence_length (both default to the train "
+                                                            "values).", ge=1)
+    val_sequence_length: int | None = param(None, description="Validation sequence length; set it together with "
+                                                              "val_prompt_length.", ge=1)
+    profiler_timeline: bool = param(False, description="Record a timeline profile (not with profiler_memory).")
+    profiler_memory: bool = param(False, description="Record a memory profile (not with profiler_timeline).")
+    report_length_and_rewards: bool = param(False, description="Report lengths and rewards of the prompts.")
+    is_offload_states: bool = param(False, description="Offload model states to CPU between operations.")
+    is_offload_optimizer_states_in_train_step: bool = param(
+        False, description="Offload optimizer states to CPU during forward/backward.")
+    length_profiler_dir: str = param("./output/profiler", description="Where length/reward metrics are written.")
+    profiler_output_dir: str = param("./output/profiler", description="Where profiler logs are written.")
+    system_envs: dict[str, Any] = param({}, description="Environment variables, merged into every worker's "
+                                                        "system_envs (the worker's values win).")
+    model_update_buffer_size_mb: int = param(1024, description="Buffer for model updates, in MB.", ge=1)
+    num_nodes: int = param(
+        1, description="Number of nodes. ROLL ignores the value and derives it from the highest GPU id in any "
+                       "device_mapping and num_gpus_per_node; rlcfg uses it to check that the mappings fit.", ge=1)
+    num_gpus_per_node: int = param(
+        8, description="GPUs per node. ROLL (at HEAD) overwrites it with the GPU count of the driver node.", ge=1)
+    model_download_type: str | None = param(None, description="Where models are downloaded from (MODELSCOPE, "
+                                                              "HUGGINGFACE_HUB).")
+    # ScheduleConfig
+    generate_opt_level: Literal[0, 1] = param(
+        1, description="0: batch generate interface; 1: the request scheduler (needed by async generation).")
+    is_num_return_sequences_expand: bool = param(
+        False, description="Replicate each prompt num_return_sequences times instead of asking for n samples.")
+    max_running_requests: int = param(128, description="Maximum concurrent generation requests.", ge=1)
+    is_use_additional_prompts: bool = param(False, description="Generate for extra prompts beyond the batch.")
+    max_additional_running_prompts: int = param(16, description="Extra prompts beyond rollout_batch_size.", ge=0)
+    # PPOConfig
+    pretrain: str | None = param(None, description="Model for actor_train, actor_infer and reference (used unless "
+                                                   "all three set model_args.model_name_or_path).")
+    reward_pretrain: str | None = param(None, description="Model for the critic when it sets no model path.")
+    actor_train: Worker = section(Worker, description="The policy's training worker.")
+    actor_infer: Worker = section(Worker, description="The policy's rollout worker (vllm or sglang).")
+    critic: Worker = section(Worker, description="The critic's worker (used with adv_estimator: gae).")
+    reference: Worker = section(Worker, description="The reference model's worker (used when the KL is on).")
+    reward: Worker = section(Worker, description="A reward-inference worker (PPOConfig; RLVR uses `rewards`).")
+    async_generation_ratio: float = param(
+        0, description="How far generation may run ahead of training; 0 is synchronous, otherwise >= 1.", ge=0)
+    ppo_epochs: int = param(1, description="Optimisation epochs per batch of samples.", ge=1)
+    max_grad_norm: float = param(1.0, description="Gradient clipping norm.", gt=0)
+    l2: float = param(0.0, description="L2 regularisation.", ge=0)
+    lambd: float = param(0.95, description="GAE lambda.", ge=0, le=1)
+    gamma: float = param(1, description="Discount factor.", ge=0, le=1)
+    pg_clip: float | None = param(0.2, description="PPO policy-loss clip range.", ge=0)
+    use_pg_clip_range: bool = param(False, description="Use pg_clip_low / pg_clip_high instead of pg_clip.")
+    pg_clip_low: float | None = param(0.2, description="Lower PPO clip range.", ge=0)
+    pg_clip_high: float | None = param(0.2, description="Upper PPO clip range.", ge=0)
+    value_clip: float | None = param(None, description="Clip range of the value loss.", ge=0)
+    kl_penalty: Literal["kl", "abs", "mse", "full"] = param("kl", description="KL estimator.")
+    target_kl: float | None = param(None, description="Target KL of the adaptive KL controller.")
+    init_kl_coef: float = param(
+        0.2, description="Initial KL coefficient. Above 0 it turns on the reference model (and old-logprob "
+                         "recomputation); set 0 to run without one.", ge=0)
+    kl_horizon: int = param(10000, description="Horizon of the adaptive KL controller.", ge=1)
+    use_reward_scaling: bool = param(False, description="Scale rewards.")
+    add_len_reward: bool = param(False, description="Add a length reward.")
+    reward_clip: float | None = param(None, description="Clip rewards to ±reward_clip.", ge=0)
+    use_reward_norm: bool = param(False, description="Normalise rewards (with use_reward_scaling).")
+    whiten_rewards: bool = param(False, description="Whiten rewards before computing advantages.")
+    whiten_advantages: bool = param(False, description="Whiten the advantages.")
+    advantage_clip: float | None = param(None, description="Clip advantages to ±advantage_clip.", ge=0)
+    adv_estimator: Literal["gae", "reinforce", "grpo", "gigpo", "step_reinforce", "agentic_reinforce"] = param(
+        "gae", description="Advantage estimator; `gae` needs the critic.")
+    norm_mean_type: Literal["batch", "group", "running"] | None = param(
+        None, description="Reward normalisation mean: batch, group (per prompt), running, or null (none).")
+    norm_std_type: Literal["batch", "group", "running"] | None = param(
+        None, description="Reward normalisation std: batch, group, running, or null (none).")
+    add_token_level_kl: bool = param(False, description="Add a token-level KL penalty to the reward.")
+    critic_warmup: int = param(0, description="Steps that train only the critic.", ge=0)
+    use_kl_loss: bool = param(False, description="Add a KL loss (turns on the reference model).")
+    kl_loss_coef: float = param(0, description="Coefficient of the KL loss.", ge=0)
+    entropy_loss_coef: float = param(0, description="Coefficient of the entropy loss.")
+    loss_agg_mode: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean",
+                           "seq-mean-token-sum-norm"] = param("seq-mean-token-mean",
+                                                              description="How token losses are aggregated.")
+    dual_clip_loss: bool = param(False, description="Use the dual-clip PPO loss.")
+    enable_reference: bool = param(
+        False, description="Run the reference worker; ROLL turns it on when use_kl_loss or init_kl_coef > 0.")
+    enable_old_logprobs_recompute: bool = param(
+        False, description="Recompute old log-probs with actor_train; ROLL turns it on when there are several "
+                           "backward steps per rollout, init_kl_coef > 0, or adv_estimator is gigpo / "
+                           "step_reinforce.")
+    force_disable_old_logprobs_recompute: bool = param(
+        False, description="Never recompute old log-probs (wins over enable_old_logprobs_recompute).")
+    train_infer_correction: TrainInferCorrection = section(
+        TrainInferCorrection, description="Off-policy correction between the training and inference engines.")
+    # RLVRConfig
+    num_return_sequences_in_group: int = param(
+        1, description="Responses generated per prompt (the GRPO group). The training samples per step are "
+                       "num_return_sequences_in_group × rollout_batch_size.", ge=1)
+    global_template: str | None = param(None, description="Chat template for every worker.")
+    dataset_filter: DatasetFilter = section(DatasetFilter, description="Filter the dataset by source and "
+                                                                       "difficulty.")
+    save_logging_board_dir: str | None = param(None, description="Where logging-board metrics are saved.")
+    validation: Worker | None = section(Worker, optional=True,
+                                        description="Validation generation settings (data_args, generating_args).")
+    rewards: dict[str, RewardWorker] = param({}, description="Reward workers by domain name; each scores the "
+                                                             "samples whose tag is in its tag_included.")
+    reward_model: Worker | None = section(Worker, optional=True,
+                                          description="A shared reward-model cluster (newer ROLL).")
+    difficulty_loss_weight: bool = param(False, description="Weight the loss by difficulty.")
+    length_loss_weight: bool = param(False, description="Weight the loss by length.")
+    postive_loss_coef: float = param(0, description="Coefficient of the SFT loss on positive samples (ROLL's "
+                                                    "spelling).")
+    use_topr_neg_loss_coef: float = param(0.0, description="Coefficient of the TOPR negative loss.")
+    use_policy_loss_type: Literal["PPO", "PG"] = param("PPO", description="PPO or plain policy-gradient loss.")
+    use_topr_loss: bool = param(False, description="Use the TOPR loss.")
+    rl_loss_coef: float = param(1.0, description="Coefficient of the RL loss.")
+    importance_sampling: Literal["token", "seq"] = param("token", description="Importance-sampling granularity.")
+    val_greedy: bool = param(False, description="Decode greedily during validation.")
+    val_n_sample: int = param(1, description="Samples per validation prompt.", ge=1)
+    max_len_mask: bool = param(False, description="Mask responses that hit the length limit.")
+    mask_type: Literal["all", "loss"] = param("loss", description="What the masks apply to.")
+    difficulty_mask: bool = param(False, description="Mask prompts outside the difficulty thresholds.")
+    balance_length: bool = param(False, description="Balance response lengths across ranks.")
+    minibatch_data_iter_num: int = param(1, description="Data iterations per mini-batch.", ge=1)
+    difficulty_low_threshold: float = param(0.0, description="Lower difficulty threshold of difficulty_mask.")
+    difficulty_high_threshold: float = param(1.0, description="Upper difficulty threshold of difficulty_mask.")
+    error_max_len_clip: bool = param(False, description="Clip rewards of over-long responses.")
+    error_max_len_threshold: int = param(9999999999, description="Length threshold of error_max_len_clip.")
+    # Written by ROLL's examples but read by nothing (dacite drops them).
+    reward_norm: Any = param(None, description="Written by older ROLL examples; ROLL has no such field (no "
+                                               "effect).")
+    reward_shift: bool | None = param(None, description="Written by older ROLL examples; ROLL has no such field "
+                                                        "(no effect).")
+    reward_scale: bool | None = param(None, description="Written by older ROLL examples; ROLL has no such field "
+                                                        "(no effect).")
+
+
+class Roll(Dialect):
+    name = "roll"
+    title = "ROLL"
+    documents = "ROLL (alibaba/ROLL) HEAD: the RLVR pipeline's Configuration Guide"
+    override_grammar = "hydra"
+    rules = RULES
+
+    def variants(self) -> dict[str, type[Section]]:
+        return {"rlvr": RollConfig}
+
+    def describe(self, config: Any) -> str:
+        return describe_config(config)
+
+
+DIALECT = Roll()

@@ -1,0 +1,937 @@
+"""ROLL's cross-field rules (research/validation-rules.md section 4, RO-*) and its silent rewrites.
+
+Each rule reads the validated config; values that ROLL derives are recomputed here the way ROLL computes
+them (world size from device_mapping, num_gpus_per_worker from the strategy, the global train batch from
+the seed's formulas), and a value ROLL would overwrite gives an RLC304 warning only when the user wrote it.
+`device_mapping` strings are read with the grammar in roll_device_mapping.py, never evaluated.
+"""
+
+from __future__ import annotations
+
+from difflib import get_close_matches
+from functools import lru_cache
+from typing import Any, Iterator
+
+from rlcfg.schema.base import RuleContext, RuleSet
+from rlcfg.schema.roll_device_mapping import (ACCEPTED_FORMS, DeviceMappingError, describe_ids,
+                                              format_device_mapping, parse_device_mapping)
+
+RULES = RuleSet()
+
+STRATEGY_NAMES = ("deepspeed_train", "hf_infer", "deepspeed_infer", "vllm", "sglang", "megatron_infer",
+                  "megatron_train", "diffusion_deepspeed_train", "fsdp2_train", "fsdp2_infer")
+TRAIN_STRATEGIES = ("megatron_train", "fsdp2_train", "deepspeed_train", "diffusion_deepspeed_train")
+ROLLOUT_STRATEGIES = ("vllm", "sglang")
+_KEEP_GPUS_PER_WORKER = ("hf_infer", "vllm", "sglang")  # ROLL forces 1 for every other strategy
+_ENGINE_NAMES = {"megatron_train": "Megatron", "megatron_infer": "Megatron", "fsdp2_train": "FSDP2",
+                 "fsdp2_infer": "FSDP2", "deepspeed_train": "DeepSpeed", "deepspeed_infer": "DeepSpeed",
+                 "diffusion_deepspeed_train": "DeepSpeed", "vllm": "vLLM", "sglang": "SGLang",
+                 "hf_infer": "transformers"}
+
+
+# ---- reading the config the way ROLL does -------------------------------------------------------------------
+
+
+@lru_cache(maxsize=512)
+def _parse(text: str) -> tuple[tuple[int, ...] | None, DeviceMappingError | None]:
+    try:
+        return parse_device_mapping(text), None
+    except DeviceMappingError as exc:
+        return None, exc
+
+
+def device_ids(worker: Any) -> tuple[int, ...] | None:
+    """The GPU ids of a worker, or None for a CPU-only worker or a mapping that does not parse."""
+    mapping = getattr(worker, "device_mapping", None)
+    if mapping is None:
+        return None
+    if isinstance(mapping, list):
+        return tuple(mapping)
+    return _parse(mapping)[0]
+
+
+def strategy_name(worker: Any) -> str | None:
+    args = getattr(worker, "strategy_args", None)
+    return getattr(args, "strategy_name", None) if args is not None else None
+
+
+def strategy_value(worker: Any, key: str, default: Any = None) -> Any:
+    """A strategy_config value as the strategy reads it (null strategy_config means {})."""
+    args = getattr(worker, "strategy_args", None)
+    config = getattr(args, "strategy_config", None) if args is not None else None
+    if config is None:
+        return default
+    if key in type(config).model_fields:
+        value = getattr(config, key)
+    else:
+        value = (config.model_extra or {}).get(key, default)
+    return default if value is None else value
+
+
+def _sc_path(worker_path: str, key: str) -> str:
+    return f"{worker_path}.strategy_args.strategy_config.{key}"
+
+
+def gpus_per_worker(worker: Any) -> int:
+    """num_gpus_per_worker after WorkerConfig.__post_init__ (RO-13)."""
+    name = strategy_name(worker)
+    if name == "vllm":
+        return int(strategy_value(worker, "tensor_parallel_size", 1)) * int(strategy_value(worker,
+                                                                                      "pipeline_parallel_size", 1))
+    if name is not None and name not in _KEEP_GPUS_PER_WORKER:
+        return 1
+    return worker.num_gpus_per_worker
+
+
+def megatron_sizes(worker: Any) -> tuple[int, int, int]:
+    return (int(strategy_value(worker, "tensor_model_parallel_size", 1)),
+            int(strategy_value(worker, "pipeline_model_parallel_size", 1)),
+            int(strategy_value(worker, "context_parallel_size", 1)))
+
+
+def reference_on(cfg: Any) -> bool:
+    return bool(cfg.enable_reference or cfg.use_kl_loss or cfg.init_kl_coef > 0)
+
+
+def critic_on(cfg: Any) -> bool:
+    return cfg.adv_estimator == "gae"
+
+
+def workers(cfg: Any) -> Iterator[tuple[str, Any]]:
+    """Every worker section: the four roles, the reward workers and validation."""
+    for name in ("actor_train", "actor_infer", "reference", "critic", "reward"):
+        yield name, getattr(cfg, name)
+    if cfg.validation is not None:
+        yield "validation", cfg.validation
+    if cfg.reward_model is not None:
+        yield "reward_model", cfg.reward_model
+    for key, worker in (cfg.rewards or {}).items():
+        yield f"rewards.{key}", worker
+
+
+def placed_workers(cfg: Any) -> Iterator[tuple[str, Any, tuple[int, ...]]]:
+    """The workers the RLVR pipeline starts that hold GPUs, with their ids."""
+    for path, worker in workers(cfg):
+        if path == "validation":
+            continue  # validation generates on actor_infer's cluster
+        if path == "reference" and not reference_on(cfg):
+            continue
+        if path == "critic" and not critic_on(cfg):
+            continue
+        ids = device_ids(worker)
+        if ids:
+            yield path, worker, ids
+
+
+def effective_sequence_length(cfg: Any) -> int | None:
+    if cfg.sequence_length is not None:
+        return cfg.sequence_length
+    if cfg.response_length is not None and cfg.prompt_length is not None:
+        return cfg.response_length + cfg.prompt_length
+    return None
+
+
+def _ids_text(ids: tuple[int, ...] | set[int]) -> str:
+    return f"GPU {describe_ids(ids)}" if len(set(ids)) == 1 else f"GPUs {describe_ids(ids)}"
+
+
+def describe_config(cfg: Any) -> str:
+    parts = []
+    train = strategy_name(cfg.actor_train)
+    if train:
+        parts.append(f"{_ENGINE_NAMES.get(train, train)} training")
+    infer = strategy_name(cfg.actor_infer)
+    if infer:
+        parts.append(f"{_ENGINE_NAMES.get(infer, infer)} rollout")
+    gpus: set[int] = set()
+    for _path, _worker, ids in placed_workers(cfg):
+        gpus.update(ids)
+    if gpus:
+        parts.append(f"{len(gpus)} GPU" + ("s" if len(gpus) != 1 else ""))
+    return ", ".join(parts)
+
+
+# ---- device_mapping -----------------------------------------------------------------------------------------
+
+
+@RULES.rule("roll/device-mapping-syntax", "RLC204",
+            "Every device_mapping is `list(range(a,b[,step]))`, a literal list of GPU ids or a YAML list; anything "
+            "else is rejected without being evaluated.", keys=["*.device_mapping"])
+def device_mapping_syntax(cfg: Any, ctx: RuleContext):
+    for path, worker in workers(cfg):
+        mapping = worker.device_mapping
+        key = f"{path}.device_mapping"
+        if mapping is None:
+            continue
+        if isinstance(mapping, str):
+            ids, error = _parse(mapping)
+            if error is not None:
+                yield ctx.error("RLC204", key, f"`{key}` ({mapping!r}) is not a device mapping: {error.message}",
+                                hint=f"write {ACCEPTED_FORMS}; rlcfg never evaluates it (ROLL passes it to "
+                                     "Python's eval())")
+                continue
+        else:
+            ids = tuple(mapping)
+            yield ctx.warning(
+                "RLC204", key, f"`{key}` is a YAML list; ROLL passes device_mapping to eval(), which raises "
+                               "TypeError for anything but a string",
+                hint=f"quote it as a string: `device_mapping: \"{format_device_mapping(ids)}\"`")
+        if not ids:
+            yield ctx.error("RLC204", key, f"`{key}` ({mapping!r}) names no GPU",
+                            hint="give the worker at least one GPU id, or remove device_mapping to run it on CPU")
+            continue
+        negative = sorted({i for i in ids if i < 0})
+        if negative:
+            yield ctx.error("RLC204", key, f"`{key}` names negative GPU ids ({', '.join(map(str, negative))})",
+                            hint="GPU ids count from 0")
+        seen: set[int] = set()
+        twice = sorted({i for i in ids if i in seen or seen.add(i)})  # type: ignore[func-returns-value]
+        if twice:
+            yield ctx.error("RLC204", key, f"`{key}` names {_ids_text(set(twice))} more than once",
+                            hint="list each GPU once; ROLL would start two ranks of the same worker on one GPU")
+
+
+@RULES.rule("roll/device-mapping-required", "RLC203",
+            "actor_train and actor_infer (and reference or critic when the pipeline uses them) need a "
+            "device_mapping; a CPU-only reward worker needs world_size.", keys=["*.device_mapping", "*.world_size"])
+def device_mapping_required(cfg: Any, ctx: RuleContext):
+    needed = [("actor_train", "it trains the policy"), ("actor_infer", "it generates the rollouts")]
+    if reference_on(cfg):
+        why = ("use_kl_loss is true" if cfg.use_kl_loss else
+               f"init_kl_coef is {cfg.init_kl_coef}" if cfg.init_kl_coef > 0 else "enable_reference is true")
+        needed.append(("reference", f"the reference model is on because {why}"))
+    if critic_on(cfg):
+        needed.append(("critic", "adv_estimator is gae"))
+    for path, why in needed:
+        if getattr(cfg, path).device_mapping is None:
+            hint = "e.g. `device_mapping: list(range(0,8))`"
+            if path == "reference" and not cfg.enable_reference:
+                hint += ", or set init_kl_coef: 0 and use_kl_loss: false to run without a reference model"
+            if path == "critic":
+                # The seed's example leaves adv_estimator at its default (gae) and shows no critic, so by
+                # DESIGN rule 5 this cannot be an error; ROLL itself fails when it builds the critic cluster.
+                yield ctx.warning("RLC203", f"{path}.device_mapping",
+                                  f"`critic.device_mapping` is not set, but adv_estimator is {cfg.adv_estimator!r} "
+                                  "(its default), which trains a critic; ROLL fails when it starts the critic",
+                                  hint="set adv_estimator: grpo (or reinforce) to train without a critic, or give the "
+                                       "critic GPUs with `critic.device_mapping`")
+                continue
+            yield ctx.error("RLC203", f"{path}.device_mapping",
+                            f"`{path}.device_mapping` is not set, but {path} needs GPUs ({why})", hint=hint)
+    for key, worker in (cfg.rewards or {}).items():
+        if worker.device_mapping is None and worker.world_size is None:
+            yield ctx.error("RLC302", f"rewards.{key}.world_size",
+                            f"reward worker `rewards.{key}` has no device_mapping, so it runs on CPU and needs "
+                            "world_size, which is not set",
+                            hint=f"set `rewards.{key}.world_size` (e.g. 8), or give it GPUs with device_mapping")
+
+
+@RULES.rule("roll/gpus-per-worker-divides", "RLC400",
+            "len(device_mapping) must divide by the worker's effective num_gpus_per_worker (tp × pp for vLLM).",
+            keys=["*.device_mapping", "*.num_gpus_per_worker"])
+def gpus_per_worker_divides(cfg: Any, ctx: RuleContext):
+    for path, worker, ids in placed_workers(cfg):
+        per = gpus_per_worker(worker)
+        if per <= 0 or len(ids) % per == 0:
+            continue
+        if strategy_name(worker) == "vllm":
+            tp = strategy_value(worker, "tensor_parallel_size", 1)
+            pp = strategy_value(worker, "pipeline_parallel_size", 1)
+            yield ctx.error("RLC400", f"{path}.device_mapping",
+                            f"`{path}.device_mapping` has {len(ids)} GPUs, not a multiple of the {per} GPUs of one "
+                            f"vLLM engine (tensor_parallel_size {tp} × pipeline_parallel_size {pp})",
+                            hint=f"use a multiple of {per} GPUs, or change the vLLM parallel sizes",
+                            related=[_sc_path(path, "tensor_parallel_size")])
+        else:
+            yield ctx.error("RLC400", f"{path}.device_mapping",
+                            f"`{path}.device_mapping` has {len(ids)} GPUs, not a multiple of "
+                            f"`{path}.num_gpus_per_worker` ({per})",
+                            hint=f"use a multiple of {per} GPUs, or change num_gpus_per_worker",
+                            related=[f"{path}.num_gpus_per_worker"])
+
+
+@RULES.rule("roll/placement-fits-cluster", "RLC403",
+            "When num_nodes is set, every GPU id must be below num_nodes × num_gpus_per_node.",
+            keys=["num_nodes", "num_gpus_per_node", "*.device_mapping"])
+def placement_fits_cluster(cfg: Any, ctx: RuleContext):
+    if not ctx.is_set("num_nodes"):
+        return
+    total = cfg.num_nodes * cfg.num_gpus_per_node
+    for path, _worker, ids in placed_workers(cfg):
+        high = max(ids)
+        if high >= total:
+            beyond = {i for i in ids if i >= total}
+            yield ctx.error("RLC403", f"{path}.device_mapping",
+                            f"`{path}.device_mapping` uses {_ids_text(beyond)}, but num_nodes ({cfg.num_nodes}) × "
+                            f"num_gpus_per_node ({cfg.num_gpus_per_node}) gives GPU ids 0-{total - 1}",
+                            hint=f"use GPU ids below {total}, or set num_nodes to "
+                                 f"{-(-(high + 1) // cfg.num_gpus_per_node)}",
+                            related=["num_nodes"])
+
+
+@RULES.rule("roll/num-nodes-derived", "RLC304",
+            "ROLL ignores num_nodes and derives it from the highest GPU id and num_gpus_per_node (RO-6); "
+            "num_gpus_per_node is overwritten with the driver node's GPU count (RO-5).",
+            keys=["num_nodes", "num_gpus_per_node"])
+def num_nodes_derived(cfg: Any, ctx: RuleContext):
+    if ctx.is_set("num_gpus_per_node"):
+        yield ctx.warning("RLC304", "num_gpus_per_node",
+                          f"ROLL ignores num_gpus_per_node ({cfg.num_gpus_per_node}) and uses the number of GPUs it "
+                          "sees on the node that starts the pipeline",
+                          hint="remove it, and make sure every node has that many GPUs; rlcfg still uses the value "
+                               "to check that the device mappings fit")
+    if not ctx.is_set("num_nodes"):
+        return
+    ids = [i for _p, _w, worker_ids in placed_workers(cfg) for i in worker_ids]
+    if not ids:
+        return
+    derived = max(1, -(-(max(ids) + 1) // cfg.num_gpus_per_node))
+    if derived < cfg.num_nodes:
+        yield ctx.warning("RLC304", "num_nodes",
+                          f"ROLL ignores num_nodes ({cfg.num_nodes}): it derives {derived} node"
+                          f"{'s' if derived != 1 else ''} from the highest GPU id ({max(ids)}) and "
+                          f"num_gpus_per_node ({cfg.num_gpus_per_node})",
+                          hint=f"to use {cfg.num_nodes} nodes, extend the device mappings to GPU "
+                               f"{cfg.num_nodes * cfg.num_gpus_per_node - 1}; otherwise remove num_nodes")
+
+
+@RULES.rule("roll/idle-gpus", "RLC404",
+            "GPU ids below the highest one that no worker uses are idle; ROLL maps id i to node "
+            "i // num_gpus_per_node, so gaps still reserve nodes.", keys=["*.device_mapping"])
+def idle_gpus(cfg: Any, ctx: RuleContext):
+    used: set[int] = set()
+    last_path = None
+    for path, _worker, ids in placed_workers(cfg):
+        used.update(i for i in ids if i >= 0)
+        last_path = path
+    if not used or last_path is None:
+        return
+    idle = set(range(max(used) + 1)) - used
+    if idle:
+        owner = next(p for p, _w, ids in placed_workers(cfg) if max(used) in ids)
+        yield ctx.warning("RLC404", f"{owner}.device_mapping",
+                          f"{_ids_text(idle)} below the highest GPU id in use ({max(used)}) are assigned to no "
+                          "worker",
+                          hint="start the mappings at GPU 0 without gaps (ROLL counts nodes from the highest id, "
+                               "see ROLL issue #205)")
+
+
+@RULES.rule("roll/reward-overlaps-rollout", "RLC401",
+            "A reward worker with a model must not share GPUs with actor_infer (it scores while generation is "
+            "running); in async mode actor_infer sharing with training workers is only a warning (RO-28).",
+            keys=["rewards.*.device_mapping", "actor_infer.device_mapping", "async_generation_ratio"])
+def reward_overlaps_rollout(cfg: Any, ctx: RuleContext):
+    infer = set(device_ids(cfg.actor_infer) or ())
+    placed = list(placed_workers(cfg))
+    gpu_rewards = [(p, w, ids) for p, w, ids in placed
+                   if (p.startswith("rewards.") or p in ("reward_model", "reward")) and w.strategy_args is not None]
+    for path, _worker, ids in gpu_rewards:
+        shared = infer & set(ids)
+        if shared:
+            yield ctx.error("RLC401", f"{path}.device_mapping",
+                            f"`{path}` ({_ids_text(ids)}) shares {_ids_text(shared)} with actor_infer "
+                            f"({_ids_text(infer)}); reward models score responses while actor_infer is still "
+                            "generating, so they compete with the rollout engine for GPU memory",
+                            hint="give the reward model GPUs outside actor_infer's device_mapping (it may share "
+                                 "actor_train's)", related=["actor_infer.device_mapping"])
+    for index, (path, _worker, ids) in enumerate(gpu_rewards):
+        for other, _w, other_ids in gpu_rewards[index + 1:]:
+            shared = set(ids) & set(other_ids)
+            if shared:
+                yield ctx.warning("RLC401", f"{other}.device_mapping",
+                                  f"reward workers `{path}` and `{other}` share {_ids_text(shared)}; both models stay "
+                                  "loaded during scoring", hint="give each reward model its own GPUs",
+                                  related=[f"{path}.device_mapping"])
+    if cfg.async_generation_ratio > 0 and infer:
+        for path, _worker, ids in placed:
+            if path in ("actor_train", "reference", "critic"):
+                shared = infer & set(ids)
+                if shared:
+                    yield ctx.warning(
+                        "RLC401", "actor_infer.device_mapping",
+                        f"with async_generation_ratio {cfg.async_generation_ratio}, actor_infer shares "
+                        f"{_ids_text(shared)} with {path}; generation then waits for training on those GPUs",
+                        hint="give actor_infer its own GPUs in async mode", related=[f"{path}.device_mapping"])
+
+
+# ---- strategies ---------------------------------------------------------------------------------------------
+
+
+@RULES.rule("roll/strategy-roles", "RLC306",
+            "actor_train needs a training strategy; actor_infer must use vllm or sglang (RO-8; hf_infer, which "
+            "the seed lists, only warns).", keys=["actor_train.strategy_args.strategy_name",
+                                                  "actor_infer.strategy_args.strategy_name"])
+def strategy_roles(cfg: Any, ctx: RuleContext):
+    train = strategy_name(cfg.actor_train)
+    if train is None:
+        yield ctx.error("RLC203", "actor_train.strategy_args",
+                        "`actor_train.strategy_args` is not set, so actor_train has no training strategy",
+                        hint="add `strategy_args: {strategy_name: megatron_train}` (or fsdp2_train)")
+    elif train not in TRAIN_STRATEGIES:
+        yield ctx.error("RLC306", "actor_train.strategy_args.strategy_name",
+                        f"`actor_train.strategy_args.strategy_name` is {train}, an inference strategy; actor_train "
+                        "must train", hint="use megatron_train or fsdp2_train (or deepspeed_train)")
+    infer = strategy_name(cfg.actor_infer)
+    if infer is None:
+        yield ctx.error("RLC203", "actor_infer.strategy_args",
+                        "`actor_infer.strategy_args` is not set, so actor_infer has no rollout engine",
+                        hint="add `strategy_args: {strategy_name: vllm}` (or sglang)")
+    elif infer == "hf_infer":
+        yield ctx.warning("RLC306", "actor_infer.strategy_args.strategy_name",
+                          "`actor_infer.strategy_args.strategy_name` is hf_infer; the seed lists it, but ROLL at HEAD "
+                          "asserts that actor_infer uses vllm or sglang", hint="use vllm or sglang")
+    elif infer not in ROLLOUT_STRATEGIES:
+        yield ctx.error("RLC306", "actor_infer.strategy_args.strategy_name",
+                        f"`actor_infer.strategy_args.strategy_name` is {infer}; ROLL requires vllm or sglang for "
+                        "actor_infer", hint="use vllm or sglang")
+
+
+@RULES.rule("roll/strategy-config-keys", "RLC102",
+            "strategy_config keys must be options of the chosen strategy: a near-miss or another strategy's key "
+            "is an error; an option rlcfg does not list is passed to the engine unchecked (warning).",
+            keys=["*.strategy_args.strategy_config"])
+def strategy_config_keys(cfg: Any, ctx: RuleContext):
+    from rlcfg.schema.roll import _CONFIG_OF  # the models live with the schema; imported lazily (no cycle)
+
+    owners: dict[str, list[str]] = {}
+    for name, model in _CONFIG_OF.items():
+        for key in model.model_fields:
+            owners.setdefault(key, []).append(name)
+    for path, worker in workers(cfg):
+        name = strategy_name(worker)
+        config = worker.strategy_args.strategy_config if name else None
+        if config is None or getattr(type(config), "open", False):
+            continue
+        known = list(type(config).model_fields)
+        for key in (config.model_extra or {}):
+            where = f"`{path}.strategy_args.strategy_config`"
+            full = _sc_path(path, key)
+            close = get_close_matches(key, known, n=1, cutoff=0.75)
+            if close:
+                yield ctx.error("RLC102", full, f"unknown key `{key}` in {where} (strategy {name})",
+                                hint=f"did you mean `{close[0]}`?")
+            elif key in owners:
+                alike = get_close_matches(key, known, n=1, cutoff=0.5)
+                hint = f"`{key}` is an option of {', '.join(owners[key])}"
+                hint += f"; {name} takes `{alike[0]}`" if alike else f", not of {name}"
+                yield ctx.error("RLC102", full, f"`{key}` is not an option of strategy {name} ({where})", hint=hint)
+            else:
+                yield ctx.warning("RLC102", full,
+                                  f"`{key}` in {where} is not an option rlcfg knows for {name}; ROLL passes it to "
+                                  f"{_ENGINE_NAMES.get(name, name)} unchecked",
+                                  hint=f"check the spelling against {_ENGINE_NAMES.get(name, name)}'s documentation")
+
+
+@RULES.rule("roll/megatron-parallel", "RLC400",
+            "A Megatron worker's GPU count must divide by tp × pp × cp and by etp × ep × pp (RO-7).",
+            keys=["*.strategy_args.strategy_config.tensor_model_parallel_size", "*.device_mapping"])
+def megatron_parallel(cfg: Any, ctx: RuleContext):
+    for path, worker, ids in placed_workers(cfg):
+        if strategy_name(worker) not in ("megatron_train", "megatron_infer"):
+            continue
+        tp, pp, cp = megatron_sizes(worker)
+        world = len(ids)
+        if world % (tp * pp * cp):
+            yield ctx.error("RLC400", f"{path}.device_mapping",
+                            f"`{path}` has {world} GPUs, not a multiple of tensor_model_parallel_size ({tp}) × "
+                            f"pipeline_model_parallel_size ({pp}) × context_parallel_size ({cp}) = {tp * pp * cp}",
+                            hint=f"use a multiple of {tp * pp * cp} GPUs, or smaller parallel sizes",
+                            related=[_sc_path(path, "tensor_model_parallel_size")])
+            continue
+        ep = int(strategy_value(worker, "expert_model_parallel_size", 1))
+        etp = int(strategy_value(worker, "expert_tensor_parallel_size", tp))
+        if ep > 1 and world % (etp * ep * pp):
+            yield ctx.error("RLC400", _sc_path(path, "expert_model_parallel_size"),
+                            f"`{path}` has {world} GPUs, not a multiple of expert_tensor_parallel_size ({etp}) × "
+                            f"expert_model_parallel_size ({ep}) × pipeline_model_parallel_size ({pp}) = "
+                            f"{etp * ep * pp}", hint=f"choose expert_model_parallel_size dividing {world // (etp * pp)}"
+                            if world % (etp * pp) == 0 else "change the expert parallel sizes",
+                            related=[f"{path}.device_mapping"])
+
+
+@RULES.rule("roll/megatron-options", "RLC306",
+            "ROLL's Megatron strategy does not support overlap_param_gather; the allgather dispatcher cannot "
+            "handle variable sequence lengths (RO-42, RO-56).",
+            keys=["*.strategy_args.strategy_config.overlap_param_gather",
+                  "*.strategy_args.strategy_config.moe_token_dispatcher_type"])
+def megatron_options(cfg: Any, ctx: RuleContext):
+    for path, worker in workers(cfg):
+        if strategy_name(worker) not in ("megatron_train", "megatron_infer"):
+            continue
+        if strategy_value(worker, "overlap_param_gather", False):
+            yield ctx.error("RLC306", _sc_path(path, "overlap_param_gather"),
+                            f"`{_sc_path(path, 'overlap_param_gather')}` is true, which ROLL's Megatron strategy "
+                            "does not support", hint="set it to false (overlap_grad_reduce is supported)")
+        if (strategy_value(worker, "variable_seq_lengths", False)
+                and strategy_value(worker, "moe_token_dispatcher_type", "allgather") == "allgather"
+                and int(strategy_value(worker, "expert_model_parallel_size", 1)) > 1):
+            yield ctx.error("RLC306", _sc_path(path, "moe_token_dispatcher_type"),
+                            "the allgather MoE token dispatcher cannot handle variable_seq_lengths: true",
+                            hint="set moe_token_dispatcher_type: alltoall",
+                            related=[_sc_path(path, "variable_seq_lengths")])
+
+
+@RULES.rule("roll/fsdp2-parallel", "RLC400",
+            "FSDP2: ulysses_size must divide the GPU count (RO-50) and be <= fsdp_size (RO-49); an HSDP fsdp_size "
+            "must divide the GPU count.", keys=["*.model_args.ulysses_size",
+                                                "*.strategy_args.strategy_config.fsdp_size"])
+def fsdp2_parallel(cfg: Any, ctx: RuleContext):
+    for path, worker, ids in placed_workers(cfg):
+        name = strategy_name(worker)
+        if name not in ("fsdp2_train", "fsdp2_infer", "deepspeed_train", "deepspeed_infer"):
+            continue
+        world = len(ids)
+        ulysses = worker.model_args.ulysses_size or 1
+        if ulysses > 1 and world % ulysses:
+            yield ctx.error("RLC400", f"{path}.model_args.ulysses_size",
+                            f"`{path}.model_args.ulysses_size` ({ulysses}) does not divide the worker's {world} GPUs",
+                            hint=f"choose a ulysses_size that divides {world}", related=[f"{path}.device_mapping"])
+            continue
+        if not name.startswith("fsdp2"):
+            continue
+        fsdp = int(strategy_value(worker, "fsdp_size", 1))
+        if 1 < fsdp < world and world % fsdp:
+            yield ctx.error("RLC400", _sc_path(path, "fsdp_size"),
+                            f"`{_sc_path(path, 'fsdp_size')}` ({fsdp}) does not divide the worker's {world} GPUs "
+                            "(HSDP needs world_size / fsdp_size replicas)",
+                            hint=f"choose an fsdp_size that divides {world}, or >= {world} for pure FSDP2")
+        elif 1 < fsdp < ulysses:
+            yield ctx.error("RLC306", _sc_path(path, "fsdp_size"),
+                            f"`{_sc_path(path, 'fsdp_size')}` ({fsdp}) is smaller than ulysses_size ({ulysses})",
+                            hint=f"set fsdp_size >= {ulysses}", related=[f"{path}.model_args.ulysses_size"])
+
+
+@RULES.rule("roll/rollout-engine-sizes", "RLC305",
+            "SGLang: tp × pp must be a multiple of num_gpus_per_worker, which ROLL does not derive (RO-51). vLLM: "
+            "data_parallel_size must equal the worker's world size (RO-52).",
+            keys=["actor_infer.num_gpus_per_worker", "actor_infer.strategy_args.strategy_config.data_parallel_size"])
+def rollout_engine_sizes(cfg: Any, ctx: RuleContext):
+    for path, worker, ids in placed_workers(cfg):
+        name = strategy_name(worker)
+        if name == "sglang":
+            tp = int(strategy_value(worker, "tensor_parallel_size", 1))
+            pp = int(strategy_value(worker, "pipeline_parallel_size", 1))
+            per = worker.num_gpus_per_worker
+            if (tp * pp) % per:
+                yield ctx.error("RLC305", f"{path}.num_gpus_per_worker",
+                                f"SGLang engine of `{path}` spans tensor_parallel_size ({tp}) × pipeline_parallel_size "
+                                f"({pp}) = {tp * pp} GPUs, not a multiple of `{path}.num_gpus_per_worker` ({per})",
+                                hint=f"set num_gpus_per_worker: {tp * pp} (ROLL does not derive it for SGLang)",
+                                related=[_sc_path(path, "tensor_parallel_size")])
+        elif name == "vllm":
+            dp = strategy_value(worker, "data_parallel_size", None)
+            per = gpus_per_worker(worker)
+            if dp is not None and per and len(ids) % per == 0 and dp != len(ids) // per:
+                yield ctx.error("RLC305", _sc_path(path, "data_parallel_size"),
+                                f"`{_sc_path(path, 'data_parallel_size')}` ({dp}) differs from the number of vLLM "
+                                f"workers, len(device_mapping) {len(ids)} / (tp × pp) {per} = {len(ids) // per}",
+                                hint=f"remove it, or set it to {len(ids) // per}")
+
+
+@RULES.rule("roll/router-replay", "RLC306",
+            "router_replay.mode R2 is not implemented; R3 works with megatron_train and sglang only (RO-16).",
+            keys=["*.router_replay.mode"])
+def router_replay(cfg: Any, ctx: RuleContext):
+    for path, worker in workers(cfg):
+        mode = worker.router_replay.mode
+        key = f"{path}.router_replay.mode"
+        if mode == "R2":
+            yield ctx.error("RLC306", key, f"`{key}` is R2, which ROLL does not implement",
+                            hint="use R3 or disable")
+        elif mode == "R3" and strategy_name(worker) not in ("megatron_train", "sglang"):
+            yield ctx.warning("RLC306", key, f"`{key}` is R3, which ROLL supports only with megatron_train and "
+                                             f"sglang, not {strategy_name(worker)}", hint="set it to disable")
+
+
+@RULES.rule("roll/lora-strategy", "RLC306", "LoRA is not supported by the sglang and hf_infer strategies (RO-54).",
+            keys=["*.model_args.lora_target"])
+def lora_strategy(cfg: Any, ctx: RuleContext):
+    for path, worker in workers(cfg):
+        if worker.model_args.lora_target and strategy_name(worker) in ("sglang", "hf_infer"):
+            yield ctx.error("RLC306", f"{path}.model_args.lora_target",
+                            f"`{path}.model_args.lora_target` is set, but the {strategy_name(worker)} strategy does "
+                            "not support LoRA", hint="use vllm for LoRA rollouts")
+
+
+# ---- batch sizes --------------------------------------------------------------------------------------------
+
+
+@RULES.rule("roll/global-train-batch", "RLC300",
+            "rollout_batch_size × num_return_sequences_in_group must be a multiple of the global train batch: "
+            "per_device_train_batch_size × gradient_accumulation_steps × world_size / ulysses_size (FSDP2) or "
+            "/ (tp × pp × cp) (Megatron).",
+            keys=["rollout_batch_size", "num_return_sequences_in_group", "*.training_args.per_device_train_batch_size",
+                  "*.training_args.gradient_accumulation_steps"])
+def global_train_batch(cfg: Any, ctx: RuleContext):
+    samples = cfg.rollout_batch_size * cfg.num_return_sequences_in_group
+    for path in ("actor_train", "critic"):
+        worker = getattr(cfg, path)
+        if path == "critic" and not critic_on(cfg):
+            continue
+        name = strategy_name(worker)
+        ids = device_ids(worker)
+        if not ids or name not in TRAIN_STRATEGIES:
+            continue
+        world = len(ids)
+        if name == "megatron_train":
+            tp, pp, cp = megatron_sizes(worker)
+            divisor = tp * pp * cp
+            split = (f"world_size {world} / (tensor_model_parallel_size {tp} × pipeline_model_parallel_size {pp} × "
+                     f"context_parallel_size {cp})")
+        else:
+            divisor = worker.model_args.ulysses_size or 1
+            split = f"world_size {world} / ulysses_size {divisor}"
+        if divisor <= 0 or world % divisor:
+            continue  # reported by the parallel-size rules
+        dp = world // divisor
+        args = worker.training_args
+        micro = args.per_device_train_batch_size
+        global_batch = micro * args.gradient_accumulation_steps * dp
+        if samples % global_batch == 0:
+            continue
+        if samples % (micro * dp) == 0:
+            hint = (f"set `{path}.training_args.gradient_accumulation_steps: {samples // (micro * dp)}` for one "
+                    f"optimizer step per rollout")
+        else:
+            hint = (f"per_device_train_batch_size × gradient_accumulation_steps × {dp} (data-parallel ranks) must "
+                    f"divide {samples}")
+        yield ctx.error("RLC300", f"{path}.training_args.gradient_accumulation_steps",
+                        f"rollout_batch_size ({cfg.rollout_batch_size}) × num_return_sequences_in_group "
+                        f"({cfg.num_return_sequences_in_group}) = {samples} samples per step is not a multiple of "
+                        f"{path}'s global train batch: per_device_train_batch_size ({micro}) × "
+                        f"gradient_accumulation_steps ({args.gradient_accumulation_steps}) × {split} = {global_batch}",
+                        hint=hint, related=["rollout_batch_size", "num_return_sequences_in_group",
+                                            f"{path}.training_args.per_device_train_batch_size"])
+
+
+@RULES.rule("roll/megatron-rollout-batch", "RLC300",
+            "With a Megatron actor_train, rollout_batch_size must divide by its data-parallel size (RO-7).",
+            keys=["rollout_batch_size", "actor_train.device_mapping"])
+def megatron_rollout_batch(cfg: Any, ctx: RuleContext):
+    worker = cfg.actor_train
+    ids = device_ids(worker)
+    if strategy_name(worker) != "megatron_train" or not ids:
+        return
+    tp, pp, cp = megatron_sizes(worker)
+    if len(ids) % (tp * pp * cp):
+        return
+    dp = len(ids) // (tp * pp * cp)
+    if dp > 1 and cfg.rollout_batch_size % dp:
+        yield ctx.error("RLC300", "rollout_batch_size",
+                        f"rollout_batch_size ({cfg.rollout_batch_size}) is not a multiple of actor_train's Megatron "
+                        f"data-parallel size {dp} ({len(ids)} GPUs / (tp {tp} × pp {pp} × cp {cp}))",
+                        hint=f"use a multiple of {dp}, e.g. {-(-cfg.rollout_batch_size // dp) * dp}",
+                        related=["actor_train.device_mapping"])
+
+
+@RULES.rule("roll/dynamic-batching", "RLC302",
+            "Dynamic batching needs a token budget per micro-batch of at least sequence_length; load-balanced "
+            "sequence packing needs max_packed_sequence_length_* >= sequence_length (RO-53).",
+            keys=["*.use_dynamic_batching_in_train", "*.max_tokens_per_microbatch_in_train",
+                  "*.sequence_packing_args.algorithm"])
+def dynamic_batching(cfg: Any, ctx: RuleContext):
+    length = effective_sequence_length(cfg)
+    for path, worker in workers(cfg):
+        for phase in ("train", "infer"):
+            if not getattr(worker, f"use_dynamic_batching_in_{phase}"):
+                continue
+            key = f"{path}.max_tokens_per_microbatch_in_{phase}"
+            budget = getattr(worker, f"max_tokens_per_microbatch_in_{phase}")
+            if not budget:
+                yield ctx.error("RLC302", key, f"`{path}.use_dynamic_batching_in_{phase}` is true but `{key}` is "
+                                               f"{budget if budget is not None else 'not set'}",
+                                hint=f"set it, e.g. to {length * 2 if length else 8192} (sequence_length × 2)")
+            elif length and budget < length:
+                yield ctx.error("RLC303", key, f"`{key}` ({budget}) is smaller than sequence_length ({length}); a "
+                                               "full-length sample would not fit in a micro-batch",
+                                hint=f"set it to at least {length}")
+        packing = worker.sequence_packing_args
+        if worker.use_sequence_packing and packing.algorithm == "load_balance" and length:
+            for phase in ("train", "forward"):
+                limit = getattr(packing, f"max_packed_sequence_length_{phase}")
+                key = f"{path}.sequence_packing_args.max_packed_sequence_length_{phase}"
+                if limit is None:
+                    yield ctx.error("RLC302", key, f"load_balance sequence packing on `{path}` needs `{key}`",
+                                    hint=f"set it to at least sequence_length ({length})")
+                elif limit < length:
+                    yield ctx.error("RLC303", key, f"`{key}` ({limit}) is smaller than sequence_length ({length})",
+                                    hint=f"set it to at least {length}")
+
+
+# ---- pipeline keys ------------------------------------------------------------------------------------------
+
+
+@RULES.rule("roll/lengths", "RLC203",
+            "response_length or sequence_length must be set (RO-1); val_prompt_length and val_sequence_length go "
+            "together (RO-3); sequence_length wins over response_length (RO-2).",
+            keys=["response_length", "sequence_length", "val_prompt_length", "val_sequence_length"])
+def lengths(cfg: Any, ctx: RuleContext):
+    if not cfg.response_length and not cfg.sequence_length:
+        yield ctx.error("RLC203", "response_length", "neither response_length nor sequence_length is set",
+                        hint="set response_length (e.g. 4096); ROLL derives sequence_length = prompt_length + "
+                             "response_length", related=["sequence_length"])
+    if (cfg.val_prompt_length is None) != (cfg.val_sequence_length is None):
+        given, missing = (("val_prompt_length", "val_sequence_length") if cfg.val_prompt_length is not None
+                          else ("val_sequence_length", "val_prompt_length"))
+        yield ctx.error("RLC302", given, f"{given} is set but {missing} is not; ROLL needs both or neither",
+                        hint=f"set {missing} too, or remove {given} to use the training lengths")
+    if (cfg.sequence_length and cfg.response_length and cfg.prompt_length is not None
+            and cfg.prompt_length + cfg.response_length != cfg.sequence_length):
+        yield ctx.warning("RLC304", "response_length",
+                          f"response_length ({cfg.response_length}) is ignored because sequence_length "
+                          f"({cfg.sequence_length}) is set; responses get sequence_length − prompt_length = "
+                          f"{cfg.sequence_length - cfg.prompt_length} tokens", related=["sequence_length"],
+                          hint="set only one of response_length and sequence_length")
+    if cfg.sequence_length and cfg.prompt_length and cfg.sequence_length <= cfg.prompt_length:
+        yield ctx.error("RLC303", "sequence_length",
+                        f"sequence_length ({cfg.sequence_length}) leaves no room for a response after prompt_length "
+                        f"({cfg.prompt_length})", hint="make sequence_length larger than prompt_length",
+                        related=["prompt_length"])
+
+
+@RULES.rule("roll/max-steps", "RLC201", "The RLVR pipeline needs max_steps > 0 (RO-43).", keys=["max_steps"])
+def max_steps(cfg: Any, ctx: RuleContext):
+    if cfg.max_steps <= 0:
+        yield ctx.error("RLC201", "max_steps", f"max_steps must be > 0 for the RLVR pipeline, got {cfg.max_steps}",
+                        hint="set the number of pipeline steps, e.g. max_steps: 500")
+
+
+@RULES.rule("roll/profilers-exclusive", "RLC301", "profiler_timeline and profiler_memory are mutually exclusive "
+                                                  "(RO-4).", keys=["profiler_timeline", "profiler_memory"])
+def profilers_exclusive(cfg: Any, ctx: RuleContext):
+    if cfg.profiler_timeline and cfg.profiler_memory:
+        yield ctx.error("RLC301", "profiler_memory", "profiler_timeline and profiler_memory are both true; ROLL runs "
+                                                     "one profiling mode at a time",
+                        hint="set one of them to false", related=["profiler_timeline"])
+
+
+@RULES.rule("roll/prompt-or-messages", "RLC301", "data_args.prompt and data_args.messages are mutually exclusive "
+                                                 "(RO-40).", keys=["*.data_args.prompt", "*.data_args.messages"])
+def prompt_or_messages(cfg: Any, ctx: RuleContext):
+    for path, worker in workers(cfg):
+        data = worker.data_args
+        if data is not None and data.prompt is not None and data.messages is not None:
+            yield ctx.error("RLC301", f"{path}.data_args.messages",
+                            f"`{path}.data_args.prompt` ({data.prompt!r}) and `{path}.data_args.messages` "
+                            f"({data.messages!r}) are both set; a sample is built from one column or the other",
+                            hint="keep `prompt` for a plain-text column or `messages` for a chat column",
+                            related=[f"{path}.data_args.prompt"])
+
+
+@RULES.rule("roll/async-generation", "RLC302",
+            "async_generation_ratio > 0 needs generate_opt_level 1 (RO-19) and a ratio >= 1 (RO-28).",
+            keys=["async_generation_ratio", "generate_opt_level"])
+def async_generation(cfg: Any, ctx: RuleContext):
+    ratio = cfg.async_generation_ratio
+    if ratio == 0:
+        return
+    if ratio < 1:
+        yield ctx.error("RLC201", "async_generation_ratio",
+                        f"async_generation_ratio ({ratio}) must be 0 (synchronous) or >= 1.0",
+                        hint="use 1 for one step of generation ahead, or 0")
+    if cfg.generate_opt_level != 1:
+        yield ctx.error("RLC302", "generate_opt_level",
+                        f"async_generation_ratio ({ratio}) needs generate_opt_level 1 (the request scheduler), "
+                        f"got {cfg.generate_opt_level}", hint="set generate_opt_level: 1",
+                        related=["async_generation_ratio"])
+    if (cfg.num_return_sequences_in_group > 1 and ctx.is_set("is_num_return_sequences_expand")
+            and not cfg.is_num_return_sequences_expand):
+        yield ctx.warning("RLC304", "is_num_return_sequences_expand",
+                          "ROLL sets is_num_return_sequences_expand to true in async mode when "
+                          f"num_return_sequences_in_group ({cfg.num_return_sequences_in_group}) > 1",
+                          hint="remove the key or set it to true")
+
+
+# ---- silent rewrites (RLC304) and keys without effect (RLC307) ----------------------------------------------
+
+
+@RULES.rule("roll/num-gpus-per-worker-rewritten", "RLC304",
+            "ROLL forces num_gpus_per_worker to 1 for training/megatron/fsdp2 strategies and to tp × pp for vLLM "
+            "(RO-13); world_size is derived from device_mapping (RO-15).",
+            keys=["*.num_gpus_per_worker", "*.world_size"])
+def num_gpus_per_worker_rewritten(cfg: Any, ctx: RuleContext):
+    for path, worker in workers(cfg):
+        key = f"{path}.num_gpus_per_worker"
+        effective = gpus_per_worker(worker)
+        if ctx.is_set(key) and effective != worker.num_gpus_per_worker:
+            name = strategy_name(worker)
+            why = ("tensor_parallel_size × pipeline_parallel_size of vLLM" if name == "vllm"
+                   else f"always 1 for {name}")
+            yield ctx.warning("RLC304", key, f"ROLL replaces `{key}` ({worker.num_gpus_per_worker}) with {effective} "
+                                             f"({why})", hint="remove it")
+        ids = device_ids(worker)
+        wkey = f"{path}.world_size"
+        if ids and ctx.is_set(wkey) and effective and len(ids) % effective == 0 \
+                and worker.world_size != len(ids) // effective:
+            yield ctx.warning("RLC304", wkey, f"ROLL replaces `{wkey}` ({worker.world_size}) with len(device_mapping) "
+                                              f"/ num_gpus_per_worker = {len(ids) // effective}",
+                              hint="remove world_size; device_mapping decides it")
+
+
+@RULES.rule("roll/generation-rewritten", "RLC304",
+            "RLVR overwrites actor_infer's max_new_tokens with sequence_length − prompt_length and its "
+            "num_return_sequences with num_return_sequences_in_group (RO-26, RO-29).",
+            keys=["actor_infer.generating_args.max_new_tokens", "actor_infer.generating_args.num_return_sequences",
+                  "validation.generating_args.max_new_tokens"])
+def generation_rewritten(cfg: Any, ctx: RuleContext):
+    length = effective_sequence_length(cfg)
+    gen = cfg.actor_infer.generating_args
+    if gen is not None:
+        key = "actor_infer.generating_args.max_new_tokens"
+        if length and cfg.prompt_length and ctx.is_set(key) and gen.max_new_tokens != length - cfg.prompt_length:
+            yield ctx.warning("RLC304", key,
+                              f"ROLL replaces `{key}` ({gen.max_new_tokens}) with sequence_length − prompt_length = "
+                              f"{length} − {cfg.prompt_length} = {length - cfg.prompt_length}",
+                              hint="set response_length instead (or write `max_new_tokens: ${response_length}`)")
+        key = "actor_infer.generating_args.num_return_sequences"
+        if ctx.is_set(key) and gen.num_return_sequences != cfg.num_return_sequences_in_group:
+            yield ctx.warning("RLC304", key,
+                              f"ROLL replaces `{key}` ({gen.num_return_sequences}) with num_return_sequences_in_group "
+                              f"({cfg.num_return_sequences_in_group})",
+                              hint="set num_return_sequences_in_group (or write "
+                                   "`num_return_sequences: ${num_return_sequences_in_group}`)")
+    val = cfg.validation
+    if val is not None and val.generating_args is not None:
+        val_prompt = cfg.val_prompt_length if cfg.val_prompt_length is not None else cfg.prompt_length
+        val_length = cfg.val_sequence_length if cfg.val_sequence_length is not None else length
+        key = "validation.generating_args.max_new_tokens"
+        if val_prompt and val_length and ctx.is_set(key) \
+                and val.generating_args.max_new_tokens != val_length - val_prompt:
+            yield ctx.warning("RLC304", key,
+                              f"ROLL replaces `{key}` ({val.generating_args.max_new_tokens}) with "
+                              f"val_sequence_length − val_prompt_length = {val_length - val_prompt}",
+                              hint="set val_prompt_length and val_sequence_length instead")
+
+
+@RULES.rule("roll/model-paths", "RLC304",
+            "Unless actor_train, actor_infer and reference all set model_name_or_path, ROLL gives all three "
+            "`pretrain`; the critic falls back to reward_pretrain (RO-20).",
+            keys=["pretrain", "reward_pretrain", "*.model_args.model_name_or_path"])
+def model_paths(cfg: Any, ctx: RuleContext):
+    trio = ("actor_train", "actor_infer", "reference")
+    lacking = [p for p in trio if getattr(cfg, p).model_args.model_name_or_path is None]
+    if lacking:
+        if cfg.pretrain is None:
+            # A warning, not an error: the seed's example elides the model (DESIGN rule 5).
+            yield ctx.warning("RLC203", "pretrain",
+                              f"no model for {', '.join(lacking)}: pretrain is not set and "
+                              f"`{lacking[0]}.model_args.model_name_or_path` is not set either; ROLL fails when it "
+                              "loads the model",
+                              hint="set `pretrain:` to the policy model (a Hugging Face id or a local path)")
+        for path in trio:
+            key = f"{path}.model_args.model_name_or_path"
+            value = getattr(cfg, path).model_args.model_name_or_path
+            if ctx.is_set(key) and value != cfg.pretrain:
+                yield ctx.warning("RLC304", key,
+                                  f"ROLL replaces `{key}` ({value!r}) with pretrain ({cfg.pretrain!r}) because "
+                                  f"`{lacking[0]}.model_args.model_name_or_path` is not set",
+                                  hint="set model_name_or_path on all three of actor_train, actor_infer and reference, "
+                                       "or only pretrain", related=["pretrain"])
+    if (critic_on(cfg) and cfg.critic.device_mapping is not None  # else roll/device-mapping-required warns
+            and cfg.critic.model_args.model_name_or_path is None and cfg.reward_pretrain is None):
+        yield ctx.warning("RLC203", "reward_pretrain",
+                          "adv_estimator gae trains a critic, but neither reward_pretrain nor "
+                          "`critic.model_args.model_name_or_path` names its model; ROLL fails when it loads it",
+                          hint="set reward_pretrain (often the same model as pretrain), or use adv_estimator: grpo")
+
+
+@RULES.rule("roll/pipeline-overrides", "RLC304",
+            "Values ROLL overwrites after loading: enable_reference (RO-21), enable_old_logprobs_recompute (RO-22), "
+            "workers' training_args.seed (RO-11), actor_infer.max_concurrency (RO-9), offload_nccl (RO-17), "
+            "checkpoint output_dir timestamps (RO-10).",
+            keys=["enable_reference", "enable_old_logprobs_recompute", "*.training_args.seed",
+                  "actor_infer.max_concurrency", "*.offload_nccl", "checkpoint_config"])
+def pipeline_overrides(cfg: Any, ctx: RuleContext):
+    if ctx.is_set("enable_reference") and not cfg.enable_reference and (cfg.use_kl_loss or cfg.init_kl_coef > 0):
+        why = "use_kl_loss is true" if cfg.use_kl_loss else f"init_kl_coef is {cfg.init_kl_coef}"
+        yield ctx.warning("RLC304", "enable_reference",
+                          f"ROLL turns enable_reference on because {why}",
+                          hint="set init_kl_coef: 0 and use_kl_loss: false to run without a reference model "
+                               "(init_kl_coef defaults to 0.2)")
+    if ctx.is_set("enable_old_logprobs_recompute"):
+        effective = _old_logprobs_recompute(cfg)
+        if effective is not None and effective != cfg.enable_old_logprobs_recompute:
+            yield ctx.warning("RLC304", "enable_old_logprobs_recompute",
+                              f"ROLL sets enable_old_logprobs_recompute to {str(effective).lower()} "
+                              f"({_old_logprobs_reason(cfg, effective)})",
+                              hint="remove the key" if effective else "remove force_disable_old_logprobs_recompute")
+    for path, worker in workers(cfg):
+        key = f"{path}.training_args.seed"
+        if ctx.is_set(key) and worker.training_args.seed != cfg.seed:
+            yield ctx.warning("RLC304", key, f"ROLL replaces `{key}` ({worker.training_args.seed}) with the "
+                                             f"pipeline's seed ({cfg.seed})", hint="set the top-level seed instead")
+        key = f"{path}.offload_nccl"
+        if ctx.is_set(key) and worker.offload_nccl:
+            yield ctx.warning("RLC304", key, f"ROLL forces `{key}` to false", hint="remove it")
+    key = "actor_infer.max_concurrency"
+    floor = max(cfg.max_running_requests + 1, 1000)
+    if ctx.is_set(key) and cfg.actor_infer.max_concurrency < floor:
+        yield ctx.warning("RLC304", key, f"ROLL raises `{key}` ({cfg.actor_infer.max_concurrency}) to "
+                                         f"max(max_running_requests + 1, 1000) = {floor}", hint="remove it")
+    checkpoint = cfg.checkpoint_config or {}
+    if checkpoint.get("type") == "file_system" and checkpoint.get("output_dir"):
+        yield ctx.warning("RLC304", "checkpoint_config.output_dir",
+                          f"with checkpoint_config.type file_system, ROLL appends a timestamp to "
+                          f"checkpoint_config.output_dir ({checkpoint['output_dir']!r}): checkpoints go to "
+                          f"{checkpoint['output_dir']}/<YYYYmmdd-HHMMSS>",
+                          hint="point resume_from_checkpoint at the timestamped directory when resuming")
+
+
+def _backward_steps_per_rank(cfg: Any) -> int | None:
+    worker = cfg.actor_train
+    ids = device_ids(worker)
+    name = strategy_name(worker)
+    if not ids or name is None:
+        return None
+    if name == "megatron_train":
+        tp, pp, cp = megatron_sizes(worker)
+        dp = len(ids) // (tp * pp * cp) if len(ids) % (tp * pp * cp) == 0 else None
+    else:
+        dp = len(ids) // (worker.model_args.ulysses_size or 1)
+    if not dp:
+        return None
+    batch = cfg.rollout_batch_size * cfg.num_return_sequences_in_group
+    backward = worker.training_args.per_device_train_batch_size * worker.training_args.gradient_accumulation_steps
+    return (batch // dp) // backward
+
+
+def _old_logprobs_recompute(cfg: Any) -> bool | None:
+    if cfg.force_disable_old_logprobs_recompute:
+        return False
+    if cfg.adv_estimator in ("step_reinforce", "gigpo") or cfg.init_kl_coef > 0:
+        return True
+    steps = _backward_steps_per_rank(cfg)
+    if steps is None:
+        return None
+    return True if steps > 1 else cfg.enable_old_logprobs_recompute
+
+
+def _old_logprobs_reason(cfg: Any, effective: bool) -> str:
+    if cfg.force_disable_old_logprobs_recompute:
+        return "force_disable_old_logprobs_recompute is true"
+    if cfg.adv_estimator in ("step_reinforce", "gigpo"):
+        return f"adv_estimator is {cfg.adv_estimator}"
+    if cfg.init_kl_coef > 0:
+        return f"init_kl_coef is {cfg.init_kl_coef}"
+    return "actor_train takes several optimizer steps per rollout"
+
+
+_IGNORED = ("model_args.flash_attn", "data_args.dataset_dir", "data_args.interleave_probs")
+
+
+@RULES.rule("roll/ignored-keys", "RLC307",
+            "Keys that ROLL's own examples write but ROLL has no field for (model_args.flash_attn, "
+            "data_args.dataset_dir, data_args.interleave_probs, reward_norm, reward_shift, reward_scale): dacite "
+            "drops them.", keys=["*.model_args.flash_attn", "reward_norm", "reward_shift", "reward_scale"])
+def ignored_keys(cfg: Any, ctx: RuleContext):
+    for key in ("reward_norm", "reward_shift", "reward_scale"):
+        if ctx.is_set(key):
+            yield ctx.warning("RLC307", key, f"`{key}` has no effect: ROLL has no such option and drops it",
+                              hint="remove it (reward normalisation is norm_mean_type / norm_std_type)")
+    for path, _worker in workers(cfg):
+        for suffix in _IGNORED:
+            key = f"{path}.{suffix}"
+            if ctx.is_set(key):
+                hint = "use `attn_implementation` instead" if suffix.endswith("flash_attn") else "remove it"
+                yield ctx.warning("RLC307", key, f"`{key}` has no effect: ROLL at HEAD has no such option and drops it",
+                                  hint=hint)

@@ -1,0 +1,539 @@
+"""The AReaL dialect: seed coverage, kind detection, each rule, the allocation grammar, golden diagnostics."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from ruamel.yaml import YAML
+
+from rlcfg.frontend import check_file, check_text
+from rlcfg.schema import areal
+from rlcfg.schema import areal_allocation as alloc
+from rlcfg.schema.areal_rules import RULES
+from rlcfg.schema.base import choices_of, iter_fields, section_types
+from rlcfg.source.tree import MISSING
+from tests.helpers import ROOT, TEMPLATES, assert_golden, cli, seed
+
+GRPO_TEMPLATE = TEMPLATES / "areal-fsdp-sglang-grpo.yaml"
+SFT_TEMPLATE = TEMPLATES / "areal-sft.yaml"
+BROKEN = ROOT / "tests" / "fixtures" / "areal" / "broken.yaml"
+
+# ---- seed coverage -----------------------------------------------------------------------------------------
+
+SEED_SECTIONS = {
+    "section-base-experiment": areal.BaseExperimentConfig,
+    "section-sft": areal.SFTConfig,
+    "section-grpo": areal.GRPOConfig,
+    "section-reward-model": areal.RWConfig,
+    "section-train-engine": areal.TrainEngineConfig,
+    "section-ppo-actor": areal.PPOActorConfig,
+    "section-optimizer": areal.OptimizerConfig,
+    "section-microbatch": areal.MicroBatchSpec,
+    "section-inference-engine": areal.InferenceEngineConfig,
+    "section-sglang": areal.SGLangConfig,
+    "section-generation": areal.GenerationHyperparameters,
+    "section-dataset": areal.DatasetConfig,
+    "section-normalization": areal.NormConfig,
+    "section-cluster": areal.ClusterSpecConfig,
+    "section-launcher": areal.LauncherConfig,
+    "section-stats-logger": areal.StatsLoggerConfig,
+    "section-saver": areal.SaverConfig,
+    "section-evaluator": areal.EvaluatorConfig,
+    "section-recovery": areal.RecoverConfig,
+    "section-scheduler": areal.SchedulerConfig,
+}
+
+# Documented as **Required** (built by a default factory) but optional (null) in rlcfg, because AReaL 1.0
+# made them optional or renamed them and the 1.0 layout must validate too. Their v0.3 requirement is a rule.
+OPTIONAL_IN_RLCFG = {
+    ("section-grpo", "ref"): "1.0 makes `ref` optional; rule areal/reference-model warns when v0.3 needs it",
+    ("section-sft", "model"): "1.0 renamed it `actor`; rule areal/sft-model requires one of the two",
+    ("section-reward-model", "model"): "same as SFT",
+}
+
+
+def _seed_tables() -> dict[str, list[tuple[str, str, str, str]]]:
+    """anchor -> rows of (name, type, default, description) of the seed's parameter tables."""
+    text = seed("004")
+    tables: dict[str, list] = {}
+    anchor = None
+    for line in text.splitlines():
+        found = re.match(r"^\((section-[\w-]+)\)=", line)
+        if found:
+            anchor = found.group(1)
+            tables[anchor] = []
+            continue
+        if anchor and line.startswith("| `"):
+            cells = [c.strip() for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+            name, kind, default, description = cells[0].strip("`"), cells[1], cells[2], cells[3]
+            tables[anchor].append((name, kind.replace("\\|", "|"), default, description))
+    return tables
+
+
+def _documented_default(text: str):
+    if text == "**Required**":
+        return "required-factory"
+    value = text.strip("`")
+    if value == '"???"':
+        return MISSING
+    if value.startswith('"'):
+        return value.strip('"')
+    return {"None": None, "True": True, "False": False}.get(value, None) if value in ("None", "True", "False") \
+        else (float(value) if re.search(r"[.e]", value) else int(value))
+
+
+def test_the_seed_has_every_documented_table():
+    assert set(_seed_tables()) == set(SEED_SECTIONS)
+
+
+@pytest.mark.parametrize("anchor", sorted(SEED_SECTIONS))
+def test_every_documented_parameter_exists_with_its_default(anchor):
+    model = SEED_SECTIONS[anchor]
+    rows = _seed_tables()[anchor]
+    assert rows, anchor
+    fields = {(info.alias or name): info for name, info in model.model_fields.items()}
+    for name, _kind, default_text, _description in rows:
+        assert name in fields, f"{anchor}: `{name}` is documented but missing from {model.__name__}"
+        info = fields[name]
+        expected = _documented_default(default_text)
+        if expected == MISSING:
+            assert info.is_required(), f"{anchor}.{name} is `???` in the seed and must be REQUIRED"
+        elif expected == "required-factory":
+            if (anchor, name) in OPTIONAL_IN_RLCFG:
+                assert info.default is None
+                continue
+            assert info.default_factory is not None, f"{anchor}.{name} is built by a default factory in the seed"
+        else:
+            assert not info.is_required(), f"{anchor}.{name} has a default in the seed"
+            actual = info.default_factory() if info.default_factory else info.default
+            assert actual == expected and type(actual) is type(expected) or (
+                isinstance(expected, int) and isinstance(actual, float) and actual == expected), \
+                f"{anchor}.{name}: seed default {expected!r}, schema {actual!r}"
+
+
+@pytest.mark.parametrize("anchor", sorted(SEED_SECTIONS))
+def test_documented_choices_are_enforced(anchor):
+    model = SEED_SECTIONS[anchor]
+    fields = {(info.alias or name): info for name, info in model.model_fields.items()}
+    for name, _kind, _default, description in _seed_tables()[anchor]:
+        found = re.search(r"Choices:\*?\*?\s*(.*)$", description)
+        if not found:
+            continue
+        documented = re.findall(r"`([^`]+)`", found.group(1)) or [c.strip(" .") for c in found.group(1).split(",")]
+        documented = [c.split(".")[0].strip() for c in documented if c.strip()]
+        allowed = choices_of(fields[name].annotation)
+        assert allowed is not None, f"{anchor}.{name} documents choices but accepts any string"
+        assert set(documented) <= set(allowed), (anchor, name, documented, allowed)
+
+
+def test_every_field_has_a_description():
+    for root in areal.DIALECT.variants().values():
+        for path, info, _owner in iter_fields(root):
+            assert info.description and len(info.description) > 8, ".".join(path)
+
+
+def test_the_unenforced_choices_of_areal_are_literals():
+    # research/validation-rules.md: AReaL documents these choices without checking them.
+    actor = areal.PPOActorConfig.model_fields
+    assert set(choices_of(actor["kl_estimator"].annotation)) == {"k1", "k2", "k3"}
+    assert set(choices_of(actor["importance_sampling_level"].annotation)) == {"token", "sequence"}
+    assert set(choices_of(actor["weight_update_mode"].annotation)) == {"disk", "xccl"}
+    assert "sgd" in choices_of(areal.OptimizerConfig.model_fields["type"].annotation)
+    assert set(choices_of(areal.NameResolveConfig.model_fields["type"].annotation)) == {"nfs", "etcd3", "ray"}
+    assert set(choices_of(areal.SchedulingStrategy.model_fields["type"].annotation)) == {"separation", "colocation"}
+
+
+# ---- configs written from the seed ---------------------------------------------------------------------------
+
+
+def _filled_defaults(root) -> dict:
+    """Every documented key at its default, with the mandatory `???` values given."""
+    def fill(node, path=()):
+        if isinstance(node, dict):
+            return {k: fill(v, path + (k,)) for k, v in node.items()}
+        if node == MISSING:
+            return {"experiment_name": "demo", "trial_name": "t0", "fileroot": "/tmp/areal", "path": "data/x",
+                    "type": "rl"}[path[-1]]
+        return node
+    data = fill(areal.DIALECT.defaults(root))
+    for optional in ("ref", "model"):  # the seed builds these by default factory: write them out
+        if optional in root.model_fields and data.get(optional) is None:
+            data[optional] = fill(areal.DIALECT.defaults(areal.PPOActorConfig if optional == "ref"
+                                                         else areal.TrainEngineConfig))
+    return data
+
+
+@pytest.mark.parametrize("kind", ["grpo", "sft", "rw"])
+def test_a_config_of_documented_defaults_validates(kind, tmp_path):
+    root = areal.DIALECT.variants()[kind]
+    data = _filled_defaults(root)
+    if kind == "rw":
+        data["model"]["is_critic"] = True
+    path = tmp_path / f"{kind}.yaml"
+    with path.open("w") as out:
+        YAML().dump(data, out)
+    result = check_file(str(path), dialect="areal")
+    assert result.variant == kind
+    assert result.errors == 0, [d.message for d in result.diagnostics]
+
+
+@pytest.mark.parametrize("template", [GRPO_TEMPLATE, SFT_TEMPLATE])
+def test_templates_are_clean(template):
+    result = check_file(str(template))
+    assert result.dialect == "areal"
+    assert result.diagnostics == []
+    first = template.read_text().splitlines()[0]
+    assert first == "# yaml-language-server: $schema=../schemas/areal.schema.json"
+    assert f"rlcfg validate templates/{template.name}" in template.read_text()
+
+
+def test_describe():
+    assert check_file(str(GRPO_TEMPLATE)).summary == \
+        "GRPO, FSDP training, SGLang rollout, allocation sglang.d4p1t1+d4p1t1 on 8 GPUs"
+    assert check_file(str(SFT_TEMPLATE)).summary == "SFT, FSDP training, allocation d8p1t1 on 8 GPUs"
+
+
+V1_GRPO = """
+experiment_name: gsm8k-grpo
+trial_name: trial0
+cluster: {n_nodes: 1, n_gpus_per_node: 8, fileroot: /tmp/areal}
+rollout:
+  backend: "sglang:d4p1t1"
+gconfig: {n_samples: 4, max_new_tokens: 1024}
+actor:
+  backend: "fsdp:d4p1t1"
+  experiment_name: ${experiment_name}
+  trial_name: ${trial_name}
+  path: Qwen/Qwen2.5-1.5B-Instruct
+  kl_ctl: 0.0
+  weight_update_mode: xccl
+  kl_estimator: k3
+  use_decoupled_loss: true
+  rejection_sampling: {level: token, action: mask, metric: ratio, upper: 5.0}
+ref:
+  backend: ${actor.backend}
+  experiment_name: ${experiment_name}
+  trial_name: ${trial_name}
+  scheduling_strategy: {type: colocation, target: actor}
+train_dataset: {path: openai/gsm8k, type: rl, batch_size: 64}
+saver: {experiment_name: x, trial_name: y, fileroot: /tmp, mode: auto}
+evaluator: {experiment_name: x, trial_name: y, fileroot: /tmp}
+recover: {experiment_name: x, trial_name: y, fileroot: /tmp, mode: auto}
+stats_logger: {experiment_name: x, trial_name: y, fileroot: /tmp, trackio: {mode: disabled}}
+"""
+
+
+def test_the_1_0_layout_validates():
+    result = check_text(V1_GRPO, "v1.yaml")
+    assert result.diagnostics == [], [d.message for d in result.diagnostics]
+    assert result.summary == "GRPO, FSDP training, SGLang rollout, per-engine backends on 8 GPUs"
+
+
+def test_the_1_0_sft_layout_names_the_model_actor():
+    text = SFT_TEMPLATE.read_text().replace("\nmodel:", "\nactor:").replace("${model.path}", "${actor.path}")
+    text = text.replace("allocation_mode: d8p1t1", "")
+    text = text.replace("  path: Qwen/Qwen2.5-1.5B-Instruct", "  path: Qwen/Qwen2.5-1.5B-Instruct\n  backend: fsdp:d8")
+    result = check_text(text, "sft1.yaml")
+    assert result.variant == "sft" and result.errors == 0, [d.message for d in result.diagnostics]
+    assert result.summary == "SFT, FSDP training, per-engine backends on 8 GPUs"
+
+
+def test_v0_3_keys_in_a_1_0_config_are_flagged():
+    result = check_text(V1_GRPO + "async_training: false\n", "v1.yaml")
+    assert [(d.code, d.path) for d in result.diagnostics] == [("RLC307", "async_training")]
+    assert result.errors == 0
+
+
+def test_a_bare_v0_3_backend_name_is_accepted():
+    result = check_file(str(GRPO_TEMPLATE), ["actor.backend=fsdp"])
+    assert result.diagnostics == []
+
+
+# ---- kind detection ----------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("data, kind", [
+    ({"experiment_name": "a", "trial_name": "b", "rollout": {}}, "grpo"),
+    ({"experiment_name": "a", "trial_name": "b", "gconfig": {}}, "grpo"),
+    ({"experiment_name": "a", "trial_name": "b", "ref": {}}, "grpo"),
+    ({"experiment_name": "a", "trial_name": "b", "async_training": True}, "grpo"),
+    ({"experiment_name": "a", "trial_name": "b", "model": {"is_critic": True}}, "rw"),
+    ({"experiment_name": "a", "trial_name": "b", "actor": {"is_critic": True}}, "rw"),
+    ({"experiment_name": "a", "trial_name": "b", "train_dataset": {"type": "rw"}}, "rw"),
+    ({"experiment_name": "a", "trial_name": "b", "model": {}}, "sft"),
+    ({"experiment_name": "a", "trial_name": "b", "actor": {"path": "x"}}, "sft"),  # 1.0 SFT
+    ({"experiment_name": "a", "trial_name": "b"}, "sft"),
+])
+def test_kind_detection(data, kind):
+    assert areal.DIALECT.root(data) is areal.DIALECT.variants()[kind]
+
+
+# ---- one test per rule -------------------------------------------------------------------------------------
+
+# rule id -> (template, overrides, expected (code, path) among the findings)
+RULE_CASES = {
+    "areal/names": (GRPO_TEMPLATE, ["experiment_name=my_exp"], ("RLC201", "experiment_name")),
+    "areal/allocation-syntax": (GRPO_TEMPLATE, ["allocation_mode=sglang.d4+fsdp.d4"], ("RLC204", "allocation_mode")),
+    "areal/backend-syntax": (GRPO_TEMPLATE, ["actor.backend=sglang:d4"], ("RLC204", "actor.backend")),
+    "areal/allocation-cluster": (GRPO_TEMPLATE, ["allocation_mode=sglang.d8p1t1+d4p1t1"],
+                                 ("RLC403", "allocation_mode")),
+    "areal/colocation-sizes": (GRPO_TEMPLATE, ["actor.backend=fsdp:d4", "rollout.backend=sglang:d2",
+                                               "++rollout.scheduling_strategy.type=colocation",
+                                               "++rollout.scheduling_strategy.target=actor",
+                                               "enable_offload=true", "~allocation_mode"],
+                               ("RLC402", "rollout.backend")),
+    "areal/allocation-present": (GRPO_TEMPLATE, ["allocation_mode=d8p1t1"], ("RLC302", "allocation_mode")),
+    "areal/allocation-vs-backends": (GRPO_TEMPLATE, ["actor.backend=fsdp:d2", "rollout.backend=sglang:d4"],
+                                     ("RLC305", "actor.backend")),
+    "areal/sft-model": (SFT_TEMPLATE, ["~model"], ("RLC203", "model")),
+    "areal/rw-critic": (SFT_TEMPLATE, ["train_dataset.type=rw"], ("RLC302", "model.is_critic")),
+    "areal/norm-group-size": (GRPO_TEMPLATE, ["actor.adv_norm.mean_level=group", "++actor.adv_norm.group_size=2"],
+                              ("RLC305", "actor.adv_norm.group_size")),
+    "areal/group-size": (GRPO_TEMPLATE, ["actor.group_size=8"], ("RLC305", "actor.group_size")),
+    "areal/temperature": (GRPO_TEMPLATE, ["actor.temperature=0.7"], ("RLC305", "actor.temperature")),
+    "areal/fsdp-memory-efficient-load": (GRPO_TEMPLATE, ["++actor.fsdp.memory_efficient_load=true",
+                                                         "actor.init_from_scratch=true"],
+                                         ("RLC301", "actor.fsdp.memory_efficient_load")),
+    "areal/scheduling-spec": (GRPO_TEMPLATE, ["++rollout.admin_api_key= "], ("RLC201", "rollout.admin_api_key")),
+    "areal/archon": (GRPO_TEMPLATE, ["++actor.archon.fp8_config.mode=blockwise",
+                                     "++actor.archon.fp8_config.use_triton=false"],
+                     ("RLC306", "actor.archon.fp8_config.use_triton")),
+    "areal/megatron": (GRPO_TEMPLATE, ["allocation_mode=sglang.d4p1t1+megatron:d4p1t1",
+                                       "++actor.megatron.virtual_pipeline_parallel_size=2"],
+                       ("RLC302", "actor.megatron.virtual_pipeline_parallel_size")),
+    "areal/c-clip": (GRPO_TEMPLATE, ["++actor.c_clip=1.0"], ("RLC201", "actor.c_clip")),
+    "areal/behav-imp-weight-cap": (GRPO_TEMPLATE, ["actor.use_decoupled_loss=false"],
+                                   ("RLC302", "actor.behav_imp_weight_cap")),
+    "areal/legacy-imp-weight": (GRPO_TEMPLATE, ["++actor.behave_imp_weight_mode=token_mask"],
+                                ("RLC111", "actor.behave_imp_weight_mode")),
+    "areal/rejection-sampling": (GRPO_TEMPLATE, ["++actor.rejection_sampling.metric=kl_k2",
+                                                 "++actor.rejection_sampling.action=clamp"],
+                                 ("RLC306", "actor.rejection_sampling.action")),
+    "areal/sapo": (GRPO_TEMPLATE, ["++actor.use_sapo_loss=true"], ("RLC301", "actor.use_sapo_loss")),
+    "areal/decoupled-recompute": (GRPO_TEMPLATE, ["actor.recompute_logprob=false"],
+                                  ("RLC304", "actor.recompute_logprob")),
+    "areal/overlong-penalty": (GRPO_TEMPLATE, ["++actor.overlong_reward_penalty=true"],
+                               ("RLC302", "actor.overlong_reward_penalty")),
+    "areal/reference-model": (GRPO_TEMPLATE, ["actor.kl_ctl=0.0"], ("RLC307", "ref.path")),
+    "areal/queue-size": (GRPO_TEMPLATE, ["rollout.queue_size=16"], ("RLC300", "rollout.queue_size")),
+    "areal/micro-batch-granularity": (GRPO_TEMPLATE, ["++actor.mb_spec.granularity=3"],
+                                      ("RLC300", "actor.mb_spec.granularity")),
+    "areal/generation-lengths": (GRPO_TEMPLATE, ["gconfig.min_new_tokens=2048"], ("RLC303", "gconfig.min_new_tokens")),
+    "areal/offpolicyness": (GRPO_TEMPLATE, ["async_training=false"], ("RLC307", "rollout.max_head_offpolicyness")),
+    "areal/offload": (GRPO_TEMPLATE, ["++actor.offload=true"], ("RLC302", "actor.offload")),
+    "areal/rollout-backend-features": (GRPO_TEMPLATE, ["++rollout.return_routed_experts=true",
+                                                       "allocation_mode=vllm:d4p1t1+fsdp:d4p1t1"],
+                                       ("RLC306", "rollout.return_routed_experts")),
+    "areal/removed-in-1.0": (GRPO_TEMPLATE, ["actor.backend=fsdp:d4p1t1", "rollout.backend=sglang:d4p1t1"],
+                             ("RLC307", "async_training")),
+}
+
+
+def test_every_rule_has_a_case():
+    assert {rule.id for rule in RULES} == set(RULE_CASES)
+
+
+@pytest.mark.parametrize("rule_id", sorted(RULE_CASES))
+def test_rule(rule_id):
+    template, overrides, expected = RULE_CASES[rule_id]
+    result = check_file(str(template), overrides)
+    found = [(d.code, d.path) for d in result.diagnostics if d.rule == rule_id]
+    assert expected in found, [(d.code, d.path, d.rule, d.message) for d in result.diagnostics]
+    clean = check_file(str(template))
+    assert not [d for d in clean.diagnostics if d.rule == rule_id]
+
+
+def test_rule_messages_name_keys_and_values():
+    result = check_file(str(GRPO_TEMPLATE), ["allocation_mode=sglang.d8p1t1+d4p1t1"])
+    [finding] = [d for d in result.diagnostics if d.code == "RLC403"]
+    assert "12 GPUs" in finding.message and "8" in finding.message and "n_nodes" in finding.message
+    assert finding.hint
+
+
+def test_idle_gpus_are_a_warning():
+    result = check_file(str(GRPO_TEMPLATE), ["allocation_mode=sglang.d2p1t1+d4p1t1"])
+    assert [(d.code, d.severity.value) for d in result.diagnostics] == [("RLC404", "warning")]
+
+
+def test_the_default_cluster_is_not_checked():
+    # The seed's default cluster (32 nodes × 8 GPUs) describes no real machine; only a written one counts.
+    text = SFT_TEMPLATE.read_text().replace("  n_nodes: 1\n  n_gpus_per_node: 8\n", "")
+    assert check_text(text, "sft.yaml").diagnostics == []
+
+
+def test_the_v0_3_dapo_example_allocation_is_rejected_with_a_fix():
+    result = check_file(str(GRPO_TEMPLATE), ["allocation_mode=sglang.d4+fsdp.d4"])
+    [finding] = [d for d in result.diagnostics if d.code == "RLC204"]
+    assert "`fsdp:d4`" in finding.hint
+
+
+# ---- allocation grammar ------------------------------------------------------------------------------------
+
+HISTORICAL_FORMS = {
+    # v0.3.x (the seed's era)
+    "sglang.d4p1t1+d4p1t1": 8,
+    "sglang:d4p1t1+d4p1t1": 8,
+    "vllm.d2t2+d4": 8,
+    "sglang.d4p1t1|d4p1t1": 4,
+    "sglang.d4p1t1": 4,
+    "sglang.d4p1t1+eval": 4,
+    "sglang.d4p1t1+cpu": 4,
+    "d8p1t1": 8,
+    "d2p2t2": 8,
+    "fsdp:d8": 8,
+    "megatron:d2p2t2": 8,
+    "sglang.d2p1t1+megatron:d2p2t1": 6,
+    # v0.4.1 to v0.5: names, chains, colocation, archon, hybrid MoE
+    "sglang:d4p1t1+fsdp:d4p1t1": 8,
+    "sglang[rollout]:d4|fsdp[actor]:d4": 4,
+    "sglang[rollout]:d2+fsdp[actor]:d4+fsdp[ref]:d2": 8,
+    "sglang[rollout]:d4+fsdp[actor]:d4|fsdp[ref]:d4": 8,
+    "[actor]:d4": 4,
+    "archon:d4": 4,
+    "megatron:(attn:d1p2t4|ffn:d1p2e4)": 8,
+    "megatron[actor]:(attn:d2p1t2|ffn:e2t2)": 4,
+    "vllm:d2t2+megatron:d2p2e2": 8,
+    # pre-pattern modes the seed's description still names
+    "manual": 0,
+    "heuristic": 0,
+}
+
+
+@pytest.mark.parametrize("text, gpus", sorted(HISTORICAL_FORMS.items()))
+def test_historical_forms_parse(text, gpus):
+    parsed = alloc.parse(text)
+    assert parsed.world == gpus
+    assert alloc.check(parsed) == []
+    assert alloc.parse(parsed.text()) == parsed
+
+
+def test_whitespace_is_ignored():
+    assert alloc.parse(" sglang : d4p1t1 + d4p1t1 ").text() == "sglang:d4p1t1+d4p1t1"
+
+
+def test_a_bare_training_part_gets_the_backend_areal_picks():
+    assert alloc.parse("d4p1t1").components()[0].effective_backend == "fsdp"
+    assert alloc.parse("d2p2t1").components()[0].effective_backend == "megatron"
+    assert alloc.parse("d2e2").components()[0].effective_backend == "megatron"
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("", "empty"),
+    ("sglang.d4+fsdp.d4", "only an inference backend"),
+    ("sglng:d4+d4", "not a backend"),
+    ("sglang:d4c2+d4", "takes only the sizes d, t, p"),
+    ("d0p1", "positive integer"),
+    ("d04", "positive integer"),
+    ("d4d2", "given twice"),
+    ("sglang:d4+", "expected a backend"),
+    ("sglang:d4++d4", "expected a backend"),
+    ("fsdp[actor:d4", "expected `]`"),
+    ("megatron:(attn:d2|d2)", "expected `ffn:`"),
+    ("sglang:d4 d4", "expected `+`"),
+    ("list(range(8))", "not a backend"),
+    ("__import__('os')", "unexpected character"),
+    ("sglang:d4;rm", "unexpected character"),
+])
+def test_malformed_allocations_are_syntax_errors(text, fragment):
+    with pytest.raises(alloc.AllocationSyntaxError) as caught:
+        alloc.parse(text)
+    assert fragment in caught.value.message
+    assert caught.value.hint
+
+
+@pytest.mark.parametrize("text, code", [
+    ("sglang[a]:d4+fsdp[a]:d4", "RLC204"),
+    ("sglang:d2+fsdp:d4+fsdp:d2", "RLC204"),
+    ("sglang[r]:d4|fsdp[a]:d2", "RLC402"),
+    ("fsdp:d2p2", "RLC306"),
+    ("fsdp:d2e2", "RLC306"),
+    ("sglang:d2p2+d4", "RLC306"),
+    ("megatron:d3e2", "RLC400"),
+    ("megatron:(attn:d1p2t4|ffn:d2p2e4)", "RLC402"),
+    ("megatron:(attn:d1p2t4|ffn:p1e4)", "RLC305"),
+    ("d4+eval", "RLC204"),
+])
+def test_semantic_problems(text, code):
+    assert code in [p.code for p in alloc.check(alloc.parse(text))]
+
+
+@pytest.mark.parametrize("text", ["d4", "[actor]:d4", "sglang:d4+fsdp:d4", "sglang[r]:d4|fsdp[a]:d4", "sglang.d4",
+                                  "fsdp.d4"])
+def test_engine_backends_need_one_explicit_component(text):
+    with pytest.raises(alloc.AllocationSyntaxError):
+        alloc.parse_backend(text)
+
+
+def test_engine_backend():
+    component = alloc.parse_backend("megatron[actor]:d2p2t2")
+    assert (component.backend, component.name, component.world) == ("megatron", "actor", 8)
+
+
+_sizes = st.integers(min_value=1, max_value=16)
+
+
+@st.composite
+def _dims(draw, letters):
+    chosen = draw(st.lists(st.sampled_from(letters), min_size=1, max_size=len(letters), unique=True))
+    return alloc.Dims(tuple((letter, draw(_sizes)) for letter in chosen))
+
+
+_names = st.one_of(st.none(), st.from_regex(r"[a-z_][a-z0-9_]{0,6}", fullmatch=True))
+
+
+@st.composite
+def _component(draw):
+    kind = draw(st.sampled_from(["inference", "train", "hybrid"]))
+    name = draw(_names)
+    if kind == "inference":
+        return alloc.Component("inference", draw(st.sampled_from(alloc.INFERENCE_BACKENDS)), name,
+                               draw(_dims(alloc.INFERENCE_DIMS)), separator=draw(st.sampled_from([":", "."])))
+    backend = draw(st.sampled_from((None,) + alloc.TRAIN_BACKENDS))
+    if kind == "hybrid":
+        return alloc.Component("train", backend, name, hybrid=(draw(_dims(alloc.HYBRID_ATTN_DIMS)),
+                                                               draw(_dims(alloc.HYBRID_FFN_DIMS))))
+    return alloc.Component("train", backend, name, draw(_dims(alloc.TRAIN_DIMS)))
+
+
+_allocations = st.lists(st.lists(_component(), min_size=1, max_size=3).map(tuple), min_size=1, max_size=3).map(
+    lambda groups: alloc.Allocation(tuple(groups)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(_allocations)
+def test_parse_reads_what_format_prints(allocation):
+    assert alloc.parse(alloc.format_allocation(allocation)) == allocation
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="sglangvlmfdpt0123456789:.+|[]() ace_x", max_size=30))
+def test_any_text_parses_or_is_a_syntax_error(text):
+    try:
+        parsed = alloc.parse(text)
+    except alloc.AllocationSyntaxError as exc:
+        assert 0 <= exc.position <= len(text)
+        return
+    alloc.check(parsed)
+    assert alloc.parse(parsed.text()) == parsed
+
+
+# ---- golden diagnostics ------------------------------------------------------------------------------------
+
+
+def test_broken_config_text():
+    run = cli("validate", "tests/fixtures/areal/broken.yaml")
+    assert run.returncode == 1
+    assert_golden("areal/broken.txt", run.stdout)
+
+
+def test_broken_config_json():
+    run = cli("validate", "tests/fixtures/areal/broken.yaml", "--format", "json")
+    assert run.returncode == 1
+    payload = json.loads(run.stdout)
+    assert all(d["location"] for d in payload["diagnostics"])
+    assert_golden("areal/broken.json", run.stdout)

@@ -1,0 +1,234 @@
+"""Interpolation: resolved by OmegaConf, every failure a diagnostic at the `${...}`, every value with its story."""
+
+from __future__ import annotations
+
+import pytest
+
+from rlcfg.source.resolve import merge_over_defaults, resolve
+from rlcfg.source.yaml_loader import load_yaml
+
+
+def resolved(text: str, env: dict | None = None):
+    tree, diagnostics = load_yaml(text, "cfg.yaml")
+    assert diagnostics == []
+    result = resolve(tree, env or {})
+    return tree, result
+
+
+def codes(result):
+    return [(d.code, d.path) for d in result.diagnostics]
+
+
+# ---- what resolves ------------------------------------------------------------------------------------------
+
+
+def test_absolute_relative_and_string_interpolation():
+    tree, result = resolved(
+        "a:\n"
+        "  b: 5\n"
+        "  c: ${a.b}\n"
+        "  d: ${.b}\n"
+        "  e:\n"
+        "    f: ${..b}\n"
+        "  s: run-${a.b}-of-${a.d}\n"
+        "  items: [1, '${a.b}']\n"
+        "  whole: ${a.e}\n")
+    assert result.diagnostics == []
+    a = tree.data["a"]
+    assert (a["c"], a["d"], a["e"]["f"]) == (5, 5, 5)
+    assert a["s"] == "run-5-of-5"
+    assert a["items"] == [1, 5]
+    assert a["whole"] == {"f": 5}
+    assert type(a["c"]) is int  # a lone interpolation keeps the target's type
+
+
+def test_env_is_the_one_passed_in_never_the_process_env(monkeypatch):
+    monkeypatch.setenv("RLCFG_TEST_VAR", "from-process")
+    tree, result = resolved("a: ${oc.env:RLCFG_TEST_VAR}\nb: ${oc.env:RLCFG_TEST_VAR,dflt}\n", env={})
+    assert codes(result) == [("RLC107", "a")]
+    assert tree.data == {"b": "dflt"}
+    tree, result = resolved("a: ${oc.env:RLCFG_TEST_VAR}\n", env={"RLCFG_TEST_VAR": "given"})
+    assert result.diagnostics == [] and tree.data["a"] == "given"
+
+
+def test_env_default_is_used_only_when_unset():
+    tree, result = resolved("a: ${oc.env:DATA,/data}\nb: ${oc.env:DATA,/data}/x\n", env={"DATA": "/mnt"})
+    assert tree.data == {"a": "/mnt", "b": "/mnt/x"}
+    tree, result = resolved("a: ${oc.env:DATA,/data}\nb: ${oc.env:DATA,null}\n", env={})
+    assert tree.data == {"a": "/data", "b": None}
+
+
+def test_oc_select_with_default():
+    tree, result = resolved("a:\n  b: 1\nx: ${oc.select:a.b,7}\ny: ${oc.select:a.zz,7}\nz: ${oc.select:a.zz}\n")
+    assert result.diagnostics == []
+    assert (tree.data["x"], tree.data["y"], tree.data["z"]) == (1, 7, None)
+
+
+def test_a_custom_resolver_of_the_dialect():
+    tree, _ = load_yaml("a: ${subtract:10, 3}\n", "cfg.yaml")
+    result = resolve(tree, {}, {"subtract": lambda x, y: x - y})
+    assert result.diagnostics == [] and tree.data["a"] == 7
+
+
+def test_list_index_interpolation():
+    tree, result = resolved("x: [10, 20]\na: ${x[1]}\nb: ${x.0}\n")
+    assert result.diagnostics == [] and (tree.data["a"], tree.data["b"]) == (20, 10)
+
+
+def test_escaped_interpolation_stays_literal():
+    tree, result = resolved("a: \\${not.resolved}\n")
+    assert result.diagnostics == [] and tree.data["a"] == "${not.resolved}"
+
+
+# ---- what fails ---------------------------------------------------------------------------------------------
+
+
+def test_unresolved_key_with_did_you_mean_at_the_interpolation():
+    tree, result = resolved("models:\n  policy:\n    load: /ckpt\n  ref:\n    load: ${models.policy.lod}\n")
+    (d,) = result.diagnostics
+    assert d.code == "RLC106" and d.path == "models.ref.load"
+    assert d.origin.describe() == "cfg.yaml:5:11"
+    assert "models.policy.lod" in d.message
+    assert "models.policy.load" in d.hint
+    assert not tree.has(("models", "ref", "load"))  # dropped, so later stages do not report it again
+
+
+def test_unresolved_relative_key():
+    _, result = resolved("a:\n  b: ${.nope}\n  nop: 1\n")
+    (d,) = result.diagnostics
+    assert d.code == "RLC106" and d.path == "a.b"
+
+
+def test_relative_key_above_the_root():
+    _, result = resolved("a: ${...b}\n")
+    (d,) = result.diagnostics
+    assert d.code == "RLC106" and d.origin.line == 1
+
+
+def test_missing_environment_variable():
+    _, result = resolved("runtime_args:\n  output_dir: ${oc.env:OUT_DIR}/run\n")
+    (d,) = result.diagnostics
+    assert d.code == "RLC107" and d.path == "runtime_args.output_dir"
+    assert "OUT_DIR" in d.message and "OUT_DIR" in d.hint
+    assert (d.origin.line, d.origin.column) == (2, 15)
+
+
+def test_cycle_is_reported_once_at_its_first_member():
+    tree, result = resolved("a: ${b}\nb: ${c}\nc: ${a}\nx: ${a}\n")
+    (d,) = result.diagnostics
+    assert d.code == "RLC108" and d.path == "a" and d.origin.line == 1
+    assert "`a` -> `b` -> `c` -> `a`" in d.message
+    assert sorted(path for path, _ in d.related) == ["b", "c"]
+    assert tree.data == {}
+
+
+def test_self_reference_and_reference_to_a_parent():
+    _, result = resolved("a: x${a}\n")
+    assert codes(result) == [("RLC108", "a")]
+    _, result = resolved("a:\n  b: ${a}\n")
+    assert codes(result) == [("RLC108", "a.b")]
+
+
+def test_two_separate_cycles_are_two_diagnostics():
+    _, result = resolved("a: ${b}\nb: ${a}\nc: ${d}\nd: ${c}\n")
+    assert codes(result) == [("RLC108", "a"), ("RLC108", "c")]
+
+
+def test_cycle_through_a_resolver():
+    _, result = resolved("a: ${oc.select:b}\nb: ${a}\n")
+    assert [d.code for d in result.diagnostics] == ["RLC108"]
+
+
+@pytest.mark.parametrize("value", ["'${a.b'", "'${}'", "'x ${a.b} ${'", "'${.}'", "'}${x'"])
+def test_malformed_interpolation(value):
+    tree, result = resolved(f"k:\n  v: {value}\n")
+    (d,) = result.diagnostics
+    assert d.code == "RLC109" and d.path == "k.v" and d.origin.line == 2
+
+
+def test_unknown_resolver():
+    _, result = resolved("a: ${subtract:3,1}\n")
+    (d,) = result.diagnostics
+    assert d.code == "RLC109" and "subtract" in d.message
+
+
+def test_interpolation_to_a_missing_value_is_not_reported_here():
+    # The missing value is reported once, where it belongs (RLC203 by the schema), not at each reference.
+    tree, result = resolved("a: ???\nb: ${a}\nc: ${b}\nd: pre-${a}\n")
+    assert result.diagnostics == []
+    assert result.missing == {("a",)}
+    assert result.unresolved >= {("b",), ("c",), ("d",)}
+    assert tree.data == {}
+
+
+def test_cascading_failures_are_reported_once():
+    _, result = resolved("a: ${nope}\nb: ${a}\nc: x-${b}\nd:\n  e: ${a}\nf: ${d}\n")
+    assert codes(result) == [("RLC106", "a")]
+    _, result = resolved("a: ${oc.env:UNSET}\nb: ${a}\n")
+    assert codes(result) == [("RLC107", "a")]
+    _, result = resolved("a: '${broken'\nb: ${a}\n")
+    assert codes(result) == [("RLC109", "a")]
+
+
+def test_every_independent_failure_is_reported():
+    _, result = resolved("a: ${nope}\nb: ${oc.env:UNSET}\nc: ${x:1}\nd: ${e}\ne: ${d}\nok: 1\n")
+    assert sorted(d.code for d in result.diagnostics) == ["RLC106", "RLC107", "RLC108", "RLC109"]
+
+
+def test_odd_resolver_arguments_are_diagnostics_not_exceptions():
+    for text in ["a: ${oc.env:}\n", "a: ${oc.select:}\n", "a: ${oc.decode:'[1'}\n", "a: ${oc.dict.keys:x}\n"]:
+        _, result = resolved(text)
+        assert len(result.diagnostics) == 1, text
+        assert result.diagnostics[0].code.startswith("RLC1")
+
+
+# ---- origins ------------------------------------------------------------------------------------------------
+
+
+def test_resolved_value_points_at_the_interpolation_via_the_target():
+    tree, _ = resolved("a:\n  b: 5\nc: ${a.b}\n")
+    origin = tree.origin(("c",))
+    assert origin.describe() == "cfg.yaml:3:4"
+    (via,) = origin.via
+    assert via.describe() == "cfg.yaml:2:6"
+    layers = tree.history[("c",)]
+    assert [layer.value for layer in layers] == ["${a.b}", 5]
+    assert layers[-1].origin.kind == "derived" and layers[-1].origin.via == (via,)
+
+
+def test_env_origin():
+    tree, _ = resolved("a: ${oc.env:HOME}\nb: ${oc.env:UNSET,x}\n", env={"HOME": "/home/me"})
+    (via,) = tree.origin(("a",)).via
+    assert via.kind == "env" and via.env_var == "HOME" and via.describe() == "<environment variable HOME>"
+    assert tree.origin(("b",)).via == ()  # the default in the file gave the value, not the environment
+
+
+def test_interpolated_default_remembers_which_default():
+    user, _ = load_yaml("trainer:\n  batch: 16\n", "cfg.yaml")
+    defaults = {"trainer": {"batch": 8, "micro": "${trainer.batch}", "epochs": 1}}
+    merged = merge_over_defaults(defaults, user)
+    result = resolve(merged, {})
+    assert result.diagnostics == []
+    assert merged.data["trainer"] == {"batch": 16, "micro": 16, "epochs": 1}
+    micro = merged.origin(("trainer", "micro"))
+    assert micro.kind == "default" and micro.default_of == "${trainer.batch}"
+    assert micro.describe() == "<default ${trainer.batch}>"
+    assert [v.describe() for v in micro.via] == ["cfg.yaml:2:10"]
+    assert merged.origin(("trainer", "epochs")).kind == "default"
+    assert [layer.origin.kind for layer in merged.history[("trainer", "batch")]] == ["default", "file"]
+
+
+def test_user_value_replaces_an_interpolated_default():
+    user, _ = load_yaml("trainer:\n  micro: 2\n", "cfg.yaml")
+    merged = merge_over_defaults({"trainer": {"batch": 8, "micro": "${trainer.batch}"}}, user)
+    resolve(merged, {})
+    assert merged.data["trainer"]["micro"] == 2
+    assert merged.origin(("trainer", "micro")).describe() == "cfg.yaml:2:10"
+
+
+def test_failed_interpolated_default_points_at_the_default():
+    user, _ = load_yaml("trainer:\n  x: 1\n", "cfg.yaml")
+    merged = merge_over_defaults({"trainer": {"micro": "${trainer.batch}"}}, user)
+    result = resolve(merged, {})
+    (d,) = result.diagnostics
+    assert d.code == "RLC106" and d.origin.kind == "default" and d.origin.default_of == "${trainer.batch}"
