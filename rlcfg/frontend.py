@@ -95,8 +95,12 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     root = spec.root(preview.data)
     result.root = root
     result.variant = next((name for name, model in spec.variants().items() if model is root), None)
-    merged = merge_over_defaults(spec.defaults(root), tree)
-    applied = apply_overrides(merged, parsed, spec.override_grammar)
+    if spec.overrides_see_defaults:
+        merged = merge_over_defaults(spec.defaults(root), tree)
+        applied = apply_overrides(merged, parsed, spec.override_grammar)
+    else:
+        applied = apply_overrides(tree, parsed, spec.override_grammar)
+        merged = merge_over_defaults(spec.defaults(root), tree)
     diagnostics.extend(applied.diagnostics)
 
     resolution = resolve(merged, env, spec.resolvers)

@@ -294,6 +294,11 @@ class Dialect:
     documents: ClassVar[str]  # which framework version the seed documents, for the docs
     override_grammar: ClassVar[str] = "hydra"  # or "dotlist"
     variant_key: ClassVar[str | None] = None  # the dotted key that chooses the variant, when there are several
+    # Whether command-line overrides see the documented defaults as existing keys. True where the framework's
+    # loader composes the user's overrides onto a base config that holds every key (SkyRL's ppo_base_config, so
+    # `key=value` works on any documented key and `+key=value` is refused for them); False where Hydra composes only
+    # the user's own files (adding a key the file lacks then takes `+key=value`).
+    overrides_see_defaults: ClassVar[bool] = False
     resolvers: ClassVar[Mapping[str, Callable]] = {}
     rules: ClassVar[RuleSet]
 

@@ -373,6 +373,12 @@ def _multiples(n: int, limit: int = 3) -> str:
     return ", ".join(str(n * k) for k in range(1, limit + 1))
 
 
+def _nearest_multiples(value: int, n: int) -> str:
+    """The multiples of n on either side of value, e.g. "1984 or 2016"."""
+    below = value // n * n
+    return f"{below} or {below + n}" if below else str(n)
+
+
 @rules.rule("chatlearn/episode-divides-into-global-batches", "RLC300",
             "`sample_per_episode` is a multiple of `train_global_batch_size`.",
             keys=[f"{RT}.sample_per_episode", f"{RT}.train_global_batch_size"])
@@ -383,8 +389,8 @@ def _episode_global_batches(cfg: Any, ctx: Any):
                         f"runtime_args.sample_per_episode ({r.sample_per_episode}) is not a multiple of "
                         f"runtime_args.train_global_batch_size ({r.train_global_batch_size})",
                         hint=f"each episode is split into global batches; use a sample_per_episode of "
-                             f"{_multiples(r.train_global_batch_size)}, or a train_global_batch_size that divides "
-                             f"{r.sample_per_episode}",
+                             f"{_nearest_multiples(r.sample_per_episode, r.train_global_batch_size)}, or a "
+                             f"train_global_batch_size that divides {r.sample_per_episode}",
                         related=[f"{RT}.train_global_batch_size"])
 
 
@@ -398,8 +404,8 @@ def _episode_prompt_groups(cfg: Any, ctx: Any):
         yield ctx.error("RLC300", f"{RT}.sample_per_episode",
                         f"runtime_args.sample_per_episode ({spe}) is not a multiple of "
                         f"models.policy.num_inference_per_prompt ({n}): an episode must hold whole prompt groups",
-                        hint=f"use a sample_per_episode of {_multiples(n)} ({spe // n or 1} prompts × {n} "
-                             f"responses is {max(spe // n, 1) * n})",
+                        hint=f"use a sample_per_episode of {_nearest_multiples(spe, n)} (a whole number of "
+                             f"prompts × {n} responses)",
                         related=[f"{POL}.num_inference_per_prompt"])
 
 
@@ -767,8 +773,8 @@ def _colocated_offload(cfg: Any, ctx: Any):
 def _data_paths(cfg: Any, ctx: Any):
     for key in ("data_path", "eval_data_path"):
         value = getattr(cfg.runtime_args, key)
-        if not value:
-            continue
+        if not value or not ctx.is_set(f"{RT}.{key}"):
+            continue  # the documented placeholder default is reported as nothing but itself
         missing = [p.strip() for p in value.split(",") if p.strip() and not ctx.host.path_exists(p.strip())]
         if missing:
             yield ctx.machine(f"{RT}.{key}", f"runtime_args.{key}: {', '.join(missing)} does not exist on this machine",

@@ -250,7 +250,7 @@ def test_v0_3_keys_in_a_1_0_config_are_flagged():
 
 
 def test_a_bare_v0_3_backend_name_is_accepted():
-    result = check_file(str(GRPO_TEMPLATE), ["actor.backend=fsdp"])
+    result = check_file(str(GRPO_TEMPLATE), ["+actor.backend=fsdp"])
     assert result.diagnostics == []
 
 

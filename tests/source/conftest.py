@@ -35,6 +35,7 @@ class Toy(Dialect):
     title = "Toy"
     documents = "tests only"
     override_grammar = "hydra"
+    overrides_see_defaults = True  # like SkyRL: a base config holds every documented key
     rules = RuleSet()
 
     def variants(self):
@@ -46,10 +47,17 @@ class DotToy(Toy):
     override_grammar = "dotlist"
 
 
+class FileToy(Toy):
+    """Like RLinf, ROLL and AReaL: Hydra composes only the user's files, so new keys need `+`."""
+
+    name = "filetoy"
+    overrides_see_defaults = False
+
+
 @pytest.fixture
 def toy(monkeypatch):
     """Make `toy` (Hydra overrides) and `dottoy` (dotlist overrides) dialects the only ones known."""
-    dialects = {"toy": Toy(), "dottoy": DotToy()}
+    dialects = {"toy": Toy(), "dottoy": DotToy(), "filetoy": FileToy()}
     monkeypatch.setattr(registry, "names", lambda: list(dialects))
     monkeypatch.setattr(registry, "load", lambda name: dialects[name])
     return dialects

@@ -350,6 +350,16 @@ def test_front_end_override_of_a_default_value(toy):
     assert [(layer.origin.kind, layer.value) for layer in story.layers] == [("default", 1), ("override", 3)]
 
 
+def test_front_end_hydra_over_the_files_alone_needs_plus_for_a_default(toy):
+    from rlcfg.frontend import check_text
+
+    result = check_text(TOY, "t.yaml", ["trainer.epochs=3"], dialect="filetoy", env={})
+    assert codes(result) == [("RLC105", "trainer.epochs")]
+    added = check_text(TOY, "t.yaml", ["+trainer.epochs=3"], dialect="filetoy", env={})
+    assert added.ok and added.config.trainer.epochs == 3
+    assert check_text(TOY, "t.yaml", ["trainer.batch=16"], dialect="filetoy", env={}).ok
+
+
 def test_front_end_wrong_type_from_an_override_points_at_it(toy):
     from rlcfg.frontend import check_text
 
