@@ -28,7 +28,7 @@ class Section(BaseModel):
     (a YAML string "8" is not the integer 8), except that an integer is accepted where a float is expected."""
 
     model_config = ConfigDict(strict=True, extra="forbid", protected_namespaces=(), populate_by_name=False,
-                              validate_default=False, arbitrary_types_allowed=False)
+                              validate_default=False, arbitrary_types_allowed=False, defer_build=True)
 
 
 def param(default: Any = REQUIRED, *, description: str, ge: float | None = None, gt: float | None = None,

@@ -560,6 +560,7 @@ class SkyRL(Dialect):
     title = "SkyRL (skyrl-train)"
     documents = "skyrl-train of mid-2025 (Hydra config ppo_base_config.yaml)"
     override_grammar = "hydra"
+    overrides_see_defaults = True  # skyrl-train composes overrides onto ppo_base_config, which holds every key
     rules: ClassVar = RULES
 
     def variants(self) -> dict:
