@@ -42,7 +42,10 @@ def _merge(default: Any, user: Any, path: Path, merged: SourceTree, source: Sour
         for key, value in user.items():
             out[key] = _merge(default.get(key), value, path + (key,), merged, source)
         return out
-    drop_subtree(merged.values, path)
+    if isinstance(default, (dict, list)):
+        drop_subtree(merged.values, path)
+    else:
+        merged.values.pop(path, None)
     for sub, _ in walk(user, path):
         if sub in source.values:
             merged.values[sub] = source.values[sub]
@@ -104,10 +107,7 @@ def resolve(tree: SourceTree, env: Mapping[str, str], resolvers: Mapping[str, Ca
         if value == MISSING:
             result.missing.add(path)
         elif _is_interpolation(value):
-            if _grammar_ok(value, path, tree, result):
-                interpolations.append(path)
-            else:
-                result.unresolved.add(path)
+            interpolations.append(path)
     if not interpolations:
         _drop(tree, result.missing)
         return result
@@ -126,10 +126,8 @@ def resolve(tree: SourceTree, env: Mapping[str, str], resolvers: Mapping[str, Ca
     try:
         for name, function in ours.items():
             OmegaConf.register_resolver(name, function, replace=True, use_cache=False, annotation_validation="off")
-        data = _copy(tree.data)
-        for path in result.unresolved:
-            delete_path(data, path)
-        cfg = OmegaConf.create(data, flags={"allow_objects": True})
+        cfg = _create_config(tree, interpolations, result)
+        interpolations = [p for p in interpolations if p not in result.unresolved]
         for path in interpolations:
             reader.read.clear()
             try:
@@ -156,12 +154,88 @@ def resolve(tree: SourceTree, env: Mapping[str, str], resolvers: Mapping[str, Ca
         from rlcfg.source.tree import set_path
 
         set_path(tree.data, path, value)
-        drop_subtree(tree.values, path)
-        for sub, _ in walk(value, path):
-            tree.values[sub] = new_origin
+        if isinstance(value, (dict, list)):
+            drop_subtree(tree.values, path)
+            for sub, _ in walk(value, path):
+                tree.values[sub] = new_origin
+        else:
+            tree.values[path] = new_origin
         tree.history.setdefault(path, []).append(Layer(Origin("derived", via=via), value))
     _drop(tree, result.missing | result.unresolved)
     return result
+
+
+def _create_config(tree: SourceTree, interpolations: list[Path], result: Resolution) -> Any:
+    """An OmegaConf config of the part of the tree the interpolations can reach (building one of a whole
+    dialect's defaults costs more than all the rest of a check). A malformed interpolation is reported and left
+    out; OmegaConf finds those as it builds, so each string is parsed once."""
+    from omegaconf import OmegaConf
+    from omegaconf.errors import GrammarParseError
+
+    data = _reachable(tree.data, interpolations)
+    while True:
+        try:
+            return OmegaConf.create(data, flags={"allow_objects": True})
+        except GrammarParseError as exc:
+            from rlcfg.source.tree import split_dotted
+
+            key = getattr(exc, "full_key", None)
+            path = split_dotted(str(key)) if key else None
+            if path is None or path not in interpolations or path in result.unresolved:
+                bad = [p for p in interpolations if p not in result.unresolved and not _grammar_ok(tree.get(p))]
+                if not bad:
+                    raise
+                path = bad[0]
+            _report_grammar(path, tree, result)
+            delete_path(data, path)
+
+
+_UNTRACKABLE = re.compile(r"\$\{oc\.(select|dict|deprecated|create)\b")
+
+
+def _reachable(data: dict, interpolations: list[Path]) -> dict:
+    """The subtrees the interpolations refer to, followed transitively, laid out at their own paths. Falls back
+    to the whole tree when a reference cannot be read off the text (oc.select takes a bare key)."""
+    needed: set = set()
+    stack = list(interpolations)
+    while stack:
+        path = stack.pop()
+        if path in needed:
+            continue
+        needed.add(path)
+        node = _get(data, path)
+        for sub, value in walk(node, path):
+            if not _is_interpolation(value):
+                continue
+            if _UNTRACKABLE.search(value):
+                return _copy(data)
+            stack.extend(_absolute(dots, target, sub) for dots, target in _REF.findall(value))
+    out: dict = {}
+    for path in needed:
+        cut = next((i for i, part in enumerate(path) if isinstance(part, int)), len(path))
+        path = path[:cut]  # a list is taken whole
+        node = _get(data, path)
+        if node is _ABSENT or not path:
+            continue
+        from rlcfg.source.tree import set_path
+
+        set_path(out, path, _copy(node))
+    return out
+
+
+_ABSENT = object()
+
+
+def _get(data: Any, path: Path) -> Any:
+    node = data
+    for part in path:
+        if isinstance(node, dict) and part in node:
+            node = node[part]
+        elif isinstance(node, list) and isinstance(part, int) and 0 <= part < len(node):
+            node = node[part]
+        else:
+            return _ABSENT
+    return node
 
 
 def _overlap(a: Path, b: Path) -> bool:
@@ -244,7 +318,7 @@ def _select(cfg: Any, path: Path) -> Any:
     return value
 
 
-def _grammar_ok(value: str, path: Path, tree: SourceTree, result: Resolution) -> bool:
+def _grammar_ok(value: str) -> bool:
     from omegaconf.errors import GrammarParseError
     from omegaconf.grammar_parser import parse
 
@@ -252,11 +326,15 @@ def _grammar_ok(value: str, path: Path, tree: SourceTree, result: Resolution) ->
         parse(value)
         return True
     except GrammarParseError:
-        result.diagnostics.append(diagnostic(
-            "RLC109", dotted(path), f"`{value}` is not a valid interpolation",
-            origin=tree.origin(path),
-            hint="an interpolation looks like `${section.key}` or `${oc.env:VAR,default}`; check the braces"))
         return False
+
+
+def _report_grammar(path: Path, tree: SourceTree, result: Resolution) -> None:
+    result.unresolved.add(path)
+    result.diagnostics.append(diagnostic(
+        "RLC109", dotted(path), f"`{tree.get(path)}` is not a valid interpolation",
+        origin=tree.origin(path),
+        hint="an interpolation looks like `${section.key}` or `${oc.env:VAR,default}`; check the braces"))
 
 
 def _referenced_origins(raw: Any, path: Path, tree: SourceTree) -> list[Origin]:
