@@ -111,6 +111,8 @@ CODES: dict[str, CodeInfo] = {
     "RLC402": CodeInfo("colocated roles have different sizes", Severity.ERROR, "colocate_all needs the policy's 8 GPUs to equal the rollout engines' 4"),
     "RLC403": CodeInfo("placement exceeds the cluster", Severity.ERROR, "rollout asks for GPUs 8-15 but the cluster has 8 GPUs"),
     "RLC404": CodeInfo("idle GPUs", Severity.WARNING, "GPUs 6-7 of node 0 are assigned to no role"),
+    "RLC500": CodeInfo("does not fit in GPU memory", Severity.ERROR, "GPUs 0-7 (actor+rollout+reference) need about 92.3 GiB at their peak but H100 80GB has 79.6 GiB"),
+    "RLC501": CodeInfo("memory estimate is approximate or the architecture is unknown", Severity.NOTE, "no memory estimate for actor: its model `/mnt/models/my-model` matches no model family rlcfg knows"),
 }
 
 

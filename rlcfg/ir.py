@@ -230,6 +230,10 @@ class Experiment:
     # How responses are scored when no reward model is configured: "math" (the final answer checked with
     # math-verify), "exact_match" (the answer string), or a built-in task's verifier such as "arithmetic".
     reward_function: str = "math"
+    # What the experiment trains. "rl": the GRPO/PPO loop. "sft" (supervised fine-tuning on the train data) and
+    # "reward_model" (a scalar-head model trained on preference pairs) have no rollout, group size 1 and one
+    # optimizer step per batch; a runtime that only runs the RL loop must refuse them rather than run RL.
+    kind: Literal["rl", "sft", "reward_model"] = "rl"
 
     def role(self, name: str) -> Role | None:
         return next((r for r in self.roles if r.name == name), None)

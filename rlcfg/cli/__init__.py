@@ -65,7 +65,7 @@ def bug_guard(debug: bool) -> Iterator[None]:
 def _register() -> None:
     from rlcfg.cli import validate  # noqa: F401  (registers its command)
 
-    for optional in ("docs", "schema"):
+    for optional in ("docs", "schema", "plan", "run"):
         try:
             __import__(f"rlcfg.cli.{optional}")
         except ModuleNotFoundError as exc:

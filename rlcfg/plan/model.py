@@ -30,7 +30,7 @@ class ClusterShape:
         return gpu % self.gpus_per_node
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)  # slots: a plan holds one per rank, thousands of them
 class RankSlot:
     rank: int
     gpu: int  # global GPU id
@@ -72,6 +72,30 @@ class BatchPlan:
 
 
 @dataclass(frozen=True)
+class Architecture:
+    """The figures of a model that memory depends on, from a config.json or the built-in table."""
+
+    name: str  # the table entry or the config's model_type
+    source: str  # "config.json at <path>", "--model-config <file>", "built-in table"
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    intermediate: int
+    vocab: int
+    tied_embeddings: bool
+    params: int  # total parameter count, computed from the figures above
+    qkv_bias: bool = False
+    qk_norm: bool = False
+    experts: int = 0  # MoE: routed experts per layer (0: dense)
+    expert_intermediate: int = 0
+    shared_expert_intermediate: int = 0
+    kv_lora_rank: int | None = None  # MLA: the compressed KV latent replaces per-head K and V
+    qk_rope_head_dim: int = 0
+
+
+@dataclass(frozen=True)
 class MemoryTerm:
     name: str  # "parameters", "gradients", "optimizer states", "activations", "logits", "kv cache", ...
     bytes: int
@@ -80,9 +104,14 @@ class MemoryTerm:
 @dataclass(frozen=True)
 class RoleMemory:
     role: str
-    per_gpu_bytes: int
+    per_gpu_bytes: int  # the role's own peak on one of its GPUs, in its busiest phase
     terms: tuple[MemoryTerm, ...]
     offloaded_between_phases: bool = False
+    phase: str = ""  # what the peak is: "train step", "log-prob forward", "generation"
+    resident_bytes: int = 0  # what it keeps on the GPU while a colocated role has its phase
+    model: str | None = None  # Architecture.name
+    kv_cache_tokens: int | None = None  # rollout: tokens the KV pool holds on one engine
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -101,6 +130,10 @@ class MemoryPlan:
     model_source: str  # where the architecture came from: a config.json path, a table entry, --model-config
     roles: tuple[RoleMemory, ...]
     verdicts: tuple[GpuVerdict, ...]
+    architectures: tuple[Architecture, ...] = ()
+    gpu_name: str | None = None
+    capacity_bytes: int | None = None
+    notes: tuple[str, ...] = ()
 
     @property
     def fits(self) -> bool:
@@ -115,6 +148,7 @@ class ExecutionPlan:
     placements: tuple[RolePlacement, ...]
     batch: BatchPlan
     memory: MemoryPlan | None = None
+    notes: tuple[str, ...] = ()  # assumptions the plan made (a cluster size nobody gave, ...)
 
     def placement(self, role: str) -> RolePlacement | None:
         return next((p for p in self.placements if p.role == role), None)

@@ -1,0 +1,165 @@
+"""`rlcfg plan FILE [OVERRIDES...]`: where each role lands, how a step's batch splits, whether it fits."""
+
+from __future__ import annotations
+
+import json
+from enum import Enum
+from pathlib import Path
+from typing import Any, List, Optional
+
+import typer
+
+from rlcfg.cli import EXIT_INVALID, EXIT_OK, app, bug_guard, usage_error
+
+
+class OutputFormat(str, Enum):
+    text = "text"
+    json = "json"
+
+
+@app.command(
+    epilog="Examples:\n\n"
+           "  rlcfg plan templates/chatlearn-fsdp-vllm.yaml --show-gpu-map\n\n"
+           "  rlcfg plan grpo.yaml --nodes 4 --gpus-per-node 8 --gpu h200\n\n"
+           "  rlcfg plan grpo.yaml --model-config ~/models/Qwen3-8B/config.json --format json\n\n"
+           "Exit codes: 0 the plan holds, 1 the config or the plan has errors (a placement that overlaps or does "
+           "not fit the cluster, a GPU that runs out of memory), 2 usage error, 101 a bug in rlcfg.",
+)
+def plan(
+    file: str = typer.Argument(..., help="The YAML config to plan.", metavar="FILE"),
+    overrides: Optional[List[str]] = typer.Argument(
+        None, metavar="[OVERRIDES]...", help="Command-line overrides in the dialect's own grammar, as for validate."),
+    show_gpu_map: bool = typer.Option(False, "--show-gpu-map",
+                                      help="Also draw the node × GPU grid and each role's rank coordinates."),
+    output: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f",
+                                        help="text for people, json for tools (the whole plan)."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", min=1,
+                                        help="Nodes in the cluster (default: the config's, else the fewest that hold "
+                                             "the roles)."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=1,
+                                                help="GPUs per node (default: the config's, else 8)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", metavar="NAME",
+                                      help="The GPU kind for the memory estimate: h100, h200, h800, h20, b200, "
+                                           "a100-80g, a100-40g, l40s, l4, ... or a size such as 96GB (default h100)."),
+    model_config: Optional[str] = typer.Option(None, "--model-config", metavar="FILE",
+                                               help="The policy model's config.json, when its path in the config is "
+                                                    "not a local directory; read as JSON, nothing is downloaded."),
+    dialect: Optional[str] = typer.Option(None, "--dialect", "-d",
+                                          help="Force the dialect instead of detecting it from the document."),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback if rlcfg itself fails."),
+) -> None:
+    """Plan a config: placement of each role on the cluster's GPUs, the rank layout, the batch schedule and a
+    memory estimate per GPU, all without touching a GPU.
+
+    The config is checked first, as `rlcfg validate` would; a config with errors is not planned.
+    """
+    from rlcfg.frontend import check_file
+    from rlcfg.source.yaml_loader import UsageError
+
+    with bug_guard(debug):
+        try:
+            result = check_file(file, overrides or [], dialect=dialect)
+        except UsageError as exc:
+            raise usage_error(str(exc))
+        if result.errors:
+            from rlcfg.cli.validate import _json as validate_json
+            from rlcfg.cli.validate import _text as validate_text
+
+            typer.echo(validate_json(result, None, False) if output is OutputFormat.json
+                       else validate_text(result, None, False, False))
+            raise typer.Exit(EXIT_INVALID)
+
+        from rlcfg.lower import available, lower
+        from rlcfg.plan import build_plan
+
+        if not available(result.dialect):
+            raise usage_error(f"planning is not available for dialect {result.dialect} yet "
+                              "(its lowering to rlcfg's Experiment has not been written); `rlcfg validate` works")
+        experiment = lower(result.dialect, result.config)
+        policy_config, source = _read_model_config(model_config) if model_config else (None, None)
+        local = {} if policy_config is not None else _local_model_configs(experiment)
+        try:
+            execution, diagnostics = build_plan(experiment, gpu=gpu, model_config=policy_config, nodes=nodes,
+                                                gpus_per_node=gpus_per_node, model_configs=local,
+                                                model_source=source)
+        except ValueError as exc:  # an unknown --gpu
+            raise usage_error(str(exc))
+        everything = list(result.diagnostics) + diagnostics
+        if output is OutputFormat.json:
+            typer.echo(_json(result, execution, everything))
+        else:
+            typer.echo(_text(result, execution, everything, show_gpu_map))
+        errors = sum(d.severity.value == "error" for d in everything)
+        raise typer.Exit(EXIT_INVALID if errors else EXIT_OK)
+
+
+def _read_model_config(path: str) -> tuple[dict, str]:
+    p = Path(path)
+    if p.is_dir():
+        p = p / "config.json"
+    try:
+        data = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise usage_error(f"--model-config: no such file: {p}")
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise usage_error(f"--model-config: cannot read {p} as JSON: {exc}")
+    if not isinstance(data, dict):
+        raise usage_error(f"--model-config: {p} is not a JSON object")
+    return data, f"--model-config {path}"
+
+
+def _local_model_configs(experiment: Any) -> dict[str, dict]:
+    """config.json of every model path that is a local directory (unreadable ones are left to the table)."""
+    found: dict[str, dict] = {}
+    for role in experiment.roles:
+        path = role.model.path if role.model else ""
+        if not path or path in found:
+            continue
+        candidate = Path(path).expanduser() / "config.json"
+        try:
+            data = json.loads(candidate.read_text()) if candidate.is_file() else None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+            data = None
+        if isinstance(data, dict):
+            found[path] = data
+    return found
+
+
+def _text(result: Any, execution: Any, diagnostics: list, show_gpu_map: bool) -> str:
+    from rlcfg.diagnostics import TextRenderer, count, plural
+    from rlcfg.plan.render import render_text
+
+    lines = [render_text(execution, show_gpu_map=show_gpu_map), ""]
+    renderer = TextRenderer(result.sources)
+    for d in diagnostics:
+        lines.append(renderer.render(d))
+        lines.append("")
+    errors, warnings = count(diagnostics)
+    if errors:
+        status = f"{result.file}: the plan has {plural(errors, 'error')}, {plural(warnings, 'warning')}"
+    else:
+        memory = execution.memory
+        fits = "fits in memory" if memory is not None and memory.fits else (
+            "no memory estimate" if memory is None else "does not fit in memory")
+        status = f"{result.file}: plan for {execution.cluster.gpus} GPUs, {fits}"
+        if warnings:
+            status += f", {plural(warnings, 'warning')}"
+    lines.append(status)
+    return "\n".join(lines)
+
+
+def _json(result: Any, execution: Any, diagnostics: list) -> str:
+    from rlcfg.diagnostics import count, render_json
+    from rlcfg.ir import to_json
+
+    errors, warnings = count(diagnostics)
+    return render_json({
+        "file": result.file,
+        "dialect": result.dialect,
+        "variant": result.variant,
+        "valid": errors == 0,
+        "errors": errors,
+        "warnings": warnings,
+        "diagnostics": [d.to_json() for d in diagnostics],
+        "plan": to_json(execution),
+    })

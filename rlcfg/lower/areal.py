@@ -1,0 +1,520 @@
+"""AReaL → Experiment.
+
+AReaL's engines map to rlcfg's roles: `actor` → actor, the SGLang/vLLM servers → rollout, `ref` → reference,
+`critic` → critic, and the reward function (Python, run by the rollout workflow on CPUs) → a rule reward.
+SFT's trained model (`model:` in v0.3, `actor:` in 1.0) → actor; a reward model's (is_critic) → critic.
+
+Where the GPUs come from (reusing the dialect's own parser, rlcfg.schema.areal_allocation):
+- v0.3 / v0.4 `allocation_mode`: the SPMD launchers start the generation servers first, so they take the first
+  GPUs and the trainer the next ones (`sglang.d4p1t1+d4p1t1` → rollout 0-3, actor 4-7); a `|` group shares
+  one set of GPUs from 0. The reference and the critic run inside the trainer processes, so they share the
+  actor's GPUs.
+- 1.0 per-engine `backend` fields: the single controller creates the engines in the order actor, critic, ref,
+  rollout, each on the next free GPUs, except that an engine whose scheduling_strategy is `colocation` shares
+  its target's. When a deprecated allocation_mode is kept and no scheduler is set, the SPMD launcher places
+  them instead (servers first).
+
+Derivations reproduced here: the backend AReaL picks for a bare training part (megatron when p>1 or e>1);
+the prompts of a step are train_dataset.batch_size rounded down to a multiple of the trainer's data-parallel
+size (each rank loads batch_size // dp); a step's samples split into ppo_n_minibatches optimizer steps; the
+reference is built only when actor.kl_ctl > 0 and a `ref` section exists, and then its KL term goes into the
+token rewards; reward shaping is (score + bias) × scale, i.e. score·scale + bias·scale in rlcfg's order; the
+overlong penalty starts actor.max_new_tokens − overlong_tokens tokens in; use_decoupled_loss implies
+recompute_logprob.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Offload, Optimizer,
+                      Parallelism, Resources, RewardShaping, Role, Sampling, Schedule)
+from rlcfg.schema import areal_allocation as alloc
+from rlcfg.schema.areal_rules import legacy_backend_name
+
+# AReaL's FSDP engine shards with torch's FSDP2 (fully_shard); Archon is its torchtitan-style engine, FSDP2 with
+# TP/PP/EP on top, the closest of rlcfg's backends.
+TRAIN_BACKEND = {"fsdp": "fsdp2", "megatron": "megatron", "archon": "fsdp2"}
+DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+ROLE_OF_NAME = {"actor": "actor", "ref": "reference", "critic": "critic", "rollout": "rollout"}
+# The seed's ClusterSpecConfig defaults (32 nodes × 8 GPUs) describe no real machine; the rules only check a
+# written cluster, and so the lowering only passes on a node count that differs from that placeholder.
+SEED_DEFAULT_CLUSTER = (32, 8)
+# gconfig.top_k's default: larger than any vocabulary, so it samples from all tokens.
+TOP_K_UNLIMITED = 100000000
+
+
+def _kind(cfg: Any) -> str:
+    return {"GRPOConfig": "grpo", "RWConfig": "rw"}.get(type(cfg).__name__, "sft")
+
+
+def _dtype(text: str) -> str:
+    name = DTYPE.get(text, text)
+    return name if name in ("bfloat16", "float16", "float32") else "bfloat16"
+
+
+# ---- where each engine runs ----------------------------------------------------------------------------------
+
+
+def _component(text: str) -> alloc.Component | None:
+    """A 1.0 backend string as a component; None when empty, a v0.3 bare backend name, or malformed."""
+    if not text or legacy_backend_name(text):
+        return None
+    try:
+        return alloc.parse_backend(text)
+    except alloc.AllocationSyntaxError:
+        return None
+
+
+def _layout(cfg: Any, roles: list[str]) -> tuple[dict[str, alloc.Component | None], list[tuple[str, ...]],
+                                                  list[int]]:
+    """Each role's component (its backend and parallel sizes), the groups of roles that share GPUs in the order
+    AReaL hands GPUs out, and each group's GPU count."""
+    engines = {"actor": "actor", "critic": "critic", "reference": "ref", "rollout": "rollout"}
+    if _kind(cfg) != "grpo":
+        engines = {roles[0]: "actor" if getattr(cfg, "actor", None) is not None else "model"}
+    backends = {role: _component(getattr(getattr(cfg, section, None), "backend", "") or "")
+                for role, section in engines.items() if role in roles}
+    if any(c is not None for c in backends.values()):
+        return _layout_backends(cfg, roles, engines, backends)
+    return _layout_allocation(cfg, roles)
+
+
+def _layout_backends(cfg: Any, roles: list[str], engines: dict[str, str],
+                     backends: dict[str, alloc.Component | None]):
+    primary = roles[0]  # the trained model: actor, or SFT's/RW's model
+    shares: dict[str, str] = {}
+    for role in roles:
+        if role not in engines or role == primary:
+            continue
+        strategy = getattr(getattr(cfg, engines[role], None), "scheduling_strategy", None)
+        target = ROLE_OF_NAME.get(strategy.target) if strategy is not None and strategy.type == "colocation" else None
+        if target in roles and target != role:
+            shares[role] = target
+        elif backends.get(role) is None and role != "rollout":
+            # A reference or critic without a backend of its own runs in the trainer's processes.
+            shares[role] = primary
+    spmd = bool(cfg.allocation_mode) and getattr(cfg.scheduler, "type", None) is None
+    order = ["rollout", "actor", "critic", "reference"] if spmd else ["actor", "critic", "reference", "rollout"]
+    order = [r for r in order if r in roles]
+    groups: list[list[str]] = []
+    for role in order:
+        if role in shares:
+            continue
+        groups.append([role])
+
+    def root(role: str) -> str:
+        seen = set()
+        while role in shares and role not in seen:
+            seen.add(role)
+            role = shares[role]
+        return role
+
+    for role in order:
+        if role in shares:
+            home = root(role)
+            host = next((g for g in groups if home in g), None)
+            if host is None:  # engines colocated only with each other in a cycle: they get GPUs of their own
+                host = [home] if home != role else []
+                groups.append(host)
+            host.append(role)
+    components = dict(backends)
+    sizes = [max((components[r].world for r in g if components.get(r) is not None), default=0) for g in groups]
+    for group in groups:
+        # An engine that shares GPUs without naming its own sizes runs with its host's layout.
+        host = next((components[r] for r in group if components.get(r) is not None), None)
+        for r in group:
+            if components.get(r) is None and host is not None and (host.kind == "train") == (r != "rollout"):
+                components[r] = host
+    return components, [tuple(g) for g in groups], sizes
+
+
+def _layout_allocation(cfg: Any, roles: list[str]):
+    primary = roles[0]
+    components: dict[str, alloc.Component | None] = {r: None for r in roles}
+    try:
+        parsed = alloc.parse(cfg.allocation_mode) if cfg.allocation_mode else None
+    except alloc.AllocationSyntaxError:
+        parsed = None
+    if parsed is None or parsed.keyword:
+        # No allocation, or the pre-pattern `manual`/`heuristic` modes: nothing says how many GPUs each engine
+        # gets (the validator already warned), so the roles ask for none and the plan places nothing.
+        return components, [(r,) for r in roles if r != "reward"], [0] * len([r for r in roles if r != "reward"])
+    placed: dict[str, int] = {}
+    groups: list[list[str]] = []
+    sizes: list[int] = []
+    # The launchers start the servers before the trainer, whatever the order written.
+    ordered = sorted(parsed.groups, key=lambda g: not any(c.kind == "inference" for c in g))
+    for group in ordered:
+        members: list[str] = []
+        for c in group:
+            if c.kind == "eval":
+                continue  # `+eval` / `+cpu`: evaluation beside the servers, on no GPU of its own
+            if c.kind == "inference":
+                role = "rollout"
+            else:
+                role = ROLE_OF_NAME.get(c.name or "", primary)
+                if role == "actor" and primary != "actor":
+                    role = primary
+            if role not in roles or role in placed:
+                continue  # an engine this experiment does not build (or a second server pool): no role for it
+            components[role] = c
+            placed[role] = len(groups)
+            members.append(role)
+        if members:
+            groups.append(members)
+            sizes.append(max(c.world for c in group))
+    for role in roles:
+        if role in placed or role == "reward":
+            continue
+        if role in ("reference", "critic") and primary in placed:
+            groups[placed[primary]].append(role)  # inside the trainer processes, on the actor's GPUs
+            components[role] = components[primary]
+        else:
+            groups.append([role])
+            sizes.append(0)
+    return components, [tuple(g) for g in groups], sizes
+
+
+def _gpu_ids(groups: list[tuple[str, ...]], sizes: list[int]) -> dict[str, tuple[int, ...]]:
+    ids: dict[str, tuple[int, ...]] = {}
+    cursor = 0
+    for group, size in zip(groups, sizes):
+        for role in group:
+            ids[role] = tuple(range(cursor, cursor + size))
+        cursor += size
+    return ids
+
+
+def _parallelism(c: alloc.Component | None, engine: Any = None) -> Parallelism:
+    if c is None:
+        return Parallelism()
+    if c.kind == "inference":
+        return Parallelism(tp=c.dims.get("t"), pp=c.dims.get("p"))
+    megatron = dict(getattr(engine, "megatron", None) or {})
+    if c.hybrid is not None:
+        attn, ffn = c.hybrid
+        tp, pp, cp, ep, etp = attn.get("t"), attn.get("p"), attn.get("c"), ffn.get("e"), ffn.get("t")
+    else:
+        tp, pp, cp, ep, etp = c.dims.get("t"), c.dims.get("p"), c.dims.get("c"), c.dims.get("e"), None
+    backend = c.effective_backend
+    if backend == "megatron":
+        vpp = megatron.get("virtual_pipeline_parallel_size")
+        return Parallelism(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp if etp != tp else None,
+                           vpp=vpp if isinstance(vpp, int) and vpp > 1 else None,
+                           sequence_parallel=bool(megatron.get("sequence_parallel", False)) and tp > 1)
+    # AReaL's FSDP engine reads c as its Ulysses sequence-parallel size (dp·sp·tp = world) and shards over all
+    # of the engine's GPUs.
+    return Parallelism(tp=tp, pp=pp, ep=ep, sp=cp)
+
+
+def _data_parallel(c: alloc.Component | None) -> int:
+    if c is None:
+        return 1
+    dims = c.hybrid[0] if c.hybrid is not None else c.dims
+    return max(dims.get("d"), 1) if dims is not None else 1
+
+
+# ---- engines -------------------------------------------------------------------------------------------------
+
+
+def _optimizer(engine: Any, total_steps: int | None) -> Optimizer | None:
+    opt = engine.optimizer
+    if opt is None or opt.type == "empty":
+        return None
+    # AReaL warms up for int(proportion × its total steps), which it counts from the dataset size; rlcfg only
+    # knows the steps when total_train_steps caps them, and otherwise keeps no warm-up.
+    warmup = int(opt.warmup_steps_proportion * total_steps) if total_steps else 0
+    return Optimizer(lr=opt.lr, name="sgd" if opt.type == "sgd" else "adamw", weight_decay=opt.weight_decay,
+                     betas=(opt.beta1, opt.beta2), eps=opt.eps,
+                     grad_clip=opt.gradient_clipping if opt.gradient_clipping > 0 else None,
+                     scheduler=opt.lr_scheduler_type, warmup_steps=warmup, min_lr=opt.lr * opt.min_lr_ratio)
+
+
+def _micro(engine: Any, samples_per_rank: int) -> tuple[int | None, int | None]:
+    """(samples per micro-batch, token budget): AReaL packs sequences and splits a rank's batch either by a
+    token budget (max_tokens_per_mb, n_mbs then being a minimum count) or into n_mbs micro-batches."""
+    spec = engine.mb_spec
+    if spec.max_tokens_per_mb is not None:
+        return None, spec.max_tokens_per_mb
+    n = max(spec.n_mbs or 1, 1)
+    return (max(-(-samples_per_rank // n), 1) if samples_per_rank else None), None
+
+
+def _train_role(name: str, engine: Any, c: alloc.Component | None, gpu_ids: tuple[int, ...],
+                samples_per_rank_opt: int, samples_per_rank_step: int, trains: bool, total_steps: int | None,
+                tokenizer: str | None, colocated_with_rollout: bool = False, path: str | None = None) -> Role:
+    backend = TRAIN_BACKEND.get(c.effective_backend if c else "fsdp", "fsdp2")
+    offload_all = bool(getattr(engine, "offload", False)) or colocated_with_rollout
+    optimizer = _optimizer(engine, total_steps) if trains else None
+    micro, budget = _micro(engine, samples_per_rank_opt if trains else samples_per_rank_step)
+    forward_micro, _ = _micro(engine, samples_per_rank_step)
+    return Role(
+        name=name, backend=backend,
+        resources=Resources(gpus=len(gpu_ids), gpu_ids=gpu_ids or None),
+        model=Model(path=path if path is not None else engine.path, dtype=_dtype(engine.dtype), tokenizer=tokenizer),
+        parallelism=_parallelism(c, engine),
+        offload=Offload(params=offload_all or engine.fsdp.offload_params,
+                        optimizer=offload_all or bool(engine.optimizer and engine.optimizer.offload),
+                        grads=offload_all, cpu_offload_during_step=engine.fsdp.offload_params),
+        optimizer=optimizer,
+        micro_batch_size=micro if trains else None,
+        forward_micro_batch_size=forward_micro,
+        gradient_checkpointing=engine.gradient_checkpointing if trains else False,
+        sequence_packing=True,
+        max_tokens_per_micro_batch=budget,
+    )
+
+
+def _rollout_role(cfg: Any, c: alloc.Component | None, gpu_ids: tuple[int, ...], colocated: bool) -> Role:
+    backend = c.backend if c is not None and c.backend in ("sglang", "vllm") else "sglang"
+    engines = c.dims.get("d") if c is not None and c.dims is not None else None
+    if backend == "sglang":
+        s = cfg.sglang
+        engine: dict[str, Any] = {
+            "mem_fraction_static": s.mem_fraction_static,
+            "max_model_len": s.context_length,
+            "max_num_seqs": s.max_running_requests,
+            "max_num_batched_tokens": s.max_prefill_tokens,
+            "enforce_eager": s.disable_cuda_graph,
+            "enable_prefix_caching": not s.disable_radix_cache,
+            # -1 turns chunked prefill off (AReaL's default, for precision); null leaves SGLang's own, which chunks.
+            "enable_chunked_prefill": s.chunked_prefill_size != -1,
+            # The launchers start server i with random_seed + i; this is the first server's.
+            "seed": s.random_seed,
+            "attention_backend": s.attention_backend,
+            "cuda_graph_bs": tuple(s.cuda_graph_bs) if s.cuda_graph_bs else None,
+        }
+        model_path, dtype, offload = s.model_path or cfg.actor.path, s.dtype, s.enable_memory_saver
+    else:
+        v = cfg.vllm
+        engine = {
+            "gpu_memory_utilization": v.gpu_memory_utilization,
+            "max_model_len": v.max_model_len,
+            "max_num_seqs": v.max_num_seqs,
+            "enforce_eager": v.enforce_eager,
+            # The older flag turns a feature on, the 1.0 one passes --no-enable-...; either spelling counts.
+            "enable_prefix_caching": v.enable_prefix_caching or not v.no_enable_prefix_caching,
+            "enable_chunked_prefill": v.enable_chunked_prefill or not v.no_enable_chunked_prefill,
+            "block_size": v.block_size,
+            "seed": v.seed,
+        }
+        model_path, dtype, offload = v.model or cfg.actor.path, v.dtype, v.enable_sleep_mode
+    engine["engines"] = engines
+    return Role(
+        name="rollout", backend=backend,
+        resources=Resources(gpus=len(gpu_ids), gpu_ids=gpu_ids or None),
+        model=Model(path=model_path, dtype=_dtype(dtype)),
+        parallelism=_parallelism(c),
+        # Sharing the actor's GPUs, AReaL releases the server's memory while the actor trains.
+        offload=Offload(params=offload or colocated),
+        engine=tuple(sorted((k, v) for k, v in engine.items() if v is not None)),
+    )
+
+
+# ---- the rest of the experiment ------------------------------------------------------------------------------
+
+
+def _cluster(cfg: Any) -> Cluster:
+    nodes, per_node = cfg.cluster.n_nodes, cfg.cluster.n_gpus_per_node
+    if (nodes, per_node) == SEED_DEFAULT_CLUSTER:
+        return Cluster(nodes=None, gpus_per_node=per_node)
+    return Cluster(nodes=nodes, gpus_per_node=per_node)
+
+
+def _data(cfg: Any, max_prompt_length: int | None) -> Data:
+    train, valid = cfg.train_dataset, cfg.valid_dataset
+    # AReaL picks a dataset loader by the path's name; its GSM8K loader reads `question` and `answer`.
+    gsm8k = "gsm8k" in train.path.lower()
+    return Data(train_files=(train.path,), eval_files=(valid.path,) if valid is not None else (),
+                prompt_key="question" if gsm8k else "prompt", answer_key="answer" if gsm8k else None,
+                max_prompt_length=max_prompt_length, shuffle=train.shuffle, seed=cfg.seed)
+
+
+def _checkpointing(cfg: Any) -> Checkpointing:
+    saver = cfg.saver
+    # AReaL saves under <fileroot>/checkpoints/<user>/<experiment>/<trial>; the user is only known where the job
+    # runs, so it is left out. Epoch- and time-based saving (freq_epochs, freq_secs) has no step count here.
+    return Checkpointing(directory=f"{saver.fileroot}/checkpoints/{cfg.experiment_name}/{cfg.trial_name}",
+                         interval=saver.freq_steps, keep_last=None,
+                         resume="none" if cfg.recover.mode in ("disabled", "off") else "latest", save_hf=True)
+
+
+def _logging(cfg: Any) -> Logging:
+    s = cfg.stats_logger
+    backends = ["jsonl", "console"]
+    if s.tensorboard.path:
+        backends.append("tensorboard")
+    if s.wandb.mode in ("online", "offline", "shared"):
+        backends.append("wandb")
+    # SwanLab and Trackio have no counterpart among rlcfg's logging backends.
+    return Logging(directory=f"{s.fileroot}/logs/{cfg.experiment_name}/{cfg.trial_name}",
+                   project=s.wandb.project or cfg.experiment_name, run_name=s.wandb.name or cfg.trial_name,
+                   backends=tuple(backends))
+
+
+def _sampling(g: Any) -> Sampling:
+    return Sampling(max_new_tokens=g.max_new_tokens, temperature=0.0 if g.greedy else g.temperature, top_p=g.top_p,
+                    top_k=1 if g.greedy else (-1 if g.top_k >= TOP_K_UNLIMITED else g.top_k), n=g.n_samples,
+                    stop=tuple(g.stop or ()))
+
+
+def _steps(cfg: Any, samples_per_step: int) -> int | None:
+    """AReaL runs total_train_epochs × (dataset batches); total_train_steps and total_train_n_seqs stop it
+    earlier. Only the caps are known without the dataset."""
+    caps = [cfg.total_train_steps] if cfg.total_train_steps else []
+    if cfg.total_train_n_seqs and samples_per_step:
+        caps.append(-(-cfg.total_train_n_seqs // samples_per_step))
+    return min(caps) if caps else None
+
+
+def _norm_advantage(actor: Any, has_critic: bool) -> dict[str, Any]:
+    """AReaL's advantage: (shaped score, optionally reward_norm'ed) on the last token, minus the KL per token, run
+    through GAE (values 0 without a critic), then optionally adv_norm'ed. Its norm settings pick the estimator."""
+    rn, an = actor.reward_norm, actor.adv_norm
+    if has_critic:
+        return {"advantage": "gae", "batch_normalize_advantage": an is not None}
+    grouped = [n for n in (rn, an) if n is not None and n.mean_level == "group"]
+    if grouped:
+        norm = grouped[0]
+        # Group-mean centring of the score is GRPO (leave-one-out: RLOO); an adv_norm after a group-level
+        # reward_norm then whitens over the batch.
+        return {"advantage": "rloo" if norm.mean_leave1out else "grpo",
+                "normalize_advantage_std": norm.std_level == "group",
+                "batch_normalize_advantage": an is not None and an is not norm and an.mean_level == "batch"}
+    # No group baseline: returns (score − KL) whitened over the batch, which is REINFORCE++. Without any norm
+    # AReaL uses the raw return; rlcfg has no estimator for that and whitens too.
+    return {"advantage": "reinforce++", "normalize_advantage_std": False, "batch_normalize_advantage": False}
+
+
+def _algorithm(cfg: Any, group: int, reference_built: bool) -> Algorithm:
+    a = cfg.actor
+    has_critic = cfg.critic is not None
+    if a.importance_sampling_level == "sequence":
+        loss = "gspo"  # GSPO's sequence-level ratio; a c_clip set beside it is dropped
+    elif a.c_clip is not None:
+        loss = "dual_clip"
+    else:
+        loss = "regular"  # SAPO (use_sapo_loss) has no counterpart in rlcfg and runs as PPO clipping here
+    overlong = None
+    if a.overlong_reward_penalty and a.overlong_tokens is not None:
+        # AReaL measures the tail from the actor's max_new_tokens (not gconfig's).
+        overlong = max(a.max_new_tokens - a.overlong_tokens, 0)
+    # Not expressible in rlcfg's Algorithm, and so left to the runtime's defaults: the decoupled (off-policy)
+    # loss and its importance-weight cap (behav_imp_weight_cap / rejection_sampling), asynchronous rollout
+    # (async_training, max_head_offpolicyness), SAPO, M2PO, and recompute_logprob (on whenever
+    # use_decoupled_loss is; rlcfg's runtime always recomputes the old log-probabilities with the trainer).
+    return Algorithm(
+        **_norm_advantage(a, has_critic),
+        group_size=group, gamma=a.discount, lam=a.gae_lambda, policy_loss=loss,
+        clip_low=a.eps_clip, clip_high=a.eps_clip_higher if a.eps_clip_higher is not None else a.eps_clip,
+        clip_ratio_c=a.c_clip if a.c_clip is not None else 3.0,
+        # The loss weighs every micro-batch by its count of loss tokens: a token mean over the minibatch.
+        loss_aggregation="token-mean",
+        kl=KL(placement="reward", coef=a.kl_ctl, estimator=a.kl_estimator) if reference_built else KL(),
+        entropy_coef=0.0,
+        value_clip=cfg.critic.eps_clip if has_critic else None,
+        ppo_epochs=1,
+        reward=RewardShaping(scale=a.reward_scaling, bias=a.reward_bias * a.reward_scaling, clip=a.reward_clip,
+                             overlong_penalty_length=overlong,
+                             overlong_penalty_factor=a.overlong_penalty_factor
+                             if overlong is not None and a.overlong_penalty_factor is not None else 1.0),
+        dynamic_sampling=a.dynamic_sampling,
+        # AReaL zeroes the score of a response without EOS instead of taking it out of the loss; dropping it from
+        # the loss is rlcfg's nearest switch.
+        mask_truncated=a.mask_no_eos_with_zero,
+    )
+
+
+# ---- lowering ------------------------------------------------------------------------------------------------
+
+
+def lower(cfg: Any) -> Experiment:
+    if _kind(cfg) == "grpo":
+        return _lower_rl(cfg)
+    return _lower_supervised(cfg)
+
+
+def _lower_rl(cfg: Any) -> Experiment:
+    actor = cfg.actor
+    group = cfg.gconfig.n_samples
+    reference_built = actor.kl_ctl > 0 and cfg.ref is not None
+    roles = ["actor", "rollout"] + (["reference"] if reference_built else []) + (
+        ["critic"] if cfg.critic is not None else [])
+    components, groups, sizes = _layout(cfg, roles)
+    ids = _gpu_ids(groups, sizes)
+    dp = _data_parallel(components["actor"])
+
+    batch = cfg.train_dataset.batch_size
+    prompts = batch // dp * dp if batch >= dp else batch
+    samples = prompts * group
+    per_opt = max(samples // actor.ppo_n_minibatches, 1)
+    total_steps = _steps(cfg, samples)
+    tokenizer = cfg.tokenizer_path or None
+    colocated = [g for g in groups if len(g) > 1]
+    rollout_shares = any("rollout" in g and "actor" in g for g in colocated)
+
+    out = [_train_role("actor", actor, components["actor"], ids["actor"], per_opt // dp, samples // dp, True,
+                       total_steps, tokenizer, colocated_with_rollout=rollout_shares),
+           _rollout_role(cfg, components["rollout"], ids["rollout"], rollout_shares)]
+    if reference_built:
+        # v0.3.4 builds ref with an empty path unless told; AReaL would fail to load it (the validator warns), and
+        # the policy's weights are what every AReaL example points it at.
+        out.append(_train_role("reference", cfg.ref, components["reference"], ids["reference"], 0, samples // dp,
+                               False, None, tokenizer, path=cfg.ref.path or actor.path))
+    if cfg.critic is not None:
+        out.append(_train_role("critic", cfg.critic, components["critic"], ids["critic"],
+                               max(samples // cfg.critic.ppo_n_minibatches, 1) // dp, samples // dp, True,
+                               total_steps, tokenizer))
+    # Listed in the order of their GPUs, so that a plan reads like AReaL's launch order.
+    out.sort(key=lambda role: min(role.resources.gpu_ids or (1 << 30,)))
+    # The reward function runs in the rollout workflow's CPU worker pool, on no GPU.
+    out.append(Role(name="reward", backend="rule", resources=Resources(gpus=0)))
+
+    eval_g = cfg.eval_gconfig or cfg.gconfig  # 1.0 copies gconfig when eval_gconfig is null (AR-20)
+    return Experiment(
+        name=cfg.experiment_name, dialect="areal", variant="grpo", cluster=_cluster(cfg), roles=tuple(out),
+        colocation=tuple(colocated), algorithm=_algorithm(cfg, group, reference_built),
+        sampling=_sampling(cfg.gconfig), eval_sampling=_sampling(eval_g) if cfg.valid_dataset is not None else None,
+        # For RL data, train_dataset.max_length drops prompts longer than it.
+        data=_data(cfg, cfg.train_dataset.max_length),
+        schedule=Schedule(prompts_per_step=prompts, samples_per_step=samples, samples_per_optimizer_step=per_opt,
+                          total_steps=total_steps, epochs=cfg.total_train_epochs,
+                          eval_interval=cfg.evaluator.freq_steps if cfg.valid_dataset is not None else None,
+                          eval_before_train=cfg.evaluator.eval_before_train),
+        checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed, reward_function="math",
+        kind="rl",
+    )
+
+
+def _lower_supervised(cfg: Any) -> Experiment:
+    """SFT and reward-model training: one trained model, no rollout. Each dataloader batch is one optimizer
+    step (AReaL's train_lm / reward-model step on the whole batch). A runtime that only runs the RL loop must
+    refuse these (Experiment.kind) rather than run them as RL."""
+    engine = cfg.actor if cfg.actor is not None else cfg.model
+    reward_model = _kind(cfg) == "rw"
+    name = "critic" if reward_model else "actor"
+    components, groups, sizes = _layout(cfg, [name])
+    ids = _gpu_ids(groups, sizes)
+    dp = _data_parallel(components[name])
+    batch = cfg.train_dataset.batch_size
+    # A reward-model batch holds preference pairs; rlcfg counts the pairs as its samples.
+    samples = batch // dp * dp if batch >= dp else batch
+    total_steps = _steps(cfg, samples)
+    role = _train_role(name, engine, components[name], ids[name], samples // dp, samples // dp, True, total_steps,
+                       cfg.tokenizer_path or None)
+    max_length = cfg.train_dataset.max_length
+    # Nothing is generated: max_new_tokens carries the longest training sequence (train_dataset.max_length,
+    # prompt and answer together) so that the plan sizes activations for it; it is no generation limit.
+    sampling = Sampling(max_new_tokens=max_length or 0, n=1)
+    return Experiment(
+        name=cfg.experiment_name, dialect="areal", variant=_kind(cfg), cluster=_cluster(cfg), roles=(role,),
+        colocation=(), algorithm=Algorithm(group_size=1, ppo_epochs=1), sampling=sampling, eval_sampling=None,
+        data=_data(cfg, None),
+        schedule=Schedule(prompts_per_step=samples, samples_per_step=samples, samples_per_optimizer_step=samples,
+                          total_steps=total_steps, epochs=cfg.total_train_epochs,
+                          eval_interval=cfg.evaluator.freq_steps if cfg.valid_dataset is not None else None,
+                          eval_before_train=cfg.evaluator.eval_before_train),
+        checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed, reward_function="math",
+        kind="reward_model" if reward_model else "sft",
+    )

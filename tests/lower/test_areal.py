@@ -1,0 +1,320 @@
+"""AReaL's lowering: what AReaL would run for each template and for variations a user writes as overrides.
+
+The numbers are worked out by hand from AReaL's launchers and trainers: the servers take the first GPUs and the
+trainer the next ones, each trainer rank loads batch_size // dp prompts, ppo_n_minibatches splits a step into
+optimizer steps, and so on (see rlcfg/lower/areal.py)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from rlcfg.frontend import check_file
+from rlcfg.ir import to_json
+from rlcfg.lower import lower
+from tests.helpers import TEMPLATES
+
+GRPO = str(TEMPLATES / "areal-fsdp-sglang-grpo.yaml")
+SFT = str(TEMPLATES / "areal-sft.yaml")
+
+
+def lowered(path: str, *overrides: str):
+    result = check_file(path, list(overrides))
+    errors = [f"{d.code} {d.path}: {d.message}" for d in result.diagnostics if d.severity.name == "ERROR"]
+    assert result.config is not None, errors
+    return lower("areal", result.config)
+
+
+def ids(exp, role: str) -> tuple[int, ...] | None:
+    return exp.role(role).resources.gpu_ids
+
+
+@pytest.mark.parametrize("template", sorted(TEMPLATES.glob("areal-*.yaml")), ids=lambda p: p.stem)
+def test_every_template_lowers_to_a_json_able_experiment(template):
+    exp = lowered(str(template))
+    assert exp.dialect == "areal"
+    assert exp.role("actor") is not None
+    json.dumps(to_json(exp))
+
+
+# ---- the GRPO template: sglang.d4p1t1+d4p1t1 on one node of 8 GPUs -------------------------------------------
+
+
+def test_grpo_template_servers_take_the_first_gpus_and_training_the_rest():
+    exp = lowered(GRPO)
+    assert exp.kind == "rl" and exp.variant == "grpo"
+    assert ids(exp, "rollout") == (0, 1, 2, 3)
+    assert ids(exp, "actor") == (4, 5, 6, 7)
+    # kl_ctl 0.001 > 0 with a `ref` section: the reference is built, inside the trainer processes.
+    assert ids(exp, "reference") == (4, 5, 6, 7)
+    assert exp.colocation == (("actor", "reference"),)
+    assert exp.cluster.nodes == 1 and exp.cluster.gpus_per_node == 8
+    assert [r.name for r in exp.roles] == ["rollout", "actor", "reference", "reward"]
+    assert exp.role("reward").backend == "rule" and exp.role("reward").resources.gpus == 0
+
+
+def test_grpo_template_backends_and_parallel_sizes():
+    exp = lowered(GRPO)
+    actor, rollout = exp.role("actor"), exp.role("rollout")
+    # A bare training part with p1 and no e: AReaL picks FSDP, which shards with torch's FSDP2.
+    assert actor.backend == "fsdp2" and actor.resources.gpus == 4
+    assert (actor.parallelism.tp, actor.parallelism.pp, actor.parallelism.sp) == (1, 1, 1)
+    assert rollout.backend == "sglang" and rollout.parallelism.tp == 1
+    engine = rollout.engine_args()
+    assert engine["engines"] == 4  # d4: four SGLang servers of one GPU each
+    assert engine["mem_fraction_static"] == 0.8
+    assert engine["max_model_len"] == 32768
+    assert engine["seed"] == 1
+    assert engine["enable_chunked_prefill"] is False  # chunked_prefill_size -1
+    assert engine["enable_prefix_caching"] is True  # disable_radix_cache false
+    assert "max_num_seqs" not in engine  # max_running_requests null: SGLang decides
+
+
+def test_grpo_template_micro_batches_are_packed_by_tokens():
+    actor = lowered(GRPO).role("actor")
+    assert actor.sequence_packing and actor.max_tokens_per_micro_batch == 10240
+    assert actor.micro_batch_size is None
+    assert actor.gradient_checkpointing is False
+    opt = actor.optimizer
+    assert (opt.lr, opt.weight_decay, opt.betas, opt.eps, opt.grad_clip) == (1.7e-5, 0.017, (0.9, 0.999), 1e-8, 1.0)
+    assert opt.name == "adamw" and opt.scheduler == "constant"
+    assert opt.warmup_steps == 0  # AReaL counts its total steps from the dataset size
+
+
+def test_grpo_template_batch_algebra():
+    s = lowered(GRPO).schedule
+    # 256 prompts split over 4 trainer ranks (64 each), 4 answers each, one minibatch.
+    assert (s.prompts_per_step, s.samples_per_step, s.samples_per_optimizer_step) == (256, 1024, 1024)
+    assert s.total_steps is None and s.epochs == 10
+    assert s.eval_interval is None  # the evaluator counts epochs (freq_epochs 1), not steps
+
+
+def test_grpo_template_algorithm():
+    alg = lowered(GRPO).algorithm
+    assert alg.group_size == 4
+    # Only adv_norm at batch level: returns (score minus the per-token KL) whitened over the batch.
+    assert alg.advantage == "reinforce++"
+    assert (alg.kl.placement, alg.kl.coef, alg.kl.estimator) == ("reward", 0.001, "k1")
+    assert (alg.clip_low, alg.clip_high, alg.policy_loss) == (0.4, 0.4, "regular")
+    # AReaL shapes (score + bias) × scale: 10·score − 5, clipped to ±20.
+    assert (alg.reward.scale, alg.reward.bias, alg.reward.clip) == (10.0, -5.0, 20.0)
+    assert alg.loss_aggregation == "token-mean" and alg.ppo_epochs == 1 and alg.entropy_coef == 0.0
+
+
+def test_grpo_template_sampling_data_and_bookkeeping():
+    exp = lowered(GRPO)
+    assert exp.sampling.n == 4 and exp.sampling.max_new_tokens == 1024
+    assert exp.sampling.top_k == -1  # gconfig.top_k's 100000000 default is "all tokens"
+    assert exp.eval_sampling == exp.sampling  # no eval_gconfig: a copy of gconfig
+    assert exp.data.train_files == ("openai/gsm8k",) and exp.data.eval_files == ("openai/gsm8k",)
+    assert (exp.data.prompt_key, exp.data.answer_key, exp.data.max_prompt_length) == ("question", "answer", 1024)
+    assert exp.seed == 1 and exp.data.seed == 1
+    assert exp.checkpointing.directory == "/tmp/areal/experiments/checkpoints/gsm8k-grpo/trial0"
+    assert exp.checkpointing.resume == "none"  # recover.mode disabled
+    assert exp.logging.backends == ("jsonl", "console")
+    assert exp.role("actor").model.path == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert exp.role("rollout").model.path == "Qwen/Qwen2.5-1.5B-Instruct"
+
+
+# ---- the SFT template: d8p1t1 -------------------------------------------------------------------------------
+
+
+def test_sft_template_is_one_trained_model_without_rollout():
+    exp = lowered(SFT)
+    assert exp.kind == "sft" and exp.variant == "sft"
+    assert [r.name for r in exp.roles] == ["actor"]
+    actor = exp.role("actor")
+    assert actor.backend == "fsdp2" and ids(exp, "actor") == tuple(range(8))
+    assert actor.max_tokens_per_micro_batch == 4096
+    assert actor.optimizer.scheduler == "cosine" and actor.optimizer.betas == (0.9, 0.95)
+    assert exp.algorithm.group_size == 1 and exp.colocation == () and exp.eval_sampling is None
+    s = exp.schedule
+    assert (s.prompts_per_step, s.samples_per_step, s.samples_per_optimizer_step) == (128, 128, 128)
+    assert s.epochs == 3
+    # Nothing is generated; the longest training sequence rides in max_new_tokens for the memory estimate.
+    assert exp.sampling.max_new_tokens == 1024 and exp.data.max_prompt_length is None
+
+
+def test_reward_model_training_lowers_to_a_critic():
+    exp = lowered(SFT, "train_dataset.type=rw", "+model.is_critic=true")
+    assert exp.kind == "reward_model" and exp.variant == "rw"
+    assert [r.name for r in exp.roles] == ["critic"]
+    assert exp.role("critic").resources.gpu_ids == tuple(range(8)) and exp.role("critic").trains
+
+
+def test_sft_on_megatron_rounds_the_batch_to_the_data_parallel_size():
+    exp = lowered(SFT, "allocation_mode=megatron:d2p2t2", "train_dataset.batch_size=127",
+                  "model.mb_spec.max_tokens_per_mb=null", "+model.mb_spec.n_mbs=4", "+total_train_steps=100")
+    actor = exp.role("actor")
+    assert actor.backend == "megatron"
+    assert (actor.parallelism.tp, actor.parallelism.pp) == (2, 2)
+    # dp 2: each rank loads 127 // 2 = 63 samples, 126 in all; 4 micro-batches of at most 16.
+    assert exp.schedule.samples_per_step == 126
+    assert actor.micro_batch_size == 16 and actor.max_tokens_per_micro_batch is None
+    assert exp.schedule.total_steps == 100
+    assert actor.optimizer.warmup_steps == 3  # int(0.03 × 100)
+
+
+# ---- allocation_mode variations -----------------------------------------------------------------------------
+
+
+def test_bare_training_part_with_pipeline_parallelism_runs_on_megatron():
+    exp = lowered(GRPO, "allocation_mode=sglang.d2p1t2+d2p2t1")
+    actor, rollout = exp.role("actor"), exp.role("rollout")
+    assert actor.backend == "megatron" and (actor.parallelism.pp, actor.parallelism.tp) == (2, 1)
+    assert rollout.parallelism.tp == 2 and rollout.engine_args()["engines"] == 2
+    assert ids(exp, "rollout") == (0, 1, 2, 3) and ids(exp, "actor") == (4, 5, 6, 7)
+
+
+def test_batch_rounding_and_minibatches():
+    exp = lowered(GRPO, "allocation_mode=sglang.d2p1t2+d2p2t1", "train_dataset.batch_size=250",
+                  "actor.ppo_n_minibatches=4")
+    s = exp.schedule
+    # dp 2 (d2 of the training part): 125 prompts per rank, 250 in all; ×4 answers; 4 minibatches of 250.
+    assert (s.prompts_per_step, s.samples_per_step, s.samples_per_optimizer_step) == (250, 1000, 250)
+
+
+def test_batch_not_divisible_by_dp_is_rounded_down():
+    s = lowered(GRPO, "train_dataset.batch_size=254").schedule
+    assert s.prompts_per_step == 252 and s.samples_per_step == 1008  # 254 // 4 × 4
+
+
+def test_explicit_megatron_backend_and_cluster_of_two_nodes():
+    exp = lowered(GRPO, "allocation_mode=sglang:d8t1+megatron:d2p2t2", "cluster.n_nodes=2")
+    assert ids(exp, "rollout") == tuple(range(8)) and ids(exp, "actor") == tuple(range(8, 16))
+    assert exp.role("actor").backend == "megatron" and exp.cluster.nodes == 2
+
+
+def test_colocated_allocation_shares_the_gpus_from_zero():
+    exp = lowered(GRPO, "allocation_mode='sglang[rollout]:d4|fsdp[actor]:d4'", "cluster.n_gpus_per_node=4")
+    assert ids(exp, "rollout") == ids(exp, "actor") == ids(exp, "reference") == (0, 1, 2, 3)
+    assert exp.colocation == (("rollout", "actor", "reference"),)
+    # Colocated, AReaL swaps the server out while the actor trains, and the actor out while it generates.
+    assert exp.role("rollout").offload.params and exp.role("actor").offload.params
+
+
+def test_hybrid_moe_allocation():
+    exp = lowered(GRPO, "allocation_mode='sglang:d4+megatron:(attn:d1p2t2|ffn:d1p2e2)'")
+    par = exp.role("actor").parallelism
+    assert exp.role("actor").backend == "megatron"
+    assert (par.tp, par.pp, par.ep, par.etp) == (2, 2, 2, 1)
+
+
+def test_the_seed_default_cluster_is_not_a_real_machine():
+    exp = lowered(GRPO, "cluster.n_nodes=32")
+    assert exp.cluster.nodes is None and exp.cluster.gpus_per_node == 8
+
+
+# ---- the 1.0 per-engine backends ----------------------------------------------------------------------------
+
+
+def test_single_controller_creates_the_actor_first():
+    exp = lowered(GRPO, "allocation_mode=''", "+actor.backend=fsdp:d4", "+rollout.backend=sglang:d2t2",
+                  "+ref.backend=fsdp:d4", "+ref.scheduling_strategy.type=colocation",
+                  "+ref.scheduling_strategy.target=actor", "+scheduler.type=local")
+    assert ids(exp, "actor") == ids(exp, "reference") == (0, 1, 2, 3)
+    assert ids(exp, "rollout") == (4, 5, 6, 7)
+    assert exp.role("rollout").parallelism.tp == 2 and exp.role("rollout").engine_args()["engines"] == 2
+
+
+def test_spmd_launcher_with_backends_still_starts_the_servers_first():
+    exp = lowered(GRPO, "+actor.backend=fsdp:d4", "+rollout.backend=sglang:d2t2",
+                  "allocation_mode=sglang:d2t2+fsdp:d4")
+    assert ids(exp, "rollout") == (0, 1, 2, 3) and ids(exp, "actor") == (4, 5, 6, 7)
+    assert ids(exp, "reference") == (4, 5, 6, 7)  # no backend of its own: inside the trainer
+
+
+def test_rollout_colocated_with_the_actor_by_scheduling_strategy():
+    exp = lowered(GRPO, "allocation_mode=''", "+actor.backend=fsdp:d8", "+rollout.backend=sglang:d8",
+                  "+rollout.scheduling_strategy.type=colocation", "+rollout.scheduling_strategy.target=actor",
+                  "+scheduler.type=local", "+enable_offload=true")
+    assert ids(exp, "rollout") == ids(exp, "actor") == tuple(range(8))
+    assert set(exp.colocation[0]) == {"actor", "reference", "rollout"}
+    assert exp.role("actor").offload.optimizer and exp.role("rollout").offload.params
+
+
+def test_vllm_rollout_engine_args():
+    exp = lowered(GRPO, "allocation_mode=vllm:d2t2+fsdp:d4", "+vllm.gpu_memory_utilization=0.7",
+                  "+vllm.max_num_seqs=128")
+    rollout = exp.role("rollout")
+    assert rollout.backend == "vllm"
+    engine = rollout.engine_args()
+    assert engine["gpu_memory_utilization"] == 0.7 and engine["max_num_seqs"] == 128
+    assert engine["engines"] == 2 and engine["enable_prefix_caching"] is False
+    assert "mem_fraction_static" not in engine
+
+
+# ---- the PPO actor's settings -------------------------------------------------------------------------------
+
+
+def test_no_kl_means_no_reference():
+    exp = lowered(GRPO, "actor.kl_ctl=0.0")
+    assert exp.role("reference") is None
+    assert exp.algorithm.kl.placement == "none" and exp.colocation == ()
+
+
+def test_group_reward_norm_is_grpo():
+    alg = lowered(GRPO, "+actor.reward_norm.mean_level=group", "+actor.reward_norm.std_level=group",
+                  "+actor.reward_norm.group_size=4").algorithm
+    assert alg.advantage == "grpo" and alg.normalize_advantage_std
+    assert alg.batch_normalize_advantage  # the template's adv_norm then whitens over the batch
+
+
+def test_group_mean_without_std_and_leave_one_out():
+    alg = lowered(GRPO, "actor.adv_norm.mean_level=group", "actor.adv_norm.std_level=null",
+                  "+actor.adv_norm.group_size=4").algorithm
+    assert alg.advantage == "grpo" and not alg.normalize_advantage_std
+    alg = lowered(GRPO, "actor.adv_norm.mean_level=group", "+actor.adv_norm.mean_leave1out=true",
+                  "+actor.adv_norm.group_size=4").algorithm
+    assert alg.advantage == "rloo"
+
+
+def test_clipping_variants():
+    alg = lowered(GRPO, "+actor.c_clip=3.5", "+actor.eps_clip_higher=0.28").algorithm
+    assert alg.policy_loss == "dual_clip" and alg.clip_ratio_c == 3.5
+    assert (alg.clip_low, alg.clip_high) == (0.4, 0.28)
+    assert lowered(GRPO, "+actor.importance_sampling_level=sequence").algorithm.policy_loss == "gspo"
+
+
+def test_overlong_penalty_starts_from_the_actors_max_new_tokens():
+    alg = lowered(GRPO, "+actor.overlong_reward_penalty=true", "+actor.overlong_tokens=256",
+                  "+actor.overlong_penalty_factor=0.5", "+actor.max_new_tokens=2048").algorithm
+    assert alg.reward.overlong_penalty_length == 2048 - 256 and alg.reward.overlong_penalty_factor == 0.5
+
+
+def test_dynamic_sampling_and_truncation_masking():
+    alg = lowered(GRPO, "+actor.dynamic_sampling=true", "+actor.mask_no_eos_with_zero=true").algorithm
+    assert alg.dynamic_sampling and alg.mask_truncated
+
+
+def test_greedy_sampling_and_eval_gconfig():
+    exp = lowered(GRPO, "gconfig.greedy=true", "+eval_gconfig.n_samples=1", "+eval_gconfig.temperature=0.6",
+                  "+eval_gconfig.max_new_tokens=512")
+    assert exp.sampling.temperature == 0.0 and exp.sampling.top_k == 1
+    assert (exp.eval_sampling.n, exp.eval_sampling.temperature, exp.eval_sampling.max_new_tokens) == (1, 0.6, 512)
+
+
+def test_sample_cap_and_step_cap():
+    # 1024 samples a step: 5000 samples stop AReaL after ceil(5000 / 1024) = 5 steps, before the 8-step cap.
+    s = lowered(GRPO, "+total_train_n_seqs=5000", "+total_train_steps=8").schedule
+    assert s.total_steps == 5
+
+
+def test_saving_eval_and_recovery_by_steps():
+    exp = lowered(GRPO, "saver.freq_steps=50", "evaluator.freq_steps=20", "recover.mode=auto",
+                  "stats_logger.wandb.mode=online", "+stats_logger.tensorboard.path=/tmp/tb")
+    assert exp.checkpointing.interval == 50 and exp.schedule.eval_interval == 20
+    assert exp.checkpointing.resume == "latest"
+    assert exp.logging.backends == ("jsonl", "console", "tensorboard", "wandb")
+
+
+def test_a_critic_makes_it_ppo_with_gae():
+    exp = lowered(GRPO, "+critic.experiment_name=gsm8k-grpo", "+critic.trial_name=trial0",
+                  "+critic.path=Qwen/Qwen2.5-1.5B-Instruct", "+critic.eps_clip=0.3", "+critic.optimizer.lr=1e-5",
+                  "+actor.gae_lambda=0.95", "+actor.discount=0.99")
+    alg = exp.algorithm
+    assert alg.advantage == "gae" and (alg.gamma, alg.lam) == (0.99, 0.95) and alg.value_clip == 0.3
+    critic = exp.role("critic")
+    assert critic.trains and critic.optimizer.lr == 1e-5
+    assert ids(exp, "critic") == ids(exp, "actor") == (4, 5, 6, 7)  # inside the trainer processes
