@@ -93,8 +93,8 @@ def test_grpo_template_batch_algebra():
 def test_grpo_template_algorithm():
     alg = lowered(GRPO).algorithm
     assert alg.group_size == 4
-    # Only adv_norm at batch level: returns (score minus the per-token KL) whitened over the batch.
-    assert alg.advantage == "reinforce++"
+    # reward_norm within each group (GRPO), then adv_norm whitens over the batch.
+    assert alg.advantage == "grpo" and alg.normalize_advantage_std and alg.batch_normalize_advantage
     assert (alg.kl.placement, alg.kl.coef, alg.kl.estimator) == ("reward", 0.001, "k1")
     assert (alg.clip_low, alg.clip_high, alg.policy_loss) == (0.4, 0.4, "regular")
     # AReaL shapes (score + bias) × scale: 10·score − 5, clipped to ±20.
@@ -254,18 +254,17 @@ def test_no_kl_means_no_reference():
     assert exp.algorithm.kl.placement == "none" and exp.colocation == ()
 
 
-def test_group_reward_norm_is_grpo():
-    alg = lowered(GRPO, "+actor.reward_norm.mean_level=group", "+actor.reward_norm.std_level=group",
-                  "+actor.reward_norm.group_size=4").algorithm
-    assert alg.advantage == "grpo" and alg.normalize_advantage_std
-    assert alg.batch_normalize_advantage  # the template's adv_norm then whitens over the batch
+def test_batch_normalisation_alone_is_reinforce_plus_plus():
+    # Only adv_norm at batch level: returns (score minus the per-token KL) whitened over the batch.
+    alg = lowered(GRPO, "~actor.reward_norm").algorithm
+    assert alg.advantage == "reinforce++"
 
 
 def test_group_mean_without_std_and_leave_one_out():
-    alg = lowered(GRPO, "actor.adv_norm.mean_level=group", "actor.adv_norm.std_level=null",
+    alg = lowered(GRPO, "~actor.reward_norm", "actor.adv_norm.mean_level=group", "actor.adv_norm.std_level=null",
                   "+actor.adv_norm.group_size=4").algorithm
     assert alg.advantage == "grpo" and not alg.normalize_advantage_std
-    alg = lowered(GRPO, "actor.adv_norm.mean_level=group", "+actor.adv_norm.mean_leave1out=true",
+    alg = lowered(GRPO, "~actor.reward_norm", "actor.adv_norm.mean_level=group", "+actor.adv_norm.mean_leave1out=true",
                   "+actor.adv_norm.group_size=4").algorithm
     assert alg.advantage == "rloo"
 

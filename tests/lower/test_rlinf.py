@@ -1,0 +1,348 @@
+"""Lowering RLinf configs to the Experiment: the roles on the GPUs RLinf gives them, and the numbers RLinf derives
+(data-parallel sizes, engine counts, the batch algebra it overwrites into the actor), worked out by hand."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from rlcfg.frontend import check_file, check_text
+from rlcfg.ir import Experiment
+from rlcfg.lower import lower
+from rlcfg.plan import build_plan
+from rlcfg.source.yaml_loader import load_yaml
+from tests.helpers import ROOT, TEMPLATES
+
+FIXTURES = ROOT / "tests" / "fixtures" / "rlinf"
+TEMPLATE = TEMPLATES / "rlinf-megatron-sglang.yaml"
+RLINF_TEMPLATES = sorted(TEMPLATES.glob("rlinf-*.yaml"))
+
+
+def lowered(path, *overrides: str) -> Experiment:
+    result = check_file(str(path), list(overrides))
+    assert result.ok, [d.message for d in result.diagnostics if d.severity.value == "error"]
+    return lower("rlinf", result.config)
+
+
+def lowered_variant(changes: dict) -> Experiment:
+    """The template with whole sub-trees replaced (dotted path -> value): placements are awkward as overrides."""
+    tree, problems = load_yaml(TEMPLATE.read_text(), "template.yaml")
+    assert tree is not None, problems
+    data = tree.data
+    for dotted, value in changes.items():
+        *parents, last = dotted.split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = copy.deepcopy(value)
+    result = check_text(yaml.safe_dump(data, sort_keys=False), "variant.yaml", dialect="rlinf")
+    assert result.ok, [d.message for d in result.diagnostics if d.severity.value == "error"]
+    return lower("rlinf", result.config)
+
+
+def dp(exp: Experiment, role: str) -> int:
+    plan, _ = build_plan(exp)
+    return next(p.dp for p in plan.placements if p.role == role)
+
+
+def names(exp: Experiment) -> list[str]:
+    return [r.name for r in exp.roles]
+
+
+DISAGGREGATED = {"rollout": "0-3", "inference": "4-5", "actor": "6-7", "reward": "0-3"}
+
+
+# ---- every template -------------------------------------------------------------------------------------------
+
+def test_there_is_an_rlinf_template():
+    assert RLINF_TEMPLATES
+
+
+@pytest.mark.parametrize("template", RLINF_TEMPLATES, ids=lambda p: p.stem)
+def test_every_template_lowers_and_plans(template):
+    exp = lowered(template)
+    assert exp.dialect == "rlinf"
+    assert {"actor", "rollout", "reward"} <= set(names(exp))
+    assert exp.schedule.samples_per_step == exp.schedule.prompts_per_step * exp.algorithm.group_size
+    plan, diagnostics = build_plan(exp)
+    assert not [d for d in diagnostics if d.severity.value == "error"], [d.message for d in diagnostics]
+
+
+# ---- the template: collocated Megatron + SGLang on 8 GPUs --------------------------------------------------------
+
+def test_template_places_every_component_on_all_eight_gpus():
+    exp = lowered(TEMPLATE)
+    assert (exp.cluster.nodes, exp.cluster.gpus_per_node) == (1, 8)
+    assert names(exp) == ["actor", "rollout", "reward"]  # kl_beta 0: no reference forward at all
+    for role in exp.roles:
+        assert role.resources.gpu_ids == tuple(range(8)) and role.resources.gpus == 8
+    assert exp.colocation == (("actor", "rollout", "reward"),)
+
+
+def test_template_actor_is_megatron_tp2_dp4():
+    exp = lowered(TEMPLATE)
+    actor = exp.role("actor")
+    assert actor.backend == "megatron"
+    par = actor.parallelism
+    assert (par.tp, par.pp, par.cp, par.ep) == (2, 1, 1, 1) and par.sequence_parallel
+    assert dp(exp, "actor") == 8 // (2 * 1 * 1) == 4
+    assert actor.model.dtype == "bfloat16" and actor.model.path == "/path/to/DeepSeek-R1-Distill-Qwen-1.5B"
+    assert actor.gradient_checkpointing  # recompute_granularity: full
+    assert (actor.offload.params, actor.offload.optimizer, actor.offload.grads) == (True, True, True)
+    opt = actor.optimizer
+    assert (opt.name, opt.lr, opt.betas, opt.eps, opt.weight_decay, opt.grad_clip) == (
+        "adamw", 2e-6, (0.9, 0.95), 1e-8, 0.01, 1.0)
+    assert (opt.scheduler, opt.warmup_steps) == ("constant", 0)
+
+
+def test_template_rollout_runs_four_sglang_engines_of_tp2():
+    exp = lowered(TEMPLATE)
+    rollout = exp.role("rollout")
+    assert rollout.backend == "sglang" and rollout.parallelism.tp == 2
+    assert rollout.offload.params  # collocated: the engine is offloaded while the actor trains
+    assert rollout.engine_args() == {
+        "engines": 8 // 2, "mem_fraction_static": 0.55, "attention_backend": "triton", "max_num_seqs": 128,
+        "max_model_len": 8192, "enforce_eager": False, "cuda_graph_bs": 128}
+    assert dp(exp, "rollout") == 4
+
+
+def test_template_batch_algebra_is_what_rlinf_overwrites_into_the_actor():
+    exp = lowered(TEMPLATE)
+    s = exp.schedule
+    assert s.prompts_per_step == 128
+    assert s.samples_per_step == 128 * 8 == 1024
+    assert s.samples_per_optimizer_step == 1024 // 4 == 256  # rollout_batch_size × group_size // n_minibatches
+    assert (s.total_steps, s.epochs, s.eval_interval) == (None, 5, None)
+    assert exp.role("actor").micro_batch_size == 1  # training_batch_size_per_gpu
+    assert exp.role("actor").forward_micro_batch_size == 1
+    plan, _ = build_plan(exp)
+    assert (plan.batch.actor_dp, plan.batch.samples_per_rank, plan.batch.grad_accumulation) == (4, 64, 64)
+
+
+def test_template_algorithm_and_sampling():
+    exp = lowered(TEMPLATE)
+    alg = exp.algorithm
+    assert (alg.advantage, alg.group_size, alg.policy_loss) == ("grpo", 8, "regular")
+    assert (alg.clip_low, alg.clip_high, alg.loss_aggregation) == (0.2, 0.2, "token-mean")
+    assert alg.normalize_advantage_std and alg.batch_normalize_advantage
+    assert (alg.kl.placement, alg.kl.coef) == ("none", 0.0)
+    assert (alg.entropy_coef, alg.ppo_epochs) == (0.0, 1)
+    # ±reward_scale from a 0/1 verifier.
+    assert (alg.reward.scale, alg.reward.bias) == (10.0, -5.0)
+    sampling = exp.sampling
+    assert (sampling.max_new_tokens, sampling.n, sampling.temperature, sampling.top_p, sampling.top_k) == (
+        8192 - 1024, 8, 1.0, 1.0, -1)
+    assert exp.eval_sampling is None
+    assert exp.reward_function == "math"
+
+
+def test_template_data_checkpoints_logging_seed():
+    exp = lowered(TEMPLATE)
+    assert exp.data.train_files == ("/path/to/data/train.jsonl",)
+    assert exp.data.eval_files == ("/path/to/data/val.jsonl",)
+    assert (exp.data.prompt_key, exp.data.answer_key, exp.data.max_prompt_length, exp.data.seed) == (
+        "prompt", "solutions", 1024, 1234)
+    assert exp.checkpointing.directory == "./results/grpo-qwen2.5-1.5b-math/checkpoints"
+    assert (exp.checkpointing.interval, exp.checkpointing.resume) == (50, "none")
+    assert exp.logging.backends == ("jsonl", "console", "tensorboard")
+    assert exp.logging.directory == "./results/grpo-qwen2.5-1.5b-math"
+    assert exp.logging.project == "rlinf"
+    assert (exp.name, exp.variant, exp.seed) == ("grpo-qwen2.5-1.5b-math", "megatron", 1234)
+
+
+# ---- the seed's mid-2025 layout -------------------------------------------------------------------------------
+
+def test_seed_layout_ignores_the_collocated_inference_group():
+    exp = lowered(FIXTURES / "seed.yaml")
+    # `actor,inference,rollout: all` on 1 GPU: collocated, so the actor does the inference work itself.
+    assert names(exp) == ["actor", "rollout", "reward"]
+    assert exp.role("actor").resources.gpu_ids == exp.role("rollout").resources.gpu_ids == (0,)
+    assert exp.colocation == (("actor", "rollout"),)
+    # Mid-2025 RLinf scores rewards inside the rollout workers: no reward placement, no GPUs.
+    assert exp.role("reward").resources.gpus == 0 and exp.role("reward").backend == "rule"
+
+
+def test_seed_layout_reads_the_old_key_names():
+    exp = lowered(FIXTURES / "seed.yaml")
+    rollout = exp.role("rollout")
+    assert rollout.model.path == "../../model/DeepSeek-R1-Distill-Qwen-1.5B/"  # rollout.model_dir
+    assert rollout.engine_args()["attention_backend"] == "triton"  # rollout.attention_backend
+    assert rollout.engine_args()["mem_fraction_static"] == 0.55
+    assert rollout.engine_args()["engines"] == 1
+    assert exp.role("actor").model.dtype == "float16"  # precision fp16
+    assert exp.logging.backends == ("jsonl", "console", "tensorboard")
+    assert exp.logging.directory == "../results/grpo-1.5b/tensorboard"
+
+
+def test_seed_layout_numbers():
+    exp = lowered(FIXTURES / "seed.yaml")
+    s = exp.schedule
+    assert (s.prompts_per_step, s.samples_per_step, s.samples_per_optimizer_step) == (64, 64 * 2, 128 // 4)
+    assert exp.sampling.max_new_tokens == 2048 - 1024
+    opt = exp.role("actor").optimizer
+    assert (opt.lr, opt.eps, opt.weight_decay) == (2e-5, 1e-5, 0.05)
+    assert opt.warmup_steps == int(0.01 * 10) == 0
+    # TP 1 with sequence_parallel true: nothing to split, so it is not lowered.
+    assert not exp.role("actor").parallelism.sequence_parallel
+    assert dp(exp, "actor") == 1
+
+
+def test_cluster_of_unknown_node_size_assumes_eight_gpus_per_node():
+    exp = lowered(FIXTURES / "reasoning-2025-10.yaml")
+    assert (exp.cluster.nodes, exp.cluster.gpus_per_node) == (2, None)
+    actor = exp.role("actor")
+    assert (actor.resources.gpus, actor.resources.nodes, actor.resources.gpu_ids) == (16, 2, None)
+    assert exp.colocation == (("actor", "rollout", "reward"),)
+    assert dp(exp, "actor") == 16 // 2
+
+
+# ---- disaggregated placements --------------------------------------------------------------------------------
+
+def test_disaggregated_placement_gives_each_role_its_gpu_ids():
+    exp = lowered_variant({"cluster.component_placement": DISAGGREGATED})
+    assert exp.role("rollout").resources.gpu_ids == (0, 1, 2, 3)
+    assert exp.role("actor").resources.gpu_ids == (6, 7)
+    assert exp.role("reward").resources.gpu_ids == (0, 1, 2, 3)
+    # The inference group only recomputes old log-probs here (kl_beta 0): no role holds GPUs 4-5.
+    assert "reference" not in names(exp)
+    assert exp.colocation == (("rollout", "reward"),)
+    assert not exp.role("rollout").offload.params  # nothing shares its GPUs
+    assert exp.role("rollout").engine_args()["engines"] == 4 // 2
+    assert dp(exp, "actor") == 2 // 2
+
+
+def test_kl_in_a_disaggregated_placement_puts_the_reference_on_the_inference_gpus():
+    exp = lowered_variant({"cluster.component_placement": DISAGGREGATED, "algorithm.kl_beta": 0.001,
+                           "algorithm.kl_penalty_type": "kl", "inference.model.tensor_model_parallel_size": 2})
+    reference = exp.role("reference")
+    assert reference.resources.gpu_ids == (4, 5)
+    assert (reference.backend, reference.parallelism.tp) == ("megatron", 2)
+    assert reference.offload.params and reference.optimizer is None
+    assert not any("reference" in group for group in exp.colocation)
+    assert (exp.algorithm.kl.placement, exp.algorithm.kl.coef, exp.algorithm.kl.estimator) == ("loss", 0.001, "k1")
+    assert dp(exp, "reference") == 2 // 2
+
+
+def test_kl_in_a_collocated_placement_shares_the_actor_gpus():
+    exp = lowered(TEMPLATE, "algorithm.kl_beta=0.01")
+    reference = exp.role("reference")
+    assert reference.resources.gpu_ids == tuple(range(8))
+    assert reference.parallelism == exp.role("actor").parallelism
+    assert exp.colocation == (("actor", "rollout", "reference", "reward"),)
+    assert (exp.algorithm.kl.placement, exp.algorithm.kl.estimator) == ("loss", "k3")  # low_var_kl
+
+
+def test_reward_straddling_other_roles_holds_no_gpu():
+    exp = lowered_variant({"cluster.component_placement": {**DISAGGREGATED, "reward": "2-5"}})
+    reward = exp.role("reward")
+    assert (reward.resources.gpus, reward.resources.cpus) == (0, 4)
+
+
+# ---- overrides the way a user types them ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("overrides, optimizer_batch, actor_dp, engines", [
+    (["algorithm.n_minibatches=8"], 1024 // 8, 4, 4),
+    (["data.rollout_batch_size=64"], 64 * 8 // 4, 4, 4),
+    (["rollout.tensor_parallel_size=1"], 256, 4, 8),
+    (["actor.model.tensor_model_parallel_size=4", "actor.model.pipeline_model_parallel_size=2"], 256, 1, 4),
+    (["cluster.num_nodes=2"], 256, 8, 8),
+])
+def test_overrides_change_the_derived_numbers(overrides, optimizer_batch, actor_dp, engines):
+    exp = lowered(TEMPLATE, *overrides)
+    assert exp.schedule.samples_per_optimizer_step == optimizer_batch
+    assert dp(exp, "actor") == actor_dp
+    assert exp.role("rollout").engine_args()["engines"] == engines
+
+
+def test_vllm_rollout_gets_vllm_engine_settings():
+    exp = lowered(TEMPLATE, "rollout.rollout_backend=vllm", "rollout.vllm.max_num_batched_tokens=16384")
+    engine = exp.role("rollout").engine_args()
+    assert exp.role("rollout").backend == "vllm"
+    assert engine["gpu_memory_utilization"] == 0.55 and "mem_fraction_static" not in engine
+    assert (engine["attention_backend"], engine["enable_prefix_caching"], engine["enable_chunked_prefill"],
+            engine["max_num_batched_tokens"]) == ("FLASH_ATTN", True, True, 16384)
+
+
+def test_loss_and_sampling_options():
+    exp = lowered(TEMPLATE, "algorithm.clip_ratio_c=3.0", "+algorithm.clip_ratio_low=0.2",
+                  "+algorithm.clip_ratio_high=0.28", "algorithm.calculate_entropy=true",
+                  "algorithm.entropy_bonus=0.001",
+                  "algorithm.loss_agg_func=seq-mean-token-mean", "algorithm.sampling_params.top_k=20",
+                  "algorithm.sampling_params.temperature=0.6")
+    alg = exp.algorithm
+    assert (alg.policy_loss, alg.clip_ratio_c, alg.clip_low, alg.clip_high) == ("dual_clip", 3.0, 0.2, 0.28)
+    assert alg.entropy_coef == 0.001 and alg.loss_aggregation == "seq-mean-token-mean"
+    assert (exp.sampling.top_k, exp.sampling.temperature) == (20, 0.6)
+
+
+def test_entropy_bonus_without_entropy_has_no_effect():
+    assert lowered(TEMPLATE, "algorithm.entropy_bonus=0.01").algorithm.entropy_coef == 0.0
+
+
+def test_greedy_sampling():
+    sampling = lowered(TEMPLATE, "algorithm.sampling_params.use_greedy=true").sampling
+    assert (sampling.temperature, sampling.top_k) == (0.0, -1)
+
+
+def test_steps_resume_and_dynamic_batching():
+    exp = lowered(TEMPLATE, "runner.max_steps=300", "runner.resume_dir=auto", "runner.save_interval=-1",
+                  "runner.enable_dynamic_batch_size=true")
+    assert exp.schedule.total_steps == 300
+    assert (exp.checkpointing.resume, exp.checkpointing.interval) == ("latest", None)
+    actor = exp.role("actor")
+    assert actor.sequence_packing and actor.max_tokens_per_micro_batch == 8192
+
+
+def test_warmup_and_schedule():
+    exp = lowered(TEMPLATE, "actor.lr_sched.lr_warmup_fraction=0.1", "actor.lr_sched.lr_decay_style=cosine",
+                  "+actor.lr_sched.start_weight_decay=0.01", "+actor.lr_sched.end_weight_decay=0.01")
+    opt = exp.role("actor").optimizer
+    assert (opt.scheduler, opt.warmup_steps) == ("cosine", int(0.1 * 1000))
+    assert lowered(TEMPLATE, "actor.lr_sched.lr_warmup_iters=7").role("actor").optimizer.warmup_steps == 7
+
+
+# ---- FSDP and a critic ------------------------------------------------------------------------------------------
+
+FSDP = {"strategy": "fsdp2", "sharding_strategy": "hybrid_shard", "fsdp_size": 4, "cpu_offload": True,
+        "mixed_precision": {"param_dtype": "bf16", "reduce_dtype": "fp32", "buffer_dtype": "fp32"}}
+
+
+def test_fsdp_actor_shards_in_groups_of_fsdp_size():
+    exp = lowered_variant({"actor.training_backend": "fsdp", "actor.fsdp_config": FSDP})
+    actor = exp.role("actor")
+    assert actor.backend == "fsdp2" and actor.parallelism.fsdp_shard == 4
+    assert actor.offload.cpu_offload_during_step
+    assert exp.variant == "fsdp"
+    assert dp(exp, "actor") == 8
+    plain = lowered_variant({"actor.training_backend": "fsdp",
+                             "actor.fsdp_config": {"mixed_precision": FSDP["mixed_precision"]}})
+    assert plain.role("actor").backend == "fsdp" and plain.role("actor").parallelism.fsdp_shard is None
+
+
+def test_critic_is_colocated_with_the_actor():
+    exp = lowered_variant({
+        "cluster.component_placement": {"actor,critic,rollout,reward": "all"},
+        "critic": {"use_critic_model": True, "training_backend": "megatron",
+                   "model": {"tensor_model_parallel_size": 2}, "optim": {"lr": 1e-5}},
+        "algorithm.adv_type": "gae",
+    })
+    critic = exp.role("critic")
+    assert critic.resources.gpu_ids == tuple(range(8)) and critic.parallelism.tp == 2
+    assert critic.optimizer.lr == 1e-5 and critic.optimizer.betas == (0.9, 0.95)
+    assert exp.algorithm.advantage == "gae"
+    assert exp.colocation == (("actor", "rollout", "critic", "reward"),)
+
+
+def test_two_node_disaggregated_placement_uses_global_gpu_ids():
+    exp = lowered_variant({"cluster.num_nodes": 2, "data.rollout_batch_size": 96, "algorithm.kl_beta": 0.001,
+                           "cluster.component_placement": {"rollout": "0-7", "inference": "8-9", "actor": "10-15",
+                                                           "reward": "0-7"}})
+    assert exp.role("actor").resources.gpu_ids == tuple(range(10, 16))  # node 1, local GPUs 2-7
+    assert exp.role("reference").resources.gpu_ids == (8, 9)
+    assert dp(exp, "actor") == 6 // 2 == 3
+    plan, _ = build_plan(exp)
+    # 96 × 8 // 4 = 192 samples per optimizer step, 64 on each of the 3 actor DP ranks.
+    assert (plan.batch.samples_per_optimizer_step, plan.batch.samples_per_rank) == (192, 64)
+    assert exp.role("rollout").engine_args()["engines"] == 4
