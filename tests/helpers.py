@@ -31,7 +31,8 @@ def assert_golden(name: str, actual: str) -> None:
 
 def cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `rlcfg` as a user would, in a subprocess."""
-    full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100", **(env or {})}
+    # A fixed HOME: templates write `${oc.env:HOME}/...`, and what the CLI prints must not depend on who runs it.
+    full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100", "HOME": "/home/user", **(env or {})}
     return subprocess.run([sys.executable, "-m", "rlcfg", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, env=full_env, timeout=120)
 

@@ -1,0 +1,385 @@
+"""SkyRL (skyrl-train) → Experiment.
+
+SkyRL's models map to rlcfg's roles: the policy → actor, the inference engines → rollout, `trainer.ref` →
+reference (only when use_kl_loss or use_kl_in_reward asks for its log-probs), `trainer.critic` → critic (only
+with a critic model path), and `trainer.reward` → reward: a reward model when it names one, otherwise the
+environment's rule-based reward, computed in the generator on CPU. `trainer.placement` gives each training model
+its nodes × GPUs per node; the engines take num_inference_engines × TP × PP × DP GPUs. `colocate_all` puts every
+model and the engines on the policy's GPUs, taking turns (each one offloaded while another runs); without it,
+`colocate_policy_ref` and `colocate_critic_reward` pair models on shared GPUs and everything else gets GPUs of
+its own.
+
+What skyrl-train derives or rewrites, and the lowering reproduces:
+  - a model's DP size is its GPUs divided by its Ulysses sequence-parallel size (FSDP, DeepSpeed) or by
+    TP × PP × CP (Megatron);
+  - `_remove_tail_data` trims every batch to a multiple of lcm(DP sizes of the policy, ref, critic and reward
+    model) / gcd(that, n_samples_per_prompt) prompts, so a train_batch_size that is not such a multiple trains
+    on fewer prompts than it says;
+  - each worker's mini-batch is policy_mini_batch_size × n_samples_per_prompt // DP samples (a floor), so the
+    global optimizer batch is that times DP;
+  - the KL estimator: `use_abs_kl` and `use_kl_estimator_k3` (the seed's keys) override kl_estimator_type
+    (validate_cfg); with use_kl_estimator_k3 false and kl_estimator_type left at k3, the seed's release uses k1;
+  - the seed's `trainer.num_warmup_steps` and `algorithm.ppo_loss_type` stand in for their newer names
+    (optimizer_config.num_warmup_steps, policy_loss_type) when only the old one is set;
+  - evaluation runs only with eval_interval > 0 and validation data (eval_before_train included);
+  - the engines load the policy's model path (`generator.model_name` only names the HTTP endpoint's model), seed
+    engine i × DP rank r with trainer.seed + i × DP + r, and with rope_scaling and no max_model_len of their
+    own get max_model_len = factor × original_max_position_embeddings.
+
+Two derivations have no place in the Experiment and are only described here: the `seq_mean_token_sum_norm` loss
+divides each sequence's token sum by algorithm.max_seq_len, which defaults to generator.max_input_length +
+sampling_params.max_generate_length (`effective_max_seq_len`), and `override_existing_update_group: auto` means
+`enable` for remote vLLM engines and `disable` otherwise (`effective_update_group`).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from rlcfg.ir import (ENGINE_KEYS, KL, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Offload,
+                      Optimizer, Parallelism, Resources, Role, Sampling, Schedule)
+from rlcfg.schema.skyrl_rules import critic_in_use, dp_size, ref_in_use, rollout_gpus, world
+
+ADVANTAGES = {"grpo": "grpo", "gae": "gae", "rloo": "rloo", "reinforce++": "reinforce++"}
+# Policy losses rlcfg has; the others (cispo, clip_cov, kl_cov, sapo, cross_entropy, importance_sampling and
+# losses registered in code) are lowered to the clipped surrogate they start from.
+POLICY_LOSSES = {"regular": "regular", "dual_clip": "dual_clip", "gspo": "gspo"}
+# token_mean_legacy is token_mean with an older normalisation; prompt_mean pools the tokens of each prompt's
+# group, the token mean at group level, and is closest to token-mean. seq_mean_token_sum_norm divides each sum by
+# a constant length (effective_max_seq_len), a scale rlcfg cannot carry.
+LOSS_AGGREGATIONS = {"token_mean": "token-mean", "token_mean_legacy": "token-mean", "prompt_mean": "token-mean",
+                     "sequence_mean": "seq-mean-token-mean", "seq_mean_token_sum_norm": "seq-mean-token-sum"}
+# transformers' scheduler names → rlcfg's shapes; warm-up is separate in rlcfg, so *_with_warmup is its base.
+SCHEDULERS = {"constant": "constant", "constant_with_warmup": "constant", "linear": "linear",
+              "polynomial": "linear", "cosine": "cosine", "cosine_with_restarts": "cosine",
+              "cosine_with_min_lr": "cosine"}
+# What SGLang calls the engine settings SkyRL hands through engine_init_kwargs, in rlcfg's names.
+SGLANG_KWARGS = {"context_length": "max_model_len", "disable_cuda_graph": "enforce_eager",
+                 "attention_backend": "attention_backend", "load_format": "load_format",
+                 "cuda_graph_bs": "cuda_graph_bs", "mem_fraction_static": "mem_fraction_static",
+                 "max_running_requests": "max_num_seqs", "random_seed": "seed"}
+VLLM_KWARGS = {k: k for k in ENGINE_KEYS if k not in ("engines", "mem_fraction_static", "cuda_graph_bs")}
+
+
+# ---- derived values -----------------------------------------------------------------------------------------
+
+
+def lcm_dp_all(cfg: Any) -> int:
+    """The lcm of the DP sizes of every training or forward model that runs, as `_remove_tail_data` takes it."""
+    size = max(dp_size(cfg, "policy"), 1)
+    if ref_in_use(cfg):
+        size = math.lcm(size, max(dp_size(cfg, "ref"), 1))
+    if critic_in_use(cfg):
+        size = math.lcm(size, max(dp_size(cfg, "critic"), 1))
+    if reward_model_in_use(cfg):
+        size = math.lcm(size, max(world(cfg, "reward") // max(cfg.trainer.reward.sequence_parallel_size, 1), 1))
+    return size
+
+
+def prompts_kept(cfg: Any) -> int:
+    """Prompts per step after the tail trim: the largest multiple of the stride not above train_batch_size."""
+    lcm = lcm_dp_all(cfg)
+    stride = lcm // math.gcd(lcm, cfg.generator.n_samples_per_prompt)
+    return cfg.trainer.train_batch_size // stride * stride
+
+
+def effective_max_seq_len(cfg: Any) -> int:
+    a, g = cfg.trainer.algorithm, cfg.generator
+    return a.max_seq_len if a.max_seq_len is not None else g.max_input_length + g.sampling_params.max_generate_length
+
+
+def effective_update_group(cfg: Any) -> str:
+    g = cfg.generator
+    if g.override_existing_update_group != "auto":
+        return g.override_existing_update_group
+    return "enable" if not g.run_engines_locally and g.backend == "vllm" else "disable"
+
+
+def kl_estimator(cfg: Any) -> str:
+    a = cfg.trainer.algorithm
+    if a.use_abs_kl:
+        return "abs"
+    if not a.use_kl_estimator_k3 and a.kl_estimator_type == "k3":
+        # The seed's release computes the plain log-ratio when k3 is switched off. A config that also chose
+        # kl_estimator_type (any value but the default k3) is for a later release, which ignores the old flag.
+        return "k1"
+    return a.kl_estimator_type
+
+
+def policy_loss_type(cfg: Any) -> str:
+    a = cfg.trainer.algorithm
+    # A config may only say ppo_loss_type (the seed's name); the newer key then still holds its default.
+    return a.ppo_loss_type if a.policy_loss_type == "regular" else a.policy_loss_type
+
+
+def reward_model_in_use(cfg: Any) -> bool:
+    return cfg.trainer.reward.model.path is not None
+
+
+# ---- roles --------------------------------------------------------------------------------------------------
+
+
+def _resources(cfg: Any, model: str) -> Resources:
+    p = cfg.trainer.placement
+    nodes, per_node = getattr(p, f"{model}_num_nodes"), getattr(p, f"{model}_num_gpus_per_node")
+    return Resources(gpus=nodes * per_node, nodes=nodes, gpus_per_node=per_node)
+
+
+def _parallelism(cfg: Any, model: str) -> Parallelism:
+    t = cfg.trainer
+    options = getattr(t, model)
+    if t.strategy == "megatron" and model in ("policy", "ref"):
+        m = options.megatron_config
+        # SkyRL turns Megatron's sequence parallelism on whenever TP > 1, unless transformer_config_kwargs says
+        # otherwise.
+        sp = m.transformer_config_kwargs.get("sequence_parallel", m.tensor_model_parallel_size > 1)
+        return Parallelism(tp=m.tensor_model_parallel_size, pp=m.pipeline_model_parallel_size,
+                           cp=m.context_parallel_size, ep=m.expert_model_parallel_size,
+                           etp=m.expert_tensor_parallel_size,
+                           sequence_parallel=bool(sp) and m.tensor_model_parallel_size > 1)
+    shard = None
+    if t.strategy in ("fsdp", "fsdp2"):
+        # FSDP shards over all of a model's ranks unless fsdp_size is positive and smaller; then it is HSDP with
+        # groups of fsdp_size ranks.
+        size = options.fsdp_config.fsdp_size
+        if 0 < size < world(cfg, model):
+            shard = size
+    return Parallelism(sp=options.sequence_parallel_size, fsdp_shard=shard)
+
+
+def _cpu_offload_in_step(cfg: Any, options: Any) -> bool:
+    strategy = cfg.trainer.strategy
+    if strategy in ("fsdp", "fsdp2"):
+        return options.fsdp_config.cpu_offload
+    if strategy == "deepspeed":
+        zero = (options.deepspeed_config or {}).get("zero_optimization") or {}
+        param = zero.get("offload_param") if isinstance(zero, dict) else None
+        return isinstance(param, dict) and param.get("device") == "cpu"
+    return False
+
+
+def _offload(cfg: Any, options: Any, trains: bool) -> Offload:
+    # Only colocate_all makes models take turns: each one is moved to CPU while another runs. Models paired by
+    # colocate_policy_ref or colocate_critic_reward split the GPUs' memory and stay resident.
+    turns = cfg.trainer.placement.colocate_all
+    return Offload(params=turns, optimizer=turns and trains and options.optimizer_config.offload_after_step,
+                   grads=turns and trains, cpu_offload_during_step=_cpu_offload_in_step(cfg, options))
+
+
+def _dtype(cfg: Any) -> str:
+    return "bfloat16" if cfg.trainer.bf16 else "float32"
+
+
+def _warmup(cfg: Any, options: Any) -> int:
+    # The seed's trainer.num_warmup_steps applies to the policy and the critic alike; v0.1.0 moved it into each
+    # optimizer_config. Setting both to different values is an error the front end reports.
+    own = options.optimizer_config.num_warmup_steps
+    return own if own else cfg.trainer.num_warmup_steps
+
+
+def _optimizer(cfg: Any, options: Any) -> Optimizer:
+    o = options.optimizer_config
+    return Optimizer(lr=o.lr, name="adamw", weight_decay=o.weight_decay, betas=(o.adam_betas[0], o.adam_betas[1]),
+                     grad_clip=o.max_grad_norm, scheduler=SCHEDULERS.get(o.scheduler, "constant"),
+                     warmup_steps=_warmup(cfg, options))
+
+
+def _actor(cfg: Any) -> Role:
+    t = cfg.trainer
+    # LoRA (policy.model.lora.rank > 0) trains adapters only; the Experiment has no LoRA and describes full
+    # fine-tuning of the same model.
+    return Role(name="actor", backend=t.strategy, resources=_resources(cfg, "policy"),
+                model=Model(path=t.policy.model.path, dtype=_dtype(cfg), trust_remote_code=True),
+                parallelism=_parallelism(cfg, "policy"), offload=_offload(cfg, t.policy, trains=True),
+                optimizer=_optimizer(cfg, t.policy), micro_batch_size=t.micro_train_batch_size_per_gpu,
+                forward_micro_batch_size=t.micro_forward_batch_size_per_gpu,
+                gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing)
+
+
+def _reference(cfg: Any) -> Role:
+    t = cfg.trainer
+    return Role(name="reference", backend=t.strategy, resources=_resources(cfg, "ref"),
+                model=Model(path=t.ref.model.path or t.policy.model.path, dtype=_dtype(cfg), trust_remote_code=True),
+                parallelism=_parallelism(cfg, "ref"),
+                offload=Offload(params=t.placement.colocate_all,
+                                cpu_offload_during_step=_cpu_offload_in_step(cfg, t.ref)),
+                forward_micro_batch_size=t.micro_forward_batch_size_per_gpu, sequence_packing=t.use_sample_packing)
+
+
+def _critic(cfg: Any) -> Role:
+    t = cfg.trainer
+    return Role(name="critic", backend=t.strategy, resources=_resources(cfg, "critic"),
+                model=Model(path=t.critic.model.path, dtype=_dtype(cfg), trust_remote_code=True),
+                parallelism=_parallelism(cfg, "critic"), offload=_offload(cfg, t.critic, trains=True),
+                optimizer=_optimizer(cfg, t.critic), micro_batch_size=t.micro_train_batch_size_per_gpu,
+                forward_micro_batch_size=t.micro_forward_batch_size_per_gpu,
+                gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing)
+
+
+def _reward(cfg: Any) -> Role:
+    t = cfg.trainer
+    if reward_model_in_use(cfg):
+        # skyrl-train of mid-2025 stops with "reward models are not supported yet" when this path is set, and
+        # later releases removed the key; the role says what the config asks for.
+        return Role(name="reward", backend=t.strategy, resources=_resources(cfg, "reward"),
+                    model=Model(path=t.reward.model.path, dtype=_dtype(cfg), trust_remote_code=True),
+                    parallelism=Parallelism(sp=t.reward.sequence_parallel_size),
+                    offload=Offload(params=t.placement.colocate_all,
+                                    cpu_offload_during_step=_cpu_offload_in_step(cfg, t.reward)),
+                    forward_micro_batch_size=t.micro_forward_batch_size_per_gpu)
+    # The environment (environment.env_class) scores each trajectory inside the generator's process.
+    return Role(name="reward", backend="rule", resources=Resources(gpus=0))
+
+
+def _engine_args(cfg: Any) -> dict[str, Any]:
+    g = cfg.generator
+    dp = g.inference_engine_data_parallel_size
+    # A vLLM engine with internal DP d is d replicas of TP × PP GPUs, each with a scheduler of its own (SkyRL
+    # starts one actor per DP rank); rlcfg counts the replicas.
+    engine: dict[str, Any] = {"engines": g.num_inference_engines * dp}
+    if not g.run_engines_locally:
+        # Remote servers were started with their own settings; SkyRL only sends them requests and weights.
+        return engine
+    engine["seed"] = cfg.trainer.seed
+    engine["max_num_seqs"] = g.max_num_seqs
+    engine["max_num_batched_tokens"] = g.max_num_batched_tokens
+    engine["enable_prefix_caching"] = g.enable_prefix_caching
+    if g.backend == "vllm":
+        engine["gpu_memory_utilization"] = g.gpu_memory_utilization
+        engine["enforce_eager"] = g.enforce_eager
+        engine["enable_chunked_prefill"] = g.enable_chunked_prefill
+        rope = g.rope_scaling or {}
+        if rope.get("factor") and rope.get("original_max_position_embeddings"):
+            engine["max_model_len"] = int(rope["factor"] * rope["original_max_position_embeddings"])
+        names = VLLM_KWARGS
+    else:
+        # SkyRL starts SGLang with mem_fraction_static = gpu_memory_utilization, max_running_requests =
+        # max_num_seqs, max_prefill_tokens = max_num_batched_tokens, the radix cache as prefix caching, and the
+        # fa3 attention backend; it has no eager switch or chunked-prefill flag of its own.
+        engine["mem_fraction_static"] = g.gpu_memory_utilization
+        engine["attention_backend"] = "fa3"
+        names = SGLANG_KWARGS
+    # engine_init_kwargs are spread last into the engine's constructor, so they win.
+    for key, value in (g.engine_init_kwargs or {}).items():
+        if key in names:
+            engine[names[key]] = value
+    return engine
+
+
+def _rollout(cfg: Any) -> Role:
+    g, t = cfg.generator, cfg.trainer
+    # Remote engines run outside this job's Ray cluster and take none of its GPUs.
+    gpus = rollout_gpus(cfg) if g.run_engines_locally else 0
+    return Role(name="rollout", backend=g.backend, resources=Resources(gpus=gpus),
+                model=Model(path=t.policy.model.path, dtype=g.model_dtype, trust_remote_code=True),
+                parallelism=Parallelism(tp=g.inference_engine_tensor_parallel_size,
+                                        pp=g.inference_engine_pipeline_parallel_size,
+                                        ep=g.inference_engine_expert_parallel_size),
+                # With colocate_all the engines sleep while the models train (vLLM sleep level 2, SGLang's memory
+                # saver), dropping their weights and KV cache.
+                offload=Offload(params=t.placement.colocate_all and g.run_engines_locally),
+                engine=tuple(sorted(_engine_args(cfg).items())))
+
+
+def _colocation(cfg: Any, roles: list[Role]) -> tuple[tuple[str, ...], ...]:
+    p = cfg.trainer.placement
+    on_gpus = {r.name for r in roles if r.resources.gpus > 0}
+    if p.colocate_all:
+        group = tuple(r.name for r in roles if r.name in on_gpus)
+        return (group,) if len(group) > 1 else ()
+    groups = []
+    if p.colocate_policy_ref and {"actor", "reference"} <= on_gpus:
+        groups.append(("actor", "reference"))
+    if p.colocate_critic_reward and {"critic", "reward"} <= on_gpus:
+        groups.append(("critic", "reward"))
+    return tuple(groups)
+
+
+# ---- algorithm, sampling, schedule --------------------------------------------------------------------------
+
+
+def _algorithm(cfg: Any) -> Algorithm:
+    a, g = cfg.trainer.algorithm, cfg.generator
+    if a.use_kl_loss:
+        kl = KL(placement="loss", coef=a.kl_loss_coef, estimator=kl_estimator(cfg))
+    elif a.use_kl_in_reward:
+        # The reward-side coefficient starts at kl_loss_coef; kl_ctrl.type adaptive then moves it towards
+        # kl_ctrl.kl_target, which the Experiment cannot say.
+        kl = KL(placement="reward", coef=a.kl_loss_coef, estimator=kl_estimator(cfg))
+    else:
+        kl = KL(placement="none", coef=0.0, estimator=kl_estimator(cfg))
+    return Algorithm(
+        # A custom estimator registered in code is unknown here; GRPO, the default, stands in for it.
+        advantage=ADVANTAGES.get(a.advantage_estimator, "grpo"), group_size=g.n_samples_per_prompt,
+        normalize_advantage_std=a.grpo_norm_by_std, batch_normalize_advantage=a.advantage_batch_normalize,
+        gamma=a.gamma, lam=a.lambd, policy_loss=POLICY_LOSSES.get(policy_loss_type(cfg), "regular"),
+        clip_low=a.eps_clip_low, clip_high=a.eps_clip_high, clip_ratio_c=a.clip_ratio_c,
+        loss_aggregation=LOSS_AGGREGATIONS[a.loss_reduction], kl=kl,
+        entropy_coef=a.entropy_loss_coef if a.use_entropy_loss else 0.0,
+        value_clip=a.value_clip if critic_in_use(cfg) else None, ppo_epochs=cfg.trainer.update_epochs_per_batch,
+        # zero_variance_filter masks all-equal groups out of the loss without sampling more (their GRPO advantage
+        # is already 0), and zero_reward_on_non_stop zeroes the reward of responses that did not stop; neither
+        # has an Experiment field. Dynamic sampling (filter or replace) drops those groups and samples more.
+        dynamic_sampling=a.dynamic_sampling.type is not None, mask_truncated=g.apply_overlong_filtering,
+    )
+
+
+def _sampling(params: Any, n: int) -> Sampling:
+    return Sampling(max_new_tokens=params.max_generate_length, temperature=params.temperature, top_p=params.top_p,
+                    top_k=params.top_k, min_p=params.min_p, n=n, stop=tuple(params.stop or ()))
+
+
+def _schedule(cfg: Any) -> Schedule:
+    t, g = cfg.trainer, cfg.generator
+    n = g.n_samples_per_prompt
+    prompts = prompts_kept(cfg)
+    dp = max(dp_size(cfg, "policy"), 1)
+    evaluates = t.eval_interval > 0 and bool(cfg.data.val_data)
+    # total_steps is len(dataloader) × epochs: it depends on the dataset's length, known only at run time.
+    # SkyRL also evaluates after the last step whatever the interval.
+    return Schedule(prompts_per_step=prompts, samples_per_step=prompts * n,
+                    samples_per_optimizer_step=t.policy_mini_batch_size * n // dp * dp, total_steps=None,
+                    epochs=t.epochs, eval_interval=t.eval_interval if evaluates else None,
+                    eval_before_train=evaluates and t.eval_before_train)
+
+
+def _checkpointing(cfg: Any) -> Checkpointing:
+    t = cfg.trainer
+    resume = {None: "none", "none": "none", "latest": "latest"}.get(t.resume_mode, t.resume_path or "none")
+    # ckpt_interval -1 saves no checkpoint at all, not even at the end; the Experiment's None (only at the end)
+    # is the nearest it can say.
+    return Checkpointing(directory=t.ckpt_path, interval=t.ckpt_interval if t.ckpt_interval > 0 else None,
+                         keep_last=t.max_ckpts_to_keep if t.max_ckpts_to_keep > 0 else None, resume=resume,
+                         save_hf=t.hf_save_interval > 0)
+
+
+def _logging(cfg: Any) -> Logging:
+    t = cfg.trainer
+    # SkyRL writes no log directory of its own; mlflow has no rlcfg backend and leaves the console.
+    extra = {"wandb": ("wandb",), "tensorboard": ("tensorboard",)}.get(t.logger, ())
+    return Logging(directory=None, project=t.project_name, run_name=t.run_name, backends=("jsonl", "console") + extra)
+
+
+def lower(cfg: Any) -> Experiment:
+    t, g = cfg.trainer, cfg.generator
+    roles = [_actor(cfg), _rollout(cfg)]
+    if ref_in_use(cfg):
+        roles.append(_reference(cfg))
+    if critic_in_use(cfg):
+        roles.append(_critic(cfg))
+    roles.append(_reward(cfg))
+    data = Data(train_files=tuple(cfg.data.train_data), eval_files=tuple(cfg.data.val_data), prompt_key="prompt",
+                # SkyRL's datasets carry the answer under reward_spec for the environment to check.
+                answer_key="reward_spec.ground_truth",
+                # PromptDataset drops prompts longer than max_prompt_length (tokens, after the chat template).
+                max_prompt_length=t.max_prompt_length, shuffle=True, seed=t.seed, apply_chat_template=True)
+    return Experiment(
+        name=t.run_name, dialect="skyrl", variant=t.strategy, cluster=Cluster(), roles=tuple(roles),
+        colocation=_colocation(cfg, roles), algorithm=_algorithm(cfg),
+        sampling=_sampling(g.sampling_params, g.n_samples_per_prompt),
+        eval_sampling=_sampling(g.eval_sampling_params, g.eval_n_samples_per_prompt), data=data,
+        schedule=_schedule(cfg), checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=t.seed,
+        # SkyRL-Gym's math environments (gsm8k, aime, ...) compare the final answer with the ground truth.
+        reward_function="math",
+    )

@@ -1,0 +1,414 @@
+"""SkyRL → Experiment: the roles, GPU counts, parallel sizes, batch algebra and algorithm skyrl-train would run,
+derived by hand from the template (and from variations of it, and from configs written the way the seed
+documents them) and compared with the lowering."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from rlcfg.frontend import check_file
+from rlcfg.ir import ENGINE_KEYS, ROLE_NAMES, Experiment
+from rlcfg.lower import lower as lower_any
+from rlcfg.lower.skyrl import effective_max_seq_len, effective_update_group, lower
+from tests.helpers import TEMPLATES
+
+FSDP2 = TEMPLATES / "skyrl-fsdp-vllm.yaml"
+SKYRL_TEMPLATES = sorted(TEMPLATES.glob("skyrl-*.yaml"))
+ENV = {"HOME": "/home/user"}
+# Off colocate_all, each model and the engines get GPUs of their own.
+APART = ("trainer.placement.colocate_all=false",)
+
+
+def checked(path, *overrides: str):
+    result = check_file(str(path), list(overrides), env=ENV)
+    assert result.config is not None, [f"{d.path}: {d.message}" for d in result.diagnostics]
+    return result
+
+
+def experiment(path, *overrides: str) -> Experiment:
+    return lower(checked(path, *overrides).config)
+
+
+def seed_style(tmp_path, text: str, *overrides: str) -> Experiment:
+    """A config written with the seed's keys (and none of the newer ones)."""
+    path = tmp_path / "skyrl.yaml"
+    path.write_text(textwrap.dedent(text))
+    return experiment(path, *overrides)
+
+
+# ---- every template -----------------------------------------------------------------------------------------
+
+
+def test_there_is_a_template():
+    assert SKYRL_TEMPLATES
+
+
+@pytest.mark.parametrize("path", SKYRL_TEMPLATES, ids=lambda p: p.name)
+def test_template_lowers(path):
+    result = checked(path)
+    assert result.dialect == "skyrl"
+    exp = lower_any("skyrl", result.config)
+    assert exp.dialect == "skyrl" and exp.kind == "rl"
+    names = [r.name for r in exp.roles]
+    assert len(names) == len(set(names)) and set(names) <= set(ROLE_NAMES)
+    assert exp.role("actor").backend in ("fsdp", "fsdp2", "megatron", "deepspeed") and exp.role("actor").trains
+    assert exp.role("rollout").backend in ("vllm", "sglang") and not exp.role("rollout").trains
+    for role in exp.roles:
+        assert set(role.engine_args()) <= set(ENGINE_KEYS)
+        assert role.resources.gpu_ids is None  # SkyRL counts GPUs; Ray picks which
+    for group in exp.colocation:
+        assert len({exp.role(name).resources.gpus for name in group}) == 1
+    s = exp.schedule
+    assert s.samples_per_step == s.prompts_per_step * exp.algorithm.group_size
+    assert s.samples_per_step % s.samples_per_optimizer_step == 0
+
+
+def test_fsdp2_template():
+    exp = experiment(FSDP2)
+    assert exp.name == "gsm8k_grpo_qwen2.5_1.5b" and exp.variant == "fsdp2"
+    assert exp.cluster.nodes is None and exp.cluster.gpus_per_node is None  # SkyRL never states the cluster
+    assert [r.name for r in exp.roles] == ["actor", "rollout", "reference", "reward"]
+    actor, rollout, ref, reward = (exp.role(n) for n in ("actor", "rollout", "reference", "reward"))
+
+    # 1 node × 4 GPUs for the policy and the ref; 4 engines × TP 1 = 4 GPUs, all shared (colocate_all).
+    assert (actor.resources.gpus, actor.resources.nodes, actor.resources.gpus_per_node) == (4, 1, 4)
+    assert (ref.resources.gpus, ref.resources.nodes, ref.resources.gpus_per_node) == (4, 1, 4)
+    assert rollout.resources.gpus == 4
+    assert exp.colocation == (("actor", "rollout", "reference"),)
+    assert actor.backend == ref.backend == "fsdp2" and rollout.backend == "vllm"
+    # sequence_parallel_size 1, fsdp_size -1: DP 4, FSDP over all 4 ranks.
+    assert actor.parallelism.sp == 1 and actor.parallelism.fsdp_shard is None
+    assert rollout.parallelism.tp == 1 and rollout.parallelism.pp == 1
+
+    # colocate_all: every model is moved off the GPU while another runs; the ref also keeps its parameters on
+    # CPU during its forward (ref.fsdp_config.cpu_offload: true), the policy does not.
+    assert actor.offload.params and actor.offload.optimizer and actor.offload.grads
+    assert not actor.offload.cpu_offload_during_step
+    assert ref.offload.params and ref.offload.cpu_offload_during_step
+    assert rollout.offload.params
+
+    assert actor.model.path == ref.model.path == rollout.model.path == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert actor.micro_batch_size == 16 and actor.forward_micro_batch_size == 32
+    assert ref.forward_micro_batch_size == 32 and ref.optimizer is None
+    assert actor.gradient_checkpointing and actor.sequence_packing
+    opt = actor.optimizer
+    assert (opt.lr, opt.weight_decay, opt.betas, opt.grad_clip) == (1e-6, 0.01, (0.9, 0.999), 1.0)
+    assert (opt.name, opt.scheduler, opt.warmup_steps) == ("adamw", "constant", 0)  # constant_with_warmup
+
+    assert rollout.engine_args() == {
+        "engines": 4, "seed": 42, "gpu_memory_utilization": 0.8, "max_num_seqs": 1024,
+        "max_num_batched_tokens": 8192, "enforce_eager": False, "enable_prefix_caching": True,
+        "enable_chunked_prefill": True}
+    assert reward.backend == "rule" and reward.resources.gpus == 0 and reward.model is None
+    assert exp.reward_function == "math"
+
+    # 1024 prompts × 5 samples = 5120 per step; mini batch 256 prompts × 5 = 1280 samples = 320 per GPU × DP 4.
+    s = exp.schedule
+    assert (s.prompts_per_step, s.samples_per_step, s.samples_per_optimizer_step) == (1024, 5120, 1280)
+    assert s.total_steps is None and s.epochs == 20  # len(dataloader) × epochs: the data decides
+    assert s.eval_interval == 5 and s.eval_before_train
+
+    alg = exp.algorithm
+    assert alg.advantage == "grpo" and alg.group_size == 5 and alg.normalize_advantage_std
+    assert (alg.kl.placement, alg.kl.coef, alg.kl.estimator) == ("loss", 0.001, "k3")
+    assert (alg.policy_loss, alg.clip_low, alg.clip_high, alg.clip_ratio_c) == ("regular", 0.2, 0.2, 3.0)
+    assert alg.loss_aggregation == "token-mean" and alg.ppo_epochs == 1
+    assert alg.entropy_coef == 0.0 and alg.value_clip is None  # no entropy bonus, no critic
+    assert not alg.dynamic_sampling and not alg.mask_truncated
+
+    assert exp.sampling.max_new_tokens == 1024 and exp.sampling.n == 5 and exp.sampling.temperature == 1.0
+    # eval_sampling_params.max_generate_length interpolates the training value.
+    assert exp.eval_sampling.max_new_tokens == 1024 and exp.eval_sampling.n == 1
+    assert exp.eval_sampling.temperature == 0.0
+
+    assert exp.data.train_files == ("/home/user/data/gsm8k/train.parquet",)
+    assert exp.data.eval_files == ("/home/user/data/gsm8k/validation.parquet",)
+    assert exp.data.prompt_key == "prompt" and exp.data.answer_key == "reward_spec.ground_truth"
+    assert exp.data.max_prompt_length == 512 and exp.data.apply_chat_template and exp.data.seed == 42
+    c = exp.checkpointing
+    assert (c.directory, c.interval, c.keep_last, c.resume, c.save_hf) == (
+        "/home/user/ckpts/gsm8k_1.5B_ckpt", 10, 3, "latest", False)
+    assert exp.logging.backends == ("jsonl", "console") and exp.logging.project == "gsm8k"
+    assert exp.logging.run_name == "gsm8k_grpo_qwen2.5_1.5b" and exp.seed == 42
+
+
+# ---- placement and parallelism ------------------------------------------------------------------------------
+
+
+def test_without_colocate_all_the_engines_get_their_own_gpus():
+    exp = experiment(FSDP2, *APART, "generator.num_inference_engines=2",
+                     "generator.inference_engine_tensor_parallel_size=2")
+    rollout = exp.role("rollout")
+    # 2 engines × TP 2 = 4 GPUs apart from the policy; the ref stays with the policy (colocate_policy_ref).
+    assert rollout.resources.gpus == 4 and rollout.parallelism.tp == 2
+    assert rollout.engine_args()["engines"] == 2
+    assert exp.colocation == (("actor", "reference"),)
+    # Paired models split the GPUs' memory and stay resident: no offloading between phases.
+    assert not exp.role("actor").offload.params and not rollout.offload.params
+
+
+def test_nothing_colocated():
+    exp = experiment(FSDP2, *APART, "trainer.placement.colocate_policy_ref=false",
+                     "trainer.placement.ref_num_gpus_per_node=2")
+    assert exp.colocation == ()
+    assert exp.role("reference").resources.gpus == 2 and exp.role("actor").resources.gpus == 4
+
+
+def test_multi_node_policy_with_ulysses():
+    exp = experiment(FSDP2, "trainer.placement.policy_num_nodes=2", "trainer.placement.policy_num_gpus_per_node=8",
+                     "trainer.placement.ref_num_nodes=2", "trainer.placement.ref_num_gpus_per_node=8",
+                     "generator.num_inference_engines=8", "generator.inference_engine_tensor_parallel_size=2",
+                     "trainer.policy.sequence_parallel_size=2", "trainer.micro_train_batch_size_per_gpu=4")
+    actor = exp.role("actor")
+    assert (actor.resources.gpus, actor.resources.nodes, actor.resources.gpus_per_node) == (16, 2, 8)
+    assert actor.parallelism.sp == 2
+    # DP = 16 / SP 2 = 8 (the ref: 16 / 1 = 16); 256 × 5 // 8 = 160 per rank, × 8 = 1280.
+    assert exp.schedule.samples_per_optimizer_step == 1280
+    # lcm(8, 16) = 16, / gcd(16, 5) = 16: 1024 is a multiple, nothing is trimmed.
+    assert exp.schedule.prompts_per_step == 1024
+    assert exp.role("rollout").resources.gpus == 16 and exp.role("rollout").engine_args()["engines"] == 8
+
+
+def test_hsdp_shard_groups():
+    two_nodes = ("trainer.placement.policy_num_nodes=2", "trainer.placement.ref_num_nodes=2",
+                 "generator.num_inference_engines=8")
+    assert experiment(FSDP2, *two_nodes, "trainer.policy.fsdp_config.fsdp_size=4").role(
+        "actor").parallelism.fsdp_shard == 4
+    # fsdp_size equal to the world size is plain FSDP over every rank.
+    assert experiment(FSDP2, *two_nodes, "trainer.policy.fsdp_config.fsdp_size=8").role(
+        "actor").parallelism.fsdp_shard is None
+
+
+def test_megatron_parallel_sizes():
+    exp = experiment(FSDP2, "trainer.strategy=megatron", "trainer.policy.megatron_config.tensor_model_parallel_size=2",
+                     "trainer.ref.megatron_config.tensor_model_parallel_size=2",
+                     "trainer.micro_train_batch_size_per_gpu=8")
+    actor, ref = exp.role("actor"), exp.role("reference")
+    assert actor.backend == ref.backend == "megatron" and exp.variant == "megatron"
+    assert (actor.parallelism.tp, actor.parallelism.pp, actor.parallelism.cp) == (2, 1, 1)
+    assert actor.parallelism.sequence_parallel and ref.parallelism.sequence_parallel  # on with TP > 1
+    # The ref's FSDP cpu_offload (true by default) does not apply to Megatron.
+    assert not ref.offload.cpu_offload_during_step
+    # DP = 4 / TP 2 = 2: 256 × 5 // 2 = 640 per rank, × 2 = 1280.
+    assert exp.schedule.samples_per_optimizer_step == 1280
+
+
+def test_deepspeed_offload_comes_from_its_zero_config():
+    exp = experiment(FSDP2, "trainer.strategy=deepspeed",
+                     "+deepspeed_config.eval.zero_optimization.offload_param={device: cpu}")
+    assert exp.role("actor").backend == "deepspeed"
+    assert exp.role("reference").offload.cpu_offload_during_step
+    assert not exp.role("actor").offload.cpu_offload_during_step
+
+
+# ---- batch algebra ------------------------------------------------------------------------------------------
+
+
+def test_tail_trim_and_per_gpu_floor():
+    exp = experiment(FSDP2, "trainer.placement.policy_num_gpus_per_node=6", "trainer.placement.ref_num_gpus_per_node=6",
+                     "generator.num_inference_engines=6", "generator.n_samples_per_prompt=4",
+                     "trainer.train_batch_size=8", "trainer.policy_mini_batch_size=2",
+                     "trainer.micro_train_batch_size_per_gpu=1")
+    s = exp.schedule
+    # DP 6 for policy and ref; stride 6 / gcd(6, 4) = 3 prompts: 8 prompts are cut to 6 (24 samples).
+    assert (s.prompts_per_step, s.samples_per_step) == (6, 24)
+    # Each rank's mini batch is 2 × 4 // 6 = 1 sample, so an optimizer step sees 6 samples, not 8.
+    assert s.samples_per_optimizer_step == 6 and s.samples_per_step // s.samples_per_optimizer_step == 4
+
+
+def test_several_epochs_per_batch_and_fewer_optimizer_steps():
+    exp = experiment(FSDP2, "trainer.update_epochs_per_batch=2", "trainer.policy_mini_batch_size=1024")
+    assert exp.algorithm.ppo_epochs == 2
+    assert exp.schedule.samples_per_optimizer_step == exp.schedule.samples_per_step == 5120
+
+
+def test_group_size_follows_n_samples_per_prompt():
+    exp = experiment(FSDP2, "generator.n_samples_per_prompt=8")
+    assert exp.algorithm.group_size == exp.sampling.n == 8
+    assert (exp.schedule.samples_per_step, exp.schedule.samples_per_optimizer_step) == (8192, 2048)
+
+
+# ---- the reference, the critic, the reward model ------------------------------------------------------------
+
+
+def test_no_kl_no_reference():
+    exp = experiment(FSDP2, "trainer.algorithm.use_kl_loss=false")
+    assert exp.role("reference") is None
+    assert exp.algorithm.kl.placement == "none" and exp.algorithm.kl.coef == 0.0
+    assert exp.colocation == (("actor", "rollout"),)
+
+
+def test_kl_in_reward():
+    exp = experiment(FSDP2, "trainer.algorithm.use_kl_loss=false", "trainer.algorithm.use_kl_in_reward=true",
+                     "trainer.algorithm.kl_loss_coef=0.01", "trainer.algorithm.kl_estimator_type=k2")
+    assert exp.role("reference") is not None
+    assert (exp.algorithm.kl.placement, exp.algorithm.kl.coef, exp.algorithm.kl.estimator) == ("reward", 0.01, "k2")
+
+
+def test_abs_kl_overrides_the_estimator():
+    assert experiment(FSDP2, "trainer.algorithm.use_abs_kl=true").algorithm.kl.estimator == "abs"
+
+
+def test_gae_with_a_critic():
+    exp = experiment(FSDP2, "trainer.critic.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+                     "trainer.algorithm.advantage_estimator=gae", "trainer.critic.sequence_parallel_size=2",
+                     "trainer.critic_mini_batch_size=128")
+    critic = exp.role("critic")
+    assert [r.name for r in exp.roles] == ["actor", "rollout", "reference", "critic", "reward"]
+    assert critic.backend == "fsdp2" and critic.trains and critic.model.path == "Qwen/Qwen2.5-0.5B-Instruct"
+    assert critic.resources.gpus == 4 and critic.parallelism.sp == 2
+    assert critic.optimizer.lr == 5e-6  # the critic's own default
+    assert exp.colocation == (("actor", "rollout", "reference", "critic"),)
+    assert exp.algorithm.advantage == "gae" and exp.algorithm.value_clip == 0.2
+    # The critic's DP 2 joins the trim: lcm(4, 4, 2) = 4, 1024 stays.
+    assert exp.schedule.prompts_per_step == 1024
+
+
+def test_critic_and_reward_model_paired():
+    exp = experiment(FSDP2, *APART, "trainer.critic.model.path=critic", "trainer.reward.model.path=rm",
+                     "trainer.placement.colocate_critic_reward=true", "trainer.algorithm.advantage_estimator=gae")
+    reward = exp.role("reward")
+    assert reward.backend == "fsdp2" and reward.model.path == "rm" and reward.resources.gpus == 4
+    assert exp.colocation == (("actor", "reference"), ("critic", "reward"))
+
+
+# ---- rollout ------------------------------------------------------------------------------------------------
+
+
+def test_remote_engines_take_no_gpus():
+    exp = experiment(FSDP2, "generator.run_engines_locally=false", "generator.num_inference_engines=2",
+                     "generator.remote_inference_engine_urls=[host-a:8001,host-b:8001]")
+    rollout = exp.role("rollout")
+    assert rollout.resources.gpus == 0 and rollout.engine_args() == {"engines": 2}
+    assert not rollout.offload.params
+    assert exp.colocation == (("actor", "reference"),)
+
+
+def test_sglang_engine_args():
+    exp = experiment(FSDP2, "generator.backend=sglang", "generator.use_conversation_multi_turn=true",
+                     "generator.gpu_memory_utilization=0.7", "+generator.engine_init_kwargs.context_length=4096")
+    rollout = exp.role("rollout")
+    assert rollout.backend == "sglang"
+    assert rollout.engine_args() == {
+        "engines": 4, "seed": 42, "mem_fraction_static": 0.7, "max_num_seqs": 1024,
+        "max_num_batched_tokens": 8192, "enable_prefix_caching": True, "attention_backend": "fa3",
+        "max_model_len": 4096}
+
+
+def test_engine_data_parallel_and_rope_scaling():
+    exp = experiment(FSDP2, "generator.num_inference_engines=2", "generator.inference_engine_data_parallel_size=2",
+                     "generator.rope_scaling={factor: 4.0, original_max_position_embeddings: 32768}",
+                     "trainer.rope_scaling={factor: 4.0, original_max_position_embeddings: 32768}")
+    rollout = exp.role("rollout")
+    # 2 engines × DP 2 × TP 1 = 4 GPUs, as colocate_all needs; each DP rank is a replica of its own.
+    assert rollout.resources.gpus == 4 and rollout.engine_args()["engines"] == 4
+    assert rollout.engine_args()["max_model_len"] == 131072
+
+
+def test_engine_init_kwargs_win():
+    exp = experiment(FSDP2, "+generator.engine_init_kwargs.max_model_len=2048",
+                     "+generator.engine_init_kwargs.enforce_eager=true")
+    args = exp.role("rollout").engine_args()
+    assert args["max_model_len"] == 2048 and args["enforce_eager"] is True
+
+
+# ---- evaluation, checkpoints, logging -----------------------------------------------------------------------
+
+
+def test_eval_interval_minus_one_disables_evaluation():
+    s = experiment(FSDP2, "trainer.eval_interval=-1").schedule
+    assert s.eval_interval is None and not s.eval_before_train
+
+
+def test_no_validation_data_no_evaluation():
+    s = experiment(FSDP2, "data.val_data=[]", "trainer.eval_before_train=false").schedule
+    assert s.eval_interval is None and not s.eval_before_train
+
+
+def test_checkpoint_settings():
+    c = experiment(FSDP2, "trainer.ckpt_interval=-1", "trainer.max_ckpts_to_keep=-1", "trainer.resume_mode=from_path",
+                   "trainer.resume_path=/ckpt/global_step_20", "trainer.hf_save_interval=50").checkpointing
+    assert c.interval is None and c.keep_last is None and c.resume == "/ckpt/global_step_20" and c.save_hf
+    assert experiment(FSDP2, "trainer.resume_mode=null").checkpointing.resume == "none"
+
+
+def test_loggers():
+    assert experiment(FSDP2, "trainer.logger=tensorboard").logging.backends == ("jsonl", "console", "tensorboard")
+    assert experiment(FSDP2, "trainer.logger=mlflow").logging.backends == ("jsonl", "console")
+
+
+# ---- the algorithm's newer keys -----------------------------------------------------------------------------
+
+
+def test_newer_algorithm_keys():
+    exp = experiment(FSDP2, "trainer.algorithm.policy_loss_type=gspo", "trainer.algorithm.loss_reduction=sequence_mean",
+                     "trainer.algorithm.use_entropy_loss=true", "trainer.algorithm.entropy_loss_coef=0.005",
+                     "trainer.algorithm.dynamic_sampling.type=filter", "generator.apply_overlong_filtering=true",
+                     "trainer.algorithm.grpo_norm_by_std=false", "trainer.policy.optimizer_config.scheduler=cosine",
+                     "trainer.policy.optimizer_config.num_warmup_steps=10")
+    alg = exp.algorithm
+    assert alg.policy_loss == "gspo" and alg.loss_aggregation == "seq-mean-token-mean"
+    assert alg.entropy_coef == 0.005 and alg.dynamic_sampling and alg.mask_truncated
+    assert not alg.normalize_advantage_std
+    opt = exp.role("actor").optimizer
+    assert opt.scheduler == "cosine" and opt.warmup_steps == 10
+
+
+def test_losses_rlcfg_lacks_fall_back_to_the_clipped_surrogate():
+    assert experiment(FSDP2, "trainer.algorithm.policy_loss_type=cispo").algorithm.policy_loss == "regular"
+
+
+def test_max_seq_len_and_update_group_derivations():
+    cfg = checked(FSDP2, "trainer.algorithm.loss_reduction=seq_mean_token_sum_norm").config
+    assert lower(cfg).algorithm.loss_aggregation == "seq-mean-token-sum"
+    assert effective_max_seq_len(cfg) == 512 + 1024
+    assert effective_max_seq_len(checked(FSDP2, "trainer.algorithm.max_seq_len=4096").config) == 4096
+    assert effective_update_group(cfg) == "disable"  # local engines
+    remote = ("generator.run_engines_locally=false", "generator.num_inference_engines=1")
+    assert effective_update_group(checked(FSDP2, *remote).config) == "enable"
+    assert effective_update_group(checked(FSDP2, *remote, "generator.backend=sglang",
+                                          "generator.use_conversation_multi_turn=true").config) == "disable"
+
+
+# ---- configs in the seed's own words ------------------------------------------------------------------------
+
+SEED_STYLE = """\
+    trainer:
+      strategy: fsdp
+      placement:
+        colocate_all: false
+      num_warmup_steps: 7
+      algorithm:
+        ppo_loss_type: dual_clip
+        use_kl_estimator_k3: false
+      logger: console
+    generator:
+      num_inference_engines: 1
+      inference_engine_tensor_parallel_size: 4
+"""
+
+
+def test_seed_style_keys(tmp_path):
+    exp = seed_style(tmp_path, SEED_STYLE)
+    assert exp.variant == "fsdp"
+    # The seed's defaults: 4 GPUs each for the policy and the ref (colocated), one engine of TP 4 apart.
+    assert [(r.name, r.resources.gpus) for r in exp.roles] == [("actor", 4), ("rollout", 4), ("reference", 4),
+                                                              ("reward", 0)]
+    assert exp.colocation == (("actor", "reference"),)
+    assert exp.role("rollout").parallelism.tp == 4 and exp.role("rollout").engine_args()["engines"] == 1
+    # trainer.num_warmup_steps and ppo_loss_type are the seed's names of the newer keys.
+    assert exp.role("actor").optimizer.warmup_steps == 7
+    assert exp.algorithm.policy_loss == "dual_clip"
+    # use_kl_estimator_k3: false with kl_estimator_type untouched: the seed's release uses the plain log-ratio.
+    assert exp.algorithm.kl.estimator == "k1"
+    # The seed's defaults: 1024 prompts × 5, mini batch 256 × 5 over DP 4, micro batch 1.
+    s = exp.schedule
+    assert (s.prompts_per_step, s.samples_per_step, s.samples_per_optimizer_step) == (1024, 5120, 1280)
+    assert exp.role("actor").micro_batch_size == 1 and s.epochs == 1
+
+
+def test_seed_style_newer_estimator_wins(tmp_path):
+    exp = seed_style(tmp_path, SEED_STYLE, "trainer.algorithm.kl_estimator_type=k2")
+    assert exp.algorithm.kl.estimator == "k2"
