@@ -24,6 +24,7 @@ from tests.helpers import ROOT, TEMPLATES, assert_golden, cli, seed
 FIXTURES = ROOT / "tests" / "fixtures" / "roll"
 MEGATRON = TEMPLATES / "roll-megatron-vllm.yaml"
 FSDP2 = TEMPLATES / "roll-fsdp2-vllm.yaml"
+QUICKSTART = TEMPLATES / "quickstart-cpu.yaml"
 _UNSET = object()
 
 # ---- seed coverage ------------------------------------------------------------------------------------------
@@ -191,7 +192,7 @@ def test_seed_yaml_validates():
 # ---- templates ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", [MEGATRON, FSDP2], ids=lambda p: p.name)
+@pytest.mark.parametrize("path", [MEGATRON, FSDP2, QUICKSTART], ids=lambda p: p.name)
 def test_template_is_clean(path):
     lines = path.read_text().splitlines()
     assert lines[0] == "# yaml-language-server: $schema=../schemas/roll.schema.json"
@@ -199,6 +200,32 @@ def test_template_is_clean(path):
     result = check_file(str(path), env={})
     assert result.dialect == "roll"
     assert result.diagnostics == []
+
+
+def test_quickstart_says_how_to_run_it():
+    lines = QUICKSTART.read_text().splitlines()
+    assert any("rlcfg run templates/quickstart-cpu.yaml" in line for line in lines[:8])
+    assert check_file(str(QUICKSTART), env={}).summary == "FSDP2 training, transformers rollout, 1 GPU"
+
+
+@pytest.mark.parametrize("overrides", [
+    [],  # the quickstart: fsdp2_train + hf_infer, no reference
+    ["init_kl_coef=0.1", "++reference.strategy_args.strategy_name=fsdp2_infer",
+     "++reference.device_mapping='list(range(0,1))'"],  # a CPU-capable reference changes nothing
+])
+def test_hf_infer_rollout_is_quiet_when_the_whole_pipeline_runs_on_cpu(overrides):
+    assert findings(QUICKSTART, *overrides) == []
+
+
+@pytest.mark.parametrize("path,overrides", [
+    (FSDP2, ["actor_infer.strategy_args.strategy_name=hf_infer", "~actor_infer.strategy_args.strategy_config",
+             "reference.strategy_args.strategy_name=megatron_infer", "~reference.strategy_args.strategy_config"]),
+    (QUICKSTART, ["++rewards.judge.strategy_args.strategy_name=vllm", "++rewards.judge.device_mapping='[1]'",
+                  "++rewards.judge.tag_included=[judge]"]),
+])
+def test_hf_infer_rollout_still_warns_beside_a_gpu_only_worker(path, overrides):
+    assert ("RLC306", "warning", "actor_infer.strategy_args.strategy_name", "roll/strategy-roles") \
+        in findings(path, *overrides)
 
 
 def test_describe():
