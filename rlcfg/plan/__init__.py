@@ -33,6 +33,19 @@ def ranges(ids: list[int] | tuple[int, ...]) -> str:
     return _ranges(ids)
 
 
+def _plural(n: int, word: str) -> str:
+    from rlcfg.plan.render import plural
+
+    return plural(n, word)
+
+
+def _gpus_text(ids: list[int] | tuple[int, ...]) -> str:
+    """`GPU 3` or `GPUs 0-3`."""
+    from rlcfg.plan.render import gpus_word
+
+    return f"{gpus_word(ids)} {ranges(ids)}"
+
+
 # ---- placement -----------------------------------------------------------------------------------------------
 
 class _Allocator:
@@ -131,8 +144,8 @@ def _place(exp: Experiment, gpn: int, capacity: int | None
             a_ids = sorted(set(unit_gpus[other]))
             diags.append(diagnostic(
                 "RLC401", _path(b),
-                f"{'+'.join(units[other])} (GPUs {ranges(a_ids)}) and {'+'.join(units[i])} (GPUs {ranges(ids)}) "
-                f"share GPUs {ranges(shared)} without being colocated",
+                f"{'+'.join(units[other])} ({_gpus_text(a_ids)}) and {'+'.join(units[i])} ({_gpus_text(ids)}) "
+                f"share {_gpus_text(shared)} without being colocated",
                 hint=f"give them disjoint GPUs, or colocate {a} and {b} so that they take turns on the same GPUs",
                 related=[(_path(a), None)]))
         alloc.claim(ids)
@@ -167,7 +180,7 @@ def _place(exp: Experiment, gpn: int, capacity: int | None
                          "colocating the smaller one",
                     related=[(_path(n), None) for n in list(sizes)[1:]]))
             elif any(r.resources.gpu_ids for r in members) and len({role_gpus[r.name] for r in members}) > 1:
-                desc = "; ".join(f"{r.name} GPUs {ranges(role_gpus[r.name])}" for r in members)
+                desc = "; ".join(f"{r.name} {_gpus_text(role_gpus[r.name])}" for r in members)
                 diags.append(diagnostic(
                     "RLC402", _path(members[0].name),
                     f"colocated roles sit on different GPUs ({desc})",
@@ -221,18 +234,22 @@ def _ranks(role: Role, gpus: tuple[int, ...]) -> tuple[tuple[RankSlot, ...], int
                 coords = (tp_p[r % tp], cp_p[(r // tp) % cp], dp_p[(r // (tp * cp)) % dp], pp_p[r // stage])
             slots.append(RankSlot(r, g, coords))
         return tuple(slots), dp
-    # FSDP / DeepSpeed: Ulysses groups of sp consecutive ranks see the same data; HSDP shards over groups of
-    # fsdp_shard consecutive ranks and replicates across them.
-    sp = max(par.sp, 1)
+    # FSDP / DeepSpeed, as a (dp, sp, tp) device mesh with tp varying fastest: a tensor-parallel group (AReaL 1.0's
+    # FSDP engine takes t > 1) and a Ulysses group of sp such groups all see the same data, so DP = GPUs / (tp × sp).
+    # HSDP shards over groups of fsdp_shard consecutive ranks and replicates across them.
+    sp, tp = max(par.sp, 1), max(par.tp, 1)
+    model = sp * tp
     shard = par.fsdp_shard or world
-    dp = max(world // sp, 1)
-    dp_p, sp_p = _pairs("dp", -(-world // sp)), _pairs("sp", sp)
+    dp = max(world // model, 1)
+    dp_p, sp_p, tp_p = _pairs("dp", -(-world // model)), _pairs("sp", sp), _pairs("tp", tp)
     rep_p, shard_p = _pairs("replica", -(-world // shard)), _pairs("shard", shard)
     slots = []
     for r, g in enumerate(gpus):
-        coords: tuple[tuple[str, int], ...] = (dp_p[r // sp],)
+        coords: tuple[tuple[str, int], ...] = (dp_p[r // model],)
         if sp > 1:
-            coords += (sp_p[r % sp],)
+            coords += (sp_p[(r // tp) % sp],)
+        if tp > 1:
+            coords += (tp_p[r % tp],)
         if shard < world:
             coords += (rep_p[r // shard], shard_p[r % shard])
         slots.append(RankSlot(r, g, coords))
@@ -245,8 +262,8 @@ def _divisibility(role: Role, world: int) -> list[Diagnostic]:
         return out
 
     def bad(what: str, size: int, hint: str) -> None:
-        out.append(diagnostic("RLC400", path, f"{role.name} has {world} GPUs, not a multiple of {what} ({size})",
-                              hint=hint))
+        out.append(diagnostic("RLC400", path,
+                              f"{role.name} has {_plural(world, 'GPU')}, not a multiple of {what} ({size})", hint=hint))
 
     def near(size: int) -> str:
         lo = world // size * size
@@ -270,7 +287,11 @@ def _divisibility(role: Role, world: int) -> list[Diagnostic]:
                     f"expert TP × EP ({etp} × {par.ep})", hint="choose an expert parallel size that divides "
                     f"{stage // etp}"))
     elif role.backend != "rule":
-        if world % max(par.sp, 1):
+        if par.tp > 1 and world % (par.tp * par.sp):
+            size = par.tp * par.sp
+            bad("TP × SP" if par.sp > 1 else "the tensor parallel size", size,
+                f"each data-parallel rank takes {size} GPUs: use {near(size)}")
+        elif world % max(par.sp, 1):
             bad("the sequence parallel size", par.sp, f"Ulysses groups take {par.sp} GPUs each: use {near(par.sp)}")
         if par.fsdp_shard and world % par.fsdp_shard:
             bad("the FSDP shard group size", par.fsdp_shard,
@@ -284,10 +305,18 @@ def _divisibility(role: Role, world: int) -> list[Diagnostic]:
 
 # ---- batch schedule ------------------------------------------------------------------------------------------
 
+def trained_role(exp: Experiment) -> Role | None:
+    """The role whose data-parallel ranks split a step's batch: the policy, or the critic when it is the only model
+    trained (reward-model training)."""
+    return exp.role("actor") or exp.role("critic")
+
+
 def _batch(exp: Experiment, placements: dict[str, RolePlacement]) -> tuple[BatchPlan, list[Diagnostic]]:
     s, alg = exp.schedule, exp.algorithm
-    actor = exp.role("actor")
-    actor_dp = max(placements["actor"].dp, 1) if "actor" in placements else 1
+    trainer = trained_role(exp)
+    name = trainer.name if trainer is not None else None
+    dp = max(placements[name].dp, 1) if name in placements else 1
+    path = _path(name) if name else "schedule"
     diags: list[Diagnostic] = []
     per_opt = s.samples_per_optimizer_step
     opt_steps = s.samples_per_step // per_opt if per_opt else 0
@@ -295,23 +324,24 @@ def _batch(exp: Experiment, placements: dict[str, RolePlacement]) -> tuple[Batch
         diags.append(diagnostic("RLC300", "schedule.samples_per_step",
                                 f"a step's {s.samples_per_step} samples do not split into optimizer steps of {per_opt}",
                                 hint=f"make the samples per step a multiple of {per_opt}"))
-    per_rank = per_opt // actor_dp
-    micro = (actor.micro_batch_size if actor and actor.micro_batch_size else per_rank) or 1
-    if per_opt % actor_dp:
-        diags.append(diagnostic("RLC300", "roles.actor",
-                                f"an optimizer step's {per_opt} samples do not split evenly over the actor's "
-                                f"{actor_dp} data-parallel ranks",
-                                hint=f"use a global batch that is a multiple of {actor_dp}, or change the actor's "
+    per_rank = per_opt // dp
+    micro = (trainer.micro_batch_size if trainer and trainer.micro_batch_size else per_rank) or 1
+    packed = bool(trainer and trainer.sequence_packing)
+    if per_opt % dp:
+        diags.append(diagnostic("RLC300", path,
+                                f"an optimizer step's {per_opt} samples do not split evenly over the {name}'s "
+                                f"{dp} data-parallel ranks",
+                                hint=f"use a global batch that is a multiple of {dp}, or change the {name}'s "
                                      "GPU count or parallel sizes"))
-    elif per_rank and per_rank % micro and not (actor and actor.sequence_packing):
-        diags.append(diagnostic("RLC300", "roles.actor",
-                                f"each actor rank's {per_rank} samples per optimizer step are not a multiple of the "
+    elif per_rank and per_rank % micro and not packed:
+        diags.append(diagnostic("RLC300", path,
+                                f"each {name} rank's {per_rank} samples per optimizer step are not a multiple of the "
                                 f"micro-batch ({micro})",
                                 hint=f"choose a micro-batch that divides {per_rank}"))
     return BatchPlan(
         prompts_per_step=s.prompts_per_step, group_size=alg.group_size, samples_per_step=s.samples_per_step,
         samples_per_optimizer_step=per_opt, optimizer_steps_per_step=opt_steps * alg.ppo_epochs,
-        ppo_epochs=alg.ppo_epochs, actor_dp=actor_dp, samples_per_rank=per_rank, micro_batch_size=micro,
+        ppo_epochs=alg.ppo_epochs, trained_role=name, dp=dp, samples_per_rank=per_rank, micro_batch_size=micro,
         grad_accumulation=max(per_rank // micro, 1) if per_rank else 0, total_steps=s.total_steps), diags
 
 
@@ -327,7 +357,7 @@ def _idle(cluster: ClusterShape, used: set[int]) -> list[Diagnostic]:
         if len(idle) == gpn:
             whole.append(node)
         elif idle:
-            partial.append(f"GPUs {ranges([g - base for g in idle])} of node {node}")
+            partial.append(f"{_gpus_text([g - base for g in idle])} of node {node}")
     if not whole and not partial:
         return []
     parts = ([f"node{'s' if len(whole) > 1 else ''} {ranges(whole)} (all GPUs)"] if whole else []) + partial
@@ -335,7 +365,8 @@ def _idle(cluster: ClusterShape, used: set[int]) -> list[Diagnostic]:
         parts = parts[:4] + [f"and {len(parts) - 4} more"]
     count = cluster.gpus - len(used & set(range(cluster.gpus)))
     return [diagnostic("RLC404", "cluster",
-                       f"{count} of the cluster's {cluster.gpus} GPUs are assigned to no role: {'; '.join(parts)}",
+                       f"{count} of the cluster's {_plural(cluster.gpus, 'GPU')} {'is' if count == 1 else 'are'} "
+                       f"assigned to no role: {'; '.join(parts)}",
                        hint="give the idle GPUs to a role (more rollout engines or data-parallel ranks), or ask "
                             "for a smaller cluster with --nodes/--gpus-per-node")]
 
@@ -374,7 +405,7 @@ def build_plan(experiment: Experiment, cluster: ClusterShape | None = None, gpu:
     if node_count is None:
         node_count = max(1, -(-(max(used) + 1) // gpn)) if used else 1
         notes.append(f"the config does not say how many nodes: assuming the smallest cluster that holds the roles, "
-                     f"{node_count} node{'s' if node_count > 1 else ''} × {gpn} GPUs (set it with --nodes)")
+                     f"{_plural(node_count, 'node')} × {_plural(gpn, 'GPU')} (set it with --nodes)")
 
     gpu_label, capacity = None, None
     if gpu is not None:
@@ -402,10 +433,10 @@ def build_plan(experiment: Experiment, cluster: ClusterShape | None = None, gpu:
         if beyond:
             diags.append(diagnostic(
                 "RLC403", _path(role.name),
-                f"{role.name} is placed on GPUs {ranges(list(gpus))} but the cluster has {shape.gpus} GPUs "
-                f"({shape.nodes} node{'s' if shape.nodes > 1 else ''} × {gpn})",
-                hint=f"the roles need at least {-(-(max(used) + 1) // gpn)} nodes of {gpn} GPUs: raise --nodes, "
-                     f"or give {role.name} fewer GPUs"))
+                f"{role.name} is placed on {_gpus_text(gpus)} but the cluster has {_plural(shape.gpus, 'GPU')} "
+                f"({_plural(shape.nodes, 'node')} × {gpn})",
+                hint=f"the roles need at least {_plural(-(-(max(used) + 1) // gpn), 'node')} of "
+                     f"{_plural(gpn, 'GPU')}: raise --nodes, or give {role.name} fewer GPUs"))
     if cluster_given:  # idle GPUs of a cluster nobody described are an artefact of the assumption, not a problem
         diags.extend(_idle(shape, used))
 

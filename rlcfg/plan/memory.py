@@ -339,7 +339,9 @@ def _training_stage(role: Role, arch: Architecture, world: int, lengths: Lengths
         states = {t.name: t.bytes for t in terms}
         tokens_div = cp
     else:
-        tp, cp = 1, 1
+        # Tensor parallelism inside FSDP (AReaL 1.0's t > 1) splits each layer's attention and MLP over the TP
+        # group; the parameter shards already cover it, since TP × FSDP together split the weights over all GPUs.
+        tp, cp = max(par.tp, 1), 1
         layers_here = arch.layers
         shard_size = max(min(par.fsdp_shard or world, world), 1)
         if trains:
@@ -355,7 +357,8 @@ def _training_stage(role: Role, arch: Architecture, world: int, lengths: Lengths
             terms = [MemoryTerm(t.name + " [on CPU]", 0) for t in terms]
         states = {t.name: t.bytes for t in terms}
         largest_unit = max(counts["layer_dense"] + counts["layer_experts"], counts["embedding"])
-        terms.append(_t("all-gathered layers (bf16, current + prefetched)", 2 * 2 * largest_unit))
+        # FSDP gathers a layer over its shard group only: each GPU rebuilds its TP slice of it.
+        terms.append(_t("all-gathered layers (bf16, current + prefetched)", 2 * 2 * largest_unit / tp))
         tokens_div = max(par.sp, 1)
 
     def micro_tokens(samples: int | None) -> int:
@@ -364,6 +367,9 @@ def _training_stage(role: Role, arch: Architecture, world: int, lengths: Lengths
         return (samples or 1) * lengths.sample_tokens
 
     sp_megatron = megatron and par.sequence_parallel
+    # Megatron splits the output layer over TP; whether an FSDP engine's TP plan does is the engine's choice, so
+    # its logits are counted whole.
+    logits_tp = tp if megatron else 1
     chunked = ", chunked" if logits_chunk_tokens else ""
     where = "" if pp == 1 else (" on the first pipeline stage" if first else " on the last pipeline stage")
     off = role.offload
@@ -393,14 +399,14 @@ def _training_stage(role: Role, arch: Architecture, world: int, lengths: Lengths
             # 1F1B keeps up to pp micro-batches in flight on the first stage (more with interleaving).
             factor = pp * (1 + (pp - 1) / (pp * par.vpp)) if par.vpp else pp
             act = [MemoryTerm(t.name + f" × {factor:g} in flight", int(t.bytes * factor)) for t in act]
-        head = [_t(f"logits (fp32{chunked})", logits_bytes(tokens, arch.vocab, tp, logits_chunk_tokens))] \
+        head = [_t(f"logits (fp32{chunked})", logits_bytes(tokens, arch.vocab, logits_tp, logits_chunk_tokens))] \
             if last and not value_head else []
         phases.append(("train step" + where, state_terms + buffers + act + head))
     f_tokens = micro_tokens(role.forward_micro_batch_size or role.micro_batch_size) / tokens_div
     f_act = [_t("activations (forward, one layer)",
                 layer_activation_bytes(f_tokens, arch.hidden, arch.intermediate, tp, sp_megatron))]
     if last and not value_head:
-        f_act.append(_t(f"logits (fp32{chunked})", logits_bytes(f_tokens, arch.vocab, tp, logits_chunk_tokens)))
+        f_act.append(_t(f"logits (fp32{chunked})", logits_bytes(f_tokens, arch.vocab, logits_tp, logits_chunk_tokens)))
     phases.append(("value forward" if value_head else "log-prob forward" + where, forward_states + buffers + f_act))
     phase, chosen = max(phases, key=lambda p: sum(t.bytes for t in p[1]))
     terms = chosen + [MemoryTerm("CUDA context and NCCL buffers", CONTEXT_BYTES)]
@@ -591,7 +597,7 @@ def estimate(exp: Experiment, placements: Iterable[RolePlacement], archs: Mappin
                 if neighbours and pool_tokens < e.min_kv_tokens:
                     problems.append(("RLC500", m,
                                      f"{m}'s SGLang KV pool would hold {max(pool_tokens, 0):,} tokens after the "
-                                     f"{_gib(neighbours)} its colocated roles keep on GPUs {_gpu_ranges(sorted(gpus))}, "
+                                     f"{_gib(neighbours)} its colocated roles keep on {_gpu_ranges(sorted(gpus))}, "
                                      f"fewer than one sequence of {e.min_kv_tokens:,}: SGLang stops with 'Not enough "
                                      "memory'", "raise mem_fraction_static, or offload the colocated roles between "
                                      "phases"))
@@ -618,7 +624,8 @@ def estimate(exp: Experiment, placements: Iterable[RolePlacement], archs: Mappin
         if not fits:
             where = _gpu_ranges(sorted(gpus))
             problems.append(("RLC500", name.partition(":")[0] or roles[0],
-                             f"GPUs {where} ({'+'.join(roles)}) need about {_gib(total)} at their peak but "
+                             f"{where} ({'+'.join(roles)}) {'needs' if len(gpus) == 1 else 'need'} about "
+                             f"{_gib(total)} at {'its' if len(gpus) == 1 else 'their'} peak but "
                              f"{gpu_label or 'the GPU'} has {_gib(capacity)}; the biggest term is {name} "
                              f"({_gib(dict(parts_all)[name])})", advice or ""))
 
@@ -646,9 +653,10 @@ def estimate(exp: Experiment, placements: Iterable[RolePlacement], archs: Mappin
 
 
 def _gpu_ranges(gpus: list[int]) -> str:
-    from rlcfg.plan.render import ranges
+    """`GPU 3` or `GPUs 0-3`."""
+    from rlcfg.plan.render import gpus_word, ranges
 
-    return ranges(gpus)
+    return f"{gpus_word(gpus)} {ranges(gpus)}"
 
 
 def resolve_architectures(exp: Experiment, model_config: Mapping[str, Any] | None, model_source: str | None,

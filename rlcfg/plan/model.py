@@ -64,11 +64,17 @@ class BatchPlan:
     samples_per_optimizer_step: int
     optimizer_steps_per_step: int  # × ppo_epochs passes
     ppo_epochs: int
-    actor_dp: int
-    samples_per_rank: int  # of one optimizer step, on one actor DP rank
+    trained_role: str | None  # whose ranks split the batch: the actor, else the critic (reward-model training)
+    dp: int  # that role's data-parallel size
+    samples_per_rank: int  # of one optimizer step, on one of those DP ranks
     micro_batch_size: int
     grad_accumulation: int  # micro-batches per optimizer step on one rank
     total_steps: int | None
+
+    @property
+    def actor_dp(self) -> int:
+        """The trained role's DP size under its first name, from when only an actor could be trained."""
+        return self.dp
 
 
 @dataclass(frozen=True)

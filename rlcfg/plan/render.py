@@ -40,8 +40,18 @@ def gib(n: int | float) -> str:
     return f"{n / GiB:.1f} GiB"
 
 
-def _plural(n: int, word: str) -> str:
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def word_for(n: int, word: str, many: str | None = None) -> str:
+    """The noun that goes with a count: `many` for a plural that is not word + s."""
+    return word if n == 1 else (many or word + "s")
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """`1 GPU`, `8 GPUs`."""
+    return f"{n} {word_for(n, word, many)}"
+
+
+def gpus_word(ids: Sequence[int]) -> str:
+    return word_for(len(set(ids)), "GPU")
 
 
 def _span(ids: Sequence[int], gpn: int) -> str:
@@ -57,19 +67,19 @@ def layout(plan: ExecutionPlan, placement: RolePlacement) -> str:
     assert role is not None
     par, n = role.parallelism, len(placement.gpus)
     if role.backend == "rule":
-        cpus = f", {_plural(placement.cpus, 'CPU')}" if placement.cpus else ""
+        cpus = f", {plural(placement.cpus, 'CPU')}" if placement.cpus else ""
         return f"rule-based, no model{cpus}"
     if n == 0:
-        return f"{_plural(placement.cpus, 'CPU')}" if placement.cpus else "CPU only"
+        return f"{plural(placement.cpus, 'CPU')}" if placement.cpus else "CPU only"
     if role.backend in ("vllm", "sglang", "hf"):
         engine = f"TP {par.tp}" + (f" × PP {par.pp}" if par.pp > 1 else "")
-        return f"{_plural(placement.dp, 'engine')} × {engine}"
+        return f"{plural(placement.dp, 'engine')} × {engine}"
     if role.backend == "megatron":
         dims = [f"TP {par.tp}", f"CP {par.cp}"] + ([f"EP {par.ep}"] if par.ep > 1 else []) + \
             [f"DP {placement.dp}", f"PP {par.pp}"]
         extra = []
         if par.vpp:
-            extra.append(f"{par.vpp} virtual stages")
+            extra.append(plural(par.vpp, "virtual stage"))
         if par.sequence_parallel:
             extra.append("sequence parallel")
         return " × ".join(dims) + (f" ({', '.join(extra)})" if extra else "")
@@ -77,7 +87,12 @@ def layout(plan: ExecutionPlan, placement: RolePlacement) -> str:
     text = f"DP {placement.dp}"
     if par.sp > 1:
         text += f" × Ulysses SP {par.sp}"
-    text += f", FSDP shards over {shard}" if shard >= n else f", HSDP: {n // shard} replicas × {shard} shards"
+    if par.tp > 1:
+        # Tensor parallelism splits each layer across a TP group; FSDP shards what is left over the other ranks.
+        text += f" × TP {par.tp}"
+    tp = max(par.tp, 1)
+    text += f", FSDP shards over {max(shard // tp, 1)}" if shard >= n else \
+        f", HSDP: {plural(n // shard, 'replica')} × {plural(shard, 'shard')}"
     return text
 
 
@@ -86,7 +101,7 @@ def _header(plan: ExecutionPlan) -> list[str]:
     variant = f", {exp.variant}" if exp.variant else ""
     gpu = f" ({c.gpu_name}, {gib(c.gpu_memory_bytes)} each)" if c.gpu_name and c.gpu_memory_bytes else ""
     lines = [f"plan for {exp.name} ({exp.dialect}{variant})",
-             f"cluster: {_plural(c.nodes, 'node')} × {c.gpus_per_node} GPUs = {c.gpus} GPUs{gpu}"]
+             f"cluster: {plural(c.nodes, 'node')} × {plural(c.gpus_per_node, 'GPU')} = {plural(c.gpus, 'GPU')}{gpu}"]
     lines += [f"  note: {n}" for n in plan.notes]
     return lines
 
@@ -98,10 +113,11 @@ def _groups(plan: ExecutionPlan) -> list[str]:
         roles = " + ".join(g.roles)
         if g.gpus:
             what = "colocated, taking turns on the same GPUs" if len(g.roles) > 1 else ""
-            lines.append(f"  group {g.index}  GPUs {_span(g.gpus, gpn)}  {roles}" + (f"  ({what})" if what else ""))
+            lines.append(f"  group {g.index}  {gpus_word(g.gpus)} {_span(g.gpus, gpn)}  {roles}"
+                         + (f"  ({what})" if what else ""))
         else:
             cpus = sum(p.cpus for p in plan.placements if p.role in g.roles)
-            lines.append(f"  group {g.index}  {_plural(cpus, 'CPU') if cpus else 'no GPUs'}  {roles}")
+            lines.append(f"  group {g.index}  {plural(cpus, 'CPU') if cpus else 'no GPUs'}  {roles}")
     return lines
 
 
@@ -112,7 +128,7 @@ def _roles(plan: ExecutionPlan) -> list[str]:
     for p in plan.placements:
         role = plan.experiment.role(p.role)
         assert role is not None
-        where = f"{_plural(len(p.gpus), 'GPU')}: {_span(p.gpus, gpn)}" if p.gpus else "-"
+        where = f"{plural(len(p.gpus), 'GPU')}: {_span(p.gpus, gpn)}" if p.gpus else "-"
         rows.append((p.role, role.backend, where, layout(plan, p)))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
@@ -146,7 +162,7 @@ def _gpu_map(plan: ExecutionPlan) -> list[str]:
         label = f"node {a}" if a == b else f"nodes {a}-{b}"
         return label + (" (beyond the cluster)" if a >= c.nodes else "")
 
-    lines = ["", f"GPU map ({_plural(c.nodes, 'node')} × {gpn} GPUs; columns are a node's local GPU index)"]
+    lines = ["", f"GPU map ({plural(c.nodes, 'node')} × {plural(gpn, 'GPU')}; columns are a node's local GPU index)"]
     used = [p.role for p in plan.placements if p.gpus]
     if gpn <= 16:
         letter = {r: LETTER.get(r, r[:1].upper()) for r in used}
@@ -195,13 +211,14 @@ def _rank_tables(plan: ExecutionPlan) -> list[str]:
             shown = engines if len(engines) <= ENGINES_SHOWN else engines[:ENGINES_SHOWN - 2] + engines[-2:]
             for k, e in enumerate(shown):
                 if len(engines) > ENGINES_SHOWN and k == ENGINES_SHOWN - 2:
-                    lines.append(f"  ... {len(engines) - len(shown)} more engines ...")
-                word = "GPU" if len(by_engine[e]) == 1 else "GPUs"
-                lines.append(f"  engine {e}: {word} {_span(by_engine[e], gpn)}")
+                    lines.append(f"  ... {plural(len(engines) - len(shown), 'more engine')} ...")
+                lines.append(f"  engine {e}: {gpus_word(by_engine[e])} {_span(by_engine[e], gpn)}")
             continue
         if role.backend == "megatron":
             order = "Megatron order tp-cp-ep-dp-pp, tp fastest" if par.ep > 1 else \
                 "Megatron order tp-cp-dp-pp, tp fastest"
+        elif par.tp > 1:
+            order = f"FSDP mesh {'dp × sp × tp' if par.sp > 1 else 'dp × tp'}, tp fastest"
         elif par.sp > 1 or (par.fsdp_shard and par.fsdp_shard < len(p.gpus)):
             order = "FSDP: Ulysses groups and shard groups are consecutive ranks"
         else:
@@ -219,7 +236,7 @@ def _rank_tables(plan: ExecutionPlan) -> list[str]:
         lines.append("  " + "  ".join(f"{h:>{w}}" for h, w in zip(header, widths)))
         for k, row in enumerate(rows):
             if len(ranks) > RANK_ROWS_SHOWN and k == RANK_ROWS_SHOWN - 4:
-                lines.append(f"  {'...':>{widths[0]}}  ({len(ranks) - len(shown)} more ranks)")
+                lines.append(f"  {'...':>{widths[0]}}  ({plural(len(ranks) - len(shown), 'more rank')})")
             lines.append("  " + "  ".join(f"{x:>{w}}" for x, w in zip(row, widths)))
     return lines
 
@@ -227,6 +244,8 @@ def _rank_tables(plan: ExecutionPlan) -> list[str]:
 def _batch(plan: ExecutionPlan) -> list[str]:
     b = plan.batch
     exp = plan.experiment
+    trainer = exp.role(b.trained_role) if b.trained_role else None
+    who = b.trained_role or "trainer"
     rows = [
         ("prompts per step", f"{b.prompts_per_step:,}"),
         ("responses per prompt", f"{b.group_size:,}"),
@@ -235,20 +254,22 @@ def _batch(plan: ExecutionPlan) -> list[str]:
         ("optimizer steps per step", f"{b.optimizer_steps_per_step:,}"
          + (f" ({b.optimizer_steps_per_step // max(b.ppo_epochs, 1)} × {b.ppo_epochs} epochs)" if b.ppo_epochs > 1
             else "")),
-        ("actor data-parallel ranks", f"{b.actor_dp:,}"),
+        (f"{who} data-parallel ranks", f"{b.dp:,}"),
         ("samples per rank per optimizer step", f"{b.samples_per_rank:,}"),
     ]
-    actor = exp.role("actor")
-    if actor is not None and actor.sequence_packing and actor.max_tokens_per_micro_batch:
-        rows.append(("micro-batches", f"packed up to {actor.max_tokens_per_micro_batch:,} tokens each"))
+    if trainer is not None and trainer.sequence_packing and trainer.max_tokens_per_micro_batch:
+        rows.append(("micro-batches", f"packed up to {trainer.max_tokens_per_micro_batch:,} tokens each"))
     else:
-        rows.append(("micro-batch", f"{b.micro_batch_size:,} samples"))
-        rows.append(("gradient accumulation", f"{b.grad_accumulation:,} micro-batches per optimizer step"))
+        rows.append(("micro-batch", f"{b.micro_batch_size:,} {word_for(b.micro_batch_size, 'sample')}"))
+        accumulation = word_for(b.grad_accumulation, "micro-batch", "micro-batches")
+        rows.append(("gradient accumulation", f"{b.grad_accumulation:,} {accumulation} per optimizer step"))
     if b.total_steps is not None:
-        rows.append(("total steps", f"{b.total_steps:,} ({b.total_steps * b.samples_per_step:,} samples, "
-                                    f"{b.total_steps * b.optimizer_steps_per_step:,} optimizer steps)"))
+        samples, opt_steps = b.total_steps * b.samples_per_step, b.total_steps * b.optimizer_steps_per_step
+        rows.append(("total steps", f"{b.total_steps:,} ({samples:,} {word_for(samples, 'sample')}, "
+                                    f"{opt_steps:,} {word_for(opt_steps, 'optimizer step')})"))
     elif exp.schedule.epochs:
-        rows.append(("total steps", f"{exp.schedule.epochs} epochs over the dataset (its size sets the steps)"))
+        rows.append(("total steps",
+                     f"{plural(exp.schedule.epochs, 'epoch')} over the dataset (its size sets the steps)"))
     width = max(len(k) for k, _ in rows)
     return ["", "batch schedule (one step)"] + [f"  {k:<{width}}  {v}" for k, v in rows]
 
@@ -278,7 +299,7 @@ def _memory(plan: ExecutionPlan) -> list[str]:
     gpn = plan.cluster.gpus_per_node
     for v in m.verdicts:
         verdict = "fits" if v.fits else "DOES NOT FIT"
-        lines.append(f"  GPUs {_span(v.gpus, gpn)} {'+'.join(v.roles)}: peak {gib(v.peak_bytes)} of "
+        lines.append(f"  {gpus_word(v.gpus)} {_span(v.gpus, gpn)} {'+'.join(v.roles)}: peak {gib(v.peak_bytes)} of "
                      f"{gib(v.capacity_bytes)}: {verdict}; biggest term {v.biggest}")
         if v.advice:
             lines.append(f"    → {v.advice}")

@@ -649,6 +649,59 @@ def _granularity(cfg, ctx):
                         f"empty", hint=f"use ppo_n_minibatches <= {sequences}", related=["train_dataset.batch_size"])
 
 
+def _trainer_component(cfg: Any) -> tuple[alloc.Component, str, str] | None:
+    """The trained engine's component, with the key that sets it and that key's text."""
+    trained = _trained(cfg)
+    if trained is None:
+        return None
+    name, engine = trained
+    if _backend_paths(cfg):
+        component = _parse_backend(engine.backend) if engine.backend and not legacy_backend_name(engine.backend) \
+            else None
+        return (component, f"{name}.backend", engine.backend) if component is not None else None
+    parsed = _parse_allocation(cfg)
+    if parsed is None or parsed.keyword:
+        return None
+    parts = parsed.of_kind("train")
+    # A v0.4 allocation may name its training parts; the ref's and the critic's are not the trainer's in GRPO.
+    others = ("ref", "critic") if _kind(cfg) == "grpo" else ()
+    component = next((c for c in parts if c.name not in others), parts[0] if parts else None)
+    return (component, "allocation_mode", cfg.allocation_mode) if component is not None else None
+
+
+@RULES.rule("areal/batch-data-parallel", "RLC304", "Each trainer rank loads train_dataset.batch_size // dp of "
+            "a batch, so AReaL drops the remainder of a batch_size that is not a multiple of the trainer's "
+            "data-parallel size.",
+            keys=["train_dataset.batch_size", "allocation_mode", "actor.backend", "model.backend"])
+def _batch_data_parallel(cfg, ctx):
+    if not ctx.is_set("train_dataset.batch_size"):
+        return
+    found = _trainer_component(cfg)
+    if found is None:
+        return
+    component, source, text = found
+    dims = component.hybrid[0] if component.hybrid is not None else component.dims
+    dp = dims.get("d") if dims is not None else 1
+    batch = cfg.train_dataset.batch_size
+    if dp <= 1 or batch % dp == 0:
+        return
+    loaded = batch // dp
+    dropped = batch - loaded * dp
+    item = "prompt" if _kind(cfg) == "grpo" else "sample"
+    if loaded:
+        outcome = (f"so {dropped} {item}{'s' if dropped > 1 else ''} of every batch of {batch} "
+                   f"{'are' if dropped > 1 else 'is'} dropped")
+    else:
+        outcome = f"so all {batch} {item}s of every batch are dropped and the ranks get no data"
+    lower, upper = loaded * dp, (loaded + 1) * dp
+    nearest = f"{lower} or {upper}" if lower else str(upper)
+    yield ctx.warning("RLC304", "train_dataset.batch_size",
+                      f"`train_dataset.batch_size` ({batch}) is not a multiple of the trainer's data-parallel size "
+                      f"dp {dp} (`{source}`: {text!r}): each of the {dp} ranks loads {batch} // {dp} = {loaded} "
+                      f"{item}{'' if loaded == 1 else 's'}, {outcome}",
+                      hint=f"use a batch_size that is a multiple of {dp}: {nearest}", related=[source])
+
+
 @RULES.rule("areal/generation-lengths", "RLC303", "min_new_tokens <= max_new_tokens <= max_tokens, and the "
             "generation fits SGLang's context_length.",
             keys=["gconfig.min_new_tokens", "gconfig.max_new_tokens", "gconfig.max_tokens", "sglang.context_length"])

@@ -54,6 +54,22 @@ def test_fsdp_actor_holds_sixteen_bytes_per_parameter_over_its_shard_group():
     assert states == pytest.approx(16 * psi / 8, rel=1e-6)
 
 
+def test_fsdp_tensor_parallel_splits_activations_but_not_the_state_total():
+    # TP inside FSDP: TP × FSDP still spread the 16 B/param over all 8 GPUs, while each layer's attention and
+    # MLP activations split over the TP group; the logits are counted whole.
+    def actor(tp):
+        plan, _ = build_plan(experiment(trainer(gpus=8, tp=tp, checkpointing=False)))
+        return {t.name: t.bytes for t in next(r for r in plan.memory.roles if r.role == "actor").terms}
+
+    plain, split = actor(1), actor(4)
+    states = [n for n in plain if n.startswith(("parameters", "gradients", "optimizer"))]
+    assert [split[n] for n in states] == [plain[n] for n in states]
+    activations = next(n for n in plain if n.startswith("activations"))
+    assert split[activations] < plain[activations] / 2
+    logits = next(n for n in plain if n.startswith("logits"))
+    assert split[logits] == plain[logits]
+
+
 def test_megatron_actor_states_with_and_without_the_distributed_optimizer():
     # A Megatron actor without pipeline parallelism holds its whole TP shard: 6 + 12/DP bytes per parameter.
     role = trainer(gpus=8, backend="megatron", tp=2)

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
+import re
+
 from rlcfg.plan import build_plan
 from rlcfg.plan.model import ClusterShape
 from rlcfg.plan.render import ranges, render_text
@@ -106,6 +109,27 @@ def test_hsdp_shard_groups_and_ulysses():
     assert r9 == {"dp": 4, "sp": 1, "replica": 1, "shard": 1}
 
 
+def test_fsdp_tensor_parallel_groups_share_one_data_parallel_rank():
+    # AReaL 1.0's FSDP engine takes t > 1: a (dp, sp, tp) mesh with tp fastest, so 8 GPUs at TP 2 × SP 2 are
+    # 2 data-parallel ranks, not 8 or 4.
+    plan, diags = build_plan(experiment(trainer(gpus=8, tp=2, sp=2), global_batch=128))
+    p = plan.placement("actor")
+    assert p.dp == 2
+    assert [dict(r.coords) for r in p.ranks[:6]] == [
+        {"dp": 0, "sp": 0, "tp": 0}, {"dp": 0, "sp": 0, "tp": 1}, {"dp": 0, "sp": 1, "tp": 0},
+        {"dp": 0, "sp": 1, "tp": 1}, {"dp": 1, "sp": 0, "tp": 0}, {"dp": 1, "sp": 0, "tp": 1}]
+    assert (plan.batch.dp, plan.batch.samples_per_rank) == (2, 64)
+    assert not codes(diags, "RLC400")
+    text = render_text(plan, show_gpu_map=True)
+    assert "DP 2 × Ulysses SP 2 × TP 2" in text and re.search(r"actor data-parallel ranks +2\n", text)
+
+
+def test_fsdp_tensor_parallel_size_that_does_not_divide_the_gpus():
+    _, diags = build_plan(experiment(trainer(gpus=6, tp=4)))
+    [d] = codes(diags, "RLC400")
+    assert d.path == "roles.actor" and "tensor parallel size (4)" in d.message and "4, 8" in d.hint
+
+
 def test_rollout_engines_by_tensor_parallel_size():
     plan, _ = build_plan(experiment(trainer(), rollout(gpus=8, tp=4), colocation=(("actor", "rollout"),)))
     p = plan.placement("rollout")
@@ -124,6 +148,25 @@ def test_batch_schedule():
     assert (b.samples_per_rank, b.micro_batch_size, b.grad_accumulation) == (16, 4, 4)
     assert b.total_steps == 10
     assert not codes(diags, "RLC300")
+
+
+def test_a_reward_model_splits_its_batch_over_the_critic_ranks():
+    # Reward-model training has no actor: the critic is the trained model, and its DP ranks split the batch.
+    exp = dataclasses.replace(experiment(trainer("critic", gpus=8, micro=4), prompts=128, group=1, global_batch=128),
+                              kind="reward_model")
+    plan, diags = build_plan(exp)
+    b = plan.batch
+    assert (b.trained_role, b.dp, b.samples_per_rank, b.grad_accumulation) == ("critic", 8, 16, 4)
+    text = render_text(plan)
+    assert "critic data-parallel ranks" in text and "actor data-parallel" not in text
+    assert not codes(diags, "RLC300")
+
+
+def test_a_reward_model_batch_that_does_not_split_is_reported_on_the_critic():
+    exp = dataclasses.replace(experiment(trainer("critic", gpus=6), prompts=128, group=1, global_batch=128),
+                              kind="reward_model")
+    [d] = codes(build_plan(exp)[1], "RLC300")
+    assert d.path == "roles.critic" and "critic's 6 data-parallel ranks" in d.message
 
 
 def test_batch_that_does_not_split_over_dp_ranks():
@@ -204,6 +247,27 @@ def test_rlc404_folds_whole_idle_nodes():
 def test_ranges():
     assert ranges([3, 0, 1, 2, 6, 8, 9]) == "0-3, 6, 8-9"
     assert ranges([]) == "none"
+
+
+PLURAL_AFTER_ONE = re.compile(r"(?<![\d.,])1 (GPUs|nodes|CPUs|engines|ranks|more ranks|samples|micro-batches|epochs|"
+                              r"optimizer steps|replicas|shards|virtual stages)\b")
+
+
+def test_one_of_a_thing_is_singular():
+    plan, diags = build_plan(experiment(trainer(gpus=1, micro=16), prompts=16, group=1, global_batch=16, steps=1),
+                             nodes=1, gpus_per_node=1)
+    text = render_text(plan, show_gpu_map=True)
+    assert "cluster: 1 node × 1 GPU = 1 GPU" in text
+    assert "group 0  GPU 0 (node 0)" in text and "GPU map (1 node × 1 GPU;" in text
+    assert "1 micro-batch per optimizer step" in text and "1 optimizer step)" in text
+    assert not PLURAL_AFTER_ONE.search(text), PLURAL_AFTER_ONE.search(text)
+    assert not PLURAL_AFTER_ONE.search(" ".join(d.message + " " + (d.hint or "") for d in diags))
+
+
+def test_one_idle_gpu_is_singular():
+    _, diags = build_plan(experiment(trainer(gpus=7)), nodes=1)
+    [d] = codes(diags, "RLC404")
+    assert d.message.startswith("1 of the cluster's 8 GPUs is assigned") and "GPU 7 of node 0" in d.message
 
 
 def test_a_thousand_nodes_fold_into_a_few_lines():

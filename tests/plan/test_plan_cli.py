@@ -4,6 +4,7 @@ the model-config flags, and no heavy imports."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -69,6 +70,19 @@ def test_overrides_reach_the_plan():
     result = cli("plan", template, "models.policy.tensor_model_parallel_size=4", "--format", "json")
     rollout = next(p for p in json.loads(result.stdout)["plan"]["placements"] if p["role"] == "rollout")
     assert rollout["dp"] == 2
+
+
+def test_an_areal_reward_model_plans_its_batch_on_the_critic():
+    # AReaL's reward-model training (RWConfig) trains a critic and has no actor: the batch of 128 pairs splits over
+    # the critic's 8 data-parallel ranks (d8p1t1), 16 each, packed into micro-batches of 4,096 tokens.
+    template = str(TEMPLATES / "areal-sft.yaml")
+    text = cli("plan", template, "train_dataset.type=rw", "+model.is_critic=true").stdout
+    assert re.search(r"critic data-parallel ranks +8\n", text), text
+    assert re.search(r"samples per rank per optimizer step +16\n", text)
+    assert "packed up to 4,096 tokens each" in text and "actor" not in text
+    batch = json.loads(cli("plan", template, "train_dataset.type=rw", "+model.is_critic=true",
+                           "--format", "json").stdout)["plan"]["batch"]
+    assert (batch["trained_role"], batch["dp"], batch["samples_per_rank"]) == ("critic", 8, 16)
 
 
 def test_model_config_file(tmp_path):

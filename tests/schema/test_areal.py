@@ -323,6 +323,8 @@ RULE_CASES = {
     "areal/queue-size": (GRPO_TEMPLATE, ["rollout.queue_size=16"], ("RLC300", "rollout.queue_size")),
     "areal/micro-batch-granularity": (GRPO_TEMPLATE, ["++actor.mb_spec.granularity=3"],
                                       ("RLC300", "actor.mb_spec.granularity")),
+    "areal/batch-data-parallel": (SFT_TEMPLATE, ["train_dataset.batch_size=130"],
+                                  ("RLC304", "train_dataset.batch_size")),
     "areal/generation-lengths": (GRPO_TEMPLATE, ["gconfig.min_new_tokens=2048"], ("RLC303", "gconfig.min_new_tokens")),
     "areal/offpolicyness": (GRPO_TEMPLATE, ["async_training=false"], ("RLC307", "rollout.max_head_offpolicyness")),
     "areal/offload": (GRPO_TEMPLATE, ["++actor.offload=true"], ("RLC302", "actor.offload")),
@@ -353,6 +355,29 @@ def test_rule_messages_name_keys_and_values():
     [finding] = [d for d in result.diagnostics if d.code == "RLC403"]
     assert "12 GPUs" in finding.message and "8" in finding.message and "n_nodes" in finding.message
     assert finding.hint
+
+
+def test_a_batch_that_does_not_split_over_the_trainer_ranks_names_what_is_dropped():
+    # d2 of megatron:d2p2t2: each rank loads 127 // 2 = 63 samples, so one sample of each batch never trains.
+    result = check_file(str(SFT_TEMPLATE), ["train_dataset.batch_size=127", "allocation_mode=megatron:d2p2t2"])
+    [finding] = [d for d in result.diagnostics if d.rule == "areal/batch-data-parallel"]
+    assert finding.severity.value == "warning"
+    assert "`train_dataset.batch_size` (127)" in finding.message and "dp 2" in finding.message
+    assert "1 sample of every batch of 127 is dropped" in finding.message
+    assert finding.hint.endswith("126 or 128")
+    # GRPO counts prompts; dp is that of the training part of `sglang.d4p1t1+d4p1t1`.
+    result = check_file(str(GRPO_TEMPLATE), ["train_dataset.batch_size=258"])
+    [finding] = [d for d in result.diagnostics if d.rule == "areal/batch-data-parallel"]
+    assert "dp 4" in finding.message and "2 prompts of every batch of 258 are dropped" in finding.message
+    assert finding.hint.endswith("256 or 260")
+
+
+def test_the_batch_rule_speaks_only_of_a_batch_size_the_user_wrote():
+    # The seed's default batch_size (1) against d8 is AReaL's own default, not the user's choice.
+    text = SFT_TEMPLATE.read_text().replace("  batch_size: 128\n  shuffle: true\n", "  shuffle: true\n", 1)
+    assert "batch_size: 128\n  shuffle: true" not in text.split("valid_dataset")[0]
+    result = check_text(text, "sft.yaml")
+    assert not [d for d in result.diagnostics if d.rule == "areal/batch-data-parallel"]
 
 
 def test_idle_gpus_are_a_warning():
