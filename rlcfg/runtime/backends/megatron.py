@@ -1,0 +1,770 @@
+"""The `megatron` training backend: megatron-core's GPTModel, its DDP wrapper, optimizer and forward-backward
+schedule, for the dense Qwen2/Qwen3/Llama families.
+
+Lowering (pure, no megatron import): a training role of the plan plus the model's config.json become
+`MegatronSettings`, plain keyword dicts for megatron-core's own `TransformerConfig`, `OptimizerConfig` and
+`DistributedDataParallelConfig`; `build_configs` constructs those for real so that megatron-core's own checks
+run (heads vs TP, pipeline dtype, sequence parallelism without TP, ...). rlcfg adds the checks megatron-core
+skips (heads that do not divide the hidden size, query heads that do not split into the KV groups).
+
+Execution (`MegatronEngine`, one per rank, same interface as the fsdp backend's FSDPEngine): parallel state
+from the plan's tp/pp/cp/ep/etp/vpp, weights converted from the Hugging Face checkpoint
+(megatron_weights.py), and the PPO/GRPO update run through `get_forward_backward_func`. megatron-core 0.16
+hard-codes CUDA in its schedules, DDP buffers, optimizer and rotary embedding, so the engine needs a GPU; the
+lowering, the model build, the weight conversion and the loss functions run on CPU.
+
+Every rank of one tensor/pipeline group must receive the same samples (its data-parallel shard):
+`data_parallel_rank` says which shard a global rank takes.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from rlcfg.runtime.backends.megatron_weights import ConversionError, ModelSpec, padded_vocab
+
+MEGATRON_CORE = "megatron-core==0.16.1"
+INSTALL_HINT = ("install rlcfg[megatron] (pip install 'rlcfg[megatron]', which pins megatron-core 0.16.1; "
+                "megatron-core 0.17 and later need Python 3.12)")
+
+
+class MegatronUnavailable(ImportError):
+    """megatron-core is not installed."""
+
+
+class MegatronConfigError(ValueError):
+    """A role or model that cannot be lowered to megatron-core; the message names the values."""
+
+
+def megatron_available() -> bool:
+    try:
+        return importlib.util.find_spec("megatron.core") is not None
+    except ModuleNotFoundError:  # no `megatron` namespace at all
+        return False
+
+
+def require_megatron(what: str = "the megatron backend") -> None:
+    if not megatron_available():
+        raise MegatronUnavailable(f"{what} needs megatron-core, which is not installed: {INSTALL_HINT}")
+
+
+def plan_problems(plan: Any) -> list[str]:
+    """Why the plan's Megatron roles cannot be prepared on this machine (empty when they can): called before
+    any worker starts, so a missing package is reported at plan time, not after Ray start-up."""
+    roles = [r for r in plan.experiment.roles if r.backend == "megatron"]
+    if roles and not megatron_available():
+        names = ", ".join(f"`{r.name}`" for r in roles)
+        return [f"role{'s' if len(roles) > 1 else ''} {names} use{'' if len(roles) > 1 else 's'} the megatron "
+                f"backend, but megatron-core is not installed: {INSTALL_HINT}"]
+    return []
+
+
+# ---- lowering ---------------------------------------------------------------------------------------------------
+
+DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32"}
+
+
+@dataclass(frozen=True)
+class MegatronLayout:
+    tp: int
+    pp: int
+    cp: int
+    ep: int
+    etp: int | None
+    vpp: int | None
+    sequence_parallel: bool
+    world: int
+
+    @property
+    def dp(self) -> int:
+        return self.world // (self.tp * self.pp * self.cp)
+
+    def parallel_state_kwargs(self) -> dict[str, Any]:
+        return {"tensor_model_parallel_size": self.tp, "pipeline_model_parallel_size": self.pp,
+                "virtual_pipeline_model_parallel_size": self.vpp, "context_parallel_size": self.cp,
+                "expert_model_parallel_size": self.ep, "expert_tensor_parallel_size": self.etp,
+                "order": "tp-cp-ep-dp-pp"}
+
+
+def data_parallel_rank(rank: int, layout: MegatronLayout) -> int:
+    """The data-parallel shard a global rank trains on, in megatron-core's default order tp-cp-ep-dp-pp (tp
+    fastest); the same formula as rlcfg.plan's rank grid."""
+    return (rank // (layout.tp * layout.cp)) % layout.dp
+
+
+@dataclass(frozen=True)
+class MegatronSettings:
+    """One role lowered: keyword arguments for megatron-core's config classes and for GPTModel."""
+
+    role: str
+    layout: MegatronLayout
+    model: ModelSpec
+    transformer: dict[str, Any]  # TransformerConfig(**transformer), with dtype names as strings
+    gpt: dict[str, Any]  # GPTModel(...) besides config and layer spec
+    optimizer: dict[str, Any] | None  # OptimizerConfig(**optimizer); None for a frozen role
+    ddp: dict[str, Any] | None  # DistributedDataParallelConfig(**ddp)
+    scheduler: dict[str, Any] | None  # OptimizerParamScheduler(optimizer, **scheduler)
+    micro_batch_size: int
+    notes: tuple[str, ...] = field(default_factory=tuple)
+
+
+def model_spec_for(role: Any, model_config: Mapping[str, Any] | None = None,
+                   architecture: Any | None = None) -> ModelSpec:
+    """The role's architecture: the given config.json dict, else `<model path>/config.json`, else the plan's
+    Architecture (built-in table). Raises MegatronConfigError when none is at hand."""
+    path = role.model.path if role.model else ""
+    if model_config is not None:
+        return _spec(model_config, f"config.json of {path}")
+    file = os.path.join(path, "config.json") if path else ""
+    if file and os.path.isfile(file):
+        import json
+
+        with open(file, encoding="utf-8") as f:
+            return _spec(json.load(f), file)
+    if architecture is not None:
+        return spec_from_architecture(architecture)
+    raise MegatronConfigError(f"role `{role.name}`: no config.json at {path or '(no model path)'} and no "
+                              "architecture given; the Megatron backend needs the model's figures")
+
+
+def _spec(config: Mapping[str, Any], source: str) -> ModelSpec:
+    try:
+        return ModelSpec.from_hf_config(config, source)
+    except ConversionError as e:
+        raise MegatronConfigError(str(e)) from None
+
+
+def spec_from_architecture(arch: Any) -> ModelSpec:
+    """A ModelSpec from rlcfg.plan's Architecture (the built-in table has no rope/eps figures: the families'
+    usual values are assumed: Qwen θ=1e6, Llama θ=5e5, ε=1e-6)."""
+    name = arch.name.lower()
+    family = "qwen3" if arch.qk_norm else ("llama" if "llama" in name else "qwen2")
+    if arch.experts:
+        raise MegatronConfigError(f"{arch.name}: mixture-of-experts models are not supported by the Megatron "
+                                  "backend's weight converter")
+    return ModelSpec(family=family, layers=arch.layers, hidden=arch.hidden, heads=arch.heads, kv_heads=arch.kv_heads,
+                     head_dim=arch.head_dim, ffn=arch.intermediate, vocab=arch.vocab, max_position=32768,
+                     rope_theta=5e5 if family == "llama" else 1e6, norm_eps=1e-6, tied=arch.tied_embeddings,
+                     qkv_bias=arch.qkv_bias, qk_norm=arch.qk_norm, head_dim_given=True,
+                     source=f"{arch.name} ({arch.source})")
+
+
+def check_model(spec: ModelSpec, layout: MegatronLayout) -> None:
+    """rlcfg's checks for what megatron-core accepts silently."""
+    if not spec.head_dim_given and spec.hidden % spec.heads:
+        raise MegatronConfigError(
+            f"{spec.source}: hidden_size ({spec.hidden}) is not a multiple of num_attention_heads ({spec.heads}); "
+            f"megatron-core would silently use kv_channels = {spec.hidden // spec.heads} and drop "
+            f"{spec.hidden % spec.heads} channels of every head")
+    if spec.heads % spec.kv_heads:
+        raise MegatronConfigError(
+            f"{spec.source}: num_attention_heads ({spec.heads}) is not a multiple of num_key_value_heads / "
+            f"num_query_groups ({spec.kv_heads}); megatron-core accepts it but grouped-query attention needs "
+            "whole groups of query heads per KV head")
+    if layout.tp > 1 and spec.kv_heads % layout.tp:
+        raise MegatronConfigError(
+            f"{spec.source}: num_query_groups ({spec.kv_heads}) is not a multiple of tensor parallel size "
+            f"({layout.tp}); rlcfg's weight converter splits the fused QKV weight by whole KV groups; use a "
+            f"tensor parallel size that divides {spec.kv_heads}")
+
+
+def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: int | None = None,
+               seq_length: int | None = None) -> MegatronSettings:
+    """A Megatron training role of the Experiment on `world` ranks → MegatronSettings. Pure: no megatron
+    import, so it also runs where megatron-core is missing (build_configs then says what to install)."""
+    if role.backend != "megatron":
+        raise MegatronConfigError(f"role `{role.name}` uses the `{role.backend}` backend, not megatron")
+    par = role.parallelism
+    layout = MegatronLayout(tp=par.tp, pp=par.pp, cp=par.cp, ep=par.ep, etp=par.etp, vpp=par.vpp,
+                            sequence_parallel=par.sequence_parallel, world=world)
+    check_model(spec, layout)
+    dtype = DTYPES[role.model.dtype if role.model else "bfloat16"]
+    notes: list[str] = []
+    transformer: dict[str, Any] = {
+        "num_layers": spec.layers, "hidden_size": spec.hidden, "num_attention_heads": spec.heads,
+        "num_query_groups": spec.kv_heads, "kv_channels": spec.head_dim, "ffn_hidden_size": spec.ffn,
+        "normalization": "RMSNorm", "layernorm_epsilon": spec.norm_eps, "gated_linear_unit": True,
+        "activation_func": "silu", "add_bias_linear": False, "add_qkv_bias": spec.qkv_bias,
+        "qk_layernorm": spec.qk_norm, "attention_dropout": 0.0, "hidden_dropout": 0.0,
+        "tensor_model_parallel_size": par.tp, "pipeline_model_parallel_size": par.pp,
+        "virtual_pipeline_model_parallel_size": par.vpp, "context_parallel_size": par.cp,
+        "expert_model_parallel_size": par.ep, "expert_tensor_parallel_size": par.etp,
+        "sequence_parallel": par.sequence_parallel,
+        "params_dtype": dtype, "bf16": dtype == "bfloat16", "fp16": dtype == "float16",
+        # A pipeline sends activations of the compute dtype between stages; megatron-core requires it named.
+        "pipeline_dtype": dtype if par.pp > 1 else None,
+        "use_cpu_initialization": True,  # the weights are overwritten by the checkpoint anyway
+        "perform_initialization": False,
+    }
+    if role.gradient_checkpointing:
+        transformer.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
+    if par.vpp and par.vpp > 1 and par.pp > 1 and spec.layers % (par.pp * par.vpp):
+        raise MegatronConfigError(f"role `{role.name}`: {spec.layers} layers do not split into pipeline size "
+                                  f"{par.pp} × virtual stages {par.vpp} = {par.pp * par.vpp} equal chunks")
+    gpt = {"vocab_size": padded_vocab(spec.vocab, par.tp),
+           "max_sequence_length": max(spec.max_position, seq_length or 0),
+           "position_embedding_type": "rope", "rotary_base": int(spec.rope_theta),
+           "share_embeddings_and_output_weights": spec.tied,
+           "rope_scaling": spec.rope_scaling_factor is not None,
+           "rope_scaling_factor": spec.rope_scaling_factor or 8.0}
+    optimizer = ddp = scheduler = None
+    dp = max(layout.dp, 1)
+    if role.optimizer is not None:
+        o = role.optimizer
+        # Megatron's "adam" is AdamW unless decoupled_weight_decay is off (L2 added to the gradient, torch's Adam).
+        name = "sgd" if o.name == "sgd" else "adam"
+        distributed = dp > 1
+        optimizer = {"optimizer": name, "lr": o.lr, "min_lr": o.min_lr, "weight_decay": o.weight_decay,
+                     "adam_beta1": o.betas[0], "adam_beta2": o.betas[1], "adam_eps": o.eps,
+                     "decoupled_weight_decay": o.name != "adam",
+                     # megatron-core clips at clip_grad > 0 only; rlcfg's None (no clipping) is 0.
+                     "clip_grad": float(o.grad_clip) if o.grad_clip else 0.0,
+                     "bf16": dtype == "bfloat16", "fp16": dtype == "float16", "params_dtype": dtype,
+                     "use_distributed_optimizer": distributed}
+        if dtype == "float16":
+            notes.append("fp16 uses megatron-core's dynamic loss scaling (initial_loss_scale 2**32)")
+        ddp = {"grad_reduce_in_fp32": True, "overlap_grad_reduce": False, "use_distributed_optimizer": distributed,
+               "check_for_nan_in_grad": True}
+        decay_steps = max(total_optimizer_steps or 1, o.warmup_steps + 1)
+        scheduler = {"init_lr": 0.0 if o.warmup_steps else o.lr, "max_lr": o.lr, "min_lr": o.min_lr,
+                     "lr_warmup_steps": o.warmup_steps, "lr_decay_steps": decay_steps,
+                     "lr_decay_style": o.scheduler, "start_wd": o.weight_decay, "end_wd": o.weight_decay,
+                     "wd_incr_steps": decay_steps, "wd_incr_style": "constant"}
+    micro = role.micro_batch_size or role.forward_micro_batch_size or 1
+    return MegatronSettings(role=role.name, layout=layout, model=spec, transformer=transformer, gpt=gpt,
+                            optimizer=optimizer, ddp=ddp, scheduler=scheduler, micro_batch_size=micro,
+                            notes=tuple(notes))
+
+
+def lower_plan(plan: Any, model_configs: Mapping[str, Mapping[str, Any]] | None = None,
+               total_optimizer_steps: int | None = None) -> dict[str, MegatronSettings]:
+    """Every Megatron role of an ExecutionPlan, lowered. `model_configs`: config.json dicts by model path
+    (the plan's memory architectures are the fallback)."""
+    out: dict[str, MegatronSettings] = {}
+    archs = {a.name: a for a in (plan.memory.architectures if plan.memory else ())}
+    role_arch = {m.role: archs.get(m.model) for m in (plan.memory.roles if plan.memory else ())}
+    for role in plan.experiment.roles:
+        if role.backend != "megatron":
+            continue
+        placement = plan.placement(role.name)
+        world = len(placement.ranks) if placement else role.resources.gpus
+        config = (model_configs or {}).get(role.model.path) if role.model else None
+        spec = model_spec_for(role, config, role_arch.get(role.name))
+        steps = total_optimizer_steps
+        if steps is None and plan.batch.total_steps:
+            steps = plan.batch.total_steps * max(1, plan.batch.optimizer_steps_per_step)
+        out[role.name] = lower_role(role, spec, world, steps)
+    return out
+
+
+def _torch_dtype(name: str | None) -> Any:
+    import torch
+
+    return getattr(torch, name) if name else None
+
+
+def build_configs(settings: MegatronSettings) -> tuple[Any, Any | None, Any | None]:
+    """megatron-core's own TransformerConfig, OptimizerConfig and DistributedDataParallelConfig for one lowered
+    role. Their __post_init__ checks run here; a failure is re-raised as MegatronConfigError naming the role."""
+    require_megatron()
+    import torch
+    from megatron.core.distributed import DistributedDataParallelConfig
+    from megatron.core.optimizer import OptimizerConfig
+    from megatron.core.transformer import TransformerConfig
+
+    kwargs = dict(settings.transformer)
+    kwargs["params_dtype"] = _torch_dtype(kwargs["params_dtype"])
+    kwargs["pipeline_dtype"] = _torch_dtype(kwargs["pipeline_dtype"])
+    kwargs["activation_func"] = {"silu": torch.nn.functional.silu}[kwargs["activation_func"]]
+    try:
+        transformer = TransformerConfig(**kwargs)
+        optimizer = ddp = None
+        if settings.optimizer is not None:
+            o = dict(settings.optimizer)
+            o["params_dtype"] = _torch_dtype(o["params_dtype"])
+            optimizer = OptimizerConfig(**o)
+            ddp = DistributedDataParallelConfig(**settings.ddp)
+    except (ValueError, AssertionError, TypeError) as e:
+        raise MegatronConfigError(f"role `{settings.role}`: megatron-core rejects the configuration: {e}") from e
+    return transformer, optimizer, ddp
+
+
+# ---- parallel state and model ----------------------------------------------------------------------------------
+
+def init_parallel_state(layout: MegatronLayout, seed: int | None = None) -> None:
+    """megatron-core's process groups for the layout, on an initialised torch.distributed world. With a GPU,
+    also the model-parallel CUDA RNG streams; on CPU the inference RNG tracker (no dropout forks on CUDA)."""
+    require_megatron()
+    import torch
+    import torch.distributed as dist
+    from megatron.core import parallel_state
+
+    if dist.get_world_size() != layout.world:
+        raise MegatronConfigError(f"the layout is for {layout.world} ranks but torch.distributed has "
+                                  f"{dist.get_world_size()}")
+    if parallel_state.model_parallel_is_initialized():
+        parallel_state.destroy_model_parallel()
+    parallel_state.initialize_model_parallel(**layout.parallel_state_kwargs())
+    if torch.cuda.is_available():
+        from megatron.core.tensor_parallel import model_parallel_cuda_manual_seed
+
+        model_parallel_cuda_manual_seed(seed if seed is not None else 42)
+    else:
+        from megatron.core.tensor_parallel.random import initialize_rng_tracker
+
+        initialize_rng_tracker(inference_rng_tracker=True, force_reset=True)
+
+
+def layer_spec(spec: ModelSpec) -> Any:
+    """The local (pure torch) layer spec. Its attention takes an explicit mask, which left-padded RL batches
+    need; Transformer Engine's fused attention would ignore it without packed sequences."""
+    from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
+
+    return get_gpt_layer_local_spec(qk_layernorm=spec.qk_norm, normalization="RMSNorm")
+
+
+def build_model_chunks(settings: MegatronSettings, transformer_config: Any) -> list[Any]:
+    """One GPTModel per virtual pipeline stage this rank holds, first/last stage flags from parallel state."""
+    from megatron.core import parallel_state as ps
+    from megatron.core.models.gpt import GPTModel
+
+    chunks = []
+    vpp = settings.layout.vpp or 1
+    for stage in range(vpp):
+        vp_stage = stage if vpp > 1 else None
+        chunks.append(GPTModel(
+            transformer_config, layer_spec(settings.model),
+            pre_process=ps.is_pipeline_first_stage(ignore_virtual=False, vp_stage=vp_stage),
+            post_process=ps.is_pipeline_last_stage(ignore_virtual=False, vp_stage=vp_stage),
+            vp_stage=vp_stage, **settings.gpt))
+    return chunks
+
+
+def load_hf_into(chunks: list[Any], hf_state: Mapping[str, Any], settings: MegatronSettings) -> None:
+    """Load this rank's slice of Hugging Face weights into its model chunks; any tensor left unset is an error."""
+    from megatron.core import parallel_state as ps
+
+    from rlcfg.runtime.backends import megatron_weights as W
+
+    lay = settings.layout
+    shards = W.shard(hf_state, settings.model, lay.tp, lay.pp, lay.vpp)
+    tp_rank, pp_rank = ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank()
+    for stage, chunk in enumerate(chunks):
+        target = _unwrap(chunk)
+        result = target.load_state_dict(shards[(tp_rank, pp_rank, stage)], strict=False)
+        missing = [k for k in result.missing_keys if not k.endswith("_extra_state")]
+        if missing or result.unexpected_keys:
+            raise ConversionError(f"loading into the Megatron model left {missing} unset and found no place for "
+                                  f"{list(result.unexpected_keys)}")
+
+
+def _unwrap(chunk: Any) -> Any:
+    while hasattr(chunk, "module"):
+        chunk = chunk.module
+    return chunk
+
+
+# ---- the loss, on vocabulary-parallel logits --------------------------------------------------------------------
+
+def causal_padding_mask(attention_mask: Any) -> Any:
+    """megatron-core's attention mask ([b, 1, s, s], True = not attended) for a left/right padded batch:
+    causal, and no query attends to a padding key. Padding queries keep their own column, so no softmax row
+    is empty."""
+    import torch
+
+    b, s = attention_mask.shape
+    causal = torch.triu(torch.ones(s, s, dtype=torch.bool, device=attention_mask.device), diagonal=1)
+    keys = ~attention_mask.bool()[:, None, None, :]
+    mask = causal[None, None] | keys
+    eye = torch.eye(s, dtype=torch.bool, device=attention_mask.device)[None, None]
+    return mask & ~eye
+
+
+def _mask_padded_vocab(logits: Any, vocab: int) -> Any:
+    """Columns past the real vocabulary (Megatron's padding) get the lowest finite logit, so they carry no
+    probability; `logits` is this TP rank's vocabulary shard."""
+    import torch
+
+    from megatron.core import parallel_state as ps
+
+    part = logits.shape[-1]
+    start = ps.get_tensor_model_parallel_rank() * part
+    if start + part <= vocab:
+        return logits
+    keep = torch.arange(start, start + part, device=logits.device) < vocab
+    return logits.masked_fill(~keep, torch.finfo(logits.dtype).min)
+
+
+def token_logprobs(logits: Any, targets: Any, vocab: int, temperature: float = 1.0) -> Any:
+    """log p(target) from vocabulary-parallel logits [b, s, v/tp] (megatron-core's own cross entropy, which
+    all-reduces over the tensor-parallel group and has the matching backward)."""
+    from megatron.core.tensor_parallel import vocab_parallel_cross_entropy
+
+    scaled = _mask_padded_vocab(logits.float() / temperature, vocab)
+    return -vocab_parallel_cross_entropy(scaled, targets)
+
+
+def vocab_parallel_entropy(logits: Any, vocab: int, temperature: float = 1.0) -> Any:
+    """Entropy of the softmax over vocabulary-parallel logits. The sums go through megatron-core's
+    reduce_from_tensor_model_parallel_region (all-reduce forward, identity backward), which is right because
+    every TP rank computes the same loss from them."""
+    import torch
+    import torch.distributed as dist
+
+    from megatron.core import parallel_state as ps
+    from megatron.core.tensor_parallel.mappings import reduce_from_tensor_model_parallel_region as reduce
+
+    x = _mask_padded_vocab(logits.float() / temperature, vocab)
+    m = x.detach().max(dim=-1, keepdim=True).values
+    if ps.get_tensor_model_parallel_world_size() > 1:
+        dist.all_reduce(m, op=dist.ReduceOp.MAX, group=ps.get_tensor_model_parallel_group())
+    e = torch.exp(x - m)
+    z = reduce(e.sum(dim=-1))
+    weighted = reduce((e * x).sum(dim=-1))
+    return m.squeeze(-1) + torch.log(z) - weighted / z
+
+
+def ppo_loss(logits: Any, mb: Mapping[str, Any], cfg: Mapping[str, Any], prompt_width: int, lo: int, vocab: int,
+             temperature: float, tokens: float, seqs: float) -> tuple[Any, dict[str, Any]]:
+    """The clipped policy loss (plus KL and entropy terms) of one micro-batch, from its logits over columns
+    lo.. of the batch; the same mathematics as the fsdp backend (rlcfg.runtime.algorithms), its share of the
+    global mini-batch given by the (tokens, seqs) denominators."""
+    from rlcfg.runtime import algorithms as A
+
+    width = mb["response_mask"].shape[1]
+    start = prompt_width - 1 - lo  # logits at column c predict the token at c + 1
+    resp_logits = logits[:, start:start + width]
+    targets = mb["input_ids"][:, prompt_width:prompt_width + width].to(logits.device)
+    logprobs = token_logprobs(resp_logits, targets, vocab, temperature)
+    mask = mb["response_mask"].to(logits.device)
+    agg = cfg.get("aggregation", "token-mean")
+    old = mb["old_logprobs"].to(logits.device) if "old_logprobs" in mb else logprobs.detach()
+    pg, stats = A.policy_loss(logprobs, old, mb["advantages"].to(logits.device), mask,
+                              cfg.get("policy_loss", "regular"), cfg.get("clip_low", 0.2), cfg.get("clip_high", 0.2),
+                              cfg.get("clip_ratio_c", 3.0))
+    loss = A.aggregate(pg, mask, agg, tokens, seqs)
+    out = {"pg_loss": loss.detach(), "clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
+    kl_coef = cfg.get("kl_loss_coef", 0.0)
+    if kl_coef and "ref_logprobs" in mb:
+        kl = A.kl_estimate(logprobs, mb["ref_logprobs"].to(logits.device), cfg.get("kl_estimator", "k3"))
+        kl_term = A.aggregate(kl, mask, agg, tokens, seqs)
+        loss = loss + kl_coef * kl_term
+        out["kl_loss"] = kl_term.detach()
+    if cfg.get("entropy_coef"):
+        ent = A.aggregate(vocab_parallel_entropy(resp_logits, vocab, temperature), mask, agg, tokens, seqs)
+        loss = loss - cfg["entropy_coef"] * ent
+        out["entropy"] = ent.detach()
+    return loss, out
+
+
+# ---- the engine (GPU) -------------------------------------------------------------------------------------------
+
+SHARE_METRICS = ("pg_loss", "kl_loss", "entropy")
+
+
+class MegatronEngine:
+    """One rank of a Megatron-trained (actor) or frozen (reference) model. Needs a GPU: megatron-core 0.16's
+    schedules, DDP buffers and optimizer allocate on CUDA. Each rank receives its data-parallel shard."""
+
+    def __init__(self, kind: str, model_path: str, settings: MegatronSettings, *, temperature: float = 1.0,
+                 seed: int = 42, offload_params: bool = False, offload_optimizer: bool = False):
+        require_megatron()
+        import torch
+        import torch.distributed as dist
+        from megatron.core import parallel_state as ps
+
+        if kind == "critic":
+            raise MegatronConfigError("the megatron backend has no value head yet; train the critic with fsdp")
+        if settings.layout.cp > 1:
+            raise MegatronConfigError(f"role `{settings.role}`: context parallel size {settings.layout.cp} needs "
+                                      "the batch split along the sequence, which the RL update does not do yet; "
+                                      "set it to 1")
+        if not torch.cuda.is_available():
+            raise MegatronConfigError("megatron-core's training path needs a GPU (its schedules and DDP allocate on "
+                                      "CUDA); use the fsdp backend on a CPU-only machine")
+        self.kind, self.settings, self.model_path = kind, settings, model_path
+        self.temperature = temperature if temperature and temperature > 0 else 1.0
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.offload_params, self.offload_optimizer = offload_params, offload_optimizer
+        init_parallel_state(settings.layout, seed)
+        tf_config, opt_config, ddp_config = build_configs(settings)
+        self.tf_config = tf_config
+        chunks = build_model_chunks(settings, tf_config)
+        from rlcfg.runtime.backends import megatron_weights as W
+
+        load_hf_into(chunks, W.load_hf_weights(model_path), settings)
+        chunks = [c.to(dtype=_torch_dtype(settings.transformer["params_dtype"])).cuda() for c in chunks]
+        self.optimizer = self.scheduler = None
+        if opt_config is not None:
+            from megatron.core.distributed import DistributedDataParallel
+            from megatron.core.optimizer import get_megatron_optimizer
+            from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
+
+            chunks = [DistributedDataParallel(config=tf_config, ddp_config=ddp_config, module=c) for c in chunks]
+            for c in chunks:
+                c.broadcast_params()
+            self.optimizer = get_megatron_optimizer(opt_config, chunks)
+            self.scheduler = OptimizerParamScheduler(self.optimizer, **settings.scheduler)
+        else:
+            for c in chunks:
+                c.requires_grad_(False)
+        self.chunks = chunks
+        self.tp_rank, self.pp_rank = ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank()
+
+    # -------------------------------------------------------------------------------------- schedule
+
+    def _micro_batches(self, batch: Mapping[str, Any], micro: int, prompt_width: int) -> tuple[list[dict], int, int]:
+        """Micro-batches on the GPU with their token ids, positions and attention masks; every micro-batch has
+        the same width (a pipeline's send/receive buffers are sized once), a multiple of TP with sequence
+        parallelism. Returns (micro-batches, width, first column)."""
+        import torch
+
+        from rlcfg.runtime.backends.fsdp import _trim
+
+        lay = self.settings.layout
+        lo, hi = _trim(batch, prompt_width) if lay.pp == 1 else (0, batch["response_mask"].shape[1])
+        end = prompt_width + hi
+        width = end - lo
+        multiple = lay.tp if lay.sequence_parallel else 1
+        pad = -width % multiple
+        out = []
+        n = batch["response_mask"].shape[0]
+        for i in range(0, n, micro):
+            ids = batch["input_ids"][i:i + micro, lo:end]
+            attn = batch["attention_mask"][i:i + micro, lo:end]
+            if pad:
+                ids = torch.nn.functional.pad(ids, (0, pad))
+                attn = torch.nn.functional.pad(attn, (0, pad))
+            pos = (attn.long().cumsum(dim=1) - 1).clamp(min=0)
+            mb = {k: v[i:i + micro, :hi] if v.ndim == 2 and k not in ("input_ids", "attention_mask") else v[i:i + micro]
+                  for k, v in batch.items()}
+            mb.update(input_ids=batch["input_ids"][i:i + micro], tokens=ids.cuda(), position_ids=pos.cuda(),
+                      mask=causal_padding_mask(attn).cuda())
+            out.append(mb)
+        return out, width + pad, lo
+
+    def _run(self, mbs: list[dict], width: int, lo: int, prompt_width: int, forward_only: bool,
+             loss_of: Any) -> list[dict]:
+        from megatron.core.pipeline_parallel import get_forward_backward_func
+
+        def forward_step(data_iterator: Any, model: Any):
+            mb = next(data_iterator)
+            logits = model(mb["tokens"], mb["position_ids"], attention_mask=mb["mask"])
+            return logits, lambda output: loss_of(output, mb)
+
+        vpp = len(self.chunks)
+        iterators = [iter(mbs) for _ in range(vpp)] if vpp > 1 else iter(mbs)
+        return get_forward_backward_func()(
+            forward_step_func=forward_step, data_iterator=iterators, model=self.chunks,
+            num_microbatches=len(mbs), seq_length=width, micro_batch_size=mbs[0]["tokens"].shape[0],
+            forward_only=forward_only)
+
+    def _broadcast_from_last_stage(self, value: Any) -> Any:
+        """Results exist on the last pipeline stage; every rank returns them."""
+        import torch.distributed as dist
+
+        from megatron.core import parallel_state as ps
+
+        if self.settings.layout.pp == 1:
+            return value
+        box = [value]
+        group = ps.get_pipeline_model_parallel_group()
+        dist.broadcast_object_list(box, src=dist.get_global_rank(group, self.settings.layout.pp - 1), group=group)
+        return box[0]
+
+    # -------------------------------------------------------------------------------------- interface
+
+    def compute(self, batch: Mapping[str, Any], micro_batch: int) -> dict[str, Any]:
+        """Per-response-token log-probs of this rank's data-parallel shard."""
+        import torch
+
+        start = time.perf_counter()
+        n, width = batch["response_mask"].shape
+        prompt_width = batch["input_ids"].shape[1] - width
+        mbs, seq, lo = self._micro_batches(batch, micro_batch, prompt_width)
+        vocab = self.settings.model.vocab
+
+        def loss_of(logits: Any, mb: Mapping[str, Any]):
+            resp = mb["response_mask"].shape[1]
+            start_col = prompt_width - 1 - lo
+            targets = mb["input_ids"][:, prompt_width:prompt_width + resp].to(logits.device)
+            lp = token_logprobs(logits[:, start_col:start_col + resp], targets, vocab, self.temperature)
+            return logits.new_zeros(()), {"logprobs": lp.detach().cpu()}
+
+        for c in self.chunks:
+            c.eval()
+        with torch.no_grad():
+            outs = self._run(mbs, seq, lo, prompt_width, True, loss_of)
+        result = torch.zeros((n, width), dtype=torch.float32)
+        if outs:
+            rows = 0
+            for o in outs:
+                lp = o["logprobs"]
+                result[rows:rows + lp.shape[0], :lp.shape[1]] = lp
+                rows += lp.shape[0]
+        result = self._broadcast_from_last_stage(result) * batch["response_mask"]
+        return {"values": result, "forward_s": time.perf_counter() - start}
+
+    def train(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
+        """PPO passes over this rank's shard: mini-batches of cfg["mini_batch"] samples (one optimizer step each)
+        in micro-batches of cfg["micro_batch"], through megatron-core's forward-backward schedule."""
+        import torch
+
+        n, width = batch["response_mask"].shape
+        prompt_width = batch["input_ids"].shape[1] - width
+        mini, micro = int(cfg["mini_batch"]), int(cfg["micro_batch"])
+        dp = self.settings.layout.dp
+        sums: dict[str, float] = {}
+        start = time.perf_counter()
+        steps = 0
+        for c in self.chunks:
+            c.train()
+        for _epoch in range(int(cfg.get("ppo_epochs", 1))):
+            for j, m0 in enumerate(range(0, n, mini)):
+                tokens, seqs = cfg["denominators"][j]
+                part = {k: v[m0:m0 + mini] for k, v in batch.items()}
+                mbs, seq, lo = self._micro_batches(part, micro, prompt_width)
+                count = len(mbs)
+
+                def loss_of(logits: Any, mb: Mapping[str, Any], lo: int = lo, tokens: float = tokens,
+                            seqs: float = seqs):
+                    loss, stats = ppo_loss(logits, mb, cfg, prompt_width, lo, self.settings.model.vocab,
+                                           self.temperature, tokens, seqs)
+                    # The schedule divides by the micro-batch count and DDP averages over DP ranks; the loss is
+                    # already this micro-batch's share of the global mini-batch, so undo both.
+                    return loss * count * dp, stats
+
+                for c in self.chunks:
+                    c.zero_grad_buffer()
+                self.optimizer.zero_grad()
+                outs = self._run(mbs, seq, lo, prompt_width, False, loss_of)
+                ok, grad_norm, _zeros = self.optimizer.step()
+                if ok:
+                    self.scheduler.step(increment=1)
+                sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm or 0.0)
+                for o in outs:
+                    for k, v in o.items():
+                        scale = 1.0 if k in SHARE_METRICS else 1.0 / max(len(outs), 1)
+                        sums[k] = sums.get(k, 0.0) + float(v) * scale
+                steps += 1
+        steps = max(steps, 1)
+        metrics = {k: v / steps for k, v in sums.items()}
+        metrics = self._broadcast_from_last_stage(metrics)
+        metrics["lr"] = self.optimizer.param_groups[0]["lr"]
+        metrics["forward_s"] = time.perf_counter() - start
+        metrics["backward_s"] = metrics["optimizer_s"] = 0.0
+        return metrics
+
+    def _local_state(self) -> dict[tuple[int, int, int], dict[str, Any]]:
+        from rlcfg.runtime.backends import megatron_weights as W
+
+        return {(self.tp_rank, self.pp_rank, stage): {k: v.detach().cpu() for k, v in
+                                                      W.strip_extra_state(_unwrap(c).state_dict()).items()}
+                for stage, c in enumerate(self.chunks)}
+
+    def full_state_dict(self, all_ranks: bool = False) -> dict[str, Any] | None:
+        """Hugging Face-named weights gathered over the model-parallel group, on global rank 0 (or everywhere
+        with `all_ranks`). A collective: every rank calls it."""
+        import torch.distributed as dist
+
+        from megatron.core import parallel_state as ps
+
+        from rlcfg.runtime.backends import megatron_weights as W
+
+        group = ps.get_model_parallel_group()
+        gathered: list[Any] = [None] * dist.get_world_size(group)
+        dist.all_gather_object(gathered, self._local_state(), group=group)
+        if self.rank != 0 and not all_ranks:
+            return None
+        shards: dict[tuple[int, int, int], dict[str, Any]] = {}
+        for part in gathered:
+            shards.update(part)
+        return W.merge(shards, self.settings.model)
+
+    def export_hf(self, path: str) -> None:
+        import shutil
+
+        state = self.full_state_dict()
+        if self.rank == 0:
+            from safetensors.torch import save_file
+
+            os.makedirs(path, exist_ok=True)
+            save_file({k: v.contiguous() for k, v in state.items()}, os.path.join(path, "model.safetensors"))
+            for name in ("config.json", "generation_config.json"):
+                src = os.path.join(self.model_path, name)
+                if os.path.exists(src):
+                    shutil.copy(src, os.path.join(path, name))
+
+    def save(self, path: str) -> None:
+        """megatron-core's distributed checkpoint of the model chunks and optimizer (resharded on load)."""
+        import torch
+        from megatron.core import dist_checkpointing
+
+        state = self._sharded_state()
+        os.makedirs(path, exist_ok=True)
+        dist_checkpointing.save(state, path)
+        extra = {"rng": torch.get_rng_state(), "cuda_rng": torch.cuda.get_rng_state()}
+        if self.scheduler is not None:
+            extra["scheduler"] = self.scheduler.state_dict()
+        torch.save(extra, os.path.join(path, f"extra-rank{self.rank}.pt"))
+
+    def load(self, path: str) -> None:
+        import torch
+        from megatron.core import dist_checkpointing
+
+        state = dist_checkpointing.load(self._sharded_state(), path)
+        for i, c in enumerate(self.chunks):
+            _unwrap(c).load_state_dict(state[f"model{i}"])
+        if self.optimizer is not None:
+            self.optimizer.load_state_dict(state["optimizer"])
+        extra_file = os.path.join(path, f"extra-rank{self.rank}.pt")
+        if os.path.exists(extra_file):
+            extra = torch.load(extra_file, weights_only=False)
+            torch.set_rng_state(extra["rng"])
+            torch.cuda.set_rng_state(extra["cuda_rng"])
+            if self.scheduler is not None and "scheduler" in extra:
+                self.scheduler.load_state_dict(extra["scheduler"])
+
+    def _sharded_state(self) -> dict[str, Any]:
+        state = {f"model{i}": _unwrap(c).sharded_state_dict() for i, c in enumerate(self.chunks)}
+        if self.optimizer is not None:
+            model_state = {}
+            for part in state.values():
+                model_state.update(part)
+            state["optimizer"] = self.optimizer.sharded_state_dict(model_state)
+        return state
+
+    def offload(self) -> None:
+        """Weights (and optimizer states) off the GPU while a colocated rollout engine has it."""
+        import torch
+
+        if self.offload_params:
+            for c in self.chunks:
+                _unwrap(c).to("cpu")
+        if self.offload_optimizer and self.optimizer is not None:
+            self._move_optimizer("cpu")
+        torch.cuda.empty_cache()
+
+    def onload(self) -> None:
+        if self.offload_params:
+            for c in self.chunks:
+                _unwrap(c).cuda()
+        if self.offload_optimizer and self.optimizer is not None:
+            self._move_optimizer("cuda")
+
+    def _move_optimizer(self, device: str) -> None:
+        import torch
+
+        for opt in getattr(self.optimizer, "chained_optimizers", [self.optimizer]):
+            inner = getattr(opt, "optimizer", None)
+            if inner is None:
+                continue
+            for state in inner.state.values():
+                for k, v in state.items():
+                    if torch.is_tensor(v):
+                        state[k] = v.to(device, non_blocking=True)
+

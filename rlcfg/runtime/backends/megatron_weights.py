@@ -1,0 +1,403 @@
+"""Hugging Face ↔ Megatron-core weights for the dense Qwen2, Qwen3 and Llama families.
+
+Megatron-core's GPTModel differs from the Hugging Face models in three ways that matter here:
+
+- names: `model.layers.3.self_attn.o_proj.weight` is `decoder.layers.3.self_attention.linear_proj.weight`;
+- fused tensors: Q, K and V are one `linear_qkv` matrix laid out group by group (each KV group's query heads,
+  then its key head, then its value head), and the MLP's gate and up projections are one `linear_fc1` matrix
+  (gate rows first);
+- sharding: under tensor parallelism every rank holds a slice of the column-parallel matrices (rows) and of the
+  row-parallel ones (columns); the vocabulary is padded so that it splits evenly; under pipeline parallelism
+  each stage holds a contiguous run of layers, numbered from 0 on that stage.
+
+Everything here is plain torch on whole tensors, so it is tested on CPU against tiny models; the functions are
+exact inverses of each other (no arithmetic touches the values, only views, concatenation and slicing).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping
+
+FAMILIES = {"qwen2": "qwen2", "qwen3": "qwen3", "llama": "llama"}
+
+# Megatron-LM pads the vocabulary to a multiple of 128 × tp (`--make-vocab-size-divisible-by 128`); converted
+# checkpoints (the `*-mcore` directories the templates point at) carry that padding, so rlcfg uses it too.
+VOCAB_MULTIPLE = 128
+
+
+class ConversionError(ValueError):
+    """A model or layout the converter cannot map; the message names the values involved."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """The architecture figures of a decoder-only model, as a Hugging Face config.json gives them."""
+
+    family: str  # qwen2, qwen3, llama
+    layers: int
+    hidden: int
+    heads: int
+    kv_heads: int
+    head_dim: int
+    ffn: int
+    vocab: int
+    max_position: int
+    rope_theta: float
+    norm_eps: float
+    tied: bool
+    qkv_bias: bool
+    qk_norm: bool
+    rope_scaling_factor: float | None = None  # Llama 3.1's "llama3" rope scaling
+    head_dim_given: bool = False  # config.json states head_dim (Qwen3), so hidden need not be heads × head_dim
+    source: str = "config.json"
+
+    @property
+    def group_size(self) -> int:
+        return self.heads // self.kv_heads
+
+    @classmethod
+    def from_hf_config(cls, config: Mapping[str, Any], source: str = "config.json") -> "ModelSpec":
+        model_type = str(config.get("model_type", ""))
+        family = FAMILIES.get(model_type)
+        if family is None:
+            raise ConversionError(f"{source}: model_type {model_type!r} is not supported by the Megatron backend; "
+                                  f"supported: {', '.join(FAMILIES)} (dense models)")
+        for key in ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size"):
+            if key not in config:
+                raise ConversionError(f"{source}: {key} is missing")
+        if config.get("num_experts") or config.get("num_local_experts"):
+            raise ConversionError(f"{source}: mixture-of-experts models are not supported by the Megatron weight "
+                                  "converter")
+        heads = int(config["num_attention_heads"])
+        hidden = int(config["hidden_size"])
+        head_dim = config.get("head_dim")
+        rope_factor = None
+        scaling = config.get("rope_scaling") or None
+        if scaling:
+            kind = scaling.get("rope_type", scaling.get("type"))
+            if kind == "llama3":
+                rope_factor = float(scaling.get("factor", 8.0))
+            elif kind not in (None, "default"):
+                raise ConversionError(f"{source}: rope_scaling type {kind!r} has no Megatron-core equivalent in "
+                                      "GPTModel; only Llama 3's 'llama3' scaling is supported")
+        theta = config.get("rope_theta")
+        if theta is None:
+            theta = (config.get("rope_parameters") or {}).get("rope_theta", 10000.0)
+        if family == "llama":
+            if bool(config.get("attention_bias")) or bool(config.get("mlp_bias")):
+                raise ConversionError(f"{source}: Llama with attention_bias={config.get('attention_bias')} / "
+                                      f"mlp_bias={config.get('mlp_bias')} has biases on o_proj and the MLP, which "
+                                      "the converter does not map; only bias-free Llama is supported")
+            qkv_bias = False
+        else:
+            qkv_bias = family == "qwen2"
+        return cls(
+            family=family, layers=int(config["num_hidden_layers"]), hidden=hidden, heads=heads,
+            kv_heads=int(config.get("num_key_value_heads") or heads),
+            head_dim=int(head_dim) if head_dim else (hidden // heads if heads else 0),
+            ffn=int(config["intermediate_size"]), vocab=int(config["vocab_size"]),
+            max_position=int(config.get("max_position_embeddings", 4096)), rope_theta=float(theta),
+            norm_eps=float(config.get("rms_norm_eps", 1e-6)), tied=bool(config.get("tie_word_embeddings", False)),
+            qkv_bias=qkv_bias, qk_norm=family == "qwen3", rope_scaling_factor=rope_factor,
+            head_dim_given=bool(head_dim), source=source)
+
+    def check(self, tp: int = 1) -> None:
+        """What Megatron-core accepts without complaint but computes wrongly or cannot shard."""
+        if not self.head_dim_given and self.hidden % self.heads:
+            raise ConversionError(
+                f"{self.source}: hidden_size ({self.hidden}) is not a multiple of num_attention_heads "
+                f"({self.heads}), and no head_dim is given; Megatron-core would silently use head dim "
+                f"{self.hidden // self.heads} and lose {self.hidden % self.heads} channels")
+        if self.heads % self.kv_heads:
+            raise ConversionError(
+                f"{self.source}: num_attention_heads ({self.heads}) is not a multiple of num_key_value_heads "
+                f"({self.kv_heads}); grouped-query attention needs whole groups of query heads per KV head")
+        if tp > 1 and self.kv_heads % tp:
+            raise ConversionError(
+                f"{self.source}: num_key_value_heads ({self.kv_heads}) is not a multiple of the tensor parallel "
+                f"size ({tp}); each tensor-parallel rank must hold whole KV groups for the fused QKV weight to be "
+                f"split; use a tensor parallel size that divides {self.kv_heads}")
+
+
+def padded_vocab(vocab: int, tp: int = 1, multiple: int = VOCAB_MULTIPLE) -> int:
+    step = multiple * max(tp, 1)
+    return -(-vocab // step) * step
+
+
+# ---- one tensor ---------------------------------------------------------------------------------------------
+
+def fuse_qkv(q: Any, k: Any, v: Any, spec: ModelSpec) -> Any:
+    """[heads·d, …], [kv·d, …], [kv·d, …] → Megatron's grouped layout [kv × (group·d + d + d), …]."""
+    import torch
+
+    g, d, rest = spec.kv_heads, spec.head_dim, q.shape[1:]
+    parts = (q.reshape(g, spec.group_size * d, *rest), k.reshape(g, d, *rest), v.reshape(g, d, *rest))
+    return torch.cat(parts, dim=1).reshape(g * (spec.group_size + 2) * d, *rest)
+
+
+def split_qkv(qkv: Any, spec: ModelSpec) -> tuple[Any, Any, Any]:
+    g, d, rest = spec.kv_heads, spec.head_dim, qkv.shape[1:]
+    grouped = qkv.reshape(g, (spec.group_size + 2) * d, *rest)
+    q, k, v = grouped.split([spec.group_size * d, d, d], dim=1)
+    return (q.reshape(spec.heads * d, *rest).clone(), k.reshape(g * d, *rest).clone(),
+            v.reshape(g * d, *rest).clone())
+
+
+def _pad_rows(t: Any, rows: int) -> Any:
+    import torch
+
+    if t.shape[0] == rows:
+        return t
+    if t.shape[0] > rows:
+        raise ConversionError(f"a vocabulary of {t.shape[0]} rows does not fit in {rows}")
+    return torch.cat([t, t.new_zeros((rows - t.shape[0], *t.shape[1:]))], dim=0)
+
+
+# ---- names ----------------------------------------------------------------------------------------------------
+
+def _layer_names(spec: ModelSpec, te: bool) -> dict[str, str]:
+    """Megatron name (within a layer) → Hugging Face name (within a layer) for the tensors that map 1:1.
+    `te`: the Transformer Engine layer spec, which fuses each norm into the linear layer after it."""
+    names = {
+        "self_attention.linear_proj.weight": "self_attn.o_proj.weight",
+        "mlp.linear_fc2.weight": "mlp.down_proj.weight",
+    }
+    if te:
+        names["self_attention.linear_qkv.layer_norm_weight"] = "input_layernorm.weight"
+        names["mlp.linear_fc1.layer_norm_weight"] = "post_attention_layernorm.weight"
+    else:
+        names["input_layernorm.weight"] = "input_layernorm.weight"
+        names["pre_mlp_layernorm.weight"] = "post_attention_layernorm.weight"
+    if spec.qk_norm:
+        names["self_attention.q_layernorm.weight"] = "self_attn.q_norm.weight"
+        names["self_attention.k_layernorm.weight"] = "self_attn.k_norm.weight"
+    return names
+
+
+def hf_to_mcore(hf: Mapping[str, Any], spec: ModelSpec, vocab_rows: int | None = None,
+                te: bool = False) -> dict[str, Any]:
+    """The whole (unsharded) Megatron state of a Hugging Face state dict. `vocab_rows`: the padded vocabulary
+    (default: the model's own size, unpadded)."""
+    import torch
+
+    rows = vocab_rows or spec.vocab
+    missing = [n for n in ("model.embed_tokens.weight", "model.norm.weight") if n not in hf]
+    if missing:
+        raise ConversionError(f"the Hugging Face state dict has no {', '.join(missing)}")
+    out: dict[str, Any] = {"embedding.word_embeddings.weight": _pad_rows(hf["model.embed_tokens.weight"], rows)}
+    for i in range(spec.layers):
+        src, dst = f"model.layers.{i}.", f"decoder.layers.{i}."
+        try:
+            out[dst + "self_attention.linear_qkv.weight"] = fuse_qkv(
+                hf[src + "self_attn.q_proj.weight"], hf[src + "self_attn.k_proj.weight"],
+                hf[src + "self_attn.v_proj.weight"], spec)
+            if spec.qkv_bias:
+                out[dst + "self_attention.linear_qkv.bias"] = fuse_qkv(
+                    hf[src + "self_attn.q_proj.bias"], hf[src + "self_attn.k_proj.bias"],
+                    hf[src + "self_attn.v_proj.bias"], spec)
+            out[dst + "mlp.linear_fc1.weight"] = torch.cat(
+                [hf[src + "mlp.gate_proj.weight"], hf[src + "mlp.up_proj.weight"]], dim=0)
+            for m_name, h_name in _layer_names(spec, te).items():
+                out[dst + m_name] = hf[src + h_name]
+        except KeyError as e:
+            raise ConversionError(f"the Hugging Face state dict has no {e.args[0]} (layer {i} of {spec.layers})")
+    out["decoder.final_layernorm.weight"] = hf["model.norm.weight"]
+    if not spec.tied:
+        if "lm_head.weight" not in hf:
+            raise ConversionError("tie_word_embeddings is false but the state dict has no lm_head.weight")
+        out["output_layer.weight"] = _pad_rows(hf["lm_head.weight"], rows)
+    return out
+
+
+def mcore_to_hf(mc: Mapping[str, Any], spec: ModelSpec, te: bool = False) -> dict[str, Any]:
+    """The inverse of hf_to_mcore: Hugging Face names, the vocabulary padding dropped, lm_head absent when tied."""
+    import torch
+
+    out: dict[str, Any] = {"model.embed_tokens.weight": mc["embedding.word_embeddings.weight"][:spec.vocab]}
+    for i in range(spec.layers):
+        src, dst = f"decoder.layers.{i}.", f"model.layers.{i}."
+        q, k, v = split_qkv(mc[src + "self_attention.linear_qkv.weight"], spec)
+        out[dst + "self_attn.q_proj.weight"], out[dst + "self_attn.k_proj.weight"] = q, k
+        out[dst + "self_attn.v_proj.weight"] = v
+        if spec.qkv_bias:
+            qb, kb, vb = split_qkv(mc[src + "self_attention.linear_qkv.bias"], spec)
+            out[dst + "self_attn.q_proj.bias"], out[dst + "self_attn.k_proj.bias"] = qb, kb
+            out[dst + "self_attn.v_proj.bias"] = vb
+        gate, up = torch.chunk(mc[src + "mlp.linear_fc1.weight"], 2, dim=0)
+        out[dst + "mlp.gate_proj.weight"], out[dst + "mlp.up_proj.weight"] = gate.clone(), up.clone()
+        for m_name, h_name in _layer_names(spec, te).items():
+            out[dst + h_name] = mc[src + m_name]
+    out["model.norm.weight"] = mc["decoder.final_layernorm.weight"]
+    if not spec.tied:
+        out["lm_head.weight"] = mc["output_layer.weight"][:spec.vocab]
+    return out
+
+
+# ---- tensor parallel ------------------------------------------------------------------------------------------
+
+_COLUMN = ("linear_qkv.weight", "linear_qkv.bias", "word_embeddings.weight", "output_layer.weight")
+_ROW = ("linear_proj.weight", "linear_fc2.weight")
+_GATED = ("linear_fc1.weight",)
+
+
+def tp_rule(name: str) -> str:
+    """How a Megatron tensor splits over tensor-parallel ranks: column (rows split), row (columns split), gated
+    (gate and up halves each split by rows, then re-fused per rank) or replicated."""
+    if name.endswith(_GATED):
+        return "gated"
+    if name.endswith(_COLUMN):
+        return "column"
+    if name.endswith(_ROW):
+        return "row"
+    return "replicated"
+
+
+def shard_tp(state: Mapping[str, Any], tp: int, spec: ModelSpec | None = None) -> list[dict[str, Any]]:
+    """Split a whole Megatron state into `tp` rank states."""
+    import torch
+
+    if spec is not None:
+        spec.check(tp)
+    shards: list[dict[str, Any]] = [{} for _ in range(tp)]
+    for name, t in state.items():
+        rule = tp_rule(name)
+        if rule == "replicated" or tp == 1:
+            parts = [t] * tp
+        elif rule == "gated":
+            gate, up = torch.chunk(t, 2, dim=0)
+            parts = [torch.cat([g, u], dim=0) for g, u in zip(torch.chunk(gate, tp), torch.chunk(up, tp))]
+        else:
+            dim = 0 if rule == "column" else 1
+            if t.shape[dim] % tp:
+                raise ConversionError(f"{name} has {t.shape[dim]} {'rows' if dim == 0 else 'columns'}, not a "
+                                      f"multiple of the tensor parallel size {tp}")
+            parts = list(torch.chunk(t, tp, dim=dim))
+        for r in range(tp):
+            shards[r][name] = parts[r].clone() if tp > 1 else parts[r]
+    return shards
+
+
+def merge_tp(shards: list[Mapping[str, Any]]) -> dict[str, Any]:
+    import torch
+
+    tp = len(shards)
+    out: dict[str, Any] = {}
+    for name in shards[0]:
+        parts = [s[name] for s in shards]
+        rule = tp_rule(name)
+        if rule == "replicated" or tp == 1:
+            out[name] = parts[0]
+        elif rule == "gated":
+            halves = [torch.chunk(p, 2, dim=0) for p in parts]
+            out[name] = torch.cat([h[0] for h in halves] + [h[1] for h in halves], dim=0)
+        else:
+            out[name] = torch.cat(parts, dim=0 if rule == "column" else 1)
+    return out
+
+
+# ---- pipeline parallel ----------------------------------------------------------------------------------------
+
+def stage_layers(num_layers: int, pp: int, vpp: int | None = None) -> dict[tuple[int, int], range]:
+    """(pipeline rank, virtual stage) → the global layer indices it holds, as Megatron-core's default even split
+    assigns them: chunk v·pp + r of pp·vpp equal chunks."""
+    v = vpp or 1
+    chunks = pp * v
+    if num_layers % chunks:
+        raise ConversionError(f"{num_layers} layers do not split evenly over pipeline size {pp} × virtual stages "
+                              f"{v} = {chunks} chunks")
+    per = num_layers // chunks
+    return {(r, s): range((s * pp + r) * per, (s * pp + r + 1) * per) for s in range(v) for r in range(pp)}
+
+
+_LAYER = re.compile(r"^decoder\.layers\.(\d+)\.(.*)$")
+
+
+def split_pp(state: Mapping[str, Any], spec: ModelSpec, pp: int, vpp: int | None = None
+             ) -> dict[tuple[int, int], dict[str, Any]]:
+    stages = stage_layers(spec.layers, pp, vpp)
+    owner = {layer: key for key, layers in stages.items() for layer in layers}
+    first, last = (0, 0), (pp - 1, (vpp or 1) - 1)
+    out: dict[tuple[int, int], dict[str, Any]] = {key: {} for key in stages}
+    for name, t in state.items():
+        m = _LAYER.match(name)
+        if m:
+            key = owner[int(m.group(1))]
+            out[key][f"decoder.layers.{int(m.group(1)) - stages[key].start}.{m.group(2)}"] = t
+        elif name.startswith("embedding."):
+            out[first][name] = t
+        else:  # final norm and output layer
+            out[last][name] = t
+    if spec.tied and first != last:
+        # With the embedding tied and the output layer on another stage, Megatron-core gives the last stage its
+        # own copy of the embedding matrix (kept equal by an all-reduce over the embedding group).
+        for name, t in state.items():
+            if name.endswith("word_embeddings.weight"):
+                out[last][name.replace("embedding.word_embeddings", "output_layer")] = t
+    return out
+
+
+def merge_pp(parts: Mapping[tuple[int, int], Mapping[str, Any]], spec: ModelSpec, pp: int,
+             vpp: int | None = None) -> dict[str, Any]:
+    stages = stage_layers(spec.layers, pp, vpp)
+    out: dict[str, Any] = {}
+    for key, part in parts.items():
+        for name, t in part.items():
+            m = _LAYER.match(name)
+            if m:
+                out[f"decoder.layers.{int(m.group(1)) + stages[key].start}.{m.group(2)}"] = t
+            elif name == "output_layer.weight" and spec.tied:
+                continue  # the last stage's copy of the tied embedding
+            else:
+                out[name] = t
+    return out
+
+
+# ---- the whole layout -----------------------------------------------------------------------------------------
+
+def shard(hf: Mapping[str, Any], spec: ModelSpec, tp: int = 1, pp: int = 1, vpp: int | None = None,
+          te: bool = False) -> dict[tuple[int, int, int], dict[str, Any]]:
+    """(tp rank, pp rank, virtual stage) → that model chunk's Megatron state dict, from Hugging Face weights."""
+    spec.check(tp)
+    whole = hf_to_mcore(hf, spec, padded_vocab(spec.vocab, tp), te=te)
+    out: dict[tuple[int, int, int], dict[str, Any]] = {}
+    for (p, v), part in split_pp(whole, spec, pp, vpp).items():
+        for t, tp_part in enumerate(shard_tp(part, tp)):
+            out[(t, p, v)] = tp_part
+    return out
+
+
+def merge(shards: Mapping[tuple[int, int, int], Mapping[str, Any]], spec: ModelSpec, te: bool = False
+          ) -> dict[str, Any]:
+    """The inverse of `shard`: Hugging Face weights from every chunk of every rank."""
+    tp = max(k[0] for k in shards) + 1
+    pp = max(k[1] for k in shards) + 1
+    vpp = max(k[2] for k in shards) + 1
+    stages = {(p, v): merge_tp([shards[(t, p, v)] for t in range(tp)]) for p in range(pp) for v in range(vpp)}
+    return mcore_to_hf(merge_pp(stages, spec, pp, vpp if vpp > 1 else None), spec, te=te)
+
+
+def strip_extra_state(state: Mapping[str, Any]) -> dict[str, Any]:
+    """A GPTModel state dict without Transformer Engine's `_extra_state` entries (fp8 metadata, None here)."""
+    return {k: v for k, v in state.items() if not k.endswith("_extra_state")}
+
+
+def load_hf_weights(path: str, names: Iterable[str] | None = None) -> dict[str, Any]:
+    """The tensors of a Hugging Face checkpoint directory (safetensors shards), without building the model."""
+    import glob
+    import os
+
+    from safetensors.torch import load_file
+
+    files = sorted(glob.glob(os.path.join(path, "*.safetensors")))
+    if not files:
+        raise ConversionError(f"{path} has no *.safetensors files; Megatron loading reads Hugging Face "
+                              "safetensors checkpoints")
+    wanted = set(names) if names is not None else None
+    out: dict[str, Any] = {}
+    for f in files:
+        for name, t in load_file(f).items():
+            if wanted is None or name in wanted:
+                out[name] = t
+    return out
