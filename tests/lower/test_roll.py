@@ -121,14 +121,15 @@ def test_quickstart_template():
     assert exp.colocation == (("actor", "rollout"),)
     assert actor.model.path == rollout.model.path == "rlcfg-quickstart/tiny-qwen2"
     assert actor.model.dtype == "float32"
-    assert actor.optimizer.lr == 1e-3 and actor.optimizer.scheduler == "constant"
+    assert actor.optimizer.lr == 2e-3 and actor.optimizer.scheduler == "constant"
+    assert not actor.gradient_checkpointing and actor.micro_batch_size == 256
     assert rollout.engine_args() == {"engines": 1}
     assert reward.backend == "rule" and reward.resources.cpus == 1
-    assert exp.algorithm.kl.placement == "none" and exp.algorithm.group_size == 8
-    # 16 prompts × 8 = 128 samples; 16 × 8 × 1 worker = 128 per optimizer step.
+    assert exp.algorithm.kl.placement == "none" and exp.algorithm.group_size == 16
+    # 16 prompts × 16 = 256 samples; 256 × 1 accumulation step × 1 worker = 256 per optimizer step.
     s = exp.schedule
-    assert (s.prompts_per_step, s.samples_per_step, s.samples_per_optimizer_step, s.total_steps) == (16, 128, 128, 60)
-    assert exp.sampling.max_new_tokens == 8 and exp.eval_sampling is None and s.eval_interval is None
+    assert (s.prompts_per_step, s.samples_per_step, s.samples_per_optimizer_step, s.total_steps) == (16, 256, 256, 100)
+    assert exp.sampling.max_new_tokens == 1 and exp.eval_sampling is None and s.eval_interval is None
     # A `prompt` column is tokenized as it is: ROLL applies the chat template to `messages` only.
     assert exp.data.train_files == ("rlcfg-quickstart/train.jsonl",)
     assert exp.data.prompt_key == "prompt" and not exp.data.apply_chat_template

@@ -1,0 +1,151 @@
+"""`rlcfg run FILE [OVERRIDES...]` and `rlcfg run --quickstart`.
+
+FILE goes through the same front end as `validate` (a config with errors never starts), is lowered to the
+canonical Experiment and planned for this machine, then executed by rlcfg.runtime. torch, ray and
+transformers are imported only here, inside the command.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from typing import List, Optional
+
+import typer
+
+from rlcfg.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, app, bug_guard, usage_error
+
+RUN_PACKAGES = ("torch", "ray", "transformers")
+
+
+def _require_run_extra() -> None:
+    missing = [name for name in RUN_PACKAGES if importlib.util.find_spec(name) is None]
+    if missing:
+        typer.echo(f"rlcfg: error: `rlcfg run` needs {', '.join(missing)}, which "
+                   f"{'is' if len(missing) == 1 else 'are'} not installed; install the run extra: "
+                   "pip install 'rlcfg[run]'", err=True)
+        raise typer.Exit(EXIT_USAGE)
+
+
+def _fail(message: str) -> typer.Exit:
+    typer.echo(f"rlcfg: error: {message}", err=True)
+    return typer.Exit(EXIT_INVALID)
+
+
+@app.command(
+    epilog="Examples:\n\n"
+           "  rlcfg run --quickstart\n\n"
+           "  rlcfg run --quickstart --output runs/qs --no-resume\n\n"
+           "  rlcfg run grpo.yaml trainer.epochs=1 --output runs/grpo\n\n"
+           "  rlcfg run grpo.yaml --address auto   (join the Ray cluster this node belongs to)\n\n"
+           "Exit codes: 0 finished, 1 the config has errors or cannot run here, 2 usage error (or the run "
+           "extra is missing), 101 a bug in rlcfg.",
+)
+def run(
+    file: Optional[str] = typer.Argument(None, metavar="[FILE]", help="The YAML config to run."),
+    overrides: Optional[List[str]] = typer.Argument(None, metavar="[OVERRIDES]...",
+                                                    help="Overrides in the dialect's own grammar, as for validate."),
+    quickstart: bool = typer.Option(False, "--quickstart",
+                                    help="Run the built-in quickstart: a tiny model learns small additions with GRPO, "
+                                         "on CPU, in well under a minute. Nothing is downloaded."),
+    output: Optional[str] = typer.Option(None, "--output", "-o", metavar="DIR",
+                                         help="Where metrics.jsonl, checkpoints/ and plots/ go (default: the "
+                                              "config's log directory, else ./rlcfg-runs/<name>)."),
+    resume: Optional[bool] = typer.Option(None, "--resume/--no-resume",
+                                          help="Continue from the latest complete checkpoint in the output folder, "
+                                               "if any (default: what the config says, else resume)."),
+    resume_from: Optional[str] = typer.Option(None, "--resume-from", metavar="CHECKPOINT",
+                                              help="Continue from this checkpoint directory (a checkpoints/step-N)."),
+    address: Optional[str] = typer.Option(None, "--address", metavar="ADDR",
+                                          help="Join an existing Ray cluster (`auto`, host:port, or ray://...); "
+                                               "default: RAY_ADDRESS, else a private local instance."),
+    dialect: Optional[str] = typer.Option(None, "--dialect", "-d", help="Force the config's dialect."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1,
+                                        help="Stop after this many steps of this invocation (a resumed run counts "
+                                             "from its checkpoint)."),
+    debug: bool = typer.Option(False, "--debug", help="Show worker logs, and the traceback if rlcfg itself fails."),
+) -> None:
+    """Run a config (or the quickstart) on Ray: GRPO/PPO with FSDP training and hf/vLLM/SGLang rollout.
+
+    The config is validated, lowered and planned first; a config with errors, a backend this machine cannot
+    run, or a missing data file stops the run before any worker starts.
+    """
+    if quickstart == (file is not None):
+        raise usage_error("give a config FILE or --quickstart (one of them)")
+    if quickstart and overrides:
+        raise usage_error("--quickstart takes no overrides")
+    _require_run_extra()
+    address = address or os.environ.get("RAY_ADDRESS") or None
+
+    with bug_guard(debug):
+        if quickstart:
+            from rlcfg.runtime import quickstart as qs
+
+            out = output or os.path.join("rlcfg-runs", "quickstart")
+            experiment = qs.experiment(out)
+            threads = 1  # a tiny model gains nothing from intra-op threads, and loses to their contention
+        else:
+            experiment = _lower(file, overrides or [], dialect)
+            out = output or experiment.logging.directory or os.path.join("rlcfg-runs", experiment.name or "run")
+            threads = None
+        _execute(experiment, out, resume, resume_from, address, debug, steps, threads)
+    raise typer.Exit(EXIT_OK)
+
+
+def _lower(file: str, overrides: list[str], dialect: Optional[str]):
+    from rlcfg import lower
+    from rlcfg.frontend import check_file
+    from rlcfg.source.yaml_loader import UsageError
+
+    try:
+        result = check_file(file, overrides, dialect=dialect)
+    except UsageError as exc:
+        raise usage_error(str(exc))
+    if result.errors:
+        from rlcfg.cli.validate import _text
+
+        typer.echo(_text(result, None, False, False), err=True)
+        raise _fail(f"{file} has errors; fix them before running (rlcfg validate {file})")
+    if not lower.available(result.dialect):
+        raise _fail(f"`rlcfg run` cannot run {result.dialect} configs yet: there is no lowering for that dialect")
+    return lower.lower(result.dialect, result.config)
+
+
+def _resume_setting(experiment, resume: Optional[bool], resume_from: Optional[str]) -> Optional[str]:
+    """A flag wins over the config; the config's `resume` is "latest", "none" or a checkpoint path."""
+    if resume_from:
+        return resume_from
+    if resume is not None:
+        return "latest" if resume else None
+    configured = experiment.checkpointing.resume or "latest"
+    return None if configured == "none" else configured
+
+
+def _execute(experiment, out: str, resume: Optional[bool], resume_from: Optional[str], address: Optional[str],
+             debug: bool, steps: Optional[int], threads: Optional[int]) -> None:
+    from rlcfg.runtime.backends import PreflightError
+    from rlcfg.runtime.data import DataError
+    from rlcfg.runtime.driver import RunOptions, plan_here, run
+
+    from rlcfg.runtime.quickstart import materialize
+
+    for path in materialize(experiment):
+        typer.echo(f"rlcfg: built the quickstart's {'data' if path.endswith('.jsonl') else 'model'} at {path}",
+                   err=True)
+    plan, errors = plan_here(experiment, address)
+    if errors:
+        raise _fail("the plan has errors:\n" + "\n".join(f"  {e}" for e in errors)
+                    + "\n(see them in context with `rlcfg plan`)")
+    options = RunOptions(output_dir=out, resume=_resume_setting(experiment, resume, resume_from), address=address,
+                         debug=debug, max_steps=steps, threads=threads)
+    try:
+        run(plan, options)
+    except (PreflightError, DataError) as exc:
+        raise _fail(str(exc))
+    except FileExistsError as exc:
+        raise _fail(str(exc))
+    except FileNotFoundError as exc:
+        raise _fail(str(exc.args[0] if exc.args and isinstance(exc.args[0], str) else exc))
+    except KeyboardInterrupt:
+        typer.echo("rlcfg: interrupted; the last complete checkpoint is kept (rerun to resume)", err=True)
+        raise typer.Exit(130)

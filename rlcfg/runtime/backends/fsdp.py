@@ -1,0 +1,369 @@
+"""The `fsdp` training backend: torch FSDP2 (`fully_shard`) over a gloo (CPU) or NCCL (GPU) process group.
+
+One FSDPEngine lives in each rank's Ray actor. It serves three roles: the actor (policy: log-probs and the
+clipped policy-gradient update), the reference (frozen: log-probs only) and the critic (values and the
+clipped value loss). Every decoder layer is its own FSDP unit (the model's `_no_split_modules`), then the
+root; with `fsdp_shard` smaller than the world it is HSDP (replicate × shard mesh).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import Any, Mapping
+
+from rlcfg.runtime import algorithms as A
+
+
+SHARE_METRICS = ("pg_loss", "kl_loss", "entropy", "value_loss")
+
+
+def init_distributed(rank: int, world: int, address: str, port: int, device: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        return
+    os.environ.update(MASTER_ADDR=address, MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
+                      LOCAL_RANK="0")
+    backend = "nccl" if device == "cuda" else "gloo"
+    if device == "cuda":
+        torch.cuda.set_device(0)  # Ray narrowed CUDA_VISIBLE_DEVICES to this actor's GPU
+    dist.init_process_group(backend=backend, rank=rank, world_size=world)
+
+
+def lr_lambda(warmup: int, total: int | None, schedule: str, min_ratio: float):
+    """LR multiplier per optimizer step: linear warm-up from 0, then constant, linear or cosine decay to
+    min_lr/lr at the last step (a schedule needs the total, which the plan's step count provides)."""
+
+    def factor(step: int) -> float:
+        if warmup and step < warmup:
+            return (step + 1) / warmup
+        if schedule == "constant" or not total or total <= warmup:
+            return 1.0
+        progress = min(1.0, (step - warmup) / max(1, total - warmup))
+        if schedule == "linear":
+            return min_ratio + (1.0 - min_ratio) * (1.0 - progress)
+        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+
+    return factor
+
+
+def _trim(batch: Mapping[str, Any], prompt_width: int) -> tuple[int, int]:
+    """Columns worth computing: from the first prompt column any row uses to the last response column any row
+    uses (left-padded prompts, right-padded responses)."""
+    import torch
+
+    used = batch["attention_mask"][:, :prompt_width].any(dim=0)
+    lo = int(torch.nonzero(used)[0]) if used.any() else prompt_width - 1
+    lo = min(lo, prompt_width - 1)
+    resp_used = batch["response_mask"].any(dim=0)
+    hi = int(torch.nonzero(resp_used)[-1]) + 1 if resp_used.any() else 1
+    return lo, hi
+
+
+class FSDPEngine:
+    def __init__(self, kind: str, model_path: str, *, dtype: str = "float32", device: str = "cpu",
+                 optimizer: Mapping[str, Any] | None = None, total_optimizer_steps: int | None = None,
+                 gradient_checkpointing: bool = False, fsdp_shard: int | None = None, temperature: float = 1.0,
+                 cpu_offload: bool = False, offload_params: bool = False, offload_optimizer: bool = False):
+        import torch
+        import torch.distributed as dist
+        from torch.distributed.device_mesh import init_device_mesh
+        from torch.distributed.fsdp import CPUOffloadPolicy, MixedPrecisionPolicy, fully_shard
+
+        self.kind = kind
+        self.rank, self.world = dist.get_rank(), dist.get_world_size()
+        self.device = torch.device("cuda", 0) if device == "cuda" else torch.device("cpu")
+        self.temperature = temperature if temperature and temperature > 0 else 1.0
+        self.offload_params, self.offload_optimizer = offload_params and device == "cuda", offload_optimizer and device == "cuda"
+        compute_dtype = getattr(torch, dtype)
+        trains = optimizer is not None
+        # Trainable weights are kept in fp32 (the optimizer's master copy) and computed in the configured
+        # dtype; a frozen reference is simply loaded in that dtype.
+        load_dtype = torch.float32 if trains else compute_dtype
+        if kind == "critic":
+            from transformers import AutoModelForTokenClassification
+
+            model = AutoModelForTokenClassification.from_pretrained(model_path, num_labels=1, dtype=load_dtype)
+        else:
+            from transformers import AutoModelForCausalLM
+
+            model = AutoModelForCausalLM.from_pretrained(model_path, dtype=load_dtype)
+        if gradient_checkpointing and trains:
+            model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+        model.config.use_cache = False
+        if not trains:
+            model.requires_grad_(False)
+        model.to(self.device)
+
+        if fsdp_shard and fsdp_shard < self.world:
+            mesh = init_device_mesh(self.device.type, (self.world // fsdp_shard, fsdp_shard),
+                                    mesh_dim_names=("replicate", "shard"))
+        else:
+            mesh = init_device_mesh(self.device.type, (self.world,), mesh_dim_names=("shard",))
+        kwargs: dict[str, Any] = {"mesh": mesh}
+        if trains and compute_dtype != torch.float32:
+            kwargs["mp_policy"] = MixedPrecisionPolicy(param_dtype=compute_dtype, reduce_dtype=torch.float32)
+        if cpu_offload and self.device.type == "cuda":
+            kwargs["offload_policy"] = CPUOffloadPolicy()
+        # One rank in fp32 without offload has nothing to shard, cast or move: FSDP2 would only add its
+        # all-gather copies and DTensor dispatch to every step (a third of a tiny model's step on CPU).
+        self.sharded = self.world > 1 or len(kwargs) > 1
+        if self.sharded:
+            units = set(getattr(model, "_no_split_modules", None) or ())
+            for module in model.modules():
+                if type(module).__name__ in units:
+                    fully_shard(module, **kwargs)
+            fully_shard(model, **kwargs)
+        self.model = model
+        self.optimizer = None
+        self.scheduler = None
+        if trains:
+            opt = dict(optimizer)
+            params = [p for p in model.parameters() if p.requires_grad]
+            if opt.get("name", "adamw") == "sgd":
+                self.optimizer = torch.optim.SGD(params, lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0))
+            else:
+                cls = torch.optim.AdamW if opt.get("name", "adamw") == "adamw" else torch.optim.Adam
+                self.optimizer = cls(params, lr=opt["lr"], betas=tuple(opt.get("betas", (0.9, 0.999))),
+                                     eps=opt.get("eps", 1e-8), weight_decay=opt.get("weight_decay", 0.0),
+                                     foreach=True)  # one DTensor dispatch per step, not one per parameter
+            min_ratio = (opt.get("min_lr", 0.0) / opt["lr"]) if opt["lr"] else 0.0
+            self.scheduler = torch.optim.lr_scheduler.LambdaLR(
+                self.optimizer, lr_lambda(int(opt.get("warmup_steps", 0)), total_optimizer_steps,
+                                          opt.get("scheduler", "constant"), min_ratio))
+            self.grad_clip = opt.get("grad_clip")
+
+    # ------------------------------------------------------------------------------------------ forward
+
+    def _forward(self, mb: Mapping[str, Any], prompt_width: int, want_entropy: bool = False):
+        """Per-response-token log-probs (or values for the critic) of one micro-batch, trimmed to the columns
+        it uses; returns (out, entropy or None, response columns)."""
+        import torch
+
+        lo, hi = _trim(mb, prompt_width)
+        # The last response token predicts nothing we score, so the input stops one short of it.
+        end = prompt_width + hi - 1
+        ids = mb["input_ids"][:, lo:end].to(self.device)
+        attn = mb["attention_mask"][:, lo:end].to(self.device)
+        pos = (attn.cumsum(dim=1) - 1).clamp(min=0)
+        # Without padding the mask says nothing the causal kernel does not know, and leaving it out lets SDPA
+        # take its causal fast path instead of materialising a mask.
+        mask = None if bool(attn.all()) else attn
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
+        start = prompt_width - 1 - lo  # logits at column c predict the token at c + 1; start + hi = input width
+        if self.kind == "critic":
+            return out.logits[:, start:, 0].float(), None, hi
+        logits = out.logits[:, start:].float() / self.temperature
+        targets = mb["input_ids"][:, prompt_width:prompt_width + hi].to(self.device)
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        entropy = A.entropy_from_logits(logits) if want_entropy else None
+        return logprobs, entropy, hi
+
+    def compute(self, batch: Mapping[str, Any], micro_batch: int) -> dict[str, Any]:
+        """Log-probs (actor, reference) or values (critic) for every response token of `batch`."""
+        import torch
+
+        start = time.perf_counter()
+        n, width = batch["response_mask"].shape
+        prompt_width = batch["input_ids"].shape[1] - width
+        result = torch.zeros((n, width), dtype=torch.float32)
+        self.model.eval()
+        with torch.no_grad():
+            for i in range(0, n, micro_batch):
+                mb = {k: v[i:i + micro_batch] for k, v in batch.items()}
+                values, _, hi = self._forward(mb, prompt_width)
+                result[i:i + micro_batch, :hi] = values.cpu()
+        result *= batch["response_mask"]
+        return {"values": result, "forward_s": time.perf_counter() - start}
+
+    # ------------------------------------------------------------------------------------------ training
+
+    def train(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
+        """PPO-style updates on this rank's share of a step: `ppo_epochs` passes, each over mini-batches of
+        `mini_batch` samples (one optimizer step each), accumulated over micro-batches of `micro_batch`.
+
+        `denominators[j]` = (tokens, sequences) of mini-batch j summed over all ranks, so a micro-batch's loss
+        is its share of the global mini-batch loss; × world undoes FSDP's gradient averaging."""
+        self.model.train()
+        n, width = batch["response_mask"].shape
+        prompt_width = batch["input_ids"].shape[1] - width
+        mini, micro = int(cfg["mini_batch"]), int(cfg["micro_batch"])
+        denominators = cfg["denominators"]
+        times = {"forward_s": 0.0, "backward_s": 0.0, "optimizer_s": 0.0}
+        sums: dict[str, float] = {}
+        count = 0
+        for _epoch in range(int(cfg.get("ppo_epochs", 1))):
+            for j, m0 in enumerate(range(0, n, mini)):
+                tokens, seqs = denominators[j]
+                self.optimizer.zero_grad(set_to_none=True)
+                for i in range(m0, min(m0 + mini, n), micro):
+                    mb = {k: v[i:min(i + micro, m0 + mini)] for k, v in batch.items()}
+                    t0 = time.perf_counter()
+                    loss, stats = self._loss(mb, prompt_width, cfg, tokens, seqs)
+                    t1 = time.perf_counter()
+                    (loss * self.world).backward()
+                    t2 = time.perf_counter()
+                    times["forward_s"] += t1 - t0
+                    times["backward_s"] += t2 - t1
+                    for k, v in stats.items():
+                        sums[k] = sums.get(k, 0.0) + v
+                    count += 1
+                t0 = time.perf_counter()
+                sums["grad_norm"] = sums.get("grad_norm", 0.0) + self._step()
+                times["optimizer_s"] += time.perf_counter() - t0
+        steps = max(1, int(cfg.get("ppo_epochs", 1)) * len(denominators))
+        # Loss readings are each micro-batch's share of its global mini-batch: summed they give this rank's
+        # part of the mini-batch loss (the driver sums the ranks); the rest are plain averages.
+        metrics = {k: (v / steps if k in SHARE_METRICS or k == "grad_norm" else v / max(count, 1))
+                   for k, v in sums.items()}
+        metrics["lr"] = self.optimizer.param_groups[0]["lr"]
+        metrics.update(times)
+        return metrics
+
+    def _loss(self, mb: Mapping[str, Any], prompt_width: int, cfg: Mapping[str, Any], tokens: float,
+              seqs: float) -> tuple[Any, dict[str, float]]:
+        agg = cfg.get("aggregation", "token-mean")
+        if self.kind == "critic":
+            values, _, hi = self._forward(mb, prompt_width)
+            mask = mb["response_mask"][:, :hi].to(self.device)
+            vloss = A.value_loss(values, mb["old_values"][:, :hi].to(self.device), mb["returns"][:, :hi].to(self.device),
+                                 cfg.get("value_clip"))
+            loss = A.aggregate(vloss, mask, agg, tokens, seqs)
+            return loss, {"value_loss": float(loss.detach())}
+        want_entropy = bool(cfg.get("entropy_coef"))
+        logprobs, entropy, hi = self._forward(mb, prompt_width, want_entropy)
+        mask = mb["response_mask"][:, :hi].to(self.device)
+        old = mb["old_logprobs"][:, :hi].to(self.device) if "old_logprobs" in mb else logprobs.detach()
+        advantages = mb["advantages"][:, :hi].to(self.device)
+        pg, stats = A.policy_loss(logprobs, old, advantages, mask, cfg.get("policy_loss", "regular"),
+                                  cfg.get("clip_low", 0.2), cfg.get("clip_high", 0.2), cfg.get("clip_ratio_c", 3.0))
+        loss = A.aggregate(pg, mask, agg, tokens, seqs)
+        out = {"pg_loss": float(loss.detach()), "clip_frac": float(stats["clip_frac"]),
+               "approx_kl": float(stats["approx_kl"])}
+        kl_coef = cfg.get("kl_loss_coef", 0.0)
+        if kl_coef and "ref_logprobs" in mb:
+            kl = A.kl_estimate(logprobs, mb["ref_logprobs"][:, :hi].to(self.device), cfg.get("kl_estimator", "k3"))
+            kl_term = A.aggregate(kl, mask, agg, tokens, seqs)
+            loss = loss + kl_coef * kl_term
+            out["kl_loss"] = float(kl_term.detach())
+        if want_entropy:
+            ent = A.aggregate(entropy, mask, agg, tokens, seqs)
+            loss = loss - cfg["entropy_coef"] * ent
+            out["entropy"] = float(ent.detach())
+        return loss, out
+
+    def _step(self) -> float:
+        import torch
+
+        params = [p for p in self.model.parameters() if p.grad is not None]
+        max_norm = self.grad_clip if self.grad_clip else float("inf")
+        norm = torch.nn.utils.clip_grad_norm_(params, max_norm) if params else torch.tensor(0.0)
+        if hasattr(norm, "full_tensor"):
+            norm = norm.full_tensor()
+        norm = float(norm)
+        if math.isfinite(norm):
+            self.optimizer.step()
+        else:  # a non-finite gradient would poison the weights: skip this update (as torch's GradScaler does)
+            self.optimizer.zero_grad(set_to_none=True)
+        self.scheduler.step()
+        return norm
+
+    # ------------------------------------------------------------------------------------------ weights
+
+    def full_state_dict(self, all_ranks: bool = False) -> dict[str, Any] | None:
+        """The whole model's weights under their Hugging Face names, on rank 0 (None elsewhere) or, with
+        `all_ranks`, on every rank (each colocated engine needs its own copy). Every rank must call it:
+        gathering the shards is a collective."""
+        from torch.distributed.tensor import DTensor
+
+        state = {}
+        for name, tensor in self.model.state_dict().items():
+            if isinstance(tensor, DTensor):
+                # All-gather of the shards, in the same order on every rank; on one rank the shard is the whole
+                # tensor, and skipping DTensor's dispatch saves more time than the rest of the sync.
+                tensor = tensor.to_local() if self.world == 1 else tensor.full_tensor()
+            if self.rank == 0 or all_ranks:
+                state[name] = tensor.detach().to("cpu", copy=True) if not all_ranks else tensor.detach()
+        return state if self.rank == 0 or all_ranks else None
+
+    def save(self, path: str) -> None:
+        """Sharded model + optimizer with torch.distributed.checkpoint (resumable on another world size), and
+        this rank's scheduler and RNG state beside it."""
+        import torch
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict
+
+        if self.optimizer is not None:
+            model_state, optim_state = get_state_dict(self.model, self.optimizer)
+            dcp.save({"model": model_state, "optim": optim_state}, checkpoint_id=path)
+        else:
+            dcp.save({"model": self.model.state_dict()}, checkpoint_id=path)
+        extra = {"rng": torch.get_rng_state()}
+        if self.scheduler is not None:
+            extra["scheduler"] = self.scheduler.state_dict()
+        if self.device.type == "cuda":
+            extra["cuda_rng"] = torch.cuda.get_rng_state()
+        torch.save(extra, os.path.join(path, f"extra-rank{self.rank}.pt"))
+
+    def load(self, path: str) -> None:
+        import torch
+        import torch.distributed.checkpoint as dcp
+        from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
+
+        if self.optimizer is not None:
+            model_state, optim_state = get_state_dict(self.model, self.optimizer)
+            state = {"model": model_state, "optim": optim_state}
+            dcp.load(state, checkpoint_id=path)
+            set_state_dict(self.model, self.optimizer, model_state_dict=state["model"],
+                           optim_state_dict=state["optim"])
+        else:
+            state = {"model": self.model.state_dict()}
+            dcp.load(state, checkpoint_id=path)
+            self.model.load_state_dict(state["model"])
+        extra_file = os.path.join(path, f"extra-rank{self.rank}.pt")
+        if os.path.exists(extra_file):  # absent when resuming on more ranks than saved: RNG starts fresh there
+            extra = torch.load(extra_file, weights_only=False)
+            torch.set_rng_state(extra["rng"])
+            if self.scheduler is not None and "scheduler" in extra:
+                self.scheduler.load_state_dict(extra["scheduler"])
+            if "cuda_rng" in extra and self.device.type == "cuda":
+                torch.cuda.set_rng_state(extra["cuda_rng"])
+
+    def export_hf(self, path: str) -> None:
+        """A plain Hugging Face checkpoint (config + safetensors) of the current weights, written by rank 0."""
+        state = self.full_state_dict()
+        if self.rank == 0:
+            self.model.save_pretrained(path, state_dict=state)
+
+    # ------------------------------------------------------------------------------------------ colocation
+
+    def offload(self) -> None:
+        """Move parameters and optimizer states off the GPU while a colocated role has it."""
+        if self.device.type != "cuda":
+            return
+        import torch
+
+        if self.offload_params:
+            self.model.to("cpu")
+        if self.offload_optimizer and self.optimizer is not None:
+            for state in self.optimizer.state.values():
+                for k, v in state.items():
+                    if torch.is_tensor(v):
+                        state[k] = v.to("cpu", non_blocking=True)
+        torch.cuda.empty_cache()
+
+    def onload(self) -> None:
+        if self.device.type != "cuda":
+            return
+        import torch
+
+        if self.offload_params:
+            self.model.to(self.device)
+        if self.offload_optimizer and self.optimizer is not None:
+            for state in self.optimizer.state.values():
+                for k, v in state.items():
+                    if torch.is_tensor(v):
+                        state[k] = v.to(self.device, non_blocking=True)

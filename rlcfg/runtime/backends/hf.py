@@ -1,0 +1,160 @@
+"""The `hf` rollout backend: transformers' `generate`, batched, with its KV cache.
+
+It defines the rollout interface the vLLM and SGLang backends implement too:
+  generate(prompt_token_ids, sampling, seed) -> [Generation]   (n per prompt, grouped)
+  update_weights(named tensors)                                  (from the trainer, after each step)
+  sleep() / wake_up()                                            (free the device between colocated phases)
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+
+@dataclass
+class Generation:
+    token_ids: list[int]  # the response only, EOS included when the model emitted it
+    logprobs: list[float]  # log π(token) under the sampling temperature, one per token
+    finished: bool  # ended on EOS or a stop string (False: cut at max_new_tokens)
+
+
+def sampling_kwargs(sampling: Mapping[str, Any]) -> dict[str, Any]:
+    """transformers' generate arguments for rlcfg's Sampling fields."""
+    temperature = float(sampling.get("temperature", 1.0))
+    greedy = temperature <= 0.0
+    kwargs: dict[str, Any] = {"max_new_tokens": int(sampling["max_new_tokens"]), "do_sample": not greedy}
+    if not greedy:
+        kwargs["temperature"] = temperature
+        kwargs["top_p"] = float(sampling.get("top_p", 1.0))
+        top_k = int(sampling.get("top_k", -1))
+        kwargs["top_k"] = top_k if top_k > 0 else None
+        if float(sampling.get("min_p", 0.0)) > 0:
+            kwargs["min_p"] = float(sampling["min_p"])
+    return kwargs
+
+
+class HFRolloutEngine:
+    def __init__(self, model_path: str, device: str = "cpu", dtype: str = "float32",
+                 max_num_seqs: int | None = None, tokenizer_path: str | None = None):
+        import torch
+        from transformers import AutoModelForCausalLM
+
+        from rlcfg.runtime.data import load_tokenizer
+
+        self.device = torch.device(device)
+        self.dtype = getattr(torch, dtype)
+        self.model = AutoModelForCausalLM.from_pretrained(model_path, dtype=self.dtype).to(self.device).eval()
+        self.tokenizer = load_tokenizer(tokenizer_path or model_path)
+        self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
+        self.eos_id = self.tokenizer.eos_token_id
+        self.max_num_seqs = max_num_seqs
+        self.asleep = False
+        self.last_generate_s = 0.0
+
+    def generate(self, prompt_token_ids: list[list[int]], sampling: Mapping[str, Any],
+                 seed: int | None = None) -> list[Generation]:
+        """n samples for every prompt, the n of prompt i at [i·n, (i+1)·n)."""
+        import torch
+
+        if self.asleep:
+            self.wake_up()
+        start = time.perf_counter()
+        n = int(sampling.get("n", 1))
+        rows = [ids for ids in prompt_token_ids for _ in range(n)]
+        if seed is not None:
+            torch.manual_seed(seed)
+        kwargs = sampling_kwargs(sampling)
+        temperature = kwargs.get("temperature", 1.0)
+        stop = tuple(sampling.get("stop", ()) or ())
+        chunk = self.max_num_seqs or len(rows)
+        out: list[Generation] = []
+        for i in range(0, len(rows), chunk):
+            out.extend(self._generate_chunk(rows[i:i + chunk], kwargs, temperature, stop))
+        self.last_generate_s = time.perf_counter() - start
+        return out
+
+    def _generate_chunk(self, rows: list[list[int]], kwargs: dict[str, Any], temperature: float,
+                        stop: tuple[str, ...]) -> list[Generation]:
+        import torch
+
+        width = max(len(r) for r in rows)
+        # Left padding, so every row's next token sits in the last column; built as lists and converted once.
+        ids = torch.tensor([[self.pad_id] * (width - len(r)) + list(r) for r in rows], dtype=torch.long)
+        mask = torch.tensor([[0] * (width - len(r)) + [1] * len(r) for r in rows], dtype=torch.long)
+        extra: dict[str, Any] = {}
+        if stop:
+            extra = {"stop_strings": list(stop), "tokenizer": self.tokenizer}
+        with torch.inference_mode():
+            result = self.model.generate(
+                input_ids=ids.to(self.device), attention_mask=mask.to(self.device), pad_token_id=self.pad_id,
+                eos_token_id=self.eos_id, output_logits=True, return_dict_in_generate=True, **kwargs, **extra)
+        new = result.sequences[:, width:]
+        # Raw logits / temperature: the distribution the trainer's log-probs are computed under.
+        logits = torch.stack(result.logits, dim=1).float()
+        if temperature and temperature > 0:
+            logits = logits / temperature
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+        all_tokens, all_logprobs = new.cpu().tolist(), logprobs.cpu().tolist()
+        gens: list[Generation] = []
+        for tokens, row_logprobs in zip(all_tokens, all_logprobs):
+            finished = False
+            if self.eos_id is not None and self.eos_id in tokens:
+                tokens = tokens[:tokens.index(self.eos_id) + 1]
+                finished = True
+            elif stop:
+                text = self.tokenizer.decode(tokens)
+                finished = any(s in text for s in stop)
+                if finished:  # generate stopped right after the stop string; the rest is padding
+                    while tokens and tokens[-1] == self.pad_id:
+                        tokens.pop()
+            gens.append(Generation(tokens, row_logprobs[:len(tokens)], finished))
+        return gens
+
+    def update_weights(self, named_tensors: Mapping[str, Any]) -> int:
+        """Copy the trainer's weights in, by parameter name. Returns how many tensors were loaded."""
+        import torch
+
+        params = dict(self.model.named_parameters())
+        params.update(dict(self.model.named_buffers()))
+        loaded = 0
+        unknown = []
+        with torch.no_grad():
+            for name, tensor in named_tensors.items():
+                target = params.get(name)
+                if target is None:
+                    unknown.append(name)
+                    continue
+                target.copy_(tensor.to(device=target.device, dtype=target.dtype))
+                loaded += 1
+        if unknown:
+            raise KeyError(f"the rollout model has no parameters named {', '.join(sorted(unknown)[:5])}")
+        return loaded
+
+    def share_weights(self, named_tensors: Mapping[str, Any]) -> bool:
+        """Make the engine's parameters views of `named_tensors` (same device, dtype and shape), so that updates
+        made in place by the trainer are seen without copying. Returns False, changing nothing, when any
+        tensor does not fit."""
+        params = dict(self.model.named_parameters())
+        for name, param in params.items():
+            t = named_tensors.get(name)
+            if t is None or t.shape != param.shape or t.dtype != param.dtype or t.device != param.device:
+                return False
+        for name, param in params.items():
+            param.data = named_tensors[name]
+        return True
+
+    def sleep(self) -> None:
+        """Give the device back to colocated training. On CPU there is nothing to free."""
+        if self.device.type != "cpu" and not self.asleep:
+            import torch
+
+            self.model.to("cpu")
+            torch.cuda.empty_cache()
+        self.asleep = True
+
+    def wake_up(self) -> None:
+        if self.device.type != "cpu" and self.asleep:
+            self.model.to(self.device)
+        self.asleep = False

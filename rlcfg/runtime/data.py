@@ -1,0 +1,271 @@
+"""Prompt datasets: JSONL, JSON, Parquet and CSV files; a prompt column holding text or chat messages; an
+optional answer column for the verifier; the chat template; a prompt length limit; a seeded order that a
+resumed run reproduces exactly.
+
+Everything here runs in the driver before any worker starts, so a missing or malformed file is reported
+with its path (and line, where there is one) instead of a traceback from inside a Ray actor.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
+
+
+class DataError(Exception):
+    """A data file that is missing, unreadable or does not hold what the config says."""
+
+
+@dataclass(frozen=True)
+class Example:
+    prompt: Any  # a string, or a list of {"role", "content"} messages
+    answer: str | None
+    source: str  # "file:line" for error messages and logs
+
+
+@dataclass(frozen=True)
+class PromptSet:
+    token_ids: tuple[tuple[int, ...], ...]
+    texts: tuple[str, ...]  # the prompt as the model sees it (after the chat template)
+    answers: tuple[str | None, ...]
+    dropped: int  # prompts over the length limit
+
+    def __len__(self) -> int:
+        return len(self.token_ids)
+
+
+def load_tokenizer(path: str) -> Any:
+    """The model's tokenizer. A directory whose tokenizer_config.json names PreTrainedTokenizerFast is loaded
+    with that class directly: AutoTokenizer would pick the model family's own class (Qwen2Tokenizer for a
+    qwen2 model), which re-normalises a custom vocabulary and drops its spaces."""
+    from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+    config_file = os.path.join(path, "tokenizer_config.json")
+    if os.path.isfile(config_file):
+        with open(config_file, encoding="utf-8") as f:
+            if json.load(f).get("tokenizer_class") == "PreTrainedTokenizerFast":
+                return PreTrainedTokenizerFast.from_pretrained(path)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token_id is None:
+        tokenizer.pad_token = tokenizer.eos_token
+    return tokenizer
+
+
+def _format(path: str) -> str:
+    ext = os.path.splitext(path)[1].lower()
+    if ext not in FORMATS:
+        raise DataError(f"{path}: unsupported data file type `{ext or '(none)'}`; use .jsonl, .json, .parquet or .csv")
+    return FORMATS[ext]
+
+
+def read_records(path: str) -> list[tuple[dict[str, Any], str]]:
+    """(record, "file:line") pairs from one data file."""
+    if not os.path.exists(path):
+        raise DataError(f"{path}: data file not found")
+    if os.path.isdir(path):
+        raise DataError(f"{path}: is a directory, not a data file")
+    kind = _format(path)
+    try:
+        if kind == "jsonl":
+            return _read_jsonl(path)
+        if kind == "json":
+            return _read_json(path)
+        if kind == "csv":
+            return _read_csv(path)
+        return _read_parquet(path)
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+
+
+def _read_jsonl(path: str) -> list[tuple[dict[str, Any], str]]:
+    out = []
+    with open(path, encoding="utf-8") as f:
+        for number, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise DataError(f"{path}:{number}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+            if not isinstance(record, dict):
+                raise DataError(f"{path}:{number}: each line must be a JSON object, got {type(record).__name__}")
+            out.append((record, f"{path}:{number}"))
+    return out
+
+
+def _read_json(path: str) -> list[tuple[dict[str, Any], str]]:
+    with open(path, encoding="utf-8") as f:
+        try:
+            data = json.load(f)
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{path}:{exc.lineno}: not valid JSON ({exc.msg} at column {exc.colno})") from None
+    if isinstance(data, dict):
+        # Column-oriented ({"prompt": [...], "answer": [...]}), as pandas' to_json(orient="list") writes it.
+        lengths = {len(v) for v in data.values() if isinstance(v, list)}
+        if len(lengths) != 1 or not all(isinstance(v, list) for v in data.values()):
+            raise DataError(f"{path}: a JSON object must map column names to lists of equal length; "
+                            "or write a list of records")
+        n = lengths.pop()
+        data = [{k: v[i] for k, v in data.items()} for i in range(n)]
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise DataError(f"{path}: expected a list of JSON objects (one per prompt)")
+    return [(r, f"{path}[{i}]") for i, r in enumerate(data)]
+
+
+def _read_csv(path: str) -> list[tuple[dict[str, Any], str]]:
+    with open(path, encoding="utf-8", newline="") as f:
+        reader = csv.DictReader(f)
+        if not reader.fieldnames:
+            raise DataError(f"{path}: the CSV file has no header row")
+        out = []
+        for record in reader:
+            if None in record:
+                raise DataError(f"{path}:{reader.line_num}: more fields than the header's {len(reader.fieldnames)}")
+            out.append((dict(record), f"{path}:{reader.line_num}"))
+        return out
+
+
+def _read_parquet(path: str) -> list[tuple[dict[str, Any], str]]:
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        raise DataError(f"{path}: reading Parquet needs pyarrow; install it (pip install pyarrow) or convert the "
+                        "file to JSONL") from None
+    try:
+        table = pq.read_table(path)
+    except Exception as exc:  # pyarrow raises its own zoo of errors for a corrupt file
+        raise DataError(f"{path}: not a readable Parquet file ({exc})") from None
+    return [(r, f"{path}[{i}]") for i, r in enumerate(table.to_pylist())]
+
+
+def _messages(value: Any, where: str, key: str) -> list[dict[str, str]]:
+    if not isinstance(value, list) or not value:
+        raise DataError(f"{where}: `{key}` must be a string or a non-empty list of chat messages")
+    for m in value:
+        if not isinstance(m, dict) or not isinstance(m.get("role"), str) or not isinstance(m.get("content"), str):
+            raise DataError(f"{where}: each chat message in `{key}` needs string `role` and `content` fields")
+    return value
+
+
+def read_examples(files: Sequence[str], prompt_key: str, answer_key: str | None) -> list[Example]:
+    examples: list[Example] = []
+    for path in files:
+        records = read_records(path)
+        if not records:
+            raise DataError(f"{path}: the file holds no records")
+        for record, where in records:
+            if prompt_key not in record:
+                columns = ", ".join(sorted(record)[:8]) or "(none)"
+                raise DataError(f"{where}: no `{prompt_key}` column (the prompt key); the record has: {columns}")
+            prompt = record[prompt_key]
+            if isinstance(prompt, str):
+                if not prompt:
+                    raise DataError(f"{where}: `{prompt_key}` is empty")
+            else:
+                prompt = _messages(prompt, where, prompt_key)
+            answer = None
+            if answer_key is not None:
+                value = _lookup(record, answer_key)
+                if value is None:
+                    raise DataError(f"{where}: no `{answer_key}` value (the answer key)")
+                answer = str(value)
+            examples.append(Example(prompt, answer, where))
+    return examples
+
+
+def _lookup(record: dict[str, Any], dotted: str) -> Any:
+    """`reward_model.ground_truth`-style keys reach into nested records (verl-format data)."""
+    value: Any = record
+    for part in dotted.split("."):
+        if not isinstance(value, dict) or part not in value:
+            return None
+        value = value[part]
+    return value
+
+
+def render_prompt(tokenizer: Any, prompt: Any, apply_chat_template: bool) -> str:
+    has_template = bool(getattr(tokenizer, "chat_template", None))
+    if apply_chat_template and has_template:
+        messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+    if isinstance(prompt, list):
+        if apply_chat_template:
+            raise DataError("the prompts are chat messages but the tokenizer has no chat template; give the "
+                            "tokenizer one, or use plain-text prompts")
+        return "\n".join(m["content"] for m in prompt)
+    return prompt
+
+
+def load_prompts(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt", answer_key: str | None = None,
+                 max_prompt_length: int | None = None, apply_chat_template: bool = True) -> PromptSet:
+    """Read, template and tokenize every prompt; drop those longer than `max_prompt_length` tokens."""
+    if not files:
+        raise DataError("no training data files are configured")
+    examples = read_examples(files, prompt_key, answer_key)
+    ids, texts, answers, dropped = [], [], [], 0
+    for ex in examples:
+        try:
+            text = render_prompt(tokenizer, ex.prompt, apply_chat_template)
+        except DataError as exc:
+            raise DataError(f"{ex.source}: {exc}") from None
+        tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
+        if not tokens:
+            raise DataError(f"{ex.source}: the prompt tokenizes to nothing")
+        if max_prompt_length is not None and len(tokens) > max_prompt_length:
+            dropped += 1
+            continue
+        ids.append(tuple(tokens))
+        texts.append(text)
+        answers.append(ex.answer)
+    if not ids:
+        raise DataError(f"all {len(examples)} prompts are longer than the prompt length limit "
+                        f"({max_prompt_length} tokens); raise the limit")
+    return PromptSet(tuple(ids), tuple(texts), tuple(answers), dropped)
+
+
+class PromptSampler:
+    """Batches of prompt indices in a seeded order: one permutation per epoch, derived from (seed, epoch)
+    alone, so the position (epoch, cursor) is all a checkpoint needs to replay the same order. A batch never
+    straddles two epochs; the tail of an epoch shorter than a batch is skipped."""
+
+    def __init__(self, size: int, batch: int, seed: int, shuffle: bool = True):
+        if batch > size:
+            raise DataError(f"a step needs {batch} prompts but the dataset has {size}")
+        self.size, self.batch, self.seed, self.shuffle = size, batch, seed, shuffle
+        self.epoch, self.cursor = 0, 0
+        self._order: list[int] | None = None
+
+    def _permutation(self) -> list[int]:
+        if self._order is None:
+            if self.shuffle:
+                import torch
+
+                g = torch.Generator().manual_seed(self.seed * 1_000_003 + self.epoch)
+                self._order = torch.randperm(self.size, generator=g).tolist()
+            else:
+                self._order = list(range(self.size))
+        return self._order
+
+    def next(self) -> list[int]:
+        if self.cursor + self.batch > self.size:
+            self.epoch, self.cursor, self._order = self.epoch + 1, 0, None
+        order = self._permutation()
+        out = order[self.cursor:self.cursor + self.batch]
+        self.cursor += self.batch
+        return out
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.epoch, "cursor": self.cursor, "size": self.size, "seed": self.seed}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        if state.get("size") not in (None, self.size):
+            raise DataError(f"the checkpoint was taken with {state['size']} prompts but the data now has "
+                            f"{self.size}; resuming would not replay the same order (start a new run, or "
+                            "restore the original data)")
+        self.epoch, self.cursor, self._order = int(state["epoch"]), int(state["cursor"]), None

@@ -1,0 +1,766 @@
+"""The driver: places an ExecutionPlan's workers on Ray and runs the RL loop.
+
+Per step: sample prompts → roll out n responses each → score them → reference / old log-probs and critic
+values when the algorithm needs them → advantages → mini-batch updates of the actor (and critic) for the
+configured epochs → weight sync to the rollout engines → evaluation and checkpoint when due.
+
+Ray layout: one placement group per colocation group of the plan, one bundle per GPU (on a machine without
+GPUs, one CPU bundle per planned GPU slot); one actor per rank of each role, on its rank's bundle. Colocated
+roles share a bundle and take turns: on a GPU the rollout engine sleeps and the trainer offloads between
+phases as the plan says. Everything the data can get wrong is checked before Ray starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from rlcfg.ir import Experiment, Role, to_json
+from rlcfg.plan.model import ExecutionPlan
+from rlcfg.runtime import algorithms as A
+from rlcfg.runtime import checkpoint as ckpt
+from rlcfg.runtime.backends import Machine, detect_machine, preflight
+from rlcfg.runtime.backends.fsdp import SHARE_METRICS
+
+
+@dataclass
+class RunOptions:
+    output_dir: str
+    resume: str | None = "latest"  # "latest", None (start fresh), or a checkpoint directory
+    address: str | None = None  # an existing Ray cluster ("auto", "ray://...", host:port)
+    debug: bool = False
+    stream: Any = None  # where progress goes (stderr by default)
+    max_steps: int | None = None  # stop after this many steps of this invocation (tests, benchmarks)
+    threads: int | None = None  # torch threads per worker; None: the CPUs of its slot
+
+
+@dataclass
+class RunResult:
+    steps: int
+    history: list[dict[str, Any]]
+    elapsed_s: float
+    summary: str
+    output_dir: str
+    plots: list[str] = field(default_factory=list)
+    resumed_from: str | None = None
+
+
+def _total_steps(exp: Experiment, plan: ExecutionPlan, prompts: int) -> int:
+    total = plan.batch.total_steps or exp.schedule.total_steps
+    if total:
+        return int(total)
+    if exp.schedule.epochs:
+        return int(exp.schedule.epochs) * max(1, prompts // exp.schedule.prompts_per_step)
+    raise ValueError("the experiment says neither how many steps nor how many epochs to train")
+
+
+# ------------------------------------------------------------------------------------------------ Ray placement
+
+class Cluster:
+    """Ray, the placement groups of the plan, and the actors on them."""
+
+    def __init__(self, plan: ExecutionPlan, machine: Machine, address: str | None, debug: bool,
+                 threads: int | None = None):
+        import ray
+        from ray.util.placement_group import placement_group
+
+        self.ray = ray
+        self.machine = machine
+        if not ray.is_initialized():
+            if address:
+                ray.init(address=address, log_to_driver=debug, logging_level="INFO" if debug else "WARNING")
+            else:
+                # A private local instance; the dashboard stays off (and would only listen on 127.0.0.1).
+                ray.init(num_cpus=machine.cpus, num_gpus=machine.gpus, include_dashboard=False,
+                         dashboard_host="127.0.0.1", log_to_driver=debug,
+                         logging_level="INFO" if debug else "WARNING",
+                         runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}})
+        self.slots = sorted({g for grp in plan.groups for g in grp.gpus})
+        # On a cluster the GPUs are wherever Ray says, not necessarily on this machine.
+        self.use_gpu = ray.cluster_resources().get("GPU", 0) > 0
+        cpus_per_slot = max(0.01, machine.cpus / max(1, len(self.slots)))
+        self.cpus_per_slot = cpus_per_slot
+        # Threads per worker: colocated roles take turns on a slot, so each may use the slot's whole share.
+        self.threads = threads or max(1, int(machine.cpus // max(1, len(self.slots))))
+        self.groups: dict[int, Any] = {}
+        self.bundle_of: dict[int, tuple[int, int]] = {}  # slot → (group, bundle index)
+        for grp in plan.groups:
+            if not grp.gpus:
+                continue
+            bundle = {"GPU": 1, "CPU": 1} if self.use_gpu else {"CPU": cpus_per_slot}
+            pg = placement_group([dict(bundle) for _ in grp.gpus], strategy="PACK",
+                                 name=f"rlcfg-{plan.experiment.name}-group{grp.index}")
+            self.groups[grp.index] = pg
+            for b, g in enumerate(grp.gpus):
+                self.bundle_of[g] = (grp.index, b)
+        if self.groups:
+            timeout = 600 if address else 60
+            ready = [pg.ready() for pg in self.groups.values()]
+            done, pending = ray.wait(ready, num_returns=len(ready), timeout=timeout)
+            if pending:
+                raise RuntimeError(f"Ray could not reserve the plan's {len(self.slots)} "
+                                   f"{'GPUs' if self.use_gpu else 'CPU slots'} within {timeout} s; the cluster is "
+                                   "too small for this plan")
+        self.group_roles = {grp.index: [r for r in grp.roles] for grp in plan.groups}
+        self.actors: list[Any] = []
+
+    def spawn(self, cls: type, role: str, group: int, slot: int, args: tuple) -> Any:
+        """An actor of `cls` on the bundle of `slot`. Its share of the bundle assumes every role of the group
+        has a process there, so fused workers reserve less than the bundle holds, never more."""
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        g, bundle = self.bundle_of[slot]
+        sharing = max(1, len(self.group_roles.get(group, [role])))
+        options: dict[str, Any] = {
+            "scheduling_strategy": PlacementGroupSchedulingStrategy(self.groups[g], placement_group_bundle_index=bundle),
+            "max_concurrency": 1,  # calls run in submission order: the phases of a step never interleave
+        }
+        if self.use_gpu:
+            options.update(num_gpus=1.0 / sharing, num_cpus=1.0 / sharing)
+        else:
+            options.update(num_cpus=self.cpus_per_slot / sharing)
+        actor = self.ray.remote(cls).options(**options).remote(*args)
+        self.actors.append(actor)
+        return actor
+
+    def shutdown(self) -> None:
+        from ray.util.placement_group import remove_placement_group
+
+        for actor in self.actors:
+            try:
+                self.ray.kill(actor)
+            except Exception:  # already dead
+                pass
+        for pg in self.groups.values():
+            try:
+                remove_placement_group(pg)
+            except Exception:  # already gone with the cluster
+                pass
+
+
+# ------------------------------------------------------------------------------------------------ the run
+
+class Run:
+    def __init__(self, plan: ExecutionPlan, options: RunOptions):
+        self.plan, self.opt = plan, options
+        self.exp = plan.experiment
+        self.alg = self.exp.algorithm
+        self.machine = detect_machine()
+        self.device = "cuda" if self.machine.gpus else "cpu"
+        self.notes: set[str] = set()
+
+    # ---- before Ray: everything that can be checked cheaply ------------------------------------------------
+
+    def prepare(self) -> None:
+        from rlcfg.runtime import rewards
+        from rlcfg.runtime.data import PromptSampler, load_prompts, load_tokenizer
+
+        preflight(self.plan, self.machine, has_cluster=bool(self.opt.address or os.environ.get("RAY_ADDRESS")))
+        exp = self.exp
+        rewards.get(exp.reward_function)  # an unknown reward function fails here, not in a worker
+        actor = exp.role("actor")
+        self.tokenizer_path = actor.model.tokenizer or actor.model.path
+        for role in exp.roles:
+            path = role.model.path if role.model else ""
+            if path and not os.path.exists(path) and not _looks_like_hub_id(path):
+                raise FileNotFoundError(f"the {role.name}'s model path `{path}` does not exist")
+        try:
+            self.tokenizer = load_tokenizer(self.tokenizer_path)
+        except OSError as exc:
+            reason = str(exc).strip().splitlines()[0]
+            raise FileNotFoundError(f"cannot load the tokenizer of `{self.tokenizer_path}`: it is not a local "
+                                    f"directory, and fetching it from the Hugging Face Hub failed ({reason})") from None
+        d = exp.data
+        self.train_data = load_prompts(d.train_files, self.tokenizer, d.prompt_key, d.answer_key,
+                                       d.max_prompt_length, d.apply_chat_template)
+        self.eval_data = (load_prompts(d.eval_files, self.tokenizer, d.prompt_key, d.answer_key,
+                                       d.max_prompt_length, d.apply_chat_template) if d.eval_files else None)
+        self.sampler = PromptSampler(len(self.train_data), exp.schedule.prompts_per_step, d.seed, d.shuffle)
+        self.total_steps = _total_steps(exp, self.plan, len(self.train_data))
+        self.ckpt_root = exp.checkpointing.directory or os.path.join(self.opt.output_dir, "checkpoints")
+        self.resume_path = None
+        if not self.opt.resume and ckpt.latest(self.ckpt_root):
+            # Starting over beside an earlier run's checkpoints would let pruning delete the new ones first.
+            raise FileExistsError(f"{self.ckpt_root} already holds checkpoints of an earlier run (latest: "
+                                  f"{os.path.basename(ckpt.latest(self.ckpt_root))}); resume it, delete them, or "
+                                  "choose another output folder")
+        if self.opt.resume:
+            if self.opt.resume == "latest":
+                ckpt.clean_partial(self.ckpt_root)
+                self.resume_path = ckpt.latest(self.ckpt_root)
+            else:
+                ckpt.read_driver_state(self.opt.resume)  # a bad path fails before Ray starts
+                self.resume_path = self.opt.resume
+
+    # ---- workers ---------------------------------------------------------------------------------------------
+
+    def _train_spec(self, role: Role, kind: str) -> dict[str, Any]:
+        opt = None
+        if role.optimizer is not None:
+            o = role.optimizer
+            opt = {"name": o.name, "lr": o.lr, "weight_decay": o.weight_decay, "betas": list(o.betas), "eps": o.eps,
+                   "grad_clip": o.grad_clip, "scheduler": o.scheduler, "warmup_steps": o.warmup_steps,
+                   "min_lr": o.min_lr}
+        dtype = role.model.dtype if role.model else "float32"
+        if self.device == "cpu" and dtype == "float16":
+            dtype = "bfloat16"  # CPUs have no fast fp16 kernels; bf16 keeps the same memory
+            self.notes.add(f"{role.name}: float16 runs as bfloat16 on CPU (no fast fp16 kernels there)")
+        return {"kind": kind, "model_path": role.model.path, "dtype": dtype, "device": self.device,
+                "optimizer": opt,
+                "total_optimizer_steps": self.total_steps * max(1, self.plan.batch.optimizer_steps_per_step),
+                "gradient_checkpointing": role.gradient_checkpointing,
+                "fsdp_shard": role.parallelism.fsdp_shard, "temperature": self.exp.sampling.temperature,
+                "cpu_offload": role.offload.cpu_offload_during_step, "offload_params": role.offload.params,
+                "offload_optimizer": role.offload.optimizer}
+
+    def _start_trainers(self, roles: list[tuple[Role, str]], rollout_spec: dict[str, Any] | None = None) -> list[Any]:
+        """One worker per rank of roles[0]; the other roles share its processes (same GPUs, same ranks)."""
+        from rlcfg.runtime.workers import HybridWorker, TrainWorker
+
+        placement = self.plan.placement(roles[0][0].name)
+        world = len(placement.ranks)
+        specs = {role.name: self._train_spec(role, kind) for role, kind in roles}
+        cls, extra = (HybridWorker, (rollout_spec, self.exp.reward_function)) if rollout_spec else (TrainWorker, ())
+        return [self.cluster.spawn(cls, roles[0][0].name, placement.group, slot.gpu,
+                                   (specs, slot.rank, world, self.cluster.threads, *extra))
+                for slot in placement.ranks]
+
+    def _beside_actor(self, name: str) -> bool:
+        """Whether a role sits on exactly the actor's GPUs (slots), rank for rank, so it can share the actor's
+        worker processes."""
+        ap, other = self.plan.placement("actor"), self.plan.placement(name)
+        if ap is None or other is None or ap.group != other.group:
+            return False
+        return [s.gpu for s in ap.ranks] == [s.gpu for s in other.ranks]
+
+    def _hybrid(self) -> bool:
+        """Whether each rollout engine can live in the process of the actor rank on the same GPU (slot):
+        colocated, one single-GPU engine per actor rank, on the same GPUs in the same order."""
+        ap, rp = self.plan.placement("actor"), self.plan.placement("rollout")
+        if ap is None or rp is None or ap.group != rp.group:
+            return False
+        return self._beside_actor("rollout") and rp.dp == len(rp.ranks)
+
+    def _setup_trainers(self, groups: list[list[Any]]) -> None:
+        ray = self.cluster.ray
+        calls = []
+        for workers in groups:
+            address, port = ray.get(workers[0].rendezvous.remote())
+            calls += [w.setup.remote(address, port) for w in workers]
+        ray.get(calls)
+
+    def start(self) -> None:
+        from rlcfg.runtime.workers import RolloutWorker
+
+        exp = self.exp
+        t0 = time.perf_counter()
+        threads = self.opt.threads or os.environ.get("RLCFG_TORCH_THREADS") or _threads_for(exp)
+        self.cluster = Cluster(self.plan, self.machine, self.opt.address, self.opt.debug,
+                               int(threads) if threads else None)
+        self.startup = {"ray_s": time.perf_counter() - t0}
+        rollout_role = exp.role("rollout")
+        rp = self.plan.placement("rollout")
+        engine_args = rollout_role.engine_args()
+        rollout_spec = {
+            "model_path": rollout_role.model.path if rollout_role.model and rollout_role.model.path
+            else exp.role("actor").model.path,
+            "tokenizer": self.tokenizer_path, "device": self.device,
+            "dtype": "float32" if self.device == "cpu" else (rollout_role.model.dtype if rollout_role.model
+                                                              else "bfloat16"),
+            "max_num_seqs": engine_args.get("max_num_seqs")}
+        if rollout_role.backend == "vllm":
+            from rlcfg.runtime.backends import vllm
+
+            rollout_spec.update(backend="vllm", engine_args=vllm.engine_args(rollout_role, self.plan,
+                                                                             device=self.device))
+        elif rollout_role.backend == "sglang":
+            from rlcfg.runtime.backends import sglang
+
+            rollout_spec.update(backend="sglang", engine_args=sglang.server_args(
+                rollout_role, self.plan, fields=sglang.installed_fields()))
+        self.hybrid = self._hybrid()
+        wanted = [("reference", exp.role("reference") is not None and self._needs_reference()),
+                  ("critic", self.alg.advantage == "gae")]
+        fused = [name for name, want in wanted if want and self._beside_actor(name)]
+        self.actor = self._start_trainers([(exp.role("actor"), "actor")] + [(exp.role(n), n) for n in fused],
+                                          rollout_spec if self.hybrid else None)
+        self.reference = self.critic = []
+        for name, want in wanted:
+            if want:
+                setattr(self, name, self.actor if name in fused else self._start_trainers([(exp.role(name), name)]))
+        if self.hybrid:
+            self.rollout = self.actor
+        else:
+            per_engine = max(1, len(rp.ranks) // max(1, rp.dp))
+            engine_slots = [s for s in rp.ranks if s.rank % per_engine == 0]
+            self.rollout = [self.cluster.spawn(RolloutWorker, "rollout", rp.group, s.gpu,
+                                               (rollout_spec, self.cluster.threads, exp.reward_function))
+                            for s in engine_slots]
+        groups = [self.actor] + [g for g in (self.reference, self.critic) if g and g is not self.actor]
+        self._setup_trainers(groups)
+        if not self.hybrid:
+            self.cluster.ray.get([r.sleep.remote() for r in self.rollout])  # waits until the engines are up
+        self.startup["workers_s"] = time.perf_counter() - t0 - self.startup["ray_s"]
+        self.pending_weights = None
+        self.prefetched = None
+        self.sampler_state = self.sampler.state_dict()
+
+    def _needs_reference(self) -> bool:
+        return self.alg.kl.placement != "none" and self.alg.kl.coef > 0
+
+    # ---- one step ----------------------------------------------------------------------------------------------
+
+    def _submit(self, prompt_ids: list[tuple[int, ...]], sampling: dict[str, Any], seed: int,
+                answers: list[str | None]) -> list[Any]:
+        """Start generation on every engine (a contiguous share of the prompts each), scoring the responses
+        there; `answers` has one entry per sample (n per prompt). Returns the calls' ObjectRefs."""
+        k = len(self.rollout)
+        n = int(sampling.get("n", 1))
+        share = -(-len(prompt_ids) // k)
+        calls = []
+        weights, self.pending_weights = self.pending_weights, None
+        for e, engine in enumerate(self.rollout):
+            part = [list(p) for p in prompt_ids[e * share:(e + 1) * share]]
+            # Every engine takes the pending weights, even one without prompts this time.
+            calls.append(engine.generate.remote(part, sampling, seed * 1009 + e, weights,
+                                                answers[e * share * n:(e + 1) * share * n]))
+        return calls
+
+    def _finish(self, calls: list[Any]):
+        results = self.cluster.ray.get(calls)
+        gens = [g for out, _info in results for g in out]
+        scores = [x for _o, info in results for x in info["scores"]]
+        texts = [x for _o, info in results for x in info["texts"]]
+        infos = [info for _o, info in results]
+        times = {"generate": max(i["generate_s"] for i in infos), "weight_load": max(i["load_s"] for i in infos),
+                 "reward": max(i.get("reward_s", 0.0) for i in infos)}
+        return gens, scores, texts, times
+
+    def _rollout(self, prompt_ids: list[tuple[int, ...]], sampling: dict[str, Any], seed: int,
+                 answers: list[str | None]):
+        return self._finish(self._submit(prompt_ids, sampling, seed, answers))
+
+    def _draw(self, step: int, draws: int) -> dict[str, Any]:
+        """Take the next prompts and start rolling them out."""
+        idx = self.sampler.next()
+        prompts = [self.train_data.token_ids[i] for i in idx]
+        answers = [self.train_data.answers[i] for i in idx]
+        n = self.alg.group_size
+        calls = self._submit(prompts, self._sampling(), self.exp.seed * 100_003 + step * 7 + draws,
+                             [a for a in answers for _ in range(n)])
+        return {"idx": idx, "prompts": prompts, "calls": calls, "t0": time.perf_counter()}
+
+    def _sampling(self, eval_mode: bool = False) -> dict[str, Any]:
+        s = self.exp.eval_sampling if eval_mode and self.exp.eval_sampling else self.exp.sampling
+        return {"max_new_tokens": s.max_new_tokens, "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
+                "min_p": s.min_p, "n": 1 if eval_mode else self.alg.group_size, "stop": list(s.stop)}
+
+    def _collect(self, step: int, timing: dict[str, float], first: dict[str, Any] | None = None):
+        """Roll out and score one step's prompts (`first`: the draw already started while the previous step
+        trained); with DAPO dynamic sampling keep drawing prompts until the step has enough groups whose
+        rewards differ (at most 4 draws)."""
+        n = self.alg.group_size
+        want = self.exp.schedule.prompts_per_step
+        kept: list[dict[str, Any]] = []
+        draws, seen_groups = 0, 0
+        while True:
+            draw = first if (first is not None and draws == 0) else self._draw(step, draws)
+            idx, prompts = draw["idx"], draw["prompts"]
+            gens, scores, texts, times = self._finish(draw["calls"])
+            for k, v in times.items():
+                timing[k] = timing.get(k, 0.0) + v
+            timing["rollout_call"] = timing.get("rollout_call", 0.0) + time.perf_counter() - draw["t0"]
+            for g in range(len(idx)):
+                group = {"index": idx[g], "prompt": prompts[g],
+                         "responses": gens[g * n:(g + 1) * n], "scores": scores[g * n:(g + 1) * n],
+                         "texts": texts[g * n:(g + 1) * n]}
+                seen_groups += 1
+                if self.alg.dynamic_sampling and max(group["scores"]) == min(group["scores"]):
+                    continue
+                kept.append(group)
+            draws += 1
+            if not self.alg.dynamic_sampling or len(kept) >= want or draws >= 4:
+                break
+        kept = kept[:want]
+        return kept, {"data/prompt_indices": [g["index"] for g in kept], "data/draws": draws,
+                      "data/groups_seen": seen_groups, "data/epoch": self.sampler.epoch}
+
+    def _batch(self, groups: list[dict[str, Any]]):
+        """Tensors for the trainers: prompts left-padded to a common width P, responses right-padded to R."""
+        import torch
+
+        samples = [(g["prompt"], r, s) for g in groups for r, s in zip(g["responses"], g["scores"])]
+        pad = self.tokenizer.pad_token_id or 0
+        P = max(len(p) for p, _r, _s in samples)
+        R = max(max(len(r[0]) for _p, r, _s in samples), 1)
+        # Rows are built as Python lists and converted once: per-row tensor writes cost more than the rest of
+        # the driver's step for small models.
+        ids_rows, attn_rows, resp_rows = [], [], []
+        for p, (tokens, _lp, _done), _s in samples:
+            lp, lr = len(p), len(tokens)
+            ids_rows.append([pad] * (P - lp) + list(p) + list(tokens) + [pad] * (R - lr))
+            attn_rows.append([0] * (P - lp) + [1] * (lp + lr) + [0] * (R - lr))
+            resp_rows.append([1.0] * lr + [0.0] * (R - lr))
+        input_ids = torch.tensor(ids_rows, dtype=torch.long)
+        attention = torch.tensor(attn_rows, dtype=torch.long)
+        response_mask = torch.tensor(resp_rows, dtype=torch.float32)
+        finished = torch.tensor([bool(r[2]) for _p, r, _s in samples], dtype=torch.bool)
+        scores = torch.tensor([s for _p, _r, s in samples], dtype=torch.float32)
+        return {"input_ids": input_ids, "attention_mask": attention, "response_mask": response_mask}, scores, finished
+
+    def _split(self, batch: dict[str, Any], parts: int) -> list[dict[str, Any]]:
+        n = batch["response_mask"].shape[0]
+        size = n // parts
+        return [{k: v[r * size:(r + 1) * size] for k, v in batch.items()} for r in range(parts)]
+
+    def _compute(self, workers: list[Any], batch: dict[str, Any], role: Role, timing: dict[str, float], key: str):
+        import torch
+
+        micro = role.forward_micro_batch_size or role.micro_batch_size or self.plan.batch.micro_batch_size or 8
+        t0 = time.perf_counter()
+        outs = self.cluster.ray.get([w.compute.remote(part, micro, role.name)
+                                     for w, part in zip(workers, self._split(batch, len(workers)))])
+        timing[key] = time.perf_counter() - t0
+        timing[key + "_compute"] = max(o["forward_s"] for o in outs)
+        return torch.cat([o["values"] for o in outs], dim=0)
+
+    def _denominators(self, mask, ranks: int, mini: int) -> list[tuple[float, float]]:
+        n = mask.shape[0] // ranks
+        out = []
+        for m0 in range(0, n, mini):
+            tokens = seqs = 0.0
+            for r in range(ranks):
+                part = mask[r * n + m0:r * n + min(m0 + mini, n)]
+                tokens += float(part.sum())
+                seqs += float((part.sum(dim=1) > 0).sum())
+            out.append((max(tokens, 1.0), max(seqs, 1.0)))
+        return out
+
+    def step(self, step: int, prefetch: bool = False) -> dict[str, Any]:
+        """One training step. With `prefetch`, the next step's first rollout is queued right behind this
+        step's update (same process, same order, so it sees the new weights): the engines start it without
+        waiting for the driver's round trip. `self.sampler_state` keeps the data position as of the end of
+        this step, which is what a checkpoint must record."""
+        ray = self.cluster.ray
+        alg, exp = self.alg, self.exp
+        timing: dict[str, float] = {}
+        t_step = time.perf_counter()
+        first, self.prefetched = self.prefetched, None
+        groups, data_info = self._collect(step, timing, first)
+        self.sampler_state = self.sampler.state_dict()
+        batch, raw_scores, finished = self._batch(groups)
+        mask = batch["response_mask"]
+        lengths = mask.sum(dim=1)
+        n_actor = len(self.actor)
+        usable = (raw_scores.shape[0] // n_actor) * n_actor
+        if usable < raw_scores.shape[0]:  # dynamic sampling can leave a count the ranks cannot share evenly
+            batch = {k: v[:usable] for k, v in batch.items()}
+            raw_scores, finished, lengths, mask = raw_scores[:usable], finished[:usable], lengths[:usable], \
+                batch["response_mask"]
+
+        t0 = time.perf_counter()
+        shaping = alg.reward
+        scores = A.shape_rewards(raw_scores, shaping.scale, shaping.bias, shaping.clip)
+        if shaping.overlong_penalty_length is not None:
+            scores = scores + A.overlong_penalty(lengths, exp.sampling.max_new_tokens,
+                                                 shaping.overlong_penalty_length, shaping.overlong_penalty_factor)
+        timing["advantage"] = time.perf_counter() - t0
+
+        metrics: dict[str, Any] = {}
+        actor_role = exp.role("actor")
+        if self._needs_reference():
+            batch["ref_logprobs"] = self._compute(self.reference, batch, exp.role("reference"), timing, "ref")
+        on_policy = (alg.ppo_epochs == 1 and self.plan.batch.samples_per_optimizer_step >= self.plan.batch.samples_per_step)
+        if not on_policy or (self._needs_reference() and alg.kl.placement == "reward"):
+            batch["old_logprobs"] = self._compute(self.actor, batch, actor_role, timing, "old_logprob")
+        if self.critic:
+            batch["old_values"] = self._compute(self.critic, batch, exp.role("critic"), timing, "values")
+
+        t0 = time.perf_counter()
+        token_rewards = A.token_level_scores(scores, mask)
+        if "ref_logprobs" in batch and "old_logprobs" in batch:
+            kl = A.kl_estimate(batch["old_logprobs"], batch["ref_logprobs"], alg.kl.estimator) * mask
+            metrics["kl"] = float(kl.sum() / mask.sum().clamp(min=1))
+            if alg.kl.placement == "reward":
+                token_rewards = token_rewards - alg.kl.coef * kl
+        seq_rewards = token_rewards.sum(dim=1)
+        if alg.advantage == "grpo":
+            adv = A.grpo_advantages(seq_rewards, alg.group_size, alg.normalize_advantage_std).unsqueeze(1) * mask
+        elif alg.advantage == "rloo":
+            adv = A.rloo_advantages(seq_rewards, alg.group_size).unsqueeze(1) * mask
+        elif alg.advantage == "reinforce++":
+            adv = A.reinforce_pp_advantages(token_rewards, mask, alg.gamma)
+        else:
+            adv, returns = A.gae(token_rewards, batch["old_values"], mask, alg.gamma, alg.lam)
+            adv = A.whiten(adv, mask)
+            batch["returns"] = returns
+        if alg.batch_normalize_advantage and alg.advantage in ("grpo", "rloo"):
+            adv = A.whiten(adv, mask)
+        batch["advantages"] = adv
+        loss_mask = A.mask_truncated(mask, finished) if alg.mask_truncated else mask
+        batch["response_mask"] = loss_mask
+        timing["advantage"] += time.perf_counter() - t0
+
+        # ---- updates
+        plan_batch = self.plan.batch
+        per_rank = loss_mask.shape[0] // n_actor
+        mini = min(plan_batch.samples_per_rank or per_rank, per_rank) or per_rank
+        micro = min(plan_batch.micro_batch_size or mini, mini)
+        cfg = {"ppo_epochs": alg.ppo_epochs, "mini_batch": mini, "micro_batch": micro,
+               "denominators": self._denominators(loss_mask, n_actor, mini), "policy_loss": alg.policy_loss,
+               "clip_low": alg.clip_low, "clip_high": alg.clip_high, "clip_ratio_c": alg.clip_ratio_c,
+               "aggregation": alg.loss_aggregation, "entropy_coef": alg.entropy_coef,
+               "kl_loss_coef": alg.kl.coef if alg.kl.placement == "loss" else 0.0, "kl_estimator": alg.kl.estimator,
+               "value_clip": alg.value_clip}
+        t0 = time.perf_counter()
+        keys = ["input_ids", "attention_mask", "response_mask", "advantages"] + [
+            k for k in ("old_logprobs", "ref_logprobs") if k in batch]
+        calls, weight_refs = [], []
+        for w, part in zip(self.actor, self._split({k: batch[k] for k in keys}, n_actor)):
+            if self.hybrid:
+                calls.append(w.train_and_sync.remote(part, cfg))
+            else:
+                metrics_ref, weights_ref = w.train_and_gather.options(num_returns=2).remote(part, cfg)
+                calls.append(metrics_ref)
+                weight_refs.append(weights_ref)
+        if weight_refs:
+            self.pending_weights = weight_refs[0]  # loaded by the engines at their next generate
+        if prefetch:
+            self.prefetched = self._draw(step + 1, 0)
+        if self.critic:
+            ccfg = dict(cfg, denominators=self._denominators(loss_mask, len(self.critic),
+                                                             max(1, loss_mask.shape[0] // len(self.critic))),
+                        mini_batch=max(1, loss_mask.shape[0] // len(self.critic)))
+            ckeys = ["input_ids", "attention_mask", "response_mask", "old_values", "returns"]
+            critic_calls = [w.train.remote(part, ccfg, "critic") for w, part in
+                            zip(self.critic, self._split({k: batch[k] for k in ckeys}, len(self.critic)))]
+        results = ray.get(calls)
+        if self.critic:
+            critic_results = ray.get(critic_calls)
+            metrics["critic/value_loss"] = sum(r.get("value_loss", 0.0) for r in critic_results)
+        timing["train"] = time.perf_counter() - t0
+        for key in ("forward_s", "backward_s", "optimizer_s", "gather_s"):
+            timing["train_" + key[:-2]] = max(r[key] for r in results)
+        for key in results[0]:
+            if key in ("forward_s", "backward_s", "optimizer_s", "gather_s"):
+                continue
+            values = [r[key] for r in results if key in r]
+            metrics["actor/" + key] = sum(values) if key in SHARE_METRICS else sum(values) / len(values)
+        if "kl" not in metrics and "actor/kl_loss" in metrics:
+            metrics["kl"] = metrics["actor/kl_loss"]  # on-policy KL in the loss: the trainer measured it
+
+        step_s = time.perf_counter() - t_step
+        n_samples = int(raw_scores.shape[0])
+        compute = (timing.get("generate", 0.0) + timing.get("train_forward", 0.0) + timing.get("train_backward", 0.0)
+                   + timing.get("train_optimizer", 0.0) + timing.get("ref_compute", 0.0)
+                   + timing.get("old_logprob_compute", 0.0) + timing.get("values_compute", 0.0))
+        metrics.update({
+            "step": step,
+            "reward/mean": float(raw_scores.mean()), "reward/std": float(raw_scores.std()) if n_samples > 1 else 0.0,
+            "reward/shaped_mean": float(scores.mean()),
+            "response/length_mean": float(lengths.float().mean()), "response/length_max": float(lengths.max()),
+            "response/truncated_frac": float((~finished).float().mean()),
+            "throughput/samples_per_s": n_samples / step_s,
+            "throughput/tokens_per_s": float(batch["attention_mask"].sum()) / step_s,
+            "time/step": step_s, "time/overhead_share": max(0.0, 1.0 - compute / step_s),
+            **{f"time/{k}": v for k, v in timing.items()},
+            **data_info,
+            "example": groups[0]["texts"][0] if groups else "",
+        })
+        return metrics
+
+    # ---- evaluation, checkpoints -------------------------------------------------------------------------------
+
+    def evaluate(self) -> dict[str, float]:
+        if not self.eval_data:
+            return {}
+        ids = list(self.eval_data.token_ids)
+        _gens, scores, _texts, _times = self._rollout(ids, self._sampling(eval_mode=True), self.exp.seed,
+                                                      list(self.eval_data.answers))
+        return {"eval/reward": sum(scores) / max(1, len(scores)), "eval/samples": len(scores)}
+
+    def save(self, step: int) -> str:
+        import torch
+
+        ray = self.cluster.ray
+        tmp = ckpt.begin(self.ckpt_root, step)
+        calls = [w.save.remote(os.path.join(tmp, "actor")) for w in self.actor]
+        calls += [w.save.remote(os.path.join(tmp, "critic"), "critic") for w in self.critic]
+        ray.get(calls)
+        if self.exp.checkpointing.save_hf:
+            self._export(os.path.join(tmp, "hf"))
+        torch.save({"python": random.getstate(), "torch": torch.get_rng_state()}, os.path.join(tmp, "driver_rng.pt"))
+        state = {"step": step, "sampler": self.sampler_state, "experiment": self.exp.name,
+                 "total_steps": self.total_steps}
+        path = ckpt.commit(tmp, self.ckpt_root, step, state)
+        ckpt.prune(self.ckpt_root, self.exp.checkpointing.keep_last)
+        return path
+
+    def _export(self, path: str) -> None:
+        self.cluster.ray.get([w.export_hf.remote(path) for w in self.actor])
+        self.tokenizer.save_pretrained(path)
+
+    def restore(self, path: str) -> int:
+        import torch
+
+        ray = self.cluster.ray
+        state = ckpt.read_driver_state(path)
+        calls = [w.load.remote(os.path.join(path, "actor")) for w in self.actor]
+        if self.critic:
+            calls += [w.load.remote(os.path.join(path, "critic"), "critic") for w in self.critic]
+        ray.get(calls)
+        self.sampler.load_state_dict(state["sampler"])
+        self.sampler_state = self.sampler.state_dict()
+        rng_file = os.path.join(path, "driver_rng.pt")
+        if os.path.exists(rng_file):
+            rng = torch.load(rng_file, weights_only=False)
+            random.setstate(rng["python"])
+            torch.set_rng_state(rng["torch"])
+        self._sync_weights()
+        return int(state["step"])
+
+    def _sync_weights(self) -> None:
+        """Push the actor's weights to the rollout engines now (after a restore)."""
+        ray = self.cluster.ray
+        if self.hybrid:
+            ray.get([w.sync_rollout.remote() for w in self.actor])
+        else:
+            states = [w.full_state_dict.remote() for w in self.actor]
+            ray.get([r.update_weights.remote(states[0]) for r in self.rollout])
+            ray.get(states[1:])
+        self.pending_weights = None
+
+    # ---- the loop ----------------------------------------------------------------------------------------------
+
+    def run(self) -> RunResult:
+        from rlcfg.runtime.reporting import Reporter, summary_line
+
+        self.prepare()
+        exp, opt = self.exp, self.opt
+        if self.resume_path:
+            done_steps = int(ckpt.read_driver_state(self.resume_path)["step"])
+            if done_steps >= self.total_steps:  # nothing left: say so without starting Ray
+                summary = (f"rlcfg run: the run in {opt.output_dir} is already complete ({done_steps} of "
+                           f"{self.total_steps} steps); nothing to do (choose another output folder to start over)")
+                import sys
+
+                print(summary, file=opt.stream or sys.stderr, flush=True)
+                return RunResult(steps=done_steps, history=[], elapsed_s=0.0, summary=summary,
+                                 output_dir=opt.output_dir, resumed_from=self.resume_path)
+        os.makedirs(opt.output_dir, exist_ok=True)
+        with open(os.path.join(opt.output_dir, "experiment.json"), "w", encoding="utf-8") as f:
+            json.dump(to_json(exp), f, indent=1)
+        self.start()
+        try:
+            start_step = self.restore(self.resume_path) if self.resume_path else 0
+            reporter = Reporter(opt.output_dir, exp.logging.backends, exp.logging.project,
+                                exp.logging.run_name or exp.name, stream=opt.stream, resume_step=start_step,
+                                config=to_json(exp))
+            stream = reporter.stream
+            for note in sorted(self.notes):
+                print(f"rlcfg: note: {note}", file=stream)
+            if self.resume_path:
+                print(f"rlcfg: resuming from {self.resume_path} (step {start_step})", file=stream, flush=True)
+            if self.train_data.dropped:
+                print(f"rlcfg: note: {self.train_data.dropped} prompts longer than {exp.data.max_prompt_length} "
+                      "tokens were left out", file=stream)
+            interval = exp.checkpointing.interval
+            eval_every = exp.schedule.eval_interval
+            if exp.schedule.eval_before_train and start_step == 0 and self.eval_data:
+                reporter.log({"step": 0, **self.evaluate()})
+            last = self.total_steps
+            if opt.max_steps is not None:
+                last = min(last, start_step + opt.max_steps)
+            t_run = time.perf_counter()
+            done = 0
+            for step in range(start_step + 1, last + 1):
+                # Prefetching would start the next step before this one's evaluation: keep them in order.
+                metrics = self.step(step, prefetch=step < last and not (eval_every and step % eval_every == 0))
+                if eval_every and step % eval_every == 0:
+                    metrics.update(self.evaluate())
+                if step == 1 or (step == start_step + 1):
+                    metrics.update({f"startup/{k}": v for k, v in self.startup.items()})
+                if (interval and step % interval == 0) or step == self.total_steps:
+                    t0 = time.perf_counter()
+                    self.save(step)
+                    metrics["time/checkpoint"] = time.perf_counter() - t0
+                reporter.log(metrics)
+                done += 1
+                reporter.progress(step, self.total_steps, metrics, time.perf_counter() - t_run, done)
+            if last == self.total_steps and done:
+                self._export(os.path.join(opt.output_dir, "hf_model"))
+            elapsed = time.perf_counter() - t_run
+            plots = reporter.plots()
+            summary = summary_line(reporter.history, elapsed, opt.output_dir)
+            print(summary, file=stream, flush=True)
+            history = list(reporter.history)
+            reporter.close()
+            return RunResult(steps=last, history=history, elapsed_s=elapsed, summary=summary,
+                             output_dir=opt.output_dir, plots=plots, resumed_from=self.resume_path)
+        finally:
+            self.cluster.shutdown()
+
+
+def plan_here(exp: Experiment, address: str | None = None, machine: Machine | None = None
+              ) -> tuple[ExecutionPlan, list[str]]:
+    """The plan of `exp` on the machine at hand: its GPUs, or, with none, one CPU slot per GPU the roles ask
+    for (each becomes a CPU bundle). Joining a cluster (`address`) keeps the cluster the config describes.
+    Returns the plan and its error messages (warnings, like idle GPUs, are not the runtime's concern)."""
+    from rlcfg.diagnostics import Severity
+    from rlcfg.plan import build_plan
+    from rlcfg.plan.model import ClusterShape
+
+    machine = machine or detect_machine()
+    if address:
+        plan, diagnostics = build_plan(exp)
+    elif machine.gpus:
+        import torch
+
+        memory = torch.cuda.get_device_properties(0).total_memory
+        plan, diagnostics = build_plan(exp, ClusterShape(nodes=1, gpus_per_node=machine.gpus,
+                                                         gpu_name=torch.cuda.get_device_name(0),
+                                                         gpu_memory_bytes=memory))
+    else:
+        # Lay the roles out on a roomy virtual node first, then size the node to the slots they took.
+        ram = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        roomy, _ = build_plan(exp, ClusterShape(nodes=1, gpus_per_node=1024, gpu_name="cpu", gpu_memory_bytes=ram))
+        used = sorted({g for p in roomy.placements for g in p.gpus}) or [0]
+        plan, diagnostics = build_plan(exp, ClusterShape(nodes=1, gpus_per_node=max(used) + 1, gpu_name="cpu",
+                                                         gpu_memory_bytes=ram))
+        # A memory estimate for GPUs says nothing about a CPU run.
+        diagnostics = [d for d in diagnostics if not d.code.startswith("RLC5")]
+    errors = [f"{d.code} {d.path}: {d.message}" + (f" ({d.hint})" if d.hint else "")
+              for d in diagnostics if d.severity == Severity.ERROR]
+    return plan, errors
+
+
+def _threads_for(exp: Experiment) -> int | None:
+    """1 torch thread per worker for a tiny model (under ~20M parameters, from its config.json): its matrices
+    are too small for intra-op parallelism to pay, and idle threads spinning on a shared CPU cost more than
+    they give. None (the slot's CPUs) otherwise."""
+    actor = exp.role("actor")
+    config_file = os.path.join(actor.model.path, "config.json") if actor and actor.model else ""
+    if not os.path.isfile(config_file):
+        return None
+    with open(config_file, encoding="utf-8") as f:
+        config = json.load(f)
+    try:
+        hidden, layers = int(config["hidden_size"]), int(config["num_hidden_layers"])
+        vocab = int(config.get("vocab_size", 0))
+    except (KeyError, TypeError, ValueError):
+        return None
+    return 1 if 12 * layers * hidden * hidden + 2 * vocab * hidden < 20_000_000 else None
+
+
+def _looks_like_hub_id(path: str) -> bool:
+    parts = path.split("/")
+    return len(parts) == 2 and all(parts) and not path.startswith((".", "/", "~"))
+
+
+def run(plan: ExecutionPlan, options: RunOptions) -> RunResult:
+    """Execute a plan. Raises PreflightError / DataError / FileNotFoundError before any worker starts."""
+    return Run(plan, options).run()

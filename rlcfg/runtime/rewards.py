@@ -1,0 +1,123 @@
+"""Rule-based rewards: a response's text and the reference answer in, a score in [0, 1] out.
+
+`exact_match` compares the stripped strings; `math` checks the final answer with math-verify when it is
+installed, else with a small normaliser (the last \\boxed{...} or the last number, fractions and
+thousands separators understood); `arithmetic` is the quickstart task's verifier.
+"""
+
+from __future__ import annotations
+
+import re
+from fractions import Fraction
+from typing import Callable
+
+RewardFn = Callable[[str, "str | None"], float]
+
+
+def exact_match(response: str, answer: str | None) -> float:
+    return float(answer is not None and response.strip() == answer.strip())
+
+
+def arithmetic(response: str, answer: str | None) -> float:
+    """The quickstart task: the response, up to the end-of-sequence marker, is exactly the answer's digits."""
+    return exact_match(response, answer)
+
+
+_BOXED = re.compile(r"\\boxed\s*\{")
+_NUMBER = re.compile(r"-?\d[\d,]*(?:\.\d+)?(?:/\d+)?")
+
+
+def _last_boxed(text: str) -> str | None:
+    starts = [m.end() for m in _BOXED.finditer(text)]
+    if not starts:
+        return None
+    i, depth = starts[-1], 1
+    for j in range(i, len(text)):
+        if text[j] == "{":
+            depth += 1
+        elif text[j] == "}":
+            depth -= 1
+            if depth == 0:
+                return text[i:j]
+    return None
+
+
+def extract_answer(text: str) -> str | None:
+    """The final answer a response gives: its last \\boxed{...}, else what follows its last "answer is",
+    else its last number."""
+    boxed = _last_boxed(text)
+    if boxed is not None:
+        return boxed
+    lowered = text.lower()
+    at = lowered.rfind("answer is")
+    if at >= 0:
+        tail = text[at + len("answer is"):].strip().strip(":").strip()
+        numbers = _NUMBER.findall(tail)
+        if numbers:
+            return numbers[0]
+        return tail.split("\n")[0].rstrip(".").strip() or None
+    numbers = _NUMBER.findall(text)
+    return numbers[-1] if numbers else None
+
+
+def normalise(answer: str) -> str | Fraction:
+    """A canonical form: numbers (with thousands separators, decimals, a/b, \\frac{a}{b}) as exact fractions;
+    anything else as text without spaces, dollar signs and a trailing period."""
+    s = answer.strip().strip("$").strip()
+    s = re.sub(r"\\(?:text|mathrm)\{([^}]*)\}", r"\1", s)
+    s = re.sub(r"\\[dt]?frac\{([^}]*)\}\{([^}]*)\}", r"(\1)/(\2)", s)
+    s = s.replace("\\left", "").replace("\\right", "").replace("\\!", "").replace(" ", "").rstrip(".")
+    plain = s.replace(",", "").replace("(", "").replace(")", "")
+    try:
+        if "/" in plain:
+            num, den = plain.split("/", 1)
+            return Fraction(Fraction(num), Fraction(den))
+        return Fraction(plain)
+    except (ValueError, ZeroDivisionError):
+        return s.lower()
+
+
+def _math_builtin(response: str, answer: str | None) -> float:
+    if answer is None:
+        return 0.0
+    predicted = extract_answer(response)
+    if predicted is None:
+        return 0.0
+    gold = extract_answer(answer) if ("\\boxed" in answer) else answer
+    return float(normalise(predicted) == normalise(gold))
+
+
+def _math_verify() -> RewardFn | None:
+    try:
+        from math_verify import parse, verify
+    except ImportError:
+        return None
+
+    def score(response: str, answer: str | None) -> float:
+        if answer is None:
+            return 0.0
+        gold = parse(answer if "\\boxed" in answer or "$" in answer else f"${answer}$")
+        predicted = parse(response)
+        try:
+            return float(bool(gold) and bool(predicted) and verify(gold, predicted))
+        except Exception:  # math-verify's sympy back end can choke on odd expressions: that is a wrong answer
+            return 0.0
+
+    return score
+
+
+def math(response: str, answer: str | None) -> float:
+    verifier = _math_verify()
+    return verifier(response, answer) if verifier is not None else _math_builtin(response, answer)
+
+
+REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": math, "arithmetic": arithmetic}
+
+
+def get(name: str) -> RewardFn:
+    if name not in REWARD_FUNCTIONS:
+        raise KeyError(f"unknown reward function `{name}`; rlcfg run knows {', '.join(sorted(REWARD_FUNCTIONS))}")
+    fn = REWARD_FUNCTIONS[name]
+    if fn is math:
+        return _math_verify() or _math_builtin  # resolve the import once, not per response
+    return fn

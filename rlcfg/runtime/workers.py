@@ -1,0 +1,239 @@
+"""The worker processes, one Ray actor per rank: a trainer rank (actor, reference or critic, on the fsdp
+backend), a rollout engine (hf, vllm or sglang backend) and a rule-based reward scorer.
+
+These are plain classes; the driver wraps them with `ray.remote` when it places them, so importing this
+module costs nothing and the classes can be unit-tested in-process.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import Any, Mapping
+
+
+def _threads(n: int) -> None:
+    import torch
+
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"
+    torch.set_num_threads(max(1, n))
+
+
+def _quiet() -> None:
+    """Workers log to files under Ray's session directory; transformers' advice-level warnings only add noise."""
+    import warnings
+
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    warnings.filterwarnings("ignore", category=UserWarning)
+    warnings.filterwarnings("ignore", category=FutureWarning)
+
+
+class TrainWorker:
+    """One rank of the trainer-side roles placed on this GPU (slot): the actor, and the reference and critic
+    when they are colocated with it on the same GPUs (one process, one process group, several FSDP models,
+    as verl's fused workers do), or a reference/critic rank of its own. `specs` maps role → engine settings;
+    the first is the worker's main role, used when a call names none."""
+
+    def __init__(self, specs: Mapping[str, Mapping[str, Any]], rank: int, world: int, threads: int):
+        _threads(threads)
+        _quiet()
+        self.specs = {role: dict(spec) for role, spec in specs.items()}
+        self.main = next(iter(self.specs))
+        self.rank, self.world = rank, world
+        self.engines: dict[str, Any] = {}
+
+    @property
+    def engine(self) -> Any:
+        return self.engines[self.main]
+
+    def rendezvous(self) -> tuple[str, int]:
+        """Rank 0's address and a free port for torch.distributed's rendezvous."""
+        if self.world > 1:
+            import ray
+
+            host = ray.util.get_node_ip_address()  # the address the other nodes reach this one on
+        else:
+            host = "127.0.0.1"
+        with socket.socket() as s:
+            s.bind(("", 0))
+            return host, s.getsockname()[1]
+
+    def setup(self, address: str, port: int) -> float:
+        from rlcfg.runtime.backends.fsdp import FSDPEngine, init_distributed
+
+        start = time.perf_counter()
+        init_distributed(self.rank, self.world, address, port, self.specs[self.main]["device"])
+        for role, spec in self.specs.items():
+            self.engines[role] = FSDPEngine(
+                spec["kind"], spec["model_path"], dtype=spec["dtype"], device=spec["device"],
+                optimizer=spec.get("optimizer"), total_optimizer_steps=spec.get("total_optimizer_steps"),
+                gradient_checkpointing=spec.get("gradient_checkpointing", False), fsdp_shard=spec.get("fsdp_shard"),
+                temperature=spec.get("temperature", 1.0), cpu_offload=spec.get("cpu_offload", False),
+                offload_params=spec.get("offload_params", False),
+                offload_optimizer=spec.get("offload_optimizer", False))
+        return time.perf_counter() - start
+
+    def _run(self, role: str | None, phase: str, *args: Any) -> Any:
+        """Run one phase of one role; colocated roles that offload give it the device meanwhile."""
+        role = role or self.main
+        others = [e for r, e in self.engines.items() if r != role]
+        for other in others:
+            other.offload()
+        try:
+            return getattr(self.engines[role], phase)(*args)
+        finally:
+            for other in others:
+                other.onload()
+
+    def compute(self, batch: Mapping[str, Any], micro_batch: int, role: str | None = None) -> dict[str, Any]:
+        return self._run(role, "compute", batch, micro_batch)
+
+    def train(self, batch: Mapping[str, Any], cfg: Mapping[str, Any], role: str | None = None) -> dict[str, float]:
+        return self._run(role, "train", batch, cfg)
+
+    def train_and_gather(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]):
+        """Train, then gather the new weights for the rollout engines in the same call. Called with
+        num_returns=2: the driver reads the metrics and hands the weights' ObjectRef on to the engines, so
+        the weights travel worker → object store → engine and never through the driver."""
+        metrics = self.train(batch, cfg)
+        start = time.perf_counter()
+        weights = self.engine.full_state_dict()
+        metrics["gather_s"] = time.perf_counter() - start
+        return metrics, weights
+
+    def full_state_dict(self) -> dict[str, Any] | None:
+        return self.engine.full_state_dict()
+
+    def save(self, path: str, role: str | None = None) -> None:
+        self.engines[role or self.main].save(path)
+
+    def load(self, path: str, role: str | None = None) -> None:
+        self.engines[role or self.main].load(path)
+
+    def export_hf(self, path: str) -> None:
+        self.engine.export_hf(path)
+
+
+class RewardScorer:
+    """Decodes responses and scores them with a rule-based reward function. Runs inside each rollout worker,
+    right after its generations finish, so scoring costs no extra process hop."""
+
+    def __init__(self, reward_function: str, tokenizer: Any):
+        from rlcfg.runtime import rewards
+
+        self.fn = rewards.get(reward_function)
+        self.tokenizer = tokenizer
+
+    def score(self, responses: list[list[int]], answers: list[str | None]) -> tuple[list[float], list[str]]:
+        texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
+        return [float(self.fn(t, a)) for t, a in zip(texts, answers)], texts
+
+
+class _Generating:
+    """The rollout side of a worker: an engine and its reward scorer."""
+
+    rollout: Any
+    scorer: RewardScorer
+
+    def _start_rollout(self, spec: Mapping[str, Any], reward_function: str) -> None:
+        backend = spec.get("backend", "hf")
+        if backend == "vllm":
+            from rlcfg.runtime.backends import vllm
+
+            self.rollout = vllm.from_spec(spec)
+        elif backend == "sglang":
+            from rlcfg.runtime.backends import sglang
+
+            self.rollout = sglang.from_spec(spec)
+        else:
+            from rlcfg.runtime.backends.hf import HFRolloutEngine
+
+            self.rollout = HFRolloutEngine(spec["model_path"], device=spec["device"], dtype=spec["dtype"],
+                                           max_num_seqs=spec.get("max_num_seqs"),
+                                           tokenizer_path=spec.get("tokenizer"))
+        self.scorer = RewardScorer(reward_function, self.rollout.tokenizer)
+
+    def generate(self, prompt_token_ids: list[list[int]], sampling: Mapping[str, Any], seed: int | None,
+                 weights: Mapping[str, Any] | None = None, answers: list[str | None] | None = None):
+        """Generate (n per prompt) and, given one answer per sample, score the responses. With `weights`, load
+        them first: the sync of the previous update, folded into this call to save a round trip.
+        Returns (generations, info) — call with num_returns=2 to fetch them separately."""
+        info: dict[str, Any] = {"load_s": 0.0}
+        if weights is not None:
+            start = time.perf_counter()
+            self.rollout.update_weights(weights)
+            info["load_s"] = time.perf_counter() - start
+        gens = self.rollout.generate(prompt_token_ids, sampling, seed)
+        info["generate_s"] = self.rollout.last_generate_s
+        out = [(g.token_ids, g.logprobs, g.finished) for g in gens]
+        if answers is not None:
+            start = time.perf_counter()
+            info["scores"], info["texts"] = self.scorer.score([g.token_ids for g in gens], answers)
+            info["reward_s"] = time.perf_counter() - start
+        return out, info
+
+    def update_weights(self, named_tensors: Mapping[str, Any]) -> int:
+        return self.rollout.update_weights(named_tensors)
+
+    def sleep(self) -> None:
+        self.rollout.sleep()
+
+    def wake_up(self) -> None:
+        self.rollout.wake_up()
+
+
+class RolloutWorker(_Generating):
+    """A rollout engine on GPUs (slots) of its own; weights arrive through Ray's object store."""
+
+    def __init__(self, spec: Mapping[str, Any], threads: int, reward_function: str):
+        _threads(threads)
+        _quiet()
+        self._start_rollout(spec, reward_function)
+
+
+class HybridWorker(TrainWorker, _Generating):
+    """A trainer rank and the rollout engine colocated on its GPU (slot), in one process: they take turns,
+    and the weight sync after each update is a copy in memory instead of a trip through the object store."""
+
+    def __init__(self, specs: Mapping[str, Mapping[str, Any]], rank: int, world: int, threads: int,
+                 rollout_spec: Mapping[str, Any], reward_function: str):
+        TrainWorker.__init__(self, specs, rank, world, threads)
+        self.shared = False
+        self._start_rollout(rollout_spec, reward_function)
+        self.rollout.sleep()
+
+    def setup(self, address: str, port: int) -> float:
+        elapsed = TrainWorker.setup(self, address, port)
+        self.sync_rollout()
+        return elapsed
+
+    def train_and_sync(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
+        metrics = self.train(batch, cfg)
+        start = time.perf_counter()
+        if not self.shared:
+            self.rollout.update_weights(self.engine.full_state_dict(all_ranks=True))
+        metrics["gather_s"] = time.perf_counter() - start
+        return metrics
+
+    def sync_rollout(self) -> None:
+        """Give the engine the trainer's weights. A single rank on CPU with the same dtype lets the engine's
+        parameters alias the trainer's (the optimizer updates them in place), so later syncs cost nothing;
+        anything else copies after every update."""
+        weights = self.engine.full_state_dict(all_ranks=True)
+        self.shared = self.engine.world == 1 and self.engine.device.type == "cpu" and self.rollout.share_weights(weights)
+        if not self.shared:
+            self.rollout.update_weights(weights)
+
+    def generate(self, *args: Any, **kwargs: Any):
+        for engine in self.engines.values():
+            engine.offload()
+        try:
+            return _Generating.generate(self, *args, **kwargs)
+        finally:
+            self.rollout.sleep()
+            for engine in self.engines.values():
+                engine.onload()

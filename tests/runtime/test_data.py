@@ -1,0 +1,148 @@
+"""Prompt files: every format, the prompt and answer columns, chat templates, the length limit, a seeded order,
+and a clear error for each way a data file can be wrong."""
+
+import builtins
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from rlcfg.runtime import quickstart  # noqa: E402
+from rlcfg.runtime.data import DataError, PromptSampler, load_prompts, load_tokenizer, read_records  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("tok")
+    quickstart.build_tokenizer(str(directory))
+    return load_tokenizer(str(directory))
+
+
+def write(path, text):
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def test_the_character_tokenizer_round_trips_and_pads_left(tokenizer):
+    ids = tokenizer("3+4=")["input_ids"]
+    assert len(ids) == 4
+    assert tokenizer.decode(ids) == "3+4="
+    assert tokenizer.padding_side == "left"
+
+
+@pytest.mark.parametrize("name,text", [
+    ("d.jsonl", '{"prompt": "1+2=", "answer": "3"}\n\n{"prompt": "2+2=", "answer": 4}\n'),
+    ("d.json", '[{"prompt": "1+2=", "answer": "3"}, {"prompt": "2+2=", "answer": 4}]'),
+    ("d.json", '{"prompt": ["1+2=", "2+2="], "answer": ["3", "4"]}'),
+    ("d.csv", "prompt,answer\n1+2=,3\n2+2=,4\n"),
+])
+def test_formats(tmp_path, tokenizer, name, text):
+    data = load_prompts([write(tmp_path / name, text)], tokenizer, answer_key="answer", apply_chat_template=False)
+    assert data.texts == ("1+2=", "2+2=")
+    assert data.answers == ("3", "4")
+
+
+def test_parquet(tmp_path, tokenizer):
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+
+    path = tmp_path / "d.parquet"
+    pq.write_table(pa.table({"question": ["1+2="], "answer": ["3"]}), str(path))
+    data = load_prompts([str(path)], tokenizer, prompt_key="question", answer_key="answer", apply_chat_template=False)
+    assert data.texts == ("1+2=",)
+
+
+def test_parquet_without_pyarrow_says_what_to_install(tmp_path, monkeypatch):
+    real_import = builtins.__import__
+
+    def no_pyarrow(name, *args, **kwargs):
+        if name.startswith("pyarrow"):
+            raise ImportError("no pyarrow")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_pyarrow)
+    path = tmp_path / "d.parquet"
+    path.write_bytes(b"PAR1")
+    with pytest.raises(DataError, match="pip install pyarrow"):
+        read_records(str(path))
+
+
+def test_nested_answer_key(tmp_path, tokenizer):
+    path = write(tmp_path / "d.jsonl", json.dumps({"prompt": "1+2=", "reward_model": {"ground_truth": "3"}}) + "\n")
+    data = load_prompts([path], tokenizer, answer_key="reward_model.ground_truth", apply_chat_template=False)
+    assert data.answers == ("3",)
+
+
+def test_chat_messages_go_through_the_chat_template(tmp_path, tokenizer):
+    tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}={% endfor %}"
+    try:
+        path = write(tmp_path / "d.jsonl", json.dumps({"prompt": [{"role": "user", "content": "1+2"}]}) + "\n"
+                     + json.dumps({"prompt": "2+2"}) + "\n")
+        data = load_prompts([path], tokenizer)
+        assert data.texts == ("1+2=", "2+2=")  # a plain string becomes one user message
+    finally:
+        tokenizer.chat_template = None
+
+
+def test_chat_messages_without_a_template_are_an_error(tmp_path, tokenizer):
+    path = write(tmp_path / "d.jsonl", json.dumps({"prompt": [{"role": "user", "content": "1+2"}]}) + "\n")
+    with pytest.raises(DataError, match="no chat template"):
+        load_prompts([path], tokenizer)
+
+
+def test_prompts_over_the_length_limit_are_left_out(tmp_path, tokenizer):
+    path = write(tmp_path / "d.jsonl", '{"prompt": "1+2="}\n{"prompt": "11+22="}\n')
+    data = load_prompts([path], tokenizer, max_prompt_length=4, apply_chat_template=False)
+    assert data.texts == ("1+2=",) and data.dropped == 1
+    with pytest.raises(DataError, match="raise the limit"):
+        load_prompts([path], tokenizer, max_prompt_length=2, apply_chat_template=False)
+
+
+@pytest.mark.parametrize("name,text,message", [
+    ("missing.jsonl", None, "data file not found"),
+    ("d.jsonl", '{"prompt": "1+2="}\n{"prompt": \n', r"d\.jsonl:2: not valid JSON"),
+    ("d.jsonl", '["1+2="]\n', "must be a JSON object"),
+    ("d.jsonl", '{"question": "1+2="}\n', r"no `prompt` column .* question"),
+    ("d.jsonl", '{"prompt": ""}\n', "is empty"),
+    ("d.jsonl", '{"prompt": [{"role": "user"}]}\n', "string `role` and `content`"),
+    ("d.json", '{"prompt": "1+2="', "not valid JSON"),
+    ("d.json", '[1, 2]', "list of JSON objects"),
+    ("d.csv", "prompt\n1+2=,extra\n", "more fields than the header"),
+    ("d.jsonl", "", "holds no records"),
+    ("d.txt", "1+2=", "unsupported data file type `.txt`"),
+])
+def test_bad_files_are_clear_errors(tmp_path, tokenizer, name, text, message):
+    path = str(tmp_path / name) if text is None else write(tmp_path / name, text)
+    with pytest.raises(DataError, match=message):
+        load_prompts([path], tokenizer, apply_chat_template=False)
+
+
+def test_missing_answer_is_an_error(tmp_path, tokenizer):
+    path = write(tmp_path / "d.jsonl", '{"prompt": "1+2="}\n')
+    with pytest.raises(DataError, match="no `answer` value"):
+        load_prompts([path], tokenizer, answer_key="answer", apply_chat_template=False)
+
+
+def test_sampler_order_is_seeded_and_resumable():
+    a = PromptSampler(10, 3, seed=7)
+    first = [a.next() for _ in range(7)]  # crosses epochs: 3 batches per epoch, the tail of 1 skipped
+    assert len({tuple(b) for b in first[:3]}) == 3 and len(set(sum(first[:3], []))) == 9
+    b = PromptSampler(10, 3, seed=7)
+    for _ in range(4):
+        b.next()
+    state = b.state_dict()
+    c = PromptSampler(10, 3, seed=7)
+    c.load_state_dict(json.loads(json.dumps(state)))
+    assert [c.next() for _ in range(3)] == first[4:]
+    assert PromptSampler(10, 3, seed=8).next() != first[0]
+    assert PromptSampler(10, 3, seed=7, shuffle=False).next() == [0, 1, 2]
+
+
+def test_sampler_refuses_a_changed_dataset():
+    state = PromptSampler(10, 3, seed=7).state_dict()
+    with pytest.raises(DataError, match="same order"):
+        PromptSampler(11, 3, seed=7).load_state_dict(state)
+    with pytest.raises(DataError, match="needs 4 prompts"):
+        PromptSampler(3, 4, seed=7)

@@ -1,0 +1,174 @@
+"""The RL loop end to end on Ray: FSDP2 across two gloo processes with a reference model, the quickstart's
+reward rising, and a run killed with SIGKILL resuming from its last checkpoint with the same data order."""
+
+import io
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("ray")
+pytest.importorskip("transformers")
+
+from rlcfg.runtime import quickstart  # noqa: E402
+from rlcfg.runtime.data import PromptSampler  # noqa: E402
+from rlcfg.runtime.driver import RunOptions, run  # noqa: E402
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def ray_instance():
+    """One local Ray instance for the in-process runs of this module (each run reuses it)."""
+    yield
+    import ray
+
+    if ray.is_initialized():
+        ray.shutdown()
+
+
+def metrics(out):
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def test_fsdp_across_two_gloo_ranks_with_a_reference_model(tmp_path):
+    out = str(tmp_path)
+    exp = quickstart.experiment(out, steps=3, actor_ranks=2, kl_coef=0.05, checkpoint_interval=2, keep_last=1)
+    plan = quickstart.plan_for(exp)
+    assert plan.placement("actor").dp == 2 and len(plan.placement("rollout").ranks) == 2
+
+    result = run(plan, RunOptions(output_dir=out, threads=1, stream=io.StringIO()))
+
+    history = metrics(out)
+    assert [m["step"] for m in history] == [1, 2, 3] == [m["step"] for m in result.history]
+    last = history[-1]
+    for key in ("reward/mean", "kl", "actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "response/length_mean",
+                "throughput/samples_per_s", "time/generate", "time/train_backward", "time/overhead_share"):
+        assert key in last, key
+    assert last["kl"] > 0  # the actor has moved away from the frozen reference
+    assert len(last["data/prompt_indices"]) == 16
+    # keep_last=1: only the final checkpoint remains, with one shard per rank
+    checkpoints = sorted(os.listdir(os.path.join(out, "checkpoints")))
+    assert checkpoints == ["step-00000003"]
+    shards = os.listdir(os.path.join(out, "checkpoints", "step-00000003", "actor"))
+    assert {"__0_0.distcp", "__1_0.distcp", "extra-rank0.pt", "extra-rank1.pt"} <= set(shards)
+    # the exported model is a plain Hugging Face checkpoint with trained weights
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    trained = AutoModelForCausalLM.from_pretrained(os.path.join(out, "hf_model"))
+    initial = AutoModelForCausalLM.from_pretrained(exp.role("actor").model.path)
+    assert not torch.equal(trained.lm_head.weight, initial.lm_head.weight)
+    assert "rlcfg run: 3 steps" in result.summary
+
+
+def test_quickstart_reward_rises(tmp_path):
+    out = str(tmp_path)
+    exp = quickstart.experiment(out, steps=60, checkpoint_interval=None)
+    result = run(quickstart.plan_for(exp), RunOptions(output_dir=out, resume=None, threads=1, stream=io.StringIO()))
+    rewards = [m["reward/mean"] for m in result.history]
+    first, last = sum(rewards[:5]) / 5, sum(rewards[-10:]) / 10
+    assert first <= 0.2, rewards[:5]
+    assert last >= first + 0.3, (first, last)
+
+
+def _last_step(out):
+    """The last step in a metrics file that is being written (a line may be half there)."""
+    try:
+        with open(os.path.join(out, "metrics.jsonl")) as f:
+            lines = f.read().splitlines()
+        return json.loads(lines[-2] if len(lines) > 1 else "{}").get("step", 0) + 1 if lines else 0
+    except (OSError, ValueError):
+        return 0
+
+
+def _rlcfg(*args):
+    return [sys.executable, "-m", "rlcfg", "run", "--quickstart", *args]
+
+
+def test_sigkill_then_resume_continues_from_the_last_checkpoint(tmp_path):
+    """`rlcfg run --quickstart` (100 steps, a checkpoint every 25) killed with SIGKILL after its first
+    checkpoint, then run again: it resumes from the last complete checkpoint, replays the same data order,
+    and the steps the killed run took after that checkpoint come out identical."""
+    out = str(tmp_path / "run")
+    env = {**os.environ, "NO_COLOR": "1"}
+    # A session of its own, so that the Ray processes it starts can be cleaned up with it.
+    proc = subprocess.Popen(_rlcfg("--output", out), cwd=ROOT, env=env, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.time() + 240
+        target = os.path.join(out, "checkpoints", "step-00000025")
+        while not os.path.isdir(target):
+            assert proc.poll() is None, proc.stderr.read()
+            assert time.time() < deadline, "no checkpoint within 240 s"
+            time.sleep(0.1)
+        while _last_step(out) < 27 and time.time() < deadline:
+            time.sleep(0.05)  # let it get a couple of steps past the checkpoint
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)  # Ray's helper processes outlive a killed driver
+        except ProcessLookupError:
+            pass
+        proc.stderr.close()
+
+    before = {m["step"]: m for m in metrics(out)}
+    complete = sorted(d for d in os.listdir(os.path.join(out, "checkpoints")) if d.startswith("step-"))
+    resume_step = int(complete[-1].split("-")[1])
+    assert resume_step in (25, 50, 75)
+
+    result = subprocess.run(_rlcfg("--output", out, "--steps", "10"), cwd=ROOT, env=env, capture_output=True,
+                            text=True, timeout=300, start_new_session=True)
+    assert result.returncode == 0, result.stderr
+    assert f"resuming from {os.path.join(out, 'checkpoints', complete[-1])} (step {resume_step})" in result.stderr
+
+    after = metrics(out)
+    total = resume_step + 10
+    assert [m["step"] for m in after] == list(range(1, total + 1))  # every step exactly once
+    # The same data order as a run that was never interrupted ...
+    sampler = PromptSampler(25, 16, seed=0)
+    assert [m["data/prompt_indices"] for m in after] == [sampler.next() for _ in range(total)]
+    # ... and the same model: the steps the killed run took after its checkpoint are replayed identically.
+    replayed = [s for s in before if resume_step < s <= total]
+    assert replayed, "the kill came before any step after the checkpoint"
+    for step in replayed:
+        assert after[step - 1]["reward/mean"] == before[step]["reward/mean"]
+    assert not [d for d in os.listdir(os.path.join(out, "checkpoints")) if d.startswith(".tmp")]
+
+
+def test_dapo_options_evaluation_and_old_log_probs(tmp_path):
+    """Dynamic sampling, the overlong penalty, masking of truncated responses, decoupled clipping, two PPO
+    epochs over two mini-batches (so old log-probs are computed), RLOO, and periodic evaluation, in one run."""
+    import dataclasses
+
+    from rlcfg.ir import RewardShaping
+
+    out = str(tmp_path)
+    base = quickstart.experiment(out, steps=2, checkpoint_interval=None, prompts_per_step=8, group_size=8)
+    alg = dataclasses.replace(base.algorithm, advantage="rloo", dynamic_sampling=True, mask_truncated=True,
+                              clip_low=0.2, clip_high=0.28, ppo_epochs=2, loss_aggregation="seq-mean-token-sum",
+                              reward=RewardShaping(scale=2.0, bias=-0.5, overlong_penalty_length=2))
+    exp = dataclasses.replace(
+        base, algorithm=alg, sampling=dataclasses.replace(base.sampling, max_new_tokens=3),
+        data=dataclasses.replace(base.data, eval_files=base.data.train_files),
+        schedule=dataclasses.replace(base.schedule, samples_per_optimizer_step=32, eval_interval=2,
+                                     eval_before_train=True),
+        roles=tuple(dataclasses.replace(r, micro_batch_size=16) if r.name == "actor" else r for r in base.roles))
+    result = run(quickstart.plan_for(exp), RunOptions(output_dir=out, resume=None, threads=1, stream=io.StringIO()))
+    history = metrics(out)
+    assert history[0] == {"step": 0, "eval/reward": history[0]["eval/reward"], "eval/samples": 25}
+    last = history[-1]
+    assert last["step"] == 2 and "eval/reward" in last
+    assert "time/old_logprob" in last  # 4 optimizer steps per step: the ratio needs the pre-update log-probs
+    assert last["data/draws"] >= 1 and last["data/groups_seen"] >= 8
+    # every group kept by dynamic sampling has rewards that differ
+    assert len(last["data/prompt_indices"]) <= 8
+    assert 0.0 <= last["response/truncated_frac"] <= 1.0
+    assert result.steps == 2

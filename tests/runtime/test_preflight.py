@@ -1,0 +1,149 @@
+"""What cannot run here is refused before any worker starts, with the backend named and the alternative."""
+
+import dataclasses
+
+import pytest
+
+from rlcfg.ir import Parallelism
+from rlcfg.runtime.backends import Machine, check_plan
+from tests.helpers import TEMPLATES, cli
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("transformers")
+
+from rlcfg.runtime import quickstart  # noqa: E402
+from rlcfg.runtime.data import DataError  # noqa: E402
+from rlcfg.runtime.driver import Run, RunOptions  # noqa: E402
+
+CPU_ONLY = Machine(gpus=0, cpus=2)
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    return quickstart.experiment(str(tmp_path_factory.mktemp("qs")), steps=2)
+
+
+def with_role(exp, name, **changes):
+    return dataclasses.replace(exp, roles=tuple(dataclasses.replace(r, **changes) if r.name == name else r
+                                                for r in exp.roles))
+
+
+def problems(exp, machine=CPU_ONLY):
+    return check_plan(quickstart.plan_for(exp), machine)
+
+
+def test_the_quickstart_can_run_on_a_cpu(experiment):
+    assert problems(experiment) == []
+
+
+@pytest.mark.parametrize("role,backend,alternative", [("rollout", "sglang", "`hf`"), ("actor", "megatron", "`fsdp`")])
+def test_gpu_only_backends_are_refused_without_a_gpu(experiment, role, backend, alternative):
+    [message] = problems(with_role(experiment, role, backend=backend))
+    assert f"uses the `{backend}` backend, which needs a GPU" in message
+    assert alternative in message
+
+
+def installed(monkeypatch, *modules):
+    import rlcfg.runtime.backends as B
+
+    monkeypatch.setattr(B, "_installed", lambda module: module in modules)
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang"])
+def test_a_missing_rollout_package_names_its_extra(experiment, monkeypatch, backend):
+    installed(monkeypatch)
+    [message] = problems(with_role(experiment, "rollout", backend=backend), Machine(gpus=1, cpus=2))
+    assert f"`{backend}` is not installed" in message
+    assert f"pip install 'rlcfg[{backend}]'" in message and "`hf`" in message
+
+
+def test_vllm_runs_without_a_gpu_when_its_cpu_build_is_installed(experiment, monkeypatch):
+    installed(monkeypatch, "vllm")
+    assert problems(with_role(experiment, "rollout", backend="vllm")) == []
+
+
+@pytest.mark.parametrize("backend", ["vllm", "sglang"])
+def test_gpu_rollout_backends_are_accepted_on_a_gpu_machine(experiment, monkeypatch, backend):
+    installed(monkeypatch, backend)
+    assert problems(with_role(experiment, "rollout", backend=backend), Machine(gpus=1, cpus=2)) == []
+
+
+def test_tensor_parallel_rollout_needs_a_gpu_engine(tmp_path, monkeypatch):
+    installed(monkeypatch, "vllm")
+    two = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=2)
+    [message] = problems(with_role(two, "rollout", parallelism=Parallelism(tp=2)), Machine(gpus=2, cpus=2))
+    assert "the `hf` rollout backend runs one whole model per engine" in message
+    vllm_tp2 = with_role(two, "rollout", backend="vllm", parallelism=Parallelism(tp=2))
+    assert problems(vllm_tp2, Machine(gpus=2, cpus=2)) == []
+    [message] = problems(vllm_tp2)
+    assert "each vLLM engine runs on one CPU slot" in message and "(tp=2, pp=1) to 1" in message
+
+
+def test_megatron_is_refused_on_a_gpu_machine_until_it_is_wired(experiment, monkeypatch):
+    installed(monkeypatch, "megatron.core")
+    [message] = problems(with_role(experiment, "actor", backend="megatron"), Machine(gpus=1, cpus=2))
+    assert "megatron` backend runs on GPU machines only; it is not wired into `rlcfg run` yet" in message
+    assert "`fsdp`" in message
+
+
+def test_unsupported_features_are_refused_not_ignored(tmp_path):
+    two = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=2)
+    [message] = problems(with_role(two, "actor", parallelism=Parallelism(sp=2)))
+    assert "Ulysses sequence parallel (sp=2) is not supported" in message
+    [message] = problems(with_role(two, "actor", sequence_packing=True))
+    assert "sequence packing is not supported" in message
+
+
+def test_gae_without_a_critic_is_refused(experiment):
+    exp = dataclasses.replace(experiment, algorithm=dataclasses.replace(experiment.algorithm, advantage="gae"))
+    assert any("needs a `critic` role" in p for p in problems(exp))
+
+
+def test_a_missing_data_file_fails_before_any_worker_starts(experiment, tmp_path):
+    exp = dataclasses.replace(experiment, data=dataclasses.replace(experiment.data,
+                                                                   train_files=(str(tmp_path / "nope.jsonl"),)))
+    run = Run(quickstart.plan_for(exp), RunOptions(output_dir=str(tmp_path)))
+    with pytest.raises(DataError, match="nope.jsonl: data file not found"):
+        run.run()
+    assert not hasattr(run, "cluster")  # Ray was never asked for anything
+
+
+def test_cli_refuses_a_vllm_template_on_this_machine(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    import importlib.util
+
+    result = cli("run", str(TEMPLATES / "chatlearn-fsdp-vllm.yaml"), "--output", str(tmp_path))
+    assert result.returncode == 1, result.stderr
+    if importlib.util.find_spec("vllm") is None:
+        assert "`vllm` is not installed" in result.stderr and "use `hf`" in result.stderr
+    else:  # the CPU build: the template's tp=2 engine does not fit one CPU slot
+        assert "each vLLM engine runs on one CPU slot" in result.stderr
+    assert not (tmp_path / "metrics.jsonl").exists()
+
+
+def test_cli_usage_errors():
+    result = cli("run")
+    assert result.returncode == 2 and "FILE or --quickstart" in result.stderr
+    result = cli("run", "--quickstart", "a=b")
+    assert result.returncode == 2
+
+
+def test_cli_refuses_a_config_with_errors():
+    result = cli("run", str(TEMPLATES / "chatlearn-fsdp-vllm.yaml"), "runtime_args.sample_per_episode=-3")
+    assert result.returncode == 1
+    assert "has errors" in result.stderr
+
+
+def test_cli_without_the_run_extra(monkeypatch, capsys):
+    import importlib.util
+
+    from typer.testing import CliRunner
+
+    from rlcfg.cli import app
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "ray" else real(name, *a))
+    result = CliRunner().invoke(app, ["run", "--quickstart"])
+    assert result.exit_code == 2
+    assert "pip install 'rlcfg[run]'" in result.output

@@ -1,0 +1,60 @@
+"""What a user sees: the metrics file (each step once, even after a resume), the progress line, the summary,
+and the plots when matplotlib is there."""
+
+import io
+import json
+
+import pytest
+
+from rlcfg.runtime.reporting import Reporter, summary_line
+
+
+def test_metrics_progress_and_summary(tmp_path):
+    stream = io.StringIO()
+    reporter = Reporter(str(tmp_path), stream=stream)
+    for step in (1, 2, 3):
+        m = {"step": step, "reward/mean": step / 10, "kl": 0.01, "response/length_mean": 2.0,
+             "throughput/samples_per_s": 1000.0}
+        reporter.log(m)
+        reporter.progress(step, 10, m, elapsed=step * 1.0, steps_done=step)
+    reporter.close()
+    assert "step 3/10 | reward 0.300 | kl 0.0100 | len 2.0 | 1000 samples/s | ETA 0:07" in stream.getvalue()
+    lines = (tmp_path / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in lines] == [1, 2, 3]
+    summary = summary_line(reporter.history, 125.0, str(tmp_path))
+    assert summary.startswith("rlcfg run: 3 steps in 2:05, mean reward 0.20 -> 0.20")
+
+
+def test_a_resumed_run_drops_the_lines_after_its_checkpoint(tmp_path):
+    (tmp_path / "metrics.jsonl").write_text("".join(json.dumps({"step": s}) + "\n" for s in range(1, 6))
+                                            + '{"step": 6, "rew')  # cut short by a kill
+    reporter = Reporter(str(tmp_path), resume_step=3, stream=io.StringIO())
+    reporter.log({"step": 4})
+    reporter.close()
+    steps = [json.loads(line)["step"] for line in (tmp_path / "metrics.jsonl").read_text().splitlines()]
+    assert steps == [1, 2, 3, 4]
+
+
+def test_optional_backends_missing_are_a_note_not_a_failure(tmp_path, monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def without(name, *args, **kwargs):
+        if name in ("wandb", "torch.utils.tensorboard"):
+            raise ImportError(name)
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", without)
+    stream = io.StringIO()
+    Reporter(str(tmp_path), backends=("jsonl", "tensorboard", "wandb"), stream=stream).close()
+    assert "pip install tensorboard" in stream.getvalue() and "pip install wandb" in stream.getvalue()
+
+
+def test_plots(tmp_path):
+    pytest.importorskip("matplotlib")
+    reporter = Reporter(str(tmp_path), stream=io.StringIO())
+    for step in (1, 2):
+        reporter.log({"step": step, "reward/mean": 0.1 * step, "kl": 0.0, "response/length_mean": 1.0})
+    written = reporter.plots()
+    assert sorted(p.rsplit("/", 1)[1] for p in written) == ["kl.png", "response_length.png", "reward.png"]
