@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 import traceback
 from contextlib import contextmanager
+from enum import Enum
 from typing import Iterator
 
 import typer
@@ -16,6 +17,13 @@ import typer
 from rlcfg import __version__
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 101
+
+
+class OutputFormat(str, Enum):
+    """`--format` of the commands that report: text for people, json for tools."""
+
+    text = "text"
+    json = "json"
 
 app = typer.Typer(
     name="rlcfg",
@@ -63,14 +71,13 @@ def bug_guard(debug: bool) -> Iterator[None]:
 
 
 def _register() -> None:
-    from rlcfg.cli import validate  # noqa: F401  (registers its command)
-
-    for optional in ("docs", "schema", "plan", "run"):
-        try:
-            __import__(f"rlcfg.cli.{optional}")
-        except ModuleNotFoundError as exc:
-            if exc.name != f"rlcfg.cli.{optional}":
-                raise
+    # Each module registers its command on `app` when imported, in the order `--help` lists them; the heavy
+    # imports of `run` stay inside its command.
+    import rlcfg.cli.validate  # noqa: F401
+    import rlcfg.cli.plan  # noqa: F401
+    import rlcfg.cli.run  # noqa: F401
+    import rlcfg.cli.docs  # noqa: F401
+    import rlcfg.cli.schema  # noqa: F401
 
 
 _register()

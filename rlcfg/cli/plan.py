@@ -3,18 +3,12 @@
 from __future__ import annotations
 
 import json
-from enum import Enum
 from pathlib import Path
 from typing import Any, List, Optional
 
 import typer
 
-from rlcfg.cli import EXIT_INVALID, EXIT_OK, app, bug_guard, usage_error
-
-
-class OutputFormat(str, Enum):
-    text = "text"
-    json = "json"
+from rlcfg.cli import EXIT_INVALID, EXIT_OK, OutputFormat, app, bug_guard, usage_error
 
 
 @app.command(
