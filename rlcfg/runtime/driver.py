@@ -393,29 +393,38 @@ class Run:
         """Tensors for the trainers: prompts left-padded to a common width P, responses right-padded to R."""
         import torch
 
-        samples = [(g["prompt"], r, s) for g in groups for r, s in zip(g["responses"], g["scores"])]
         pad = self.tokenizer.pad_token_id or 0
-        P = max(len(p) for p, _r, _s in samples)
-        R = max(max(len(r[0]) for _p, r, _s in samples), 1)
+        P = max(len(g["prompt"]) for g in groups)
+        R = max(max(len(r[0]) for g in groups for r in g["responses"]), 1)
         # Rows are built as Python lists and converted once: per-row tensor writes cost more than the rest of
-        # the driver's step for small models.
-        ids_rows, attn_rows, resp_rows = [], [], []
-        for p, (tokens, _lp, _done), _s in samples:
-            lp, lr = len(p), len(tokens)
-            ids_rows.append([pad] * (P - lp) + list(p) + list(tokens) + [pad] * (R - lr))
-            attn_rows.append([0] * (P - lp) + [1] * (lp + lr) + [0] * (R - lr))
-            resp_rows.append([1.0] * lr + [0.0] * (R - lr))
+        # the driver's step for small models. A group's n rows share their padded prompt, built once.
+        ids_rows, attn_rows, resp_rows, done, scores = [], [], [], [], []
+        for g in groups:
+            p = list(g["prompt"])
+            lp = len(p)
+            ids_head = [pad] * (P - lp) + p
+            attn_head = [0] * (P - lp) + [1] * lp
+            for tokens, _lp, finished in g["responses"]:
+                lr = len(tokens)
+                ids_rows.append(ids_head + list(tokens) + [pad] * (R - lr))
+                attn_rows.append(attn_head + [1] * lr + [0] * (R - lr))
+                resp_rows.append([1.0] * lr + [0.0] * (R - lr))
+                done.append(bool(finished))
+            scores += g["scores"][:len(g["responses"])]
         input_ids = torch.tensor(ids_rows, dtype=torch.long)
         attention = torch.tensor(attn_rows, dtype=torch.long)
         response_mask = torch.tensor(resp_rows, dtype=torch.float32)
-        finished = torch.tensor([bool(r[2]) for _p, r, _s in samples], dtype=torch.bool)
-        scores = torch.tensor([s for _p, _r, s in samples], dtype=torch.float32)
+        finished = torch.tensor(done, dtype=torch.bool)
+        scores = torch.tensor(scores, dtype=torch.float32)
         return {"input_ids": input_ids, "attention_mask": attention, "response_mask": response_mask}, scores, finished
 
     def _split(self, batch: dict[str, Any], parts: int) -> list[dict[str, Any]]:
+        """Equal shares of the rows, as numpy arrays: Ray ships those out of band, where a torch tensor goes
+        through torch.save and torch.load (the workers turn them back into tensors)."""
         n = batch["response_mask"].shape[0]
         size = n // parts
-        return [{k: v[r * size:(r + 1) * size] for k, v in batch.items()} for r in range(parts)]
+        arrays = {k: _to_numpy(v) for k, v in batch.items()}
+        return [{k: v[r * size:(r + 1) * size] for k, v in arrays.items()} for r in range(parts)]
 
     def _compute(self, workers: list[Any], batch: dict[str, Any], role: Role, timing: dict[str, float], key: str):
         import torch
@@ -754,6 +763,17 @@ def _threads_for(exp: Experiment) -> int | None:
     except (KeyError, TypeError, ValueError):
         return None
     return 1 if 12 * layers * hidden * hidden + 2 * vocab * hidden < 20_000_000 else None
+
+
+def _to_numpy(value: Any) -> Any:
+    """A CPU tensor numpy can hold, as a numpy array sharing its memory; anything else (bfloat16, a GPU
+    tensor) as it is."""
+    import torch
+
+    if isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dtype != torch.bfloat16 \
+            and not value.requires_grad:
+        return value.numpy()
+    return value
 
 
 def _looks_like_hub_id(path: str) -> bool:

@@ -32,6 +32,16 @@ def _quiet() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning)
 
 
+def _as_tensors(batch: Mapping[str, Any]) -> dict[str, Any]:
+    """The driver ships batches as numpy arrays (Ray passes them out of band, where torch tensors go through
+    torch.save on both ends); the engines work on torch tensors. Copies, because arrays from Ray's object
+    store are read-only."""
+    import numpy as np
+    import torch
+
+    return {k: torch.tensor(v) if isinstance(v, np.ndarray) else v for k, v in batch.items()}
+
+
 class TrainWorker:
     """One rank of the trainer-side roles placed on this GPU (slot): the actor, and the reference and critic
     when they are colocated with it on the same GPUs (one process, one process group, several FSDP models,
@@ -90,10 +100,10 @@ class TrainWorker:
                 other.onload()
 
     def compute(self, batch: Mapping[str, Any], micro_batch: int, role: str | None = None) -> dict[str, Any]:
-        return self._run(role, "compute", batch, micro_batch)
+        return self._run(role, "compute", _as_tensors(batch), micro_batch)
 
     def train(self, batch: Mapping[str, Any], cfg: Mapping[str, Any], role: str | None = None) -> dict[str, float]:
-        return self._run(role, "train", batch, cfg)
+        return self._run(role, "train", _as_tensors(batch), cfg)
 
     def train_and_gather(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]):
         """Train, then gather the new weights for the rollout engines in the same call. Called with
