@@ -391,29 +391,39 @@ class Run:
 
     def _batch(self, groups: list[dict[str, Any]]):
         """Tensors for the trainers: prompts left-padded to a common width P, responses right-padded to R."""
+        import numpy as np
         import torch
 
         pad = self.tokenizer.pad_token_id or 0
         P = max(len(g["prompt"]) for g in groups)
-        R = max(max(len(r[0]) for g in groups for r in g["responses"]), 1)
-        # Rows are built as Python lists and converted once: per-row tensor writes cost more than the rest of
-        # the driver's step for small models. A group's n rows share their padded prompt, built once.
-        ids_rows, attn_rows, resp_rows, done, scores = [], [], [], [], []
+        lens = [len(r[0]) for g in groups for r in g["responses"]]
+        R = max(max(lens, default=0), 1)
+        N = len(lens)
+        # Filled in place in numpy, one slice per group's prompt and one masked write for all responses: this
+        # runs while the workers wait for their batch, and row-by-row lists or tensor writes cost more than the
+        # rest of the driver's step for small models. torch.from_numpy shares the memory (no copy).
+        ids = np.full((N, P + R), pad, dtype=np.int64)
+        attention = np.zeros((N, P + R), dtype=np.int64)
+        response_mask = np.zeros((N, R), dtype=np.float32)
+        done = [bool(r[2]) for g in groups for r in g["responses"]]
+        scores: list[float] = []
+        row = 0
         for g in groups:
-            p = list(g["prompt"])
-            lp = len(p)
-            ids_head = [pad] * (P - lp) + p
-            attn_head = [0] * (P - lp) + [1] * lp
-            for tokens, _lp, finished in g["responses"]:
-                lr = len(tokens)
-                ids_rows.append(ids_head + list(tokens) + [pad] * (R - lr))
-                attn_rows.append(attn_head + [1] * lr + [0] * (R - lr))
-                resp_rows.append([1.0] * lr + [0.0] * (R - lr))
-                done.append(bool(finished))
-            scores += g["scores"][:len(g["responses"])]
-        input_ids = torch.tensor(ids_rows, dtype=torch.long)
-        attention = torch.tensor(attn_rows, dtype=torch.long)
-        response_mask = torch.tensor(resp_rows, dtype=torch.float32)
+            p = g["prompt"]
+            lp, k = len(p), len(g["responses"])
+            ids[row:row + k, P - lp:P] = p
+            attention[row:row + k, P - lp:P] = 1
+            row += k
+            scores += g["scores"][:k]
+        resp = np.arange(R)[None, :] < np.asarray(lens, dtype=np.int64)[:, None]
+        # Row-major boolean indexing visits each row's response columns in order, so the flattened responses
+        # land where they belong.
+        ids[:, P:][resp] = [t for g in groups for r in g["responses"] for t in r[0]]
+        response_mask[resp] = 1.0
+        attention[:, P:] = resp
+        input_ids = torch.from_numpy(ids)
+        attention = torch.from_numpy(attention)
+        response_mask = torch.from_numpy(response_mask)
         finished = torch.tensor(done, dtype=torch.bool)
         scores = torch.tensor(scores, dtype=torch.float32)
         return {"input_ids": input_ids, "attention_mask": attention, "response_mask": response_mask}, scores, finished

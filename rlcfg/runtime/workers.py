@@ -137,9 +137,23 @@ class RewardScorer:
 
         self.fn = rewards.get(reward_function)
         self.tokenizer = tokenizer
+        self._texts: dict[tuple[int, ...], str] = {}
+        self._held = 0
 
     def score(self, responses: list[list[int]], answers: list[str | None]) -> tuple[list[float], list[str]]:
-        texts = self.tokenizer.batch_decode(responses, skip_special_tokens=True)
+        # Decoding is deterministic, and short responses repeat a lot (a group samples the same answer
+        # often): each distinct response is decoded once, which for small models was most of the scoring time.
+        # The memo is bounded by the tokens it holds, so long, rarely repeated responses cannot grow it.
+        keys = [tuple(r) for r in responses]
+        new = list(dict.fromkeys(k for k in keys if k not in self._texts))
+        self._held += sum(len(k) for k in new)
+        if self._held > 1_000_000:
+            self._texts.clear()
+            new = list(dict.fromkeys(keys))
+            self._held = sum(len(k) for k in new)
+        if new:
+            self._texts.update(zip(new, self.tokenizer.batch_decode([list(k) for k in new], skip_special_tokens=True)))
+        texts = [self._texts[k] for k in keys]
         return [float(self.fn(t, a)) for t, a in zip(texts, answers)], texts
 
 
