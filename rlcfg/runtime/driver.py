@@ -186,8 +186,8 @@ class Run:
         if not self.opt.resume and ckpt.latest(self.ckpt_root):
             # Starting over beside an earlier run's checkpoints would let pruning delete the new ones first.
             raise FileExistsError(f"{self.ckpt_root} already holds checkpoints of an earlier run (latest: "
-                                  f"{os.path.basename(ckpt.latest(self.ckpt_root))}); resume it, delete them, or "
-                                  "choose another output folder")
+                                  f"{os.path.basename(ckpt.latest(self.ckpt_root))}); resume it (`rlcfg run ... --resume`), "
+                                  "delete them, or point the config's checkpoint directory elsewhere")
         if self.opt.resume:
             if self.opt.resume == "latest":
                 ckpt.clean_partial(self.ckpt_root)
