@@ -21,10 +21,9 @@ from typing import Any
 
 from rlcfg.ir import Experiment, Role, to_json
 from rlcfg.plan.model import ExecutionPlan
-from rlcfg.runtime import algorithms as A
 from rlcfg.runtime import checkpoint as ckpt
+from rlcfg.runtime import step as S
 from rlcfg.runtime.backends import Machine, detect_machine, preflight
-from rlcfg.runtime.backends.fsdp import SHARE_METRICS
 
 
 @dataclass
@@ -181,6 +180,14 @@ class Run:
                                        d.max_prompt_length, d.apply_chat_template) if d.eval_files else None)
         self.sampler = PromptSampler(len(self.train_data), exp.schedule.prompts_per_step, d.seed, d.shuffle)
         self.total_steps = _total_steps(exp, self.plan, len(self.train_data))
+        self.megatron = self._lower_megatron()
+        b = self.plan.batch
+        self.step_settings = S.StepSettings(
+            algorithm=self.alg, max_new_tokens=exp.sampling.max_new_tokens,
+            pad_token_id=self.tokenizer.pad_token_id or 0, needs_reference=self._needs_reference(),
+            on_policy=self.alg.ppo_epochs == 1 and b.samples_per_optimizer_step >= b.samples_per_step,
+            samples_per_rank=b.samples_per_rank, micro_batch_size=b.micro_batch_size,
+            has_critic=self.alg.advantage == "gae")
         self.ckpt_root = exp.checkpointing.directory or os.path.join(self.opt.output_dir, "checkpoints")
         self.resume_path = None
         if not self.opt.resume and ckpt.latest(self.ckpt_root):
@@ -196,6 +203,51 @@ class Run:
                 ckpt.read_driver_state(self.opt.resume)  # a bad path fails before Ray starts
                 self.resume_path = self.opt.resume
 
+    def _optimizer_steps(self) -> int:
+        return self.total_steps * max(1, self.plan.batch.optimizer_steps_per_step)
+
+    def _lower_megatron(self) -> dict[str, Any]:
+        """The Megatron roles lowered to megatron-core's settings, here rather than in the workers so that a
+        model or layout megatron cannot take (heads vs TP, layers vs pipeline stages) fails before Ray starts."""
+        from rlcfg.runtime.backends import PreflightError
+        from rlcfg.runtime.backends import megatron as M
+
+        out = {}
+        for role in self.exp.roles:
+            if role.backend != "megatron":
+                continue
+            try:
+                spec = M.model_spec_for(role)
+                seq = (self.exp.data.max_prompt_length or 0) + (self.exp.sampling.max_new_tokens or 0)
+                out[role.name] = M.lower_role(role, spec, len(self.plan.placement(role.name).ranks),
+                                              self._optimizer_steps(), seq_length=seq or None)
+            except M.MegatronConfigError as e:
+                raise PreflightError(f"this plan cannot run here:\n  - {e}") from None
+        return out
+
+    def _shards(self, role: str, workers: list[Any]) -> list[int]:
+        """The data shard each worker of a role trains on: its own with fsdp; with megatron every rank of a
+        tensor/pipeline group shares its data-parallel rank's shard."""
+        settings = self.megatron.get(role)
+        if settings is None:
+            return list(range(len(workers)))
+        from rlcfg.runtime.backends.megatron import data_parallel_rank
+
+        return [data_parallel_rank(rank, settings.layout) for rank in range(len(workers))]
+
+    def _scatter(self, batch: dict[str, Any], role: str, workers: list[Any]) -> list[dict[str, Any]]:
+        shards = self._shards(role, workers)
+        parts = self._split(batch, max(shards) + 1)
+        return [parts[s] for s in shards]
+
+    def _one_per_shard(self, role: str, results: list[Any]) -> list[Any]:
+        """One worker's result per data shard, in shard order: the ranks of a tensor/pipeline group return the
+        same values, which must be counted once."""
+        first: dict[int, Any] = {}
+        for shard, result in zip(self._shards(role, results), results):
+            first.setdefault(shard, result)
+        return [first[s] for s in sorted(first)]
+
     # ---- workers ---------------------------------------------------------------------------------------------
 
     def _train_spec(self, role: Role, kind: str) -> dict[str, Any]:
@@ -210,8 +262,10 @@ class Run:
             dtype = "bfloat16"  # CPUs have no fast fp16 kernels; bf16 keeps the same memory
             self.notes.add(f"{role.name}: float16 runs as bfloat16 on CPU (no fast fp16 kernels there)")
         return {"kind": kind, "model_path": role.model.path, "dtype": dtype, "device": self.device,
+                "backend": "megatron" if role.name in self.megatron else "fsdp",
+                "megatron": self.megatron.get(role.name), "seed": self.exp.seed,
                 "optimizer": opt,
-                "total_optimizer_steps": self.total_steps * max(1, self.plan.batch.optimizer_steps_per_step),
+                "total_optimizer_steps": self._optimizer_steps(),
                 "gradient_checkpointing": role.gradient_checkpointing,
                 "fsdp_shard": role.parallelism.fsdp_shard, "temperature": self.exp.sampling.temperature,
                 "cpu_offload": role.offload.cpu_offload_during_step, "offload_params": role.offload.params,
@@ -285,7 +339,9 @@ class Run:
         self.hybrid = self._hybrid()
         wanted = [("reference", exp.role("reference") is not None and self._needs_reference()),
                   ("critic", self.alg.advantage == "gae")]
-        fused = [name for name, want in wanted if want and self._beside_actor(name)]
+        # Roles share a process only on fsdp: megatron-core keeps one parallel state per process.
+        fused = [name for name, want in wanted if want and self._beside_actor(name)
+                 and not self.megatron.keys() & {"actor", name}]
         self.actor = self._start_trainers([(exp.role("actor"), "actor")] + [(exp.role(n), n) for n in fused],
                                           rollout_spec if self.hybrid else None)
         self.reference = self.critic = []
@@ -389,45 +445,6 @@ class Run:
         return kept, {"data/prompt_indices": [g["index"] for g in kept], "data/draws": draws,
                       "data/groups_seen": seen_groups, "data/epoch": self.sampler.epoch}
 
-    def _batch(self, groups: list[dict[str, Any]]):
-        """Tensors for the trainers: prompts left-padded to a common width P, responses right-padded to R."""
-        import numpy as np
-        import torch
-
-        pad = self.tokenizer.pad_token_id or 0
-        P = max(len(g["prompt"]) for g in groups)
-        lens = [len(r[0]) for g in groups for r in g["responses"]]
-        R = max(max(lens, default=0), 1)
-        N = len(lens)
-        # Filled in place in numpy, one slice per group's prompt and one masked write for all responses: this
-        # runs while the workers wait for their batch, and row-by-row lists or tensor writes cost more than the
-        # rest of the driver's step for small models. torch.from_numpy shares the memory (no copy).
-        ids = np.full((N, P + R), pad, dtype=np.int64)
-        attention = np.zeros((N, P + R), dtype=np.int64)
-        response_mask = np.zeros((N, R), dtype=np.float32)
-        done = [bool(r[2]) for g in groups for r in g["responses"]]
-        scores: list[float] = []
-        row = 0
-        for g in groups:
-            p = g["prompt"]
-            lp, k = len(p), len(g["responses"])
-            ids[row:row + k, P - lp:P] = p
-            attention[row:row + k, P - lp:P] = 1
-            row += k
-            scores += g["scores"][:k]
-        resp = np.arange(R)[None, :] < np.asarray(lens, dtype=np.int64)[:, None]
-        # Row-major boolean indexing visits each row's response columns in order, so the flattened responses
-        # land where they belong.
-        ids[:, P:][resp] = [t for g in groups for r in g["responses"] for t in r[0]]
-        response_mask[resp] = 1.0
-        attention[:, P:] = resp
-        input_ids = torch.from_numpy(ids)
-        attention = torch.from_numpy(attention)
-        response_mask = torch.from_numpy(response_mask)
-        finished = torch.tensor(done, dtype=torch.bool)
-        scores = torch.tensor(scores, dtype=torch.float32)
-        return {"input_ids": input_ids, "attention_mask": attention, "response_mask": response_mask}, scores, finished
-
     def _split(self, batch: dict[str, Any], parts: int) -> list[dict[str, Any]]:
         """Equal shares of the rows, as numpy arrays: Ray ships those out of band, where a torch tensor goes
         through torch.save and torch.load (the workers turn them back into tensors)."""
@@ -442,22 +459,10 @@ class Run:
         micro = role.forward_micro_batch_size or role.micro_batch_size or self.plan.batch.micro_batch_size or 8
         t0 = time.perf_counter()
         outs = self.cluster.ray.get([w.compute.remote(part, micro, role.name)
-                                     for w, part in zip(workers, self._split(batch, len(workers)))])
+                                     for w, part in zip(workers, self._scatter(batch, role.name, workers))])
         timing[key] = time.perf_counter() - t0
         timing[key + "_compute"] = max(o["forward_s"] for o in outs)
-        return torch.cat([o["values"] for o in outs], dim=0)
-
-    def _denominators(self, mask, ranks: int, mini: int) -> list[tuple[float, float]]:
-        n = mask.shape[0] // ranks
-        out = []
-        for m0 in range(0, n, mini):
-            tokens = seqs = 0.0
-            for r in range(ranks):
-                part = mask[r * n + m0:r * n + min(m0 + mini, n)]
-                tokens += float(part.sum())
-                seqs += float((part.sum(dim=1) > 0).sum())
-            out.append((max(tokens, 1.0), max(seqs, 1.0)))
-        return out
+        return torch.cat([o["values"] for o in self._one_per_shard(role.name, outs)], dim=0)
 
     def step(self, step: int, prefetch: bool = False) -> dict[str, Any]:
         """One training step. With `prefetch`, the next step's first rollout is queued right behind this
@@ -465,85 +470,27 @@ class Run:
         waiting for the driver's round trip. `self.sampler_state` keeps the data position as of the end of
         this step, which is what a checkpoint must record."""
         ray = self.cluster.ray
-        alg, exp = self.alg, self.exp
+        exp = self.exp
         timing: dict[str, float] = {}
         t_step = time.perf_counter()
         first, self.prefetched = self.prefetched, None
         groups, data_info = self._collect(step, timing, first)
         self.sampler_state = self.sampler.state_dict()
-        batch, raw_scores, finished = self._batch(groups)
-        mask = batch["response_mask"]
-        lengths = mask.sum(dim=1)
-        n_actor = len(self.actor)
-        usable = (raw_scores.shape[0] // n_actor) * n_actor
-        if usable < raw_scores.shape[0]:  # dynamic sampling can leave a count the ranks cannot share evenly
-            batch = {k: v[:usable] for k, v in batch.items()}
-            raw_scores, finished, lengths, mask = raw_scores[:usable], finished[:usable], lengths[:usable], \
-                batch["response_mask"]
+        workers = {"actor": self.actor, "reference": self.reference, "critic": self.critic}
+        keys = {"actor": "old_logprob", "reference": "ref", "critic": "values"}
+        update = S.prepare_update(
+            groups, self.step_settings, max(self._shards("actor", self.actor)) + 1,
+            lambda role, batch: self._compute(workers[role], batch, exp.role(role), timing, keys[role]), timing)
+        batch = update.batch
 
         t0 = time.perf_counter()
-        shaping = alg.reward
-        scores = A.shape_rewards(raw_scores, shaping.scale, shaping.bias, shaping.clip)
-        if shaping.overlong_penalty_length is not None:
-            scores = scores + A.overlong_penalty(lengths, exp.sampling.max_new_tokens,
-                                                 shaping.overlong_penalty_length, shaping.overlong_penalty_factor)
-        timing["advantage"] = time.perf_counter() - t0
-
-        metrics: dict[str, Any] = {}
-        actor_role = exp.role("actor")
-        if self._needs_reference():
-            batch["ref_logprobs"] = self._compute(self.reference, batch, exp.role("reference"), timing, "ref")
-        on_policy = (alg.ppo_epochs == 1 and self.plan.batch.samples_per_optimizer_step >= self.plan.batch.samples_per_step)
-        if not on_policy or (self._needs_reference() and alg.kl.placement == "reward"):
-            batch["old_logprobs"] = self._compute(self.actor, batch, actor_role, timing, "old_logprob")
-        if self.critic:
-            batch["old_values"] = self._compute(self.critic, batch, exp.role("critic"), timing, "values")
-
-        t0 = time.perf_counter()
-        token_rewards = A.token_level_scores(scores, mask)
-        if "ref_logprobs" in batch and "old_logprobs" in batch:
-            kl = A.kl_estimate(batch["old_logprobs"], batch["ref_logprobs"], alg.kl.estimator) * mask
-            metrics["kl"] = float(kl.sum() / mask.sum().clamp(min=1))
-            if alg.kl.placement == "reward":
-                token_rewards = token_rewards - alg.kl.coef * kl
-        seq_rewards = token_rewards.sum(dim=1)
-        if alg.advantage == "grpo":
-            adv = A.grpo_advantages(seq_rewards, alg.group_size, alg.normalize_advantage_std).unsqueeze(1) * mask
-        elif alg.advantage == "rloo":
-            adv = A.rloo_advantages(seq_rewards, alg.group_size).unsqueeze(1) * mask
-        elif alg.advantage == "reinforce++":
-            adv = A.reinforce_pp_advantages(token_rewards, mask, alg.gamma)
-        else:
-            adv, returns = A.gae(token_rewards, batch["old_values"], mask, alg.gamma, alg.lam)
-            adv = A.whiten(adv, mask)
-            batch["returns"] = returns
-        if alg.batch_normalize_advantage and alg.advantage in ("grpo", "rloo"):
-            adv = A.whiten(adv, mask)
-        batch["advantages"] = adv
-        loss_mask = A.mask_truncated(mask, finished) if alg.mask_truncated else mask
-        batch["response_mask"] = loss_mask
-        timing["advantage"] += time.perf_counter() - t0
-
-        # ---- updates
-        plan_batch = self.plan.batch
-        per_rank = loss_mask.shape[0] // n_actor
-        mini = min(plan_batch.samples_per_rank or per_rank, per_rank) or per_rank
-        micro = min(plan_batch.micro_batch_size or mini, mini)
-        cfg = {"ppo_epochs": alg.ppo_epochs, "mini_batch": mini, "micro_batch": micro,
-               "denominators": self._denominators(loss_mask, n_actor, mini), "policy_loss": alg.policy_loss,
-               "clip_low": alg.clip_low, "clip_high": alg.clip_high, "clip_ratio_c": alg.clip_ratio_c,
-               "aggregation": alg.loss_aggregation, "entropy_coef": alg.entropy_coef,
-               "kl_loss_coef": alg.kl.coef if alg.kl.placement == "loss" else 0.0, "kl_estimator": alg.kl.estimator,
-               "value_clip": alg.value_clip}
-        t0 = time.perf_counter()
-        keys = ["input_ids", "attention_mask", "response_mask", "advantages"] + [
-            k for k in ("old_logprobs", "ref_logprobs") if k in batch]
         calls, weight_refs = [], []
-        for w, part in zip(self.actor, self._split({k: batch[k] for k in keys}, n_actor)):
+        actor_batch = {k: batch[k] for k in S.ACTOR_KEYS if k in batch}
+        for w, part in zip(self.actor, self._scatter(actor_batch, "actor", self.actor)):
             if self.hybrid:
-                calls.append(w.train_and_sync.remote(part, cfg))
+                calls.append(w.train_and_sync.remote(part, update.cfg))
             else:
-                metrics_ref, weights_ref = w.train_and_gather.options(num_returns=2).remote(part, cfg)
+                metrics_ref, weights_ref = w.train_and_gather.options(num_returns=2).remote(part, update.cfg)
                 calls.append(metrics_ref)
                 weight_refs.append(weights_ref)
         if weight_refs:
@@ -551,45 +498,18 @@ class Run:
         if prefetch:
             self.prefetched = self._draw(step + 1, 0)
         if self.critic:
-            ccfg = dict(cfg, denominators=self._denominators(loss_mask, len(self.critic),
-                                                             max(1, loss_mask.shape[0] // len(self.critic))),
-                        mini_batch=max(1, loss_mask.shape[0] // len(self.critic)))
-            ckeys = ["input_ids", "attention_mask", "response_mask", "old_values", "returns"]
+            ccfg = S.critic_cfg(update, len(self.critic))
             critic_calls = [w.train.remote(part, ccfg, "critic") for w, part in
-                            zip(self.critic, self._split({k: batch[k] for k in ckeys}, len(self.critic)))]
+                            zip(self.critic, self._split({k: batch[k] for k in S.CRITIC_KEYS}, len(self.critic)))]
         results = ray.get(calls)
         if self.critic:
             critic_results = ray.get(critic_calls)
-            metrics["critic/value_loss"] = sum(r.get("value_loss", 0.0) for r in critic_results)
+            update.metrics["critic/value_loss"] = sum(r.get("value_loss", 0.0) for r in critic_results)
         timing["train"] = time.perf_counter() - t0
-        for key in ("forward_s", "backward_s", "optimizer_s", "gather_s"):
-            timing["train_" + key[:-2]] = max(r[key] for r in results)
-        for key in results[0]:
-            if key in ("forward_s", "backward_s", "optimizer_s", "gather_s"):
-                continue
-            values = [r[key] for r in results if key in r]
-            metrics["actor/" + key] = sum(values) if key in SHARE_METRICS else sum(values) / len(values)
-        if "kl" not in metrics and "actor/kl_loss" in metrics:
-            metrics["kl"] = metrics["actor/kl_loss"]  # on-policy KL in the loss: the trainer measured it
-
-        step_s = time.perf_counter() - t_step
-        n_samples = int(raw_scores.shape[0])
-        compute = (timing.get("generate", 0.0) + timing.get("train_forward", 0.0) + timing.get("train_backward", 0.0)
-                   + timing.get("train_optimizer", 0.0) + timing.get("ref_compute", 0.0)
-                   + timing.get("old_logprob_compute", 0.0) + timing.get("values_compute", 0.0))
-        metrics.update({
-            "step": step,
-            "reward/mean": float(raw_scores.mean()), "reward/std": float(raw_scores.std()) if n_samples > 1 else 0.0,
-            "reward/shaped_mean": float(scores.mean()),
-            "response/length_mean": float(lengths.float().mean()), "response/length_max": float(lengths.max()),
-            "response/truncated_frac": float((~finished).float().mean()),
-            "throughput/samples_per_s": n_samples / step_s,
-            "throughput/tokens_per_s": float(batch["attention_mask"].sum()) / step_s,
-            "time/step": step_s, "time/overhead_share": max(0.0, 1.0 - compute / step_s),
-            **{f"time/{k}": v for k, v in timing.items()},
-            **data_info,
-            "example": groups[0]["texts"][0] if groups else "",
-        })
+        S.train_metrics(update, self._one_per_shard("actor", results), results, timing)
+        metrics = S.step_metrics(update, timing, time.perf_counter() - t_step,
+                                 groups[0]["texts"][0] if groups else "")
+        metrics.update(step=step, **data_info)
         return metrics
 
     # ---- evaluation, checkpoints -------------------------------------------------------------------------------

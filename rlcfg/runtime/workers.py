@@ -1,5 +1,5 @@
 """The worker processes, one Ray actor per rank: a trainer rank (actor, reference or critic, on the fsdp
-backend), a rollout engine (hf, vllm or sglang backend) and a rule-based reward scorer.
+or megatron backend), a rollout engine (hf, vllm or sglang backend) and a rule-based reward scorer.
 
 These are plain classes; the driver wraps them with `ray.remote` when it places them, so importing this
 module costs nothing and the classes can be unit-tested in-process.
@@ -78,6 +78,14 @@ class TrainWorker:
         start = time.perf_counter()
         init_distributed(self.rank, self.world, address, port, self.specs[self.main]["device"])
         for role, spec in self.specs.items():
+            if spec.get("backend") == "megatron":
+                from rlcfg.runtime.backends.megatron import MegatronEngine
+
+                self.engines[role] = MegatronEngine(
+                    spec["kind"], spec["model_path"], spec["megatron"], temperature=spec.get("temperature", 1.0),
+                    seed=spec.get("seed", 42), offload_params=spec.get("offload_params", False),
+                    offload_optimizer=spec.get("offload_optimizer", False))
+                continue
             self.engines[role] = FSDPEngine(
                 spec["kind"], spec["model_path"], dtype=spec["dtype"], device=spec["device"],
                 optimizer=spec.get("optimizer"), total_optimizer_steps=spec.get("total_optimizer_steps"),
@@ -247,8 +255,12 @@ class HybridWorker(TrainWorker, _Generating):
         """Give the engine the trainer's weights. A single rank on CPU with the same dtype lets the engine's
         parameters alias the trainer's (the optimizer updates them in place), so later syncs cost nothing;
         anything else copies after every update."""
+        from rlcfg.runtime.backends.fsdp import FSDPEngine
+
         weights = self.engine.full_state_dict(all_ranks=True)
-        self.shared = self.engine.world == 1 and self.engine.device.type == "cpu" and self.rollout.share_weights(weights)
+        # Megatron's gathered weights are converted copies: aliasing them would not follow the training.
+        self.shared = (isinstance(self.engine, FSDPEngine) and self.engine.world == 1
+                       and self.engine.device.type == "cpu" and self.rollout.share_weights(weights))
         if not self.shared:
             self.rollout.update_weights(weights)
 

@@ -79,11 +79,38 @@ def test_tensor_parallel_rollout_needs_a_gpu_engine(tmp_path, monkeypatch):
     assert "each vLLM engine runs on one CPU slot" in message and "(tp=2, pp=1) to 1" in message
 
 
-def test_megatron_is_refused_on_a_gpu_machine_until_it_is_wired(experiment, monkeypatch):
+def test_megatron_training_is_accepted_on_a_gpu_machine(tmp_path, monkeypatch):
     installed(monkeypatch, "megatron.core")
-    [message] = problems(with_role(experiment, "actor", backend="megatron"), Machine(gpus=1, cpus=2))
-    assert "megatron` backend runs on GPU machines only; it is not wired into `rlcfg run` yet" in message
-    assert "`fsdp`" in message
+    two = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=2)
+    assert problems(with_role(two, "actor", backend="megatron", parallelism=Parallelism(tp=2)),
+                    Machine(gpus=2, cpus=2)) == []
+
+
+def test_megatron_on_cpu_only_when_asked_for_explicitly(experiment, monkeypatch):
+    installed(monkeypatch, "megatron.core")
+    monkeypatch.setenv("RLCFG_MEGATRON_ON_CPU", "1")
+    assert problems(with_role(experiment, "actor", backend="megatron")) == []
+
+
+@pytest.mark.parametrize("changes,expected", [
+    ({"parallelism": Parallelism(tp=2, cp=2)}, "context parallel size 2 needs the batch split along the sequence"),
+    ({"parallelism": Parallelism(ep=2)}, "expert parallel size 2"),
+])
+def test_megatron_features_the_run_does_not_do_are_refused(tmp_path, monkeypatch, changes, expected):
+    installed(monkeypatch, "megatron.core")
+    four = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=4)
+    [message] = problems(with_role(four, "actor", backend="megatron", **changes), Machine(gpus=4, cpus=2))
+    assert expected in message
+
+
+@pytest.mark.parametrize("role,backend,expected", [
+    ("rollout", "megatron", "`megatron` is a training backend; use `hf`, `vllm` or `sglang` for the rollout"),
+    ("actor", "vllm", "`vllm` is a rollout backend; use `fsdp` or `megatron` for training roles"),
+])
+def test_a_backend_in_the_wrong_role_is_refused(experiment, monkeypatch, role, backend, expected):
+    installed(monkeypatch, "megatron.core", "vllm")
+    [message] = problems(with_role(experiment, role, backend=backend), Machine(gpus=1, cpus=2))
+    assert expected in message
 
 
 def test_unsupported_features_are_refused_not_ignored(tmp_path):

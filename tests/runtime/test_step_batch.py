@@ -1,11 +1,10 @@
 """The driver's per-step batch and the rollout side's scoring: the layout the trainers rely on, and the same
 texts and rewards however often a response repeats."""
 
-import types
 
 import torch
 
-from rlcfg.runtime.driver import Run
+from rlcfg.runtime.step import make_batch
 from rlcfg.runtime.workers import RewardScorer
 
 
@@ -34,12 +33,11 @@ def test_scoring_gives_each_response_its_own_text_and_reward_even_when_responses
 
 
 def test_batch_left_pads_prompts_and_right_pads_responses():
-    run = types.SimpleNamespace(tokenizer=types.SimpleNamespace(pad_token_id=0))
     groups = [
         {"prompt": (5, 6), "responses": [([7, 8, 9], None, True), ([7], None, False)], "scores": [1.0, 0.0]},
         {"prompt": (4, 5, 6), "responses": [([], None, False), ([3, 2], None, True)], "scores": [0.5, 0.25, 9.0]},
     ]
-    batch, scores, finished = Run._batch(run, groups)
+    batch, scores, finished = make_batch(groups, pad=0)
     assert batch["input_ids"].tolist() == [[0, 5, 6, 7, 8, 9], [0, 5, 6, 7, 0, 0], [4, 5, 6, 0, 0, 0],
                                            [4, 5, 6, 3, 2, 0]]
     assert batch["attention_mask"].tolist() == [[0, 1, 1, 1, 1, 1], [0, 1, 1, 1, 0, 0], [1, 1, 1, 0, 0, 0],

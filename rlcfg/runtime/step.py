@@ -1,0 +1,214 @@
+"""What one RL step does between the scored rollouts and the update, independent of where it runs.
+
+The driver runs it for every layout, asking its workers over Ray for reference/old log-probs and critic
+values; a single colocated worker runs the very same code inside its process for the fused step
+(workers.HybridWorker.fused_step), so padding, advantages and metrics cannot differ between the two paths.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from rlcfg.runtime import algorithms as A
+
+# Train metrics that are each rank's share of a global figure (summed over data shards); the rest are averaged.
+SHARE_METRICS = ("pg_loss", "kl_loss", "entropy", "value_loss")
+# Per-call timings a trainer reports beside its metrics.
+TRAIN_TIMES = ("forward_s", "backward_s", "optimizer_s", "gather_s")
+# What the actor's update reads of the batch.
+ACTOR_KEYS = ("input_ids", "attention_mask", "response_mask", "advantages", "old_logprobs", "ref_logprobs")
+CRITIC_KEYS = ("input_ids", "attention_mask", "response_mask", "old_values", "returns")
+
+
+@dataclass(frozen=True)
+class StepSettings:
+    """The figures of the experiment and plan a step needs; small and picklable, so a worker can hold them."""
+
+    algorithm: Any  # rlcfg.ir.Algorithm
+    max_new_tokens: int
+    pad_token_id: int
+    needs_reference: bool
+    # The actor's update is on-policy (one epoch, one optimizer step per step): its old log-probs are the
+    # current ones, computed in the update's own forward pass.
+    on_policy: bool
+    samples_per_rank: int | None
+    micro_batch_size: int | None
+    has_critic: bool
+
+
+@dataclass
+class Update:
+    """A step's batch ready for the trainers, with what the metrics need."""
+
+    batch: dict[str, Any]
+    cfg: dict[str, Any]  # the actor's update settings
+    raw_scores: Any
+    shaped_scores: Any
+    finished: Any
+    lengths: Any
+    metrics: dict[str, Any]
+
+
+def make_batch(groups: list[dict[str, Any]], pad: int):
+    """Tensors for the trainers: prompts left-padded to a common width P, responses right-padded to R.
+    Returns (batch, scores, finished)."""
+    import numpy as np
+    import torch
+
+    P = max(len(g["prompt"]) for g in groups)
+    lens = [len(r[0]) for g in groups for r in g["responses"]]
+    R = max(max(lens, default=0), 1)
+    N = len(lens)
+    # Filled in place in numpy, one slice per group's prompt and one masked write for all responses: row-by-row
+    # lists or tensor writes cost more than the rest of the step's bookkeeping for small models.
+    # torch.from_numpy shares the memory (no copy).
+    ids = np.full((N, P + R), pad, dtype=np.int64)
+    attention = np.zeros((N, P + R), dtype=np.int64)
+    response_mask = np.zeros((N, R), dtype=np.float32)
+    done = [bool(r[2]) for g in groups for r in g["responses"]]
+    scores: list[float] = []
+    row = 0
+    for g in groups:
+        p = g["prompt"]
+        lp, k = len(p), len(g["responses"])
+        ids[row:row + k, P - lp:P] = p
+        attention[row:row + k, P - lp:P] = 1
+        row += k
+        scores += g["scores"][:k]
+    resp = np.arange(R)[None, :] < np.asarray(lens, dtype=np.int64)[:, None]
+    # Row-major boolean indexing visits each row's response columns in order, so the flattened responses land
+    # where they belong.
+    ids[:, P:][resp] = [t for g in groups for r in g["responses"] for t in r[0]]
+    response_mask[resp] = 1.0
+    attention[:, P:] = resp
+    batch = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(attention),
+             "response_mask": torch.from_numpy(response_mask)}
+    return batch, torch.tensor(scores, dtype=torch.float32), torch.tensor(done, dtype=torch.bool)
+
+
+def denominators(mask: Any, shards: int, mini: int) -> list[tuple[float, float]]:
+    """(tokens, sequences) of each global mini-batch: mini-batch j is rows [j·mini, (j+1)·mini) of every
+    shard's equal share of the batch."""
+    n = mask.shape[0] // shards
+    out = []
+    for m0 in range(0, n, mini):
+        tokens = seqs = 0.0
+        for r in range(shards):
+            part = mask[r * n + m0:r * n + min(m0 + mini, n)]
+            tokens += float(part.sum())
+            seqs += float((part.sum(dim=1) > 0).sum())
+        out.append((max(tokens, 1.0), max(seqs, 1.0)))
+    return out
+
+
+def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
+                   compute: Callable[[str, dict[str, Any]], Any], timing: dict[str, float]) -> Update:
+    """Batch, shaped rewards, the log-probs and values the algorithm needs (`compute(role, batch)` returns
+    them for the whole batch, timing itself), advantages and the actor's update settings."""
+    alg = s.algorithm
+    batch, raw_scores, finished = make_batch(groups, s.pad_token_id)
+    usable = (raw_scores.shape[0] // shards) * shards
+    if usable < raw_scores.shape[0]:  # dynamic sampling can leave a count the shards cannot share evenly
+        batch = {k: v[:usable] for k, v in batch.items()}
+        raw_scores, finished = raw_scores[:usable], finished[:usable]
+    mask = batch["response_mask"]
+    lengths = mask.sum(dim=1)
+
+    t0 = time.perf_counter()
+    shaping = alg.reward
+    scores = A.shape_rewards(raw_scores, shaping.scale, shaping.bias, shaping.clip)
+    if shaping.overlong_penalty_length is not None:
+        scores = scores + A.overlong_penalty(lengths, s.max_new_tokens, shaping.overlong_penalty_length,
+                                             shaping.overlong_penalty_factor)
+    timing["advantage"] = time.perf_counter() - t0
+
+    metrics: dict[str, Any] = {}
+    if s.needs_reference:
+        batch["ref_logprobs"] = compute("reference", batch)
+    if not s.on_policy or (s.needs_reference and alg.kl.placement == "reward"):
+        batch["old_logprobs"] = compute("actor", batch)
+    if s.has_critic:
+        batch["old_values"] = compute("critic", batch)
+
+    t0 = time.perf_counter()
+    token_rewards = A.token_level_scores(scores, mask)
+    if "ref_logprobs" in batch and "old_logprobs" in batch:
+        kl = A.kl_estimate(batch["old_logprobs"], batch["ref_logprobs"], alg.kl.estimator) * mask
+        metrics["kl"] = float(kl.sum() / mask.sum().clamp(min=1))
+        if alg.kl.placement == "reward":
+            token_rewards = token_rewards - alg.kl.coef * kl
+    seq_rewards = token_rewards.sum(dim=1)
+    if alg.advantage == "grpo":
+        adv = A.grpo_advantages(seq_rewards, alg.group_size, alg.normalize_advantage_std).unsqueeze(1) * mask
+    elif alg.advantage == "rloo":
+        adv = A.rloo_advantages(seq_rewards, alg.group_size).unsqueeze(1) * mask
+    elif alg.advantage == "reinforce++":
+        adv = A.reinforce_pp_advantages(token_rewards, mask, alg.gamma)
+    else:
+        adv, returns = A.gae(token_rewards, batch["old_values"], mask, alg.gamma, alg.lam)
+        adv = A.whiten(adv, mask)
+        batch["returns"] = returns
+    if alg.batch_normalize_advantage and alg.advantage in ("grpo", "rloo"):
+        adv = A.whiten(adv, mask)
+    batch["advantages"] = adv
+    loss_mask = A.mask_truncated(mask, finished) if alg.mask_truncated else mask
+    batch["response_mask"] = loss_mask
+    timing["advantage"] += time.perf_counter() - t0
+
+    per_shard = loss_mask.shape[0] // shards
+    mini = min(s.samples_per_rank or per_shard, per_shard) or per_shard
+    micro = min(s.micro_batch_size or mini, mini)
+    cfg = {"ppo_epochs": alg.ppo_epochs, "mini_batch": mini, "micro_batch": micro,
+           "denominators": denominators(loss_mask, shards, mini), "policy_loss": alg.policy_loss,
+           "clip_low": alg.clip_low, "clip_high": alg.clip_high, "clip_ratio_c": alg.clip_ratio_c,
+           "aggregation": alg.loss_aggregation, "entropy_coef": alg.entropy_coef,
+           "kl_loss_coef": alg.kl.coef if alg.kl.placement == "loss" else 0.0, "kl_estimator": alg.kl.estimator,
+           "value_clip": alg.value_clip}
+    return Update(batch=batch, cfg=cfg, raw_scores=raw_scores, shaped_scores=scores, finished=finished,
+                  lengths=lengths, metrics=metrics)
+
+
+def critic_cfg(update: Update, ranks: int) -> dict[str, Any]:
+    """The critic trains on its ranks' whole shares in one mini-batch each."""
+    mask = update.batch["response_mask"]
+    share = max(1, mask.shape[0] // ranks)
+    return dict(update.cfg, denominators=denominators(mask, ranks, share), mini_batch=share)
+
+
+def train_metrics(update: Update, shard_results: list[dict[str, float]], all_results: list[dict[str, float]],
+                  timing: dict[str, float]) -> None:
+    """Fold the trainers' replies (one per data shard for the metrics, every rank for the timings) into the
+    update's metrics and the step's timing."""
+    for key in TRAIN_TIMES:
+        timing["train_" + key[:-2]] = max(r.get(key, 0.0) for r in all_results)
+    metrics = update.metrics
+    for key in shard_results[0]:
+        if key in TRAIN_TIMES:
+            continue
+        values = [r[key] for r in shard_results if key in r]
+        metrics["actor/" + key] = sum(values) if key in SHARE_METRICS else sum(values) / len(values)
+    if "kl" not in metrics and "actor/kl_loss" in metrics:
+        metrics["kl"] = metrics["actor/kl_loss"]  # on-policy KL in the loss: the trainer measured it
+
+
+def step_metrics(update: Update, timing: dict[str, float], step_s: float, example: str) -> dict[str, Any]:
+    """The step's reward, length, throughput and time figures, added to the update's metrics."""
+    raw, lengths, finished = update.raw_scores, update.lengths, update.finished
+    n = int(raw.shape[0])
+    compute = sum(timing.get(k, 0.0) for k in ("generate", "train_forward", "train_backward", "train_optimizer",
+                                               "ref_compute", "old_logprob_compute", "values_compute"))
+    metrics = update.metrics
+    metrics.update({
+        "reward/mean": float(raw.mean()), "reward/std": float(raw.std()) if n > 1 else 0.0,
+        "reward/shaped_mean": float(update.shaped_scores.mean()),
+        "response/length_mean": float(lengths.float().mean()), "response/length_max": float(lengths.max()),
+        "response/truncated_frac": float((~finished).float().mean()),
+        "throughput/samples_per_s": n / step_s,
+        "throughput/tokens_per_s": float(update.batch["attention_mask"].sum()) / step_s,
+        "time/step": step_s, "time/overhead_share": max(0.0, 1.0 - compute / step_s),
+        **{f"time/{k}": v for k, v in timing.items()},
+        "example": example,
+    })
+    return metrics
