@@ -35,6 +35,9 @@ class RunOptions:
     stream: Any = None  # where progress goes (stderr by default)
     max_steps: int | None = None  # stop after this many steps of this invocation (tests, benchmarks)
     threads: int | None = None  # torch threads per worker; None: the CPUs of its slot
+    # A single worker holding every role runs each step in one call; False keeps the general path (the tests
+    # compare the two).
+    fused_step: bool = True
 
 
 @dataclass
@@ -187,7 +190,9 @@ class Run:
             pad_token_id=self.tokenizer.pad_token_id or 0, needs_reference=self._needs_reference(),
             on_policy=self.alg.ppo_epochs == 1 and b.samples_per_optimizer_step >= b.samples_per_step,
             samples_per_rank=b.samples_per_rank, micro_batch_size=b.micro_batch_size,
-            has_critic=self.alg.advantage == "gae")
+            has_critic=self.alg.advantage == "gae",
+            forward_micro_batch={r.name: r.forward_micro_batch_size or r.micro_batch_size or b.micro_batch_size or 8
+                                 for r in exp.roles})
         self.ckpt_root = exp.checkpointing.directory or os.path.join(self.opt.output_dir, "checkpoints")
         self.resume_path = None
         if not self.opt.resume and ckpt.latest(self.ckpt_root):
@@ -364,6 +369,12 @@ class Run:
         self.pending_weights = None
         self.prefetched = None
         self.sampler_state = self.sampler.state_dict()
+        # One worker holding every role (rollout colocated, one rank, reference fused or absent, no critic)
+        # runs each step in a single call; dynamic sampling's extra draws need the driver's sampler between
+        # rollouts, so it keeps the general path.
+        self.fused = (self.opt.fused_step and self.hybrid and len(self.actor) == 1 and not self.critic
+                      and self.reference in ([], self.actor) and not self.alg.dynamic_sampling)
+        self.last_reply = 0.0
 
     def _needs_reference(self) -> bool:
         return self.alg.kl.placement != "none" and self.alg.kl.coef > 0
@@ -430,10 +441,7 @@ class Run:
             for k, v in times.items():
                 timing[k] = timing.get(k, 0.0) + v
             timing["rollout_call"] = timing.get("rollout_call", 0.0) + time.perf_counter() - draw["t0"]
-            for g in range(len(idx)):
-                group = {"index": idx[g], "prompt": prompts[g],
-                         "responses": gens[g * n:(g + 1) * n], "scores": scores[g * n:(g + 1) * n],
-                         "texts": texts[g * n:(g + 1) * n]}
+            for group in S.make_groups(idx, prompts, gens, scores, texts, n):
                 seen_groups += 1
                 if self.alg.dynamic_sampling and max(group["scores"]) == min(group["scores"]):
                     continue
@@ -456,7 +464,7 @@ class Run:
     def _compute(self, workers: list[Any], batch: dict[str, Any], role: Role, timing: dict[str, float], key: str):
         import torch
 
-        micro = role.forward_micro_batch_size or role.micro_batch_size or self.plan.batch.micro_batch_size or 8
+        micro = self.step_settings.forward_micro_batch[role.name]
         t0 = time.perf_counter()
         outs = self.cluster.ray.get([w.compute.remote(part, micro, role.name)
                                      for w, part in zip(workers, self._scatter(batch, role.name, workers))])
@@ -469,6 +477,8 @@ class Run:
         step's update (same process, same order, so it sees the new weights): the engines start it without
         waiting for the driver's round trip. `self.sampler_state` keeps the data position as of the end of
         this step, which is what a checkpoint must record."""
+        if self.fused:
+            return self._fused_step(step, prefetch)
         ray = self.cluster.ray
         exp = self.exp
         timing: dict[str, float] = {}
@@ -507,9 +517,39 @@ class Run:
             update.metrics["critic/value_loss"] = sum(r.get("value_loss", 0.0) for r in critic_results)
         timing["train"] = time.perf_counter() - t0
         S.train_metrics(update, self._one_per_shard("actor", results), results, timing)
-        metrics = S.step_metrics(update, timing, time.perf_counter() - t_step,
-                                 groups[0]["texts"][0] if groups else "")
+        metrics = S.step_metrics(update.metrics, **update.outcome(), timing=timing,
+                                 step_s=time.perf_counter() - t_step, example=groups[0]["texts"][0] if groups else "")
         metrics.update(step=step, **data_info)
+        return metrics
+
+    def _submit_fused(self, step: int) -> dict[str, Any]:
+        idx = self.sampler.next()
+        n = self.alg.group_size
+        # The seed the general path gives its one engine (see _draw and _submit): both paths sample alike.
+        seed = (self.exp.seed * 100_003 + step * 7) * 1009
+        ref = self.actor[0].fused_step.remote([list(self.train_data.token_ids[i]) for i in idx], idx,
+                                              [self.train_data.answers[i] for i in idx for _ in range(n)],
+                                              self._sampling(), seed, self.step_settings)
+        return {"ref": ref, "idx": idx, "sampler": self.sampler.state_dict(), "epoch": self.sampler.epoch,
+                "t0": time.perf_counter()}
+
+    def _fused_step(self, step: int, prefetch: bool) -> dict[str, Any]:
+        """One step as one worker call (see HybridWorker.fused_step). With `prefetch` the next step's call is
+        queued before this one's reply is read, so the worker goes straight on. A step's time is the interval
+        between the replies of consecutive steps, or from its submission when nothing was queued."""
+        entry, self.prefetched = self.prefetched, None
+        if entry is None:
+            entry = self._submit_fused(step)
+        if prefetch:
+            self.prefetched = self._submit_fused(step + 1)
+        reply = self.cluster.ray.get(entry["ref"])
+        now = time.perf_counter()
+        step_s, self.last_reply = now - max(entry["t0"], self.last_reply), now
+        self.sampler_state = entry["sampler"]
+        metrics = S.step_metrics(reply["metrics"], **reply["outcome"], timing=reply["timing"], step_s=step_s,
+                                 example=reply["example"])
+        metrics.update({"step": step, "data/prompt_indices": entry["idx"], "data/draws": 1,
+                        "data/groups_seen": len(entry["idx"]), "data/epoch": entry["epoch"]})
         return metrics
 
     # ---- evaluation, checkpoints -------------------------------------------------------------------------------
@@ -617,13 +657,16 @@ class Run:
             t_run = time.perf_counter()
             done = 0
             for step in range(start_step + 1, last + 1):
-                # Prefetching would start the next step before this one's evaluation: keep them in order.
-                metrics = self.step(step, prefetch=step < last and not (eval_every and step % eval_every == 0))
-                if eval_every and step % eval_every == 0:
+                evaluating = bool(eval_every and step % eval_every == 0)
+                saving = bool(interval and step % interval == 0) or step == self.total_steps
+                # Prefetching starts the next step's work behind this one's: an evaluation or a checkpoint must
+                # see this step's weights, so they come first.
+                metrics = self.step(step, prefetch=step < last and not evaluating and not saving)
+                if evaluating:
                     metrics.update(self.evaluate())
                 if step == 1 or (step == start_step + 1):
                     metrics.update({f"startup/{k}": v for k, v in self.startup.items()})
-                if (interval and step % interval == 0) or step == self.total_steps:
+                if saving:
                     t0 = time.perf_counter()
                     self.save(step)
                     metrics["time/checkpoint"] = time.perf_counter() - t0

@@ -36,6 +36,7 @@ class StepSettings:
     samples_per_rank: int | None
     micro_batch_size: int | None
     has_critic: bool
+    forward_micro_batch: dict[str, int]  # role → micro-batch of its log-prob / value passes
 
 
 @dataclass
@@ -49,6 +50,20 @@ class Update:
     finished: Any
     lengths: Any
     metrics: dict[str, Any]
+
+    def outcome(self) -> dict[str, Any]:
+        """What step_metrics reads, without the batch: small enough to return from a worker, and as numpy
+        arrays, which Ray passes without torch's serializer (a millisecond per reply for four tensors)."""
+        return {"raw_scores": self.raw_scores.numpy(), "shaped_scores": self.shaped_scores.numpy(),
+                "lengths": self.lengths.numpy(), "finished": self.finished.numpy(),
+                "tokens": float(self.batch["attention_mask"].sum())}
+
+
+def make_groups(indices: list[int], prompts: list[Any], generations: list[Any], scores: list[float],
+                texts: list[str], n: int) -> list[dict[str, Any]]:
+    """One group per prompt: its n responses (token ids, log-probs, finished), their scores and texts."""
+    return [{"index": indices[g], "prompt": prompts[g], "responses": generations[g * n:(g + 1) * n],
+             "scores": scores[g * n:(g + 1) * n], "texts": texts[g * n:(g + 1) * n]} for g in range(len(indices))]
 
 
 def make_batch(groups: list[dict[str, Any]], pad: int):
@@ -193,20 +208,24 @@ def train_metrics(update: Update, shard_results: list[dict[str, float]], all_res
         metrics["kl"] = metrics["actor/kl_loss"]  # on-policy KL in the loss: the trainer measured it
 
 
-def step_metrics(update: Update, timing: dict[str, float], step_s: float, example: str) -> dict[str, Any]:
-    """The step's reward, length, throughput and time figures, added to the update's metrics."""
-    raw, lengths, finished = update.raw_scores, update.lengths, update.finished
-    n = int(raw.shape[0])
+def step_metrics(metrics: dict[str, Any], raw_scores: Any, shaped_scores: Any, lengths: Any, finished: Any,
+                 tokens: float, timing: dict[str, float], step_s: float, example: str) -> dict[str, Any]:
+    """The step's reward, length, throughput and time figures, added to `metrics` (the update's). The arrays
+    are Update.outcome()'s."""
+    import torch
+
+    # Copies: arrays from Ray's object store are read-only, which torch warns about (they are tiny).
+    raw_scores, shaped_scores, lengths, finished = (torch.tensor(a) for a in (raw_scores, shaped_scores, lengths,
+                                                                              finished))
+    n = int(raw_scores.shape[0])
     compute = sum(timing.get(k, 0.0) for k in ("generate", "train_forward", "train_backward", "train_optimizer",
                                                "ref_compute", "old_logprob_compute", "values_compute"))
-    metrics = update.metrics
     metrics.update({
-        "reward/mean": float(raw.mean()), "reward/std": float(raw.std()) if n > 1 else 0.0,
-        "reward/shaped_mean": float(update.shaped_scores.mean()),
+        "reward/mean": float(raw_scores.mean()), "reward/std": float(raw_scores.std()) if n > 1 else 0.0,
+        "reward/shaped_mean": float(shaped_scores.mean()),
         "response/length_mean": float(lengths.float().mean()), "response/length_max": float(lengths.max()),
         "response/truncated_frac": float((~finished).float().mean()),
-        "throughput/samples_per_s": n / step_s,
-        "throughput/tokens_per_s": float(update.batch["attention_mask"].sum()) / step_s,
+        "throughput/samples_per_s": n / step_s, "throughput/tokens_per_s": tokens / step_s,
         "time/step": step_s, "time/overhead_share": max(0.0, 1.0 - compute / step_s),
         **{f"time/{k}": v for k, v in timing.items()},
         "example": example,

@@ -251,6 +251,38 @@ class HybridWorker(TrainWorker, _Generating):
         metrics["gather_s"] = time.perf_counter() - start
         return metrics
 
+    def fused_step(self, prompts: list[list[int]], indices: list[int], answers: list[str | None],
+                   sampling: Mapping[str, Any], seed: int, settings: Any) -> dict[str, Any]:
+        """A whole step in this process, for a run whose every role lives here (one rank, rollout colocated):
+        generate and score, then the driver's own step logic (rlcfg.runtime.step), then the update and the
+        weight sync. One Ray call per step instead of four, and the driver queues the next one before this
+        one returns, so the engine never waits for the driver. Returns the step's metrics, timings and the
+        outcome the driver turns into throughput figures."""
+        from rlcfg.runtime import step as S
+
+        timing: dict[str, float] = {}
+        t0 = time.perf_counter()
+        out, info = self.generate(prompts, sampling, seed, None, answers)
+        timing.update(generate=info["generate_s"], weight_load=0.0, reward=info.get("reward_s", 0.0),
+                      rollout_call=time.perf_counter() - t0)
+        groups = S.make_groups(indices, prompts, out, info["scores"], info["texts"], int(sampling.get("n", 1)))
+        keys = {"actor": "old_logprob", "reference": "ref", "critic": "values"}
+
+        def compute(role: str, batch: dict[str, Any]) -> Any:
+            start = time.perf_counter()
+            result = self.compute(batch, settings.forward_micro_batch[role], role)
+            timing[keys[role]] = time.perf_counter() - start
+            timing[keys[role] + "_compute"] = result["forward_s"]
+            return result["values"]
+
+        update = S.prepare_update(groups, settings, 1, compute, timing)
+        t0 = time.perf_counter()
+        result = self.train_and_sync({k: update.batch[k] for k in S.ACTOR_KEYS if k in update.batch}, update.cfg)
+        timing["train"] = time.perf_counter() - t0
+        S.train_metrics(update, [result], [result], timing)
+        return {"metrics": update.metrics, "outcome": update.outcome(), "timing": timing,
+                "example": groups[0]["texts"][0] if groups else ""}
+
     def sync_rollout(self) -> None:
         """Give the engine the trainer's weights. A single rank on CPU with the same dtype lets the engine's
         parameters alias the trainer's (the optimizer updates them in place), so later syncs cost nothing;
