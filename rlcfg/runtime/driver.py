@@ -26,6 +26,10 @@ from rlcfg.runtime import step as S
 from rlcfg.runtime.backends import Machine, detect_machine, preflight
 
 
+# Environment switches the workers read (see rlcfg.runtime.backends.megatron_cpu).
+FORWARDED_ENV = ("RLCFG_MEGATRON_ON_CPU",)
+
+
 @dataclass
 class RunOptions:
     output_dir: str
@@ -121,6 +125,10 @@ class Cluster:
             "scheduling_strategy": PlacementGroupSchedulingStrategy(self.groups[g], placement_group_bundle_index=bundle),
             "max_concurrency": 1,  # calls run in submission order: the phases of a step never interleave
         }
+        # rlcfg's own switches reach the workers even on a cluster started before this driver's environment.
+        switches = {k: v for k, v in os.environ.items() if k in FORWARDED_ENV}
+        if switches:
+            options["runtime_env"] = {"env_vars": switches}
         if self.use_gpu:
             options.update(num_gpus=1.0 / sharing, num_cpus=1.0 / sharing)
         else:

@@ -147,6 +147,7 @@ class RewardScorer:
         self.tokenizer = tokenizer
         self._texts: dict[tuple[int, ...], str] = {}
         self._held = 0
+        self._scores: dict[tuple[str, str | None], float] = {}
 
     def score(self, responses: list[list[int]], answers: list[str | None]) -> tuple[list[float], list[str]]:
         # Decoding is deterministic, and short responses repeat a lot (a group samples the same answer
@@ -162,7 +163,17 @@ class RewardScorer:
         if new:
             self._texts.update(zip(new, self.tokenizer.batch_decode([list(k) for k in new], skip_special_tokens=True)))
         texts = [self._texts[k] for k in keys]
-        return [float(self.fn(t, a)) for t, a in zip(texts, answers)], texts
+        # Verifiers are pure functions of (text, answer), and math-verify's parse costs most of a millisecond:
+        # each distinct pair is scored once while the memo stays under its bound.
+        if len(self._scores) > 200_000:
+            self._scores.clear()
+        scores = []
+        for pair in zip(texts, answers):
+            score = self._scores.get(pair)
+            if score is None:
+                score = self._scores[pair] = float(self.fn(*pair))
+            scores.append(score)
+        return scores, texts
 
 
 class _Generating:

@@ -47,3 +47,19 @@ def test_batch_left_pads_prompts_and_right_pads_responses():
     assert batch["response_mask"].dtype == torch.float32
     assert scores.tolist() == [1.0, 0.0, 0.5, 0.25]  # a score without a response is left out
     assert finished.tolist() == [True, False, False, True]
+
+
+def test_each_distinct_response_and_answer_pair_is_verified_once():
+    """Verifiers like math-verify cost most of a millisecond per call; a group repeats its answers a lot."""
+    scorer = RewardScorer("exact_match", CountingTokenizer())
+    calls = []
+
+    def verifier(text, answer):
+        calls.append((text, answer))
+        return float(text == answer)
+
+    scorer.fn = verifier
+    first, _ = scorer.score([[0], [0], [1], [0]], ["a", "a", "a", "b"])
+    second, _ = scorer.score([[0], [1]], ["a", "b"])
+    assert first == [1.0, 1.0, 0.0, 0.0] and second == [1.0, 1.0]
+    assert calls == [("a", "a"), ("b", "a"), ("a", "b"), ("b", "b")]
