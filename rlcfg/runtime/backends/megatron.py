@@ -11,7 +11,8 @@ Execution (`MegatronEngine`, one per rank, same interface as the fsdp backend's 
 from the plan's tp/pp/cp/ep/etp/vpp, weights converted from the Hugging Face checkpoint
 (megatron_weights.py), and the PPO/GRPO update run through `get_forward_backward_func`. megatron-core 0.16
 hard-codes CUDA in its schedules, DDP buffers, optimizer and rotary embedding, so the engine needs a GPU; the
-lowering, the model build, the weight conversion and the loss functions run on CPU.
+lowering, the model build, the weight conversion and the loss functions run on CPU. For tests and debugging,
+megatron_cpu.py's shim (or RLCFG_MEGATRON_ON_CPU=1) runs the whole engine on CPU with gloo.
 
 Every rank of one tensor/pipeline group must receive the same samples (its data-parallel shard):
 `data_parallel_rank` says which shard a global rank takes.
@@ -19,6 +20,7 @@ Every rank of one tensor/pipeline group must receive the same samples (its data-
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import os
 import time
@@ -26,6 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from rlcfg.runtime.backends.megatron_weights import ConversionError, ModelSpec, padded_vocab
+from rlcfg.runtime.step import SHARE_METRICS
 
 MEGATRON_CORE = "megatron-core==0.16.1"
 INSTALL_HINT = ("install rlcfg[megatron] (pip install 'rlcfg[megatron]', which pins megatron-core 0.16.1; "
@@ -319,12 +322,42 @@ def init_parallel_state(layout: MegatronLayout, seed: int | None = None) -> None
         initialize_rng_tracker(inference_rng_tracker=True, force_reset=True)
 
 
+class _RMSNorm:
+    """torch's RMSNorm for the local layer spec, which (unlike megatron-core's WrappedTorchNorm) accepts
+    sequence parallelism: each tensor-parallel rank then normalises its own slice of the sequence, and the weight
+    is marked `sequence_parallel` so that finalize_model_grads sums its gradient over the TP ranks (megatron-core's
+    Apex norm does the same; the q/k norms are summed by name)."""
+
+    def __new__(cls, config: Any, hidden_size: int, eps: float = 1e-5, **_unused: Any) -> Any:
+        import torch
+
+        norm = torch.nn.RMSNorm(hidden_size, eps=eps)
+        norm.weight.sequence_parallel = bool(config.sequence_parallel)
+        return norm
+
+
 def layer_spec(spec: ModelSpec) -> Any:
     """The local (pure torch) layer spec. Its attention takes an explicit mask, which left-padded RL batches
-    need; Transformer Engine's fused attention would ignore it without packed sequences."""
+    need; Transformer Engine's fused attention would ignore it without packed sequences. Its norms are
+    _RMSNorm: megatron-core's local RMSNorm refuses sequence parallelism outright."""
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
-    return get_gpt_layer_local_spec(qk_layernorm=spec.qk_norm, normalization="RMSNorm")
+    layer = get_gpt_layer_local_spec(qk_layernorm=spec.qk_norm, normalization="RMSNorm")
+    attention = layer.submodules.self_attention
+    if spec.qk_norm:
+        attention = dataclasses.replace(attention, submodules=dataclasses.replace(
+            attention.submodules, q_layernorm=_RMSNorm, k_layernorm=_RMSNorm))
+    return dataclasses.replace(layer, submodules=dataclasses.replace(
+        layer.submodules, input_layernorm=_RMSNorm, pre_mlp_layernorm=_RMSNorm, self_attention=attention))
+
+
+def block_spec(spec: ModelSpec, transformer_config: Any, vp_stage: int | None) -> Any:
+    """This stage's layers and the final norm (a bare layer spec would give the block megatron-core's own
+    final norm, which refuses sequence parallelism)."""
+    from megatron.core.transformer.transformer_block import TransformerBlockSubmodules, get_num_layers_to_build
+
+    layers = get_num_layers_to_build(transformer_config, vp_stage=vp_stage)
+    return TransformerBlockSubmodules(layer_specs=[layer_spec(spec)] * layers, layer_norm=_RMSNorm)
 
 
 def build_model_chunks(settings: MegatronSettings, transformer_config: Any) -> list[Any]:
@@ -337,11 +370,35 @@ def build_model_chunks(settings: MegatronSettings, transformer_config: Any) -> l
     for stage in range(vpp):
         vp_stage = stage if vpp > 1 else None
         chunks.append(GPTModel(
-            transformer_config, layer_spec(settings.model),
+            transformer_config, block_spec(settings.model, transformer_config, vp_stage),
             pre_process=ps.is_pipeline_first_stage(ignore_virtual=False, vp_stage=vp_stage),
             post_process=ps.is_pipeline_last_stage(ignore_virtual=False, vp_stage=vp_stage),
             vp_stage=vp_stage, **settings.gpt))
+    for chunk in chunks:
+        _mark_tensor_parallel(chunk, transformer_config)
     return chunks
+
+
+def _mark_tensor_parallel(chunk: Any, transformer_config: Any) -> None:
+    """megatron-core tags a tensor-parallel weight (`tensor_model_parallel`, `partition_dim`) only inside its
+    weight initialisers, which perform_initialization=False skips. Untagged, every TP rank but the first leaves
+    its shards out of the gradient norm, so the norm and the clipping are wrong under TP; tag them as the
+    initialisers would."""
+    from megatron.core.tensor_parallel import layers as L
+
+    for name, module in chunk.named_modules():
+        weight = getattr(module, "weight", None)
+        if weight is None or hasattr(weight, "tensor_model_parallel"):
+            continue
+        if isinstance(module, (L.ColumnParallelLinear, L.VocabParallelEmbedding)):
+            dim = 0
+        elif isinstance(module, L.RowParallelLinear):
+            dim = 1
+        else:
+            continue
+        # Gate and up rows interleave per rank in a gated MLP's fc1 (megatron-core's own stride for it).
+        stride = 2 if name.endswith("linear_fc1") and transformer_config.gated_linear_unit else 1
+        L.set_tensor_model_parallel_attributes(weight, is_parallel=True, dim=dim, stride=stride)
 
 
 def load_hf_into(chunks: list[Any], hf_state: Mapping[str, Any], settings: MegatronSettings) -> None:
@@ -463,19 +520,28 @@ def ppo_loss(logits: Any, mb: Mapping[str, Any], cfg: Mapping[str, Any], prompt_
 
 # ---- the engine (GPU) -------------------------------------------------------------------------------------------
 
-SHARE_METRICS = ("pg_loss", "kl_loss", "entropy")
+def _on_engine_device(method: Any) -> Any:
+    """Runs an engine method under the CPU shim when the engine lives on CPU (megatron-core allocates on CUDA
+    inside every schedule run, optimizer step and checkpoint)."""
+    import functools
+
+    @functools.wraps(method)
+    def wrapper(self: "MegatronEngine", *args: Any, **kwargs: Any) -> Any:
+        with self._on_device():
+            return method(self, *args, **kwargs)
+
+    return wrapper
 
 
 class MegatronEngine:
     """One rank of a Megatron-trained (actor) or frozen (reference) model. Needs a GPU: megatron-core 0.16's
-    schedules, DDP buffers and optimizer allocate on CUDA. Each rank receives its data-parallel shard."""
+    schedules, DDP buffers and optimizer allocate on CUDA; built under megatron_cpu.cuda_as_cpu() or with
+    RLCFG_MEGATRON_ON_CPU=1 it runs on CPU instead (a testing aid). Each rank receives its data-parallel shard."""
 
     def __init__(self, kind: str, model_path: str, settings: MegatronSettings, *, temperature: float = 1.0,
                  seed: int = 42, offload_params: bool = False, offload_optimizer: bool = False):
         require_megatron()
         import torch
-        import torch.distributed as dist
-        from megatron.core import parallel_state as ps
 
         if kind == "critic":
             raise MegatronConfigError("the megatron backend has no value head yet; train the critic with fsdp")
@@ -483,9 +549,30 @@ class MegatronEngine:
             raise MegatronConfigError(f"role `{settings.role}`: context parallel size {settings.layout.cp} needs "
                                       "the batch split along the sequence, which the RL update does not do yet; "
                                       "set it to 1")
-        if not torch.cuda.is_available():
+        from rlcfg.runtime.backends import megatron_cpu
+
+        on_cpu = megatron_cpu.requested() or megatron_cpu.active()
+        if not on_cpu and not torch.cuda.is_available():
             raise MegatronConfigError("megatron-core's training path needs a GPU (its schedules and DDP allocate on "
                                       "CUDA); use the fsdp backend on a CPU-only machine")
+        # Under megatron_cpu's shim (a testing aid) megatron-core's own CUDA allocations land on CPU; the engine's
+        # tensors must follow them there.
+        self.device = "cpu" if on_cpu else "cuda"
+        with self._on_device():
+            self._build(kind, model_path, settings, temperature, seed, offload_params, offload_optimizer)
+
+    def _on_device(self) -> Any:
+        import contextlib
+
+        from rlcfg.runtime.backends import megatron_cpu
+
+        return megatron_cpu.cuda_as_cpu() if self.device == "cpu" else contextlib.nullcontext()
+
+    def _build(self, kind: str, model_path: str, settings: MegatronSettings, temperature: float, seed: int,
+               offload_params: bool, offload_optimizer: bool) -> None:
+        import torch.distributed as dist
+        from megatron.core import parallel_state as ps
+
         self.kind, self.settings, self.model_path = kind, settings, model_path
         self.temperature = temperature if temperature and temperature > 0 else 1.0
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
@@ -497,14 +584,20 @@ class MegatronEngine:
         from rlcfg.runtime.backends import megatron_weights as W
 
         load_hf_into(chunks, W.load_hf_weights(model_path), settings)
-        chunks = [c.to(dtype=_torch_dtype(settings.transformer["params_dtype"])).cuda() for c in chunks]
+        chunks = [c.to(dtype=_torch_dtype(settings.transformer["params_dtype"]), device=self.device) for c in chunks]
         self.optimizer = self.scheduler = None
         if opt_config is not None:
             from megatron.core.distributed import DistributedDataParallel
             from megatron.core.optimizer import get_megatron_optimizer
             from megatron.core.optimizer_param_scheduler import OptimizerParamScheduler
 
+            from megatron.core.distributed import finalize_model_grads
+
             chunks = [DistributedDataParallel(config=tf_config, ddp_config=ddp_config, module=c) for c in chunks]
+            # The schedule reduces gradients over data-parallel ranks (and ties embeddings across pipeline
+            # stages, sums sequence-parallel norm gradients) only through this hook; megatron-core leaves it
+            # unset outside Megatron-LM's training loop.
+            tf_config.finalize_model_grads_func = finalize_model_grads
             for c in chunks:
                 c.broadcast_params()
             self.optimizer = get_megatron_optimizer(opt_config, chunks)
@@ -542,8 +635,8 @@ class MegatronEngine:
             pos = (attn.long().cumsum(dim=1) - 1).clamp(min=0)
             mb = {k: v[i:i + micro, :hi] if v.ndim == 2 and k not in ("input_ids", "attention_mask") else v[i:i + micro]
                   for k, v in batch.items()}
-            mb.update(input_ids=batch["input_ids"][i:i + micro], tokens=ids.cuda(), position_ids=pos.cuda(),
-                      mask=causal_padding_mask(attn).cuda())
+            mb.update(input_ids=batch["input_ids"][i:i + micro], tokens=ids.to(self.device),
+                      position_ids=pos.to(self.device), mask=causal_padding_mask(attn).to(self.device))
             out.append(mb)
         return out, width + pad, lo
 
@@ -578,6 +671,7 @@ class MegatronEngine:
 
     # -------------------------------------------------------------------------------------- interface
 
+    @_on_engine_device
     def compute(self, batch: Mapping[str, Any], micro_batch: int) -> dict[str, Any]:
         """Per-response-token log-probs of this rank's data-parallel shard."""
         import torch
@@ -609,6 +703,7 @@ class MegatronEngine:
         result = self._broadcast_from_last_stage(result) * batch["response_mask"]
         return {"values": result, "forward_s": time.perf_counter() - start}
 
+    @_on_engine_device
     def train(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
         """PPO passes over this rank's shard: mini-batches of cfg["mini_batch"] samples (one optimizer step each)
         in micro-batches of cfg["micro_batch"], through megatron-core's forward-backward schedule."""
@@ -666,6 +761,7 @@ class MegatronEngine:
                                                       W.strip_extra_state(_unwrap(c).state_dict()).items()}
                 for stage, c in enumerate(self.chunks)}
 
+    @_on_engine_device
     def full_state_dict(self, all_ranks: bool = False) -> dict[str, Any] | None:
         """Hugging Face-named weights gathered over the model-parallel group, on global rank 0 (or everywhere
         with `all_ranks`). A collective: every rank calls it."""
@@ -685,6 +781,7 @@ class MegatronEngine:
             shards.update(part)
         return W.merge(shards, self.settings.model)
 
+    @_on_engine_device
     def export_hf(self, path: str) -> None:
         import shutil
 
@@ -699,45 +796,93 @@ class MegatronEngine:
                 if os.path.exists(src):
                     shutil.copy(src, os.path.join(path, name))
 
+    @_on_engine_device
     def save(self, path: str) -> None:
-        """megatron-core's distributed checkpoint of the model chunks and optimizer (resharded on load)."""
+        """megatron-core's distributed checkpoint of the model chunks and optimizer. The model reshards on load;
+        the distributed optimizer's state keeps its TP/PP layout (a resume may change only the DP size)."""
         import torch
         from megatron.core import dist_checkpointing
 
         state = self._sharded_state()
         os.makedirs(path, exist_ok=True)
         dist_checkpointing.save(state, path)
-        extra = {"rng": torch.get_rng_state(), "cuda_rng": torch.cuda.get_rng_state()}
+        extra = {"rng": torch.get_rng_state()}
+        if self.device == "cuda":
+            extra["cuda_rng"] = torch.cuda.get_rng_state()
         if self.scheduler is not None:
             extra["scheduler"] = self.scheduler.state_dict()
         torch.save(extra, os.path.join(path, f"extra-rank{self.rank}.pt"))
 
+    @_on_engine_device
     def load(self, path: str) -> None:
         import torch
         from megatron.core import dist_checkpointing
 
-        state = dist_checkpointing.load(self._sharded_state(), path)
+        state = dist_checkpointing.load(self._sharded_state(loading=True), path)
         for i, c in enumerate(self.chunks):
             _unwrap(c).load_state_dict(state[f"model{i}"])
         if self.optimizer is not None:
-            self.optimizer.load_state_dict(state["optimizer"])
+            # The distributed optimizer copies into its main parameters in place; for fp32 training those are
+            # views of the model's parameters, which autograd refuses to have written outside no_grad.
+            with torch.no_grad():
+                self.optimizer.load_state_dict(state["optimizer"])
+            self._restore_adam_steps(state["optimizer"])
         extra_file = os.path.join(path, f"extra-rank{self.rank}.pt")
         if os.path.exists(extra_file):
             extra = torch.load(extra_file, weights_only=False)
             torch.set_rng_state(extra["rng"])
-            torch.cuda.set_rng_state(extra["cuda_rng"])
+            if self.device == "cuda" and "cuda_rng" in extra:
+                torch.cuda.set_rng_state(extra["cuda_rng"])
             if self.scheduler is not None and "scheduler" in extra:
                 self.scheduler.load_state_dict(extra["scheduler"])
 
-    def _sharded_state(self) -> dict[str, Any]:
+    def _sharded_state(self, loading: bool = False) -> dict[str, Any]:
         state = {f"model{i}": _unwrap(c).sharded_state_dict() for i, c in enumerate(self.chunks)}
         if self.optimizer is not None:
             model_state = {}
             for part in state.values():
                 model_state.update(part)
-            state["optimizer"] = self.optimizer.sharded_state_dict(model_state)
+            # A fresh optimizer has no Adam moments yet; is_loading creates them so the template to load into
+            # names them (without it the moments are silently not restored).
+            # The distributed optimizer (dp > 1) defaults to a flattened layout that megatron-core 0.16's own
+            # dist_checkpointing.save refuses ("flattened_range is not supported"); dp_reshardable writes each
+            # rank's buffers as they are (a resume may change the DP size, not TP/PP). A plain optimizer ignores
+            # the metadata.
+            if loading:
+                self._create_optimizer_state()
+            state["optimizer"] = self.optimizer.sharded_state_dict(
+                model_state, is_loading=loading, metadata={"distrib_optim_sharding_type": "dp_reshardable"})
         return state
 
+    def _restore_adam_steps(self, loaded: Any) -> None:
+        """megatron-core 0.16's distributed optimizer, over torch's Adam (no Apex/Transformer Engine), restores
+        Adam's step count wrongly in two ways: the per-bucket parameter state copies the step of the load
+        template (a fresh optimizer's 1) over the checkpoint's, and every parameter is handed the same step
+        tensor, which torch then increments once per parameter. Each parameter gets its own copy of the
+        checkpoint's count (kept in the param groups of the common state)."""
+        import torch
+
+        groups = loaded.get("optimizer", {}).get("param_groups", []) if isinstance(loaded, dict) else []
+        steps = {g["step"] for g in groups if isinstance(g, dict) and g.get("step") is not None}
+        if len(steps) != 1:
+            return
+        step = float(next(iter(steps)))
+        for opt in getattr(self.optimizer, "chained_optimizers", [self.optimizer]):
+            inner = getattr(opt, "optimizer", None)
+            for state in (inner.state.values() if inner is not None else ()):
+                if "step" in state:
+                    state["step"] = torch.tensor(step, dtype=torch.float32)
+
+    def _create_optimizer_state(self) -> None:
+        """The distributed optimizer describes what it loads from its own state, and asserts one shared Adam
+        step count in it; a fresh one has none. megatron-core fills it with a zero-gradient step, whose values
+        the checkpoint then overwrites (main parameters included)."""
+        for opt in getattr(self.optimizer, "chained_optimizers", [self.optimizer]):
+            inner = getattr(opt, "optimizer", None)
+            if hasattr(opt, "_init_optimizer_states_with_dummy_values") and inner is not None and not inner.state:
+                opt._init_optimizer_states_with_dummy_values()
+
+    @_on_engine_device
     def offload(self) -> None:
         """Weights (and optimizer states) off the GPU while a colocated rollout engine has it."""
         import torch
@@ -747,14 +892,16 @@ class MegatronEngine:
                 _unwrap(c).to("cpu")
         if self.offload_optimizer and self.optimizer is not None:
             self._move_optimizer("cpu")
-        torch.cuda.empty_cache()
+        if self.device == "cuda":
+            torch.cuda.empty_cache()
 
+    @_on_engine_device
     def onload(self) -> None:
         if self.offload_params:
             for c in self.chunks:
-                _unwrap(c).cuda()
+                _unwrap(c).to(self.device)
         if self.offload_optimizer and self.optimizer is not None:
-            self._move_optimizer("cuda")
+            self._move_optimizer(self.device)
 
     def _move_optimizer(self, device: str) -> None:
         import torch
