@@ -3,7 +3,7 @@
 
 The same quickstart, seed and sampling as with FSDP give the same rollouts step for step, which pins the
 megatron lowering, the weight conversion and the loss scaling to the FSDP backend's; two data-parallel ranks
-learn and resume from megatron-core's distributed checkpoint with the data order intact."""
+resume from megatron-core's distributed checkpoint exactly, and two pipeline stages make the same updates."""
 
 from __future__ import annotations
 
@@ -61,9 +61,9 @@ def test_a_megatron_actor_follows_the_fsdp_actor_step_for_step(tmp_path):
         assert a["actor/lr"] == pytest.approx(b["actor/lr"])
 
 
-def test_two_data_parallel_megatron_ranks_learn_and_resume(tmp_path):
+def test_two_megatron_ranks_resume_exactly_and_pipeline_alike(tmp_path):
     """dp=2 runs megatron-core's distributed optimizer; the run stops after 2 of 4 steps (a checkpoint at 2) and
-    a second invocation resumes: steps 3 and 4 are those of an uninterrupted run."""
+    a second invocation resumes: steps 3 and 4 are those of an uninterrupted run. pp=2 follows dp=2."""
     whole = megatron_actor(quickstart.experiment(str(tmp_path / "whole"), steps=4, actor_ranks=2,
                                                  checkpoint_interval=2), tp=1)
     reference = go(whole, tmp_path / "whole", resume=None).history
@@ -79,4 +79,13 @@ def test_two_data_parallel_megatron_ranks_learn_and_resume(tmp_path):
     for a, b in zip(resumed, reference[2:]):
         assert a["data/prompt_indices"] == b["data/prompt_indices"]
         assert a["reward/mean"] == b["reward/mean"]
+        assert a["actor/grad_norm"] == pytest.approx(b["actor/grad_norm"], rel=1e-4)
+
+    # The same two ranks as two pipeline stages (one layer each, activations sent between them over gloo) make
+    # the same updates.
+    staged = megatron_actor(quickstart.experiment(str(tmp_path / "pp"), steps=4, actor_ranks=2,
+                                                  checkpoint_interval=None), pp=2)
+    pipelined = go(staged, tmp_path / "pp", resume=None).history
+    assert [m["reward/mean"] for m in pipelined] == [m["reward/mean"] for m in reference]
+    for a, b in zip(pipelined, reference):
         assert a["actor/grad_norm"] == pytest.approx(b["actor/grad_norm"], rel=1e-4)
