@@ -263,3 +263,51 @@ def test_two_ranks_data_or_tensor_parallel_make_the_one_rank_update(gloo, checkp
         assert max(float((state[k] - one_state[k]).abs().max()) for k in one_state) < tolerance[name], name
     # pg_loss is each shard's share of the mini-batch loss: rank 0's share on dp=2, all of it on tp=2.
     assert results["tp2"][1]["pg_loss"] == pytest.approx(one_metrics["pg_loss"], abs=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_offload_frees_every_storage_and_onload_resumes_training_exactly(gloo, checkpoints, dtype):
+    """Colocated with a rollout engine, the trainer gives up its memory between updates: parameters, DDP's flat
+    buffers, the optimizer's moments and main weights. Views into those buffers must come back whole."""
+    path, model = checkpoints["qwen2"]
+    batch = rl_batch(model.config.vocab_size)
+    with C.cuda_as_cpu():
+        plain = M.MegatronEngine("actor", path, settings_for(model, dtype=dtype, lr=1e-2))
+        parked = M.MegatronEngine("actor", path, settings_for(model, dtype=dtype, lr=1e-2),
+                                  offload_params=True, offload_optimizer=True)
+    batch["old_logprobs"] = plain.compute(batch, 2)["values"]
+    for engine in (plain, parked):
+        engine.train(batch, train_cfg(batch))
+    parked.offload()
+    params = [p for c in parked.chunks for p in c.parameters()]
+    assert all(p.untyped_storage().nbytes() == 0 for p in params)
+    inner = parked.optimizer.chained_optimizers[0].optimizer if hasattr(parked.optimizer, "chained_optimizers") \
+        else parked.optimizer.optimizer
+    moments = [t for state in inner.state.values() for k, t in state.items() if k in ("exp_avg", "exp_avg_sq")]
+    assert moments and all(t.untyped_storage().nbytes() == 0 for t in moments)
+    parked.onload()
+    second = [engine.train(batch, train_cfg(batch)) for engine in (plain, parked)]
+    assert second[0]["pg_loss"] == second[1]["pg_loss"] and second[0]["grad_norm"] == second[1]["grad_norm"]
+    a, b = plain.full_state_dict(), parked.full_state_dict()
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_pipeline_micro_batches_all_have_the_first_ones_shape(gloo, checkpoints):
+    """A pipeline sizes its send/receive buffers from the first micro-batch: with pp > 1 a short last one (a
+    forward micro-batch that does not divide the shard, or rows trimmed by dynamic sampling) is filled with
+    empty rows that carry no response tokens; `real_rows` marks the data."""
+    path, model = checkpoints["qwen2"]
+    engine = engine_for(path, model)
+    batch = rl_batch(model.config.vocab_size, n=5)
+    layout = engine.settings.layout
+    engine.settings = dataclasses.replace(engine.settings, layout=dataclasses.replace(layout, pp=2))
+    mbs, _width, _lo = engine._micro_batches(batch, 2, PROMPT)
+    assert [mb["real_rows"] for mb in mbs] == [2, 2, 1]
+    assert {mb["tokens"].shape for mb in mbs} == {mbs[0]["tokens"].shape}
+    assert {mb["response_mask"].shape[0] for mb in mbs} == {2}
+    last = mbs[-1]
+    assert last["response_mask"][1].sum() == 0 and last["advantages"][1].abs().sum() == 0
+    assert torch.equal(last["input_ids"][0], batch["input_ids"][4])
+    engine.settings = dataclasses.replace(engine.settings, layout=layout)
+    assert [mb["real_rows"] for mb in engine._micro_batches(batch, 2, PROMPT)[0]] == [2, 2, 1]
+    assert engine._micro_batches(batch, 2, PROMPT)[0][-1]["tokens"].shape[0] == 1  # no pipeline: no filling

@@ -419,6 +419,39 @@ def load_hf_into(chunks: list[Any], hf_state: Mapping[str, Any], settings: Megat
                                   f"{list(result.unexpected_keys)}")
 
 
+def _ddp_buffers(chunk: Any) -> list[Any]:
+    return list(getattr(chunk, "buffers", [])) + list(getattr(chunk, "expert_parallel_buffers", []))
+
+
+def _storage_key(tensor: Any) -> int:
+    return tensor.untyped_storage().data_ptr()
+
+
+def _park(tensors: list[Any], pin: bool) -> list[tuple[Any, Any]]:
+    """Copy each distinct storage behind `tensors` to host memory and free it (size 0); returns what _unpark
+    needs. Views keep their storage object, offsets and strides, so they are whole again after _unpark."""
+    import torch
+
+    parked, seen = [], set()
+    for t in tensors:
+        storage = t.untyped_storage()
+        key = storage.data_ptr()
+        if key in seen or storage.nbytes() == 0:
+            continue
+        seen.add(key)
+        host = torch.empty(storage.nbytes(), dtype=torch.uint8, pin_memory=pin)
+        host.untyped_storage().copy_(storage)
+        storage.resize_(0)
+        parked.append((storage, host))
+    return parked
+
+
+def _unpark(parked: list[tuple[Any, Any]]) -> None:
+    for storage, host in parked:
+        storage.resize_(host.numel())
+        storage.copy_(host.untyped_storage())
+
+
 def _unwrap(chunk: Any) -> Any:
     while hasattr(chunk, "module"):
         chunk = chunk.module
@@ -606,14 +639,17 @@ class MegatronEngine:
             for c in chunks:
                 c.requires_grad_(False)
         self.chunks = chunks
+        self._parked: list[tuple[Any, Any]] | None = None  # storages held in host memory by offload()
         self.tp_rank, self.pp_rank = ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank()
 
     # -------------------------------------------------------------------------------------- schedule
 
     def _micro_batches(self, batch: Mapping[str, Any], micro: int, prompt_width: int) -> tuple[list[dict], int, int]:
         """Micro-batches on the GPU with their token ids, positions and attention masks; every micro-batch has
-        the same width (a pipeline's send/receive buffers are sized once), a multiple of TP with sequence
-        parallelism. Returns (micro-batches, width, first column)."""
+        the same width, a multiple of TP with sequence parallelism, and under pipeline parallelism the same
+        number of rows (a pipeline's send/receive buffers are sized once, from the first micro-batch): a short
+        last one is filled with empty rows, which carry no response tokens and so no loss. `real_rows` says how
+        many rows are data. Returns (micro-batches, width, first column)."""
         import torch
 
         from rlcfg.runtime.backends.fsdp import _trim
@@ -627,16 +663,24 @@ class MegatronEngine:
         out = []
         n = batch["response_mask"].shape[0]
         for i in range(0, n, micro):
-            ids = batch["input_ids"][i:i + micro, lo:end]
-            attn = batch["attention_mask"][i:i + micro, lo:end]
+            rows = min(micro, n - i)
+            fill = micro - rows if lay.pp > 1 else 0
+
+            def take(v: Any) -> Any:
+                part = v[i:i + rows]
+                return torch.cat([part, part.new_zeros((fill, *part.shape[1:]))]) if fill else part
+
+            ids = take(batch["input_ids"])[:, lo:end]
+            attn = take(batch["attention_mask"])[:, lo:end]
             if pad:
                 ids = torch.nn.functional.pad(ids, (0, pad))
                 attn = torch.nn.functional.pad(attn, (0, pad))
             pos = (attn.long().cumsum(dim=1) - 1).clamp(min=0)
-            mb = {k: v[i:i + micro, :hi] if v.ndim == 2 and k not in ("input_ids", "attention_mask") else v[i:i + micro]
+            mb = {k: take(v)[:, :hi] if v.ndim == 2 and k not in ("input_ids", "attention_mask") else take(v)
                   for k, v in batch.items()}
-            mb.update(input_ids=batch["input_ids"][i:i + micro], tokens=ids.to(self.device),
-                      position_ids=pos.to(self.device), mask=causal_padding_mask(attn).to(self.device))
+            mb.update(input_ids=take(batch["input_ids"]), tokens=ids.to(self.device),
+                      position_ids=pos.to(self.device), mask=causal_padding_mask(attn).to(self.device),
+                      real_rows=rows)
             out.append(mb)
         return out, width + pad, lo
 
@@ -687,7 +731,7 @@ class MegatronEngine:
             start_col = prompt_width - 1 - lo
             targets = mb["input_ids"][:, prompt_width:prompt_width + resp].to(logits.device)
             lp = token_logprobs(logits[:, start_col:start_col + resp], targets, vocab, self.temperature)
-            return logits.new_zeros(()), {"logprobs": lp.detach().cpu()}
+            return logits.new_zeros(()), {"logprobs": lp[:mb["real_rows"]].detach().cpu()}
 
         for c in self.chunks:
             c.eval()
@@ -884,34 +928,35 @@ class MegatronEngine:
 
     @_on_engine_device
     def offload(self) -> None:
-        """Weights (and optimizer states) off the GPU while a colocated rollout engine has it."""
+        """Weights (and optimizer states) off the GPU while a colocated rollout engine has it. megatron-core's
+        DDP keeps parameters and gradients as views into flat buffers, and the distributed optimizer keeps
+        views of those: moving a module with .to() would cut the views loose. Instead each storage is copied
+        to host memory and shrunk to nothing, then regrown and refilled on onload, so every view stays valid."""
         import torch
 
-        if self.offload_params:
-            for c in self.chunks:
-                _unwrap(c).to("cpu")
+        if self._parked is not None:
+            return
+        model = [p for c in self.chunks for p in c.parameters()] + [
+            t for c in self.chunks for b in _ddp_buffers(c) for t in (b.param_data, b.grad_data)]
+        model_storages = {_storage_key(t) for t in model if t is not None}
+        tensors = list(model) if self.offload_params else []
         if self.offload_optimizer and self.optimizer is not None:
-            self._move_optimizer("cpu")
+            for opt in getattr(self.optimizer, "chained_optimizers", [self.optimizer]):
+                inner = getattr(opt, "optimizer", None)
+                if inner is None:
+                    continue
+                owned = [t for state in inner.state.values() for t in state.values() if torch.is_tensor(t)]
+                owned += [p for group in inner.param_groups for p in group["params"]]
+                # For fp32 training the optimizer's parameters are the model's own: they move only with it.
+                tensors += [t for t in owned if self.offload_params or _storage_key(t) not in model_storages]
+        self._parked = _park([t for t in tensors if t is not None], pin=self.device == "cuda")
         if self.device == "cuda":
             torch.cuda.empty_cache()
 
     @_on_engine_device
     def onload(self) -> None:
-        if self.offload_params:
-            for c in self.chunks:
-                _unwrap(c).to(self.device)
-        if self.offload_optimizer and self.optimizer is not None:
-            self._move_optimizer(self.device)
+        if self._parked is not None:
+            _unpark(self._parked)
+            self._parked = None
 
-    def _move_optimizer(self, device: str) -> None:
-        import torch
-
-        for opt in getattr(self.optimizer, "chained_optimizers", [self.optimizer]):
-            inner = getattr(opt, "optimizer", None)
-            if inner is None:
-                continue
-            for state in inner.state.values():
-                for k, v in state.items():
-                    if torch.is_tensor(v):
-                        state[k] = v.to(device, non_blocking=True)
 
