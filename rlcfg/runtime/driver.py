@@ -80,7 +80,12 @@ class Cluster:
             if address:
                 ray.init(address=address, log_to_driver=debug, logging_level="INFO" if debug else "WARNING")
             else:
-                # A private local instance; the dashboard stays off (and would only listen on 127.0.0.1).
+                # A private local instance turns Ray's token authentication on by itself and logs a warning
+                # about it on every run: nothing the user chose or has to act on, so it stays out of the output.
+                import logging
+
+                logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
+                # The dashboard stays off (and would only listen on 127.0.0.1).
                 ray.init(num_cpus=machine.cpus, num_gpus=machine.gpus, include_dashboard=False,
                          dashboard_host="127.0.0.1", log_to_driver=debug,
                          logging_level="INFO" if debug else "WARNING",
