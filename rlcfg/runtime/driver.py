@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -638,17 +639,25 @@ class Run:
             if done_steps >= self.total_steps:  # nothing left: say so without starting Ray
                 summary = (f"rlcfg run: the run in {opt.output_dir} is already complete ({done_steps} of "
                            f"{self.total_steps} steps); nothing to do (choose another output folder to start over)")
-                import sys
-
                 print(summary, file=opt.stream or sys.stderr, flush=True)
                 return RunResult(steps=done_steps, history=[], elapsed_s=0.0, summary=summary,
                                  output_dir=opt.output_dir, resumed_from=self.resume_path)
         os.makedirs(opt.output_dir, exist_ok=True)
         with open(os.path.join(opt.output_dir, "experiment.json"), "w", encoding="utf-8") as f:
             json.dump(to_json(exp), f, indent=1)
-        self.start()
+        slots = len({g for grp in self.plan.groups for g in grp.gpus})
+        kind = "GPU" if self.machine.gpus or opt.address else "CPU slot"
+        where = f"the Ray cluster at {opt.address}" if opt.address else "a local Ray instance"
+        # Starting Ray and loading every model takes seconds to minutes before the first step: say what is
+        # happening rather than sit silent.
+        print(f"rlcfg: starting the workers on {where} ({slots} {kind}{'s' if slots != 1 else ''})",
+              file=opt.stream or sys.stderr, flush=True)
         try:
+            self.start()
             start_step = self.restore(self.resume_path) if self.resume_path else 0
+            ready = self.startup["ray_s"] + self.startup["workers_s"]
+            print(f"rlcfg: ready in {ready:.1f} s (Ray {self.startup['ray_s']:.1f} s, workers and models "
+                  f"{self.startup['workers_s']:.1f} s)", file=opt.stream or sys.stderr, flush=True)
             reporter = Reporter(opt.output_dir, exp.logging.backends, exp.logging.project,
                                 exp.logging.run_name or exp.name, stream=opt.stream, resume_step=start_step,
                                 config=to_json(exp))
@@ -697,7 +706,8 @@ class Run:
             return RunResult(steps=last, history=history, elapsed_s=elapsed, summary=summary,
                              output_dir=opt.output_dir, plots=plots, resumed_from=self.resume_path)
         finally:
-            self.cluster.shutdown()
+            if hasattr(self, "cluster"):
+                self.cluster.shutdown()
 
 
 def plan_here(exp: Experiment, address: str | None = None, machine: Machine | None = None

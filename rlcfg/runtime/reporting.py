@@ -33,6 +33,8 @@ class Reporter:
         self.history: list[dict[str, Any]] = self._read_history()
         self.tb = None
         self.wandb = None
+        self._step_times: list[float] = []
+        self._elapsed = 0.0
         backends = set(backends)
         if "tensorboard" in backends:
             try:
@@ -89,7 +91,13 @@ class Reporter:
             self.wandb.log(numeric, step=step)
 
     def progress(self, step: int, total: int, metrics: dict[str, Any], elapsed: float, steps_done: int) -> None:
-        eta = elapsed / steps_done * (total - step) if steps_done else float("nan")
+        """One line per step. The ETA comes from the median of the recent steps' wall times, leaving out the
+        first step of this invocation once there are others (it pays for warming up), and evaluations or
+        checkpoints that make single steps long."""
+        self._step_times.append(elapsed - self._elapsed)
+        self._elapsed = elapsed
+        recent = sorted((self._step_times[1:] or self._step_times)[-20:])
+        eta = recent[len(recent) // 2] * (total - step) if steps_done else float("nan")
         parts = [f"step {step}/{total}", f"reward {metrics.get('reward/mean', float('nan')):.3f}"]
         if "kl" in metrics:
             parts.append(f"kl {metrics['kl']:.4f}")

@@ -3,11 +3,25 @@ TensorBoard and wandb when enabled, and the plots when matplotlib is there."""
 
 import io
 import json
+import tempfile
 import time
 
 import pytest
 
 from rlcfg.runtime.reporting import Reporter, summary_line
+
+
+def test_eta_follows_the_recent_steps_not_the_warm_up():
+    stream = io.StringIO()
+    reporter = Reporter(tempfile.mkdtemp(), stream=stream)
+    elapsed = 0.0
+    for step, seconds in enumerate([30.0, 1.0, 1.0, 9.0, 1.0], start=1):  # warm-up, then a checkpoint at step 4
+        elapsed += seconds
+        reporter.progress(step, 100, {"step": step}, elapsed=elapsed, steps_done=step)
+    reporter.close()
+    lines = stream.getvalue().splitlines()
+    assert lines[0].endswith("ETA 49:30")  # one step known: it is all there is
+    assert lines[1].endswith("ETA 1:38") and lines[4].endswith("ETA 1:35")
 
 
 def test_metrics_progress_and_summary(tmp_path):
