@@ -174,3 +174,9 @@ def test_cli_without_the_run_extra(monkeypatch, capsys):
     result = CliRunner().invoke(app, ["run", "--quickstart"])
     assert result.exit_code == 2
     assert "pip install 'rlcfg[run]'" in result.output
+
+
+def test_megatron_refusal_on_cpu_names_the_debugging_switch(experiment, monkeypatch):
+    monkeypatch.delenv("RLCFG_MEGATRON_ON_CPU", raising=False)
+    [message] = problems(with_role(experiment, "actor", backend="megatron"))
+    assert "use `fsdp`" in message and "RLCFG_MEGATRON_ON_CPU=1" in message

@@ -84,8 +84,10 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
                                 f"{'the rollout' if training else 'training roles'}")
                 continue
             if role.backend in GPU_ONLY and not machine.gpus and not has_cluster and not _on_cpu_allowed(role):
+                debug = (" (or, to debug the config itself, run megatron-core on CPU with RLCFG_MEGATRON_ON_CPU=1: "
+                         "slow, for tiny models)" if role.backend == "megatron" else "")
                 problems.append(f"{where} uses the `{role.backend}` backend, which needs a GPU, and this machine has "
-                                f"none; use {_alternative(role)} instead")
+                                f"none; use {_alternative(role)} instead{debug}")
                 continue
             if not _installed(module):
                 problems.append(f"{where} uses the `{role.backend}` backend, but `{module}` is not installed; "
