@@ -89,3 +89,32 @@ def test_two_megatron_ranks_resume_exactly_and_pipeline_alike(tmp_path):
     assert [m["reward/mean"] for m in pipelined] == [m["reward/mean"] for m in reference]
     for a, b in zip(pipelined, reference):
         assert a["actor/grad_norm"] == pytest.approx(b["actor/grad_norm"], rel=1e-4)
+
+
+def test_interleaved_pipeline_stages_make_the_fsdp_updates(tmp_path):
+    """Two ranks as two pipeline stages of two virtual chunks each (a 4-layer model, one layer per chunk) give
+    the FSDP actor's rollouts and gradient norms, and the run's final checkpoint holds every chunk."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    base = quickstart.experiment(str(tmp_path / "base"), steps=3, actor_ranks=2, checkpoint_interval=None)
+    source = base.role("actor").model.path
+    deeper = str(tmp_path / "four-layers")
+    config = Qwen2Config.from_pretrained(source).to_dict()
+    config.update(num_hidden_layers=4)
+    config.pop("layer_types", None)  # sized for the two layers it was saved with
+    torch.manual_seed(0)
+    Qwen2ForCausalLM(Qwen2Config(**config)).save_pretrained(deeper)
+    model = dataclasses.replace(base.role("actor").model, path=deeper, tokenizer=source)
+
+    histories = {}
+    for name, backend, parallel in (("fsdp", "fsdp", Parallelism()), ("vpp", "megatron", Parallelism(pp=2, vpp=2))):
+        exp = dataclasses.replace(base, roles=tuple(
+            dataclasses.replace(r, model=model, **({"backend": backend, "parallelism": parallel}
+                                                   if r.name == "actor" else {})) if r.model else r
+            for r in base.roles))
+        histories[name] = go(exp, tmp_path / name, resume=None).history
+    assert [m["reward/mean"] for m in histories["vpp"]] == [m["reward/mean"] for m in histories["fsdp"]]
+    for a, b in zip(histories["vpp"], histories["fsdp"]):
+        assert a["actor/grad_norm"] == pytest.approx(b["actor/grad_norm"], rel=1e-4)
+    assert (tmp_path / "vpp" / "checkpoints" / "step-00000003" / "actor").is_dir()

@@ -883,9 +883,10 @@ class MegatronEngine:
     def _sharded_state(self, loading: bool = False) -> dict[str, Any]:
         state = {f"model{i}": _unwrap(c).sharded_state_dict() for i, c in enumerate(self.chunks)}
         if self.optimizer is not None:
-            model_state = {}
-            for part in state.values():
-                model_state.update(part)
+            # The chunks' states stay nested, not merged: with virtual pipeline stages every chunk names its
+            # layers from 0, so a merged dict would keep only the last chunk's parameters and the optimizer would
+            # find no model tensor for the others.
+            model_state = dict(state)
             # A fresh optimizer has no Adam moments yet; is_loading creates them so the template to load into
             # names them (without it the moments are silently not restored).
             # The distributed optimizer (dp > 1) defaults to a flattened layout that megatron-core 0.16's own
