@@ -24,11 +24,11 @@ from rlcfg.ir import Experiment, Role, to_json
 from rlcfg.plan.model import ExecutionPlan
 from rlcfg.runtime import checkpoint as ckpt
 from rlcfg.runtime import step as S
-from rlcfg.runtime.backends import Machine, detect_machine, preflight
+from rlcfg.runtime.backends import MEGATRON_ON_CPU_ENV, Machine, detect_machine, preflight
 
 
-# Environment switches the workers read (see rlcfg.runtime.backends.megatron_cpu).
-FORWARDED_ENV = ("RLCFG_MEGATRON_ON_CPU",)
+# Environment switches the workers read.
+FORWARDED_ENV = (MEGATRON_ON_CPU_ENV,)
 
 
 @dataclass

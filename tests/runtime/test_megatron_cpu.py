@@ -19,6 +19,7 @@ transformers = pytest.importorskip("transformers")
 
 import torch.distributed as dist  # noqa: E402
 
+from rlcfg.runtime.backends import MEGATRON_ON_CPU_ENV  # noqa: E402
 from rlcfg.runtime.backends import megatron as M  # noqa: E402
 from rlcfg.runtime.backends import megatron_cpu as C  # noqa: E402
 from tests.runtime.test_megatron import _role, hf_state, spec_of, tiny_hf  # noqa: E402
@@ -126,7 +127,7 @@ def test_shim_is_scoped_and_the_engine_refuses_cpu_without_it(monkeypatch, check
     assert not C.active() and torch.cuda.current_device is original
     with pytest.raises((AssertionError, RuntimeError)):
         torch.zeros(2, device="cuda")
-    monkeypatch.delenv(C.ENV, raising=False)
+    monkeypatch.delenv(MEGATRON_ON_CPU_ENV, raising=False)
     path, model = checkpoints["qwen2"]
     with pytest.raises(M.MegatronConfigError, match="needs a GPU"):
         M.MegatronEngine("actor", path, settings_for(model))
@@ -214,7 +215,7 @@ def test_save_and_load_restore_weights_and_optimizer_exactly(gloo, checkpoints, 
 def _two_rank_worker(rank: int, port: int, path: str, out: str) -> None:
     """Rank `rank` of a two-process gloo world: one PPO step on dp=2 (each rank its half of the batch), then on
     tp=2 with sequence parallelism (both ranks the whole batch). Rank 0 saves the gathered results."""
-    os.environ[C.ENV] = "1"  # the engine's own opt-in, as `rlcfg run` would use it
+    os.environ[MEGATRON_ON_CPU_ENV] = "1"  # the engine's own opt-in, as `rlcfg run` would use it
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)

@@ -25,6 +25,8 @@ NOT_WIRED = {"deepspeed"}
 # Training backends (the rest of PACKAGES are rollout backends).
 TRAINING_PACKAGES = {"megatron", "deepspeed"}
 ALTERNATIVE = {"vllm": "hf", "sglang": "hf", "megatron": "fsdp", "deepspeed": "fsdp"}
+# The switch that lets the megatron backend run on CPU (see megatron_on_cpu_requested).
+MEGATRON_ON_CPU_ENV = "RLCFG_MEGATRON_ON_CPU"
 
 
 class PreflightError(Exception):
@@ -84,7 +86,7 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
                                 f"{'the rollout' if training else 'training roles'}")
                 continue
             if role.backend in GPU_ONLY and not machine.gpus and not has_cluster and not _on_cpu_allowed(role):
-                debug = (" (or, to debug the config itself, run megatron-core on CPU with RLCFG_MEGATRON_ON_CPU=1: "
+                debug = (f" (or, to debug the config itself, run megatron-core on CPU with {MEGATRON_ON_CPU_ENV}=1: "
                          "slow, for tiny models)" if role.backend == "megatron" else "")
                 problems.append(f"{where} uses the `{role.backend}` backend, which needs a GPU, and this machine has "
                                 f"none; use {_alternative(role)} instead{debug}")
@@ -150,12 +152,16 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
     return problems
 
 
-def _on_cpu_allowed(role: Role) -> bool:
+def megatron_on_cpu_requested() -> bool:
     """megatron-core's training path allocates on CUDA; RLCFG_MEGATRON_ON_CPU=1 runs it on CPU through
     rlcfg.runtime.backends.megatron_cpu, for rlcfg's own tests and for debugging a config without a GPU."""
     import os
 
-    return role.backend == "megatron" and os.environ.get("RLCFG_MEGATRON_ON_CPU") == "1"
+    return os.environ.get(MEGATRON_ON_CPU_ENV, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def _on_cpu_allowed(role: Role) -> bool:
+    return role.backend == "megatron" and megatron_on_cpu_requested()
 
 
 def _megatron_problems(role: Role) -> list[str]:

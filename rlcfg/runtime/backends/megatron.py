@@ -582,9 +582,9 @@ class MegatronEngine:
             raise MegatronConfigError(f"role `{settings.role}`: context parallel size {settings.layout.cp} needs "
                                       "the batch split along the sequence, which the RL update does not do yet; "
                                       "set it to 1")
-        from rlcfg.runtime.backends import megatron_cpu
+        from rlcfg.runtime.backends import megatron_cpu, megatron_on_cpu_requested
 
-        on_cpu = megatron_cpu.requested() or megatron_cpu.active()
+        on_cpu = megatron_on_cpu_requested() or megatron_cpu.active()
         if not on_cpu and not torch.cuda.is_available():
             raise MegatronConfigError("megatron-core's training path needs a GPU (its schedules and DDP allocate on "
                                       "CUDA); use the fsdp backend on a CPU-only machine")
@@ -751,8 +751,6 @@ class MegatronEngine:
     def train(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
         """PPO passes over this rank's shard: mini-batches of cfg["mini_batch"] samples (one optimizer step each)
         in micro-batches of cfg["micro_batch"], through megatron-core's forward-backward schedule."""
-        import torch
-
         n, width = batch["response_mask"].shape
         prompt_width = batch["input_ids"].shape[1] - width
         mini, micro = int(cfg["mini_batch"]), int(cfg["micro_batch"])

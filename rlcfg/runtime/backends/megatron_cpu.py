@@ -14,25 +14,17 @@ it instead of refusing a machine without CUDA.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 from typing import Any, Iterator
 
 import torch
 from torch.overrides import TorchFunctionMode
 
-ENV = "RLCFG_MEGATRON_ON_CPU"
-
 _CPU = torch.device("cpu")
 _state = threading.local()
 _patch_lock = threading.Lock()
 _patch_depth = 0
 _saved: dict[tuple[Any, str], Any] = {}
-
-
-def requested() -> bool:
-    """Whether the environment asks for megatron on CPU."""
-    return os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def active() -> bool:
