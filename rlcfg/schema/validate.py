@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
 from rlcfg.schema.base import (Dialect, Finding, HostFacts, RuleContext, Section, choices_of, field_at, iter_fields,
                                key_of, section_at)
-from rlcfg.source.tree import Path, SourceTree, delete_path, dotted, split_dotted
+from rlcfg.source.tree import Path, SourceTree, copy_containers, delete_path, dotted, split_dotted
 
 _TYPE_WORDS = {
     "int_type": "an integer", "int_from_float": "an integer", "int_parsing": "an integer",
@@ -51,7 +51,7 @@ def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None
         return result
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
-    cleaned = _copy(data)
+    cleaned = copy_containers(data)
     for error in errors:
         path = _tree_path(error["loc"], data)
         found = _error_diagnostic(error, path, root, tree, dialect)
@@ -82,14 +82,6 @@ def _lenient(model: type[Section], data: Any) -> Section:
         elif not info.is_required():
             values[name] = info.get_default(call_default_factory=True) if not subs else _lenient(subs[0], {})
     return model.model_construct(**values)
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
 
 
 def _tree_path(loc: tuple, data: Any) -> Path:

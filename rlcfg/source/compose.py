@@ -25,7 +25,7 @@ from pathlib import Path as FsPath
 from typing import Any, Mapping, Sequence
 
 from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
-from rlcfg.source.tree import Layer, Path, SourceTree, drop_subtree, dotted, walk
+from rlcfg.source.tree import Layer, Path, SourceTree, copy_containers, drop_subtree, dotted, walk
 from rlcfg.source.yaml_loader import load_yaml
 
 MAX_DEPTH = 16  # fragments including fragments; far beyond real configs, stops include cycles early
@@ -305,7 +305,7 @@ def _merge(into: dict, data: dict, prefix: Path, target: SourceTree, source: Sou
             _merge(into[key], value, prefix, target, source, sub)
             continue
         drop_subtree(target.values, prefix + sub)
-        into[key] = _copy(value)
+        into[key] = copy_containers(value)
         for path, _ in walk(value, sub):
             if path in source.values:
                 target.values[prefix + path] = source.values[path]
@@ -313,11 +313,3 @@ def _merge(into: dict, data: dict, prefix: Path, target: SourceTree, source: Sou
             if layers is not None:
                 earlier = target.history.get(prefix + path, []) if path == sub else []
                 target.history[prefix + path] = earlier + [Layer(l.origin, l.value) for l in layers]
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value

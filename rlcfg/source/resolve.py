@@ -13,7 +13,8 @@ from difflib import get_close_matches
 from typing import Any, Callable, Mapping
 
 from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
-from rlcfg.source.tree import MISSING, Layer, Path, SourceTree, delete_path, dotted, drop_subtree, walk
+from rlcfg.source.tree import (MISSING, Layer, Path, SourceTree, copy_containers, delete_path, dotted, drop_subtree,
+                               walk)
 
 _DEFAULT_ORIGIN = Origin("default")
 
@@ -38,7 +39,7 @@ def _merge(default: Any, user: Any, path: Path, merged: SourceTree, source: Sour
             merged.values[path] = source.values[path]
         if path in source.keys:
             merged.keys[path] = source.keys[path]
-        out = {k: _copy(v) for k, v in default.items()}
+        out = {k: copy_containers(v) for k, v in default.items()}
         for key, value in user.items():
             out[key] = _merge(default.get(key), value, path + (key,), merged, source)
         return out
@@ -53,15 +54,7 @@ def _merge(default: Any, user: Any, path: Path, merged: SourceTree, source: Sour
             merged.keys[sub] = source.keys[sub]
         layers = merged.history.get(sub, []) if sub == path else []
         merged.history[sub] = layers + source.history.get(sub, [])
-    return _copy(user)
-
-
-def _copy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _copy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_copy(v) for v in value]
-    return value
+    return copy_containers(user)
 
 
 def _is_interpolation(value: Any) -> bool:
@@ -208,7 +201,7 @@ def _reachable(data: dict, interpolations: list[Path]) -> dict:
             if not _is_interpolation(value):
                 continue
             if _UNTRACKABLE.search(value):
-                return _copy(data)
+                return copy_containers(data)
             stack.extend(_absolute(dots, target, sub) for dots, target in _REF.findall(value))
     out: dict = {}
     for path in needed:
@@ -219,7 +212,7 @@ def _reachable(data: dict, interpolations: list[Path]) -> dict:
             continue
         from rlcfg.source.tree import set_path
 
-        set_path(out, path, _copy(node))
+        set_path(out, path, copy_containers(node))
     return out
 
 

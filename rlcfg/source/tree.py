@@ -98,6 +98,15 @@ def walk(node: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
             yield from walk(value, path + (index,))
 
 
+def copy_containers(value: Any) -> Any:
+    """A copy of the tree's dicts and lists; the scalars they hold are shared (they are immutable)."""
+    if isinstance(value, dict):
+        return {k: copy_containers(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [copy_containers(v) for v in value]
+    return value
+
+
 def set_path(data: dict, path: Path, value: Any) -> None:
     node: Any = data
     for part in path[:-1]:
