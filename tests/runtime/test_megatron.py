@@ -349,7 +349,7 @@ def test_transformer_engine_names_fuse_the_norms():
 
 def test_uneven_kv_groups_are_refused_for_tensor_parallel_sharding():
     model = tiny_hf("llama", kv_heads=1)
-    with pytest.raises(W.ConversionError, match=r"num_key_value_heads \(1\) is not a multiple of the tensor "
+    with pytest.raises(W.ConversionError, match=r"num_query_groups \(1\) is not a multiple of tensor "
                                                 r"parallel size \(2\)"):
         W.shard(hf_state(model), spec_of(model), tp=2)
 

@@ -157,22 +157,12 @@ def spec_from_architecture(arch: Any) -> ModelSpec:
 
 
 def check_model(spec: ModelSpec, layout: MegatronLayout) -> None:
-    """rlcfg's checks for what megatron-core accepts silently."""
-    if not spec.head_dim_given and spec.hidden % spec.heads:
-        raise MegatronConfigError(
-            f"{spec.source}: hidden_size ({spec.hidden}) is not a multiple of num_attention_heads ({spec.heads}); "
-            f"megatron-core would silently use kv_channels = {spec.hidden // spec.heads} and drop "
-            f"{spec.hidden % spec.heads} channels of every head")
-    if spec.heads % spec.kv_heads:
-        raise MegatronConfigError(
-            f"{spec.source}: num_attention_heads ({spec.heads}) is not a multiple of num_key_value_heads / "
-            f"num_query_groups ({spec.kv_heads}); megatron-core accepts it but grouped-query attention needs "
-            "whole groups of query heads per KV head")
-    if layout.tp > 1 and spec.kv_heads % layout.tp:
-        raise MegatronConfigError(
-            f"{spec.source}: num_query_groups ({spec.kv_heads}) is not a multiple of tensor parallel size "
-            f"({layout.tp}); rlcfg's weight converter splits the fused QKV weight by whole KV groups; use a "
-            f"tensor parallel size that divides {spec.kv_heads}")
+    """The converter's checks for what megatron-core accepts silently (heads vs hidden size, query heads vs
+    KV groups, KV groups vs TP), raised as a configuration error at lowering time."""
+    try:
+        spec.check(layout.tp)
+    except ConversionError as e:
+        raise MegatronConfigError(str(e)) from None
 
 
 def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: int | None = None,

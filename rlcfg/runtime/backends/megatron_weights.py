@@ -112,13 +112,14 @@ class ModelSpec:
                 f"{self.hidden // self.heads} and lose {self.hidden % self.heads} channels")
         if self.heads % self.kv_heads:
             raise ConversionError(
-                f"{self.source}: num_attention_heads ({self.heads}) is not a multiple of num_key_value_heads "
-                f"({self.kv_heads}); grouped-query attention needs whole groups of query heads per KV head")
+                f"{self.source}: num_attention_heads ({self.heads}) is not a multiple of num_key_value_heads / "
+                f"num_query_groups ({self.kv_heads}); megatron-core accepts it but grouped-query attention needs "
+                "whole groups of query heads per KV head")
         if tp > 1 and self.kv_heads % tp:
             raise ConversionError(
-                f"{self.source}: num_key_value_heads ({self.kv_heads}) is not a multiple of the tensor parallel "
-                f"size ({tp}); each tensor-parallel rank must hold whole KV groups for the fused QKV weight to be "
-                f"split; use a tensor parallel size that divides {self.kv_heads}")
+                f"{self.source}: num_key_value_heads / num_query_groups ({self.kv_heads}) is not a multiple of "
+                f"tensor parallel size ({tp}); each tensor-parallel rank must hold whole KV groups for the fused "
+                f"QKV weight to be split; use a tensor parallel size that divides {self.kv_heads}")
 
 
 def padded_vocab(vocab: int, tp: int = 1, multiple: int = VOCAB_MULTIPLE) -> int:
