@@ -185,16 +185,22 @@ def _optimizer(cfg: Any, options: Any) -> Optimizer:
                      warmup_steps=_warmup(cfg, options))
 
 
-def _actor(cfg: Any) -> Role:
+def _trained(cfg: Any, name: str, key: str) -> Role:
+    """The actor (`policy`) or the critic: a model trained with its own optimizer and the trainer's batches."""
     t = cfg.trainer
-    # LoRA (policy.model.lora.rank > 0) trains adapters only; the Experiment has no LoRA and describes full
-    # fine-tuning of the same model.
-    return Role(name="actor", backend=t.strategy, resources=_resources(cfg, "policy"),
-                model=Model(path=t.policy.model.path, dtype=_dtype(cfg), trust_remote_code=True),
-                parallelism=_parallelism(cfg, "policy"), offload=_offload(cfg, t.policy, trains=True),
-                optimizer=_optimizer(cfg, t.policy), micro_batch_size=t.micro_train_batch_size_per_gpu,
+    section = getattr(t, key)
+    return Role(name=name, backend=t.strategy, resources=_resources(cfg, key),
+                model=Model(path=section.model.path, dtype=_dtype(cfg), trust_remote_code=True),
+                parallelism=_parallelism(cfg, key), offload=_offload(cfg, section, trains=True),
+                optimizer=_optimizer(cfg, section), micro_batch_size=t.micro_train_batch_size_per_gpu,
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu,
                 gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing)
+
+
+def _actor(cfg: Any) -> Role:
+    # LoRA (policy.model.lora.rank > 0) trains adapters only; the Experiment has no LoRA and describes full
+    # fine-tuning of the same model.
+    return _trained(cfg, "actor", "policy")
 
 
 def _reference(cfg: Any) -> Role:
@@ -208,13 +214,7 @@ def _reference(cfg: Any) -> Role:
 
 
 def _critic(cfg: Any) -> Role:
-    t = cfg.trainer
-    return Role(name="critic", backend=t.strategy, resources=_resources(cfg, "critic"),
-                model=Model(path=t.critic.model.path, dtype=_dtype(cfg), trust_remote_code=True),
-                parallelism=_parallelism(cfg, "critic"), offload=_offload(cfg, t.critic, trains=True),
-                optimizer=_optimizer(cfg, t.critic), micro_batch_size=t.micro_train_batch_size_per_gpu,
-                forward_micro_batch_size=t.micro_forward_batch_size_per_gpu,
-                gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing)
+    return _trained(cfg, "critic", "critic")
 
 
 def _reward(cfg: Any) -> Role:
