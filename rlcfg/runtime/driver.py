@@ -501,10 +501,10 @@ class Run:
         groups, data_info = self._collect(step, timing, first)
         self.sampler_state = self.sampler.state_dict()
         workers = {"actor": self.actor, "reference": self.reference, "critic": self.critic}
-        keys = {"actor": "old_logprob", "reference": "ref", "critic": "values"}
         update = S.prepare_update(
             groups, self.step_settings, max(self._shards("actor", self.actor)) + 1,
-            lambda role, batch: self._compute(workers[role], batch, exp.role(role), timing, keys[role]), timing)
+            lambda role, batch: self._compute(workers[role], batch, exp.role(role), timing, S.COMPUTE_TIMING[role]),
+            timing)
         batch = update.batch
 
         t0 = time.perf_counter()

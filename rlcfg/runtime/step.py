@@ -20,6 +20,8 @@ TRAIN_TIMES = ("forward_s", "backward_s", "optimizer_s", "gather_s")
 # What the actor's update reads of the batch.
 ACTOR_KEYS = ("input_ids", "attention_mask", "response_mask", "advantages", "old_logprobs", "ref_logprobs")
 CRITIC_KEYS = ("input_ids", "attention_mask", "response_mask", "old_values", "returns")
+# The timing key of each role's log-prob / value pass (time/<key> for the call, time/<key>_compute for the model).
+COMPUTE_TIMING = {"actor": "old_logprob", "reference": "ref", "critic": "values"}
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,7 @@ def step_metrics(metrics: dict[str, Any], raw_scores: Any, shaped_scores: Any, l
                                                                               finished))
     n = int(raw_scores.shape[0])
     compute = sum(timing.get(k, 0.0) for k in ("generate", "train_forward", "train_backward", "train_optimizer",
-                                               "ref_compute", "old_logprob_compute", "values_compute"))
+                                               *(key + "_compute" for key in COMPUTE_TIMING.values())))
     metrics.update({
         "reward/mean": float(raw_scores.mean()), "reward/std": float(raw_scores.std()) if n > 1 else 0.0,
         "reward/shaped_mean": float(shaped_scores.mean()),

@@ -277,13 +277,12 @@ class HybridWorker(TrainWorker, _Generating):
         timing.update(generate=info["generate_s"], weight_load=0.0, reward=info.get("reward_s", 0.0),
                       rollout_call=time.perf_counter() - t0)
         groups = S.make_groups(indices, prompts, out, info["scores"], info["texts"], int(sampling.get("n", 1)))
-        keys = {"actor": "old_logprob", "reference": "ref", "critic": "values"}
-
         def compute(role: str, batch: dict[str, Any]) -> Any:
             start = time.perf_counter()
             result = self.compute(batch, settings.forward_micro_batch[role], role)
-            timing[keys[role]] = time.perf_counter() - start
-            timing[keys[role] + "_compute"] = result["forward_s"]
+            key = S.COMPUTE_TIMING[role]
+            timing[key] = time.perf_counter() - start
+            timing[key + "_compute"] = result["forward_s"]
             return result["values"]
 
         update = S.prepare_update(groups, settings, 1, compute, timing)
