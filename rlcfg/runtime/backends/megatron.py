@@ -900,9 +900,8 @@ class MegatronEngine:
         if len(steps) != 1:
             return
         step = float(next(iter(steps)))
-        for opt in getattr(self.optimizer, "chained_optimizers", [self.optimizer]):
-            inner = getattr(opt, "optimizer", None)
-            for state in (inner.state.values() if inner is not None else ()):
+        for _opt, inner in self._torch_optimizers():
+            for state in inner.state.values():
                 if "step" in state:
                     state["step"] = torch.tensor(step, dtype=torch.float32)
 
@@ -910,10 +909,16 @@ class MegatronEngine:
         """The distributed optimizer describes what it loads from its own state, and asserts one shared Adam
         step count in it; a fresh one has none. megatron-core fills it with a zero-gradient step, whose values
         the checkpoint then overwrites (main parameters included)."""
-        for opt in getattr(self.optimizer, "chained_optimizers", [self.optimizer]):
-            inner = getattr(opt, "optimizer", None)
-            if hasattr(opt, "_init_optimizer_states_with_dummy_values") and inner is not None and not inner.state:
+        for opt, inner in self._torch_optimizers():
+            if hasattr(opt, "_init_optimizer_states_with_dummy_values") and not inner.state:
                 opt._init_optimizer_states_with_dummy_values()
+
+    def _torch_optimizers(self) -> list[tuple[Any, Any]]:
+        """(megatron-core optimizer, the torch optimizer inside it) for each part of a chained optimizer."""
+        if self.optimizer is None:
+            return []
+        parts = getattr(self.optimizer, "chained_optimizers", [self.optimizer])
+        return [(opt, opt.optimizer) for opt in parts if getattr(opt, "optimizer", None) is not None]
 
     @_on_engine_device
     def offload(self) -> None:
@@ -929,11 +934,8 @@ class MegatronEngine:
             t for c in self.chunks for b in _ddp_buffers(c) for t in (b.param_data, b.grad_data)]
         model_storages = {_storage_key(t) for t in model if t is not None}
         tensors = list(model) if self.offload_params else []
-        if self.offload_optimizer and self.optimizer is not None:
-            for opt in getattr(self.optimizer, "chained_optimizers", [self.optimizer]):
-                inner = getattr(opt, "optimizer", None)
-                if inner is None:
-                    continue
+        if self.offload_optimizer:
+            for _opt, inner in self._torch_optimizers():
                 owned = [t for state in inner.state.values() for t in state.values() if torch.is_tensor(t)]
                 owned += [p for group in inner.param_groups for p in group["params"]]
                 # For fp32 training the optimizer's parameters are the model's own: they move only with it.
