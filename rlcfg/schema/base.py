@@ -18,7 +18,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
 from rlcfg.diagnostics import CODES, Severity
-from rlcfg.source.tree import MISSING, SourceTree, split_dotted
+from rlcfg.source.tree import MISSING, SourceTree, copy_containers, split_dotted
 
 REQUIRED: Any = ...  # a parameter with no default: the user must give it (OmegaConf's "???")
 
@@ -54,7 +54,7 @@ def param(default: Any = REQUIRED, *, description: str, ge: float | None = None,
         kwargs["json_schema_extra"] = extra
     if isinstance(default, (dict, list)):
         frozen = default
-        return Field(default_factory=lambda: _deepcopy(frozen), **kwargs)
+        return Field(default_factory=lambda: copy_containers(frozen), **kwargs)
     return Field(default, **kwargs)
 
 
@@ -66,14 +66,6 @@ def section(model: type[Section], *, description: str, alias: str | None = None,
     if optional:
         return Field(None, **kwargs)
     return Field(default_factory=model, **kwargs)
-
-
-def _deepcopy(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _deepcopy(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_deepcopy(v) for v in value]
-    return value
 
 
 # ---- introspection of sections ------------------------------------------------------------------------------
@@ -194,13 +186,13 @@ def defaults_tree(model: type[Section]) -> dict:
             out[key] = defaults_tree(subs[0])
         elif info.default_factory is not None:
             value = info.default_factory()
-            out[key] = defaults_tree(type(value)) if isinstance(value, Section) else _deepcopy(value)
+            out[key] = defaults_tree(type(value)) if isinstance(value, Section) else copy_containers(value)
         elif subs and isinstance(info.default, Section):
             out[key] = defaults_tree(type(info.default))
         elif isinstance(info.default, BaseModel):
             out[key] = info.default.model_dump(by_alias=True)
         else:
-            out[key] = _deepcopy(info.default)
+            out[key] = copy_containers(info.default)
     return out
 
 
