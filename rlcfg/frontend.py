@@ -8,6 +8,7 @@ shows all problems at once, ordered by location.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path as FsPath
 from typing import Any, Mapping, Sequence
@@ -28,6 +29,10 @@ class CheckResult:
     diagnostics: list[Diagnostic] = field(default_factory=list)
     sources: dict[str, str] = field(default_factory=dict)
     summary: str = ""
+    release: str | None = None  # the framework release the document was judged by
+    release_label: str = ""  # e.g. "AReaL 1.0", for the summary line
+    release_reason: str = ""  # why that release ("pinned with --framework-version", or the keys that tell)
+    pipeline: str | None = None  # set when the document is a pipeline the dialect does not model
 
     @property
     def errors(self) -> int:
@@ -43,17 +48,19 @@ class CheckResult:
 
 
 def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = None, strict: bool = False,
-               env: Mapping[str, str] | None = None) -> CheckResult:
-    """Check a config file. Raises UsageError for a file that cannot be read at all."""
+               env: Mapping[str, str] | None = None, release: str | None = None) -> CheckResult:
+    """Check a config file. Raises UsageError for a file that cannot be read at all, or for a `release` the
+    dialect does not claim."""
     text = read_text(path)
-    return check_text(text, path, overrides, dialect, strict, env, base_dir=str(FsPath(path).parent))
+    return check_text(text, path, overrides, dialect, strict, env, base_dir=str(FsPath(path).parent), release=release)
 
 
 def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect: str | None = None,
-               strict: bool = False, env: Mapping[str, str] | None = None, base_dir: str = ".") -> CheckResult:
+               strict: bool = False, env: Mapping[str, str] | None = None, base_dir: str = ".",
+               release: str | None = None) -> CheckResult:
     from rlcfg import schema
     from rlcfg.schema.base import HostFacts
-    from rlcfg.schema.validate import run_rules, validate_tree
+    from rlcfg.schema.validate import Judgement, run_rules, validate_tree
     from rlcfg.source.overrides import apply_overrides, parse_override
     from rlcfg.source.resolve import merge_over_defaults, resolve
 
@@ -69,7 +76,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         return _finish(result, diagnostics)
 
     if dialect is None:
-        detection = schema.detect(tree.data)
+        detection = schema.detect(_composed_for_detection(tree, base_dir).data)
         if detection.name is None:
             diagnostics.append(diagnostic("RLC110", "", f"cannot tell which framework this config is for: {detection.reason}",
                                           origin=Origin("file", file=filename, line=1, column=1),
@@ -81,6 +88,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
 
     tree, found = spec.compose(tree, base_dir)
     diagnostics.extend(found)
+    result.pipeline = spec.pipeline(tree.data) if isinstance(tree.data, dict) else None
 
     parsed = []
     for index, text_override in enumerate(overrides, start=1):
@@ -95,6 +103,14 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     root = spec.root(preview.data)
     result.root = root
     result.variant = next((name for name, model in spec.variants().items() if model is root), None)
+    if release is not None:
+        if release not in spec.releases:
+            claimed = ", ".join(spec.releases) or "none (this dialect does not tell releases apart)"
+            raise UsageError(f"--framework-version {release}: {spec.title} releases rlcfg knows are {claimed}")
+        result.release, result.release_reason = release, "pinned with --framework-version"
+    else:
+        result.release, result.release_reason = spec.infer_release(preview.data)
+    result.release_label = spec.release_label(result.release) if result.release is not None else ""
     if spec.overrides_see_defaults:
         merged = merge_over_defaults(spec.defaults(root), tree)
         applied = apply_overrides(merged, parsed, spec.override_grammar)
@@ -102,13 +118,26 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         applied = apply_overrides(tree, parsed, spec.override_grammar)
         merged = merge_over_defaults(spec.defaults(root), tree)
     diagnostics.extend(applied.diagnostics)
+    if spec.overrides_see_defaults:
+        diagnostics.extend(_deleted_but_read(applied.deleted, root, spec))
 
+    judgement = Judgement(release=result.release, release_reason=result.release_reason,
+                          referenced=frozenset(interpolation_targets(merged.data)),
+                          added=frozenset(applied.added), known_keys_only=result.pipeline is not None)
     resolution = resolve(merged, env, spec.resolvers)
     diagnostics.extend(resolution.diagnostics)
     result.tree = merged
 
-    checked = validate_tree(root, merged, spec)
+    checked = validate_tree(root, merged, spec, judgement)
     diagnostics.extend(checked.diagnostics)
+    if result.pipeline is not None:
+        diagnostics.append(diagnostic(
+            "RLC116", "", f"this is a {result.pipeline} config, which rlcfg does not model: it checked the YAML, the "
+            "interpolations and the keys it knows, not the pipeline's own keys and rules",
+            origin=Origin("file", file=filename, line=1, column=1),
+            hint="`rlcfg plan` and `rlcfg run` refuse it; validate it with the framework's own loader too"))
+        result.summary = f"{result.pipeline} (not modelled; known keys checked)"
+        return _finish(result, diagnostics)
     reported_unknown = {d.path for d in checked.diagnostics if d.code == "RLC102"}
     for path, override in applied.created.items():
         if dotted(path) not in reported_unknown:
@@ -119,11 +148,53 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         has_errors = any(d.severity is Severity.ERROR for d in diagnostics)
         muted = checked.error_paths | resolution.unresolved | resolution.missing
         host = HostFacts(env=env, path_exists=lambda p: os.path.exists(os.path.join(base_dir, p)))
-        diagnostics.extend(run_rules(spec, checked.config, merged, strict, host, muted, has_errors))
+        diagnostics.extend(run_rules(spec, checked.config, merged, strict, host, muted, has_errors, result.release))
         if not has_errors and not any(d.severity is Severity.ERROR for d in diagnostics):
             result.config = checked.config
             result.summary = spec.describe(checked.config)
     return _finish(result, diagnostics)
+
+
+def _composed_for_detection(tree: SourceTree, base_dir: str) -> SourceTree:
+    """The document with its Hydra defaults list composed, so that keys a config inherits from its base files count
+    when telling the dialect (each dialect composes again, its own way, once chosen)."""
+    if not isinstance(tree.data, dict) or "defaults" not in tree.data:
+        return tree
+    from rlcfg.source.compose import compose, searchpath_of
+
+    folders, unusable = searchpath_of(tree)
+    composed, _problems = compose(tree.copy(), base_dir, folders, unusable)
+    return composed if isinstance(composed.data, dict) and composed.data else tree
+
+
+_NODE_REFERENCE = re.compile(r"\$\{\s*([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)\s*\}")
+
+
+def interpolation_targets(data: Any) -> set[tuple]:
+    """The absolute paths that `${a.b}` interpolations anywhere in the tree refer to (relative ones are skipped)."""
+    from rlcfg.source.tree import walk
+
+    found: set[tuple] = set()
+    for _path, value in walk(data):
+        if isinstance(value, str) and "${" in value:
+            for match in _NODE_REFERENCE.finditer(value):
+                found.add(tuple(match.group(1).split(".")))
+    return found
+
+
+def _deleted_but_read(deleted: Mapping[tuple, Any], root: Any, spec: Any) -> list[Diagnostic]:
+    from rlcfg.schema.base import field_at
+
+    found = []
+    for path, override in deleted.items():
+        if field_at(root, path)[0] is None:
+            continue
+        name = dotted(path)
+        found.append(diagnostic(
+            "RLC117", name, f"`~{name}` deletes a key of the base config that {spec.title} reads: its loader stops "
+            "with OmegaConf's ConfigAttributeError when the code asks for it", origin=override.origin,
+            hint=f"set it instead (`{name}=...`); to go back to the default, drop the override"))
+    return found
 
 
 def _finish(result: CheckResult, diagnostics: list[Diagnostic]) -> CheckResult:

@@ -18,6 +18,10 @@ from rlcfg import __version__
 
 EXIT_OK, EXIT_INVALID, EXIT_USAGE, EXIT_BUG = 0, 1, 2, 101
 
+FRAMEWORK_VERSION_HELP = ("Judge the config by this release of its framework (SkyRL 0.1.0 ... 0.4.0 or main, AReaL 0.3 "
+                          "or 1.0, ChatLearn 1.2.0 or main, RLinf 2025-08, 2025-10 or main, ROLL main) instead of the "
+                          "release its keys point to; `rlcfg validate` names the one it chose.")
+
 
 class OutputFormat(str, Enum):
     """`--format` of the commands that report: text for people, json for tools."""

@@ -8,7 +8,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from rlcfg.cli import EXIT_INVALID, EXIT_OK, OutputFormat, app, bug_guard, usage_error
+from rlcfg.cli import FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, OutputFormat, app, bug_guard, usage_error
 
 
 @app.command(
@@ -40,6 +40,8 @@ def plan(
                                                     "not a local directory; read as JSON, nothing is downloaded."),
     dialect: Optional[str] = typer.Option(None, "--dialect", "-d",
                                           help="Force the dialect instead of detecting it from the document."),
+    framework_version: Optional[str] = typer.Option(None, "--framework-version", metavar="RELEASE",
+                                                    help=FRAMEWORK_VERSION_HELP),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback if rlcfg itself fails."),
 ) -> None:
     """Plan a config: placement of each role on the cluster's GPUs, the rank layout, the batch schedule and a
@@ -52,9 +54,13 @@ def plan(
 
     with bug_guard(debug):
         try:
-            result = check_file(file, overrides or [], dialect=dialect)
+            result = check_file(file, overrides or [], dialect=dialect, release=framework_version)
         except UsageError as exc:
             raise usage_error(str(exc))
+        if result.pipeline is not None and not result.errors:
+            typer.echo(f"rlcfg plan: {file} is a {result.pipeline} config, which rlcfg does not model; "
+                       "`rlcfg validate` checks what it can of it", err=True)
+            raise typer.Exit(EXIT_INVALID)
         if result.errors:
             from rlcfg.cli.validate import _json as validate_json
             from rlcfg.cli.validate import _text as validate_text

@@ -13,7 +13,7 @@ from typing import List, Optional
 
 import typer
 
-from rlcfg.cli import EXIT_INVALID, EXIT_OK, EXIT_USAGE, app, bug_guard, usage_error
+from rlcfg.cli import FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, EXIT_USAGE, app, bug_guard, usage_error
 
 RUN_PACKAGES = ("torch", "ray", "transformers")
 
@@ -63,6 +63,8 @@ def run(
     steps: Optional[int] = typer.Option(None, "--steps", min=1,
                                         help="Stop after this many steps of this invocation (a resumed run counts "
                                              "from its checkpoint)."),
+    framework_version: Optional[str] = typer.Option(None, "--framework-version", metavar="RELEASE",
+                                                    help=FRAMEWORK_VERSION_HELP),
     debug: bool = typer.Option(False, "--debug", help="Show worker logs, and the traceback if rlcfg itself fails."),
 ) -> None:
     """Run a config (or the quickstart) on Ray: GRPO/PPO with FSDP training and hf/vLLM/SGLang rollout.
@@ -85,22 +87,24 @@ def run(
             experiment = qs.experiment(out)
             threads = 1  # a tiny model gains nothing from intra-op threads, and loses to their contention
         else:
-            experiment = _lower(file, overrides or [], dialect)
+            experiment = _lower(file, overrides or [], dialect, framework_version)
             out = output or experiment.logging.directory or os.path.join("rlcfg-runs", experiment.name or "run")
             threads = None
         _execute(experiment, out, resume, resume_from, address, debug, steps, threads)
     raise typer.Exit(EXIT_OK)
 
 
-def _lower(file: str, overrides: list[str], dialect: Optional[str]):
+def _lower(file: str, overrides: list[str], dialect: Optional[str], release: Optional[str] = None):
     from rlcfg import lower
     from rlcfg.frontend import check_file
     from rlcfg.source.yaml_loader import UsageError
 
     try:
-        result = check_file(file, overrides, dialect=dialect)
+        result = check_file(file, overrides, dialect=dialect, release=release)
     except UsageError as exc:
         raise usage_error(str(exc))
+    if result.pipeline is not None and not result.errors:
+        raise _fail(f"`rlcfg run` cannot run {file}: it is a {result.pipeline} config, which rlcfg does not model")
     if result.errors:
         from rlcfg.cli.validate import _text
 

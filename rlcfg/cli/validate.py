@@ -8,7 +8,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from rlcfg.cli import EXIT_INVALID, EXIT_OK, OutputFormat, app, bug_guard, usage_error
+from rlcfg.cli import FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, OutputFormat, app, bug_guard, usage_error
 
 
 @app.command(
@@ -35,6 +35,8 @@ def validate(
                                           help="Print KEY's resolved value and how it got it "
                                                "(default, then file, then overrides)."),
     color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour the text output (default: on a terminal)."),
+    framework_version: Optional[str] = typer.Option(None, "--framework-version", metavar="RELEASE",
+                                                    help=FRAMEWORK_VERSION_HELP),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback if rlcfg itself fails."),
 ) -> None:
     """Check a config: every parameter, every cross-field rule, all problems at once.
@@ -47,7 +49,7 @@ def validate(
 
     with bug_guard(debug):
         try:
-            result = check_file(file, overrides or [], dialect=dialect, strict=strict)
+            result = check_file(file, overrides or [], dialect=dialect, strict=strict, release=framework_version)
         except UsageError as exc:
             raise usage_error(str(exc))
         if explain is not None:
@@ -95,6 +97,8 @@ def _text(result: Any, explanation: Any, color: bool, strict: bool) -> str:
         status = f"{result.file}: {verdict} {dialect} with {plural(result.warnings, 'warning')}"
     else:
         status = f"{result.file}: valid {dialect}"
+    if result.release_label and not result.errors:
+        status += f" ({result.release_label}: {result.release_reason})"
     if result.summary and not result.errors:
         status += f": {result.summary}"
     lines.append(status)

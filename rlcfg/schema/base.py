@@ -21,6 +21,14 @@ from rlcfg.diagnostics import CODES, Severity
 from rlcfg.source.tree import MISSING, SourceTree, copy_containers, split_dotted
 
 REQUIRED: Any = ...  # a parameter with no default: the user must give it (OmegaConf's "???")
+RELEASES_KEY = "x-rlcfg-releases"  # where a field records the releases that have it
+
+
+def field_releases(info: FieldInfo) -> tuple[str, ...] | None:
+    """The releases that have this field, or None when every release has it."""
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    found = extra.get(RELEASES_KEY)
+    return tuple(found) if found is not None else None
 
 
 class Section(BaseModel):
@@ -33,7 +41,8 @@ class Section(BaseModel):
 
 def param(default: Any = REQUIRED, *, description: str, ge: float | None = None, gt: float | None = None,
           le: float | None = None, lt: float | None = None, alias: str | None = None,
-          renamed_to: str | None = None, examples: list | None = None, min_length: int | None = None) -> Any:
+          renamed_to: str | None = None, examples: list | None = None, min_length: int | None = None,
+          releases: Iterable[str] | None = None) -> Any:
     """Declare one parameter.
 
     default: the documented default as a user would write it; an interpolation such as
@@ -43,10 +52,14 @@ def param(default: Any = REQUIRED, *, description: str, ge: float | None = None,
       say which one rlcfg follows.
     renamed_to: the dotted path later versions of the framework use for this key; setting this one then gives
       a warning naming the new key, and setting both to different values is an error.
+    releases: the releases of the dialect (names from `Dialect.releases`) whose loader knows this key; None means
+      every release. A user who sets the key in a file judged by another release is told so (RLC113).
     """
     extra: dict[str, Any] = {}
     if renamed_to:
         extra["x-rlcfg-renamed-to"] = renamed_to
+    if releases is not None:
+        extra[RELEASES_KEY] = list(releases)
     kwargs: dict[str, Any] = dict(description=description, ge=ge, gt=gt, le=le, lt=lt, alias=alias,
                                   examples=examples, min_length=min_length)
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
@@ -58,11 +71,15 @@ def param(default: Any = REQUIRED, *, description: str, ge: float | None = None,
     return Field(default, **kwargs)
 
 
-def section(model: type[Section], *, description: str, alias: str | None = None, optional: bool = False) -> Any:
-    """A nested section; `optional` sections default to null (absent) instead of their defaults."""
+def section(model: type[Section], *, description: str, alias: str | None = None, optional: bool = False,
+            releases: Iterable[str] | None = None) -> Any:
+    """A nested section; `optional` sections default to null (absent) instead of their defaults.
+    `releases` as for `param`."""
     kwargs: dict[str, Any] = {"description": description}
     if alias:
         kwargs["alias"] = alias
+    if releases is not None:
+        kwargs["json_schema_extra"] = {RELEASES_KEY: list(releases)}
     if optional:
         return Field(None, **kwargs)
     return Field(default_factory=model, **kwargs)
@@ -248,10 +265,11 @@ class HostFacts:
 
 
 class RuleContext:
-    def __init__(self, tree: SourceTree, strict: bool, host: HostFacts):
+    def __init__(self, tree: SourceTree, strict: bool, host: HostFacts, release: str | None = None):
         self.tree = tree
         self.strict = strict
         self.host = host
+        self.release = release  # the dialect release the document is judged by
 
     def is_set(self, path: str) -> bool:
         """Whether the user wrote this key (in the file or an override), as opposed to taking its default."""
@@ -293,6 +311,14 @@ class Dialect:
     overrides_see_defaults: ClassVar[bool] = False
     resolvers: ClassVar[Mapping[str, Callable]] = {}
     rules: ClassVar[RuleSet]
+    # The framework releases the dialect claims, oldest first, named as users say them ("0.3", "1.0"; "main" for the
+    # newest commit of the default branch). A document is judged by exactly one of them (`infer_release`, or
+    # `--framework-version`); an empty tuple means the dialect does not tell releases apart.
+    releases: ClassVar[tuple[str, ...]] = ()
+    # How the framework's loader treats a key it does not know: "error" (OmegaConf struct mode, dataclasses: it stops),
+    # "drop" (dacite, or code that reads only the keys it asks for: the key is silently unused) or "open" (the mapping
+    # takes any key and passes it on). See `unknown_key_policy`.
+    unknown_keys: ClassVar[str] = "error"
 
     def variants(self) -> dict[str, type[Section]]:
         """Every root model, by variant name (one entry when the dialect has no variants)."""
@@ -307,8 +333,33 @@ class Dialect:
         return defaults_tree(root)
 
     def compose(self, tree: SourceTree, base_dir: str) -> tuple[SourceTree, list]:
-        """Combine a multi-file config (Hydra defaults lists) into one tree. Most dialects have nothing to do."""
-        return tree, []
+        """Combine a multi-file config (Hydra defaults lists, looked up beside the file and on `hydra.searchpath`)
+        into one tree."""
+        from rlcfg.source.compose import compose, searchpath_of
+
+        folders, unusable = searchpath_of(tree)
+        return compose(tree, base_dir, folders, unusable)
+
+    def unknown_key_policy(self, path: tuple) -> str:
+        """How the loader treats the unknown key at `path` ("error", "drop" or "open"); by default the same for
+        every mapping of the document."""
+        return self.unknown_keys
+
+    def infer_release(self, data: dict) -> tuple[str | None, str]:
+        """The release a document is written for, judged from its keys (the user's composed tree, before
+        defaults), and why. By default the newest claimed release."""
+        if not self.releases:
+            return None, ""
+        return self.releases[-1], "no key tells the releases apart; assuming the newest"
+
+    def release_label(self, release: str) -> str:
+        """How the summary line names a release, e.g. "AReaL 1.0"."""
+        return f"{self.title} {release}"
+
+    def pipeline(self, data: dict) -> str | None:
+        """None when the document is a pipeline this dialect models; otherwise the pipeline's name, for the
+        single warning that says only the YAML, the interpolations and the known keys were checked."""
+        return None
 
     def describe(self, config: Any) -> str:
         """A short phrase for a valid config's summary line, e.g. "FSDP training, vLLM rollout"."""

@@ -9,9 +9,9 @@ from typing import Any, Iterable
 
 from pydantic import ValidationError
 
-from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
-from rlcfg.schema.base import (Dialect, Finding, HostFacts, RuleContext, Section, choices_of, field_at, iter_fields,
-                               key_of, section_at)
+from rlcfg.diagnostics import Diagnostic, Origin, Severity, diagnostic
+from rlcfg.schema.base import (Dialect, Finding, HostFacts, RuleContext, Section, choices_of, field_at, field_releases,
+                               iter_fields, key_of, section_at)
 from rlcfg.source.tree import Path, SourceTree, copy_containers, delete_path, dotted, split_dotted
 
 _TYPE_WORDS = {
@@ -43,30 +43,120 @@ class SchemaResult:
     error_paths: set = field(default_factory=set)  # paths that carry an error; rules touching them are muted
 
 
-def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None = None) -> SchemaResult:
+@dataclass
+class Judgement:
+    """How the document is judged beyond its types: by which release, and what the user's overrides did."""
+
+    release: str | None = None
+    release_reason: str = ""
+    referenced: frozenset = frozenset()  # paths some interpolation refers to (helper variables live here)
+    added: frozenset = frozenset()  # paths the user added on purpose with `+key=value`
+    known_keys_only: bool = False  # a pipeline rlcfg does not model: only the keys it knows are checked
+
+
+def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None = None,
+                  judgement: Judgement | None = None) -> SchemaResult:
+    judgement = judgement or Judgement()
     result = SchemaResult(None)
     data = tree.data
     try:
         result.config = root.model_validate(data)
-        return result
+        errors = []
     except ValidationError as exc:
         errors = exc.errors(include_url=False)
-    cleaned = copy_containers(data)
-    for error in errors:
-        path = _tree_path(error["loc"], data)
-        found = _error_diagnostic(error, path, root, tree, dialect)
-        if found is not None:
-            result.diagnostics.append(found)
-        result.error_paths.add(path)
-        if error["type"] != "missing":
-            delete_path(cleaned, path)
-    try:
-        result.config = root.model_validate(cleaned)
-    except ValidationError:
-        # Still invalid (a required value is missing): build what can be built, so that the rules can check
-        # everything else; a rule that reaches for the missing value is skipped.
-        result.config = _lenient(root, cleaned)
+    if errors:
+        cleaned = copy_containers(data)
+        for error in errors:
+            path = _tree_path(error["loc"], data)
+            if error["type"] == "extra_forbidden":
+                found = _unknown_key_verdict(path, root, tree, dialect, judgement)
+            elif error["type"] == "missing" and judgement.known_keys_only:
+                found = None  # a key of the modelled pipeline that this one has no use for
+            else:
+                found = _error_diagnostic(error, path, root, tree, dialect)
+            if found is not None:
+                result.diagnostics.append(found)
+            if found is not None and found.severity is Severity.ERROR:
+                result.error_paths.add(path)
+            if error["type"] != "missing":
+                delete_path(cleaned, path)
+        try:
+            result.config = root.model_validate(cleaned)
+        except ValidationError:
+            # Still invalid (a required value is missing): build what can be built, so that the rules can check
+            # everything else; a rule that reaches for the missing value is skipped.
+            result.config = _lenient(root, cleaned)
+    if dialect is not None and judgement.release is not None:
+        result.diagnostics.extend(_release_diagnostics(root, tree, dialect, judgement))
     return result
+
+
+def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dialect: Dialect | None,
+                         judgement: Judgement) -> Diagnostic | None:
+    """An unknown key, judged the way the framework's loader treats it."""
+    name = dotted(path)
+    if any(path[: len(a)] == a for a in judgement.added):
+        return diagnostic("RLC115", name, f"`+{name}` adds a key rlcfg does not know; it is passed on for the code "
+                          "that reads it", origin=tree.key_origin(path) or tree.origin(path),
+                          hint="nothing to do if your entrypoint or plugin reads it; check the spelling otherwise")
+    if judgement.known_keys_only:
+        return None
+    policy = dialect.unknown_key_policy(path) if dialect is not None else "error"
+    if policy == "open":
+        return None
+    found = _unknown_key(path, root, tree, dialect)
+    if policy == "error":
+        return found
+    if _close_sibling(path, root) is not None:
+        return found  # most likely a typo of a key the framework reads: the framework would silently lose it
+    if any(ref[: len(path)] == path for ref in judgement.referenced):
+        return None  # a helper variable: only interpolations read it
+    title = dialect.title if dialect is not None else "the framework"
+    return diagnostic("RLC114", name, f"{title} ignores the unknown key `{path[-1]}` in "
+                      f"{('`' + dotted(path[:-1]) + '`') if len(path) > 1 else 'the top level'}: its loader drops keys "
+                      "it does not read", origin=found.origin, hint=found.hint)
+
+
+def _close_sibling(path: Path, root: type[Section]) -> str | None:
+    owner = section_at(root, path[:-1])
+    if owner is None:
+        return None
+    siblings = [key_of(n, f) for n, f in owner.model_fields.items()]
+    close = get_close_matches(str(path[-1]), siblings, n=1, cutoff=0.8)
+    return close[0] if close else None
+
+
+def _release_diagnostics(root: type[Section], tree: SourceTree, dialect: Dialect, judgement: Judgement) -> list[Diagnostic]:
+    """Keys the user wrote that the judged release does not have (one finding per subtree)."""
+    release = judgement.release
+    label = dialect.release_label(release)
+    found: list[Diagnostic] = []
+    reported: list[Path] = []
+    user_paths = sorted((p for p, o in tree.values.items() if o is not None and o.kind in ("file", "override", "env")),
+                        key=lambda p: (len(p), tuple(map(str, p))))
+    for path in user_paths:
+        if any(path[: len(r)] == r for r in reported) or any(isinstance(part, int) for part in path):
+            continue
+        info, _owner = field_at(root, path)
+        releases = field_releases(info) if info is not None else None
+        if releases is None or release in releases:
+            continue
+        reported.append(path)
+        name = dotted(path)
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        renamed = extra.get("x-rlcfg-renamed-to")
+        others = ", ".join(releases)
+        why = f"rlcfg judges this file as {label}" + (f" ({judgement.release_reason})" if judgement.release_reason else "")
+        if renamed:
+            hint = f"write `{renamed}` instead; {why}"
+        else:
+            hint = f"remove it, or pin the release the file is written for with `--framework-version {releases[-1]}`; {why}"
+        refused = dialect.unknown_key_policy(path) == "error"
+        consequence = "its loader stops on it" if refused else "it is ignored there"
+        found.append(diagnostic("RLC113", name, f"`{name}` does not exist in {label} ({consequence}); it is a key of "
+                                f"{dialect.title} {others}", origin=tree.key_origin(path) or tree.origin(path),
+                                hint=hint, severity=None if refused else Severity.WARNING))
+    return found
 
 
 def _lenient(model: type[Section], data: Any) -> Section:
@@ -259,8 +349,8 @@ def check_renames(root: type[Section], tree: SourceTree, context: RuleContext) -
 
 
 def run_rules(dialect: Dialect, config: Section, tree: SourceTree, strict: bool, host: HostFacts,
-              muted: set, config_has_errors: bool) -> list[Diagnostic]:
-    context = RuleContext(tree, strict, host)
+              muted: set, config_has_errors: bool, release: str | None = None) -> list[Diagnostic]:
+    context = RuleContext(tree, strict, host, release)
     out: list[Diagnostic] = []
     for rule in dialect.rules:
         try:

@@ -1,7 +1,7 @@
 """Command-line overrides, in each dialect's own grammar.
 
 `hydra`: Hydra's override grammar, as SkyRL, RLinf, ROLL and AReaL read it: `a.b=c` changes an existing key,
-`+a.b=c` adds a new one, `++a.b=c` sets it either way, `~a.b` (or `~a.b=c`) deletes it; values are Hydra
+`+a.b=c` adds a new one (onto an existing mapping it merges, as Hydra 1.3 does), `++a.b=c` sets it either way, `~a.b` (or `~a.b=c`) deletes it; values are Hydra
 primitives, quoted strings, `[lists]` and `{mappings}`.
 
 `dotlist`: OmegaConf's dotlist, as ChatLearn reads it: `a.b=c` only, the value read as YAML. ChatLearn has
@@ -11,11 +11,11 @@ no `+`/`~` prefixes: there they would become literal key names.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
-from rlcfg.source.tree import Layer, SourceTree, delete_path, dotted, drop_subtree, walk
+from rlcfg.source.tree import Layer, SourceTree, copy_containers, delete_path, dotted, drop_subtree, walk
 
 _KEY = re.compile(r"^[A-Za-z_][\w\-]*(\.[A-Za-z_0-9][\w\-]*)*$")
 
@@ -241,11 +241,15 @@ def parse_hydra_value(raw: str) -> Any:
 class AppliedOverrides:
     diagnostics: list[Diagnostic]
     created: dict[tuple, Override]  # paths a plain `a.b=c` created although Hydra would want `+a.b=c`
+    added: dict[tuple, Override] = field(default_factory=dict)  # paths the user added on purpose (`+a.b=c`, `++a.b=c`)
+    deleted: dict[tuple, Override] = field(default_factory=dict)  # paths removed with `~a.b`
 
 
 def apply_overrides(tree: SourceTree, overrides: list[Override], grammar: str) -> AppliedOverrides:
     diagnostics: list[Diagnostic] = []
     created: dict[tuple, Override] = {}
+    added: dict[tuple, Override] = {}
+    deleted: dict[tuple, Override] = {}
     for override in overrides:
         path = override.path
         exists = tree.has(path)
@@ -265,6 +269,14 @@ def apply_overrides(tree: SourceTree, overrides: list[Override], grammar: str) -
             delete_path(tree.data, path)
             drop_subtree(tree.values, path)
             drop_subtree(tree.keys, path)
+            deleted[path] = override
+            continue
+        if override.op == "add" and exists and isinstance(tree.get(path), dict) and isinstance(override.value, dict):
+            # Hydra 1.3 merges `+a={...}` into an existing mapping `a` instead of refusing it.
+            for sub, leaf in _mapping_leaves(override.value, path):
+                if not tree.has(sub):
+                    added[sub] = override
+                _set_with_origin(tree, sub, copy_containers(leaf), override.origin)
             continue
         if override.op == "add" and exists:
             diagnostics.append(diagnostic(
@@ -279,8 +291,19 @@ def apply_overrides(tree: SourceTree, overrides: list[Override], grammar: str) -
             continue
         if override.op == "set" and not exists and grammar == "hydra":
             created[path] = override
+        if override.op in ("add", "force") and not exists:
+            added[path] = override
         _set_with_origin(tree, path, override.value, override.origin)
-    return AppliedOverrides(diagnostics, created)
+    return AppliedOverrides(diagnostics, created, added, deleted)
+
+
+def _mapping_leaves(node: Any, path: tuple) -> Any:
+    """(path, value) of every non-mapping value (or empty mapping) below a mapping; lists count as values."""
+    if isinstance(node, dict) and node:
+        for key, value in node.items():
+            yield from _mapping_leaves(value, path + (key,))
+    else:
+        yield path, node
 
 
 def _set_with_origin(tree: SourceTree, path: tuple, value: Any, origin: Origin) -> None:
