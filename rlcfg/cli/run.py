@@ -128,6 +128,7 @@ def _resume_setting(experiment, resume: Optional[bool], resume_from: Optional[st
 def _execute(experiment, out: str, resume: Optional[bool], resume_from: Optional[str], address: Optional[str],
              debug: bool, steps: Optional[int], threads: Optional[int]) -> None:
     from rlcfg.runtime.backends import PreflightError
+    from rlcfg.runtime.checkpoint import UnsafeCheckpointError
     from rlcfg.runtime.data import DataError
     from rlcfg.runtime.driver import RunOptions, plan_here, run
 
@@ -144,7 +145,7 @@ def _execute(experiment, out: str, resume: Optional[bool], resume_from: Optional
                          debug=debug, max_steps=steps, threads=threads)
     try:
         run(plan, options)
-    except (PreflightError, DataError) as exc:
+    except (PreflightError, DataError, UnsafeCheckpointError) as exc:
         raise _fail(str(exc))
     except FileExistsError as exc:
         raise _fail(str(exc))

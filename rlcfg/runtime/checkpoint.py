@@ -8,10 +8,13 @@ that the next run deletes: `latest()` can never pick a half-written checkpoint.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import pickle
 import re
 import shutil
+import warnings
 from typing import Any
 
 _NAME = re.compile(r"^step-(\d+)$")
@@ -110,3 +113,78 @@ def read_driver_state(path: str) -> dict[str, Any]:
         raise FileNotFoundError(f"{path} is not a complete rlcfg checkpoint (no {DRIVER_STATE})")
     with open(file, encoding="utf-8") as f:
         return json.load(f)
+
+
+class UnsafeCheckpointError(ValueError):
+    """A checkpoint file that would run code when loaded."""
+
+
+# torch.distributed.checkpoint (FSDP's and megatron-core's torch_dist format) reads its `.metadata` with plain
+# pickle, so a planted `.metadata` would run code in every worker that resumes from the folder. Before anything
+# loads a checkpoint, its pickles are read once with an unpickler that can only build the plain values and
+# metadata classes such files hold; anything else is refused.
+_SAFE_GLOBALS = {
+    ("torch", "Size"), ("torch.serialization", "_get_layout"), ("collections", "OrderedDict"),
+    ("builtins", "set"), ("builtins", "frozenset"), ("builtins", "slice"),
+    ("pathlib", "PosixPath"), ("pathlib", "PurePosixPath"), ("pathlib", "WindowsPath"), ("pathlib", "PureWindowsPath"),
+}
+_SAFE_CLASS_MODULES = ("torch.distributed.checkpoint.", "megatron.core.dist_checkpointing.")
+
+
+class _MetadataUnpickler(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        if (module, name) in _SAFE_GLOBALS:
+            return super().find_class(module, name)
+        if module == "torch":
+            import torch
+
+            value = getattr(torch, name, None)
+            if isinstance(value, (torch.dtype, torch.layout, torch.memory_format)):
+                return value
+        if module.startswith(_SAFE_CLASS_MODULES) and "." not in name:
+            value = super().find_class(module, name)
+            if isinstance(value, type):  # a metadata class or enum, never a function
+                return value
+        raise UnsafeCheckpointError(f"{module}.{name}")
+
+
+_SMALL_TORCH_FILE = re.compile(r"^(driver_rng|extra-rank\d+)\.pt$")  # rlcfg's own RNG and scheduler states
+
+
+def _verify_torch_file(file: str) -> None:
+    import torch
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # torch's note on the pickle protocol says nothing about safety
+            torch.load(file, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        named = re.search(r"Unsupported global: GLOBAL (\S+)", str(exc))
+        what = f"asks to run `{named.group(1)}` when loaded" if named else "holds more than tensors and plain values"
+        raise UnsafeCheckpointError(f"{file} {what}; rlcfg loads no code from a checkpoint. Resume only from "
+                                    "checkpoints this run (or a run you trust) wrote") from None
+    except Exception as exc:
+        raise UnsafeCheckpointError(f"{file} cannot be read ({type(exc).__name__}); the checkpoint is damaged") from None
+
+
+def verify_loadable(path: str) -> None:
+    """Refuse a checkpoint folder whose pickled metadata would run code when loaded (UnsafeCheckpointError names
+    the file and what it asks for). The other files are read with `torch.load(weights_only=True)`."""
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            file = os.path.join(dirpath, name)
+            if _SMALL_TORCH_FILE.match(name):
+                _verify_torch_file(file)
+            if name != ".metadata":
+                continue
+            with open(file, "rb") as f:
+                data = f.read()
+            try:
+                _MetadataUnpickler(io.BytesIO(data)).load()
+            except UnsafeCheckpointError as exc:
+                raise UnsafeCheckpointError(
+                    f"{file} asks to run `{exc}` when loaded; rlcfg loads no code from a checkpoint. Resume only "
+                    "from checkpoints this run (or a run you trust) wrote") from None
+            except Exception as exc:  # truncated or not a pickle: the loader would fail on it too
+                raise UnsafeCheckpointError(f"{file} is not a readable checkpoint index ({type(exc).__name__}: "
+                                            f"{exc}); the checkpoint is damaged") from None

@@ -601,6 +601,7 @@ class Run:
         import torch
 
         ray = self.cluster.ray
+        ckpt.verify_loadable(path)
         state = ckpt.read_driver_state(path)
         calls = [w.load.remote(os.path.join(path, "actor")) for w in self.actor]
         if self.critic:
@@ -610,7 +611,7 @@ class Run:
         self.sampler_state = self.sampler.state_dict()
         rng_file = os.path.join(path, "driver_rng.pt")
         if os.path.exists(rng_file):
-            rng = torch.load(rng_file, weights_only=False)
+            rng = torch.load(rng_file, weights_only=True)
             random.setstate(rng["python"])
             torch.set_rng_state(rng["torch"])
         self._sync_weights()
@@ -645,6 +646,8 @@ class Run:
         os.makedirs(opt.output_dir, exist_ok=True)
         with open(os.path.join(opt.output_dir, "experiment.json"), "w", encoding="utf-8") as f:
             json.dump(to_json(exp), f, indent=1)
+        if self.resume_path:
+            ckpt.verify_loadable(self.resume_path)  # before any worker could unpickle it
         slots = len({g for grp in self.plan.groups for g in grp.gpus})
         kind = "GPU" if self.machine.gpus or opt.address else "CPU slot"
         where = f"the Ray cluster at {opt.address}" if opt.address else "a local Ray instance"

@@ -41,3 +41,89 @@ def test_resaving_a_step_replaces_it(tmp_path):
 def test_reading_a_directory_that_is_no_checkpoint(tmp_path):
     with pytest.raises(FileNotFoundError, match="not a complete rlcfg checkpoint"):
         ckpt.read_driver_state(str(tmp_path))
+
+
+# ---- a checkpoint folder never runs code ---------------------------------------------------------------------
+
+class _Planted:
+    """Unpickling this creates a file: the proof that a loader ran code from the checkpoint."""
+
+    def __init__(self, marker: str):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def _dcp_checkpoint(path):
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    model = torch.nn.Linear(3, 2)
+    dcp.save({"model": model.state_dict()}, checkpoint_id=str(path))
+    return path
+
+
+def test_a_checkpoint_written_by_torch_distributed_checkpoint_verifies(tmp_path):
+    import torch
+
+    from rlcfg.runtime.checkpoint import verify_loadable
+
+    folder = _dcp_checkpoint(tmp_path / "actor")
+    torch.save({"rng": torch.get_rng_state()}, folder / "extra-rank0.pt")
+    torch.save({"python": __import__("random").getstate(), "torch": torch.get_rng_state()}, tmp_path / "driver_rng.pt")
+    verify_loadable(str(tmp_path))
+
+
+@pytest.mark.parametrize("planted", [".metadata", "extra-rank0.pt", "driver_rng.pt"])
+def test_a_planted_pickle_is_refused_before_it_runs(tmp_path, planted):
+    import pickle
+
+    from rlcfg.runtime.checkpoint import UnsafeCheckpointError, verify_loadable
+
+    folder = _dcp_checkpoint(tmp_path / "actor")
+    marker = tmp_path / "pwned"
+    target = (folder / planted) if planted != "driver_rng.pt" else tmp_path / planted
+    target.write_bytes(pickle.dumps(_Planted(str(marker))))
+    with pytest.raises(UnsafeCheckpointError, match="loads no code from a checkpoint"):
+        verify_loadable(str(tmp_path))
+    assert not marker.exists()
+
+
+def test_a_truncated_index_is_reported_as_damage(tmp_path):
+    from rlcfg.runtime.checkpoint import UnsafeCheckpointError, verify_loadable
+
+    folder = _dcp_checkpoint(tmp_path / "actor")
+    data = (folder / ".metadata").read_bytes()
+    (folder / ".metadata").write_bytes(data[: len(data) // 2])
+    with pytest.raises(UnsafeCheckpointError, match="damaged"):
+        verify_loadable(str(tmp_path))
+
+
+def test_the_runtime_never_unpickles_with_weights_only_false():
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2] / "rlcfg"
+    offenders = [str(p) for p in root.rglob("*.py") if "weights_only=False" in p.read_text()]
+    assert not offenders
+
+
+def test_rlcfg_run_refuses_to_resume_from_a_planted_checkpoint_before_any_worker_starts(tmp_path):
+    import pickle
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    template = Path(__file__).resolve().parents[2] / "templates" / "quickstart-cpu.yaml"
+    folder = tmp_path / "ck"
+    folder.mkdir()
+    marker = tmp_path / "pwned"
+    (folder / "driver_rng.pt").write_bytes(pickle.dumps(_Planted(str(marker))))
+    (folder / "driver.json").write_text('{"step": 1, "sampler": {}}')
+    proc = subprocess.run([sys.executable, "-m", "rlcfg", "run", str(template), "--resume-from", str(folder),
+                           "--steps", "1", "-o", str(tmp_path / "out")], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 1, proc.stderr
+    assert "loads no code from a checkpoint" in proc.stderr and "Traceback" not in proc.stderr
+    assert "starting the workers" not in proc.stderr
+    assert not marker.exists()

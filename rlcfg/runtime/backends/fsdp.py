@@ -311,6 +311,9 @@ class FSDPEngine:
         import torch.distributed.checkpoint as dcp
         from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
 
+        from rlcfg.runtime.checkpoint import verify_loadable
+
+        verify_loadable(path)
         if self.optimizer is not None:
             model_state, optim_state = get_state_dict(self.model, self.optimizer)
             state = {"model": model_state, "optim": optim_state}
@@ -323,7 +326,7 @@ class FSDPEngine:
             self.model.load_state_dict(state["model"])
         extra_file = os.path.join(path, f"extra-rank{self.rank}.pt")
         if os.path.exists(extra_file):  # absent when resuming on more ranks than saved: RNG starts fresh there
-            extra = torch.load(extra_file, weights_only=False)
+            extra = torch.load(extra_file, weights_only=True)
             torch.set_rng_state(extra["rng"])
             if self.scheduler is not None and "scheduler" in extra:
                 self.scheduler.load_state_dict(extra["scheduler"])

@@ -850,6 +850,9 @@ class MegatronEngine:
         import torch
         from megatron.core import dist_checkpointing
 
+        from rlcfg.runtime.checkpoint import verify_loadable
+
+        verify_loadable(path)
         state = dist_checkpointing.load(self._sharded_state(loading=True), path)
         for i, c in enumerate(self.chunks):
             _unwrap(c).load_state_dict(state[f"model{i}"])
@@ -861,7 +864,7 @@ class MegatronEngine:
             self._restore_adam_steps(state["optimizer"])
         extra_file = os.path.join(path, f"extra-rank{self.rank}.pt")
         if os.path.exists(extra_file):
-            extra = torch.load(extra_file, weights_only=False)
+            extra = torch.load(extra_file, weights_only=True)
             torch.set_rng_state(extra["rng"])
             if self.device == "cuda" and "cuda_rng" in extra:
                 torch.cuda.set_rng_state(extra["cuda_rng"])
