@@ -197,7 +197,7 @@ class TextRenderer:
     def render(self, d: Diagnostic) -> str:
         out = [f"{self._paint(d.severity.value, d.severity.value)}{self._paint(f'[{d.code}]', 'bold')}: {d.message}"]
         if d.origin is not None:
-            out.append(f"  --> {d.origin.describe()}")
+            out.append(f"  --> {_clip(d.origin.describe())}")
             out.extend(self._snippet(d.origin))
         for path, origin in d.related:
             where = f" ({origin.describe()})" if origin else ""
@@ -218,12 +218,24 @@ class TextRenderer:
         col = max(origin.column or 1, 1)
         width = max((origin.end_column or col + 1) - col, 1) if origin.end_column and origin.end_column > col else 1
         width = min(width, max(len(text) - col + 1, 1))
+        if len(text) > SNIPPET_WIDTH:  # a line of thousands of characters would bury the message
+            start = max(0, min(col - 1 - 20, len(text) - SNIPPET_WIDTH))
+            text = ("..." if start else "") + text[start:start + SNIPPET_WIDTH] + "..."
+            col = col - start + (3 if start else 0)
+            width = max(1, min(width, SNIPPET_WIDTH - (col - 1)))
         gutter = " " * len(str(origin.line))
         return [
             f" {gutter} |",
             f" {origin.line} | {text}",
             f" {gutter} | {' ' * (col - 1)}{self._paint('^' * width, 'caret')}",
         ]
+
+
+SNIPPET_WIDTH = 160  # characters of a source line or an override shown in text output
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= SNIPPET_WIDTH else text[:SNIPPET_WIDTH] + "...>"
 
 
 def render_json(payload: dict) -> str:

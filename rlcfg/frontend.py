@@ -137,7 +137,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
             origin=Origin("file", file=filename, line=1, column=1),
             hint="`rlcfg plan` and `rlcfg run` refuse it; validate it with the framework's own loader too"))
         result.summary = f"{result.pipeline} (not modelled; known keys checked)"
-        return _finish(result, diagnostics)
+        return _finish(result, diagnostics, env)
     reported_unknown = {d.path for d in checked.diagnostics if d.code == "RLC102"}
     for path, override in applied.created.items():
         if dotted(path) not in reported_unknown:
@@ -152,7 +152,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         if not has_errors and not any(d.severity is Severity.ERROR for d in diagnostics):
             result.config = checked.config
             result.summary = spec.describe(checked.config)
-    return _finish(result, diagnostics)
+    return _finish(result, diagnostics, env)
 
 
 def _composed_for_detection(tree: SourceTree, base_dir: str) -> SourceTree:
@@ -197,9 +197,44 @@ def _deleted_but_read(deleted: Mapping[tuple, Any], root: Any, spec: Any) -> lis
     return found
 
 
-def _finish(result: CheckResult, diagnostics: list[Diagnostic]) -> CheckResult:
+def _finish(result: CheckResult, diagnostics: list[Diagnostic], env: Mapping[str, str] | None = None) -> CheckResult:
     result.diagnostics = sort_diagnostics(diagnostics)
+    if env and result.tree is not None:
+        _redact_environment(result.diagnostics, result.tree, env)
     return result
+
+
+def env_vars_behind(origin: Origin | None) -> list[str]:
+    """The environment variables a value was read from (directly or through an interpolation)."""
+    if origin is None:
+        return []
+    found = [origin.env_var] if origin.kind == "env" and origin.env_var else []
+    for inner in origin.via:
+        found.extend(env_vars_behind(inner))
+    return found
+
+
+def _redact_environment(diagnostics: list[Diagnostic], tree: SourceTree, env: Mapping[str, str]) -> None:
+    """A value read from the environment may be a secret (a token, a password): diagnostics name the variable,
+    never its value."""
+    names = {name for origin in tree.values.values() for name in env_vars_behind(origin)}
+    secrets = sorted(((env[n], n) for n in names if env.get(n)), key=lambda pair: -len(pair[0]))
+    if not secrets:
+        return
+    for d in diagnostics:
+        for value, name in secrets:
+            shown = f"<value of ${name}>"
+            for attr in ("message", "hint"):
+                text = getattr(d, attr)
+                if not text:
+                    continue
+                # A value of a character or two would match inside unrelated words and numbers: replace it only
+                # where it stands quoted, as type errors show it.
+                if len(value) >= 3:
+                    text = text.replace(value, shown)
+                else:
+                    text = text.replace(f"'{value}'", shown).replace(f'"{value}"', shown)
+                setattr(d, attr, text)
 
 
 @dataclass
@@ -233,9 +268,17 @@ def explain(result: CheckResult, key: str) -> Explanation:
         close = get_close_matches(key, known, n=1, cutoff=0.6)
         raise KeyError(close[0] if close else None)
     layers = list(tree.history.get(path, [])) if tree is not None else []
+    value = tree.get(path) if present else None
+    secret = env_vars_behind(tree.origin(path)) if tree is not None else []
+    if secret:
+        from rlcfg.source.tree import Layer
+
+        hidden = f"<value of ${secret[0]}, not shown>"
+        value = hidden
+        layers = [Layer(layer.origin, hidden) if layer.origin.kind in ("derived", "env") else layer for layer in layers]
     return Explanation(
         key=key,
-        value=tree.get(path) if present else None,
+        value=value,
         present=present,
         type=field_type_text(info) if info is not None else None,
         description=info.description if info is not None else None,

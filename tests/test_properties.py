@@ -51,6 +51,7 @@ weird_strings = st.sampled_from([
     "1e-6", "nan", "inf", "-.inf", "0x1F", "'", '"', "\\", "\t", "\n", "a: b", "- x", "[1, 2", "{a: 1", "*alias",
     "&anchor", "!!python/object:os.system", "%YAML", "@", "`", "é", "\u202e", "\x00", "a" * 300, "#comment",
     "${oc.select:x,1}", "${oc.decode:'[1'}", "${subtract:1,2}", "1,2", "[]", "{}", "--", "=", "a=b",
+    "9" * 5000, "[" * 300, "{a: " * 150, "${x}" * 50, "-" + "1" * 4400, "1_000_000", "+inf", "0o17", ".5e+3",
 ])
 scalars = st.one_of(
     st.none(), st.booleans(),
@@ -236,3 +237,37 @@ hydra_values = st.recursive(
 @given(hydra_values)
 def test_hydra_values_round_trip(value):
     assert parse_hydra_value(hydra_text(value)) == value
+
+
+override_chars = st.sampled_from(list("ab.=+~[]{}:,'\"$\\ _-0129") + ["${", "}", "oc.env:", "\n", "é"])
+
+
+@settings(max_examples=60, **SETTINGS)
+@given(st.sampled_from(TEMPLATES_DATA or [("x", "", {})]), st.lists(
+    st.lists(override_chars, max_size=30).map("".join), min_size=1, max_size=3))
+def test_free_form_override_strings_give_only_diagnostics(template, extra):
+    name, text, _ = template
+    assert_only_diagnostics(check_text(text, name, extra, env={}))
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(st.sampled_from(TEMPLATES_DATA or [("x", "", {})]), st.data())
+def test_byte_level_mutations_of_whole_files_give_only_diagnostics(template, data):
+    """Flipped, inserted and deleted characters anywhere in a real config, as a damaged copy or a bad paste
+    would leave it."""
+    name, text, _ = template
+    chars = list(text)
+    for _ in range(data.draw(st.integers(min_value=1, max_value=8))):
+        if not chars:
+            break
+        at = data.draw(st.integers(min_value=0, max_value=len(chars) - 1))
+        action = data.draw(st.sampled_from(["flip", "insert", "delete"]))
+        if action == "delete":
+            del chars[at]
+        else:
+            new = data.draw(st.sampled_from(list(":-[]{}$'\"#&*!|>%@` \t\n0a9.,?") + ["${", "\u00e9"]))
+            if action == "flip":
+                chars[at] = new
+            else:
+                chars.insert(at, new)
+    assert_only_diagnostics(check_text("".join(chars), name, env={}))

@@ -138,6 +138,8 @@ def _json(result: Any, explanation: Any, strict: bool) -> str:
         "file": result.file,
         "dialect": result.dialect,
         "variant": result.variant,
+        "framework_release": result.release,
+        "pipeline": result.pipeline,
         "valid": result.errors == 0 and not (strict and result.warnings),
         "errors": result.errors,
         "warnings": result.warnings,

@@ -13,6 +13,7 @@ from rlcfg.diagnostics import Diagnostic, Origin, Severity, diagnostic
 from rlcfg.schema.base import (Dialect, Finding, HostFacts, RuleContext, Section, choices_of, field_at, field_releases,
                                iter_fields, key_of, section_at)
 from rlcfg.source.tree import Path, SourceTree, copy_containers, delete_path, dotted, split_dotted
+from rlcfg.source.yaml_loader import TooLongNumber
 
 _TYPE_WORDS = {
     "int_type": "an integer", "int_from_float": "an integer", "int_parsing": "an integer",
@@ -202,6 +203,8 @@ def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: Source
     kind = error["type"]
     name = dotted(path)
     value = error.get("input")
+    if isinstance(value, TooLongNumber):
+        return None  # the loader has reported it
     info, owner = field_at(root, path)
     description = info.description if info is not None else None
     origin = tree.origin(path)

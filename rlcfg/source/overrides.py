@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
+from rlcfg.source.yaml_loader import MAX_DEPTH, MAX_NUMBER_DIGITS
 from rlcfg.source.tree import Layer, SourceTree, copy_containers, delete_path, dotted, drop_subtree, walk
 
 _KEY = re.compile(r"^[A-Za-z_][\w\-]*(\.[A-Za-z_0-9][\w\-]*)*$")
@@ -37,6 +38,8 @@ def parse_override(text: str, index: int, grammar: str) -> tuple[Override | None
     origin = Origin("override", override_index=index, override_text=text)
 
     def bad(message: str, hint: str) -> tuple[None, Diagnostic]:
+        if len(text) > 80:  # the whole override is in the location line already; messages quote a short form
+            message = message.replace(text, text[:60] + "...")
         return None, diagnostic("RLC104", "", message, origin=origin, hint=hint)
 
     op = "set"
@@ -48,7 +51,7 @@ def parse_override(text: str, index: int, grammar: str) -> tuple[Override | None
             op, body = "add", body[1:]
         elif body.startswith("~"):
             op, body = "delete", body[1:]
-    elif body[:1] in "+~":
+    elif body[:1] and body[:1] in "+~":
         return bad(f"override `{text}` uses the Hydra prefix `{body[0]}`, which this dialect does not read",
                    "write plain `key=value`; the dialect's loader (OmegaConf's dotlist) would take the prefix as part of the key name")
     key, eq, raw = body.partition("=")
@@ -62,6 +65,9 @@ def parse_override(text: str, index: int, grammar: str) -> tuple[Override | None
         return bad(f"override `{text}`: `{key}` is not a dotted key name",
                    "keys are names joined by dots, for example `trainer.policy.optimizer_config.lr`")
     path = tuple(key.split("."))
+    if len(path) > MAX_DEPTH:
+        return bad(f"override `{text[:60]}...`: the key is nested more than {MAX_DEPTH} levels deep",
+                   "keys are a few names joined by dots")
     if op == "delete" and not eq:
         return Override(op, path, None, False, origin), None
     try:
@@ -79,9 +85,26 @@ def parse_yaml_value(raw: str) -> Any:
     if raw == "":
         return ""
     try:
-        return yaml.load(raw, Loader=get_yaml_loader())
+        value = yaml.load(raw, Loader=get_yaml_loader())
     except yaml.YAMLError as exc:
         raise OverrideSyntaxError(f"the value is not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+    except RecursionError:
+        raise OverrideSyntaxError(f"the value is nested more than {MAX_DEPTH} levels deep") from None
+    except ValueError:  # Python's limit on the digits of an integer
+        raise OverrideSyntaxError(f"the value holds a number longer than {MAX_NUMBER_DIGITS} digits") from None
+    if _depth(value) > MAX_DEPTH:
+        raise OverrideSyntaxError(f"the value is nested more than {MAX_DEPTH} levels deep")
+    return value
+
+
+def _depth(value: Any) -> int:
+    deepest, stack = 0, [(value, 0)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else ()
+        stack.extend((child, depth + 1) for child in children)
+    return deepest
 
 
 # ---- Hydra values -------------------------------------------------------------------------------------------
@@ -99,6 +122,9 @@ def hydra_primitive(token: str) -> Any:
     if lower in ("true", "false"):
         return lower == "true"
     if _INT.match(text):
+        if sum(c.isdigit() for c in text) > MAX_NUMBER_DIGITS:
+            raise OverrideSyntaxError(f"`{text[:20]}...` has more than {MAX_NUMBER_DIGITS} digits, more than Python "
+                                      "(and so Hydra) reads as a number")
         return int(text.replace("_", ""))
     if _FLOAT.match(text):
         return float(text.replace("_", ""))
@@ -111,6 +137,7 @@ class _HydraValueParser:
     def __init__(self, text: str):
         self.text = text
         self.pos = 0
+        self.depth = 0
 
     def error(self, message: str) -> OverrideSyntaxError:
         return OverrideSyntaxError(f"{message} at character {self.pos + 1} of `{self.text}`")
@@ -139,10 +166,14 @@ class _HydraValueParser:
     def element(self) -> Any:
         self.skip_ws()
         c = self.peek()
-        if c == "[":
-            return self.sequence()
-        if c == "{":
-            return self.mapping()
+        if c in "[{" and c:
+            self.depth += 1
+            if self.depth > MAX_DEPTH:
+                raise self.error(f"the value is nested more than {MAX_DEPTH} levels deep")
+            try:
+                return self.sequence() if c == "[" else self.mapping()
+            finally:
+                self.depth -= 1
         if c in ("'", '"'):
             return self.quoted()
         return self.primitive()

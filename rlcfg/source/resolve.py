@@ -104,6 +104,17 @@ def resolve(tree: SourceTree, env: Mapping[str, str], resolvers: Mapping[str, Ca
     if not interpolations:
         _drop(tree, result.missing)
         return result
+    for path in _oversized(tree.data, interpolations):
+        result.unresolved.add(path)
+        result.diagnostics.append(diagnostic(
+            "RLC109", dotted(path), f"`{dotted(path)}` expands to more than {MAX_EXPANSION:,} characters or through "
+            f"more than {MAX_SUBSTITUTIONS:,} nested references", origin=tree.origin(path),
+            hint="an interpolation that refers several times to values that refer several times to others grows "
+                 "exponentially; refer to each value once"))
+    interpolations = [p for p in interpolations if p not in result.unresolved]
+    if not interpolations:
+        _drop(tree, result.missing | result.unresolved)
+        return result
 
     from omegaconf import OmegaConf
 
@@ -181,6 +192,43 @@ def _create_config(tree: SourceTree, interpolations: list[Path], result: Resolut
                 path = bad[0]
             _report_grammar(path, tree, result)
             delete_path(data, path)
+
+
+MAX_EXPANSION = 1_000_000  # characters one interpolated string may grow to; a config value never comes close
+MAX_SUBSTITUTIONS = 10_000  # references followed to resolve one value (OmegaConf does not cache them)
+
+
+def _oversized(data: dict, interpolations: list[Path]) -> list[Path]:
+    """Interpolated strings whose resolution would grow past MAX_EXPANSION characters or follow more than
+    MAX_SUBSTITUTIONS references, found without resolving (references that nest ten deep and fan out ten wide
+    would otherwise take hours). Cycles count as empty here: they are reported on their own."""
+    cost: dict[Path, tuple[int, int]] = {}  # path -> (characters, references followed)
+    for start in interpolations:
+        stack: list[tuple[Path, bool]] = [(start, False)]
+        visiting: set = set()
+        while stack:
+            path, children_done = stack.pop()
+            if path in cost:
+                continue
+            value = _get(data, path)
+            refs = [_absolute(dots, target, path) for dots, target in _REF.findall(value)] \
+                if _is_interpolation(value) else []
+            if not children_done:
+                if path in visiting:
+                    cost[path] = (0, 0)
+                    continue
+                visiting.add(path)
+                stack.append((path, True))
+                stack.extend((ref, False) for ref in refs if ref not in cost and ref not in visiting)
+                continue
+            visiting.discard(path)
+            own = len(value) if isinstance(value, str) else 0 if value is _ABSENT or isinstance(value, (dict, list)) \
+                else len(str(value))
+            chars = own + sum(cost.get(ref, (0, 0))[0] for ref in refs)
+            follows = len(refs) + sum(cost.get(ref, (0, 0))[1] for ref in refs)
+            cost[path] = (min(chars, MAX_EXPANSION + 1), min(follows, MAX_SUBSTITUTIONS + 1))
+    return [p for p in interpolations
+            if cost.get(p, (0, 0))[0] > MAX_EXPANSION or cost.get(p, (0, 0))[1] > MAX_SUBSTITUTIONS]
 
 
 _UNTRACKABLE = re.compile(r"\$\{oc\.(select|dict|deprecated|create)\b")

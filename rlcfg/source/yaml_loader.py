@@ -15,6 +15,15 @@ from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
 from rlcfg.source.tree import Layer, Path, SourceTree
 
 MAX_NODES = 200_000  # far above any real config; stops alias bombs
+MAX_DEPTH = 100  # nesting levels; real configs use fewer than ten, and deeper trees exhaust recursive tools
+MAX_CONFIG_BYTES = 2 * 1024 * 1024  # real configs are kilobytes; this bounds what a device or a pipe can make us read
+MAX_ENTRIES = 50_000  # lines and list items; parsing that many takes seconds, and real configs have hundreds
+MAX_NUMBER_DIGITS = 4300  # Python's (and so OmegaConf's) limit for reading an integer from text
+
+
+class TooLongNumber(str):
+    """A plain scalar of more digits than Python reads as a number: the loader reports it once, and later stages
+    treat the key as already in error."""
 
 
 class UsageError(Exception):
@@ -40,12 +49,18 @@ def _omegaconf_scalar_loader() -> Any:
 
 
 def type_plain_scalar(text: str) -> Any:
-    """The value OmegaConf's YAML loader gives an unquoted scalar."""
+    """The value OmegaConf's YAML loader gives an unquoted scalar (a TooLongNumber where it would fail on the
+    number of digits, as the framework's loader would)."""
     import yaml
 
     loader = _omegaconf_scalar_loader()
     tag = loader.resolve(yaml.ScalarNode, text, (True, False))
-    return loader.construct_object(yaml.ScalarNode(tag, text))
+    try:
+        return loader.construct_object(yaml.ScalarNode(tag, text))
+    except ValueError:
+        if sum(c.isdigit() for c in text) > MAX_NUMBER_DIGITS:
+            return TooLongNumber(text)
+        raise
 
 
 def read_text(path: str) -> str:
@@ -55,9 +70,13 @@ def read_text(path: str) -> str:
     if p.is_dir():
         raise UsageError(f"{path}: is a directory, not a config file")
     try:
-        raw = p.read_bytes()
+        with open(p, "rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)  # devices and pipes never end: read no more than the limit
     except OSError as exc:
         raise UsageError(f"{path}: cannot be read ({exc.strerror or exc})") from None
+    if len(raw) > MAX_CONFIG_BYTES:
+        raise UsageError(f"{path}: is larger than {MAX_CONFIG_BYTES // (1024 * 1024)} MiB, the most rlcfg reads as a "
+                         "config (real configs are kilobytes); is it the right file?")
     if b"\x00" in raw:
         raise UsageError(f"{path}: is a binary file, not YAML text")
     try:
@@ -84,6 +103,8 @@ class _Builder:
         self.nodes += 1
         if self.nodes > MAX_NODES:
             raise _TooBig()
+        if len(path) > MAX_DEPTH:
+            raise _TooDeep(self.origin(node))
         origin = self.origin(node)
         self.tree.values[path] = origin
         if isinstance(node, MappingNode):
@@ -92,6 +113,11 @@ class _Builder:
             value = [self.build(item, path + (index,)) for index, item in enumerate(node.value)]
         else:
             value = type_plain_scalar(node.value) if not node.style else node.value
+            if isinstance(value, TooLongNumber):
+                self.diagnostics.append(diagnostic(
+                    "RLC200", _dotted(path), f"`{_dotted(path)}`: a number of {len(value)} characters is longer than "
+                    f"YAML loaders read (Python reads integers of up to {MAX_NUMBER_DIGITS} digits)", origin=origin,
+                    hint="write a number of a sensible size; the framework's loader would stop on this one"))
         self.tree.history[path] = [Layer(origin, value)]
         return value
 
@@ -136,6 +162,11 @@ class _TooBig(Exception):
     pass
 
 
+class _TooDeep(Exception):
+    def __init__(self, origin: Origin):
+        self.origin = origin
+
+
 def _dotted(path: Path) -> str:
     from rlcfg.source.tree import dotted
 
@@ -149,6 +180,12 @@ def load_yaml(text: str, filename: str) -> tuple[SourceTree | None, list[Diagnos
 
     if text.startswith("\ufeff"):
         text = text[1:]
+    entries = text.count("\n") + text.count(",")
+    if entries > MAX_ENTRIES:
+        return None, [diagnostic("RLC100", "", f"the file has about {entries:,} lines and list items, more than the "
+                                 f"{MAX_ENTRIES:,} rlcfg reads as a config (real configs have hundreds)",
+                                 origin=Origin("file", file=filename, line=1, column=1),
+                                 hint="is it the right file? Generated data belongs in a data file the config names")]
     try:
         try:
             root = _composer().compose(text)
@@ -177,6 +214,9 @@ def load_yaml(text: str, filename: str) -> tuple[SourceTree | None, list[Diagnos
                                  hint="a config looks like `section:` followed by indented `key: value` lines")]
     try:
         data = builder.build(root, ())
+    except _TooDeep as exc:
+        return None, [diagnostic("RLC100", "", f"the YAML is nested more than {MAX_DEPTH} levels deep, far beyond "
+                                 "any config", origin=exc.origin, hint="check the indentation, or the file's origin")]
     except (_TooBig, RecursionError):
         return None, [diagnostic("RLC100", "", "the YAML expands to too many nodes (aliases?) to be a config",
                                  origin=Origin("file", file=filename, line=1, column=1))]
