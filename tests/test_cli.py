@@ -450,3 +450,38 @@ def test_help():
     assert result.returncode == 0
     for flag in ("--dialect", "--format", "--strict", "--explain", "--debug"):
         assert flag in result.stdout
+
+
+# ---- silencing codes, usage errors for tools, colour ----------------------------------------------------------
+
+def test_ignore_silences_warnings_but_never_errors(tmp_path):
+    loud = run("validate", str(CHATLEARN))
+    warned = {line.split("]")[0].split("[")[1] for line in loud.stdout.splitlines() if line.startswith("warning[")}
+    assert warned, "the template is expected to carry warnings"
+    quiet = run("validate", str(CHATLEARN), "--ignore", ",".join(sorted(warned)), "--strict")
+    assert quiet.returncode == 0 and "warning[" not in quiet.stdout
+    broken = run("validate", BROKEN, "--ignore", "RLC102,RLC300,RLC203")
+    assert broken.returncode == 1 and "error[RLC102]" in broken.stdout
+
+
+def test_ignore_refuses_a_code_that_does_not_exist():
+    result = run("validate", str(CHATLEARN), "--ignore", "RLC999")
+    assert result.returncode == 2 and "RLC999 is not a diagnostic code" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["validate", "plan"])
+def test_usage_errors_reach_tools_as_json_on_stdout(command):
+    result = run(command, "no-such-file.yaml", "--format", "json")
+    assert result.returncode == 2
+    assert json.loads(result.stdout) == {"format_version": 1, "usage_error": "no-such-file.yaml: no such file"}
+
+
+def test_no_color_and_the_no_color_variable_keep_escape_codes_out():
+    forced = run("validate", BROKEN, "--color")
+    assert "\x1b[" in forced.stdout
+    assert "\x1b[" not in run("validate", BROKEN, "--color", "--no-color").stdout
+    assert "\x1b[" not in run("plan", BROKEN, "--no-color").stdout
+
+
+def test_shell_completion_is_offered():
+    assert "--install-completion" in run("--help").stdout

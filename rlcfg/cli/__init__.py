@@ -33,7 +33,7 @@ app = typer.Typer(
     name="rlcfg",
     help="Check, explain and document the configs of LLM RL post-training frameworks "
          "(ChatLearn, SkyRL, RLinf, ROLL, AReaL) before a single GPU is touched.",
-    add_completion=False,
+    add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
     context_settings={"help_option_names": ["-h", "--help"]},
@@ -52,9 +52,44 @@ def _root(version: bool = typer.Option(False, "--version", callback=_version, is
     """Check, explain and document RL post-training configs."""
 
 
-def usage_error(message: str) -> typer.Exit:
+IGNORE_HELP = ("Silence warnings and notes of these codes (comma-separated, e.g. RLC111,RLC404); errors cannot be "
+               "silenced. --strict counts only what is left.")
+
+
+def usage_error(message: str, json_output: bool = False) -> typer.Exit:
+    """Report a usage error (exit 2). Tools that asked for JSON get it on stdout too, so they need not parse stderr."""
     typer.echo(f"rlcfg: error: {message}", err=True)
+    if json_output:
+        import json
+
+        typer.echo(json.dumps({"format_version": 1, "usage_error": message}, indent=2))
     return typer.Exit(EXIT_USAGE)
+
+
+def ignored_codes(values: list[str] | None, json_output: bool = False) -> frozenset:
+    """The codes given to --ignore, checked against the registered ones."""
+    from rlcfg.diagnostics import CODES
+
+    codes = {part.strip().upper() for value in values or [] for part in value.split(",") if part.strip()}
+    unknown = sorted(c for c in codes if c not in CODES)
+    if unknown:
+        raise usage_error(f"--ignore: {', '.join(unknown)} is not a diagnostic code (they are listed in "
+                          "docs/diagnostics.md)", json_output)
+    return frozenset(codes)
+
+
+def drop_ignored(diagnostics: list, codes: frozenset) -> list:
+    """Diagnostics without the silenced warnings and notes; errors always stay."""
+    return [d for d in diagnostics if d.code not in codes or d.severity.value == "error"]
+
+
+def use_color(flag: bool | None) -> bool:
+    """--color/--no-color win; otherwise colour on a terminal unless NO_COLOR is set (no-color.org)."""
+    import os
+
+    if flag is not None:
+        return flag
+    return sys.stdout.isatty() and not os.environ.get("NO_COLOR")
 
 
 @contextmanager

@@ -8,7 +8,8 @@ from typing import Any, List, Optional
 
 import typer
 
-from rlcfg.cli import FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, OutputFormat, app, bug_guard, usage_error
+from rlcfg.cli import (EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard, drop_ignored,
+                       ignored_codes, usage_error, use_color)
 
 
 @app.command(
@@ -40,6 +41,9 @@ def plan(
                                                     "not a local directory; read as JSON, nothing is downloaded."),
     dialect: Optional[str] = typer.Option(None, "--dialect", "-d",
                                           help="Force the dialect instead of detecting it from the document."),
+    color: Optional[bool] = typer.Option(None, "--color/--no-color",
+                                         help="Colour the text output (default: on a terminal, unless NO_COLOR is set)."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="CODE[,CODE...]", help=IGNORE_HELP),
     framework_version: Optional[str] = typer.Option(None, "--framework-version", metavar="RELEASE",
                                                     help=FRAMEWORK_VERSION_HELP),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback if rlcfg itself fails."),
@@ -52,11 +56,14 @@ def plan(
     from rlcfg.frontend import check_file
     from rlcfg.source.yaml_loader import UsageError
 
+    json_output = output is OutputFormat.json
     with bug_guard(debug):
+        silenced = ignored_codes(ignore, json_output)
         try:
             result = check_file(file, overrides or [], dialect=dialect, release=framework_version)
         except UsageError as exc:
-            raise usage_error(str(exc))
+            raise usage_error(str(exc), json_output)
+        result.diagnostics = drop_ignored(result.diagnostics, silenced)
         if result.pipeline is not None and not result.errors:
             typer.echo(f"rlcfg plan: {file} is a {result.pipeline} config, which rlcfg does not model; "
                        "`rlcfg validate` checks what it can of it", err=True)
@@ -66,7 +73,7 @@ def plan(
             from rlcfg.cli.validate import _text as validate_text
 
             typer.echo(validate_json(result, None, False) if output is OutputFormat.json
-                       else validate_text(result, None, False, False))
+                       else validate_text(result, None, use_color(color), False), color=use_color(color))
             raise typer.Exit(EXIT_INVALID)
 
         from rlcfg.lower import available, lower
@@ -74,37 +81,38 @@ def plan(
 
         if not available(result.dialect):
             raise usage_error(f"planning is not available for dialect {result.dialect} yet "
-                              "(its lowering to rlcfg's Experiment has not been written); `rlcfg validate` works")
+                              "(its lowering to rlcfg's Experiment has not been written); `rlcfg validate` works",
+                              json_output)
         experiment = lower(result.dialect, result.config)
-        policy_config, source = _read_model_config(model_config) if model_config else (None, None)
+        policy_config, source = _read_model_config(model_config, json_output) if model_config else (None, None)
         local = {} if policy_config is not None else _local_model_configs(experiment)
         try:
             execution, diagnostics = build_plan(experiment, gpu=gpu, model_config=policy_config, nodes=nodes,
                                                 gpus_per_node=gpus_per_node, model_configs=local,
                                                 model_source=source)
         except ValueError as exc:  # an unknown --gpu
-            raise usage_error(str(exc))
-        everything = list(result.diagnostics) + diagnostics
+            raise usage_error(str(exc), json_output)
+        everything = drop_ignored(list(result.diagnostics) + diagnostics, silenced)
         if output is OutputFormat.json:
             typer.echo(_json(result, execution, everything))
         else:
-            typer.echo(_text(result, execution, everything, show_gpu_map))
+            typer.echo(_text(result, execution, everything, show_gpu_map, use_color(color)), color=use_color(color))
         errors = sum(d.severity.value == "error" for d in everything)
         raise typer.Exit(EXIT_INVALID if errors else EXIT_OK)
 
 
-def _read_model_config(path: str) -> tuple[dict, str]:
+def _read_model_config(path: str, json_output: bool = False) -> tuple[dict, str]:
     p = Path(path)
     if p.is_dir():
         p = p / "config.json"
     try:
         data = json.loads(p.read_text())
     except FileNotFoundError:
-        raise usage_error(f"--model-config: no such file: {p}")
+        raise usage_error(f"--model-config: no such file: {p}", json_output)
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise usage_error(f"--model-config: cannot read {p} as JSON: {exc}")
+        raise usage_error(f"--model-config: cannot read {p} as JSON: {exc}", json_output)
     if not isinstance(data, dict):
-        raise usage_error(f"--model-config: {p} is not a JSON object")
+        raise usage_error(f"--model-config: {p} is not a JSON object", json_output)
     return data, f"--model-config {path}"
 
 
@@ -125,12 +133,12 @@ def _local_model_configs(experiment: Any) -> dict[str, dict]:
     return found
 
 
-def _text(result: Any, execution: Any, diagnostics: list, show_gpu_map: bool) -> str:
+def _text(result: Any, execution: Any, diagnostics: list, show_gpu_map: bool, color: bool = False) -> str:
     from rlcfg.diagnostics import TextRenderer, count, plural
     from rlcfg.plan.render import render_text
 
     lines = [render_text(execution, show_gpu_map=show_gpu_map), ""]
-    renderer = TextRenderer(result.sources)
+    renderer = TextRenderer(result.sources, color=color)
     for d in diagnostics:
         lines.append(renderer.render(d))
         lines.append("")

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
-import sys
 from typing import Any, List, Optional
 
 import typer
 
-from rlcfg.cli import FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, OutputFormat, app, bug_guard, usage_error
+from rlcfg.cli import (EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard, drop_ignored,
+                       ignored_codes, usage_error, use_color)
 
 
 @app.command(
@@ -34,7 +33,9 @@ def validate(
     explain: Optional[str] = typer.Option(None, "--explain", metavar="KEY",
                                           help="Print KEY's resolved value and how it got it "
                                                "(default, then file, then overrides)."),
-    color: Optional[bool] = typer.Option(None, "--color/--no-color", help="Colour the text output (default: on a terminal)."),
+    color: Optional[bool] = typer.Option(None, "--color/--no-color",
+                                         help="Colour the text output (default: on a terminal, unless NO_COLOR is set)."),
+    ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="CODE[,CODE...]", help=IGNORE_HELP),
     framework_version: Optional[str] = typer.Option(None, "--framework-version", metavar="RELEASE",
                                                     help=FRAMEWORK_VERSION_HELP),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback if rlcfg itself fails."),
@@ -47,25 +48,28 @@ def validate(
     from rlcfg.frontend import check_file
     from rlcfg.source.yaml_loader import UsageError
 
+    json_output = output is OutputFormat.json
     with bug_guard(debug):
+        silenced = ignored_codes(ignore, json_output)
         try:
             result = check_file(file, overrides or [], dialect=dialect, strict=strict, release=framework_version)
         except UsageError as exc:
-            raise usage_error(str(exc))
+            raise usage_error(str(exc), json_output)
+        result.diagnostics = drop_ignored(result.diagnostics, silenced)
         if explain is not None:
-            explanation = _explain_or_exit(result, explain)
+            explanation = _explain_or_exit(result, explain, json_output)
         else:
             explanation = None
         failed = result.errors > 0 or (strict and result.warnings > 0)
         if output is OutputFormat.json:
             typer.echo(_json(result, explanation, strict))
         else:
-            use_color = color if color is not None else (sys.stdout.isatty() and "NO_COLOR" not in os.environ)
-            typer.echo(_text(result, explanation, use_color, strict))
+            colored = use_color(color)
+            typer.echo(_text(result, explanation, colored, strict), color=colored)  # click strips colour off a pipe otherwise
         raise typer.Exit(EXIT_INVALID if failed else EXIT_OK)
 
 
-def _explain_or_exit(result: Any, key: str) -> Any:
+def _explain_or_exit(result: Any, key: str, json_output: bool = False) -> Any:
     from rlcfg.frontend import explain
 
     if result.tree is None:
@@ -75,7 +79,7 @@ def _explain_or_exit(result: Any, key: str) -> Any:
     except KeyError as exc:
         suggestion = exc.args[0] if exc.args else None
         raise usage_error(f"`{key}` is not a key of this {result.dialect} config"
-                          + (f"; did you mean `{suggestion}`?" if suggestion else ""))
+                          + (f"; did you mean `{suggestion}`?" if suggestion else ""), json_output)
 
 
 def _text(result: Any, explanation: Any, color: bool, strict: bool) -> str:

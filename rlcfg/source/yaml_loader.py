@@ -205,7 +205,7 @@ def load_yaml(text: str, filename: str) -> tuple[SourceTree | None, list[Diagnos
     if root is None or (isinstance(root, ScalarNode) and not root.style and root.value == ""):
         return None, [diagnostic("RLC103", "", "the file is empty; a config is a YAML mapping of sections",
                                  origin=Origin("file", file=filename, line=1, column=1),
-                                 hint="start from a template: `rlcfg templates` lists them")]
+                                 hint="start from one of rlcfg's starter configs (the templates/ folder of its source), or see the keys with `rlcfg docs`")]
     builder = _Builder(filename)
     if not isinstance(root, MappingNode):
         kind = "a list" if root.__class__.__name__ == "SequenceNode" else f"the scalar `{str(root.value)[:40]}`"
