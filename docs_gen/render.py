@@ -8,6 +8,7 @@ never breaks a reST literal.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -16,7 +17,11 @@ from rlcfg.schema.base import Dialect
 
 from docs_gen.model import DialectDoc, anchor_of, dialect_doc
 
-TEMPLATES = Path(__file__).resolve().parent.parent / "templates" / "docs"
+# In a source checkout the templates sit beside the package; an installed rlcfg has them under the environment's
+# share/ folder (pyproject's data-files), so `rlcfg docs` works from anywhere.
+_CANDIDATES = (Path(__file__).resolve().parent.parent / "templates" / "docs",
+               Path(sys.prefix) / "share" / "rlcfg" / "templates" / "docs")
+TEMPLATES = next((p for p in _CANDIDATES if p.is_dir()), _CANDIDATES[0])
 FORMATS = {"md": "md", "rst": "rst"}
 FAMILIES = {
     "1": "syntax, sources and unknown keys",
@@ -91,7 +96,8 @@ def _environment(fmt: str):
     import jinja2
 
     if not TEMPLATES.is_dir():
-        raise TemplatesMissing(f"the doc templates are not at {TEMPLATES}; run rlcfg docs from a source checkout")
+        raise TemplatesMissing(f"the doc templates are in none of {', '.join(map(str, _CANDIDATES))}; reinstall "
+                               "rlcfg, or run rlcfg docs from a source checkout")
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(str(TEMPLATES)), undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True, keep_trailing_newline=True, autoescape=False)
     env.filters.update(cell=md_cell if fmt == "md" else rst_text, code=md_code if fmt == "md" else rst_code,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 import shutil
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -298,3 +299,21 @@ def test_defaults_are_spelled_in_yaml(value: Any, text: str) -> None:
     from docs_gen.values import yaml_value
 
     assert yaml_value(value) == text
+
+
+def test_an_installed_wheel_carries_the_doc_templates(tmp_path):
+    """`rlcfg docs` outside a source checkout reads the templates from <prefix>/share/rlcfg (pyproject data-files)."""
+    import subprocess
+    import sys
+    import zipfile
+
+    from docs_gen import render
+
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation", "-w",
+                            str(tmp_path), str(ROOT)], capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    wheel = next(tmp_path.glob("rlcfg-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    shipped = {n.rsplit("/", 1)[-1] for n in names if "/data/share/rlcfg/templates/docs/" in n}
+    assert shipped == {p.name for p in render._CANDIDATES[0].glob("*.j2")}
+    assert render._CANDIDATES[1] == Path(sys.prefix) / "share" / "rlcfg" / "templates" / "docs"
