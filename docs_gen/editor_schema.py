@@ -9,7 +9,8 @@ wrong for a config file:
   choices, lists, open mappings) also accepts a string that looks like an interpolation, and defaults that
   are interpolations are kept as written. Whole sections are the exception (see `_value`).
 - A dialect with several roots (ChatLearn's FSDP and Megatron trees) gets an if/then/else chain on the key
-  that picks the root, or, when no single key does, `anyOf` over the roots.
+  that picks the root, or, when no single key does, one object with the union of the roots' keys (an `anyOf`
+  over whole roots would make an editor blame the document root, and every other key, for one typo).
 """
 
 from __future__ import annotations
@@ -69,7 +70,7 @@ def dialect_schema(dialect: Dialect) -> dict:
             if key not in ("title", "description"):
                 schema[key] = value
     else:
-        schema.update(_choose(dialect, root_refs))
+        schema.update(_choose(dialect, root_refs, definitions))
     schema["definitions"] = dict(sorted(definitions.items()))
     return schema
 
@@ -88,13 +89,34 @@ def _description(dialect: Dialect) -> str:
 
 def _composes(dialect: Dialect) -> bool:
     """Whether the dialect reads Hydra defaults lists (it then accepts a top-level `defaults` key)."""
-    return type(dialect).compose is not Dialect.compose and dialect.override_grammar == "hydra"
+    return dialect.override_grammar == "hydra"
 
 
-def _choose(dialect: Dialect, root_refs: dict[str, str]) -> dict:
+def _union_of_roots(definitions: dict, root_refs: dict[str, str]) -> dict:
+    """One object that takes every key any root takes; a key the roots type differently takes either type."""
+    roots = [definitions[ref.rsplit("/", 1)[1]] for ref in root_refs.values()]
+    choices: dict[str, list] = {}
+    for root in roots:
+        for key, sub in root.get("properties", {}).items():
+            if sub not in choices.setdefault(key, []):
+                choices[key].append(sub)
+    required = set.intersection(*(set(root.get("required", [])) for root in roots)) if roots else set()
+    union: dict[str, Any] = {"type": "object", "additionalProperties": False,
+                             "properties": {key: subs[0] if len(subs) == 1 else {"anyOf": subs}
+                                            for key, subs in choices.items()}}
+    if required:
+        union["required"] = sorted(required)
+    for ref in root_refs.values():
+        name = ref.rsplit("/", 1)[1]
+        if not _referenced({k: v for k, v in definitions.items() if k != name}, ref):
+            del definitions[name]
+    return union
+
+
+def _choose(dialect: Dialect, root_refs: dict[str, str], definitions: dict) -> dict:
     found = discriminator(dialect)
     if found is None:
-        return {"anyOf": [{"$ref": ref} for ref in root_refs.values()]}
+        return _union_of_roots(definitions, root_refs)
     path, mapping = found
     fallback = default_variant(dialect)
     chain: dict = {"$ref": root_refs[fallback]}

@@ -141,6 +141,21 @@ def test_schema_rejects_a_template_with_a_typo(path: Path) -> None:
     assert any(where.rsplit(".", 1)[-1] in e for e in errors), errors
 
 
+@pytest.mark.parametrize("path", TEMPLATE_FILES, ids=lambda p: p.name)
+def test_a_top_level_typo_is_the_only_complaint(path: Path) -> None:
+    """An editor shows one problem, at the misspelled key, not a failed `anyOf` blaming every other key."""
+    from docs_gen.model import discriminator
+
+    data = _load(path)
+    name = _dialect_of(path, data)
+    chooser = discriminator(schema.load(name))  # misspelling the key that picks the variant changes the variant
+    key = next(k for k in data if len(k) > 3 and k[1] != k[2] and not (chooser and chooser[0][0] == k))
+    data[key[0] + key[2] + key[1] + key[3:]] = data.pop(key)
+    validator = Draft7Validator(_fresh(name))
+    errors = [e for e in validator.iter_errors(data) if not _only_required(e)]
+    assert len(errors) == 1 and errors[0].validator == "additionalProperties", [e.message for e in errors]
+
+
 def _drop_missing(node):
     if isinstance(node, dict):
         return {k: _drop_missing(v) for k, v in node.items() if v != MISSING}
