@@ -350,6 +350,8 @@ class Dialect:
         defaults), and why. By default the newest claimed release."""
         if not self.releases:
             return None, ""
+        if len(self.releases) == 1:
+            return self.releases[0], "the one release rlcfg checks against"
         return self.releases[-1], "no key tells the releases apart; assuming the newest"
 
     def release_label(self, release: str) -> str:
