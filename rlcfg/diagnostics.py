@@ -118,6 +118,7 @@ CODES: dict[str, CodeInfo] = {
     "RLC404": CodeInfo("idle GPUs", Severity.WARNING, "GPUs 6-7 of node 0 are assigned to no role"),
     "RLC500": CodeInfo("does not fit in GPU memory", Severity.ERROR, "GPUs 0-7 (actor+rollout+reference) need about 92.3 GiB at their peak but H100 80GB has 79.6 GiB"),
     "RLC501": CodeInfo("memory estimate is approximate or the architecture is unknown", Severity.NOTE, "no memory estimate for actor: its model `/mnt/models/my-model` matches no model family rlcfg knows"),
+    "RLC502": CodeInfo("fits in GPU memory only when samples are shorter than their maximum", Severity.WARNING, "GPUs 0-7 need about 85.7 GiB with every sample at its longest (6,144 tokens); a micro-batch fits while its samples average up to about 4,900 tokens"),
 }
 
 

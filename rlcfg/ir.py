@@ -93,10 +93,19 @@ class Role:
     sequence_packing: bool = False
     max_tokens_per_micro_batch: int | None = None  # with packing
     engine: tuple[tuple[str, Any], ...] = ()  # rollout engine settings in rlcfg's names (see ENGINE_KEYS)
+    # The user's words for this role, so that plans and hints speak the dialect: the config section it comes from
+    # (ChatLearn `policy_trainer`, ROLL `actor_train`), and for a setting of this Role (`micro_batch_size`,
+    # `forward_micro_batch_size`, ...) the dotted key of the config that sets it.
+    section: str | None = None
+    keys: tuple[tuple[str, str], ...] = ()
 
     @property
     def trains(self) -> bool:
         return self.optimizer is not None
+
+    def key_for(self, setting: str) -> str | None:
+        """The config's dotted key that sets one of this Role's settings, where the lowering recorded it."""
+        return dict(self.keys).get(setting)
 
     def engine_args(self) -> dict[str, Any]:
         return dict(self.engine)

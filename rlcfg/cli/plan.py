@@ -147,8 +147,8 @@ def _text(result: Any, execution: Any, diagnostics: list, show_gpu_map: bool, co
         status = f"{result.file}: the plan has {plural(errors, 'error')}, {plural(warnings, 'warning')}"
     else:
         memory = execution.memory
-        fits = "fits in memory" if memory is not None and memory.fits else (
-            "no memory estimate" if memory is None else "does not fit in memory")
+        fits = "no memory estimate" if memory is None else "fits in memory" if memory.fits else (
+            "fits in memory at typical lengths, not at the longest" if memory.fits_typical else "does not fit in memory")
         status = f"{result.file}: plan for {execution.cluster.gpus} GPUs, {fits}"
         if warnings:
             status += f", {plural(warnings, 'warning')}"

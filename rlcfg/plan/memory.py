@@ -11,15 +11,17 @@ Formulas (../shared/research/performance.md §3):
 - rollout: weights per TP shard plus a KV cache of 2 × layers × kv_heads × head_dim × bytes per token, inside the
   share of the GPU that the engine's memory knob gives it.
 
-Every figure is the worst case of a step: every sample at its maximum length. The result is an estimate; the
-verdict names its biggest term and the knob that shrinks it.
+Every figure is the worst case of a step: every sample at its maximum length. The verdict weighs it against a
+typical step (half that length): overflowing only at the longest is a warning that says up to which length a
+micro-batch fits, overflowing at the typical length an error. The result is an estimate; the verdict names its
+biggest term and the knob that shrinks it.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
 from rlcfg.ir import Experiment, Role
@@ -516,10 +518,15 @@ def _advice(biggest: str, est: dict[str, RoleEstimate], over: int, capacity: int
     if role is None:
         return need
     if term.startswith("logits"):
-        mb = role.micro_batch_size or 1
-        smaller = max(mb // 2, 1)
-        return (f"{need}: the fp32 logits grow with tokens per micro-batch; lower {role_name}'s micro-batch "
-                f"({mb} → {smaller}), pack sequences with a smaller token budget, or compute log-probs in chunks")
+        # A role that only runs forward passes (a reference, a reward model) sizes them with its forward
+        # micro-batch, which some dialects set apart from the training one (ROLL's infer_batch_size).
+        setting = "micro_batch_size" if role.trains else "forward_micro_batch_size"
+        mb = (role.micro_batch_size if role.trains else role.forward_micro_batch_size or role.micro_batch_size) or 1
+        key = role.key_for(setting)
+        which = f"`{key}`" if key else f"{role_name}'s {'micro-batch' if role.trains else 'forward micro-batch'}"
+        lower = f"lower {which} ({mb} → {max(mb // 2, 1)}), " if mb > 1 else ""
+        return (f"{need}: the fp32 logits grow with the tokens of a micro-batch; {lower}pack sequences with a smaller "
+                "token budget, compute log-probs in chunks, or shorten the longest response")
     if term.startswith("activations"):
         if not role.gradient_checkpointing:
             return f"{need}: turn on gradient checkpointing (recomputation) for {role_name}"
@@ -544,11 +551,68 @@ def _advice(biggest: str, est: dict[str, RoleEstimate], over: int, capacity: int
     return need
 
 
+TYPICAL_SHARE = 0.5  # a typical step's samples, as a share of the longest: RL responses rarely all hit the cap
+
+
+def _scaled(lengths: Lengths, share: float) -> Lengths:
+    def part(n: int | None) -> int | None:
+        return None if n is None else max(int(n * share), 1)
+
+    return Lengths(max(int(lengths.sample_tokens * share), 1), part(lengths.prompt_tokens), part(lengths.response_tokens))
+
+
 def estimate(exp: Experiment, placements: Iterable[RolePlacement], archs: Mapping[str, Architecture],
              capacity: int, gpu_label: str | None, model_source: str) -> tuple[MemoryPlan, list[tuple[str, str, str, str]]]:
-    """The memory plan, and problems as (code, role, message, hint) for the caller to turn into diagnostics."""
-    lengths = sequence_lengths(exp)
+    """The memory plan, and problems as (code, role, message, hint) for the caller to turn into diagnostics.
+
+    Weights, gradients, optimizer states and buffers do not depend on how long the samples are; activations,
+    logits and the KV cache do. A GPU that overflows only when every sample of a micro-batch is at its longest is a
+    warning that says up to which length it fits; one that overflows at a typical length (half the longest), or
+    with the length-independent terms alone, is an error."""
     placements = list(placements)
+    worst = sequence_lengths(exp)
+    plan, problems, totals = _estimate(exp, placements, archs, capacity, gpu_label, model_source, worst)
+    if not any(gpus for *_rest, gpus in problems):
+        return plan, [p[:4] for p in problems]
+    _, _, typical = _estimate(exp, placements, archs, capacity, gpu_label, model_source, _scaled(worst, TYPICAL_SHARE))
+    plan = replace(plan, verdicts=tuple(
+        v if v.fits else replace(v, fits_typical=typical.get(tuple(sorted(v.gpus)), capacity + 1) <= capacity)
+        for v in plan.verdicts))
+    out: list[tuple[str, str, str, str]] = []
+    for code, role, message, hint, gpus in problems:
+        if gpus is None or typical.get(gpus, capacity + 1) > capacity:
+            out.append((code, role, message, hint))
+            continue
+        longest = _longest_fitting(exp, placements, archs, capacity, gpu_label, model_source, worst, gpus)
+        out.append(("RLC502", role,
+                    f"{message}, with every sample at its longest ({worst.sample_tokens:,} tokens); at a typical "
+                    f"length it fits, and a micro-batch fits while its samples average up to about {longest:,} tokens",
+                    f"a step whose samples run long may run out of memory: {hint}" if hint else
+                    "a step whose samples run long may run out of memory"))
+    return plan, out
+
+
+def _longest_fitting(exp: Experiment, placements: list, archs: Mapping[str, Architecture], capacity: int,
+                     gpu_label: str | None, model_source: str, worst: Lengths, gpus: tuple) -> int:
+    """The longest sample length (tokens) at which the GPUs `gpus` still fit, by bisection on the share of the
+    longest."""
+    low, high = 1, worst.sample_tokens
+    while high - low > max(worst.sample_tokens // 256, 1):
+        middle = (low + high) // 2
+        _, _, totals = _estimate(exp, placements, archs, capacity, gpu_label, model_source,
+                                 _scaled(worst, middle / worst.sample_tokens))
+        if totals.get(gpus, capacity + 1) <= capacity:
+            low = middle
+        else:
+            high = middle
+    return low
+
+
+def _estimate(exp: Experiment, placements: list, archs: Mapping[str, Architecture], capacity: int,
+              gpu_label: str | None, model_source: str, lengths: Lengths
+              ) -> tuple[MemoryPlan, list[tuple[str, str, str, str, tuple | None]], dict[tuple, int]]:
+    """The estimate at one sample length: the plan, problems (code, role, message, hint, and the GPUs of a peak that
+    does not fit), and the peak of each set of GPUs that hold the same roles."""
     est: dict[str, RoleEstimate] = {}
     problems: list[tuple[str, str, str, str]] = []
     for p in placements:
@@ -562,7 +626,8 @@ def estimate(exp: Experiment, placements: Iterable[RolePlacement], archs: Mappin
                 problems.append(("RLC500", role.name,
                                  f"the rollout engine's KV cache holds {max(e.kv_tokens, 0):,} tokens, fewer than one "
                                  f"sequence of max_model_len {e.min_kv_tokens:,}: the engine refuses to start",
-                                 "raise the engine's memory share or tensor parallel size, or lower max_model_len"))
+                                 "raise the engine's memory share or tensor parallel size, or lower max_model_len",
+                                 None))
         else:
             e = estimate_training(role, arch, p, lengths)
         est[role.name] = e
@@ -578,6 +643,7 @@ def estimate(exp: Experiment, placements: Iterable[RolePlacement], archs: Mappin
         sets.setdefault(roles, []).append(g)
 
     verdicts: list[GpuVerdict] = []
+    totals: dict[tuple, int] = {}
     for roles, gpus in sorted(sets.items(), key=lambda kv: min(kv[1])):
         # Roles colocated in one group take turns (phases); roles from different groups on one GPU (an overlap
         # that RLC401 reports) run at the same time, so their peaks add.
@@ -600,7 +666,7 @@ def estimate(exp: Experiment, placements: Iterable[RolePlacement], archs: Mappin
                                      f"{_gib(neighbours)} its colocated roles keep on {_gpu_ranges(sorted(gpus))}, "
                                      f"fewer than one sequence of {e.min_kv_tokens:,}: SGLang stops with 'Not enough "
                                      "memory'", "raise mem_fraction_static, or offload the colocated roles between "
-                                     "phases"))
+                                     "phases", None))
             for active in members:
                 others = [est[o] for o in members if o != active]
                 peak, parts = _phase_on_gpu(est[active], others, residents)
@@ -609,6 +675,7 @@ def estimate(exp: Experiment, placements: Iterable[RolePlacement], archs: Mappin
             total += best[0]
             parts_all += best[1]
         name, _ = max(parts_all, key=lambda kv: kv[1]) if parts_all else ("", 0)
+        totals[tuple(sorted(gpus))] = int(total)
         fits = total <= capacity
         others_resident = sum(est[r].resident for r in roles if not name.startswith(r + ":"))
         if not fits:
@@ -627,12 +694,14 @@ def estimate(exp: Experiment, placements: Iterable[RolePlacement], archs: Mappin
                              f"{where} ({'+'.join(roles)}) {'needs' if len(gpus) == 1 else 'need'} about "
                              f"{_gib(total)} at {'its' if len(gpus) == 1 else 'their'} peak but "
                              f"{gpu_label or 'the GPU'} has {_gib(capacity)}; the biggest term is {name} "
-                             f"({_gib(dict(parts_all)[name])})", advice or ""))
+                             f"({_gib(dict(parts_all)[name])})", advice or "", tuple(sorted(gpus))))
 
     roles_mem = tuple(RoleMemory(role=e.role, per_gpu_bytes=e.peak, terms=tuple(e.terms),
                                  offloaded_between_phases=e.offloads, phase=e.phase, resident_bytes=e.resident,
                                  model=e.model, kv_cache_tokens=e.kv_tokens, notes=e.notes) for e in est.values())
-    notes: list[str] = [f"worst case: every sample at its longest ({lengths.sample_tokens:,} tokens)"]
+    notes: list[str] = [f"worst case: every sample at its longest ({lengths.sample_tokens:,} tokens); a GPU that "
+                        f"overflows only then is a warning, one that overflows at {TYPICAL_SHARE:.0%} of that length "
+                        "an error"]
     rollout = est.get("rollout")
     if rollout and rollout.kv_tokens and rollout.kind != "hf":
         rp = next(p for p in placements if p.role == "rollout")
@@ -649,7 +718,7 @@ def estimate(exp: Experiment, placements: Iterable[RolePlacement], archs: Mappin
     plan = MemoryPlan(model_source=model_source, roles=roles_mem, verdicts=tuple(verdicts),
                       architectures=tuple({a.name + a.source: a for a in archs.values()}.values()),
                       gpu_name=gpu_label, capacity_bytes=capacity, notes=tuple(notes))
-    return plan, problems
+    return plan, problems, totals
 
 
 def _gpu_ranges(gpus: list[int]) -> str:

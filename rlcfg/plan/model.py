@@ -126,9 +126,10 @@ class GpuVerdict:
     roles: tuple[str, ...]
     peak_bytes: int
     capacity_bytes: int
-    fits: bool
+    fits: bool  # with every sample at its longest
     biggest: str  # "<role>: <term>"
     advice: str | None = None
+    fits_typical: bool | None = None  # at a typical length; None where the worst case fits (so this does too)
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,10 @@ class MemoryPlan:
     @property
     def fits(self) -> bool:
         return all(v.fits for v in self.verdicts)
+
+    @property
+    def fits_typical(self) -> bool:
+        return all(v.fits or v.fits_typical for v in self.verdicts)
 
 
 @dataclass(frozen=True)

@@ -298,7 +298,8 @@ def _memory(plan: ExecutionPlan) -> list[str]:
             lines.append(f"    ({n})")
     gpn = plan.cluster.gpus_per_node
     for v in m.verdicts:
-        verdict = "fits" if v.fits else "DOES NOT FIT"
+        verdict = "fits" if v.fits else (
+            "fits at a typical length, NOT with every sample at its longest" if v.fits_typical else "DOES NOT FIT")
         lines.append(f"  {gpus_word(v.gpus)} {_span(v.gpus, gpn)} {'+'.join(v.roles)}: peak {gib(v.peak_bytes)} of "
                      f"{gib(v.capacity_bytes)}: {verdict}; biggest term {v.biggest}")
         if v.advice:

@@ -301,3 +301,49 @@ def test_kv_cache_smaller_than_one_sequence_is_an_error():
                      colocation=(("actor", "rollout"),), prompt_len=1024, response_len=31744)
     _, diags = build_plan(exp, gpu="h100")
     assert any(d.code == "RLC500" and "refuses to start" in d.message for d in diags)
+
+
+# ---- verdicts: length-independent terms, typical and longest samples ---------------------------------------
+
+def _peak_diagnostics(diags):
+    return [d for d in diags if d.code in ("RLC500", "RLC502")]
+
+
+def test_overflowing_only_at_the_longest_samples_is_a_warning_that_says_up_to_which_length_it_fits():
+    # A reference model whose fp32 logits for 16 samples of 8,192 tokens overflow an H100; at half that length
+    # (a typical step) they fit.
+    reference = trainer("reference", trains=False, micro=16)
+    exp = experiment(trainer(micro=2), reference, rollout(sleep=True),
+                     colocation=(("actor", "rollout", "reference"),), prompt_len=2048, response_len=6144)
+    plan, diags = build_plan(exp, gpu="h100")
+    [warning] = _peak_diagnostics(diags)
+    assert warning.code == "RLC502" and warning.severity.value == "warning"
+    longest = int(warning.message.rsplit("up to about ", 1)[1].split()[0].replace(",", ""))
+    assert 4096 <= longest < 8192
+    assert "forward micro-batch (16 → 8)" in warning.hint
+    assert not plan.memory.fits and plan.memory.fits_typical
+    # the length it names is the one that fits: a config whose samples are that long plans clean
+    shorter = experiment(trainer(micro=2), reference, rollout(sleep=True),
+                         colocation=(("actor", "rollout", "reference"),), prompt_len=longest // 4,
+                         response_len=longest - longest // 4)
+    assert not _peak_diagnostics(build_plan(shorter, gpu="h100")[1])
+
+
+def test_a_model_too_big_for_its_gpus_is_still_an_error():
+    big = "/models/Qwen2.5-72B-Instruct"
+    exp = experiment(trainer(model=big, micro=1), trainer("reference", model=big, trains=False, micro=1),
+                     rollout(model=big, sleep=True), colocation=(("actor", "rollout", "reference"),))
+    plan, diags = build_plan(exp, gpu="h100")
+    assert any(d.code == "RLC500" and d.severity.value == "error" for d in _peak_diagnostics(diags))
+    assert not plan.memory.fits_typical
+
+
+def test_memory_hints_name_the_key_that_sets_the_number():
+    from dataclasses import replace
+
+    reference = replace(trainer("reference", trains=False, micro=16),
+                        keys=(("forward_micro_batch_size", "reference.infer_batch_size"),))
+    exp = experiment(trainer(micro=2), reference, rollout(sleep=True),
+                     colocation=(("actor", "rollout", "reference"),), prompt_len=2048, response_len=6144)
+    [found] = _peak_diagnostics(build_plan(exp, gpu="h100")[1])
+    assert "`reference.infer_batch_size` (16 → 8)" in found.hint
