@@ -106,11 +106,19 @@ def _header(plan: ExecutionPlan) -> list[str]:
     return lines
 
 
+def label(plan: ExecutionPlan, role_name: str) -> str:
+    """A role as the user knows it: the config's own section name, with rlcfg's role beside it
+    (`actor_train (actor)`); just the role where the lowering recorded no section, or the two are the same."""
+    role = plan.experiment.role(role_name)
+    section = role.section if role is not None else None
+    return f"{section} ({role_name})" if section and section != role_name else role_name
+
+
 def _groups(plan: ExecutionPlan) -> list[str]:
     lines = ["", "placement groups"]
     gpn = plan.cluster.gpus_per_node
     for g in plan.groups:
-        roles = " + ".join(g.roles)
+        roles = " + ".join(label(plan, r) for r in g.roles)
         if g.gpus:
             what = "colocated, taking turns on the same GPUs" if len(g.roles) > 1 else ""
             lines.append(f"  group {g.index}  {gpus_word(g.gpus)} {_span(g.gpus, gpn)}  {roles}"
@@ -129,7 +137,7 @@ def _roles(plan: ExecutionPlan) -> list[str]:
         role = plan.experiment.role(p.role)
         assert role is not None
         where = f"{plural(len(p.gpus), 'GPU')}: {_span(p.gpus, gpn)}" if p.gpus else "-"
-        rows.append((p.role, role.backend, where, layout(plan, p)))
+        rows.append((label(plan, p.role), role.backend, where, layout(plan, p)))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         lines.append(f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip())
@@ -159,8 +167,8 @@ def _gpu_map(plan: ExecutionPlan) -> list[str]:
             rows.append((node, node, cells))
 
     def node_label(a: int, b: int) -> str:
-        label = f"node {a}" if a == b else f"nodes {a}-{b}"
-        return label + (" (beyond the cluster)" if a >= c.nodes else "")
+        text = f"node {a}" if a == b else f"nodes {a}-{b}"
+        return text + (" (beyond the cluster)" if a >= c.nodes else "")
 
     lines = ["", f"GPU map ({plural(c.nodes, 'node')} × {plural(gpn, 'GPU')}; columns are a node's local GPU index)"]
     used = [p.role for p in plan.placements if p.gpus]
@@ -170,10 +178,10 @@ def _gpu_map(plan: ExecutionPlan) -> list[str]:
         labels = [node_label(a, b) for a, b, _ in rows]
         lw = max(len(s) for s in labels)
         lines.append(f"  {'':<{lw}}  " + " ".join(f"{i:<{width}}" for i in range(gpn)).rstrip())
-        for label, (_, _, cells) in zip(labels, rows):
+        for node_text, (_, _, cells) in zip(labels, rows):
             text = " ".join(f"{''.join(letter[r] for r in cell) or '.':<{width}}" for cell in cells)
-            lines.append(f"  {label:<{lw}}  {text}".rstrip())
-        legend = "  ".join(f"{letter[r]} {LEGEND.get(r, r)}" for r in used)
+            lines.append(f"  {node_text:<{lw}}  {text}".rstrip())
+        legend = "  ".join(f"{letter[r]} {label(plan, r) if label(plan, r) != r else LEGEND.get(r, r)}" for r in used)
         lines.append(f"  {legend}  . idle")
     for a, b, cells in rows:
         segments: list[str] = []
@@ -203,7 +211,7 @@ def _rank_tables(plan: ExecutionPlan) -> list[str]:
         if role.backend in ("vllm", "sglang", "hf"):
             per = par.tp * par.pp
             order = "one GPU each" if per == 1 else f"engine e on ranks e×{per} to e×{per}+{per - 1}"
-            lines += ["", f"{p.role} engines ({layout(plan, p)}): {order}"]
+            lines += ["", f"{label(plan, p.role)} engines ({layout(plan, p)}): {order}"]
             by_engine: dict[int, list[int]] = {}
             for r in p.ranks:
                 by_engine.setdefault(r.coords[0][1], []).append(r.gpu)
@@ -223,7 +231,7 @@ def _rank_tables(plan: ExecutionPlan) -> list[str]:
             order = "FSDP: Ulysses groups and shard groups are consecutive ranks"
         else:
             order = "FSDP: one data-parallel rank per GPU"
-        lines += ["", f"{p.role} ranks ({layout(plan, p)}; {order})"]
+        lines += ["", f"{label(plan, p.role)} ranks ({layout(plan, p)}; {order})"]
         keys = [k for k, _ in p.ranks[0].coords]
         header = ["rank", "GPU", "node", "local"] + keys
         rows: list[list[str]] = []
@@ -290,7 +298,7 @@ def _memory(plan: ExecutionPlan) -> list[str]:
         kept = (f"offloads between phases, keeps {gib(r.resident_bytes)}" if r.offloaded_between_phases
                 else f"keeps {gib(r.resident_bytes)} while other roles run")
         kv = f"; KV cache holds {r.kv_cache_tokens:,} tokens" if r.kv_cache_tokens is not None else ""
-        lines.append(f"  {r.role}, {r.phase}: {gib(r.per_gpu_bytes)}; {kept}{kv}")
+        lines.append(f"  {label(plan, r.role)}, {r.phase}: {gib(r.per_gpu_bytes)}; {kept}{kv}")
         width = max(len(t.name) for t in r.terms)
         for t in r.terms:
             lines.append(f"    {t.name:<{width}}  {gib(t.bytes):>10}")
