@@ -112,11 +112,11 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         result.release, result.release_reason = spec.infer_release(preview.data)
     result.release_label = spec.release_label(result.release) if result.release is not None else ""
     if spec.overrides_see_defaults:
-        merged = merge_over_defaults(spec.defaults(root), tree)
+        merged = merge_over_defaults(spec.defaults(root, result.release), tree)
         applied = apply_overrides(merged, parsed, spec.override_grammar)
     else:
         applied = apply_overrides(tree, parsed, spec.override_grammar)
-        merged = merge_over_defaults(spec.defaults(root), tree)
+        merged = merge_over_defaults(spec.defaults(root, result.release), tree)
     diagnostics.extend(applied.diagnostics)
     if spec.overrides_see_defaults:
         diagnostics.extend(_deleted_but_read(applied.deleted, root, spec))
@@ -191,13 +191,17 @@ def _deleted_but_read(deleted: Mapping[tuple, Any], root: Any, spec: Any) -> lis
             continue
         name = dotted(path)
         found.append(diagnostic(
-            "RLC117", name, f"`~{name}` deletes a key of the base config that {spec.title} reads: its loader stops "
-            "with OmegaConf's ConfigAttributeError when the code asks for it", origin=override.origin,
+            "RLC117", name, f"`~{name}` deletes a key of the base config that {spec.title} reads: its loader accepts "
+            "this, but the run stops with OmegaConf's ConfigAttributeError when the code asks for the key",
+            origin=override.origin,
             hint=f"set it instead (`{name}=...`); to go back to the default, drop the override"))
     return found
 
 
 def _finish(result: CheckResult, diagnostics: list[Diagnostic], env: Mapping[str, str] | None = None) -> CheckResult:
+    # "renamed, both spellings accepted" contradicts "this release does not have the key": the release wins
+    missing_in_release = {d.path for d in diagnostics if d.code == "RLC113"}
+    diagnostics = [d for d in diagnostics if not (d.code == "RLC111" and d.path in missing_in_release)]
     result.diagnostics = sort_diagnostics(diagnostics)
     if env and result.tree is not None:
         _redact_environment(result.diagnostics, result.tree, env)

@@ -329,7 +329,9 @@ class Dialect:
         variants = self.variants()
         return next(iter(variants.values()))
 
-    def defaults(self, root: type[Section]) -> dict:
+    def defaults(self, root: type[Section], release: str | None = None) -> dict:
+        """The documented defaults as a plain tree; a dialect whose defaults differ between releases reads
+        `release` (the one the document is judged by)."""
         return defaults_tree(root)
 
     def compose(self, tree: SourceTree, base_dir: str) -> tuple[SourceTree, list]:

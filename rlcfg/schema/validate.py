@@ -96,7 +96,8 @@ def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dial
                          judgement: Judgement) -> Diagnostic | None:
     """An unknown key, judged the way the framework's loader treats it."""
     name = dotted(path)
-    if any(path[: len(a)] == a for a in judgement.added):
+    # `+a.b.c=1` on a config without `a.b` creates the mapping `a.b`, which is where pydantic reports it
+    if any(path[: len(a)] == a or a[: len(path)] == path for a in judgement.added):
         return diagnostic("RLC115", name, f"`+{name}` adds a key rlcfg does not know; it is passed on for the code "
                           "that reads it", origin=tree.key_origin(path) or tree.origin(path),
                           hint="nothing to do if your entrypoint or plugin reads it; check the spelling otherwise")
@@ -138,24 +139,36 @@ def _release_diagnostics(root: type[Section], tree: SourceTree, dialect: Dialect
     for path in user_paths:
         if any(path[: len(r)] == r for r in reported) or any(isinstance(part, int) for part in path):
             continue
-        info, _owner = field_at(root, path)
-        releases = field_releases(info) if info is not None else None
-        if releases is None or release in releases:
+        # The outermost key of the path that the release lacks: a key below a section that only some releases
+        # have is missing from the others too.
+        found_gap = None
+        for depth in range(1, len(path) + 1):
+            info, _owner = field_at(root, path[:depth])
+            releases = field_releases(info) if info is not None else None
+            if releases is not None and release not in releases:
+                found_gap = (path[:depth], info, releases)
+                break
+        if found_gap is None:
+            continue
+        path, info, releases = found_gap
+        if any(path[: len(r)] == r for r in reported):
             continue
         reported.append(path)
         name = dotted(path)
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         renamed = extra.get("x-rlcfg-renamed-to")
-        others = ", ".join(releases)
+        others = ", ".join(releases) or "no release rlcfg claims"
         why = f"rlcfg judges this file as {label}" + (f" ({judgement.release_reason})" if judgement.release_reason else "")
         if renamed:
             hint = f"write `{renamed}` instead; {why}"
-        else:
+        elif releases:
             hint = f"remove it, or pin the release the file is written for with `--framework-version {releases[-1]}`; {why}"
+        else:
+            hint = f"remove it; {why}"
         refused = dialect.unknown_key_policy(path) == "error"
         consequence = "its loader stops on it" if refused else "it is ignored there"
         found.append(diagnostic("RLC113", name, f"`{name}` does not exist in {label} ({consequence}); it is a key of "
-                                f"{dialect.title} {others}", origin=tree.key_origin(path) or tree.origin(path),
+                                + (f"{dialect.title} {others}" if releases else others), origin=tree.key_origin(path) or tree.origin(path),
                                 hint=hint, severity=None if refused else Severity.WARNING))
     return found
 
