@@ -17,10 +17,8 @@ What skyrl-train derives or rewrites, and the lowering reproduces:
     on fewer prompts than it says;
   - each worker's mini-batch is policy_mini_batch_size × n_samples_per_prompt // DP samples (a floor), so the
     global optimizer batch is that times DP;
-  - the KL estimator: `use_abs_kl` and `use_kl_estimator_k3` (the seed's keys) override kl_estimator_type
-    (validate_cfg); with use_kl_estimator_k3 false and kl_estimator_type left at k3, the seed's release uses k1;
-  - the seed's `trainer.num_warmup_steps` and `algorithm.ppo_loss_type` stand in for their newer names
-    (optimizer_config.num_warmup_steps, policy_loss_type) when only the old one is set;
+  - the KL estimator: `use_abs_kl` and `use_kl_estimator_k3` (deprecated, up to v0.3.0) override
+    kl_estimator_type when true (validate_cfg); false leaves kl_estimator_type in charge;
   - evaluation runs only with eval_interval > 0 and validation data (eval_before_train included);
   - the engines load the policy's model path (`generator.model_name` only names the HTTP endpoint's model), seed
     engine i × DP rank r with trainer.seed + i × DP + r, and with rope_scaling and no max_model_len of their
@@ -45,11 +43,9 @@ ADVANTAGES = {"grpo": "grpo", "gae": "gae", "rloo": "rloo", "reinforce++": "rein
 # Policy losses rlcfg has; the others (cispo, clip_cov, kl_cov, sapo, cross_entropy, importance_sampling and
 # losses registered in code) are lowered to the clipped surrogate they start from.
 POLICY_LOSSES = {"regular": "regular", "dual_clip": "dual_clip", "gspo": "gspo"}
-# token_mean_legacy is token_mean with an older normalisation; prompt_mean pools the tokens of each prompt's
-# group, the token mean at group level, and is closest to token-mean. seq_mean_token_sum_norm divides each sum by
-# a constant length (effective_max_seq_len), a scale rlcfg cannot carry.
-LOSS_AGGREGATIONS = {"token_mean": "token-mean", "token_mean_legacy": "token-mean", "prompt_mean": "token-mean",
-                     "sequence_mean": "seq-mean-token-mean", "seq_mean_token_sum_norm": "seq-mean-token-sum"}
+# seq_mean_token_sum_norm divides each sum by a constant length (effective_max_seq_len), a scale rlcfg cannot carry.
+LOSS_AGGREGATIONS = {"token_mean": "token-mean", "sequence_mean": "seq-mean-token-mean",
+                     "seq_mean_token_sum_norm": "seq-mean-token-sum"}
 # transformers' scheduler names → rlcfg's shapes; warm-up is separate in rlcfg, so *_with_warmup is its base.
 SCHEDULERS = {"constant": "constant", "constant_with_warmup": "constant", "linear": "linear",
               "polynomial": "linear", "cosine": "cosine", "cosine_with_restarts": "cosine",
@@ -100,17 +96,15 @@ def kl_estimator(cfg: Any) -> str:
     a = cfg.trainer.algorithm
     if a.use_abs_kl:
         return "abs"
-    if not a.use_kl_estimator_k3 and a.kl_estimator_type == "k3":
-        # The seed's release computes the plain log-ratio when k3 is switched off. A config that also chose
-        # kl_estimator_type (any value but the default k3) is for a later release, which ignores the old flag.
-        return "k1"
+    if a.use_kl_estimator_k3:
+        # v0.1.0 to v0.3.0: validate_cfg lets the deprecated flags win over kl_estimator_type (abs first, then k3).
+        return "k3"
     return a.kl_estimator_type
 
 
 def policy_loss_type(cfg: Any) -> str:
     a = cfg.trainer.algorithm
-    # A config may only say ppo_loss_type (the seed's name); the newer key then still holds its default.
-    return a.ppo_loss_type if a.policy_loss_type == "regular" else a.policy_loss_type
+    return a.policy_loss_type
 
 
 def reward_model_in_use(cfg: Any) -> bool:
@@ -133,7 +127,9 @@ def _parallelism(cfg: Any, model: str) -> Parallelism:
         m = options.megatron_config
         # SkyRL turns Megatron's sequence parallelism on whenever TP > 1, unless transformer_config_kwargs says
         # otherwise.
-        sp = m.transformer_config_kwargs.get("sequence_parallel", m.tensor_model_parallel_size > 1)
+        kwargs = m.transformer_config_kwargs
+        kwargs = kwargs if isinstance(kwargs, dict) else kwargs.model_dump()
+        sp = kwargs.get("sequence_parallel", m.tensor_model_parallel_size > 1)
         return Parallelism(tp=m.tensor_model_parallel_size, pp=m.pipeline_model_parallel_size,
                            cp=m.context_parallel_size, ep=m.expert_model_parallel_size,
                            etp=m.expert_tensor_parallel_size,
@@ -172,10 +168,7 @@ def _dtype(cfg: Any) -> str:
 
 
 def _warmup(cfg: Any, options: Any) -> int:
-    # The seed's trainer.num_warmup_steps applies to the policy and the critic alike; v0.1.0 moved it into each
-    # optimizer_config. Setting both to different values is an error the front end reports.
-    own = options.optimizer_config.num_warmup_steps
-    return own if own else cfg.trainer.num_warmup_steps
+    return options.optimizer_config.num_warmup_steps
 
 
 def _optimizer(cfg: Any, options: Any) -> Optimizer:

@@ -1,13 +1,17 @@
-"""The SkyRL dialect: skyrl-train's Hydra config (`ppo_base_config.yaml`), as the seed documents it (mid-2025).
+"""The SkyRL dialect: skyrl-train's Hydra config (`ppo_base_config.yaml`) at the releases rlcfg claims.
 
 A SkyRL config has four top-level sections: `data`, `trainer` (placement, the policy/ref/critic models, the
 algorithm, batch sizes, checkpointing and logging), `generator` (the inference engines and sampling) and
 `deepspeed_config` (two open mappings, `train` and `eval`, that the models refer to by interpolation).
 `environment` selects the SkyRL-Gym environment.
 
-The seed is the spec; keys that later skyrl-train releases added (policy_loss_type, kl_estimator_type,
-loss_reduction, megatron_config, LoRA, ...) are accepted too, and keys they renamed are accepted under both
-names (the old one gives a warning naming the new one). Cross-field rules live in `skyrl_rules.py`.
+skyrl-train's entrypoint composes the user's overrides onto `ppo_base_config.yaml` in OmegaConf's struct mode, so
+that base config, release by release, is the spec: a key it lacks is refused unless added with `+key=value`. Each
+field names the releases whose base config has it (`releases=`; none means all of them); the inventories under
+tests/inventory/skyrl/ hold the facts they were read from (tools/inventory/skyrl.py). Keys of the seed's mid-2025
+snapshot that no claimed release has (`trainer.num_warmup_steps`, `trainer.algorithm.ppo_loss_type`) are unknown keys:
+skyrl-train refuses them at every claimed release, and the unknown-key hint names where the key lives now.
+Cross-field rules live in `skyrl_rules.py`.
 """
 
 from __future__ import annotations
@@ -16,6 +20,15 @@ from typing import Any, ClassVar, Literal
 
 from rlcfg.schema.base import Dialect, Section, param, section
 from rlcfg.schema.skyrl_rules import RULES
+
+# The releases whose base config has a key (tags skyrl_train-vX.Y.Z; "main" is the last commit with skyrl-train).
+RELEASES = ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "main")
+ONLY_010 = ("0.1.0",)
+UNTIL_030 = ("0.1.0", "0.2.0", "0.3.0")
+FROM_020 = ("0.2.0", "0.3.0", "0.4.0", "main")
+FROM_030 = ("0.3.0", "0.4.0", "main")
+FROM_040 = ("0.4.0", "main")
+ONLY_MAIN = ("main",)
 
 # ---- data ---------------------------------------------------------------------------------------------------
 
@@ -43,41 +56,55 @@ class Placement(Section):
         True, description="Without colocate_all: put the policy and the reference model on the same GPUs. They must "
                           "then have the same number of nodes and GPUs per node.")
     colocate_critic_reward: bool = param(
-        False, description="Put the critic and the reward model on the same GPUs. Later skyrl-train releases removed "
-                           "the reward model and this key.")
+        False, description="Put the critic and the reward model on the same GPUs. skyrl-train v0.2.0 removed the "
+                           "reward model and this key.", releases=ONLY_010)
     policy_num_nodes: int = param(1, description="Number of nodes for the policy's training workers.", ge=1)
     policy_num_gpus_per_node: int = param(
-        4, description="GPUs per node for the policy's training workers. The seed's default of 4 changed to 1 in "
-                       "February 2026; rlcfg keeps the documented 4.", ge=1)
+        4, description="GPUs per node for the policy's training workers. v0.1.0 to v0.3.0 default to 4; v0.4.0 and "
+                       "later default to 1 (so do the critic's and the reference model's); rlcfg keeps the documented "
+                       "4.", ge=1)
     critic_num_nodes: int = param(1, description="Number of nodes for the critic's training workers.", ge=1)
     critic_num_gpus_per_node: int = param(4, description="GPUs per node for the critic's training workers.", ge=1)
     ref_num_nodes: int = param(1, description="Number of nodes for the reference model's workers.", ge=1)
     ref_num_gpus_per_node: int = param(4, description="GPUs per node for the reference model's workers.", ge=1)
     reward_num_nodes: int = param(
-        1, description="Number of nodes for the reward model's workers (removed in later releases).", ge=1)
+        1, description="Number of nodes for the reward model's workers (v0.1.0 only; removed in v0.2.0).", ge=1,
+        releases=ONLY_010)
     reward_num_gpus_per_node: int = param(
-        4, description="GPUs per node for the reward model's workers (removed in later releases).", ge=1)
+        4, description="GPUs per node for the reward model's workers (v0.1.0 only; removed in v0.2.0).", ge=1,
+        releases=ONLY_010)
 
 
 # ---- models -------------------------------------------------------------------------------------------------
 
 
-class Lora(Section):
+class CriticLora(Section):
     rank: int = param(0, description="LoRA rank; 0 trains the full model. LoRA needs the vLLM backend and an "
-                                     "fsdp, fsdp2 or megatron strategy. (Added after the seed.)", ge=0)
+                                     "fsdp, fsdp2 or megatron strategy. (v0.2.0 and later.)", ge=0)
     alpha: int = param(16, description="LoRA scaling factor alpha.", ge=0)
     dropout: float = param(0.0, description="Dropout applied inside the LoRA adapters.", ge=0, le=1)
+    target_modules: str | list[str] = param(
+        "all-linear", description="Modules that receive adapters (`all-linear` or a name pattern; v0.4.0 and later, "
+                                  "before that trainer.target_modules).", releases=FROM_040)
+    exclude_modules: str | list[str] | None = param(
+        None, description="Modules to leave without adapters (v0.4.0 and later, before that trainer.exclude_modules).",
+        releases=FROM_040)
+    init_method: str = param("kaiming", description="How the adapter weights are initialised: PEFT's "
+                                                    "init_lora_weights for FSDP; xavier, normal, kaiming or zero for "
+                                                    "Megatron (v0.4.0 and later).", releases=FROM_040)
+
+
+class Lora(CriticLora):
+    """The policy's LoRA settings: the critic's, plus where adapters are handed to the engines."""
+
     lora_sync_path: str = param("/tmp/skyrl_lora_sync",
                                 description="Directory through which adapter weights are handed to the inference engines.")
-    target_modules: str = param("all-linear", description="Modules that receive adapters (`all-linear` or a name pattern).")
-    exclude_modules: str | None = param(None, description="Modules to leave without adapters.")
-    init_method: str = param("kaiming", description="How the adapter weights are initialised.")
 
 
 class PolicyModel(Section):
     path: str = param("Qwen/Qwen2.5-1.5B-Instruct",
                       description="Hugging Face model name or local directory of the policy model.")
-    lora: Lora = section(Lora, description="LoRA adapters for the policy (added after the seed).")
+    lora: Lora = section(Lora, description="LoRA adapters for the policy (v0.2.0 and later).", releases=FROM_020)
 
 
 class RefModel(Section):
@@ -85,13 +112,13 @@ class RefModel(Section):
                              description="Model of the reference policy; by default the policy's own starting point. "
                                          "(The YAML interpolates the policy's path; the Python dataclass of later "
                                          "releases hard-codes a model name instead; rlcfg follows the YAML.)")
-    lora: Lora = section(Lora, description="LoRA settings of the reference model (added after the seed).")
 
 
 class CriticModel(Section):
     path: str | None = param(None, description="Model of the critic (value model). Null means no critic: GRPO and "
                                                "other critic-free estimators. `gae` needs one.")
-    lora: Lora = section(Lora, description="LoRA adapters for the critic (added after the seed).")
+    lora: CriticLora = section(CriticLora, description="LoRA adapters for the critic (v0.2.0 and later).",
+                               releases=FROM_020)
 
 
 class RewardModel(Section):
@@ -111,13 +138,7 @@ class OptimizerConfig(Section):
         0, description="Learning-rate warm-up, in optimizer steps. This is where skyrl-train v0.1.0 and later read it; "
                        "the seed's `trainer.num_warmup_steps` is the older spelling.", ge=0)
     scheduler: str = param("constant_with_warmup",
-                           description="Learning-rate schedule, one of transformers' scheduler names (added after the seed).")
-
-
-class MixedPrecision(Section):
-    param_dtype: str = param("bf16", description="FSDP mixed precision: dtype of the parameters in compute.")
-    reduce_dtype: str = param("fp32", description="FSDP mixed precision: dtype of gradient reduction.")
-    buffer_dtype: str = param("fp32", description="FSDP mixed precision: dtype of buffers.")
+                           description="Learning-rate schedule, one of transformers' scheduler names.")
 
 
 class FsdpConfig(Section):
@@ -131,11 +152,6 @@ class FsdpConfig(Section):
     fsdp_size: int = param(
         -1, description="Size of the group within which state is sharded (hybrid sharding across nodes); -1 shards "
                         "over all of the model's workers. Must divide the model's GPU count.")
-    mixed_precision: MixedPrecision | None = section(
-        MixedPrecision, description="FSDP mixed-precision dtypes; null uses the defaults (added after the seed).",
-        optional=True)
-    wrap_policy: dict[str, Any] = param(
-        {}, description="Custom FSDP wrapping, e.g. `transformer_layer_cls_to_wrap` (added after the seed).")
 
 
 class OffloadedFsdpConfig(FsdpConfig):
@@ -143,7 +159,7 @@ class OffloadedFsdpConfig(FsdpConfig):
 
     cpu_offload: bool = param(
         True, description="Keep parameters in CPU memory and copy them to the GPU only for the forward pass; on by "
-                          "default for the models that only run forward passes.")
+                          "default for the models that only run forward passes up to v0.3.0, off from v0.4.0.")
 
 
 class CriticOptimizerConfig(OptimizerConfig):
@@ -153,7 +169,47 @@ class CriticOptimizerConfig(OptimizerConfig):
                                           "later Python dataclass gives 1e-6; rlcfg follows the YAML.", gt=0)
 
 
-class MegatronConfig(Section):
+# Megatron's pass-through mappings: the base config names a few keys of each; like every mapping of the composed
+# config they are in struct mode, so further keys of Megatron's own config objects are added with
+# `+trainer.policy.megatron_config.transformer_config_kwargs.KEY=...` (rlcfg then notes them and passes them on).
+
+
+class MegatronDdpConfig(Section):
+    grad_reduce_in_fp32: bool = param(True, description="Reduce gradients in fp32 (DistributedDataParallelConfig).")
+    overlap_grad_reduce: bool = param(False, description="Overlap the gradient reduce-scatter with the backward pass.")
+    overlap_param_gather: bool = param(False, description="Overlap the parameter all-gather with the forward pass.")
+    average_in_collective: bool = param(True, description="Average gradients inside the collective.")
+
+
+class MegatronOptimizerKwargs(Section):
+    overlap_cpu_optimizer_d2h_h2d: bool = param(False, description="Overlap the CPU optimizer's device-host copies "
+                                                                   "(for optimizer offloading).")
+    use_precision_aware_optimizer: bool = param(
+        False, description="Megatron's precision-aware optimizer; skyrl-train advises false (checkpointing can fail).")
+    optimizer_cpu_offload: bool = param(False, description="Run the optimizer on the CPU.")
+    optimizer_offload_fraction: float = param(0.0, description="Share of the optimizer state offloaded to the CPU.",
+                                              ge=0, le=1)
+
+
+class MegatronTransformerKwargs(Section):
+    recompute_granularity: str | None = param("full", description="Activation recomputation: `full`, `selective` "
+                                                                  "or null.")
+    recompute_modules: list[str] | None = param(["core_attn"], description="Modules recomputed with `selective`.")
+    recompute_method: str | None = param("uniform", description="`uniform` or `block` recomputation.")
+    recompute_num_layers: int | None = param(1, description="Layers per recomputation unit.")
+
+
+class MegatronProfiler(Section):
+    enable: bool = param(False, description="Profile the Megatron workers with torch's profiler.")
+    ranks: list[int] = param([], description="Ranks that are profiled.")
+    save_path: str | None = param(None, description="Directory of the profiler traces.")
+
+
+class MegatronLora(Section):
+    lora_type: Literal["lora", "canonical_lora"] = param("lora", description="Megatron-Bridge's LoRA flavour.")
+
+
+class MegatronParallel(Section):
     tensor_model_parallel_size: int = param(1, description="Megatron tensor parallel size (TP).", ge=1)
     pipeline_model_parallel_size: int = param(1, description="Megatron pipeline parallel size (PP).", ge=1)
     context_parallel_size: int = param(1, description="Megatron context parallel size (CP); CP > 1 needs sample "
@@ -161,56 +217,87 @@ class MegatronConfig(Section):
     expert_model_parallel_size: int = param(1, description="Megatron expert parallel size (EP) for MoE models.", ge=1)
     expert_tensor_parallel_size: int | None = param(
         None, description="Tensor parallel size inside each expert; null lets Megatron use the TP size.")
-    ddp_config: dict[str, Any] = param({}, description="Passed through to Megatron's DistributedDataParallelConfig.")
-    optimizer_config_kwargs: dict[str, Any] = param({}, description="Passed through to Megatron's OptimizerConfig.")
-    transformer_config_kwargs: dict[str, Any] = param({}, description="Passed through to Megatron's TransformerConfig.")
     model_config_kwargs: dict[str, Any] = param({}, description="Overrides of the Hugging Face model config.")
-    torch_profiler_config: dict[str, Any] = param({}, description="Torch profiler settings for Megatron workers.")
-    lora_config: dict[str, Any] = param({}, description="Megatron LoRA settings.")
-    empty_cuda_cache: bool | None = param(
-        None, description="Empty torch's CUDA cache between backward and optimizer step to avoid fragmentation OOMs.")
+
+
+class MegatronConfig(MegatronParallel):
+    """The policy's Megatron settings (megatron_config/policy.yaml)."""
+
+    ddp_config: MegatronDdpConfig = section(MegatronDdpConfig, description="Passed through to Megatron's "
+                                                                           "DistributedDataParallelConfig.")
+    optimizer_config_kwargs: MegatronOptimizerKwargs = section(
+        MegatronOptimizerKwargs, description="Passed through to Megatron's OptimizerConfig; these win over "
+                                             "trainer.policy.optimizer_config.")
+    transformer_config_kwargs: MegatronTransformerKwargs = section(
+        MegatronTransformerKwargs, description="Passed through to Megatron's TransformerConfig.")
+    torch_profiler_config: MegatronProfiler = section(MegatronProfiler, description="Torch profiler for the "
+                                                                                    "Megatron workers.")
+    lora_config: MegatronLora = section(MegatronLora, description="Megatron LoRA settings (v0.4.0 and later).",
+                                        releases=FROM_040)
+    empty_cuda_cache: bool = param(
+        True, description="Empty torch's CUDA cache between backward and optimizer step to avoid fragmentation OOMs "
+                          "(v0.4.0 and later).", releases=FROM_040)
+
+
+class RefMegatronConfig(MegatronParallel):
+    """The reference model's Megatron settings (megatron_config/ref.yaml): parallelism and model overrides only."""
+
+    expert_tensor_parallel_size: int | None = param(
+        1, description="Tensor parallel size inside each expert of the reference model.")
+    transformer_config_kwargs: dict[str, Any] = param(
+        {}, description="Overrides of Megatron's TransformerConfig for the reference model; add keys with "
+                        "`+trainer.ref.megatron_config.transformer_config_kwargs.KEY=...`.")
 
 
 class Policy(Section):
     model: PolicyModel = section(PolicyModel, description="The policy model.")
     deepspeed_config: dict[str, Any] = param(
         "${deepspeed_config.train}", description="DeepSpeed config of the policy, used with strategy `deepspeed`; by "
-                                                 "default the shared `deepspeed_config.train`.")
+                                                 "default the shared `deepspeed_config.train` (up to v0.3.0).",
+        releases=UNTIL_030)
     optimizer_config: OptimizerConfig = section(OptimizerConfig, description="Optimizer of the policy.")
     fsdp_config: FsdpConfig = section(FsdpConfig, description="FSDP settings of the policy (strategies fsdp, fsdp2).")
     megatron_config: MegatronConfig = section(
-        MegatronConfig, description="Megatron parallelism of the policy (strategy `megatron`; added after the seed).")
+        MegatronConfig, description="Megatron parallelism of the policy (strategy `megatron`; v0.2.0 and later).",
+        releases=FROM_020)
     sequence_parallel_size: int = param(
         1, description="Ulysses sequence parallel size of the policy; the policy's data-parallel size is its GPU "
                        "count divided by this.", ge=1)
     use_torch_compile: bool = param(False, description="Compile the entropy computation with torch.compile.")
     record_memory: bool = param(
         False, description="Record CUDA memory snapshots after every policy training step (under the checkpoint path).")
-    model_config_kwargs: dict[str, Any] = param({}, description="Overrides of the Hugging Face model config "
-                                                                "(added after the seed).")
+    model_config_kwargs: dict[str, Any] = param({}, description="Overrides of the Hugging Face model config for "
+                                                                "the FSDP backends (v0.4.0 and later).",
+                                                releases=FROM_040)
 
 
 class Ref(Section):
-    model: RefModel = section(RefModel, description="The reference model (not documented in the seed; the YAML has it).")
+    model: RefModel = section(RefModel, description="The reference model (v0.3.0 and later; before, the policy's "
+                                                    "starting point).", releases=FROM_030)
     deepspeed_config: dict[str, Any] = param(
         "${deepspeed_config.eval}", description="DeepSpeed config of the reference model; by default "
-                                                "`deepspeed_config.eval`.")
+                                                "`deepspeed_config.eval` (up to v0.3.0).", releases=UNTIL_030)
     fsdp_config: OffloadedFsdpConfig = section(OffloadedFsdpConfig, description="FSDP settings of the reference "
                                                                                 "model; its cpu_offload defaults to true.")
-    megatron_config: MegatronConfig = section(MegatronConfig, description="Megatron parallelism of the reference model.")
+    megatron_config: RefMegatronConfig = section(RefMegatronConfig, description="Megatron parallelism of the "
+                                                                                "reference model (v0.2.0 and later).",
+                                                 releases=FROM_020)
     sequence_parallel_size: int = param(1, description="Ulysses sequence parallel size of the reference model.", ge=1)
-    model_config_kwargs: dict[str, Any] = param({}, description="Overrides of the Hugging Face model config.")
+    model_config_kwargs: dict[str, Any] = param({}, description="Overrides of the Hugging Face model config "
+                                                                "(v0.4.0 and later).", releases=FROM_040)
 
 
 class Critic(Section):
     model: CriticModel = section(CriticModel, description="The critic (value) model.")
     deepspeed_config: dict[str, Any] = param(
-        "${deepspeed_config.train}", description="DeepSpeed config of the critic; by default `deepspeed_config.train`.")
+        "${deepspeed_config.train}", description="DeepSpeed config of the critic; by default `deepspeed_config.train` "
+                                                 "(up to v0.3.0).", releases=UNTIL_030)
     optimizer_config: CriticOptimizerConfig = section(
         CriticOptimizerConfig, description="Optimizer of the critic; its learning rate defaults to 5e-6.")
     fsdp_config: FsdpConfig = section(FsdpConfig, description="FSDP settings of the critic.")
     sequence_parallel_size: int = param(1, description="Ulysses sequence parallel size of the critic.", ge=1)
-    model_config_kwargs: dict[str, Any] = param({}, description="Overrides of the Hugging Face model config.")
+    model_config_kwargs: dict[str, Any] = param({}, description="Overrides of the Hugging Face model config "
+                                                                "(v0.4.0 and later).", releases=FROM_040)
 
 
 class Reward(Section):
@@ -263,45 +350,64 @@ class Sapo(Section):
     tau_neg: float = param(1.05, description="SAPO temperature for negative advantages.")
 
 
+class OffPolicyCorrection(Section):
+    tis_ratio_type: Literal["token", "sequence"] | None = param(
+        None, description="Truncated importance sampling on the ratio of the trained policy's old log-probs to the "
+                          "rollout engine's: per token, per sequence, or off (null).")
+    token_tis_ratio_clip_high: float = param(2.0, description="Cap of the per-token ratio (tis_ratio_type token; "
+                                                              "1.5 to 5 is usual).")
+    sequence_tis_ratio_clip_high: float = param(5.0, description="Cap of the per-sequence ratio (tis_ratio_type "
+                                                                 "sequence; 2 to 10 is usual).")
+    sequence_mask_metric: Literal["product", "geometric"] | None = param(
+        None, description="Mask whole sequences whose product or geometric mean of ratios leaves the bounds below; "
+                          "null disables it.")
+    geo_mask_high: float = param(1.01, description="Upper bound of the geometric-mean mask.")
+    geo_mask_low: float = param(0.99, description="Lower bound of the geometric-mean mask.")
+    product_mask_high: float = param(2.0, description="Upper bound of the product mask.")
+    product_mask_low: float = param(0.5, description="Lower bound of the product mask.")
+    outlier_token_is_threshold_low: float | None = param(
+        None, description="With any correction on: mask sequences holding a token whose ratio is below this; null "
+                          "disables it.")
+    outlier_token_is_threshold_high: float | None = param(
+        None, description="With any correction on: mask sequences holding a token whose ratio is above this; null "
+                          "disables it.")
+
+
 class Algorithm(Section):
     advantage_estimator: str = param(
         "grpo", description="Advantage estimator: `grpo` or `gae` (the seed); later releases add `rloo` and "
                             "`reinforce++`, and custom estimators can be registered in code.")
-    kl_target: float | None = param(None, description="Target KL of the older adaptive KL controller (replaced by "
-                                                      "kl_ctrl.kl_target).")
-    init_kl_coef: float = param(0.0, description="Initial KL coefficient of the older KL controller (replaced by "
-                                                 "kl_ctrl).")
-    kl_ctrl: KlCtrl = section(KlCtrl, description="KL controller for use_kl_in_reward (added after the seed).")
+    kl_ctrl: KlCtrl = section(KlCtrl, description="KL controller for use_kl_in_reward.")
     use_kl_estimator_k3: bool = param(
-        True, description="Estimate the KL with k3 (non-negative, unbiased, low variance). Later releases replace this "
-                          "with kl_estimator_type and ignore `false` here.")
-    use_abs_kl: bool = param(False, description="Use the absolute-value KL estimator. Later releases replace this "
-                                                "with kl_estimator_type: abs.")
+        False, description="Force the k3 KL estimator (non-negative, unbiased, low variance) over kl_estimator_type. "
+                           "Deprecated; false in every release's base config (the seed documented true); removed in "
+                           "v0.4.0.", releases=UNTIL_030)
+    use_abs_kl: bool = param(False, description="Use the absolute-value KL estimator. Deprecated in favour of "
+                                                "kl_estimator_type: abs; removed in v0.4.0.", releases=UNTIL_030)
     kl_estimator_type: Literal["k1", "k2", "k3", "abs"] = param(
-        "k3", description="KL estimator (added after the seed, replacing use_kl_estimator_k3 and use_abs_kl).")
+        "k3", description="KL estimator (replacing use_kl_estimator_k3 and use_abs_kl).")
     use_kl_in_reward: bool = param(
         False, description="Subtract kl × kl_loss_coef from the rewards. Mutually exclusive with use_kl_loss.")
     use_kl_loss: bool = param(
         True, description="Add kl × kl_loss_coef to the policy loss. Mutually exclusive with use_kl_in_reward; either "
                           "one makes the reference model run.")
     kl_loss_coef: float = param(0.001, description="Coefficient of the KL term (in the loss or in the reward).", ge=0)
-    use_entropy_loss: bool = param(False, description="Add an entropy bonus to the policy loss (added after the seed).")
-    entropy_loss_coef: float = param(0.01, description="Coefficient of the entropy bonus.", ge=0)
+    use_entropy_loss: bool = param(False, description="Add an entropy bonus to the policy loss (v0.3.0 and later).",
+                                   releases=FROM_030)
+    entropy_loss_coef: float = param(0.01, description="Coefficient of the entropy bonus (v0.3.0 and later).", ge=0,
+                                     releases=FROM_030)
     advantage_batch_normalize: bool = param(
         False, description="Normalise advantages by the mean and standard deviation of the whole training batch.")
     value_head_prefix: str = param("value_head", description="Name of the value head in the critic model.")
-    ppo_loss_type: Literal["regular", "dual_clip"] = param(
-        "regular", description="PPO loss: `regular` (clipped surrogate) or `dual_clip`. Renamed policy_loss_type in "
-                               "skyrl-train v0.1.0.", renamed_to="trainer.algorithm.policy_loss_type")
     policy_loss_type: str = param(
-        "regular", description="Policy loss (newer name of ppo_loss_type): regular, dual_clip, gspo, cispo, clip_cov, "
+        "regular", description="Policy loss (the seed's ppo_loss_type): regular, dual_clip, gspo, cispo, clip_cov, "
                                "kl_cov, sapo, cross_entropy, importance_sampling, or one registered in code.")
-    loss_reduction: Literal["token_mean", "sequence_mean", "seq_mean_token_sum_norm", "token_mean_legacy",
-                            "prompt_mean"] = param(
-        "token_mean", description="How token losses are reduced to one number (added after the seed; the last two "
-                                  "values only in the newest releases).")
+    loss_reduction: Literal["token_mean", "sequence_mean", "seq_mean_token_sum_norm"] = param(
+        "token_mean", description="How token losses are reduced to one number; validate_cfg accepts these three at "
+                                  "every claimed release.")
     grpo_norm_by_std: bool = param(True, description="Divide GRPO advantages by the group's reward standard deviation.")
-    zero_variance_filter: bool = param(False, description="Mask out groups whose rewards are all equal.")
+    zero_variance_filter: bool = param(False, description="Mask out groups whose rewards are all equal (v0.4.0 and "
+                                                          "later).", releases=FROM_040)
     lambd: float = param(1.0, description="GAE lambda.", ge=0, le=1)
     gamma: float = param(1.0, description="GAE discount gamma.", ge=0, le=1)
     eps_clip_low: float = param(0.2, description="PPO ratio clip below 1 (the ratio is clamped to 1 - eps_clip_low).",
@@ -314,22 +420,25 @@ class Algorithm(Section):
     use_tis: bool = param(
         False, description="Truncated importance sampling between the inference engine and the trainer. Later "
                            "releases replace it with off_policy_correction.tis_ratio_type: token.")
-    off_policy_correction: dict[str, Any] = param(
-        {}, description="Off-policy correction settings of the newest releases, passed through (tis_ratio_type: "
-                        "null, token or sequence; sequence_mask_metric: null, product or geometric; ...).")
+    off_policy_correction: OffPolicyCorrection = section(
+        OffPolicyCorrection, description="Importance-sampling corrections between the rollout policy and the "
+                                         "trained one (v0.4.0 and later).", releases=FROM_040)
     value_clip: float = param(0.2, description="Clip range of the value loss.", ge=0)
     normalize_reward: bool = param(
         True, description="Let the critic learn the mean and standard deviation of the values and normalise them "
-                          "(removed in later releases).")
-    dynamic_sampling: DynamicSampling = section(DynamicSampling, description="Dynamic sampling (added after the seed).")
-    clip_cov: ClipCov = section(ClipCov, description="Settings of the clip_cov policy loss.")
-    kl_cov: KlCov = section(KlCov, description="Settings of the kl_cov policy loss.")
-    cispo: Cispo = section(Cispo, description="Settings of the cispo policy loss.")
-    sapo: Sapo = section(Sapo, description="Settings of the sapo policy loss.")
+                          "(v0.1.0 only).", releases=ONLY_010)
+    dynamic_sampling: DynamicSampling = section(DynamicSampling, description="Dynamic sampling (DAPO).")
+    clip_cov: ClipCov = section(ClipCov, description="Settings of the clip_cov policy loss (v0.2.0 and later).",
+                                releases=FROM_020)
+    kl_cov: KlCov = section(KlCov, description="Settings of the kl_cov policy loss (v0.2.0 and later).",
+                            releases=FROM_020)
+    cispo: Cispo = section(Cispo, description="Settings of the cispo policy loss (v0.3.0 and later).",
+                           releases=FROM_030)
+    sapo: Sapo = section(Sapo, description="Settings of the sapo policy loss (v0.4.0 and later).", releases=FROM_040)
     max_seq_len: int | None = param(
         None, description="Sequence length that normalises the seq_mean_token_sum_norm loss. Null: skyrl-train "
                           "derives generator.max_input_length + sampling_params.max_generate_length (too short for "
-                          "multi-turn); the newest releases require it with that loss reduction.", ge=1)
+                          "multi-turn). Only the last commit has the key.", ge=1, releases=ONLY_MAIN)
 
 
 class FullyAsync(Section):
@@ -337,12 +446,6 @@ class FullyAsync(Section):
                                      ge=0)
     num_parallel_generation_workers: int = param(768, description="Fully-async training: concurrent generation "
                                                                   "workers.", ge=1)
-
-
-class S3Export(Section):
-    enabled: bool = param(False, description="Copy checkpoints to S3.")
-    bucket: str | None = param(None, description="S3 bucket; required when enabled.")
-    prefix: str = param("checkpoints/${trainer.run_name}", description="S3 key prefix.")
 
 
 # ---- trainer ------------------------------------------------------------------------------------------------
@@ -358,9 +461,10 @@ class Trainer(Section):
     policy: Policy = section(Policy, description="The policy model and how it is trained.")
     ref: Ref = section(Ref, description="The reference model, used only when use_kl_loss or use_kl_in_reward is on.")
     critic: Critic = section(Critic, description="The critic, used when critic.model.path is set.")
-    reward: Reward = section(Reward, description="A learned reward model (not in the seed's docs; removed later).")
+    reward: Reward = section(Reward, description="A learned reward model (v0.1.0 only).", releases=ONLY_010)
     algorithm: Algorithm = section(Algorithm, description="The RL algorithm: advantages, KL, loss.")
-    fully_async: FullyAsync = section(FullyAsync, description="Fully asynchronous training (added after the seed).")
+    fully_async: FullyAsync = section(FullyAsync, description="Fully asynchronous training (v0.3.0 and later).",
+                                      releases=FROM_030)
     gradient_checkpointing: bool = param(True, description="Recompute activations in the backward pass to save memory.")
     gradient_checkpointing_use_reentrant: bool = param(False, description="Use torch's reentrant checkpointing.")
     seed: int = param(42, description="Random seed of the training run.")
@@ -369,6 +473,10 @@ class Trainer(Section):
                               "resume_path (`from_path`).")
     resume_path: str | None = param(None, description="Checkpoint directory (`global_step_N`) to resume from with "
                                                       "resume_mode `from_path`.")
+    log_path: str = param("/tmp/skyrl-logs", description="Directory of the infrastructure log files "
+                                                         "(infra-YYMMDD_HHMMSS.log); on several nodes, a shared file "
+                                                         "system gathers them in one file (last commit only).",
+                          releases=ONLY_MAIN)
     ckpt_path: str = param("${oc.env:HOME}/ckpts/", description="Directory of resumable checkpoints (model and "
                                                                "optimizer state).")
     max_ckpts_to_keep: int = param(-1, description="Keep the last N checkpoints; a negative value keeps all. 0 is "
@@ -378,7 +486,6 @@ class Trainer(Section):
                                                   "-1 never.")
     export_path: str = param("${oc.env:HOME}/exports/", description="Directory of exported artifacts (Hugging Face "
                                                                    "models, dumped batches and eval results).")
-    s3_export: S3Export = section(S3Export, description="Copy checkpoints to S3 (added after the seed).")
     bf16: bool = param(True, description="Train in bfloat16.")
     epochs: int = param(1, description="Passes over the whole training dataset.", ge=1)
     update_epochs_per_batch: int = param(
@@ -394,10 +501,6 @@ class Trainer(Section):
     micro_forward_batch_size_per_gpu: int = param(
         1, description="Samples per GPU per forward pass when computing log-probabilities or values.", ge=1)
     update_ref_every_epoch: bool = param(False, description="Copy the policy into the reference model every epoch.")
-    num_warmup_steps: int = param(
-        0, description="Learning-rate warm-up steps of the policy (and critic). skyrl-train v0.1.0 moved it to "
-                       "trainer.policy.optimizer_config.num_warmup_steps.", ge=0,
-        renamed_to="trainer.policy.optimizer_config.num_warmup_steps")
     use_sample_packing: bool = param(True, description="Pack samples into one sequence for the forward pass "
                                                        "(all models).")
     eval_batch_size: int = param(1024, description="Prompts per evaluation batch.", ge=1)
@@ -406,9 +509,14 @@ class Trainer(Section):
     max_prompt_length: int = param(512, description="Longest prompt in tokens; longer prompts are truncated.", ge=1)
     flash_attn: bool = param(True, description="Use flash attention in the training models.")
     disable_fast_tokenizer: bool = param(False, description="Use the slow (Python) tokenizer.")
-    target_modules: str = param("all-linear", description="Modules LoRA targets (older releases; later "
-                                                          "trainer.policy.model.lora.target_modules).")
-    use_orm_score: bool = param(False, description="Use the outcome reward model's score as the reward.")
+    target_modules: str | list[str] = param(
+        "all-linear", description="Modules LoRA targets (up to v0.3.0; v0.4.0 moved it to "
+                                  "trainer.policy.model.lora.target_modules).", releases=UNTIL_030)
+    exclude_modules: str | list[str] | None = param(
+        None, description="Modules LoRA leaves alone (v0.2.0 and v0.3.0; v0.4.0 moved it to "
+                          "trainer.policy.model.lora.exclude_modules).", releases=("0.2.0", "0.3.0"))
+    use_orm_score: bool = param(False, description="Use the outcome reward model's score as the reward (v0.1.0 "
+                                                   "only).", releases=ONLY_010)
     project_name: str = param("skyrl", description="Project name in the logger (WandB, MLflow).")
     run_name: str = param("test_run", description="Run name in the logger.")
     logger: Literal["wandb", "console", "mlflow", "tensorboard"] = param(
@@ -416,8 +524,10 @@ class Trainer(Section):
                              "add mlflow and tensorboard.")
     dump_data_batch: bool = param(False, description="Write each training batch under export_path/dumped_data.")
     dump_eval_results: bool = param(True, description="Write evaluation results under export_path/dumped_eval.")
-    rope_scaling: dict[str, Any] | None = param(None, description="RoPE scaling override for the training models.")
-    rope_theta: float | None = param(None, description="RoPE theta override for the training models.")
+    rope_scaling: dict[str, Any] | None = param(None, description="RoPE scaling override for the training models "
+                                                                  "(v0.3.0 and later).", releases=FROM_030)
+    rope_theta: float | None = param(None, description="RoPE theta override for the training models (v0.3.0 and "
+                                                       "later).", releases=FROM_030)
 
 
 # ---- generator ----------------------------------------------------------------------------------------------
@@ -429,20 +539,21 @@ class SamplingParams(Section):
     top_p: float = param(1.0, description="Nucleus sampling threshold.", gt=0, le=1)
     min_p: float = param(0.0, description="Min-p sampling threshold.", ge=0, le=1)
     top_k: int = param(-1, description="Top-k sampling; -1 disables it.")
-    repetition_penalty: float = param(1.0, description="Repetition penalty (added after the seed).", gt=0)
+    repetition_penalty: float = param(1.0, description="Repetition penalty (v0.2.0 and later).", gt=0,
+                                      releases=FROM_020)
     logprobs: int | None = param(
         None, description="Return the log-probability of each sampled token (0 or 1: only the chosen token). "
                           "Null returns none. (YAML of later releases: 1 or null; dataclass: 0.)", ge=0)
-    stop: list[str] | None = param(None, description="Stop strings (not with SGLang).")
-    min_new_tokens: int | None = param(None, description="Least tokens generated per response (not with SGLang).", ge=0)
-    additional_kwargs: dict[str, Any] | None = param(None, description="Further sampling arguments passed to the "
-                                                                       "engine.")
+    stop: list[str] | None = param(None, description="Stop strings (not with SGLang; v0.2.0 and later).",
+                                   releases=FROM_020)
 
 
 class EvalSamplingParams(SamplingParams):
     max_generate_length: int = param("${generator.sampling_params.max_generate_length}",
                                      description="Most tokens generated per response in evaluation; by default the "
                                                  "training value.", ge=1)
+    temperature: float = param(0.0, description="Sampling temperature in evaluation; 0 (greedy) in every release's "
+                                                "base config.", ge=0)
 
 
 class ChatTemplate(Section):
@@ -452,7 +563,7 @@ class ChatTemplate(Section):
 
 class Generator(Section):
     model_name: str = param("${trainer.policy.model.path}", description="Model served by the inference engines; by "
-                                                                        "default the policy's.")
+                                                                        "default the policy's.", releases=FROM_020)
     model_dtype: Literal["bfloat16", "float16", "float32"] = param(
         "bfloat16", description="Dtype of the inference engines; weights are cast to it when synced. Should match the "
                                 "engines' dtype.")
@@ -468,15 +579,18 @@ class Generator(Section):
     weight_transfer_threshold_cuda_ipc_GB: float = param(1.0, description="Batch size in GB of CUDA-IPC weight "
                                                                           "transfers.", gt=0)
     inference_engine_tensor_parallel_size: int = param(4, description="Tensor parallel size of each engine.", ge=1)
-    inference_engine_pipeline_parallel_size: int = param(1, description="Pipeline parallel size of each engine.", ge=1)
-    inference_engine_expert_parallel_size: int = param(1, description="Expert parallel size of each engine.", ge=1)
-    inference_engine_data_parallel_size: int = param(1, description="Data parallel size inside each engine.", ge=1)
+    inference_engine_pipeline_parallel_size: int = param(
+        1, description="Pipeline parallel size of each engine (v0.3.0 and later).", ge=1, releases=FROM_030)
+    inference_engine_expert_parallel_size: int = param(
+        1, description="Expert parallel size of each engine (v0.2.0 and later).", ge=1, releases=FROM_020)
+    inference_engine_data_parallel_size: int = param(
+        1, description="Data parallel size inside each engine (v0.2.0 and later).", ge=1, releases=FROM_020)
     n_samples_per_prompt: int = param(5, description="Samples per prompt; a training batch has train_batch_size × "
                                                      "n_samples_per_prompt sequences.", ge=1)
     async_engine: bool = param(True, description="Use vLLM's asynchronous engine (false: the offline engine, which "
                                                  "needs batched: true).")
-    batched: bool = param(True, description="Generate all single-turn prompts in one batched call. (The YAML of "
-                                            "later releases defaults to false; rlcfg follows the seed.)")
+    batched: bool = param(False, description="Generate all single-turn prompts in one batched call. False in every "
+                                             "release's base config (the seed documented true).")
     max_input_length: int = param(
         "${trainer.max_prompt_length}", description="Longest engine input. Single-turn: equal to "
                                                     "trainer.max_prompt_length. Multi-turn: at least that, the input "
@@ -487,6 +601,19 @@ class Generator(Section):
     enable_chunked_prefill: bool = param(True, description="vLLM chunked prefill.")
     max_num_batched_tokens: int = param(8192, description="vLLM continuous batching: most tokens per batch.", ge=1)
     enforce_eager: bool = param(False, description="Disable CUDA graphs in the engine.")
+    fully_sharded_loras: bool = param(
+        False, description="vLLM's fully_sharded_loras: shard the LoRA computation over the engine's tensor-parallel "
+                           "ranks (v0.3.0 and later).", releases=FROM_030)
+    enable_ray_prometheus_stats: bool = param(
+        False, description="Export vLLM engine metrics through Ray's Prometheus stats logger (vLLM v1; v0.4.0 and "
+                           "later).", releases=FROM_040)
+    external_proxy_url: str | None = param(
+        None, description="New inference layer (_SKYRL_USE_NEW_INFERENCE=1): URL of an external load-balancing router "
+                          "for generation; null builds the servers from the placement (v0.4.0 and later).",
+        releases=FROM_040)
+    external_server_urls: list[str] | None = param(
+        None, description="New inference layer: URLs of the backend servers for control calls (weight sync, "
+                          "pause); null builds them from the placement (v0.4.0 and later).", releases=FROM_040)
     gpu_memory_utilization: float = param(0.8, description="Share of GPU memory the engine may use (local engines).",
                                           gt=0, le=1)
     max_num_seqs: int = param(1024, description="vLLM continuous batching: most sequences per batch.", ge=1)
@@ -494,24 +621,29 @@ class Generator(Section):
         ["127.0.0.1:8001"], description="host:port of each remote engine; used only when run_engines_locally is false, "
                                         "then one per engine.")
     enable_http_endpoint: bool = param(False, description="Serve an OpenAI-compatible HTTP endpoint in front of the "
-                                                          "engines (vLLM with async_engine only).")
-    http_endpoint_host: str = param("127.0.0.1", description="Host of the HTTP endpoint.")
-    http_endpoint_port: int = param(8000, description="Port of the HTTP endpoint.", ge=1, le=65535)
-    served_model_name: str | None = param(None, description="Model name the HTTP endpoint answers to.")
+                                                          "engines (vLLM with async_engine only).", releases=FROM_020)
+    http_endpoint_host: str = param("127.0.0.1", description="Host of the HTTP endpoint.", releases=FROM_020)
+    http_endpoint_port: int = param(8000, description="Port of the HTTP endpoint.", ge=1, le=65535, releases=FROM_020)
+    served_model_name: str | None = param(None, description="Model name the HTTP endpoint answers to.",
+        releases=FROM_040)
     engine_init_kwargs: dict[str, Any] = param({}, description="Extra arguments for the engine's constructor; add "
-                                                               "keys with `+generator.engine_init_kwargs.KEY=...`.")
+                                                               "keys with `+generator.engine_init_kwargs.KEY=...`.",
+                                                                   releases=FROM_020)
     max_turns: int = param(1, description="Most turns of multi-turn generation; 1 is single-turn.", ge=1)
     override_existing_update_group: Literal["auto", "enable", "disable"] = param(
         "auto", description="Remote engines: replace a weight-update group left by an earlier run. `auto` becomes "
                             "`enable` for remote vLLM engines and `disable` otherwise.")
     sampling_params: SamplingParams = section(SamplingParams, description="Sampling during trajectory generation.")
     use_conversation_multi_turn: bool = param(
-        False, description="Multi-turn: append observations as new chat turns (true) or as raw tokens after the "
-                           "assistant's response (false). (Later releases default to true; rlcfg follows the seed.)")
+        True, description="Multi-turn: append observations as new chat turns (true) or as raw tokens after the "
+                          "assistant's response (false). True in every release's base config (the seed documented "
+                          "false).")
     append_eos_token_after_stop_str_in_multi_turn: bool = param(
-        True, description="Multi-turn with stop strings: append the EOS token after a stop string.")
-    chat_template: ChatTemplate = section(ChatTemplate, description="Chat template override.")
-    chat_template_kwargs: dict[str, Any] = param({}, description="Arguments for the chat template (not with batched).")
+        True, description="Multi-turn with stop strings: append the EOS token after a stop string.", releases=FROM_020)
+    chat_template: ChatTemplate = section(ChatTemplate, description="Chat template override (v0.2.0 and later).",
+                                          releases=FROM_020)
+    chat_template_kwargs: dict[str, Any] = param({}, description="Arguments for the chat template (not with batched).",
+        releases=FROM_020)
     eval_sampling_params: EvalSamplingParams = section(EvalSamplingParams, description="Sampling during evaluation.")
     eval_n_samples_per_prompt: int = param(1, description="Samples per prompt in evaluation.", ge=1)
     zero_reward_on_non_stop: bool = param(False, description="Give 0 reward to responses that did not stop on their "
@@ -519,29 +651,78 @@ class Generator(Section):
     apply_overlong_filtering: bool = param(False, description="DAPO overlong filtering: mask the loss of truncated "
                                                               "responses.")
     step_wise_trajectories: bool = param(False, description="Train on each turn of a multi-turn trajectory as its own "
-                                                            "sample.")
-    rope_scaling: dict[str, Any] | None = param(None, description="RoPE scaling override for the engines.")
-    rope_theta: float | None = param(None, description="RoPE theta override for the engines.")
+                                                            "sample.", releases=FROM_040)
+    rope_scaling: dict[str, Any] | None = param(None, description="RoPE scaling override for the engines.",
+        releases=FROM_030)
+    rope_theta: float | None = param(None, description="RoPE theta override for the engines.", releases=FROM_030)
 
 
 # ---- other top-level sections -------------------------------------------------------------------------------
 
 
+# deepspeed_config/train.yaml and eval.yaml of v0.1.0 to v0.3.0: DeepSpeed's own JSON config, passed through. The
+# base config holds these keys, so Hydra overrides such as `deepspeed_config.train.zero_optimization.offload_param.
+# device=cpu` find them.
+_DS_TRAIN = {
+    "zero_optimization": {
+        "stage": 3, "offload_param": {"device": "none"}, "offload_optimizer": {"device": "none", "pin_memory": True},
+        "sub_group_size": "auto", "reduce_bucket_size": "auto", "stage3_param_persistence_threshold": "auto",
+        "stage3_prefetch_bucket_size": "auto", "stage3_max_live_parameters": "auto",
+        "stage3_max_reuse_distance": "auto", "round_robin_gradients": True, "zero_hpz_partition_size": 1,
+        "zero_quantized_weights": False, "zero_quantized_gradients": False},
+    "disable_trace_cache": False, "data_types": {"grad_accum_dtype": "fp32"}, "gradient_clipping": 1.0,
+    "wall_clock_breakdown": False, "prescale_gradient": False,
+}
+_DS_EVAL = {
+    "zero_optimization": {"stage": 3, "stage3_param_persistence_threshold": "auto",
+                          "offload_param": {"device": "cpu", "pin_memory": True}},
+    "torch_autocast": {"enabled": True, "dtype": "bfloat16"}, "gradient_clipping": 1.0, "prescale_gradient": False,
+    "wall_clock_breakdown": False,
+}
+
+
 class DeepspeedConfig(Section):
     train: dict[str, Any] = param(
-        {"zero_optimization": {"stage": 3}},
+        _DS_TRAIN,
         description="DeepSpeed config for training (policy, critic); DeepSpeed's own JSON config keys, passed "
                     "through. Only ZeRO stage 3 is supported; leave gradient_clipping unset (max_grad_norm applies).")
     eval: dict[str, Any] = param(
-        {"zero_optimization": {"stage": 3}},
+        _DS_EVAL,
         description="DeepSpeed config for inference-only models (reference, reward), passed through.")
+
+
+class Text2Sql(Section):
+    db_path: str = param("/home/ray/default/sql_data", description="Folder of the text-to-SQL databases.")
+
+
+class LlmAsAJudge(Section):
+    model: str = param("gpt-4o-mini", description="Judge model of the llm_as_a_judge environment.")
+    base_url: str | None = param(None, description="OpenAI-compatible endpoint of the judge; null uses OpenAI's.")
+
+
+class Search(Section):
+    log_requests: bool = param(False, description="Log every request of the search environment.")
+    search_url: str = param("http://127.0.0.1:8000/retrieve", description="Retrieval server of the search "
+                                                                         "environment.")
+    topk: int = param(3, description="Documents returned per search.", ge=1)
+    timeout: int | float = param(30, description="Seconds a search request may take.", gt=0)
+
+
+class SkyRLGym(Section):
+    """skyrl_gym_config/default.yaml, placed at environment.skyrl_gym; each environment reads its own block."""
+
+    max_env_workers: int = param(32, description="Background threads for environment steps; 0 steps them inline.",
+                                 ge=0)
+    text2sql: Text2Sql = section(Text2Sql, description="Settings of the text2sql environment.")
+    llm_as_a_judge: LlmAsAJudge = section(LlmAsAJudge, description="Settings of the llm_as_a_judge environment.")
+    search: Search = section(Search, description="Settings of the search environment.")
 
 
 class Environment(Section):
     env_class: str = param("gsm8k", description="SkyRL-Gym environment the generator steps through.")
-    max_env_workers: int | None = param(None, description="Background workers for environment steps (older "
-                                                          "releases; later under skyrl_gym).")
-    skyrl_gym: dict[str, Any] = param({}, description="Environment-specific settings, passed through to SkyRL-Gym.")
+    skyrl_gym: SkyRLGym = section(SkyRLGym, description="Environment settings (skyrl_gym_config/default.yaml); "
+                                                        "settings of custom environments are added with "
+                                                        "`+environment.skyrl_gym.NAME.KEY=...`.")
 
 
 class SkyRLConfig(Section):
@@ -550,7 +731,8 @@ class SkyRLConfig(Section):
                                                     "logging.")
     generator: Generator = section(Generator, description="Rollout: inference engines and sampling.")
     deepspeed_config: DeepspeedConfig = section(DeepspeedConfig, description="Shared DeepSpeed configs that the "
-                                                                             "models refer to.")
+                                                                             "models refer to (up to v0.3.0).",
+                                                releases=UNTIL_030)
     environment: Environment = section(Environment, description="The environment that scores and steps "
                                                                 "trajectories.")
 
@@ -562,14 +744,31 @@ class SkyRL(Dialect):
     override_grammar = "hydra"
     overrides_see_defaults = True  # skyrl-train composes overrides onto ppo_base_config, which holds every key
     rules: ClassVar = RULES
+    releases: ClassVar = RELEASES
 
     def variants(self) -> dict:
         return {"skyrl": SkyRLConfig}
+
+    def defaults(self, root, release: str | None = None) -> dict:
+        """The documented defaults; with a release, that release's base-config values where they differ."""
+        from rlcfg.schema.skyrl_releases import release_defaults
+
+        return release_defaults(super().defaults(root), release)
 
     def compose(self, tree, base_dir):
         from rlcfg.schema.skyrl_rules import compose_defaults_list
 
         return compose_defaults_list(tree)
+
+    def release_label(self, release: str) -> str:
+        return "skyrl-train (last commit)" if release == "main" else f"skyrl-train {release}"
+
+    def infer_release(self, data: dict) -> tuple[str | None, str]:
+        """The releases whose base config has every key the document sets; the newest of them. Keys of the seed's
+        snapshot (before v0.1.0) point at 0.1.0, the closest claimed release, where they are then reported."""
+        from rlcfg.schema.skyrl_releases import releases_of_keys
+
+        return releases_of_keys(SkyRLConfig, data, RELEASES)
 
     def describe(self, config: SkyRLConfig) -> str:
         from rlcfg.schema.skyrl_rules import describe

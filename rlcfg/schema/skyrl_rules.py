@@ -2,8 +2,10 @@
 
 Each rule restates one check of skyrl-train's `validate_cfg` / `validate_batch_sizes` /
 `validate_generator_cfg` (or a runtime failure those miss, such as the empty batch of SK-11b), reading the
-validated config. Where skyrl-train rewrites a value on its own, the rule warns (RLC304); where a newer
-release rejects what the seed documents, the rule warns instead of failing (DESIGN.md, rule 5).
+validated config. Where skyrl-train rewrites a value on its own, the rule warns (RLC304). A check that changed
+between releases reads the judged release (`ctx.release`): the logprobs limits, the built-in policy losses, and the
+release's own defaults (skyrl_releases.RELEASE_DEFAULTS) for keys the user left alone. Where rlcfg rejects what
+skyrl-train accepts at load and fails on only at start-up, the message says so (DESIGN.md, rule 5).
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ RULES = RuleSet()
 ADVANTAGE_ESTIMATORS = ("grpo", "gae", "rloo", "reinforce++")
 POLICY_LOSSES = ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov", "sapo", "cross_entropy",
                  "importance_sampling")
+# The policy losses each release registers itself (PolicyLossRegistry before any user code runs).
+POLICY_LOSSES_BY_RELEASE = {
+    "0.1.0": ("regular", "dual_clip", "gspo"),
+    "0.2.0": ("regular", "dual_clip", "gspo", "clip_cov", "kl_cov"),
+    "0.3.0": ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov"),
+}
 
 
 def _v(value: Any) -> str:
@@ -97,8 +105,6 @@ def lcm_dp(cfg: Any) -> int:
 def _loss_type(cfg: Any, ctx: RuleContext) -> tuple[str, str]:
     """The policy loss that runs and the key that chose it (the old spelling counts only if the new one is unset)."""
     algorithm = cfg.trainer.algorithm
-    if ctx.is_set("trainer.algorithm.ppo_loss_type") and not ctx.is_set("trainer.algorithm.policy_loss_type"):
-        return algorithm.ppo_loss_type, "trainer.algorithm.ppo_loss_type"
     return algorithm.policy_loss_type, "trainer.algorithm.policy_loss_type"
 
 
@@ -219,7 +225,7 @@ def critic_batches(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/train-batch-vs-dp", "RLC300",
             "train_batch_size × n_samples_per_prompt must reach the lcm of the policy's and reference model's DP "
-            "sizes (SK-11; releases of mid-2025 compare train_batch_size itself, a warning here).",
+            "sizes (SK-11; the seed's pre-0.1.0 code compared train_batch_size itself, no claimed release does).",
             keys=["trainer.train_batch_size", "generator.n_samples_per_prompt"])
 def train_batch_vs_dp(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
@@ -233,11 +239,6 @@ def train_batch_vs_dp(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                         f"{t.train_batch_size * n}) is smaller than the {what}",
                         hint=f"raise train_batch_size to at least {math.ceil(lcm / n)}, or use fewer GPUs",
                         related=["generator.n_samples_per_prompt"])
-    elif t.train_batch_size < lcm:
-        yield ctx.warning("RLC300", "trainer.train_batch_size",
-                          f"`trainer.train_batch_size` ({t.train_batch_size}) is smaller than the {what}; skyrl-train "
-                          f"of mid-2025 rejects this (later releases compare train_batch_size × n_samples_per_prompt)",
-                          hint=f"use train_batch_size >= {lcm} to run on every release")
 
 
 @RULES.rule("skyrl/empty-batch-after-tail-drop", "RLC300",
@@ -324,14 +325,8 @@ def kl_estimator_old_keys(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         old, old_value, implied = "trainer.algorithm.use_abs_kl", True, "abs"
     elif a.use_kl_estimator_k3 and ctx.is_set("trainer.algorithm.use_kl_estimator_k3"):
         old, old_value, implied = "trainer.algorithm.use_kl_estimator_k3", True, "k3"
-    elif ctx.is_set("trainer.algorithm.use_kl_estimator_k3") and not a.use_kl_estimator_k3:
-        yield ctx.warning("RLC111", "trainer.algorithm.use_kl_estimator_k3",
-                          "`trainer.algorithm.use_kl_estimator_k3: false` selects the k1 estimator in skyrl-train of "
-                          "mid-2025, but later releases ignore it and use `kl_estimator_type` "
-                          f"(here {_v(a.kl_estimator_type)})",
-                          hint="write `kl_estimator_type: k1` to keep k1 on every release")
-        return
     else:
+        # `use_kl_estimator_k3: false` (the base config's own value up to v0.3.0) leaves kl_estimator_type in charge.
         return
     if new_set and a.kl_estimator_type != implied:
         yield ctx.warning("RLC304", old,
@@ -357,21 +352,31 @@ def gae_needs_critic(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/registered-names", "RLC202",
-            "advantage_estimator and policy_loss_type must name a built-in or a custom-registered implementation; an "
-            "unknown name is a warning, since custom ones are registered in code (SK-20, SK-21).",
+            "advantage_estimator and policy_loss_type must name one of the release's built-ins or a custom-registered "
+            "implementation: a name close to a built-in is a typo (error, as validate_cfg stops on it); another "
+            "unknown name is a warning, since a custom entrypoint registers it in code (SK-20, SK-21).",
             keys=["trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type"])
 def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     a = cfg.trainer.algorithm
+    losses = POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES)
     checks = [("trainer.algorithm.advantage_estimator", a.advantage_estimator, ADVANTAGE_ESTIMATORS,
                "AdvantageEstimatorRegistry"),
-              ("trainer.algorithm.policy_loss_type", a.policy_loss_type, POLICY_LOSSES, "PolicyLossRegistry")]
+              ("trainer.algorithm.policy_loss_type", a.policy_loss_type, losses, "PolicyLossRegistry")]
     for path, value, known, registry in checks:
         if value in known:
             continue
+        typo = get_close_matches(value, known, n=1, cutoff=0.8)
+        if typo:
+            yield ctx.error("RLC202", path, f"`{path}`: {_v(value)} is not one of skyrl-train's built-ins "
+                                            f"({', '.join(known)}); validate_cfg stops on it",
+                            hint=f"did you mean `{typo[0]}`?")
+            continue
         close = get_close_matches(value, known, n=1, cutoff=0.6)
         hint = (f"did you mean `{close[0]}`?" if close else f"built-ins: {', '.join(known)}") + \
-            f"; a custom name must be registered with {registry} before training starts"
-        yield ctx.warning("RLC202", path, f"`{path}`: {_v(value)} is not a built-in ({', '.join(known)})", hint=hint)
+            f"; a custom name must be registered with {registry} before validate_cfg runs (a custom entrypoint)"
+        yield ctx.warning("RLC202", path, f"`{path}`: {_v(value)} is not a built-in ({', '.join(known)}); "
+                                          "skyrl-train's main_base stops on it unless your entrypoint registers it",
+                          hint=hint)
 
 
 @RULES.rule("skyrl/grpo-needs-samples", "RLC306",
@@ -437,6 +442,11 @@ def tis(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.error("RLC306", "trainer.algorithm.use_tis",
                         "`trainer.algorithm.use_tis` is not supported with `generator.backend: sglang`",
                         hint="use generator.backend: vllm", related=["generator.backend"])
+    if ctx.release in ("0.1.0", "0.2.0") and not g.batched:
+        yield ctx.error("RLC302", "trainer.algorithm.use_tis",
+                        f"`trainer.algorithm.use_tis` needs `generator.batched: true` in {_release_text(ctx)} "
+                        "(single-turn batched generation only)", hint="set generator.batched=true",
+                        related=["generator.batched"])
     if g.sampling_params.logprobs is None:
         yield ctx.warning("RLC304", "generator.sampling_params.logprobs",
                           "`generator.sampling_params.logprobs` is null but `trainer.algorithm.use_tis` is true: "
@@ -453,16 +463,13 @@ def tis(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             "geometric; neither works with SGLang or the clip_cov/kl_cov losses (SK-25, SK-27).",
             keys=["trainer.algorithm.off_policy_correction"])
 def off_policy_correction(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
-    opc = cfg.trainer.algorithm.off_policy_correction or {}
+    # The choices of tis_ratio_type and sequence_mask_metric are Literal fields: the schema reports bad values.
+    if not ctx.is_set("trainer.algorithm.off_policy_correction.tis_ratio_type") and \
+            not ctx.is_set("trainer.algorithm.off_policy_correction.sequence_mask_metric"):
+        return
+    opc = cfg.trainer.algorithm.off_policy_correction
     base = "trainer.algorithm.off_policy_correction"
-    allowed = {"tis_ratio_type": (None, "token", "sequence"), "sequence_mask_metric": (None, "product", "geometric")}
-    for key, choices in allowed.items():
-        if key in opc and opc[key] not in choices:
-            yield ctx.error("RLC202", f"{base}.{key}",
-                            f"`{base}.{key}`: {_v(opc[key])} is not one of null, "
-                            f"{', '.join(c for c in choices if c)}", hint=f"use one of: null, {', '.join(c for c in choices if c)}")
-    active = any(opc.get(k) is not None for k in allowed)
-    if not active:
+    if opc.tis_ratio_type is None and opc.sequence_mask_metric is None:
         return
     loss, loss_key = _loss_type(cfg, ctx)
     if cfg.generator.backend == "sglang":
@@ -512,11 +519,31 @@ def deepspeed(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             yield ctx.error("RLC306", f"trainer.{role}.optimizer_config.offload_after_step",
                             f"`trainer.{role}.optimizer_config.offload_after_step` is false, which DeepSpeed does "
                             "not support", hint="set offload_after_step: true", related=["trainer.strategy"])
-    if "gradient_clipping" in (t.policy.deepspeed_config or {}):
+    clip = (t.policy.deepspeed_config or {}).get("gradient_clipping")
+    if clip is not None and clip != t.policy.optimizer_config.max_grad_norm:
         yield ctx.warning("RLC307", "trainer.policy.deepspeed_config.gradient_clipping",
-                          "DeepSpeed's `gradient_clipping` is set in the policy's deepspeed_config; SkyRL clips with "
+                          f"DeepSpeed's `gradient_clipping` is {clip} in the policy's deepspeed_config; SkyRL clips with "
                           f"`trainer.policy.optimizer_config.max_grad_norm` ({t.policy.optimizer_config.max_grad_norm})",
                           hint="remove gradient_clipping and set optimizer_config.max_grad_norm")
+
+
+# The training backends each release can build (main_base picks the worker classes by strategy).
+STRATEGIES_BY_RELEASE = {"0.1.0": ("fsdp", "fsdp2", "deepspeed"), "0.2.0": ("fsdp", "fsdp2", "deepspeed", "megatron"),
+                         "0.3.0": ("fsdp", "fsdp2", "deepspeed", "megatron"), "0.4.0": ("fsdp", "fsdp2", "megatron"),
+                         "main": ("fsdp", "fsdp2", "megatron")}
+
+
+@RULES.rule("skyrl/strategy-release", "RLC306",
+            "The strategy must be one the judged release can build: megatron from v0.2.0, deepspeed up to v0.3.0.",
+            keys=["trainer.strategy"])
+def strategy_release(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    known = STRATEGIES_BY_RELEASE.get(ctx.release or "")
+    strategy = cfg.trainer.strategy
+    if known and strategy not in known:
+        yield ctx.error("RLC306", "trainer.strategy",
+                        f"`trainer.strategy` is {_v(strategy)}, which {_release_text(ctx)} cannot build; it accepts "
+                        "this at load but fails when it creates the workers (\"Unknown strategy type\")",
+                        hint=f"use one of {', '.join(known)}")
 
 
 @RULES.rule("skyrl/megatron-support", "RLC306",
@@ -537,6 +564,11 @@ def megatron_support(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.error("RLC306", "generator.backend",
                         f"`generator.backend` is {_v(g.backend)}, but the megatron strategy works with vLLM only",
                         hint="set generator.backend: vllm", related=["trainer.strategy"])
+    if ctx.release == "0.2.0" and not t.placement.colocate_all:
+        yield ctx.error("RLC306", "trainer.placement.colocate_all",
+                        "`trainer.placement.colocate_all` is false, but skyrl-train 0.2.0 supports the megatron strategy "
+                        "only with colocate_all: true", hint="set trainer.placement.colocate_all: true",
+                        related=["trainer.strategy"])
     if critic_in_use(cfg):
         yield ctx.error("RLC306", "trainer.critic.model.path",
                         f"`trainer.critic.model.path` is {_v(t.critic.model.path)}, but the megatron strategy trains "
@@ -586,7 +618,8 @@ def lora(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 def colocate_engines(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     p = cfg.trainer.placement
     g = cfg.generator
-    if not p.colocate_all or not g.run_engines_locally:
+    # From v0.2.0 validate_cfg compares the counts whenever colocate_all is on, remote engines included.
+    if not p.colocate_all or (not g.run_engines_locally and ctx.release in (None, "0.1.0")):
         return
     policy, rollout = world(cfg, "policy"), rollout_gpus(cfg)
     if policy != rollout:
@@ -596,7 +629,9 @@ def colocate_engines(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.error("RLC402", "generator.num_inference_engines",
                         f"`trainer.placement.colocate_all` is true, so the policy's {policy} GPUs "
                         f"({_placement_text(cfg, 'policy')}) must equal the inference engines' GPUs "
-                        f"({_rollout_text(cfg)} = {rollout})",
+                        f"({_rollout_text(cfg)} = {rollout})" + (
+                            "; skyrl-train 0.1.0 accepts this at load but fails when the trainer builds the models"
+                            if ctx.release == "0.1.0" else ""),
                         hint=hint + ", or set colocate_all: false",
                         related=["trainer.placement.policy_num_gpus_per_node",
                                  "generator.inference_engine_tensor_parallel_size", "trainer.placement.colocate_all"])
@@ -617,7 +652,8 @@ def colocate_models(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                 p.policy_num_nodes, p.policy_num_gpus_per_node):
             yield ctx.error("RLC402", f"trainer.placement.{role}_num_gpus_per_node",
                             f"`trainer.placement.colocate_all` is true, so the {role} ({_placement_text(cfg, role)}) "
-                            f"must sit on the policy's GPUs ({_placement_text(cfg, 'policy')})",
+                            f"must sit on the policy's GPUs ({_placement_text(cfg, 'policy')}); skyrl-train accepts "
+                            "this at load but fails when the trainer builds the models",
                             hint=f"set {role}_num_nodes: {p.policy_num_nodes} and {role}_num_gpus_per_node: "
                                  f"{p.policy_num_gpus_per_node}",
                             related=["trainer.placement.policy_num_gpus_per_node", "trainer.placement.colocate_all"])
@@ -754,7 +790,10 @@ def sglang_limits(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     for which in ("sampling_params", "eval_sampling_params"):
         params = getattr(g, which)
         for key in ("stop", "min_new_tokens"):
-            if getattr(params, key) is not None:
+            # min_new_tokens is in no release's base config: only a `+...min_new_tokens=N` override brings it
+            present = getattr(params, key, None) is not None if key == "stop" else \
+                ctx.tree.has(("generator", which, key))
+            if present:
                 yield ctx.error("RLC306", f"generator.{which}.{key}",
                                 f"`generator.{which}.{key}` is not supported with `generator.backend: sglang` (SkyRL "
                                 "starts SGLang without its tokenizer)",
@@ -781,23 +820,37 @@ def http_endpoint(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/logprobs", "RLC306",
-            "sampling_params.logprobs is null, 0 or 1 (the chosen token only) and not available with remote engines "
-            "(SK-37).",
-            keys=["generator.sampling_params.logprobs", "generator.run_engines_locally"])
+            "sampling_params.logprobs is null or the chosen token only (0; 0 or 1 on the last commit), not available "
+            "with remote engines, and (v0.1.0, v0.2.0) only with batched generation (SK-37).",
+            keys=["generator.sampling_params.logprobs", "generator.run_engines_locally", "generator.batched"])
 def logprobs(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    from rlcfg.schema.skyrl_releases import effective
+
+    # skyrl-train's validate_cfg checks the training sampling_params only; the release decides the default (null up
+    # to v0.3.0, 0 in v0.4.0, 1 on the last commit), so a remote-engine config that leaves it alone is refused there.
     g = cfg.generator
-    for which in ("sampling_params", "eval_sampling_params"):
-        value = getattr(g, which).logprobs
-        if value is None:
-            continue
-        path = f"generator.{which}.logprobs"
-        if value > 1:
-            yield ctx.error("RLC306", path, f"`{path}` is {value}; SkyRL returns only the chosen token's logprob, so it "
-                                            "must be 0, 1 or null", hint="set it to 0")
-        if not g.run_engines_locally:
-            yield ctx.error("RLC306", path, f"`{path}` is {value}, but remote engines "
-                                            "(`generator.run_engines_locally: false`) do not return logprobs",
-                            hint="set it to null", related=["generator.run_engines_locally"])
+    path = "generator.sampling_params.logprobs"
+    value = effective(cfg, ctx, path)
+    if value is None:
+        return
+    highest = 1 if ctx.release in (None, "main") else 0
+    where = "" if ctx.is_set(path) else f" (the default of {_release_text(ctx)})"
+    if isinstance(value, int) and value > highest:
+        yield ctx.error("RLC306", path, f"`{path}` is {value}; SkyRL returns only the chosen token's logprob, so it "
+                                        f"must be {'0, 1' if highest else '0'} or null", hint="set it to 0")
+    if not g.run_engines_locally:
+        yield ctx.error("RLC306", path, f"`{path}` is {value}{where}, but remote engines "
+                                        "(`generator.run_engines_locally: false`) do not return logprobs: skyrl-train "
+                                        "refuses the combination", hint=f"set `{path}=null`",
+                        related=["generator.run_engines_locally"])
+    if ctx.release in ("0.1.0", "0.2.0") and not effective(cfg, ctx, "generator.batched"):
+        yield ctx.error("RLC306", path, f"`{path}` is {value}{where}, which {_release_text(ctx)} supports only with "
+                                        "`generator.batched: true`", hint="set generator.batched=true or logprobs=null",
+                        related=["generator.batched"])
+
+
+def _release_text(ctx: RuleContext) -> str:
+    return "skyrl-train's last commit" if ctx.release == "main" else f"skyrl-train {ctx.release}"
 
 
 @RULES.rule("skyrl/stop-strings-multi-turn", "RLC302",
@@ -903,16 +956,6 @@ def resume_from_path(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     elif not ctx.host.path_exists(t.resume_path):
         yield ctx.machine("trainer.resume_path", f"`trainer.resume_path` ({t.resume_path!r}) does not exist here",
                           hint="check the path on the machine that runs the job")
-
-
-@RULES.rule("skyrl/s3-export", "RLC302", "s3_export.enabled needs s3_export.bucket.",
-            keys=["trainer.s3_export.enabled", "trainer.s3_export.bucket"])
-def s3_export(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
-    s3 = cfg.trainer.s3_export
-    if s3.enabled and not s3.bucket:
-        yield ctx.error("RLC302", "trainer.s3_export.bucket",
-                        "`trainer.s3_export.enabled` is true but `trainer.s3_export.bucket` is null",
-                        hint="name the S3 bucket", related=["trainer.s3_export.enabled"])
 
 
 # ---- composition and the summary line -----------------------------------------------------------------------
