@@ -95,6 +95,8 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         override, problem = parse_override(text_override, index, spec.override_grammar)
         if problem is not None:
             diagnostics.append(problem)
+        elif spec.override_grammar == "hydra" and override.path[:1] == ("hydra",):
+            continue  # Hydra's own settings (hydra.searchpath, hydra.run.dir): Hydra consumes them, the job never sees them
         else:
             parsed.append(override)
     # The variant (ChatLearn's train_backend, say) may itself be chosen by an override.

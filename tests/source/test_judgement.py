@@ -167,3 +167,11 @@ def test_the_summary_line_names_the_release(toy, capsys):
 
     result = check("launcher: {}\n")
     assert "(Toy 0.3: it has keys only 0.3 reads)" in _text(result, None, False, False)
+
+
+def test_hydras_own_settings_given_as_overrides_are_not_keys_of_the_job():
+    from tests.helpers import TEMPLATES
+
+    result = frontend.check_file(str(TEMPLATES / "skyrl-fsdp-vllm.yaml"),
+                                 ["hydra.searchpath=[file:///opt/extra]", "hydra.run.dir=/tmp/x"], env={"HOME": "/h"})
+    assert not [d for d in result.diagnostics if d.path.startswith("hydra")]
