@@ -11,7 +11,7 @@ Roles: `actor` (the policy being trained), `rollout` (generation), `reference` (
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Literal
 
 ROLE_NAMES = ("actor", "rollout", "reference", "critic", "reward")
@@ -121,11 +121,33 @@ ENGINE_KEYS = (
 )
 
 
+KLEstimator = Literal["k1", "k2", "k3", "abs", "low_var_kl"]
+
+
+@dataclass(frozen=True)
+class KLController:
+    """How the KL coefficient moves between steps. `fixed` keeps KL.coef; `adaptive` is Ziegler et al.'s
+    controller (verl/SkyRL/ROLL `AdaptiveKLController`): coef *= 1 + clip(kl/target − 1, ±0.2)·n/horizon, where
+    n is the number of samples of the step."""
+
+    kind: Literal["fixed", "adaptive"] = "fixed"
+    target: float | None = None  # target_kl; required by `adaptive`
+    horizon: int = 10000
+
+
 @dataclass(frozen=True)
 class KL:
     placement: Literal["none", "reward", "loss"] = "none"  # never both: a validated config chose one
     coef: float = 0.0
-    estimator: Literal["k1", "k2", "k3", "abs"] = "k3"
+    # k3 and low_var_kl are the same estimator; low_var_kl additionally clamps the estimate to ±10 (verl, SkyRL,
+    # ROLL, ChatLearn do; the plain k3 here does not, as rlcfg always did).
+    estimator: KLEstimator = "k3"
+    controller: KLController = field(default_factory=KLController)
+    # With placement "reward", how the penalty meets a group-normalised (GRPO/RLOO) advantage.
+    # "sequence" (verl's compute_rewards, rlcfg's default): score − β·KL per token, summed per sequence, then
+    # group-normalised. "token" (ROLL's compute_token_reward / AReaL's PPOActor._compute_advantages): the score
+    # is normalised first, then β·KL is subtracted per token and the advantage is the per-token reward-to-go.
+    reward_mode: Literal["sequence", "token"] = "sequence"
 
 
 @dataclass(frozen=True)
@@ -135,6 +157,130 @@ class RewardShaping:
     clip: float | None = None  # rewards clipped to [-clip, clip]
     overlong_penalty_length: int | None = None  # DAPO: responses longer than this are penalised
     overlong_penalty_factor: float = 1.0
+    # In which order the steps apply (algorithms.shape_scores):
+    # "scale_first" (rlcfg's default): score·scale + bias, clip, then the overlong penalty.
+    # "penalty_first" (AReaL PPOActor._compute_advantages): overlong penalty on the raw score, then
+    #   (score + bias)·scale, then clip.
+    # "clip_normalized" (ROLL reward_postprocess): score·scale + bias and the overlong penalty, the group
+    #   normalisation (the advantage's), then `clip` clamps the normalised reward.
+    order: Literal["scale_first", "penalty_first", "clip_normalized"] = "scale_first"
+    # AReaL mask_no_eos_with_zero / SkyRL zero_reward_on_non_stop: a response cut at the length limit scores 0
+    # (it stays in the loss, unlike Algorithm.mask_truncated).
+    zero_truncated: bool = False
+
+
+@dataclass(frozen=True)
+class AdvantageOptions:
+    """The estimator's details where frameworks differ (Algorithm.advantage names the estimator)."""
+
+    # GRPO's group std: "unbiased" (torch.std; verl, SkyRL, ROLL, RLinf) or "population" (np.std; ChatLearn).
+    std: Literal["unbiased", "population"] = "unbiased"
+    eps: float = 1e-6  # added to the std (ChatLearn: 1e-5)
+    # GAE and REINFORCE++: whiten the advantages over the batch (masked, unbiased variance as verl's
+    # masked_whiten). rlcfg always whitened; ROLL's whiten_advantages defaults to False.
+    whiten: bool = True
+    # REINFORCE++-baseline (verl compute_reinforce_plus_plus_baseline_outcome_advantage, RLinf reinpp with
+    # use_reinpp_baseline): subtract the group mean of the scores first.
+    group_baseline: bool = False
+    whiten_rewards: bool = False  # ROLL whiten_rewards: whiten the token rewards before the estimator
+    # ROLL norm_mean_type / norm_std_type for the estimators other than GRPO (ROLL forces group/group for GRPO,
+    # which is the grpo estimator itself): the scores are centred on the batch or group mean and divided by the
+    # batch or group std (+ 1e-6) before anything else. ROLL's "running" statistics are not offered.
+    reward_norm_mean: Literal["batch", "group"] | None = None
+    reward_norm_std: Literal["batch", "group"] | None = None
+    clip: float | None = None  # ROLL advantage_clip: the final advantages clamped to ±clip
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    """The policy loss's knobs beyond its kind and clip range (Algorithm.policy_loss, clip_low, clip_high,
+    clip_ratio_c). Defaults reproduce what rlcfg always ran."""
+
+    # Clamp of the log importance ratio before exp; None on a side: the formula's own (±20 for the token
+    # ratio as verl, ≤10 for GSPO's sequence ratio). ChatLearn: (None, 10).
+    log_ratio_min: float | None = None
+    log_ratio_max: float | None = None
+    loss_cap: float | None = None  # ChatLearn calculate_grpo_loss final_clip_ratio: per-token loss ≤ cap
+    # GSPO's form: "token" (GSPO-token: verl, SkyRL, ROLL, ChatLearn) keeps each token's gradient under the
+    # detached sequence ratio; "sequence" (AReaL importance_sampling_level: sequence) differentiates through the
+    # sequence ratio itself and uses each sequence's mean advantage.
+    gspo_form: Literal["token", "sequence"] = "token"
+    sapo_tau_pos: float = 1.0
+    sapo_tau_neg: float = 1.05
+    clip_cov_ratio: float = 2e-4  # share of tokens Clip-Cov detaches
+    clip_cov_lb: float = 1.0
+    clip_cov_ub: float = 5.0
+    kl_cov_ratio: float = 2e-4  # share of tokens KL-Cov penalises
+    kl_cov_coef: float = 1.0
+    # Truncated importance sampling against the rollout engine's log-probs (SkyRL tis_imp_ratio_cap,
+    # RLinf importance_sampling_fix/importance_sampling_clip): loss × min(π_old/π_rollout, cap), detached.
+    tis_cap: float | None = None
+    tis_level: Literal["token", "sequence"] = "token"
+    # AReaL's decoupled PPO: the ratio is taken against the proximal policy (the recomputed old log-probs) and
+    # the loss weighted by π_prox/π_behave (behaviour = the rollout engine's log-probs); tokens whose weight
+    # exceeds behav_imp_weight_cap leave the loss.
+    decoupled: bool = False
+    behav_imp_weight_cap: float | None = None
+    early_stop_ratio: float | None = None  # RLinf early_stop_imp_ratio: a micro-batch's loss is zeroed above it
+    loss_coef: float = 1.0  # ROLL rl_loss_coef: multiplies policy + KL loss (not the entropy bonus)
+
+
+PolicyLossKind = Literal["regular", "dual_clip", "gspo", "cispo", "sapo", "clip_cov", "kl_cov", "cross_entropy",
+                         "importance_sampling"]
+
+
+@dataclass(frozen=True)
+class PolicyLossSpec:
+    """Everything algorithms.policy_loss reads (built by Algorithm.policy_loss_spec)."""
+
+    kind: PolicyLossKind = "regular"
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    clip_ratio_c: float = 3.0  # dual-clip bound, used by kind "dual_clip"
+    options: PolicyOptions = field(default_factory=PolicyOptions)
+
+
+@dataclass(frozen=True)
+class SampleWeighting:
+    """ROLL's per-sample loss weights and masks (ActorWorker.compute_sample_weights, get_sample_level_mask)."""
+
+    difficulty_loss_weight: bool = False  # weight 0.5 + 1.5·clamp(difficulty, 0, 1), from the data's difficulty
+    length_loss_weight: bool = False  # weight 1.5 − (len − min)/(max − min) over the micro-batch
+    difficulty_mask: tuple[float, float] | None = None  # keep groups whose mean score is strictly inside
+    error_max_len_clip: int | None = None  # keep score-1 samples and score-0 samples shorter than this
+    max_len_mask: bool = False  # ROLL max_len_mask: drop responses exactly at the length limit
+
+
+@dataclass(frozen=True)
+class ActorLossSpec:
+    """Everything the actor's loss reads (algorithms.actor_loss); the same value for every backend."""
+
+    policy: PolicyLossSpec = field(default_factory=PolicyLossSpec)
+    aggregation: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = "token-mean"
+    kl_coef: float = 0.0  # KL in the loss; 0 when the KL goes to the reward
+    kl_estimator: KLEstimator = "k3"
+    entropy_coef: float = 0.0
+    weighting: SampleWeighting = field(default_factory=SampleWeighting)
+
+
+@dataclass(frozen=True)
+class FilterSpec:
+    """Which groups a step keeps (algorithms.keep_groups, select_groups)."""
+
+    zero_variance: bool = False  # SkyRL zero_variance_filter: drop groups whose scores are all equal (± tol)
+    zero_variance_tol: float = 0.0
+    # ROLL query_filter_config mean_filter: keep a group when threshold_down < mean score < threshold_up.
+    mean_range: tuple[float, float] | None = None
+    std_min: float | None = None  # ROLL std_filter: keep a group when its (unbiased) score std > std_min
+    # Dynamic sampling: "filter" (DAPO; SkyRL's `filter`): draw again until enough groups pass, at most
+    # max_draws draws (None: without limit); "replace" (SkyRL/POLARIS): bad groups are replaced by copies of
+    # good ones when more than min_replace_ratio of the groups are good, else draw again.
+    dynamic: Literal["filter", "replace"] | None = None
+    max_draws: int | None = 4
+    min_replace_ratio: float = 0.3
+    # When max_draws is reached without enough groups: "train" on what passed (rlcfg's behaviour so far),
+    # "error" stops the run (SkyRL: RuntimeError "hitting dynamic sampling limit").
+    on_exhausted: Literal["train", "error"] = "train"
 
 
 @dataclass(frozen=True)
@@ -145,7 +291,7 @@ class Algorithm:
     batch_normalize_advantage: bool = False
     gamma: float = 1.0
     lam: float = 1.0
-    policy_loss: Literal["regular", "dual_clip", "gspo"] = "regular"
+    policy_loss: PolicyLossKind = "regular"
     clip_low: float = 0.2
     clip_high: float = 0.2
     clip_ratio_c: float = 3.0  # dual-clip bound
@@ -157,6 +303,25 @@ class Algorithm:
     reward: RewardShaping = field(default_factory=RewardShaping)
     dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal
     mask_truncated: bool = False  # drop responses cut at the length limit from the loss
+    advantage_options: AdvantageOptions = field(default_factory=AdvantageOptions)
+    policy_options: PolicyOptions = field(default_factory=PolicyOptions)
+    weighting: SampleWeighting = field(default_factory=SampleWeighting)
+    filters: FilterSpec = field(default_factory=FilterSpec)
+
+    def policy_loss_spec(self) -> PolicyLossSpec:
+        return PolicyLossSpec(self.policy_loss, self.clip_low, self.clip_high, self.clip_ratio_c, self.policy_options)
+
+    def actor_loss_spec(self) -> ActorLossSpec:
+        """The actor's loss settings, one value for every backend."""
+        return ActorLossSpec(self.policy_loss_spec(), self.loss_aggregation,
+                             self.kl.coef if self.kl.placement == "loss" else 0.0, self.kl.estimator,
+                             self.entropy_coef, self.weighting)
+
+    def filter_spec(self) -> FilterSpec:
+        """The group filters, with the legacy `dynamic_sampling` flag read as DAPO's filter-and-redraw."""
+        if self.dynamic_sampling and self.filters.dynamic is None:
+            return replace(self.filters, zero_variance=True, dynamic="filter")
+        return self.filters
 
 
 @dataclass(frozen=True)
@@ -259,4 +424,4 @@ def to_json(value: Any) -> Any:
     return value
 
 
-__all__ = [name for name in dir() if not name.startswith("_") and name not in ("annotations", "asdict")]
+__all__ = [name for name in dir() if not name.startswith("_") and name not in ("annotations", "asdict", "replace")]

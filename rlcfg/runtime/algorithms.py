@@ -1,92 +1,101 @@
-"""The RL mathematics as pure torch functions: advantages, KL estimators, policy and value losses, loss
-aggregation, reward shaping, DAPO's filters.
+"""The RL mathematics as pure torch functions: rewards, filters, advantages, KL estimators and controllers, policy
+and value losses, loss aggregation, per-sample weights and masks. Every formula is written once, here; the FSDP and
+Megatron backends and the step (runtime/step.py) call these.
 
 Conventions: per-token tensors are [batch, response_len] with a 0/1 `mask` of the same shape marking real
-response tokens; per-sample tensors are [batch]. Samples of one prompt's group sit next to each other
-(sample i belongs to group i // group_size). Nothing here knows about workers, devices or configs, so every
-function is tested against numbers worked out by hand.
+response tokens (responses are right-padded); per-sample tensors are [batch]. Samples of one prompt's group sit next
+to each other (sample i belongs to group i // group_size). Nothing here knows about workers, devices or dialects:
+the functions read the Experiment's typed settings (rlcfg.ir) and are tested against numbers worked out by hand
+and against verl's core_algos (tests/runtime/test_algorithms.py).
+
+Each formula names, in a comment, the framework file and function whose meaning it reproduces. Paths are those of
+the frameworks' repositories: verl `verl/trainer/ppo/core_algos.py`, SkyRL
+`skyrl/backends/skyrl_train/utils/ppo_utils.py`, ROLL `roll/utils/functionals.py`, AReaL
+`areal/utils/functional/functional.py`, RLinf `rlinf/algorithms/{losses,advantages}.py`, ChatLearn
+`chatlearn/algorithm/grpo_utils/{loss_gallery,advantage_compute}.py`.
 """
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
 import torch
 
+from rlcfg.ir import (ActorLossSpec, AdvantageOptions, FilterSpec, KLController, PolicyLossSpec, RewardShaping,
+                      SampleWeighting)
+
 AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
-KL_ESTIMATORS = ("k1", "k2", "k3", "abs")
+KL_ESTIMATORS = ("k1", "k2", "k3", "abs", "low_var_kl")
+# Names the frameworks use for the same estimators (verl/ROLL "kl", "mse"; RLinf/verl "low_var_kl").
+KL_ALIASES = {"kl": "k1", "mse": "k2", "low_var_kl": "k3"}
+POLICY_LOSSES = ("regular", "dual_clip", "gspo", "cispo", "sapo", "clip_cov", "kl_cov", "cross_entropy",
+                 "importance_sampling")
+# Per-token batch entries the actor's loss reads (besides the log-probs its forward pass computes).
+ACTOR_TOKEN_KEYS = ("response_mask", "advantages", "old_logprobs", "ref_logprobs", "rollout_logprobs")
+# Per-sample batch entries it may read.
+ACTOR_SAMPLE_KEYS = ("difficulty",)
 
 
-# ---------------------------------------------------------------------------------------------------- advantages
-
-def _groups(values: torch.Tensor, group_size: int) -> torch.Tensor:
-    if values.ndim != 1 or values.numel() % group_size:
-        raise ValueError(f"{values.numel()} samples do not split into groups of {group_size}")
-    return values.view(-1, group_size)
-
-
-def grpo_advantages(scores: torch.Tensor, group_size: int, normalize_std: bool = True,
-                    eps: float = 1e-6) -> torch.Tensor:
-    """(score − group mean), divided by the group's standard deviation (unbiased, as torch.std) when asked.
-    A group of identical scores gets advantage 0 (the eps keeps it finite)."""
-    g = _groups(scores.float(), group_size)
-    centred = g - g.mean(dim=1, keepdim=True)
-    if normalize_std and group_size > 1:
-        centred = centred / (g.std(dim=1, keepdim=True) + eps)
-    return centred.reshape(-1)
+def _masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
+    # verl's verl_F.masked_mean: the 1e-8 keeps an all-masked input finite (result 0).
+    if dim is None:
+        return (values * mask).sum() / (mask.sum() + 1e-8)
+    return (values * mask).sum(dim=dim) / (mask.sum(dim=dim) + 1e-8)
 
 
-def rloo_advantages(scores: torch.Tensor, group_size: int) -> torch.Tensor:
-    """Leave-one-out baseline: a sample's score minus the mean of the other samples of its group."""
-    if group_size < 2:
-        raise ValueError("RLOO needs at least 2 samples per prompt")
-    g = _groups(scores.float(), group_size)
-    others = (g.sum(dim=1, keepdim=True) - g) / (group_size - 1)
-    return (g - others).reshape(-1)
+# ---------------------------------------------------------------------------------------------------- rewards
+
+def shape_rewards(scores: torch.Tensor, scale: float = 1.0, bias: float = 0.0,
+                  clip: float | None = None) -> torch.Tensor:
+    """score·scale + bias, then clipped to [−clip, clip]."""
+    out = scores.float() * scale + bias
+    if clip is not None:
+        out = out.clamp(-clip, clip)
+    return out
 
 
-def whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, eps: float = 1e-8) -> torch.Tensor:
-    """Normalise the masked entries to unit variance (and zero mean unless shift_mean=False)."""
-    n = mask.sum().clamp(min=1)
-    mean = (values * mask).sum() / n
-    var = (((values - mean) * mask) ** 2).sum() / n
-    out = (values - mean) * torch.rsqrt(var + eps)
-    if not shift_mean:
-        out = out + mean
-    return out * mask
+def overlong_penalty(lengths: torch.Tensor, max_length: int, penalty_start: int, factor: float = 1.0) -> torch.Tensor:
+    """DAPO's soft overlong punishment: 0 up to `penalty_start` tokens, then falling linearly to −factor at
+    `max_length` (and staying there). AReaL's reward_overlong_penalty is the same with
+    penalty_start = max_new_tokens − overlong_tokens (a response never exceeds max_length there)."""
+    buffer = max_length - penalty_start
+    if buffer <= 0:
+        raise ValueError(f"the overlong penalty starts at {penalty_start} tokens, which is not below the "
+                         f"maximum response length {max_length}")
+    excess = (lengths.float() - penalty_start).clamp(min=0.0)
+    return -(excess / buffer).clamp(max=1.0) * factor
 
 
-def discounted_returns(token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
-    """G_t = r_t + γ·G_{t+1}, restarted after each sequence's last real token."""
-    returns = torch.zeros_like(token_rewards, dtype=torch.float32)
-    running = torch.zeros(token_rewards.shape[0], dtype=torch.float32, device=token_rewards.device)
-    for t in reversed(range(token_rewards.shape[1])):
-        running = token_rewards[:, t].float() + gamma * running * mask[:, t]
-        returns[:, t] = running
-    return returns * mask
+def shape_scores(raw: torch.Tensor, lengths: torch.Tensor, finished: torch.Tensor, max_length: int,
+                 spec: RewardShaping) -> torch.Tensor:
+    """The sequence scores the advantage starts from, in the order the dialect's framework applies its steps
+    (RewardShaping.order):
 
-
-def reinforce_pp_advantages(token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0) -> torch.Tensor:
-    """REINFORCE++: discounted return of the token rewards (score at the last token, minus any KL penalty per
-    token), whitened over the whole batch instead of per group."""
-    return whiten(discounted_returns(token_rewards, mask, gamma), mask)
-
-
-def gae(token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float,
-        lam: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """Generalised advantage estimation. Returns (advantages, returns); returns = advantages + values are the
-    critic's targets. The value after a sequence's last token is 0."""
-    rewards, values = token_rewards.float(), values.float()
-    advantages = torch.zeros_like(rewards)
-    last = torch.zeros(rewards.shape[0], dtype=torch.float32, device=rewards.device)
-    next_value = torch.zeros_like(last)
-    for t in reversed(range(rewards.shape[1])):
-        m = mask[:, t].float()
-        delta = rewards[:, t] + gamma * next_value - values[:, t]
-        last = (delta + gamma * lam * last) * m
-        advantages[:, t] = last
-        # Padding after the end must not leak a value into the last real token.
-        next_value = values[:, t] * m
-    returns = (advantages + values) * mask
-    return advantages * mask, returns
+    scale_first (rlcfg): score·scale + bias, clip, then + overlong penalty;
+    penalty_first (AReaL areal/trainer/ppo/actor.py PPOActor._compute_advantages): score + overlong penalty,
+      then (score + bias)·scale, then clip;
+    clip_normalized (ROLL reward_postprocess): score·scale + bias + overlong penalty; the clip is applied by
+      the advantage to the group-normalised reward (compute_advantages' `normalized_clip`).
+    zero_truncated (AReaL mask_no_eos_with_zero, SkyRL zero_reward_on_non_stop) makes the score of a response
+    cut at the length limit 0, whatever the shaping."""
+    raw = raw.float()
+    penalty = (overlong_penalty(lengths, max_length, spec.overlong_penalty_length, spec.overlong_penalty_factor)
+               if spec.overlong_penalty_length is not None else torch.zeros_like(raw))
+    if spec.order == "scale_first":
+        out = shape_rewards(raw, spec.scale, spec.bias, spec.clip) + penalty
+    elif spec.order == "penalty_first":
+        out = (raw + penalty + spec.bias) * spec.scale
+        if spec.clip is not None:
+            out = out.clamp(-spec.clip, spec.clip)
+    elif spec.order == "clip_normalized":
+        out = raw * spec.scale + spec.bias + penalty
+    else:
+        raise ValueError(f"unknown reward order {spec.order!r}")
+    if spec.zero_truncated:
+        out = torch.where(finished.bool(), out, torch.zeros_like(out))
+    return out
 
 
 def token_level_scores(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -98,11 +107,357 @@ def token_level_scores(scores: torch.Tensor, mask: torch.Tensor) -> torch.Tensor
     return out
 
 
+# ---------------------------------------------------------------------------------------------------- filters
+
+def _groups(values: torch.Tensor, group_size: int) -> torch.Tensor:
+    if values.ndim != 1 or values.numel() % group_size:
+        raise ValueError(f"{values.numel()} samples do not split into groups of {group_size}")
+    return values.view(-1, group_size)
+
+
+def groups_with_signal(scores: torch.Tensor, group_size: int) -> torch.Tensor:
+    """DAPO dynamic sampling: a per-sample bool, False for every sample of a group whose scores are all equal
+    (such a group has zero advantage and only dilutes the batch)."""
+    g = _groups(scores.float(), group_size)
+    varied = (g.max(dim=1).values - g.min(dim=1).values) > 0
+    return varied.repeat_interleave(group_size)
+
+
+def keep_groups(scores: torch.Tensor, group_size: int, spec: FilterSpec,
+                lengths: torch.Tensor | None = None) -> torch.Tensor:
+    """A bool per group: does it pass the filters of `spec`?
+
+    zero_variance (SkyRL skyrl/train/utils/trainer_utils.py zero_variance_filter): a group with more than one
+    live response (length > 0, when `lengths` is given) whose scores spread by no more than the tolerance is
+    dropped; a singleton group is kept (DAPO/SkyRL filter with n_samples_per_prompt == 1 keep everything).
+    mean_range (ROLL roll/distributed/scheduler/user_defined_rollout_loop.py query_filter, mean_filter): dropped
+    when the group's mean score ≤ threshold_down or ≥ threshold_up. std_min (query_filter, std_filter): dropped
+    when the unbiased std ≤ threshold. ROLL keeps a group of one response whatever its score."""
+    g = _groups(scores.float(), group_size)
+    keep = torch.ones(g.shape[0], dtype=torch.bool, device=g.device)
+    if spec.zero_variance:
+        live = (torch.ones_like(g, dtype=torch.bool) if lengths is None
+                else _groups(lengths.float(), group_size) > 0)
+        big = torch.finfo(torch.float32).max
+        hi = torch.where(live, g, torch.full_like(g, -big)).max(dim=1).values
+        lo = torch.where(live, g, torch.full_like(g, big)).min(dim=1).values
+        keep &= ~((live.sum(dim=1) > 1) & ((hi - lo) <= spec.zero_variance_tol))
+    if group_size > 1:
+        if spec.mean_range is not None:
+            down, up = spec.mean_range
+            mean = g.mean(dim=1)
+            keep &= (mean > down) & (mean < up)
+        if spec.std_min is not None:
+            keep &= g.std(dim=1) > spec.std_min
+    return keep
+
+
+@dataclass(frozen=True)
+class GroupSelection:
+    """What select_groups decided: the groups to train on, in order (a group may repeat under `replace`), and
+    whether to draw another batch first. `exhausted`: the draw limit was reached without enough groups."""
+
+    groups: tuple[int, ...]
+    draw_again: bool
+    exhausted: bool = False
+
+
+def select_groups(passed: Sequence[bool], wanted: int, draws: int, spec: FilterSpec,
+                  generator: torch.Generator | None = None) -> GroupSelection:
+    """Dynamic sampling as a pure selection over the groups drawn so far (`passed`: keep_groups of all of them,
+    in draw order; `draws`: how many batches were drawn, this one included).
+
+    No dynamic sampling: every group that passed. "filter" (DAPO; SkyRL trainer_utils.handle_filter_sampling):
+    the groups that passed, the first `wanted` of them once there are enough, else draw again.
+    "replace" (SkyRL handle_replace_sampling, after POLARIS): looks at the latest `wanted` groups only; when more
+    than min_replace_ratio of them passed, each failed group is replaced by a passed one (a random permutation of
+    the passed groups when there are enough, else random picks with repetition), so the step trains on exactly
+    `wanted` groups; otherwise draw again. With max_draws reached and still not enough, `exhausted` is set (what
+    follows is FilterSpec.on_exhausted: SkyRL stops with an error)."""
+    passed = [bool(p) for p in passed]
+    limit_hit = spec.max_draws is not None and draws >= spec.max_draws
+    if spec.dynamic is None:
+        return GroupSelection(tuple(i for i, p in enumerate(passed) if p), False)
+    if spec.dynamic == "filter":
+        kept = [i for i, p in enumerate(passed) if p]
+        if len(kept) >= wanted:
+            return GroupSelection(tuple(kept[:wanted]), False)
+        return GroupSelection(tuple(kept), not limit_hit, exhausted=limit_hit)
+    if spec.dynamic == "replace":
+        start = len(passed) - wanted
+        latest = list(range(max(start, 0), len(passed)))
+        good = [i for i in latest if passed[i]]
+        bad = [i for i in latest if not passed[i]]
+        if len(good) > len(latest) * spec.min_replace_ratio:
+            if len(good) >= len(bad):
+                perm = torch.randperm(len(good), generator=generator)[:len(bad)].tolist()
+            else:
+                perm = torch.randint(0, len(good), (len(bad),), generator=generator).tolist()
+            swap = dict(zip(bad, (good[j] for j in perm)))
+            return GroupSelection(tuple(swap.get(i, i) for i in latest), False)
+        return GroupSelection(tuple(latest), not limit_hit, exhausted=limit_hit)
+    raise ValueError(f"unknown dynamic sampling {spec.dynamic!r}; expected filter or replace")
+
+
+def mask_truncated(mask: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
+    """The loss mask with every response cut at the length limit (finished = False) removed entirely: a cut
+    response's score judges an unfinished answer, so it teaches nothing reliable."""
+    return mask * finished.to(mask.dtype).unsqueeze(1)
+
+
+def sample_mask(scores: torch.Tensor, lengths: torch.Tensor, group_size: int, max_length: int,
+                spec: SampleWeighting) -> torch.Tensor:
+    """ROLL's per-sample loss mask (roll/utils/functionals.py get_sample_level_mask), 1.0 keep / 0.0 drop:
+    max_len_mask drops responses exactly `max_length` long; difficulty_mask (functionals.difficulty_mask) keeps
+    the groups whose mean score is strictly between the thresholds (every sample kept when group_size is 1);
+    error_max_len_clip keeps score-1 samples and score-0 samples shorter than the threshold (others dropped)."""
+    keep = torch.ones(scores.shape[0], dtype=torch.float32, device=scores.device)
+    lengths = lengths.float()
+    if spec.max_len_mask:
+        keep = keep * (lengths != max_length).float()
+    if spec.difficulty_mask is not None and group_size > 1:
+        low, high = spec.difficulty_mask
+        mean = _groups(scores.float(), group_size).mean(dim=1, keepdim=True).expand(-1, group_size).reshape(-1)
+        keep = keep * ((mean > low) & (mean < high)).float()
+    if spec.error_max_len_clip is not None:
+        ok = ((scores == 0) & (lengths < spec.error_max_len_clip)) | (scores == 1)
+        keep = keep * ok.float()
+    return keep
+
+
+def sample_weights(mask: torch.Tensor, spec: SampleWeighting, difficulty: torch.Tensor | None = None) -> torch.Tensor:
+    """ROLL's per-sample loss weights over one micro-batch (roll/pipeline/rlvr/actor_worker.py
+    ActorWorker.compute_sample_weights): difficulty: 0.5 + 1.5·clamp(d, 0, 1) (only when the data carries a
+    difficulty; ROLL skips it otherwise); length: 1.5 − (len − min)/(max − min + 1e-8); then rescaled to mean 1
+    over the micro-batch."""
+    n = mask.shape[0]
+    weights = torch.ones(n, dtype=torch.float32, device=mask.device)
+    if spec.difficulty_loss_weight and difficulty is not None:
+        weights = weights * (0.5 + 1.5 * difficulty.float().to(mask.device).clamp(0.0, 1.0))
+    if spec.length_loss_weight:
+        lengths = mask.float().sum(dim=1)
+        weights = weights * (1.5 - (lengths - lengths.min()) / (lengths.max() - lengths.min() + 1e-8))
+    if weights.sum() > 0:
+        weights = weights * (n / (weights.sum() + 1e-8))
+    return weights
+
+
+# ---------------------------------------------------------------------------------------------------- advantages
+
+def grpo_advantages(scores: torch.Tensor, group_size: int, normalize_std: bool = True, eps: float = 1e-6,
+                    std: str = "unbiased") -> torch.Tensor:
+    """(score − group mean), divided by (group std + eps) when asked.
+
+    std "unbiased" is torch.std (verl compute_grpo_outcome_advantage, SkyRL compute_grpo_outcome_advantage,
+    ROLL reward_norm with norm_std_type group, RLinf compute_grpo_advantages with eps 1e-6); "population" is
+    np.std (ChatLearn advantage_compute.AdvantageComputer, with eps 1e-5). A group of identical scores gets
+    advantage 0. A group of one response gets 0 too (verl and SkyRL give it its score: rlcfg does not train
+    GRPO on groups of one)."""
+    g = _groups(scores.float(), group_size)
+    centred = g - g.mean(dim=1, keepdim=True)
+    if normalize_std and group_size > 1:
+        if std not in ("unbiased", "population"):
+            raise ValueError(f"unknown GRPO std {std!r}; expected unbiased or population")
+        centred = centred / (g.std(dim=1, keepdim=True, unbiased=std == "unbiased") + eps)
+    return centred.reshape(-1)
+
+
+def rloo_advantages(scores: torch.Tensor, group_size: int) -> torch.Tensor:
+    """Leave-one-out baseline: a sample's score minus the mean of the other samples of its group
+    (verl compute_rloo_outcome_advantage: (s − mean)·n/(n − 1), the same number)."""
+    if group_size < 2:
+        raise ValueError("RLOO needs at least 2 samples per prompt")
+    g = _groups(scores.float(), group_size)
+    others = (g.sum(dim=1, keepdim=True) - g) / (group_size - 1)
+    return (g - others).reshape(-1)
+
+
+def reward_norm(scores: torch.Tensor, group_size: int, mean: str | None, std: str | None) -> torch.Tensor:
+    """ROLL roll/utils/functionals.py reward_norm (without the running statistics): score − the batch or group
+    mean (or nothing), divided by the batch or group std (unbiased, torch.std) + 1e-6 when a std is named."""
+    scores = scores.float()
+    g = _groups(scores, group_size)
+    if mean == "batch":
+        centred = scores - scores.mean()
+    elif mean == "group":
+        centred = (g - g.mean(dim=1, keepdim=True)).reshape(-1)
+    elif mean is None:
+        centred = scores
+    else:
+        raise ValueError(f"unknown reward normalisation mean {mean!r}; expected batch or group")
+    if std is None:
+        return centred
+    if std == "batch":
+        return centred / (scores.std() + 1e-6)
+    if std == "group":
+        return centred / (g.std(dim=1, keepdim=True).expand(-1, group_size).reshape(-1) + 1e-6)
+    raise ValueError(f"unknown reward normalisation std {std!r}; expected batch or group")
+
+
+def whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, unbiased: bool = True) -> torch.Tensor:
+    """Normalise the masked entries to unit variance (and zero mean unless shift_mean=False); zero outside the
+    mask. verl verl/utils/torch_functional.py masked_whiten (also SkyRL's and ROLL's): the masked mean, the
+    masked variance with Bessel's correction n/(n − 1), (v − mean)·rsqrt(var + 1e-8). unbiased=False is the
+    population variance (RLinf compute_reinpp_advantages). With fewer than two tokens the correction is
+    undefined (verl raises, ROLL skips whitening): the population variance is used."""
+    mask = mask.float()
+    n = mask.sum()
+    mean = _masked_mean(values, mask)
+    var = _masked_mean((values - mean) ** 2, mask)
+    if unbiased and n > 1:
+        var = var * n / (n - 1)
+    out = (values - mean) * torch.rsqrt(var + 1e-8)
+    if not shift_mean:
+        out = out + mean
+    return out * mask
+
+
+def discounted_returns(token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float) -> torch.Tensor:
+    """G_t = r_t + γ·G_{t+1}, restarted after each sequence's last real token (verl
+    compute_reinforce_plus_plus_outcome_advantage's loop; ROLL compute_reinforce_return)."""
+    returns = torch.zeros_like(token_rewards, dtype=torch.float32)
+    running = torch.zeros(token_rewards.shape[0], dtype=torch.float32, device=token_rewards.device)
+    for t in reversed(range(token_rewards.shape[1])):
+        running = token_rewards[:, t].float() + gamma * running
+        returns[:, t] = running
+        running = running * mask[:, t]  # a padding token resets the sum: nothing leaks into the real tokens
+    return returns * mask
+
+
+def reinforce_pp_advantages(token_rewards: torch.Tensor, mask: torch.Tensor, gamma: float = 1.0,
+                            whiten_advantages: bool = True) -> torch.Tensor:
+    """REINFORCE++ (verl compute_reinforce_plus_plus_outcome_advantage, SkyRL's copy): discounted return of the
+    token rewards (score at the last token, minus any KL penalty per token), whitened over the whole batch."""
+    returns = discounted_returns(token_rewards, mask, gamma)
+    return whiten(returns, mask) if whiten_advantages else returns
+
+
+def reinforce_pp_baseline_advantages(token_rewards: torch.Tensor, mask: torch.Tensor,
+                                     group_size: int) -> torch.Tensor:
+    """REINFORCE++-baseline (verl compute_reinforce_plus_plus_baseline_outcome_advantage): each sequence's
+    summed reward minus its group's mean (0 for a group of one), on every token, whitened over the batch."""
+    seq = token_rewards.float().sum(dim=1)
+    g = _groups(seq, group_size)
+    centred = (g - g.mean(dim=1, keepdim=True)) if group_size > 1 else g
+    return whiten(centred.reshape(-1).unsqueeze(1) * mask, mask)
+
+
+def gae(token_rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, gamma: float,
+        lam: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """Generalised advantage estimation (verl compute_gae_advantage_return, before its whitening): tokens
+    outside the mask are skipped (their value and TD error do not enter), so the value after a sequence's last
+    token is 0. Returns (advantages, returns); returns = advantages + values are the critic's targets."""
+    rewards, values, mask = token_rewards.float(), values.float(), mask.float()
+    advantages = torch.zeros_like(rewards)
+    last = torch.zeros(rewards.shape[0], dtype=torch.float32, device=rewards.device)
+    next_value = torch.zeros_like(last)
+    for t in reversed(range(rewards.shape[1])):
+        m = mask[:, t]
+        delta = rewards[:, t] + gamma * next_value - values[:, t]
+        new = delta + gamma * lam * last
+        next_value = values[:, t] * m + (1 - m) * next_value
+        last = new * m + (1 - m) * last
+        advantages[:, t] = last
+    returns = (advantages + values) * mask
+    return advantages * mask, returns
+
+
+def compute_advantages(scores: torch.Tensor, mask: torch.Tensor, *, estimator: str, group_size: int,
+                       options: AdvantageOptions, normalize_std: bool = True, batch_normalize: bool = False,
+                       gamma: float = 1.0, lam: float = 1.0, kl_penalty: torch.Tensor | None = None,
+                       kl_mode: str = "sequence", normalized_clip: float | None = None,
+                       values: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """A step's per-token advantages (and the critic's returns for GAE) from the shaped sequence scores.
+
+    `kl_penalty` is β·KL per token (or None) for a KL in the reward. For grpo/rloo, kl_mode "sequence" is verl's
+    meaning (compute_rewards: score − β·KL per token, summed per sequence, then the group baseline); "token" is
+    ROLL's (functionals.reward_postprocess → compute_token_reward → compute_advantage with
+    compute_reinforce_return) and AReaL's: the score is group-normalised first, `normalized_clip` clamps it
+    (ROLL reward_clip), then β·KL is subtracted per token and the advantage is the per-token discounted
+    reward-to-go (AReaL's GAE with zero values is the same with γ·λ as the discount); ROLL clamps the token
+    rewards with reward_clip once more after the penalty (compute_token_reward). For reinforce++ and gae,
+    options.reward_norm_mean/std normalise the scores first (ROLL reward_norm; normalized_clip then clamps them,
+    and the token rewards as above). reinforce++ and gae put
+    the score on the last token and subtract the penalty per token (verl). options.group_baseline turns
+    reinforce++ into REINFORCE++-baseline: verl's meaning in "sequence" mode, RLinf's compute_reinpp_advantages
+    (score − group mean at the last token, then per-token KL and reward-to-go) in "token" mode.
+    options.whiten_rewards (ROLL whiten_rewards) whitens the token rewards before the estimator; options.whiten
+    whitens GAE/REINFORCE++ advantages; batch_normalize whitens grpo/rloo advantages (ROLL whiten_advantages,
+    verl's batch std); options.clip clamps the result (ROLL advantage_clip)."""
+    mask = mask.float()
+    penalty = kl_penalty.float() * mask if kl_penalty is not None else None
+    if kl_mode not in ("sequence", "token"):
+        raise ValueError(f"unknown KL reward mode {kl_mode!r}; expected sequence or token")
+
+    def baseline(seq: torch.Tensor) -> torch.Tensor:
+        if estimator == "grpo":
+            return grpo_advantages(seq, group_size, normalize_std, options.eps, options.std)
+        return rloo_advantages(seq, group_size)
+
+    def token_rewards(seq_scores: torch.Tensor, per_token_clip: bool = True) -> torch.Tensor:
+        tokens = token_level_scores(seq_scores, mask)
+        if penalty is not None:
+            tokens = tokens - penalty
+        if normalized_clip is not None and per_token_clip:
+            # ROLL compute_token_reward clamps the token rewards (after the KL penalty) with reward_clip again.
+            tokens = tokens.clamp(-normalized_clip, normalized_clip)
+        if options.whiten_rewards:
+            tokens = whiten(tokens, mask)
+        return tokens
+
+    def normalized(seq_scores: torch.Tensor) -> torch.Tensor:
+        if options.reward_norm_mean is None and options.reward_norm_std is None:
+            return seq_scores.float()
+        out = reward_norm(seq_scores, group_size, options.reward_norm_mean, options.reward_norm_std)
+        return out.clamp(-normalized_clip, normalized_clip) if normalized_clip is not None else out
+
+    returns = None
+    if estimator in ("grpo", "rloo"):
+        if kl_mode == "token" or penalty is None:
+            norm = baseline(scores.float())
+            if normalized_clip is not None:
+                norm = norm.clamp(-normalized_clip, normalized_clip)
+            if penalty is None and not options.whiten_rewards:
+                adv = norm.unsqueeze(1) * mask
+            else:
+                adv = discounted_returns(token_rewards(norm), mask, gamma)
+        else:
+            adv = baseline(token_rewards(scores, per_token_clip=False).sum(dim=1))
+            if normalized_clip is not None:
+                adv = adv.clamp(-normalized_clip, normalized_clip)
+            adv = adv.unsqueeze(1) * mask
+        if batch_normalize:
+            adv = whiten(adv, mask)
+    elif estimator == "reinforce++":
+        if options.group_baseline and kl_mode == "sequence":
+            adv = reinforce_pp_baseline_advantages(token_rewards(normalized(scores)), mask, group_size)
+        else:
+            base = normalized(scores)
+            if options.group_baseline:
+                g = _groups(base, group_size)
+                base = (g - g.mean(dim=1, keepdim=True)).reshape(-1) if group_size > 1 else base
+            adv = reinforce_pp_advantages(token_rewards(base), mask, gamma, options.whiten)
+    elif estimator == "gae":
+        if values is None:
+            raise ValueError("GAE needs the critic's values")
+        adv, returns = gae(token_rewards(normalized(scores)), values, mask, gamma, lam)
+        if options.whiten:
+            adv = whiten(adv, mask)
+    else:
+        raise ValueError(f"unknown advantage estimator {estimator!r}; expected grpo, rloo, reinforce++ or gae")
+    if options.clip is not None:
+        adv = adv.clamp(-options.clip, options.clip)
+    return adv * mask, returns
+
+
 # ---------------------------------------------------------------------------------------------------- KL
 
 def kl_estimate(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: str) -> torch.Tensor:
-    """Per-token estimate of KL(π‖π_ref) from samples of π (Schulman's k1, k2, k3; `abs` is |k1|).
-    k3 = exp(ref − logp) − (ref − logp) − 1, with the log-ratio clamped to ±20 so one outlier cannot overflow."""
+    """Per-token estimate of KL(π‖π_ref) from samples of π (Schulman's k1, k2, k3; `abs` is |k1|), as verl
+    kl_penalty_forward: k1 = logp − ref; k2 = ½(logp − ref)²; k3 (= low_var_kl) = exp(ref − logp) − (ref − logp)
+    − 1 with the log-ratio clamped to ±20 and the estimate to ±10 (verl, SkyRL compute_approx_kl, ROLL
+    compute_approx_kl and ChatLearn all clamp the estimate at ±10)."""
+    estimator = KL_ALIASES.get(estimator, estimator)
     diff = logprobs.float() - ref_logprobs.float()
     if estimator == "k1":
         return diff
@@ -112,15 +467,35 @@ def kl_estimate(logprobs: torch.Tensor, ref_logprobs: torch.Tensor, estimator: s
         return 0.5 * diff.square()
     if estimator == "k3":
         log_ratio = (-diff).clamp(-20.0, 20.0)
-        return log_ratio.exp() - log_ratio - 1.0
+        return (log_ratio.exp() - log_ratio - 1.0).clamp(-10.0, 10.0)
     raise ValueError(f"unknown KL estimator {estimator!r}; expected one of {', '.join(KL_ESTIMATORS)}")
+
+
+def sequence_mean_kl(kl: torch.Tensor, mask: torch.Tensor) -> float:
+    """The figure the KL controllers read: each sequence's masked mean KL, averaged over sequences (verl
+    apply_kl_penalty, ROLL apply_kl_penalty / compute_token_reward)."""
+    return float(_masked_mean(kl, mask.float(), dim=-1).mean())
+
+
+def next_kl_coef(coef: float, current_kl: float, n_steps: int, controller: KLController) -> float:
+    """The KL coefficient for the next step. fixed: unchanged. adaptive (Ziegler et al. 2019; verl
+    core_algos.AdaptiveKLController.update, SkyRL's and ROLL roll/utils/kl_controller.py's copies):
+    coef·(1 + clip(kl/target − 1, −0.2, 0.2)·n_steps/horizon), n_steps being the step's sample count."""
+    if controller.kind == "fixed":
+        return coef
+    if controller.kind != "adaptive":
+        raise ValueError(f"unknown KL controller {controller.kind!r}; expected fixed or adaptive")
+    if controller.target is None or controller.horizon <= 0:
+        raise ValueError("the adaptive KL controller needs a target KL and a horizon > 0")
+    error = min(max(current_kl / controller.target - 1.0, -0.2), 0.2)
+    return coef * (1.0 + error * n_steps / controller.horizon)
 
 
 # ---------------------------------------------------------------------------------------------------- aggregation
 
 def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, num_tokens: float | None = None,
               num_sequences: float | None = None) -> torch.Tensor:
-    """Reduce a per-token loss to a scalar.
+    """Reduce a per-token loss to a scalar (verl core_algos.agg_loss).
 
     token-mean: Σ loss / Σ tokens; seq-mean-token-sum: mean over sequences of each sequence's token sum;
     seq-mean-token-mean: mean over sequences of each sequence's token mean. `num_tokens`/`num_sequences`
@@ -143,44 +518,244 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, num_tokens: f
 
 # ---------------------------------------------------------------------------------------------------- losses
 
-def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-                mode: str = "regular", clip_low: float = 0.2, clip_high: float = 0.2,
-                clip_ratio_c: float = 3.0) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
-    """Per-token clipped surrogate loss (to be aggregated) and diagnostics.
+def _clamped(log_ratio: torch.Tensor, spec: PolicyLossSpec, low: float | None, high: float | None) -> torch.Tensor:
+    o = spec.options
+    low = o.log_ratio_min if o.log_ratio_min is not None else low
+    high = o.log_ratio_max if o.log_ratio_max is not None else high
+    return log_ratio if low is None and high is None else log_ratio.clamp(min=low, max=high)
 
-    regular: PPO's −min(r·A, clip(r, 1−ε_low, 1+ε_high)·A) (ε_low ≠ ε_high is DAPO's decoupled clip);
-    dual_clip: additionally bounds the loss of negative-advantage tokens by −c·A (c = clip_ratio_c > 1);
-    gspo: the importance ratio is the sequence's geometric-mean ratio, applied to every token of it, with the
-    per-token gradient kept (GSPO's token-level form)."""
+
+def _clip_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, spec: PolicyLossSpec
+                    ) -> tuple[torch.Tensor, torch.Tensor]:
+    """PPO's pessimistic max of the unclipped and clipped surrogate, and where the clipped one won."""
+    unclipped = -advantages * ratio
+    clipped = -advantages * ratio.clamp(1.0 - spec.clip_low, 1.0 + spec.clip_high)
+    return torch.maximum(unclipped, clipped), clipped > unclipped
+
+
+def _legacy_spec(spec: PolicyLossSpec | str, clip_low: float | None, clip_high: float | None,
+                 clip_ratio_c: float | None) -> PolicyLossSpec:
+    if isinstance(spec, PolicyLossSpec):
+        return spec
+    base = PolicyLossSpec(kind=spec)
+    return PolicyLossSpec(spec, base.clip_low if clip_low is None else clip_low,
+                          base.clip_high if clip_high is None else clip_high,
+                          base.clip_ratio_c if clip_ratio_c is None else clip_ratio_c)
+
+
+def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
+                spec: PolicyLossSpec | str = "regular", clip_low: float | None = None, clip_high: float | None = None,
+                clip_ratio_c: float | None = None, rollout_logprobs: torch.Tensor | None = None,
+                ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """Per-token policy loss (to be aggregated) and diagnostics (clip_frac, approx_kl = mean of log π_old/π,
+    ratio_mean = masked mean of π/π_old). `spec` is a PolicyLossSpec; a kind name with clip_low/clip_high/
+    clip_ratio_c is the older calling form.
+
+    regular (verl compute_policy_loss_vanilla, SkyRL ppo_policy_loss, RLinf compute_ppo_actor_loss):
+      −min(r·A, clip(r, 1−ε_low, 1+ε_high)·A) with r = exp(clamp(log π − log π_old, ±20)); ε_low ≠ ε_high is
+      DAPO's decoupled clip (ROLL pg_clip_low/high, AReaL eps_clip_higher).
+    dual_clip (the same, and verl's/SkyRL's dual clip; AReaL c_clip and RLinf clip_ratio_c are the same
+      bound): for A < 0 the loss is at most −c·A (c = clip_ratio_c > 1; ROLL's dual_clip_loss is c = 1 + 2·pg_clip).
+    gspo (verl compute_policy_loss_gspo, SkyRL gspo_policy_loss, ROLL importance_sampling: seq, ChatLearn
+      calculate_gspo_loss with its loss_cap): the sequence's geometric-mean ratio on every token (log-ratio
+      clamped ≤ 10), per-token gradient kept (GSPO-token). options.gspo_form "sequence" is AReaL's
+      (ppo_actor_loss_fn with importance_sampling_level "sequence"): the gradient flows through the sequence
+      ratio and each token carries its sequence's mean advantage.
+    cispo (verl compute_policy_loss_cispo, SkyRL compute_policy_loss_cispo): −sg(clip(r, 1−ε_low, 1+ε_high))·A·log π.
+    sapo (verl compute_policy_loss_sapo, SkyRL sapo_policy_loss, AReaL sapo_loss_fn): −f(r)·A with the gate
+      f(r) = σ(τ(r − 1))·4/τ, τ = τ_pos for A > 0 and τ_neg otherwise.
+    clip_cov (verl/SkyRL compute_policy_loss_clip_cov): PPO's clipped loss, with a random clip_cov_ratio share
+      of the unclipped tokens whose covariance (A − mean A)(log π − mean log π) lies in (lb, ub) detached.
+    kl_cov (verl/SkyRL compute_policy_loss_kl_cov): −r·A, plus kl_cov_coef·|log r| on the kl_cov_ratio share of
+      tokens with the largest covariance.
+    cross_entropy (SkyRL cross_entropy_loss): −log π (supervised). importance_sampling (SkyRL
+      importance_sampling_loss): −r·A, unclipped.
+
+    Options (ir.PolicyOptions): loss_cap (ChatLearn calculate_grpo_loss: min(loss, 3), after the clip, with the
+    log-ratio clamped ≤ 10 by log_ratio_max); decoupled (AReaL ppo_actor_loss_fn: π_old is the proximal policy,
+    the loss is × π_prox/π_behave, π_behave = rollout_logprobs, tokens above behav_imp_weight_cap drop out);
+    tis_cap (SkyRL compute_tis_ratio, RLinf importance_sampling_fix): × min(π_old/π_rollout, cap), detached,
+    per token or per sequence."""
+    spec = _legacy_spec(spec, clip_low, clip_high, clip_ratio_c)
+    o = spec.options
     advantages = advantages.float()
     mask_f = mask.float()
-    log_ratio = logprobs.float() - old_logprobs.float()
-    if mode == "gspo":
-        seq_log_ratio = (log_ratio * mask_f).sum(dim=1) / mask_f.sum(dim=1).clamp(min=1.0)
-        log_ratio = seq_log_ratio.detach().unsqueeze(1) + logprobs.float() - logprobs.float().detach()
-        log_ratio = log_ratio.clamp(max=10.0)
+    logp = logprobs.float()
+    raw_log_ratio = logp - old_logprobs.float()
+    zero = torch.zeros((), device=logp.device)
+    clip_frac = zero
+    kind = spec.kind
+    if kind in ("regular", "dual_clip"):
+        log_ratio = _clamped(raw_log_ratio, spec, -20.0, 20.0)
+        ratio = log_ratio.exp()
+        loss, was_clipped = _clip_surrogate(ratio, advantages, spec)
+        clip_frac = _masked_mean(was_clipped.float(), mask_f)
+        if kind == "dual_clip":
+            if spec.clip_ratio_c <= 1.0:
+                raise ValueError(f"dual-clip needs clip_ratio_c > 1, got {spec.clip_ratio_c}")
+            loss = torch.where(advantages < 0, torch.minimum(loss, -advantages * spec.clip_ratio_c), loss)
+    elif kind == "gspo" and o.gspo_form == "sequence":
+        # AReaL _compute_sequence_level_ratio_and_advantages: exp(mean log-ratio) with its gradient, and the
+        # sequence's mean advantage on each token (no log-ratio clamp).
+        lengths = mask_f.sum(dim=1, keepdim=True).clamp(min=1.0)
+        seq = (raw_log_ratio * mask_f).sum(dim=1, keepdim=True) / lengths
+        ratio = _clamped(seq, spec, None, None).exp().expand_as(raw_log_ratio)
+        advantages = ((advantages * mask_f).sum(dim=1, keepdim=True) / lengths).expand_as(raw_log_ratio)
+        loss, was_clipped = _clip_surrogate(ratio, advantages, spec)
+        clip_frac = _masked_mean(was_clipped.float(), mask_f)
+    elif kind == "gspo":
+        seq = (raw_log_ratio * mask_f).sum(dim=1) / mask_f.sum(dim=1).clamp(min=1.0)
+        log_ratio = _clamped(logp - logp.detach() + seq.detach().unsqueeze(1), spec, None, 10.0)
+        ratio = log_ratio.exp()
+        loss, was_clipped = _clip_surrogate(ratio, advantages, spec)
+        clip_frac = _masked_mean(was_clipped.float(), mask_f)
+    elif kind == "cispo":
+        ratio = _clamped(raw_log_ratio, spec, -20.0, 20.0).exp()
+        capped = ratio.clamp(1.0 - spec.clip_low, 1.0 + spec.clip_high)
+        loss = -capped.detach() * advantages * logp
+        clip_frac = _masked_mean((ratio != capped).float(), mask_f)
+    elif kind == "sapo":
+        ratio = _clamped(raw_log_ratio, spec, -20.0, 20.0).exp()
+        tau = torch.where(advantages > 0, torch.full_like(advantages, o.sapo_tau_pos),
+                          torch.full_like(advantages, o.sapo_tau_neg))
+        loss = -torch.sigmoid(tau * (ratio - 1.0)) * (4.0 / tau) * advantages
+    elif kind == "clip_cov":
+        ratio = _clamped(raw_log_ratio, spec, None, None).exp()
+        loss, was_clipped = _clip_surrogate(ratio, advantages, spec)
+        with torch.no_grad():
+            live = mask_f > 0
+            cov = (advantages - _masked_mean(advantages, mask_f)) * (logp - _masked_mean(logp, mask_f))
+            cov = cov.masked_fill(~live | was_clipped, -math.inf)
+            n_clip = max(int(o.clip_cov_ratio * float(mask_f.sum())), 1)
+            candidates = torch.nonzero((cov < o.clip_cov_ub) & (cov > o.clip_cov_lb) & live)
+            keep = torch.ones_like(advantages)
+            if len(candidates):
+                chosen = candidates[torch.randperm(len(candidates))[:min(n_clip, len(candidates))]]
+                keep[chosen[:, 0], chosen[:, 1]] = 0.0
+        loss = loss * keep
+        clip_frac = _masked_mean((keep == 0).float(), mask_f)
+    elif kind == "kl_cov":
+        log_ratio = _clamped(raw_log_ratio, spec, None, None)
+        ratio = log_ratio.exp()
+        loss = -advantages * ratio
+        with torch.no_grad():
+            live = torch.nonzero(mask_f.reshape(-1) > 0, as_tuple=True)[0]
+            chosen = torch.zeros(mask_f.numel(), dtype=torch.bool, device=mask_f.device)
+            if len(live):
+                adv_v, logp_v = advantages.reshape(-1)[live], logp.detach().reshape(-1)[live]
+                cov = (adv_v - adv_v.mean()) * (logp_v - logp_v.mean())
+                k = max(1, int(len(cov) * o.kl_cov_ratio))
+                chosen[live[torch.topk(cov, min(k, len(cov)), largest=True).indices]] = True
+        loss = torch.where(chosen.view_as(loss), loss + o.kl_cov_coef * log_ratio.abs(), loss)
+        ratio = ratio.detach()
+    elif kind == "cross_entropy":
+        ratio = raw_log_ratio.exp()
+        loss = -logp
+    elif kind == "importance_sampling":
+        ratio = raw_log_ratio.exp()
+        loss = -ratio * advantages
     else:
-        log_ratio = log_ratio.clamp(-20.0, 20.0)
-    ratio = log_ratio.exp()
-    unclipped = -advantages * ratio
-    clipped = -advantages * ratio.clamp(1.0 - clip_low, 1.0 + clip_high)
-    loss = torch.maximum(unclipped, clipped)
-    clip_frac = ((clipped > unclipped).float() * mask_f).sum() / mask_f.sum().clamp(min=1.0)
-    if mode == "dual_clip":
-        if clip_ratio_c <= 1.0:
-            raise ValueError(f"dual-clip needs clip_ratio_c > 1, got {clip_ratio_c}")
-        bounded = torch.minimum(loss, -advantages * clip_ratio_c)
-        loss = torch.where(advantages < 0, bounded, loss)
-    elif mode not in ("regular", "gspo"):
-        raise ValueError(f"unknown policy loss {mode!r}; expected regular, dual_clip or gspo")
-    approx_kl = (-log_ratio * mask_f).sum() / mask_f.sum().clamp(min=1.0)
-    return loss, {"clip_frac": clip_frac.detach(), "approx_kl": approx_kl.detach()}
+        raise ValueError(f"unknown policy loss {kind!r}; expected one of {', '.join(POLICY_LOSSES)}")
+    if o.loss_cap is not None:
+        loss = torch.minimum(loss, torch.full_like(loss, o.loss_cap))
+    if o.decoupled or o.tis_cap is not None:
+        if rollout_logprobs is None:
+            raise ValueError("decoupled PPO and truncated importance sampling need the rollout engine's log-probs")
+        behave = rollout_logprobs.float()
+    if o.decoupled:
+        with torch.no_grad():
+            weight = (old_logprobs.float() - behave).exp()
+            keep = mask_f > 0
+            if o.behav_imp_weight_cap is not None:
+                keep = keep & (weight <= o.behav_imp_weight_cap)
+            weight = torch.where(keep, weight, torch.zeros_like(weight))
+        loss = loss * weight
+    if o.tis_cap is not None:
+        loss = loss * tis_weights(old_logprobs, behave, mask_f, o.tis_cap, o.tis_level)
+    approx_kl = _masked_mean(-raw_log_ratio, mask_f)
+    ratio_mean = _masked_mean(ratio.detach(), mask_f)
+    return loss, {"clip_frac": clip_frac.detach(), "approx_kl": approx_kl.detach(), "ratio_mean": ratio_mean}
+
+
+def tis_weights(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask: torch.Tensor, cap: float,
+                level: str = "token") -> torch.Tensor:
+    """Truncated importance-sampling weights between the trainer's and the rollout engine's policy (SkyRL
+    skyrl/backends/skyrl_train/utils/off_policy_correction_utils.py compute_tis_ratio): token: min(π_old/π_rollout,
+    cap) per token; sequence: min(Π_t π_old/π_rollout, cap) per sequence (the log-ratio summed over the mask),
+    both with the log-ratio clamped to ±20 and detached."""
+    log_ratio = (old_logprobs.float() - rollout_logprobs.float()).detach()
+    if level == "token":
+        return log_ratio.clamp(-20.0, 20.0).exp().clamp(max=cap)
+    if level == "sequence":
+        seq = (log_ratio * mask.float()).sum(dim=-1, keepdim=True)
+        return seq.clamp(-20.0, 20.0).exp().clamp(max=cap).expand_as(log_ratio)
+    raise ValueError(f"unknown TIS level {level!r}; expected token or sequence")
+
+
+def actor_loss(logprobs: torch.Tensor, mb: Mapping[str, Any], spec: ActorLossSpec, num_tokens: float | None = None,
+               num_sequences: float | None = None, entropy: torch.Tensor | None = None
+               ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The actor's loss for one micro-batch, the one implementation both training backends call.
+
+    `mb` holds the micro-batch's per-token tensors (ACTOR_TOKEN_KEYS, same width as `logprobs`; without
+    old_logprobs the update is on-policy and the current log-probs, detached, stand in) and per-sample ones
+    (ACTOR_SAMPLE_KEYS). `entropy` is the per-token entropy when spec.entropy_coef is set (the backend computes
+    it from its logits). The result is this micro-batch's share of the global mini-batch loss given the
+    (num_tokens, num_sequences) denominators:
+
+        (agg(policy loss × sample weights) + kl_coef·agg(KL to the reference))·loss_coef − entropy_coef·agg(H)
+
+    (ROLL ActorWorker.loss_func's order: the KL inside rl_loss_coef, the entropy bonus outside; with loss_coef 1
+    and no weights this is verl's dp_actor update_policy). RLinf's early_stop_imp_ratio zeroes the whole loss of a
+    micro-batch whose mean importance ratio exceeds it (RLinf averages that ratio over data-parallel ranks
+    first; here each rank decides for its own micro-batch)."""
+    mask = mb["response_mask"].float()
+    old = mb["old_logprobs"] if "old_logprobs" in mb else logprobs.detach()
+    pg, stats = policy_loss(logprobs, old, mb["advantages"], mask, spec.policy,
+                            rollout_logprobs=mb.get("rollout_logprobs"))
+    w = spec.weighting
+    if w.difficulty_loss_weight or w.length_loss_weight:
+        pg = pg * sample_weights(mask, w, mb.get("difficulty")).unsqueeze(1)
+    loss = aggregate(pg, mask, spec.aggregation, num_tokens, num_sequences)
+    out = {"pg_loss": loss.detach(), "clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
+    if spec.kl_coef and "ref_logprobs" in mb:
+        kl = aggregate(kl_estimate(logprobs, mb["ref_logprobs"], spec.kl_estimator), mask, spec.aggregation,
+                       num_tokens, num_sequences)
+        loss = loss + spec.kl_coef * kl
+        out["kl_loss"] = kl.detach()
+    loss = loss * spec.policy.options.loss_coef
+    if spec.entropy_coef:
+        if entropy is None:
+            raise ValueError("the entropy bonus needs the per-token entropy")
+        ent = aggregate(entropy, mask, spec.aggregation, num_tokens, num_sequences)
+        loss = loss - spec.entropy_coef * ent
+        out["entropy"] = ent.detach()
+    stop = spec.policy.options.early_stop_ratio
+    if stop is not None and float(stats["ratio_mean"]) > stop:
+        loss = loss * 0.0
+        out["early_stopped"] = torch.ones((), device=loss.device)
+    return loss, out
+
+
+def actor_loss_spec(cfg: Mapping[str, Any] | ActorLossSpec) -> ActorLossSpec:
+    """The ActorLossSpec of an update's settings: cfg["loss"] as step.prepare_update puts it; the older flat
+    keys (policy_loss, clip_low, ..., used by callers that predate the typed settings) are read with the
+    dataclasses' own defaults, so no default is declared twice."""
+    if isinstance(cfg, ActorLossSpec):
+        return cfg
+    if isinstance(cfg.get("loss"), ActorLossSpec):
+        return cfg["loss"]
+    base, pbase = ActorLossSpec(), PolicyLossSpec()
+    policy = PolicyLossSpec(cfg.get("policy_loss", pbase.kind), cfg.get("clip_low", pbase.clip_low),
+                            cfg.get("clip_high", pbase.clip_high), cfg.get("clip_ratio_c", pbase.clip_ratio_c))
+    return ActorLossSpec(policy, cfg.get("aggregation", base.aggregation), cfg.get("kl_loss_coef", base.kl_coef),
+                         cfg.get("kl_estimator", base.kl_estimator), cfg.get("entropy_coef", base.entropy_coef))
 
 
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,
                clip: float | None) -> torch.Tensor:
     """Per-token ½·(V − R)², and with `clip` PPO's pessimistic max with the clipped prediction
-    V_old + clip(V − V_old, −c, c)."""
+    V_old + clip(V − V_old, −c, c) (verl compute_value_loss, SkyRL ppo_critic_loss; aggregate it)."""
     values, returns = values.float(), returns.float()
     loss = (values - returns).square()
     if clip is not None:
@@ -194,39 +769,3 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     logits = logits.float()
     logz = torch.logsumexp(logits, dim=-1)
     return logz - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
-
-
-# ---------------------------------------------------------------------------------------------------- rewards
-
-def shape_rewards(scores: torch.Tensor, scale: float = 1.0, bias: float = 0.0,
-                  clip: float | None = None) -> torch.Tensor:
-    """score·scale + bias, then clipped to [−clip, clip]."""
-    out = scores.float() * scale + bias
-    if clip is not None:
-        out = out.clamp(-clip, clip)
-    return out
-
-
-def overlong_penalty(lengths: torch.Tensor, max_length: int, penalty_start: int, factor: float = 1.0) -> torch.Tensor:
-    """DAPO's soft overlong punishment: 0 up to `penalty_start` tokens, then falling linearly to −factor at
-    `max_length` (and staying there)."""
-    buffer = max_length - penalty_start
-    if buffer <= 0:
-        raise ValueError(f"the overlong penalty starts at {penalty_start} tokens, which is not below the "
-                         f"maximum response length {max_length}")
-    excess = (lengths.float() - penalty_start).clamp(min=0.0)
-    return -(excess / buffer).clamp(max=1.0) * factor
-
-
-def groups_with_signal(scores: torch.Tensor, group_size: int) -> torch.Tensor:
-    """DAPO dynamic sampling: a per-sample bool, False for every sample of a group whose scores are all equal
-    (such a group has zero advantage and only dilutes the batch)."""
-    g = _groups(scores.float(), group_size)
-    varied = (g.max(dim=1).values - g.min(dim=1).values) > 0
-    return varied.repeat_interleave(group_size)
-
-
-def mask_truncated(mask: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
-    """The loss mask with every response cut at the length limit (finished = False) removed entirely: a cut
-    response's score judges an unfinished answer, so it teaches nothing reliable."""
-    return mask * finished.to(mask.dtype).unsqueeze(1)

@@ -18,7 +18,8 @@ SHARE_METRICS = ("pg_loss", "kl_loss", "entropy", "value_loss")
 # Per-call timings a trainer reports beside its metrics.
 TRAIN_TIMES = ("forward_s", "backward_s", "optimizer_s", "gather_s")
 # What the actor's update reads of the batch.
-ACTOR_KEYS = ("input_ids", "attention_mask", "response_mask", "advantages", "old_logprobs", "ref_logprobs")
+ACTOR_KEYS = ("input_ids", "attention_mask", "response_mask", "advantages", "old_logprobs", "ref_logprobs",
+              "rollout_logprobs", "difficulty")
 CRITIC_KEYS = ("input_ids", "attention_mask", "response_mask", "old_values", "returns")
 # The timing key of each role's log-prob / value pass (time/<key> for the call, time/<key>_compute for the model).
 COMPUTE_TIMING = {"actor": "old_logprob", "reference": "ref", "critic": "values"}
@@ -52,6 +53,9 @@ class Update:
     finished: Any
     lengths: Any
     metrics: dict[str, Any]
+    # The KL coefficient for the next step (KL.controller: adaptive moves it, fixed keeps it); None without a
+    # measured KL. The driver carries it into the next prepare_update's `kl_coef`.
+    next_kl_coef: float | None = None
 
     def outcome(self) -> dict[str, Any]:
         """What step_metrics reads, without the batch: small enough to return from a worker, and as numpy
@@ -105,6 +109,20 @@ def make_batch(groups: list[dict[str, Any]], pad: int):
     return batch, torch.tensor(scores, dtype=torch.float32), torch.tensor(done, dtype=torch.bool)
 
 
+def rollout_logprobs(groups: list[dict[str, Any]], width: int):
+    """The rollout engine's per-token log-probs, [samples, width] like the response mask (0 on padding): the
+    behaviour policy for truncated importance sampling and AReaL's decoupled loss."""
+    import torch
+
+    rows = [r[1] for g in groups for r in g["responses"]]
+    if any(r is None for r in rows):
+        raise ValueError("this algorithm needs the rollout engine's log-probs, which the engine did not return")
+    out = torch.zeros((len(rows), width), dtype=torch.float32)
+    for i, lp in enumerate(rows):
+        out[i, :len(lp)] = torch.tensor(lp, dtype=torch.float32)
+    return out
+
+
 def denominators(mask: Any, shards: int, mini: int) -> list[tuple[float, float]]:
     """(tokens, sequences) of each global mini-batch: mini-batch j is rows [j·mini, (j+1)·mini) of every
     shard's equal share of the batch."""
@@ -121,11 +139,16 @@ def denominators(mask: Any, shards: int, mini: int) -> list[tuple[float, float]]
 
 
 def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
-                   compute: Callable[[str, dict[str, Any]], Any], timing: dict[str, float]) -> Update:
+                   compute: Callable[[str, dict[str, Any]], Any], timing: dict[str, float],
+                   kl_coef: float | None = None) -> Update:
     """Batch, shaped rewards, the log-probs and values the algorithm needs (`compute(role, batch)` returns
-    them for the whole batch, timing itself), advantages and the actor's update settings."""
+    them for the whole batch, timing itself), advantages and the actor's update settings. `kl_coef` is the
+    current KL coefficient when a controller moves it (None: the configured one)."""
     alg = s.algorithm
+    opts = alg.policy_options
     batch, raw_scores, finished = make_batch(groups, s.pad_token_id)
+    if opts.tis_cap is not None or opts.decoupled:
+        batch["rollout_logprobs"] = rollout_logprobs(groups, batch["response_mask"].shape[1])
     usable = (raw_scores.shape[0] // shards) * shards
     if usable < raw_scores.shape[0]:  # dynamic sampling can leave a count the shards cannot share evenly
         batch = {k: v[:usable] for k, v in batch.items()}
@@ -134,11 +157,7 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     lengths = mask.sum(dim=1)
 
     t0 = time.perf_counter()
-    shaping = alg.reward
-    scores = A.shape_rewards(raw_scores, shaping.scale, shaping.bias, shaping.clip)
-    if shaping.overlong_penalty_length is not None:
-        scores = scores + A.overlong_penalty(lengths, s.max_new_tokens, shaping.overlong_penalty_length,
-                                             shaping.overlong_penalty_factor)
+    scores = A.shape_scores(raw_scores, lengths, finished, s.max_new_tokens, alg.reward)
     timing["advantage"] = time.perf_counter() - t0
 
     metrics: dict[str, Any] = {}
@@ -150,41 +169,42 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
         batch["old_values"] = compute("critic", batch)
 
     t0 = time.perf_counter()
-    token_rewards = A.token_level_scores(scores, mask)
+    coef = alg.kl.coef if kl_coef is None else kl_coef
+    penalty = None
+    next_coef = None
     if "ref_logprobs" in batch and "old_logprobs" in batch:
         kl = A.kl_estimate(batch["old_logprobs"], batch["ref_logprobs"], alg.kl.estimator) * mask
         metrics["kl"] = float(kl.sum() / mask.sum().clamp(min=1))
         if alg.kl.placement == "reward":
-            token_rewards = token_rewards - alg.kl.coef * kl
-    seq_rewards = token_rewards.sum(dim=1)
-    if alg.advantage == "grpo":
-        adv = A.grpo_advantages(seq_rewards, alg.group_size, alg.normalize_advantage_std).unsqueeze(1) * mask
-    elif alg.advantage == "rloo":
-        adv = A.rloo_advantages(seq_rewards, alg.group_size).unsqueeze(1) * mask
-    elif alg.advantage == "reinforce++":
-        adv = A.reinforce_pp_advantages(token_rewards, mask, alg.gamma)
-    else:
-        adv, returns = A.gae(token_rewards, batch["old_values"], mask, alg.gamma, alg.lam)
-        adv = A.whiten(adv, mask)
+            penalty = coef * kl
+            metrics["kl_coef"] = coef
+            next_coef = A.next_kl_coef(coef, A.sequence_mean_kl(kl, mask), int(mask.shape[0]), alg.kl.controller)
+    adv, returns = A.compute_advantages(
+        scores, mask, estimator=alg.advantage, group_size=alg.group_size, options=alg.advantage_options,
+        normalize_std=alg.normalize_advantage_std, batch_normalize=alg.batch_normalize_advantage, gamma=alg.gamma,
+        lam=alg.lam, kl_penalty=penalty, kl_mode=alg.kl.reward_mode,
+        normalized_clip=alg.reward.clip if alg.reward.order == "clip_normalized" else None,
+        values=batch.get("old_values"))
+    if returns is not None:
         batch["returns"] = returns
-    if alg.batch_normalize_advantage and alg.advantage in ("grpo", "rloo"):
-        adv = A.whiten(adv, mask)
     batch["advantages"] = adv
     loss_mask = A.mask_truncated(mask, finished) if alg.mask_truncated else mask
+    w = alg.weighting
+    if w.difficulty_mask is not None or w.error_max_len_clip is not None or w.max_len_mask:
+        loss_mask = loss_mask * A.sample_mask(raw_scores, lengths, alg.group_size, s.max_new_tokens, w).unsqueeze(1)
     batch["response_mask"] = loss_mask
     timing["advantage"] += time.perf_counter() - t0
 
     per_shard = loss_mask.shape[0] // shards
     mini = min(s.samples_per_rank or per_shard, per_shard) or per_shard
     micro = min(s.micro_batch_size or mini, mini)
+    # "loss" is everything the actor's loss reads (algorithms.actor_loss); the critic reads aggregation and
+    # value_clip.
     cfg = {"ppo_epochs": alg.ppo_epochs, "mini_batch": mini, "micro_batch": micro,
-           "denominators": denominators(loss_mask, shards, mini), "policy_loss": alg.policy_loss,
-           "clip_low": alg.clip_low, "clip_high": alg.clip_high, "clip_ratio_c": alg.clip_ratio_c,
-           "aggregation": alg.loss_aggregation, "entropy_coef": alg.entropy_coef,
-           "kl_loss_coef": alg.kl.coef if alg.kl.placement == "loss" else 0.0, "kl_estimator": alg.kl.estimator,
-           "value_clip": alg.value_clip}
+           "denominators": denominators(loss_mask, shards, mini), "loss": alg.actor_loss_spec(),
+           "aggregation": alg.loss_aggregation, "value_clip": alg.value_clip}
     return Update(batch=batch, cfg=cfg, raw_scores=raw_scores, shaped_scores=scores, finished=finished,
-                  lengths=lengths, metrics=metrics)
+                  lengths=lengths, metrics=metrics, next_kl_coef=next_coef)
 
 
 def critic_cfg(update: Update, ranks: int) -> dict[str, Any]:

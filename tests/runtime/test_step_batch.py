@@ -63,3 +63,55 @@ def test_each_distinct_response_and_answer_pair_is_verified_once():
     second, _ = scorer.score([[0], [1]], ["a", "b"])
     assert first == [1.0, 1.0, 0.0, 0.0] and second == [1.0, 1.0]
     assert calls == [("a", "a"), ("b", "a"), ("a", "b"), ("b", "b")]
+
+
+def _settings(alg, **kw):
+    from rlcfg.runtime.step import StepSettings
+
+    base = dict(algorithm=alg, max_new_tokens=4, pad_token_id=0, needs_reference=False, on_policy=True,
+                samples_per_rank=None, micro_batch_size=None, has_critic=False, forward_micro_batch={})
+    base.update(kw)
+    return StepSettings(**base)
+
+
+def _groups():
+    return [{"prompt": (5, 6), "responses": [([7, 8], [-0.1, -0.2], True), ([7], [-0.3], True)],
+             "scores": [1.0, 0.0]},
+            {"prompt": (5,), "responses": [([9, 9, 9, 9], [-0.5] * 4, False), ([3], [-0.7], True)],
+             "scores": [1.0, 1.0]}]
+
+
+def test_prepare_update_hands_the_trainers_the_typed_loss_settings():
+    from rlcfg import ir
+    from rlcfg.runtime.step import prepare_update
+
+    alg = ir.Algorithm(group_size=2, clip_high=0.28, entropy_coef=0.01)
+    update = prepare_update(_groups(), _settings(alg), 1, lambda role, batch: None, {})
+    assert update.cfg["loss"] == alg.actor_loss_spec()
+    assert "clip_low" not in update.cfg  # no second copy of the loss settings
+    # GRPO over [1, 0] and [1, 1]: ±0.7071 on each token of the first group, 0 for the flat one.
+    adv = update.batch["advantages"]
+    assert abs(float(adv[0, 0]) - 0.7071) < 1e-3 and abs(float(adv[1, 0]) + 0.7071) < 1e-3
+    assert float(adv[2:].abs().sum()) == 0.0
+
+
+def test_prepare_update_honours_reward_order_masks_kl_controller_and_rollout_logprobs():
+    from rlcfg import ir
+    from rlcfg.runtime.step import prepare_update
+
+    # AReaL: mask_no_eos_with_zero zeroes the truncated response's score (row 2), which stays in the loss.
+    alg = ir.Algorithm(group_size=2, reward=ir.RewardShaping(zero_truncated=True),
+                       weighting=ir.SampleWeighting(max_len_mask=True),
+                       policy_options=ir.PolicyOptions(tis_cap=2.0),
+                       kl=ir.KL("reward", 0.1, "k1", ir.KLController("adaptive", target=0.05, horizon=100)))
+    ref = {"reference": lambda b: torch.zeros(b["response_mask"].shape),
+           "actor": lambda b: torch.full(b["response_mask"].shape, 0.2) * b["response_mask"]}
+    update = prepare_update(_groups(), _settings(alg, needs_reference=True), 1, lambda role, b: ref[role](b), {})
+    assert update.shaped_scores.tolist() == [1.0, 0.0, 0.0, 1.0]
+    # ROLL max_len_mask: the 4-token response (the limit) leaves the loss.
+    assert update.batch["response_mask"][2].sum() == 0 and update.batch["response_mask"][3].sum() == 1
+    # The rollout engine's log-probs ride along for truncated importance sampling (0 on padding).
+    assert torch.allclose(update.batch["rollout_logprobs"][0], torch.tensor([-0.1, -0.2, 0.0, 0.0]))
+    # KL k1 = 0.2 per token; mean 0.2 > target: coef·(1 + 0.2·4/100).
+    assert abs(update.next_kl_coef - 0.1 * (1 + 0.2 * 4 / 100)) < 1e-9
+    assert update.metrics["kl_coef"] == 0.1

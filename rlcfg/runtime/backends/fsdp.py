@@ -231,27 +231,13 @@ class FSDPEngine:
                                  cfg.get("value_clip"))
             loss = A.aggregate(vloss, mask, agg, tokens, seqs)
             return loss, {"value_loss": float(loss.detach())}
-        want_entropy = bool(cfg.get("entropy_coef"))
-        logprobs, entropy, hi = self._forward(mb, prompt_width, want_entropy)
-        mask = mb["response_mask"][:, :hi].to(self.device)
-        old = mb["old_logprobs"][:, :hi].to(self.device) if "old_logprobs" in mb else logprobs.detach()
-        advantages = mb["advantages"][:, :hi].to(self.device)
-        pg, stats = A.policy_loss(logprobs, old, advantages, mask, cfg.get("policy_loss", "regular"),
-                                  cfg.get("clip_low", 0.2), cfg.get("clip_high", 0.2), cfg.get("clip_ratio_c", 3.0))
-        loss = A.aggregate(pg, mask, agg, tokens, seqs)
-        out = {"pg_loss": float(loss.detach()), "clip_frac": float(stats["clip_frac"]),
-               "approx_kl": float(stats["approx_kl"])}
-        kl_coef = cfg.get("kl_loss_coef", 0.0)
-        if kl_coef and "ref_logprobs" in mb:
-            kl = A.kl_estimate(logprobs, mb["ref_logprobs"][:, :hi].to(self.device), cfg.get("kl_estimator", "k3"))
-            kl_term = A.aggregate(kl, mask, agg, tokens, seqs)
-            loss = loss + kl_coef * kl_term
-            out["kl_loss"] = float(kl_term.detach())
-        if want_entropy:
-            ent = A.aggregate(entropy, mask, agg, tokens, seqs)
-            loss = loss - cfg["entropy_coef"] * ent
-            out["entropy"] = float(ent.detach())
-        return loss, out
+        # The actor's loss is algorithms.actor_loss, shared with the Megatron backend.
+        spec = A.actor_loss_spec(cfg)
+        logprobs, entropy, hi = self._forward(mb, prompt_width, bool(spec.entropy_coef))
+        view = {k: mb[k][:, :hi].to(self.device) for k in A.ACTOR_TOKEN_KEYS if k in mb}
+        view.update({k: mb[k].to(self.device) for k in A.ACTOR_SAMPLE_KEYS if k in mb})
+        loss, stats = A.actor_loss(logprobs, view, spec, tokens, seqs, entropy)
+        return loss, {k: float(v) for k, v in stats.items()}
 
     def _step(self) -> float:
         import torch

@@ -520,25 +520,12 @@ def ppo_loss(logits: Any, mb: Mapping[str, Any], cfg: Mapping[str, Any], prompt_
     resp_logits = logits[:, start:start + width]
     targets = mb["input_ids"][:, prompt_width:prompt_width + width].to(logits.device)
     logprobs = token_logprobs(resp_logits, targets, vocab, temperature)
-    mask = mb["response_mask"].to(logits.device)
-    agg = cfg.get("aggregation", "token-mean")
-    old = mb["old_logprobs"].to(logits.device) if "old_logprobs" in mb else logprobs.detach()
-    pg, stats = A.policy_loss(logprobs, old, mb["advantages"].to(logits.device), mask,
-                              cfg.get("policy_loss", "regular"), cfg.get("clip_low", 0.2), cfg.get("clip_high", 0.2),
-                              cfg.get("clip_ratio_c", 3.0))
-    loss = A.aggregate(pg, mask, agg, tokens, seqs)
-    out = {"pg_loss": loss.detach(), "clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
-    kl_coef = cfg.get("kl_loss_coef", 0.0)
-    if kl_coef and "ref_logprobs" in mb:
-        kl = A.kl_estimate(logprobs, mb["ref_logprobs"].to(logits.device), cfg.get("kl_estimator", "k3"))
-        kl_term = A.aggregate(kl, mask, agg, tokens, seqs)
-        loss = loss + kl_coef * kl_term
-        out["kl_loss"] = kl_term.detach()
-    if cfg.get("entropy_coef"):
-        ent = A.aggregate(vocab_parallel_entropy(resp_logits, vocab, temperature), mask, agg, tokens, seqs)
-        loss = loss - cfg["entropy_coef"] * ent
-        out["entropy"] = ent.detach()
-    return loss, out
+    # The actor's loss is algorithms.actor_loss, shared with the FSDP backend; only the entropy is computed
+    # here, over the vocabulary-parallel logits.
+    spec = A.actor_loss_spec(cfg)
+    view = {k: mb[k].to(logits.device) for k in (*A.ACTOR_TOKEN_KEYS, *A.ACTOR_SAMPLE_KEYS) if k in mb}
+    entropy = vocab_parallel_entropy(resp_logits, vocab, temperature) if spec.entropy_coef else None
+    return A.actor_loss(logprobs, view, spec, tokens, seqs, entropy)
 
 
 # ---- the engine (GPU) -------------------------------------------------------------------------------------------
