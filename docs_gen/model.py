@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic.fields import FieldInfo
 
-from rlcfg.schema.base import Dialect, Section, choices_of, key_of, section_types
+from rlcfg.schema.base import Dialect, Section, choices_of, field_fate, field_releases, key_of, section_types
 from rlcfg.schema.types_text import field_type_text, literal_text, type_text
 
 from docs_gen.values import yaml_value
@@ -210,6 +210,8 @@ class Row:
     renamed_from: tuple[str, ...] = ()
     rules: tuple[tuple[str, str], ...] = ()  # (code, rule id) of the cross-field rules that read this key
     nested: bool = False  # the key holds a section (documented under its own heading), not a value
+    releases: tuple[str, ...] = ()  # the framework releases that have the key; empty when all do
+    fate: str = ""  # what `rlcfg run` does with it: "honored", "refused: ...", "inert: ..."; empty when undeclared
 
     @property
     def rule_groups(self) -> list[tuple[str, list[str]]]:
@@ -220,7 +222,18 @@ class Row:
         return list(out.items())
 
     def content(self) -> tuple:
-        return (self.type, self.default, self.description, self.section, self.renamed_to, self.renamed_from)
+        return (self.type, self.default, self.description, self.section, self.renamed_to, self.renamed_from,
+                self.releases, self.fate)
+
+    @property
+    def notes(self) -> list[str]:
+        """Plain-text notes for the constraints column: which releases have the key, what `rlcfg run` does."""
+        out = []
+        if self.releases:
+            out.append("only in " + ", ".join(self.releases))
+        if self.fate:
+            out.append("rlcfg run: " + self.fate)
+        return out
 
 
 def default_text(info: FieldInfo) -> str:
@@ -259,10 +272,12 @@ def _row(ref: SectionRef, name: str, info: FieldInfo, renamed_from: dict[str, li
         typ = field_type_text(info)
         target = ""
         default = default_text(info)
+    fate = field_fate(info, ref.model)
+    fate_text = "" if fate is None else fate.kind + (f" ({fate.reason})" if fate.reason else "")
     return Row(key=key, path=dotted, type=typ, default=default, description=_clean(info.description or ""),
                section=target, renamed_to=str(extra.get("x-rlcfg-renamed-to", "")),
                renamed_from=tuple(renamed_from.get(dotted, ())), rules=tuple(rules_by_key.get(dotted, ())),
-               nested=bool(members))
+               nested=bool(members), releases=field_releases(info) or (), fate=fate_text)
 
 
 def _clean(text: str) -> str:

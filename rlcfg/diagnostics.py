@@ -97,6 +97,7 @@ CODES: dict[str, CodeInfo] = {
     "RLC115": CodeInfo("key added with a `+` override", Severity.NOTE, "`+trainer.my_flag=1` adds a key rlcfg does not know; it is passed on for your own code to read"),
     "RLC116": CodeInfo("pipeline rlcfg does not model", Severity.WARNING, "this is a ROLL SFT pipeline config; rlcfg checked its YAML, interpolations and the keys it shares with the RL pipelines only"),
     "RLC117": CodeInfo("deleted key the framework reads", Severity.ERROR, "`~trainer.epochs` deletes a key skyrl-train reads; it stops with ConfigAttributeError"),
+    "RLC118": CodeInfo("setting `rlcfg run` does not run", Severity.NOTE, "`trainer.algorithm.off_policy_correction.outlier_token_is_threshold_low` (0.001): rlcfg run refuses it; it runs no outlier masking"),
     "RLC200": CodeInfo("wrong type", Severity.ERROR, "models.policy.num_gpu: expected an integer, got 8.5 (a float)"),
     "RLC201": CodeInfo("value out of range", Severity.ERROR, "models.policy.temperature: must be >= 0, got -1"),
     "RLC202": CodeInfo("not one of the allowed values", Severity.ERROR, "runtime_args.train_backend: `fdsp` is not one of fsdp, megatron; did you mean `fsdp`?"),

@@ -154,6 +154,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         if not has_errors and not any(d.severity is Severity.ERROR for d in diagnostics):
             result.config = checked.config
             result.summary = spec.describe(checked.config)
+            diagnostics.extend(_refusal_notes(root, merged, spec.defaults(root, result.release)))
     return _finish(result, diagnostics, env)
 
 
@@ -182,6 +183,16 @@ def interpolation_targets(data: Any) -> set[tuple]:
             for match in _NODE_REFERENCE.finditer(value):
                 found.add(tuple(match.group(1).split(".")))
     return found
+
+
+def _refusal_notes(root: Any, tree: SourceTree, defaults: dict) -> list[Diagnostic]:
+    from rlcfg.schema.ledger import refusals
+    from rlcfg.schema.validate import describe_value
+
+    return [diagnostic("RLC118", dotted(r.path), f"`rlcfg run` refuses `{dotted(r.path)}` = {describe_value(r.value)}: "
+                       f"{r.instead}", origin=tree.origin(r.path),
+                       hint="`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, leave it at its default")
+            for r in refusals(root, tree, defaults)]
 
 
 def _deleted_but_read(deleted: Mapping[tuple, Any], root: Any, spec: Any) -> list[Diagnostic]:

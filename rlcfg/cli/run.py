@@ -110,6 +110,14 @@ def _lower(file: str, overrides: list[str], dialect: Optional[str], release: Opt
 
         typer.echo(_text(result, None, False, False), err=True)
         raise _fail(f"{file} has errors; fix them before running (rlcfg validate {file})")
+    refused = [d for d in result.diagnostics if d.code == "RLC118"]
+    if refused:
+        raise _fail(f"{file} sets what `rlcfg run` does not run, so it would not do what the config says:\n"
+                    + "\n".join(f"  {d.message} ({d.origin.describe() if d.origin else 'default'})" for d in refused)
+                    + "\n(leave them at their defaults to run with rlcfg; `rlcfg validate` and `rlcfg plan` check them)")
+    for d in result.diagnostics:  # what validate would warn about is said before a run starts, not skipped
+        if d.severity.value == "warning":
+            typer.echo(f"rlcfg: warning[{d.code}]: {d.message}", err=True)
     if not lower.available(result.dialect):
         raise _fail(f"`rlcfg run` cannot run {result.dialect} configs yet: there is no lowering for that dialect")
     return lower.lower(result.dialect, result.config)

@@ -24,6 +24,46 @@ REQUIRED: Any = ...  # a parameter with no default: the user must give it (Omega
 RELEASES_KEY = "x-rlcfg-releases"  # where a field records the releases that have it
 
 
+FATE_KEY = "x-rlcfg-run"  # where a field records what `rlcfg run` does with it
+
+
+@dataclass(frozen=True)
+class Fate:
+    """What `rlcfg run` does with a parameter (the run ledger).
+
+    honored: the lowering reads it and the runtime acts on it, with the framework's meaning.
+    refused: `rlcfg run` stops before Ray starts when it is set to anything but its default; `reason` says what
+      rlcfg would run instead, for the message.
+    inert: it changes nothing that is computed (a log folder, a framework-internal knob); `reason` says why.
+    """
+
+    kind: Literal["honored", "refused", "inert"]
+    reason: str = ""
+
+    def to_json(self) -> dict:
+        return {"kind": self.kind, "reason": self.reason} if self.reason else {"kind": self.kind}
+
+
+HONORED = Fate("honored")
+
+
+def refused(instead: str) -> Fate:
+    return Fate("refused", instead)
+
+
+def inert(why: str) -> Fate:
+    return Fate("inert", why)
+
+
+def field_fate(info: FieldInfo, owner: type["Section"] | None = None) -> Fate | None:
+    """The field's own fate, else the one its section declares for all its fields (`Section.run_fate`)."""
+    extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+    found = extra.get(FATE_KEY)
+    if found is not None:
+        return Fate(found["kind"], found.get("reason", ""))
+    return getattr(owner, "run_fate", None) if owner is not None else None
+
+
 def field_releases(info: FieldInfo) -> tuple[str, ...] | None:
     """The releases that have this field, or None when every release has it."""
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
@@ -33,7 +73,11 @@ def field_releases(info: FieldInfo) -> tuple[str, ...] | None:
 
 class Section(BaseModel):
     """A mapping of a config. Unknown keys are errors; values are never coerced from another type
-    (a YAML string "8" is not the integer 8), except that an integer is accepted where a float is expected."""
+    (a YAML string "8" is not the integer 8), except that an integer is accepted where a float is expected.
+
+    `run_fate`, when a section sets it, is the run-ledger fate of each of its fields that declares none."""
+
+    run_fate: ClassVar["Fate | None"] = None
 
     model_config = ConfigDict(strict=True, extra="forbid", protected_namespaces=(), populate_by_name=False,
                               validate_default=False, arbitrary_types_allowed=False, defer_build=True)
@@ -42,7 +86,7 @@ class Section(BaseModel):
 def param(default: Any = REQUIRED, *, description: str, ge: float | None = None, gt: float | None = None,
           le: float | None = None, lt: float | None = None, alias: str | None = None,
           renamed_to: str | None = None, examples: list | None = None, min_length: int | None = None,
-          releases: Iterable[str] | None = None) -> Any:
+          releases: Iterable[str] | None = None, fate: Fate | None = None) -> Any:
     """Declare one parameter.
 
     default: the documented default as a user would write it; an interpolation such as
@@ -54,12 +98,15 @@ def param(default: Any = REQUIRED, *, description: str, ge: float | None = None,
       a warning naming the new key, and setting both to different values is an error.
     releases: the releases of the dialect (names from `Dialect.releases`) whose loader knows this key; None means
       every release. A user who sets the key in a file judged by another release is told so (RLC113).
+    fate: what `rlcfg run` does with it (HONORED, refused("..."), inert("...")); see `Fate`.
     """
     extra: dict[str, Any] = {}
     if renamed_to:
         extra["x-rlcfg-renamed-to"] = renamed_to
     if releases is not None:
         extra[RELEASES_KEY] = list(releases)
+    if fate is not None:
+        extra[FATE_KEY] = fate.to_json()
     kwargs: dict[str, Any] = dict(description=description, ge=ge, gt=gt, le=le, lt=lt, alias=alias,
                                   examples=examples, min_length=min_length)
     kwargs = {k: v for k, v in kwargs.items() if v is not None}
@@ -309,6 +356,9 @@ class Dialect:
     # `key=value` works on any documented key and `+key=value` is refused for them); False where Hydra composes only
     # the user's own files (adding a key the file lacks then takes `+key=value`).
     overrides_see_defaults: ClassVar[bool] = False
+    # Whether every field of the dialect declares its run-ledger fate; `rlcfg run` refuses the refused ones either
+    # way, and a test holds a dialect that says True to having no field without one.
+    ledger_complete: ClassVar[bool] = False
     resolvers: ClassVar[Mapping[str, Callable]] = {}
     rules: ClassVar[RuleSet]
     # The framework releases the dialect claims, oldest first, named as users say them ("0.3", "1.0"; "main" for the

@@ -1,0 +1,58 @@
+"""The run ledger: what `rlcfg run` does with each parameter, read off the fields' own declarations.
+
+Every parameter of a dialect is honored (the lowering reads it and the runtime acts on it with the framework's
+meaning), refused (`rlcfg run` stops before Ray starts when it is set to anything but its default) or inert (it
+changes nothing that is computed). `refusals` finds the refused settings a config sets; `rlcfg validate` shows
+them as notes (RLC118) and `rlcfg run` stops on them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterator
+
+from rlcfg.schema.base import Fate, Section, field_fate, iter_fields
+from rlcfg.source.tree import SourceTree
+
+_USER = ("file", "override", "env")
+
+
+@dataclass(frozen=True)
+class Refusal:
+    path: tuple
+    value: Any
+    instead: str
+
+
+def fates(root: type[Section]) -> Iterator[tuple[tuple, Fate | None]]:
+    """Every parameter of a dialect's tree with its declared fate (None: not declared)."""
+    for path, info, owner in iter_fields(root):
+        yield path, field_fate(info, owner)
+
+
+def refusals(root: type[Section], tree: SourceTree, defaults: dict) -> list[Refusal]:
+    """The refused parameters the user set to something other than their default."""
+    found = []
+    for path, info, owner in iter_fields(root):
+        fate = field_fate(info, owner)
+        if fate is None or fate.kind != "refused":
+            continue
+        origin = tree.values.get(path)
+        if origin is None or origin.kind not in _USER or not tree.has(path):
+            continue
+        value = tree.get(path)
+        if _lookup(defaults, path) == value:
+            continue
+        found.append(Refusal(path, value, fate.reason))
+    return found
+
+
+_ABSENT = object()
+
+
+def _lookup(tree: Any, path: tuple) -> Any:
+    for part in path:
+        if not isinstance(tree, dict) or part not in tree:
+            return _ABSENT
+        tree = tree[part]
+    return tree

@@ -1,0 +1,184 @@
+"""The run ledger: every parameter says what `rlcfg run` does with it, and that is what happens.
+
+A dialect that declares `ledger_complete` is held to it here: no field without a fate, no honored field that the
+lowering never reads, no refused field that a run does not stop on. The mechanism itself is pinned on a small
+dialect declared below.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from typing import Any, ClassVar, Iterator
+
+import pytest
+
+from rlcfg import frontend, lower, schema
+from rlcfg.schema.base import (HONORED, Dialect, RuleSet, Section, field_fate, inert, iter_fields, param, refused,
+                               section)
+from rlcfg.schema.ledger import fates
+from tests.helpers import TEMPLATES
+
+COMPLETE = [name for name in schema.names() if schema.load(name).ledger_complete]
+
+
+# ---- the mechanism, on a small dialect ------------------------------------------------------------------------
+
+class Logging(Section):
+    run_fate = inert("where logs go changes nothing that is computed")
+    folder: str = param("logs", description="Log folder.")
+
+
+class Algo(Section):
+    lr: float = param(1e-6, description="Learning rate.", fate=HONORED)
+    outlier_mask: float | None = param(None, description="Mask tokens above this ratio.",
+                                       fate=refused("rlcfg runs no outlier masking"))
+
+
+class Root(Section):
+    algo: Algo = section(Algo, description="The algorithm.")
+    logging: Logging = section(Logging, description="Logs.")
+
+
+class Toy(Dialect):
+    name = "toy"
+    title = "Toy"
+    documents = "a stand-in"
+    rules = RuleSet()
+    ledger_complete: ClassVar = True
+
+    def variants(self) -> dict:
+        return {"toy": Root}
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    dialect = Toy()
+    original_load, original_names = schema.load, schema.names
+    monkeypatch.setattr(schema, "load", lambda name: dialect if name == "toy" else original_load(name))
+    monkeypatch.setattr(schema, "names", lambda: original_names() + ["toy"])
+    return dialect
+
+
+def test_fates_come_from_the_field_or_its_section():
+    found = dict(fates(Root))
+    assert found[("algo", "lr")].kind == "honored"
+    assert found[("algo", "outlier_mask")].kind == "refused"
+    assert found[("logging", "folder")].kind == "inert" and "changes nothing" in found[("logging", "folder")].reason
+
+
+def test_a_refused_setting_is_a_note_for_validate(toy):
+    result = frontend.check_text("algo:\n  outlier_mask: 3.0\n", "toy.yaml", dialect="toy", env={})
+    assert result.ok
+    [note] = [d for d in result.diagnostics if d.code == "RLC118"]
+    assert note.path == "algo.outlier_mask" and "rlcfg runs no outlier masking" in note.message
+    assert note.origin.line == 2
+
+
+def test_a_refused_setting_left_at_its_default_is_not_refused(toy):
+    result = frontend.check_text("algo:\n  outlier_mask: null\n", "toy.yaml", dialect="toy", env={})
+    assert not [d for d in result.diagnostics if d.code == "RLC118"]
+
+
+# ---- the dialects that declare their ledger complete ------------------------------------------------------------
+
+@contextmanager
+def reads() -> Iterator[set]:
+    """The (section class, field name) pairs read while the block runs."""
+    seen: set = set()
+    original = Section.__getattribute__
+
+    def recording(self: Any, name: str) -> Any:
+        cls = type(self)
+        if name in cls.model_fields:
+            seen.add((cls, name))
+        return original(self, name)
+
+    Section.__getattribute__ = recording  # type: ignore[method-assign]
+    try:
+        yield seen
+    finally:
+        Section.__getattribute__ = original  # type: ignore[method-assign]
+
+
+def _non_default(info: Any) -> Any:
+    default = info.get_default(call_default_factory=True)
+    if isinstance(default, bool):
+        return not default
+    if isinstance(default, int):
+        return default + 1
+    if isinstance(default, float):
+        return default * 2 + 0.5
+    if isinstance(default, str):
+        return default + "x"
+    return None
+
+
+@pytest.mark.parametrize("name", COMPLETE)
+def test_every_field_declares_its_fate(name):
+    dialect = schema.load(name)
+    missing = [".".join(map(str, path)) for root in dialect.variants().values() for path, fate in fates(root)
+               if fate is None]
+    assert not missing, f"{len(missing)} fields of {name} have no run fate: {missing[:40]}"
+    vague = [".".join(map(str, p)) for root in dialect.variants().values() for p, f in fates(root)
+             if f is not None and f.kind != "honored" and not f.reason]
+    assert not vague, f"refused and inert fields say why: {vague[:40]}"
+
+
+@pytest.mark.parametrize("name", COMPLETE)
+def test_every_honored_field_is_read_by_the_lowering(name):
+    dialect = schema.load(name)
+    configs = sorted(TEMPLATES.glob(f"{name}-*.yaml")) + sorted(TEMPLATES.glob("quickstart-*.yaml"))
+    read: set = set()
+    for path in configs:
+        result = frontend.check_file(str(path), env={"HOME": "/home/user"})
+        if result.dialect != name or result.config is None:
+            continue
+        with reads() as seen:
+            lower.lower(name, result.config)
+        read |= seen
+    unread = []
+    for root in dialect.variants().values():
+        for path, info, owner in iter_fields(root):
+            fate = field_fate(info, owner)
+            if fate is not None and fate.kind == "honored" and not any(
+                    issubclass(cls, owner) and field == key for cls, field in read
+                    for key in [next(n for n, f in owner.model_fields.items() if f is info)]):
+                unread.append(".".join(map(str, path)))
+    assert not unread, f"honored but never read by the {name} lowering: {sorted(set(unread))[:40]}"
+
+
+@pytest.mark.parametrize("name", COMPLETE)
+def test_every_refused_field_stops_a_run(name):
+    dialect = schema.load(name)
+    template = next(iter(sorted(TEMPLATES.glob(f"{name}-*.yaml"))))
+    missed = []
+    for root in dialect.variants().values():
+        for path, info, owner in iter_fields(root):
+            fate = field_fate(info, owner)
+            if fate is None or fate.kind != "refused":
+                continue
+            value = _non_default(info)
+            if value is None:
+                continue
+            key = ".".join(map(str, path))
+            result = frontend.check_file(str(template), [f"++{key}={value}" if dialect.override_grammar == "hydra"
+                                                         else f"{key}={value}"], env={"HOME": "/home/user"})
+            if result.errors:
+                continue  # the value breaks a rule of its own; the refusal is checked where it validates
+            if not any(d.code == "RLC118" and d.path == key for d in result.diagnostics):
+                missed.append(key)
+    assert not missed, f"refused but not refused by a run: {missed[:40]}"
+
+
+def test_rlcfg_run_stops_on_a_refused_setting_before_anything_starts(toy, tmp_path, capsys):
+    import typer
+
+    from rlcfg.cli.run import _lower
+
+    config = tmp_path / "toy.yaml"
+    config.write_text("algo:\n  outlier_mask: 3.0\n")
+    with pytest.raises(typer.Exit) as stopped:
+        _lower(str(config), [], "toy")
+    assert stopped.value.exit_code == 1
+    err = capsys.readouterr().err
+    assert "`rlcfg run` refuses `algo.outlier_mask` = 3.0" in err and "toy.yaml:2" in err
