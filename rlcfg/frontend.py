@@ -134,8 +134,8 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     diagnostics.extend(checked.diagnostics)
     if result.pipeline is not None:
         diagnostics.append(diagnostic(
-            "RLC116", "", f"this is a {result.pipeline} config, which rlcfg does not model: it checked the YAML, the "
-            "interpolations and the keys it knows, not the pipeline's own keys and rules",
+            "RLC116", "", f"this config is for the {pipeline_name(result.pipeline)}, which rlcfg does not model: it "
+            "checked the YAML, the interpolations and the keys it knows, not the pipeline's own keys and rules",
             origin=Origin("file", file=filename, line=1, column=1),
             hint="`rlcfg plan` and `rlcfg run` refuse it; validate it with the framework's own loader too"))
         result.summary = f"{result.pipeline} (not modelled; known keys checked)"
@@ -156,6 +156,11 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
             result.summary = spec.describe(checked.config)
             diagnostics.extend(_refusal_notes(root, merged, spec.defaults(root, result.release)))
     return _finish(result, diagnostics, env)
+
+
+def pipeline_name(name: str) -> str:
+    """A pipeline's name as a phrase: `AReaL DPO` → `AReaL DPO pipeline`."""
+    return name if name.lower().endswith("pipeline") else f"{name} pipeline"
 
 
 def _composed_for_detection(tree: SourceTree, base_dir: str) -> SourceTree:

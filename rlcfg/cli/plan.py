@@ -53,7 +53,7 @@ def plan(
 
     The config is checked first, as `rlcfg validate` would; a config with errors is not planned.
     """
-    from rlcfg.frontend import check_file
+    from rlcfg.frontend import check_file, pipeline_name
     from rlcfg.source.yaml_loader import UsageError
 
     json_output = output is OutputFormat.json
@@ -65,7 +65,7 @@ def plan(
             raise usage_error(str(exc), json_output)
         result.diagnostics = drop_ignored(result.diagnostics, silenced)
         if result.pipeline is not None and not result.errors:
-            typer.echo(f"rlcfg plan: {file} is a {result.pipeline} config, which rlcfg does not model; "
+            typer.echo(f"rlcfg plan: {file} is for the {pipeline_name(result.pipeline)}, which rlcfg does not model; "
                        "`rlcfg validate` checks what it can of it", err=True)
             raise typer.Exit(EXIT_INVALID)
         if result.errors:

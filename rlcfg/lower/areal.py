@@ -191,7 +191,8 @@ def _parallelism(c: alloc.Component | None, engine: Any = None) -> Parallelism:
         return Parallelism()
     if c.kind == "inference":
         return Parallelism(tp=c.dims.get("t"), pp=c.dims.get("p"))
-    megatron = dict(getattr(engine, "megatron", None) or {})
+    megatron_cfg = getattr(engine, "megatron", None)
+    megatron = megatron_cfg.model_dump() if megatron_cfg is not None else {}
     if c.hybrid is not None:
         attn, ffn = c.hybrid
         tp, pp, cp, ep, etp = attn.get("t"), attn.get("p"), attn.get("c"), ffn.get("e"), ffn.get("t")
@@ -317,6 +318,9 @@ def _rollout_role(cfg: Any, c: alloc.Component | None, gpu_ids: tuple[int, ...],
 
 def _cluster(cfg: Any) -> Cluster:
     nodes, per_node = cfg.cluster.n_nodes, cfg.cluster.n_gpus_per_node
+    if per_node == 0:
+        # AReaL's CPU example (n_gpus_per_node: 0): the config says nothing about GPUs; the plan's flags decide.
+        return Cluster(nodes=nodes, gpus_per_node=None)
     if (nodes, per_node) == SEED_DEFAULT_CLUSTER:
         return Cluster(nodes=None, gpus_per_node=per_node)
     return Cluster(nodes=nodes, gpus_per_node=per_node)

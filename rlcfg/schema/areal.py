@@ -1,17 +1,24 @@
-"""AReaL (seed 004: AReaL v0.3.4, generated from its config dataclasses), with the 1.0 layout accepted too.
+"""AReaL v0.3.x and 1.0.x (seed 004 documents v0.3.4, generated from its config dataclasses).
 
 AReaL merges the YAML into `OmegaConf.structured(<ExperimentConfig>)`, so unknown keys and wrong types fail
 at load and `"???"` values must be given. One document is one of three experiment kinds, each its own
 dataclass (`SFTConfig`, `RWConfig`, `GRPOConfig`); rlcfg tells them apart from the document (see
 `AReaLDialect.root`).
 
-Layouts. The seed documents v0.3.4: a top-level `allocation_mode` (`sglang.d4p1t1+d4p1t1`), `async_training`,
-`actor.group_size`, `actor.behav_imp_weight_cap`, `launcher`, and `model:` for SFT. AReaL 1.0 moved GPU
-allocation into per-engine `backend` fields (`actor.backend: fsdp:d4p1t1`, `rollout.backend: sglang:d4p1t1`),
-added scheduling, rejection sampling, SAPO, vLLM, Megatron/Archon sections and renamed SFT's `model:` to
-`actor:`. Both validate: every section accepts the union of the keys; the documented defaults are the
-seed's (v0.3.4) wherever the two disagree, and keys that only exist in 1.0 take 1.0's defaults. Where a
-document clearly uses the 1.0 layout, keys that 1.0 removed get a warning (AReaL 1.0 would reject them).
+Releases. rlcfg claims AReaL v0.3.x and 1.0.x (read at v0.3.4 and v1.0.4; tests/inventory/areal holds every field
+of both, produced by tools/inventory/areal.py). The seed documents v0.3.4: a top-level `allocation_mode`
+(`sglang.d4p1t1+d4p1t1`), `async_training`, `actor.group_size`, `actor.behav_imp_weight_cap`, `launcher`, and
+`model:` for SFT. AReaL 1.0 moved GPU allocation into per-engine `backend` fields (`actor.backend: fsdp:d4p1t1`,
+`rollout.backend: sglang:d4p1t1`), added scheduling, rejection sampling, SAPO, vLLM, Megatron/Archon sections and
+renamed SFT's `model:` to `actor:`. One schema holds both; a field that exists in only one release says so with
+`releases=`, and a document is judged by exactly one release (`infer_release`, or `--framework-version`): a key of
+the other release is then the error AReaL's loader raises (RLC113). Where the releases' defaults differ, the
+documented default is the seed's (v0.3.4), and keys that only exist in 1.0 take 1.0's defaults.
+
+Pipelines. GRPO/PPO (`GRPOConfig`, which also covers 1.0's rollout-only `PPOConfig` configs), SFT and reward-model
+training are modelled. AReaL 1.0's DPO and the example scripts' own config subclasses (AgentRLConfig,
+TIRGRPOConfig, ...; they add top-level keys) are named by `AReaLDialect.pipeline` and get the single "not
+modelled" warning.
 
 Choices. AReaL attaches `choices` to many fields but only re-checks a few in `__post_init__`; the rest are
 documentation (research/validation-rules.md, section 5). rlcfg enforces all of them as `Literal` types.
@@ -19,10 +26,13 @@ documentation (research/validation-rules.md, section 5). rlcfg enforces all of t
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import re
+from typing import Any, Iterator, Literal
 
 from rlcfg.schema.areal_rules import RULES
-from rlcfg.schema.base import REQUIRED, Dialect, Section, param, section
+from rlcfg.schema.base import (REQUIRED, Dialect, Section, defaults_tree, field_at, field_releases, param, section,
+                               section_types)
+from rlcfg.source.tree import split_dotted
 
 NAME_HINT = "AReaL's examples write `${experiment_name}` here"
 
@@ -71,10 +81,10 @@ class MicroBatchSpec(Section):
     max_tokens_per_mb: int | None = param(None, description="Token budget of one micro-batch per forward pass. "
                                                             "When set, n_mbs becomes a lower bound.", ge=1)
     n_mbs_divisor: int = param(1, description="The final number of micro-batches is rounded to a multiple of "
-                                              "this. Not in the seed (later versions).", ge=1)
+                                              "this. Not in the seed (later versions).", ge=1, releases=('1.0',))
     packing_algorithm: Literal["ffd", "kk"] = param(
         "ffd", description="Sequence packing algorithm for micro-batches: `ffd` (first fit decreasing) or `kk` "
-                           "(Karmarkar-Karp, better balance). Not in the seed (later versions).")
+                           "(Karmarkar-Karp, better balance). Not in the seed (later versions).", releases=('1.0',))
 
 
 class OptimizerConfig(Section):
@@ -96,7 +106,7 @@ class OptimizerConfig(Section):
                                 "anything else only after the model has loaded.")
     warmup_steps_proportion: float = param(0.001, description="Fraction of the training steps spent warming up "
                                                               "the learning rate.", ge=0, le=1)
-    offload: bool = param(False, description="Offload optimizer states to CPU memory.")
+    offload: bool = param(False, description="Offload optimizer states to CPU memory.", releases=('0.3',))
     initial_loss_scale: float = param(4294967296, description="Initial loss scale for mixed-precision training "
                                                               "(2**32).", gt=0)
     min_loss_scale: float = param(1.0, description="Lowest loss scale the dynamic scaler may reach.", gt=0)
@@ -123,20 +133,20 @@ class FSDPEngineConfig(Section):
     offload_params: bool = param(False, description="Offload FSDP parameters to CPU memory.")
     memory_efficient_load: bool = param(False, description="Initialize weights on CPU and broadcast them from "
                                                            "rank 0 after sharding (1.0). Cannot be combined with "
-                                                           "init_from_scratch.")
+                                                           "init_from_scratch.", releases=('1.0',))
     per_layer_optim_step: bool = param(False, description="Run the Adam step on GPU layer by layer with "
-                                                          "prefetching (1.0). Needs optimizer type `adam`.")
+                                                          "prefetching (1.0). Needs optimizer type `adam`.", releases=('1.0',))
     optim_step_prefetch_layers: int = param(1, description="Layers prefetched by the per-layer optimizer step "
-                                                           "(1.0).", ge=0)
+                                                           "(1.0).", ge=0, releases=('1.0',))
     shard_vision_across_sp: bool = param(False, description="Shard a vision encoder across sequence-parallel "
-                                                            "ranks by image (1.0).")
+                                                            "ranks by image (1.0).", releases=('1.0',))
 
 
 class DeepSpeedAutoTPEngineConfig(Section):
-    """DeepSpeed AutoTP, the experimental tensor-parallel training backend of v0.3.x (removed later)."""
+    """DeepSpeed AutoTP, the experimental tensor-parallel training backend of v0.3.0 to v0.3.3 (gone in v0.3.4)."""
 
     autotp_size: int | None = param(1, description="DeepSpeed AutoTP tensor-parallel size. The seed lists the "
-                                                   "section without its keys; this follows the v0.3 code.", ge=1)
+                                                   "section without its keys; this follows the v0.3.3 code.", ge=1)
 
 
 class SchedulingStrategy(Section):
@@ -218,6 +228,92 @@ class ArchonEngineConfig(Section):
                                                                          "null for the model dtype.")
 
 
+class MegatronDDPConfig(Section):
+    """Megatron's DistributedDataParallel wrapper (1.0)."""
+
+    grad_reduce_in_fp32: bool = param(True, description="Reduce gradients in fp32.")
+    overlap_grad_reduce: bool = param(False, description="Overlap the gradient reduce-scatter with the backward "
+                                                         "pass.")
+    overlap_param_gather: bool = param(False, description="Overlap the parameter all-gather with the forward pass.")
+    align_param_gather: bool = param(False, description="Launch the parameter all-gathers of all pipeline stages "
+                                                        "together.")
+    use_distributed_optimizer: bool = param(True, description="Shard the optimizer states over data-parallel ranks.")
+    check_for_nan_in_grad: bool = param(False, description="Check the gradients for NaN after the reduction.")
+    bucket_size: int | None = param(None, description="Gradient bucket size in elements; null lets Megatron "
+                                                      "choose.", ge=1)
+    average_in_collective: bool = param(False, description="Average inside the collective instead of before it.")
+    fp8_param_gather: bool = param(False, description="All-gather parameters in FP8.")
+
+
+class MegatronFP8Config(Section):
+    """FP8 training through Transformer Engine on the Megatron backend (1.0)."""
+
+    mode: str = param("e4m3", description="FP8 format, e.g. `e4m3` or `hybrid`.")
+    recipe: str = param("delayed", description="Scaling recipe, e.g. `delayed`, `tensorwise`, `mxfp8` or "
+                                               "`blockwise`.")
+    fp8_param: bool = param(False, alias="param", description="Keep the parameters themselves in FP8.")
+    margin: int = param(0, description="Margin of the scaling factor.")
+    amax_history_len: int = param(1, description="Length of the amax history window.", ge=1)
+    amax_compute_algo: str = param("most_recent", description="How amax is taken from its history (`most_recent` "
+                                                              "or `max`).")
+    wgrad: bool = param(True, description="Compute weight gradients in FP8.")
+    dot_product_attention: bool = param(False, description="Run dot-product attention in FP8.")
+    multi_head_attention: bool = param(False, description="Run multi-head attention in FP8.")
+    tp_only_amax_red: bool = param(False, description="Reduce amax only over the tensor-parallel group.")
+    first_last_layers_bf16: bool = param(False, description="Keep the first and last layers in BF16.")
+    num_layers_at_start_in_bf16: int = param(1, description="Leading layers kept in BF16 (with "
+                                                            "first_last_layers_bf16).", ge=0)
+    num_layers_at_end_in_bf16: int = param(1, description="Trailing layers kept in BF16 (with "
+                                                          "first_last_layers_bf16).", ge=0)
+    direct_convert: bool = param(True, description="Convert weights to FP8 directly when they are sent to the "
+                                                   "inference engine.")
+
+
+class MegatronEngineConfig(Section):
+    """The Megatron training backend (1.0; in v0.3 only the experimental scripts had it)."""
+
+    wrap_with_ddp: bool = param(True, description="Wrap the model in Megatron's DistributedDataParallel.")
+    use_torch_fsdp2: bool = param(False, description="Use torch FSDP2 inside Megatron (untested upstream).")
+    use_custom_fsdp: bool = param(False, description="Use Megatron's own FSDP (untested upstream).")
+    ddp: MegatronDDPConfig = section(MegatronDDPConfig, description="DistributedDataParallel settings.")
+    virtual_pipeline_parallel_size: int = param(1, description="Virtual pipeline stages per rank; > 1 needs "
+                                                               "pipeline parallelism p > 1.", ge=1)
+    overlap_param_gather_with_optimizer_step: bool = param(False, description="Overlap the parameter gather with "
+                                                                              "the optimizer step.")
+    use_precision_aware_optimizer: bool = param(False, description="Let the optimizer keep states in the dtypes "
+                                                                   "below.")
+    main_grads_dtype: str = param("float32", description="Dtype of the main gradients.")
+    main_params_dtype: str = param("float32", description="Dtype of the main (master) parameters.")
+    exp_avg_dtype: str = param("float32", description="Dtype of Adam's first moment.")
+    exp_avg_sq_dtype: str = param("float32", description="Dtype of Adam's second moment.")
+    async_save: bool = param(False, description="Save checkpoints asynchronously.")
+    use_checkpoint_opt_param_scheduler: bool = param(True, description="Restore the LR scheduler from the "
+                                                                       "checkpoint.")
+    use_deterministic_algorithms: bool = param(False, description="Deterministic kernels (slower; advised for MoE "
+                                                                  "RL stability).")
+    recompute_granularity: str | None = param("full", description="Activation recomputation granularity (`full` "
+                                                                  "or `selective`); used with "
+                                                                  "gradient_checkpointing.")
+    recompute_method: str | None = param("uniform", description="How layers are chosen for recomputation "
+                                                                "(`uniform` or `block`).")
+    recompute_num_layers: int | None = param(1, description="Layers per recomputation unit.")
+    distribute_saved_activations: bool | None = param(None, description="Distribute saved activations over the "
+                                                                        "tensor-parallel group.")
+    recompute_modules: list[str] | None = param(None, description="Modules recomputed in selective mode.")
+    moe_router_dtype: str | None = param("fp32", description="Dtype of the MoE router; null uses the model "
+                                                             "dtype.")
+    moe_shared_expert_overlap: bool = param(False, description="Overlap the shared expert with token dispatch.")
+    moe_enable_deepep: bool = param(False, description="Dispatch MoE tokens with DeepEP.")
+    moe_token_dispatcher_type: str = param("alltoall", description="MoE token dispatcher (`allgather`, "
+                                                                   "`alltoall` or `flex`).")
+    moe_permute_fusion: bool = param(False, description="Fuse the MoE token permutation kernels.")
+    fp8_config: MegatronFP8Config | None = section(MegatronFP8Config, optional=True,
+                                                   description="FP8 training; null trains in the model dtype.")
+    bridge_type: str = param("mbridge", description="Library converting Hugging Face weights: `mbridge` or "
+                                                    "`megatron-bridge` (rule areal/megatron checks it).")
+    use_mbridge_save: bool = param(False, description="Save Hugging Face checkpoints through the bridge.")
+
+
 # ---- training engines --------------------------------------------------------------------------------------
 
 
@@ -232,7 +328,7 @@ class TrainEngineConfig(Section):
                                          "documents only `flash_attention_2`; AReaL 1.0 also accepts the other "
                                          "built-in transformers backends listed here (and Hugging Face kernel "
                                          "repository ids, which rlcfg does not accept).")
-    use_kernels: bool = param(False, description="Kernelize the model with Hugging Face kernels (1.0).")
+    use_kernels: bool = param(False, description="Kernelize the model with Hugging Face kernels (1.0).", releases=('1.0',))
     init_from_scratch: bool = param(False, description="Initialize the weights randomly instead of loading "
                                                        "them.")
     is_critic: bool = param(False, description="Whether the model is a critic or reward model (a scalar head).")
@@ -246,48 +342,46 @@ class TrainEngineConfig(Section):
         "bfloat16", description="Parameter (compute) data type. AReaL 1.0 accepts the aliases bf16, fp16 and "
                                 "fp32 and rejects anything else.")
     grad_reduce_dtype: str = param("float32", description="Data type of the gradient reduction.")
-    optimizer_dtype: Literal["float32", "bfloat16", "fp32", "bf16"] = param(
-        "float32", description="Storage dtype of parameters and optimizer states (1.0, FSDP only).")
     optimizer: OptimizerConfig | None = section(OptimizerConfig, optional=True,
                                                 description="The optimizer; null means the model is not trained.")
     backend: str = param("", description="Backend and parallel sizes of this engine, e.g. `fsdp:d4p1t1`, "
                                          "`megatron:d2p2t2` (AReaL 1.0, where it is mandatory and replaces "
                                          "`allocation_mode`). The seed documents it with the default \"\".")
     fsdp: FSDPEngineConfig = section(FSDPEngineConfig, description="FSDP backend settings.")
-    ds_auto_tp: DeepSpeedAutoTPEngineConfig = section(DeepSpeedAutoTPEngineConfig,
-                                                      description="DeepSpeed AutoTP backend settings (v0.3).")
-    archon: ArchonEngineConfig = section(ArchonEngineConfig, description="Archon backend settings (1.0).")
-    megatron: dict[str, Any] = param({}, description="Megatron backend settings (1.0), passed to Megatron-core "
-                                                     "through AReaL; rlcfg checks bridge_type and "
-                                                     "virtual_pipeline_parallel_size and keeps the rest as "
-                                                     "written.")
+    ds_auto_tp: DeepSpeedAutoTPEngineConfig = section(DeepSpeedAutoTPEngineConfig, releases=("0.3",),
+                                                      description="DeepSpeed AutoTP backend settings (v0.3.0 to "
+                                                                  "v0.3.3; the seed documents it, v0.3.4 dropped "
+                                                                  "it).")
+    archon: ArchonEngineConfig = section(ArchonEngineConfig, description="Archon backend settings (1.0).", releases=('1.0',))
+    megatron: MegatronEngineConfig = section(MegatronEngineConfig, releases=("1.0",),
+                                             description="Megatron backend settings (1.0).")
     weight_update_mode: Literal["disk", "xccl"] = param(
         "disk", description="How new weights reach the inference servers: `disk` or `xccl` (NCCL). AReaL "
                             "only checks it after the engines are up. v0.3 kept this at the top level with the "
-                            "default `disk`; 1.0 moved it here with the default `xccl`.")
+                            "default `disk`; 1.0 moved it here with the default `xccl`.", releases=('1.0',))
     offload: bool = param(False, description="Offload parameters and optimizer states to CPU between steps "
-                                             "(1.0); needs enable_offload.")
+                                             "(1.0); needs enable_offload.", releases=('1.0',))
     use_lora: bool = param(False, description="Train LoRA adapters (FSDP only).")
     lora_rank: int = param(32, description="Rank of the LoRA adapter matrices.", ge=1)
     lora_alpha: int = param(16, description="LoRA scaling factor alpha.", ge=1)
     target_modules: list[str] = param([], description="Modules LoRA adapts.")
     peft_type: Literal["lora"] = param("lora", description="PEFT method; only LoRA exists.")
-    enable_tree_training: bool = param(False, description="Tree training with flex attention (1.0).")
+    enable_tree_training: bool = param(False, description="Tree training with flex attention (1.0).", releases=('1.0',))
     scheduling_spec: list[SchedulingSpec] = param(
         [{"cmd": "python -m areal.infra.rpc.rpc_server"}],
         description="One spec (worker and engine share a process) or two (worker, then engine) for the 1.0 "
-                    "single controller.", min_length=1)
+                    "single controller.", min_length=1, releases=('1.0',))
     scheduling_strategy: SchedulingStrategy = section(SchedulingStrategy,
-                                                      description="Placement relative to other engines (1.0).")
+                                                      description="Placement relative to other engines (1.0).", releases=('1.0',))
     version_: Literal["v1", "v2"] = param("v1", alias="_version", description="Train controller version (1.0): "
-                                                                              "`v1` or the gateway `v2`.")
+                                                                              "`v1` or the gateway `v2`.", releases=('1.0',))
     admin_api_key: str = param("areal-admin-key", description="Admin key of the v2 gateway stack (1.0); must "
-                                                              "not be blank.")
-    log_level: str = param("warning", description="Log level of the v2 gateway stack (1.0).")
-    request_timeout: float = param(3600.0, description="Gateway request timeout in seconds (1.0, v2).", gt=0)
-    setup_timeout: float = param(3600.0, description="Gateway setup timeout in seconds (1.0, v2).", gt=0)
+                                                              "not be blank.", releases=('1.0',))
+    log_level: str = param("warning", description="Log level of the v2 gateway stack (1.0).", releases=('1.0',))
+    request_timeout: float = param(3600.0, description="Gateway request timeout in seconds (1.0, v2).", gt=0, releases=('1.0',))
+    setup_timeout: float = param(3600.0, description="Gateway setup timeout in seconds (1.0, v2).", gt=0, releases=('1.0',))
     temperature: float = param(1.0, description="Sampling temperature the log-probabilities are computed at; "
-                                                "keep it equal to gconfig.temperature.", gt=0)
+                                                "keep it equal to gconfig.temperature.", gt=0, releases=("1.0",))
 
 
 class RejectionSamplingConfig(Section):
@@ -310,14 +404,15 @@ class PPOActorConfig(TrainEngineConfig):
 
     group_size: int = param(1, description="Sequences per group (v0.3; removed in 1.0, which reads "
                                            "gconfig.n_samples). AReaL's examples set `${gconfig.n_samples}`.",
-                            ge=1)
+                            ge=1, releases=('0.3',))
     ppo_n_minibatches: int = param(4, description="Minibatches (optimizer steps) per PPO update.", ge=1)
-    eps_clip: float = param(0.2, description="Clipping range of the policy ratio.", gt=0)
+    eps_clip: float = param(0.2, description="Clipping range of the policy ratio; 0 is allowed (AReaL's M2PO example "
+                                             "uses it, as its own threshold takes over).", ge=0)
     eps_clip_higher: float | None = param(None, description="Upper clipping range; when set, eps_clip is the "
                                                             "lower one (decoupled clipping).", gt=0)
     c_clip: float | None = param(None, description="Dual-clip factor; must be > 1. Null disables dual clipping. "
                                                    "AReaL only checks it inside the loss.")
-    m2_threshold: float | None = param(None, description="Second-moment threshold of M2PO (1.0).")
+    m2_threshold: float | None = param(None, description="Second-moment threshold of M2PO (1.0).", releases=('1.0',))
     reward_norm: NormConfig | None = section(NormConfig, optional=True, description="Reward normalization; "
                                                                                     "null disables it.")
     reward_scaling: float = param(1.0, description="Rewards are multiplied by this.")
@@ -336,16 +431,16 @@ class PPOActorConfig(TrainEngineConfig):
     kl_ctl: float = param(0.1, description="KL penalty coefficient. The reference model is only built when this "
                                            "is > 0 (and, in 1.0, a `ref` section exists).", ge=0)
     kl_estimator: Literal["k1", "k2", "k3"] = param("k1", description="KL estimator (later versions).")
-    use_sapo_loss: bool = param(False, description="Use the SAPO loss instead of PPO clipping (1.0).")
-    sapo_tau_pos: float = param(1.0, description="SAPO temperature for positive advantages (1.0); > 0.")
-    sapo_tau_neg: float = param(1.05, description="SAPO temperature for negative advantages (1.0); > 0.")
+    use_sapo_loss: bool = param(False, description="Use the SAPO loss instead of PPO clipping (1.0).", releases=('1.0',))
+    sapo_tau_pos: float = param(1.0, description="SAPO temperature for positive advantages (1.0); > 0.", releases=('1.0',))
+    sapo_tau_neg: float = param(1.05, description="SAPO temperature for negative advantages (1.0); > 0.", releases=('1.0',))
     recompute_logprob: bool = param(False, description="Recompute log-probabilities with the trainer instead "
                                                        "of using the inference engine's.")
     use_decoupled_loss: bool = param(False, description="Use the decoupled PPO loss; implicitly enables "
                                                         "recompute_logprob.")
     behav_imp_weight_cap: float | None = param(
         None, description="Drop tokens whose behaviour importance weight exceeds this cap; must be > 1 and needs "
-                          "use_decoupled_loss (v0.3; replaced by rejection_sampling in 1.0).")
+                          "use_decoupled_loss (v0.3; replaced by rejection_sampling in 1.0).", releases=('0.3',))
     behave_imp_weight_cap: float | None = param(
         None, description="Spelling used between v0.4 and 1.0 for the importance-weight cap; AReaL 1.0 rejects "
                           "it and asks for rejection_sampling.")
@@ -354,17 +449,27 @@ class PPOActorConfig(TrainEngineConfig):
                           "`token_truncate`, ...) between v0.4 and 1.0; AReaL 1.0 rejects it.")
     rejection_sampling: RejectionSamplingConfig | None = section(
         RejectionSamplingConfig, optional=True, description="Stale-sample filtering of the decoupled loss (1.0); "
-                                                            "null disables it.")
+                                                            "null disables it.", releases=('1.0',))
     importance_sampling_level: Literal["token", "sequence"] = param(
-        "token", description="Per-token importance ratios (PPO) or the sequence geometric mean (GSPO).")
+        "token", description="Per-token importance ratios (PPO) or the sequence geometric mean (GSPO).", releases=('1.0',))
     prox_logp_method: Literal["recompute", "loglinear", "metrics"] = param(
-        "recompute", description="How the proximal log-probabilities of the decoupled loss are obtained (1.0).")
+        "recompute", description="How the proximal log-probabilities of the decoupled loss are obtained (1.0).", releases=('1.0',))
     dynamic_sampling: bool = param(False, description="DAPO dynamic sampling: mask out groups whose rewards are "
-                                                      "all equal, so batch sizes vary (v0.3; removed in 1.0).")
+                                                      "all equal, so batch sizes vary (v0.3; removed in 1.0).", releases=('0.3',))
     log_agent_stats: bool = param(False, description="Log statistics of agent trajectories.")
     log_agent_stats_keys: list[str] = param([], description="Keys of the agent trajectory statistics to log.")
     max_new_tokens: int = param(1024, description="Maximum number of new tokens (kept for compatibility; "
                                                   "generation reads gconfig.max_new_tokens).", ge=1)
+    # v0.3 declared temperature on the PPO actor only; 1.0 moved it to every training engine.
+    temperature: float = param(1.0, description="Sampling temperature the log-probabilities are computed at; "
+                                                "keep it equal to gconfig.temperature.", gt=0)
+
+
+class TeacherConfig(PPOActorConfig):
+    """The teacher of on-policy distillation (1.0): a PPO actor's keys plus the loss weights."""
+
+    rl_loss_weight: float = param(1.0, description="Weight of the RL loss next to the distillation loss.")
+    distill_loss_weight: float = param(0.005, description="Weight of the distillation loss.")
 
 
 class PPOCriticConfig(TrainEngineConfig):
@@ -378,12 +483,37 @@ class PPOCriticConfig(TrainEngineConfig):
 # ---- inference ---------------------------------------------------------------------------------------------
 
 
+class AgentServiceConfig(Section):
+    """Agent workflow of inference-service rollouts (1.0 `rollout.agent`)."""
+
+    agent_cls_path: str = param("", description="Import path of the agent class; AReaL requires it to be "
+                                                "non-empty when the section is given.")
+    admin_api_key: str = param("areal-admin-key", description="Admin key of the agent service; must not be blank.")
+    scheduling_spec: list[SchedulingSpec] = param(
+        [{"gpu": 0, "cmd": "python -m areal.experimental.agent_service.guard"}],
+        description="Exactly one scheduling spec for the agent service processes.", min_length=1)
+    mode: Literal["inline", "subproc", "online"] = param("inline", description="Where the agent runs: `inline`, "
+                                                                               "`subproc` or `online`.")
+    tool_call_parser: str = param("qwen", description="Parser of tool calls in generated text.")
+    reasoning_parser: str = param("qwen3", description="Parser of reasoning sections in generated text.")
+    chat_template_type: Literal["hf", "concat"] = param("hf", description="`hf` chat template or plain `concat`.")
+    engine_max_tokens: int | None = param(None, description="Token budget of the engine per request; null for the "
+                                                            "engine's own.", ge=1)
+    turn_discount: float = param(1.0, description="Reward discount per turn.")
+    export_style: Literal["individual", "concat"] = param("individual", description="How multi-turn trajectories "
+                                                                                    "are exported.")
+    subproc_max_workers: int = param(4, description="Worker processes in `subproc` mode.", ge=1)
+    session_timeout_seconds: int = param(3600, description="Seconds an agent session may stay open.", ge=1)
+    set_reward_finish_timeout: float = param(0.0, description="Seconds to wait for the reward after a session "
+                                                              "ends; AReaL requires >= 0.", ge=0)
+
+
 class InferenceEngineConfig(Section):
     """The rollout client: how generation requests are queued and sent to the inference servers."""
 
     experiment_name: str | None = param(None, description="Experiment name seen by the rollout engine.")
     trial_name: str | None = param(None, description="Trial name seen by the rollout engine.")
-    fileroot: str | None = param(None, description="Root for rollout logs and trajectory dumps (1.0).")
+    fileroot: str | None = param(None, description="Root for rollout logs and trajectory dumps (1.0).", releases=('1.0',))
     max_concurrent_rollouts: int | None = param(None, description="Concurrent rollouts sent to the inference "
                                                                   "servers; null means consumer_batch_size.",
                                                 ge=1)
@@ -397,9 +527,9 @@ class InferenceEngineConfig(Section):
     check_trajectory_format: bool = param(False, description="Check the trajectories a custom workflow produces "
                                                              "(for debugging; keep false for training).")
     schedule_policy: Literal["round_robin"] = param("round_robin", description="How requests are spread over "
-                                                                               "servers; only `round_robin`.")
-    tokenizer_path: str = param("", description="Tokenizer used to decode dumped trajectories (1.0).")
-    dump_to_file: bool = param(False, description="Dump trajectories under fileroot (1.0).")
+                                                                               "servers; only `round_robin`.", releases=('0.3',))
+    tokenizer_path: str = param("", description="Tokenizer used to decode dumped trajectories (1.0).", releases=('1.0',))
+    dump_to_file: bool = param(False, description="Dump trajectories under fileroot (1.0).", releases=('1.0',))
     setup_timeout: float = param(120.0, description="Seconds to wait for the inference servers to come up.",
                                  gt=0)
     request_timeout: float = param(3600, description="Timeout of one HTTP request, in seconds.", gt=0)
@@ -408,25 +538,26 @@ class InferenceEngineConfig(Section):
                                                        "versions).", ge=0)
     scheduling_spec: list[SchedulingSpec] = param(
         [{"cmd": "python -m areal.infra.rpc.rpc_server"}],
-        description="One or two scheduling specs for the 1.0 rollout controller.", min_length=1)
+        description="One or two scheduling specs for the 1.0 rollout controller.", min_length=1, releases=('1.0',))
     backend: str = param("", description="Inference backend and parallel sizes, e.g. `sglang:d4p1t1` or "
-                                         "`vllm:d2t2` (AReaL 1.0, where it is mandatory).")
+                                         "`vllm:d2t2` (AReaL 1.0, where it is mandatory).", releases=('1.0',))
     scheduling_strategy: SchedulingStrategy = section(SchedulingStrategy,
-                                                      description="Placement relative to other engines (1.0).")
-    use_lora: bool = param(False, description="Serve LoRA adapters; keep equal to actor.use_lora (1.0).")
-    agent: dict[str, Any] | None = param(None, description="Agent workflow settings of inference-service "
-                                                           "rollouts (1.0), kept as written.")
+                                                      description="Placement relative to other engines (1.0).", releases=('1.0',))
+    use_lora: bool = param(False, description="Serve LoRA adapters; keep equal to actor.use_lora (1.0).", releases=('1.0',))
+    agent: AgentServiceConfig | None = section(AgentServiceConfig, optional=True, releases=("1.0",),
+                                               description="Agent workflow of inference-service rollouts (1.0); "
+                                                           "null for none.")
     return_routed_experts: bool = param(False, description="Return the routed expert indices of MoE models; "
-                                                           "SGLang only (1.0).")
+                                                           "SGLang only (1.0).", releases=('1.0',))
     version_: Literal["v1", "v2"] = param("v1", alias="_version", description="Rollout controller version "
-                                                                              "(1.0).")
-    model: str = param("default", description="Model name exposed by the inference-service gateway (1.0).")
-    routing_strategy: str = param("round_robin", description="Routing of the inference-service router (1.0).")
-    poll_interval: float = param(5.0, description="Health-poll interval of the router in seconds (1.0).", gt=0)
+                                                                              "(1.0).", releases=('1.0',))
+    model: str = param("default", description="Model name exposed by the inference-service gateway (1.0).", releases=('1.0',))
+    routing_strategy: str = param("round_robin", description="Routing of the inference-service router (1.0).", releases=('1.0',))
+    poll_interval: float = param(5.0, description="Health-poll interval of the router in seconds (1.0).", gt=0, releases=('1.0',))
     admin_api_key: str = param("areal-admin-key", description="Admin key of the inference-service gateway "
-                                                              "(1.0); must not be blank.")
-    api_url: str | None = param(None, description="External OpenAI-compatible endpoint (1.0).")
-    provider_api_key: str | None = param(None, description="API key of the external provider (1.0).")
+                                                              "(1.0); must not be blank.", releases=('1.0',))
+    api_url: str | None = param(None, description="External OpenAI-compatible endpoint (1.0).", releases=('1.0',))
+    provider_api_key: str | None = param(None, description="API key of the external provider (1.0).", releases=('1.0',))
 
 
 class SGLangConfig(Section):
@@ -483,10 +614,10 @@ class SGLangConfig(Section):
     ep_size: int = param(1, description="Expert-parallel size inside one server.", ge=1)
     enable_lora: bool | None = param(None, description="Serve LoRA adapters (later versions).")
     max_lora_rank: int | None = param(None, description="Largest LoRA rank served (later versions).", ge=1)
-    lora_target_modules: list[str] | None = param(None, description="Modules LoRA adapts (later versions).")
+    lora_target_modules: list[str] | None = param(None, description="Modules LoRA adapts (later versions).", releases=('0.3',))
     lora_paths: list[str] | None = param(None, description="LoRA adapters to load (filled by AReaL).")
     max_loaded_loras: int = param(1, description="LoRA adapters kept loaded (later versions).", ge=1)
-    max_loras_per_batch: int = param(1, description="LoRA adapters per batch (later versions).", ge=1)
+    max_loras_per_batch: int = param(1, description="LoRA adapters per batch (later versions).", ge=1, releases=('0.3',))
     lora_backend: str = param("triton", description="LoRA kernel backend (later versions).")
     log_level: str = param("warning", description="Server log level.")
     log_level_http: str | None = param("warning", description="HTTP server log level.")
@@ -496,11 +627,9 @@ class SGLangConfig(Section):
     enable_metrics: bool = param(True, description="Export Prometheus-style metrics.")
     decode_log_interval: int = param(1, description="Decoding iterations between throughput log lines.", ge=1)
     enable_multithread_load: bool = param(False, description="Multi-threaded weight loading (later versions; "
-                                                             "needs SGLang 0.5.2).")
-    enable_fast_load: bool = param(False, description="Fast weight loading (later versions; needs SGLang "
-                                                      "0.5.2).")
+                                                             "needs SGLang 0.5.2).", releases=('1.0',))
     enable_return_routed_experts: bool = param(False, description="Internal switch set by "
-                                                                  "rollout.return_routed_experts (1.0).")
+                                                                  "rollout.return_routed_experts (1.0).", releases=('1.0',))
 
 
 class VLLMConfig(Section):
@@ -514,27 +643,25 @@ class VLLMConfig(Section):
     distributed_executor_backend: str = param("mp", description="vLLM's distributed executor (mp or ray).")
     max_num_seqs: int = param(256, description="Sequences decoded at once.", ge=1)
     block_size: int = param(16, description="KV cache block size.", ge=1)
-    swap_space: int = param(4, description="CPU swap space in GB (older versions).", ge=0)
+    swap_space: int = param(4, description="CPU swap space in GB (older versions).", ge=0, releases=('0.3',))
     cpu_offload_gb: float = param(0, description="GB of weights offloaded to CPU.", ge=0)
     max_seq_len_to_capture: int = param(32768, description="Longest sequence captured in CUDA graphs (older "
-                                                           "versions).", ge=1)
+                                                           "versions).", ge=1, releases=('0.3',))
     disable_sliding_window: bool = param(True, description="Disable sliding-window attention.")
     max_model_len: int | None = param(32768, description="Context length of the server.", ge=1)
-    enable_chunked_prefill: bool = param(False, description="Chunked prefill (older versions).")
-    no_enable_chunked_prefill: bool = param(False, description="Pass --no-enable-chunked-prefill (1.0).")
-    enable_prefix_caching: bool = param(False, description="Prefix caching (older versions).")
-    no_enable_prefix_caching: bool = param(True, description="Pass --no-enable-prefix-caching (1.0).")
+    enable_chunked_prefill: bool = param(False, description="Chunked prefill (older versions).", releases=('0.3',))
+    no_enable_chunked_prefill: bool = param(False, description="Pass --no-enable-chunked-prefill (1.0).", releases=('1.0',))
+    enable_prefix_caching: bool = param(False, description="Prefix caching (older versions).", releases=('0.3',))
+    no_enable_prefix_caching: bool = param(True, description="Pass --no-enable-prefix-caching (1.0).", releases=('1.0',))
     gpu_memory_utilization: float = param(0.9, description="Fraction of GPU memory vLLM may use.", gt=0, le=1)
     worker_extension_cls: str = param("areal.engine.vllm_ext.vllm_worker_extension.VLLMWorkerExtension",
                                       description="Worker extension class AReaL uses for weight updates.")
     enable_sleep_mode: bool = param(False, description="Let vLLM release GPU memory while training runs.")
     uvicorn_log_level: str = param("warning", description="Log level of the HTTP server.")
-    gdn_prefill_backend: Literal["triton", "flashinfer"] | None = param(
-        None, description="GDN prefill backend for hybrid models; null leaves vLLM's default.")
-    enable_lora: bool = param(False, description="Serve LoRA adapters.")
-    max_lora_rank: int = param(16, description="Largest LoRA rank served.", ge=1)
-    max_loras: int = param(8, description="LoRA adapters per batch.", ge=1)
-    lora_modules: list[str] | None = param(None, description="LoRA adapters to load (filled by AReaL).")
+    enable_lora: bool = param(False, description="Serve LoRA adapters.", releases=('1.0',))
+    max_lora_rank: int = param(16, description="Largest LoRA rank served.", ge=1, releases=('1.0',))
+    max_loras: int = param(8, description="LoRA adapters per batch.", ge=1, releases=('1.0',))
+    lora_modules: list[str] | None = param(None, description="LoRA adapters to load (filled by AReaL).", releases=('1.0',))
 
 
 class GenerationHyperparameters(Section):
@@ -549,13 +676,13 @@ class GenerationHyperparameters(Section):
     top_k: int = param(100000000, description="Number of most likely tokens sampled from.", ge=1)
     temperature: float = param(1.0, description="Sampling temperature; higher is more diverse.", gt=0)
     stop_token_ids: list[int] = param([], description="Token ids that end generation.")
-    ignore_eos: bool = param(False, description="Keep generating past EOS (later versions).")
-    skip_special_tokens: bool = param(True, description="Drop special tokens when decoding (later versions).")
+    ignore_eos: bool = param(False, description="Keep generating past EOS (later versions).", releases=('1.0',))
+    skip_special_tokens: bool = param(True, description="Drop special tokens when decoding (later versions).", releases=('1.0',))
     stop: list[str] | None = param(None, description="Stop strings that end generation.")
     frequency_penalty: float = param(0.0, description="Penalty on tokens by their frequency so far, between -2 "
                                                       "and 2; negative values encourage repetition.", ge=-2, le=2)
-    lora_name: str = param("default_lora", description="LoRA adapter used for generation (later versions).")
-    use_beam_search: bool = param(False, description="Beam search in vLLM (later versions).")
+    lora_name: str = param("default_lora", description="LoRA adapter used for generation (later versions).", releases=('1.0',))
+    use_beam_search: bool = param(False, description="Beam search in vLLM (later versions).", releases=('1.0',))
 
 
 # ---- data, cluster, launching, logging ---------------------------------------------------------------------
@@ -567,20 +694,21 @@ class DatasetConfig(Section):
     path: str = param(REQUIRED, description="Local path or HuggingFace name of the dataset. Mandatory (`???`).")
     type: str = param(REQUIRED, description="What the data is for, e.g. `sft`, `rl` or `rw` (reward "
                                             "modelling). Mandatory (`???`).")
-    split: str = param("train", description="Dataset split (later versions).")
+    split: str = param("train", description="Dataset split (later versions).", releases=('1.0',))
     batch_size: int = param(1, description="Prompts (or samples) per dataloader batch.", ge=1)
     shuffle: bool = param(True, description="Shuffle the dataset.")
     pin_memory: bool = param(False, description="Pin host memory for faster transfer to the GPU.")
     num_workers: int = param(0, description="Dataloader worker processes.", ge=0)
-    num_dataset_workers: int = param(1, description="Remote data-service workers (1.0).", ge=1)
+    num_dataset_workers: int = param(1, description="Remote data-service workers (1.0).", ge=1, releases=('1.0',))
     drop_last: bool = param(True, description="Drop the last incomplete batch.")
     max_length: int | None = param(None, description="Longer sequences are filtered out of the dataset.", ge=1)
     dataset_kwargs: dict[str, Any] = param({}, description="Extra keyword arguments for loading the dataset "
-                                                           "(1.0).")
-    scheduling_spec: dict[str, Any] | None = param(None, description="Scheduling of remote data-loading "
-                                                                     "workers (1.0), kept as written.")
+                                                           "(1.0).", releases=('1.0',))
+    scheduling_spec: SchedulingSpec | None = section(SchedulingSpec, optional=True, releases=("1.0",),
+                                                     description="Scheduling of the remote data-loading workers "
+                                                                 "(1.0); null uses AReaL's default.")
     setup_timeout: float = param(120.0, description="Seconds the data service may take to load the dataset "
-                                                    "(1.0).", gt=0)
+                                                    "(1.0).", gt=0, releases=('1.0',))
 
 
 class NameResolveConfig(Section):
@@ -605,7 +733,8 @@ class ClusterSpecConfig(Section):
                                                                "use /tmp/areal/.)")
     n_nodes: int = param(32, description="Number of nodes. With n_gpus_per_node it is the GPU count the "
                                          "allocation must fill.", ge=1)
-    n_gpus_per_node: int = param(8, description="GPUs per node (physical).", ge=1)
+    n_gpus_per_node: int = param(8, description="GPUs per node (physical); 0 for a CPU-only machine, as in "
+                                                "AReaL's CPU example.", ge=0)
 
 
 class SlurmLauncherConfig(Section):
@@ -687,7 +816,7 @@ class StatsLoggerConfig(Section):
     swanlab: SwanlabConfig = section(SwanlabConfig, description="SwanLab experiment tracking.")
     tensorboard: TensorBoardConfig = section(TensorBoardConfig, description="TensorBoard; only `path` is "
                                                                            "needed.")
-    trackio: TrackioConfig = section(TrackioConfig, description="Trackio experiment tracking (1.0).")
+    trackio: TrackioConfig = section(TrackioConfig, description="Trackio experiment tracking (1.0).", releases=('1.0',))
 
 
 class _Timer(Section):
@@ -707,13 +836,13 @@ class SaverConfig(_Timer):
     """When checkpoints are saved."""
 
     mode: Literal["auto", "sync", "async"] = param("auto", description="Save mode of HF checkpoints (1.0): "
-                                                                       "`auto`, `sync` or `async`.")
+                                                                       "`auto`, `sync` or `async`.", releases=('1.0',))
 
 
 class EvaluatorConfig(_Timer):
     """When the model is evaluated."""
 
-    eval_before_train: bool = param(False, description="Evaluate once before training starts (1.0).")
+    eval_before_train: bool = param(False, description="Evaluate once before training starts (1.0).", releases=('1.0',))
 
 
 class RecoverConfig(_Timer):
@@ -724,15 +853,15 @@ class RecoverConfig(_Timer):
                                 "exist; `fault` only after a failure; `resume` forces resuming. AReaL 1.0 keeps "
                                 "`auto`/`disabled`, adds `on`/`off` and rejects `fault` and `resume`.")
     retries: int = param(3, description="Recovery retries (auto/fault modes).", ge=0)
-    no_save_optim: bool = param(False, description="Leave optimizer states out of recovery checkpoints (1.0).")
-    no_load_optim: bool = param(False, description="Do not load optimizer states when recovering (1.0).")
+    no_save_optim: bool = param(False, description="Leave optimizer states out of recovery checkpoints (1.0).", releases=('1.0',))
+    no_load_optim: bool = param(False, description="Do not load optimizer states when recovering (1.0).", releases=('1.0',))
 
 
 class SchedulerConfig(Section):
     """The scheduler service of single-controller mode (experimental)."""
 
     type: str | None = param(None, description="Scheduler type of the 1.0 single controller (e.g. local, ray, "
-                                               "slurm); null runs under an SPMD launcher.")
+                                               "slurm); null runs under an SPMD launcher.", releases=('1.0',))
     endpoint: str = param("http://localhost:8081", description="Address of the scheduler service.")
     deploy_mode: str = param("separation", description="How the scheduler deploys workers.")
     functioncall_service_domain: str = param("http://localhost:8080", description="Address of the function-call "
@@ -742,6 +871,34 @@ class SchedulerConfig(Section):
     reward_model_path: str = param("", description="Path of a reward model served by the scheduler.")
     reward_model_service_url: str = param("http://localhost:30000/classify",
                                           description="URL of the reward model service.")
+
+
+class SessionTracerConfig(Section):
+    """Per-session lifecycle tracing (1.0)."""
+
+    enabled: bool = param(False, description="Trace the life of each rollout session.")
+    flush_threshold: int = param(256, description="Finished sessions buffered before they are written.", ge=1)
+
+
+class PerfTracerConfig(Section):
+    """Performance tracing (1.0)."""
+
+    experiment_name: str = _names("performance tracer")[0]
+    trial_name: str = _names("performance tracer")[1]
+    fileroot: str = param(REQUIRED, description="Root of the trace files. Mandatory (`???`); AReaL's examples "
+                                                "write `${cluster.fileroot}`.")
+    enabled: bool = param(False, description="Record Chrome-trace events.")
+    save_interval: int = param(1, description="Steps between trace flushes.", ge=1)
+    profile_steps: list[int] | None = param(None, description="Steps that are profiled; null profiles none.")
+    session_tracer: SessionTracerConfig | None = section(SessionTracerConfig, optional=True,
+                                                         description="Per-session tracing; null disables it.")
+
+
+class MemoryProfilerConfig(Section):
+    """CUDA memory snapshots (1.0)."""
+
+    profile_steps: list[int] = param([0, 1], description="Steps whose memory is recorded.")
+    max_entries: int = param(100000, description="Allocation events kept in a snapshot.", ge=1)
 
 
 # ---- experiments -------------------------------------------------------------------------------------------
@@ -759,8 +916,9 @@ class BaseExperimentConfig(Section):
                                                  "favour of the engines' `backend` fields.")
     seed: int = param(1, description="Random seed of the experiment (data order, sampling, initialization).")
     enable_offload: bool = param(False, description="Allow offloading through torch_memory_saver (1.0); needed by "
-                                                    "any `offload: true` and by actor-rollout colocation.")
-    total_train_epochs: int = param(1, description="Epochs to train; AReaL requires a positive number.", gt=0)
+                                                    "any `offload: true` and by actor-rollout colocation.", releases=('1.0',))
+    total_train_epochs: int = param(1, description="Epochs to train. AReaL 1.0 requires a positive number (rule "
+                                                   "areal/total-epochs); v0.3 takes 0 and trains nothing.", ge=0)
     total_train_steps: int | None = param(None, description="Stop after this many steps (for benchmarking); "
                                                             "null trains normally.", ge=1)
     total_train_n_seqs: int | None = param(None, description="Stop after this many samples (for benchmarking); "
@@ -768,7 +926,7 @@ class BaseExperimentConfig(Section):
     tokenizer_path: str = param("", description="Path of the tokenizer.")
     weight_update_mode: Literal["disk", "xccl"] = param("disk", description="Weight update mode as v0.4 spelled "
                                                                             "it at the top level; 1.0 reads "
-                                                                            "actor.weight_update_mode.")
+                                                                            "actor.weight_update_mode.", releases=('0.3',))
     train_dataset: DatasetConfig = section(DatasetConfig, description="The training data.")
     valid_dataset: DatasetConfig | None = section(DatasetConfig, optional=True, description="Validation data; "
                                                                                          "null skips it.")
@@ -779,12 +937,13 @@ class BaseExperimentConfig(Section):
     sglang: SGLangConfig = section(SGLangConfig, description="SGLang server arguments.")
     vllm: VLLMConfig = section(VLLMConfig, description="vLLM server arguments (later versions).")
     launcher: LauncherConfig = section(LauncherConfig, description="Resources of launched processes (v0.3; "
-                                                                   "removed in 1.0).")
+                                                                   "removed in 1.0).", releases=('0.3',))
     scheduler: SchedulerConfig = section(SchedulerConfig, description="Scheduler service.")
-    perf_tracer: dict[str, Any] | None = param(None, description="Performance tracing (1.0), kept as written; "
-                                                                 "null disables it.")
-    memory_profiler: dict[str, Any] | None = param(None, description="CUDA memory snapshots (1.0), kept as "
-                                                                     "written; null disables them.")
+    perf_tracer: PerfTracerConfig | None = section(PerfTracerConfig, optional=True, releases=("1.0",),
+                                                   description="Performance tracing (1.0); null disables it.")
+    memory_profiler: MemoryProfilerConfig | None = section(MemoryProfilerConfig, optional=True, releases=("1.0",),
+                                                           description="CUDA memory snapshots (1.0); null "
+                                                                       "disables them.")
 
 
 class SFTConfig(BaseExperimentConfig):
@@ -794,10 +953,10 @@ class SFTConfig(BaseExperimentConfig):
                                               description="The model being fine-tuned (v0.3 key). The seed builds "
                                                           "it from defaults, so its mandatory names must be "
                                                           "written; exactly one of `model` and `actor` is "
-                                                          "expected.")
+                                                          "expected.", releases=('0.3',))
     actor: TrainEngineConfig | None = section(TrainEngineConfig, optional=True,
                                               description="The model being fine-tuned, as AReaL 1.0 names it "
-                                                          "(replaces `model`).")
+                                                          "(replaces `model`).", releases=('1.0',))
 
 
 class RWConfig(SFTConfig):
@@ -808,11 +967,11 @@ class GRPOConfig(BaseExperimentConfig):
     """GRPO (and, in 1.0, PPO) reinforcement learning."""
 
     async_training: bool = param(True, description="Overlap rollout and training (v0.3; removed in 1.0, where "
-                                                   "rollout.max_head_offpolicyness alone decides).")
+                                                   "rollout.max_head_offpolicyness alone decides).", releases=('0.3',))
     gconfig: GenerationHyperparameters = section(GenerationHyperparameters, description="Rollout sampling.")
     eval_gconfig: GenerationHyperparameters | None = section(GenerationHyperparameters, optional=True,
                                                              description="Sampling for evaluation (1.0); null "
-                                                                         "copies gconfig.")
+                                                                         "copies gconfig.", releases=('1.0',))
     rollout: InferenceEngineConfig = section(InferenceEngineConfig, description="The rollout engine.")
     actor: PPOActorConfig = section(PPOActorConfig, description="The policy being trained.")
     ref: PPOActorConfig | None = section(PPOActorConfig, optional=True,
@@ -820,17 +979,123 @@ class GRPOConfig(BaseExperimentConfig):
                                                      "actor.kl_ctl > 0. The seed builds it from defaults when "
                                                      "absent (so its names must be written); 1.0 skips it.")
     critic: PPOCriticConfig | None = section(PPOCriticConfig, optional=True, description="A critic (1.0 PPO).")
-    teacher: dict[str, Any] | None = param(None, description="On-policy distillation teachers (1.0), kept as "
-                                                             "written.")
-    dynamic_bs: bool = param(False, description="Dynamic batch sizing in prepare_batch (1.0).")
+    teacher: TeacherConfig | None = section(TeacherConfig, optional=True, releases=("1.0",),
+                                            description="Teacher of on-policy distillation (1.0); null for none.")
+    dynamic_bs: bool = param(False, description="Dynamic batch sizing in prepare_batch (1.0).", releases=('1.0',))
+
+
+# Top-level keys that only the example scripts' own config subclasses declare (read from the scripts at v0.3.4 and
+# v1.0.4; tests/inventory/areal lists them): a document that sets one is loaded by that script's class, which rlcfg
+# does not model. `async_training` is left out: it is a key of the v0.3 GRPOConfig itself.
+SCRIPT_KEYS: dict[str, str] = {
+    "n_trajs": "AgentRLConfig", "max_turns": "AgentRLConfig/AgentConfig", "max_tokens_per_trajectory": "AgentRLConfig",
+    "max_llm_calls_per_run": "AgentRLConfig", "judge_engine": "AgentRLConfig", "log_agent_stats": "AgentRLConfig",
+    "log_agent_stats_keys": "AgentRLConfig", "max_iteration": "AgentRLConfig", "max_workers": "AgentRLConfig",
+    "non_think_mode": "AgentRLConfig", "task_timeouts": "AgentRLConfig", "filter_uniform_reward": "AgentRLConfig",
+    "encourage_completion_reward": "AgentRLConfig", "reward_fn_path": "AgentRLConfig",
+    "agent_builder_path": "AgentRLConfig", "agent_builder_kwargs": "AgentRLConfig", "tir": "TIRGRPOConfig",
+    "agent_run_args": "MultiTurnGRPOConfig", "export_style": "MultiTurnGRPOConfig", "workflow": "AgentConfig",
+    "eval_workflow": "AgentConfig", "econfig": "Tau2PPOConfig/Tau2GatewayRolloutConfig",
+    "model_path": "Tau2GatewayRolloutConfig",
+}
+
+# Engine sections whose `backend` holds the 1.0 `name:dims` form.
+_ENGINES = ("actor", "ref", "critic", "teacher", "rollout", "model")
+
+
+def _user_paths(data: Any, prefix: tuple = ()) -> Iterator[tuple]:
+    """Every key path the document writes (list items are skipped: their fields are judged like the list's)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            path = prefix + (key,)
+            yield path
+            yield from _user_paths(value, path)
+
+
+# AReaL 1.0's defaults where they differ from the documented (v0.3.4) ones, per section class (facts read from
+# areal/api/cli_args.py at v1.0.4; tests/inventory/areal/1.0.json). A section class applies to its subclasses.
+V1_DEFAULTS: dict[str, dict[str, Any]] = {
+    "TrainEngineConfig": {"gradient_checkpointing": False, "weight_update_mode": "xccl"},
+    "GenerationHyperparameters": {"max_tokens": 32768},
+    "InferenceEngineConfig": {"setup_timeout": 300.0},
+    "SGLangConfig": {"disable_radix_cache": True, "max_loaded_loras": 8},
+    "ClusterSpecConfig": {"fileroot": "/tmp/areal/"},
+}
+
+
+def _overlay(model: type[Section], tree: dict, table: dict[str, dict[str, Any]]) -> None:
+    """Replace, in a defaults tree of `model`, the values `table` gives for the model's classes."""
+    for cls in reversed(model.__mro__):
+        for key, value in table.get(cls.__name__, {}).items():
+            if key in tree:
+                tree[key] = value
+    for name, info in model.model_fields.items():
+        key = info.alias or name
+        subs = section_types(info.annotation)
+        if subs and isinstance(tree.get(key), dict):
+            _overlay(subs[0], tree[key], table)
 
 
 class AReaLDialect(Dialect):
     name = "areal"
     title = "AReaL"
-    documents = "AReaL v0.3.4 (seed 004); the 1.0 layout with per-engine `backend` fields is accepted too"
+    documents = "AReaL v0.3.4 and v1.0.4 (the seed 004 documents v0.3.4)"
     override_grammar = "hydra"
     rules = RULES
+    # AReaL v0.3.x and 1.0.x: the two layouts differ (allocation_mode and async_training vs per-engine backends).
+    releases = ("0.3", "1.0")
+    # load_expr_config merges the YAML into OmegaConf.structured(<dataclass>): an unknown key stops it.
+    unknown_keys = "error"
+
+    def defaults(self, root: type[Section], release: str | None = None) -> dict:
+        """The documented (seed, v0.3.4) defaults; for a 1.0 document, 1.0's own defaults where they changed."""
+        tree = defaults_tree(root)
+        if release == "1.0":
+            _overlay(root, tree, V1_DEFAULTS)
+        return tree
+
+    def infer_release(self, data: dict) -> tuple[str, str]:
+        """Judge by the keys only one release has. A 1.0 `name:dims` engine backend decides at once (v0.3's
+        `backend` held a bare name); otherwise the release whose own keys the document writes more of; with none,
+        a v0.3 `allocation_mode` (`sglang.d4p1t1+...`) says 0.3; else the newest."""
+        if not isinstance(data, dict):
+            return "1.0", "no key tells the releases apart; assuming the newest"
+        for engine in _ENGINES:
+            section = data.get(engine)
+            backend = section.get("backend") if isinstance(section, dict) else None
+            if isinstance(backend, str) and ":" in backend and "${" not in backend:
+                return "1.0", f"`{engine}.backend` uses the 1.0 form {backend!r}"
+        root = self.root(data)
+        only: dict[str, list[str]] = {"0.3": [], "1.0": []}
+        for path in _user_paths(data):
+            info, _owner = field_at(root, path)
+            releases = field_releases(info) if info is not None else None
+            if releases is not None and len(releases) == 1 and releases[0] in only:
+                if not any(path[: len(p)] == p for p in map(split_dotted, only[releases[0]])):
+                    only[releases[0]].append(".".join(map(str, path)))
+        old, new = only["0.3"], only["1.0"]
+        if old or new:
+            release = "0.3" if len(old) > len(new) else "1.0"
+            keys = old if release == "0.3" else new
+            shown = ", ".join(f"`{k}`" for k in keys[:3]) + (" ..." if len(keys) > 3 else "")
+            return release, f"it sets {shown}, which only AReaL {release} has"
+        allocation = data.get("allocation_mode")
+        if isinstance(allocation, str) and re.match(r"\s*(sglang|vllm)\.", allocation):
+            return "0.3", f"`allocation_mode` uses the v0.3 form {allocation!r}"
+        return "1.0", "no key tells the releases apart; assuming the newest"
+
+    def pipeline(self, data: dict) -> str | None:
+        # Example scripts that subclass the experiment config (AgentRLConfig, TIRGRPOConfig, ...) add top-level keys.
+        added = [key for key in data if key in SCRIPT_KEYS]
+        if added:
+            return (f"AReaL example-script {SCRIPT_KEYS[added[0]]} (its own config class adds "
+                    f"{', '.join(f'`{k}`' for k in added[:3])})")
+        # DPO (1.0's DPOConfig): its engines carry DPO's own `beta` / `loss_type`.
+        for engine in ("actor", "ref"):
+            section = data.get(engine)
+            if isinstance(section, dict) and ("beta" in section or "loss_type" in section):
+                return "AReaL DPO"
+        return None
 
     def variants(self) -> dict[str, type[Section]]:
         return {"grpo": GRPOConfig, "sft": SFTConfig, "rw": RWConfig}
@@ -845,14 +1110,19 @@ class AReaLDialect(Dialect):
         # - SFT: everything else.
         if not isinstance(data, dict):
             return SFTConfig
-        if any(key in data for key in ("rollout", "gconfig", "eval_gconfig", "ref", "critic", "teacher",
-                                       "async_training", "dynamic_bs")):
+        # v0.3's SFT/RW name their model `model`, which no RL config has, and SFT/RW data (`train_dataset.type`
+        # sft or rw) without a rollout engine is no RL config either: such a document is SFT/RW even with a stray
+        # RL section (which is then the unknown key AReaL reports).
+        dataset = data.get("train_dataset")
+        sft_data = isinstance(dataset, dict) and dataset.get("type") in ("sft", "rw") and "rollout" not in data
+        sft_layout = (isinstance(data.get("model"), dict) and "actor" not in data) or sft_data
+        if not sft_layout and any(key in data for key in ("rollout", "gconfig", "eval_gconfig", "ref", "critic",
+                                                          "teacher", "async_training", "dynamic_bs")):
             return GRPOConfig
         for key in ("model", "actor"):
             engine = data.get(key)
             if isinstance(engine, dict) and engine.get("is_critic") is True:
                 return RWConfig
-        dataset = data.get("train_dataset")
         if isinstance(dataset, dict) and dataset.get("type") == "rw":
             return RWConfig
         return SFTConfig

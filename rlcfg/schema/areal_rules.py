@@ -56,11 +56,6 @@ def _backend_paths(cfg: Any) -> list[tuple[str, str, str]]:
     return out
 
 
-def uses_v1_layout(cfg: Any) -> bool:
-    """A document that clearly follows AReaL 1.0: a per-engine backend, or SFT's model named `actor`."""
-    return bool(_backend_paths(cfg)) or (_kind(cfg) != "grpo" and getattr(cfg, "actor", None) is not None)
-
-
 def _parse_allocation(cfg: Any) -> alloc.Allocation | None:
     try:
         return alloc.parse(cfg.allocation_mode) if cfg.allocation_mode else None
@@ -78,20 +73,17 @@ def _parse_backend(text: str) -> alloc.Component | None:
 # ---- names -------------------------------------------------------------------------------------------------
 
 
-@RULES.rule("areal/names", "RLC201", "experiment_name has no `_` or `/`, trial_name no `-` or `/` (AReaL uses "
-            "them as separators in paths and name-resolve keys).", keys=["experiment_name", "trial_name"])
+@RULES.rule("areal/names", "RLC307", "A `/` in experiment_name or trial_name nests the log, checkpoint and "
+            "name-resolve folders one level deeper. AReaL's docs also ask for no `_` in experiment_name and no `-` "
+            "in trial_name, but nothing in AReaL checks or relies on that (its own examples break it), so rlcfg "
+            "does not either.", keys=["experiment_name", "trial_name"])
 def _names(cfg, ctx):
-    for key, forbidden in (("experiment_name", "_/"), ("trial_name", "-/")):
+    for key in ("experiment_name", "trial_name"):
         value = getattr(cfg, key, None)
-        if not isinstance(value, str):
-            continue
-        bad = sorted({c for c in value if c in forbidden})
-        if bad:
-            shown = " or ".join(f"`{c}`" for c in bad)
-            replacement = "-" if key == "experiment_name" else "_"
-            fixed = "".join(replacement if c in forbidden else c for c in value)
-            yield ctx.error("RLC201", key, f"`{key}` ({value!r}) must not contain {shown}",
-                            hint=f"AReaL builds paths and name-resolve keys from it; write `{key}: {fixed}`")
+        if isinstance(value, str) and "/" in value:
+            yield ctx.warning("RLC307", key, f"`{key}` ({value!r}) contains `/`, so AReaL's log, checkpoint and "
+                              f"name-resolve folders for it are nested one level deeper than the others",
+                              hint=f"AReaL accepts it; write `{key}: {value.replace('/', '-')}` for flat folders")
 
 
 # ---- allocation ----------------------------------------------------------------------------------------------
@@ -135,6 +127,27 @@ def _backend_syntax(cfg, ctx):
             yield ctx.error(problem.code, path, f"`{path}` ({text!r}): {problem.message}", hint=problem.hint)
 
 
+@RULES.rule("areal/backend-required", "RLC203", "In AReaL 1.0 each engine section's `backend` is mandatory (`???`): "
+            "actor, rollout, and ref/critic/teacher when present; the loader stops without it.",
+            keys=["actor.backend", "rollout.backend", "ref.backend", "critic.backend", "teacher.backend"])
+def _backend_required(cfg, ctx):
+    if ctx.release != "1.0":
+        return
+    names = [name for name, _engine in _engines(cfg)]
+    if _kind(cfg) == "grpo":
+        names.append("rollout")
+        if cfg.teacher is not None:
+            names.append("teacher")
+    for name in names:
+        engine = getattr(cfg, name, None)
+        if engine is not None and not engine.backend:
+            example = "sglang:d4p1t1" if name == "rollout" else "fsdp:d4p1t1"
+            yield ctx.error("RLC203", f"{name}.backend", f"`{name}.backend` is mandatory in AReaL 1.0 (its loader "
+                            f"stops with MissingMandatoryValue), and it is not set",
+                            hint=f"write the backend and its parallel sizes, e.g. `backend: {example}`"
+                                 + (" (or `${actor.backend}`)" if name in ("ref", "critic", "teacher") else ""))
+
+
 @dataclass
 class _Placement:
     source: str  # "allocation_mode" or "backends"
@@ -154,6 +167,8 @@ def placement(cfg: Any) -> _Placement | None:
         world = 0
         for path, component in parsed.items():
             owner = path.rsplit(".", 1)[0]
+            if owner == "ref" and _kind(cfg) == "grpo" and cfg.actor.kl_ctl == 0:
+                continue  # AReaL builds the reference model only when actor.kl_ctl > 0
             strategy = _strategy(cfg, owner)
             if strategy is not None and strategy.type == "colocation" and strategy.target:
                 continue
@@ -187,15 +202,27 @@ def _allocation_cluster(cfg, ctx):
     if where is None:
         return
     nodes, per_node = cfg.cluster.n_nodes, cfg.cluster.n_gpus_per_node
+    if per_node == 0:
+        return  # a CPU-only cluster (AReaL's CPU example): the d/t/p sizes count processes, not GPUs
     total = nodes * per_node
     path = "allocation_mode" if where.source == "allocation_mode" else (
         "rollout.backend" if _kind(cfg) == "grpo" and cfg.rollout.backend else f"{_trained(cfg)[0]}.backend")
     related = ["cluster.n_nodes", "cluster.n_gpus_per_node"]
     asked = (f"`allocation_mode` ({cfg.allocation_mode!r})" if where.source == "allocation_mode"
              else "the engines' `backend` fields")
-    if where.world > total:
+    if where.world > total and where.source == "backends" and cfg.scheduler.type is not None:
+        # AReaL 1.0's single controller hands GPUs out round-robin from the devices it finds, so engines then
+        # share GPUs instead of failing.
+        yield ctx.warning("RLC403", path, f"{asked} asks for {where.world} GPUs but the cluster has {total} "
+                          f"(cluster.n_nodes {nodes} × cluster.n_gpus_per_node {per_node}); AReaL's "
+                          f"`scheduler.type: {cfg.scheduler.type}` then puts several engines on one GPU",
+                          hint=f"shrink the d/t/p sizes to {total} GPUs in all unless the engines fit together",
+                          related=related)
+    elif where.world > total:
         yield ctx.error("RLC403", path, f"{asked} asks for {where.world} GPUs but the cluster has {total} "
-                        f"(cluster.n_nodes {nodes} × cluster.n_gpus_per_node {per_node})",
+                        f"(cluster.n_nodes {nodes} × cluster.n_gpus_per_node {per_node}); AReaL accepts this at "
+                        f"load but fails when the launcher places the job (its ray and slurm launchers refuse it "
+                        f"at start)",
                         hint=f"shrink the d/t/p sizes to {total} GPUs in all, or give the cluster more nodes "
                              f"(n_nodes: {-(-where.world // per_node)})", related=related)
     elif where.world < total:
@@ -415,7 +442,7 @@ def _archon(cfg, ctx):
             keys=["actor.megatron", "actor.backend", "actor.optimizer.type"])
 def _megatron(cfg, ctx):
     for name, engine in _engines(cfg):
-        megatron = engine.megatron or {}
+        megatron = engine.megatron.model_dump()
         bridge = megatron.get("bridge_type")
         if bridge is not None and bridge not in ("mbridge", "megatron-bridge"):
             yield ctx.error("RLC202", f"{name}.megatron.bridge_type", f"`{name}.megatron.bridge_type`: {bridge!r} "
@@ -476,20 +503,28 @@ def _behav_cap(cfg, ctx):
                             related=[f"{name}.use_decoupled_loss"])
 
 
-@RULES.rule("areal/legacy-imp-weight", "RLC111", "behave_imp_weight_cap/behave_imp_weight_mode (v0.4 to v0.5) are "
-            "rejected by AReaL 1.0 in favour of rejection_sampling (AR-21).",
+@RULES.rule("areal/legacy-imp-weight", "RLC113", "behave_imp_weight_cap/behave_imp_weight_mode (AReaL v0.4 to v0.5) "
+            "exist in neither claimed release: AReaL 1.0 stops at load and asks for rejection_sampling (AR-21); "
+            "v0.3 rejects them as unknown keys (it spells the cap behav_imp_weight_cap).",
             keys=["actor.behave_imp_weight_cap", "actor.behave_imp_weight_mode"])
 def _legacy_imp_weight(cfg, ctx):
     for name, actor in _actor_paths(cfg):
         for key in ("behave_imp_weight_cap", "behave_imp_weight_mode"):
-            if ctx.is_set(f"{name}.{key}") and getattr(actor, key) is not None:
-                action = "clamp" if (actor.behave_imp_weight_mode or "").endswith("truncate") else "mask"
-                upper = actor.behave_imp_weight_cap if actor.behave_imp_weight_cap is not None else 5.0
-                yield ctx.warning("RLC111", f"{name}.{key}", f"`{name}.{key}` was removed in AReaL 1.0, which "
-                                  f"stops at load when it is present",
-                                  hint=f"write `rejection_sampling: {{level: token, action: {action}, metric: "
-                                       f"ratio, upper: {upper}}}` (or `rejection_sampling: null` for mode "
-                                       f"'disabled') and enable use_decoupled_loss")
+            if not ctx.is_set(f"{name}.{key}"):
+                continue
+            if ctx.release == "0.3":
+                yield ctx.error("RLC113", f"{name}.{key}", f"`{name}.{key}` does not exist in AReaL 0.3 (its loader "
+                                f"stops on it); it is a key of AReaL v0.4 to v0.5",
+                                hint=f"AReaL 0.3 spells the cap `{name}.behav_imp_weight_cap` (with "
+                                     f"use_decoupled_loss: true) and has no mode")
+                continue
+            action = "clamp" if (actor.behave_imp_weight_mode or "").endswith("truncate") else "mask"
+            upper = actor.behave_imp_weight_cap if actor.behave_imp_weight_cap is not None else 5.0
+            yield ctx.error("RLC113", f"{name}.{key}", f"`{name}.{key}` was removed in AReaL 1.0, which stops at "
+                            f"load when it is present",
+                            hint=f"write `rejection_sampling: {{level: token, action: {action}, metric: ratio, "
+                                 f"upper: {upper}}}` (or `rejection_sampling: null` for mode 'disabled') and enable "
+                                 f"use_decoupled_loss")
 
 
 @RULES.rule("areal/rejection-sampling", "RLC201", "rejection_sampling bounds are consistent: lower <= upper, a "
@@ -500,7 +535,7 @@ def _rejection_sampling(cfg, ctx):
         rs = actor.rejection_sampling
         base = f"{name}.rejection_sampling"
         if rs is None:
-            if actor.use_decoupled_loss and uses_v1_layout(cfg) and actor.behav_imp_weight_cap is None:
+            if actor.use_decoupled_loss and ctx.release == "1.0":
                 yield ctx.warning("RLC307", f"{name}.use_decoupled_loss", f"`{name}.use_decoupled_loss` is true "
                                   f"without `{base}`, so AReaL 1.0 filters no stale samples (older versions "
                                   f"capped the importance weight at 5.0 by default)",
@@ -553,6 +588,8 @@ def _sapo(cfg, ctx):
             "whatever the config says.", keys=["actor.use_decoupled_loss", "actor.recompute_logprob"])
 def _decoupled_recompute(cfg, ctx):
     for name, actor in _actor_paths(cfg):
+        if actor.use_decoupled_loss and actor.prox_logp_method == "loglinear":
+            continue  # 1.0's log-linear approximation of the proximal policy skips the forward pass
         if actor.use_decoupled_loss and not actor.recompute_logprob and ctx.is_set(f"{name}.recompute_logprob"):
             yield ctx.warning("RLC304", f"{name}.recompute_logprob", f"`{name}.recompute_logprob` is false, but AReaL "
                               f"recomputes the log-probabilities anyway because `{name}.use_decoupled_loss` is true",
@@ -582,23 +619,20 @@ def _reference_model(cfg, ctx):
         return
     kl = cfg.actor.kl_ctl
     if cfg.ref is None:
-        if kl > 0:
-            yield ctx.warning("RLC307", "actor.kl_ctl", f"`actor.kl_ctl` is {kl} but there is no `ref` section: "
-                              f"AReaL 1.0 then applies no KL penalty, and v0.3.4 stops at load because the "
-                              f"reference model's names are mandatory",
+        if ctx.release == "0.3":
+            # v0.3.4's GRPOConfig builds `ref` from its defaults whatever kl_ctl is, and OmegaConf then finds the
+            # mandatory (`???`) experiment_name/trial_name of that section unset.
+            yield ctx.error("RLC302", "ref", "AReaL 0.3 builds `ref` from its defaults even when actor.kl_ctl is 0, "
+                            "and the section's experiment_name/trial_name are mandatory, so AReaL 0.3 stops at load "
+                            "without a `ref` section", hint="add `ref: {experiment_name: ${experiment_name}, "
+                                                            "trial_name: ${trial_name}, path: ${actor.path}}`")
+        elif kl > 0:
+            yield ctx.warning("RLC307", "actor.kl_ctl", f"`actor.kl_ctl` is {kl} but there is no `ref` section, so "
+                              f"AReaL 1.0 builds no reference model and applies no KL penalty",
                               hint="add `ref:` with `path: ${actor.path}` and the names, or set `kl_ctl: 0.0`")
-        elif not uses_v1_layout(cfg):
-            yield ctx.warning("RLC302", "ref", "AReaL v0.3.4 builds `ref` from its defaults even when kl_ctl is 0, "
-                              "and its experiment_name/trial_name are mandatory, so v0.3.4 stops at load without "
-                              "a `ref` section", hint="add `ref: {experiment_name: ${experiment_name}, trial_name: "
-                                                     "${trial_name}, path: ${actor.path}}`")
         return
-    if kl == 0 and cfg.ref.path:
-        yield ctx.warning("RLC307", "ref.path", f"`ref.path` is set ({cfg.ref.path!r}) but `actor.kl_ctl` is 0, so "
-                          f"AReaL never builds the reference model", hint="set `actor.kl_ctl` > 0 to use it, or "
-                                                                          "ignore this if the section is only kept "
-                                                                          "for its mandatory names",
-                          related=["actor.kl_ctl"])
+    # A `ref` section kept with kl_ctl 0 is AReaL's own habit (v0.3 requires the section; its examples keep it in
+    # 1.0): nothing to say about it.
     if kl > 0 and not cfg.ref.path:
         # A warning, not an error: the seed's defaults (kl_ctl 0.1, ref.path "") are exactly this.
         yield ctx.warning("RLC302", "actor.kl_ctl", f"`actor.kl_ctl` is {kl}, so AReaL loads the reference model, "
@@ -647,6 +681,36 @@ def _granularity(cfg, ctx):
         yield ctx.warning("RLC300", "actor.ppo_n_minibatches", f"`actor.ppo_n_minibatches` ({cfg.actor.ppo_n_minibatches}) "
                         f"is larger than the {sequences} sequences of a batch ({what}); some minibatches would be "
                         f"empty", hint=f"use ppo_n_minibatches <= {sequences}", related=["train_dataset.batch_size"])
+
+
+@RULES.rule("areal/micro-batch-tokens", "RLC303", "mb_spec.max_tokens_per_mb holds the longest sequence a training "
+            "batch can have (prompt up to train_dataset.max_length plus gconfig.max_new_tokens for RL; "
+            "train_dataset.max_length for SFT); AReaL accepts a smaller budget at load and fails at the first "
+            "training step, when that sequence cannot be packed into any micro-batch.",
+            keys=["actor.mb_spec.max_tokens_per_mb", "gconfig.max_new_tokens", "train_dataset.max_length"])
+def _micro_batch_tokens(cfg, ctx):
+    for name, engine in _engines(cfg):
+        budget = engine.mb_spec.max_tokens_per_mb
+        if budget is None or not ctx.is_set(f"{name}.mb_spec.max_tokens_per_mb"):
+            continue
+        prompt = cfg.train_dataset.max_length
+        if _kind(cfg) == "grpo":
+            generated = cfg.gconfig.max_new_tokens
+            longest = (prompt or 1) + generated
+            what = (f"train_dataset.max_length {prompt} + gconfig.max_new_tokens {generated}" if prompt
+                    else f"a prompt of at least one token + gconfig.max_new_tokens {generated}")
+        elif prompt:
+            longest, what = prompt, f"train_dataset.max_length {prompt}"
+        else:
+            continue
+        if budget < longest:
+            path = f"{name}.mb_spec.max_tokens_per_mb"
+            yield ctx.error("RLC303", path, f"`{path}` ({budget}) is below the longest sequence a batch can hold "
+                            f"({longest} tokens: {what}); AReaL accepts this at load but fails at the first training "
+                            f"step, when that sequence fits in no micro-batch",
+                            hint=f"raise max_tokens_per_mb to at least {longest}, or lower the lengths",
+                            related=["gconfig.max_new_tokens"] if _kind(cfg) == "grpo" else
+                            ["train_dataset.max_length"])
 
 
 def _trainer_component(cfg: Any) -> tuple[alloc.Component, str, str] | None:
@@ -765,9 +829,13 @@ def _offload(cfg, ctx):
         yield ctx.error("RLC302", path, "the rollout engine is colocated with the actor, which needs "
                         "`enable_offload: true` to swap them on the shared GPUs", hint="set `enable_offload: true`",
                         related=["enable_offload"])
-    if cfg.actor.weight_update_mode != "disk":
+    # AReaL 1.0 defaults actor.weight_update_mode to xccl (rlcfg's documented default is v0.3's disk).
+    mode = cfg.actor.weight_update_mode if ctx.is_set("actor.weight_update_mode") or ctx.release != "1.0" else "xccl"
+    if mode != "disk":
         yield ctx.error("RLC302", "actor.weight_update_mode", f"the rollout engine is colocated with the actor, "
-                        f"which needs `actor.weight_update_mode: disk`, got {cfg.actor.weight_update_mode!r}",
+                        f"which needs `actor.weight_update_mode: disk`, got {mode!r}"
+                        f"{'' if ctx.is_set('actor.weight_update_mode') else ' (AReaL 1.0' + chr(39) + 's default)'}; "
+                        f"AReaL accepts this at load but fails when the trainer starts",
                         hint="set `actor.weight_update_mode: disk`", related=[path])
 
 
@@ -788,7 +856,7 @@ def _rollout_features(cfg, ctx):
     if cfg.actor.use_lora and train == "megatron" and rollout == "sglang":
         yield ctx.error("RLC306", "actor.use_lora", "LoRA on a Megatron actor cannot update an SGLang rollout",
                         hint="use the fsdp backend for LoRA, or vllm for the rollout")
-    if cfg.actor.use_lora and cfg.scheduler.type is None and uses_v1_layout(cfg):
+    if cfg.actor.use_lora and cfg.scheduler.type is None and ctx.release == "1.0":
         yield ctx.warning("RLC306", "actor.use_lora", "LoRA weight hot-loading needs AReaL's single controller "
                           "(`scheduler.type` set), not an SPMD launcher", hint="set `scheduler.type: local` "
                                                                               "(or ray/slurm)",
@@ -797,30 +865,29 @@ def _rollout_features(cfg, ctx):
 
 # ---- layout hints ------------------------------------------------------------------------------------------
 
-_REMOVED_IN_V1 = (
-    ("async_training", "rollout.max_head_offpolicyness decides how asynchronous training is"),
-    ("actor.group_size", "the group size is gconfig.n_samples"),
-    ("actor.behav_imp_weight_cap", "use actor.rejection_sampling"),
-    ("actor.dynamic_sampling", "filter groups in the workflow (should_accept_fn)"),
-    ("launcher", "resources are set per engine in scheduling_spec"),
-)
-
-
-@RULES.rule("areal/removed-in-1.0", "RLC307", "In a config that uses the 1.0 backend fields, keys that AReaL 1.0 "
-            "removed (and rejects) are flagged.", keys=[k for k, _ in _REMOVED_IN_V1])
-def _removed(cfg, ctx):
-    if not uses_v1_layout(cfg):
+@RULES.rule("areal/total-epochs", "RLC201", "total_train_epochs is positive: AReaL 1.0 stops at load on 0; v0.3 "
+            "accepts it and trains nothing.", keys=["total_train_epochs"])
+def _total_epochs(cfg, ctx):
+    if cfg.total_train_epochs > 0:
         return
-    for key, instead in _REMOVED_IN_V1:
-        if (key.startswith("actor.") or key == "async_training") and _kind(cfg) != "grpo":
-            continue
-        if ctx.is_set(key):
-            yield ctx.warning("RLC307", key, f"`{key}` belongs to AReaL v0.3; this config uses the 1.0 `backend` "
-                              f"fields, and AReaL 1.0 rejects the key as unknown", hint=f"remove it ({instead})")
+    if ctx.release == "0.3":
+        yield ctx.warning("RLC201", "total_train_epochs", "`total_train_epochs` is 0, so AReaL 0.3 starts and trains "
+                          "nothing", hint="set it to 1 or more")
+    else:
+        yield ctx.error("RLC201", "total_train_epochs", f"`total_train_epochs` must be > 0, got "
+                        f"{cfg.total_train_epochs}; AReaL 1.0 stops at load on it", hint="set it to 1 or more")
+
+
+@RULES.rule("areal/recover-mode", "RLC202", "recover.mode takes the values of the judged release: AReaL 1.0 "
+            "accepts on/off/auto/disabled and stops at load on v0.3's fault and resume.", keys=["recover.mode"])
+def _recover_mode(cfg, ctx):
     mode = cfg.recover.mode
-    if mode in ("fault", "resume"):
-        yield ctx.warning("RLC307", "recover.mode", f"`recover.mode` {mode!r} exists in v0.3 only; AReaL 1.0 "
-                          f"rejects it", hint="use `auto` (or `on`) to recover, `disabled` (or `off`) not to")
+    if ctx.release == "1.0" and mode in ("fault", "resume"):
+        yield ctx.error("RLC202", "recover.mode", f"`recover.mode` {mode!r} was removed in AReaL 1.0, which stops at "
+                        f"load on it", hint="use `auto` (or `on`) to recover, `disabled` (or `off`) not to")
+    elif ctx.release == "0.3" and mode in ("on", "off"):
+        yield ctx.warning("RLC202", "recover.mode", f"`recover.mode` {mode!r} is a 1.0 spelling; AReaL 0.3 knows "
+                          f"disabled, auto, fault and resume", hint="use `auto` or `disabled`")
 
 
 # ---- summary -----------------------------------------------------------------------------------------------

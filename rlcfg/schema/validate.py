@@ -153,6 +153,8 @@ def _release_diagnostics(root: type[Section], tree: SourceTree, dialect: Dialect
         path, info, releases = found_gap
         if any(path[: len(r)] == r for r in reported):
             continue
+        if judgement.known_keys_only and len(path) == 1:
+            continue  # a pipeline rlcfg does not model may define top-level keys of its own with these names
         reported.append(path)
         name = dotted(path)
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}

@@ -26,6 +26,16 @@ def lowered(path: str, *overrides: str):
     return lower("areal", result.config)
 
 
+# The GRPO template is written for AReaL 0.3; these overrides turn it into a 1.0 document (its 0.3-only keys
+# removed) for the tests that add 1.0 keys (per-engine backends, eval_gconfig, ...): rlcfg judges one release, and
+# AReaL 1.0 stops on the 0.3 keys.
+V1 = ("~async_training", "~actor.group_size", "~actor.behav_imp_weight_cap", "~launcher")
+# AReaL 1.0 also needs every engine's backend; the reference model shares the actor's GPUs.
+REF_ON_ACTOR = ("+ref.backend=${actor.backend}", "+ref.scheduling_strategy.type=colocation",
+                "+ref.scheduling_strategy.target=actor")
+V1_PLACED = V1 + ("+actor.backend=fsdp:d4p1t1", "+rollout.backend=sglang:d4p1t1") + REF_ON_ACTOR
+
+
 def ids(exp, role: str) -> tuple[int, ...] | None:
     return exp.role(role).resources.gpu_ids
 
@@ -210,7 +220,7 @@ def test_the_seed_default_cluster_is_not_a_real_machine():
 
 
 def test_single_controller_creates_the_actor_first():
-    exp = lowered(GRPO, "allocation_mode=''", "+actor.backend=fsdp:d4", "+rollout.backend=sglang:d2t2",
+    exp = lowered(GRPO, *V1, "allocation_mode=''", "+actor.backend=fsdp:d4", "+rollout.backend=sglang:d2t2",
                   "+ref.backend=fsdp:d4", "+ref.scheduling_strategy.type=colocation",
                   "+ref.scheduling_strategy.target=actor", "+scheduler.type=local")
     assert ids(exp, "actor") == ids(exp, "reference") == (0, 1, 2, 3)
@@ -219,16 +229,17 @@ def test_single_controller_creates_the_actor_first():
 
 
 def test_spmd_launcher_with_backends_still_starts_the_servers_first():
-    exp = lowered(GRPO, "+actor.backend=fsdp:d4", "+rollout.backend=sglang:d2t2",
+    exp = lowered(GRPO, *V1, *REF_ON_ACTOR, "+actor.backend=fsdp:d4", "+rollout.backend=sglang:d2t2",
                   "allocation_mode=sglang:d2t2+fsdp:d4")
     assert ids(exp, "rollout") == (0, 1, 2, 3) and ids(exp, "actor") == (4, 5, 6, 7)
     assert ids(exp, "reference") == (4, 5, 6, 7)  # no backend of its own: inside the trainer
 
 
 def test_rollout_colocated_with_the_actor_by_scheduling_strategy():
-    exp = lowered(GRPO, "allocation_mode=''", "+actor.backend=fsdp:d8", "+rollout.backend=sglang:d8",
+    exp = lowered(GRPO, *V1, *REF_ON_ACTOR, "allocation_mode=''", "+actor.backend=fsdp:d8", "+rollout.backend=sglang:d8",
                   "+rollout.scheduling_strategy.type=colocation", "+rollout.scheduling_strategy.target=actor",
-                  "+scheduler.type=local", "+enable_offload=true")
+                  "+scheduler.type=local", "+enable_offload=true",
+                  "++actor.weight_update_mode=disk")  # AReaL 1.0 refuses colocation with its default xccl
     assert ids(exp, "rollout") == ids(exp, "actor") == tuple(range(8))
     assert set(exp.colocation[0]) == {"actor", "reference", "rollout"}
     assert exp.role("actor").offload.optimizer and exp.role("rollout").offload.params
@@ -270,10 +281,10 @@ def test_group_mean_without_std_and_leave_one_out():
 
 
 def test_clipping_variants():
-    alg = lowered(GRPO, "+actor.c_clip=3.5", "+actor.eps_clip_higher=0.28").algorithm
+    alg = lowered(GRPO, *V1_PLACED, "+actor.c_clip=3.5", "+actor.eps_clip_higher=0.28").algorithm
     assert alg.policy_loss == "dual_clip" and alg.clip_ratio_c == 3.5
     assert (alg.clip_low, alg.clip_high) == (0.4, 0.28)
-    assert lowered(GRPO, "+actor.importance_sampling_level=sequence").algorithm.policy_loss == "gspo"
+    assert lowered(GRPO, *V1_PLACED, "+actor.importance_sampling_level=sequence").algorithm.policy_loss == "gspo"
 
 
 def test_overlong_penalty_starts_from_the_actors_max_new_tokens():
@@ -288,7 +299,7 @@ def test_dynamic_sampling_and_truncation_masking():
 
 
 def test_greedy_sampling_and_eval_gconfig():
-    exp = lowered(GRPO, "gconfig.greedy=true", "+eval_gconfig.n_samples=1", "+eval_gconfig.temperature=0.6",
+    exp = lowered(GRPO, *V1_PLACED, "gconfig.greedy=true", "+eval_gconfig.n_samples=1", "+eval_gconfig.temperature=0.6",
                   "+eval_gconfig.max_new_tokens=512")
     assert exp.sampling.temperature == 0.0 and exp.sampling.top_k == 1
     assert (exp.eval_sampling.n, exp.eval_sampling.temperature, exp.eval_sampling.max_new_tokens) == (1, 0.6, 512)
@@ -317,3 +328,9 @@ def test_a_critic_makes_it_ppo_with_gae():
     critic = exp.role("critic")
     assert critic.trains and critic.optimizer.lr == 1e-5
     assert ids(exp, "critic") == ids(exp, "actor") == (4, 5, 6, 7)  # inside the trainer processes
+
+
+def test_a_cpu_cluster_says_nothing_about_gpus():
+    # AReaL's CPU example writes n_gpus_per_node: 0; the plan's own flags then decide.
+    exp = lowered(GRPO, "cluster.n_gpus_per_node=0")
+    assert exp.cluster.gpus_per_node is None

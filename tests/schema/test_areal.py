@@ -15,7 +15,7 @@ from rlcfg.frontend import check_file, check_text
 from rlcfg.schema import areal
 from rlcfg.schema import areal_allocation as alloc
 from rlcfg.schema.areal_rules import RULES
-from rlcfg.schema.base import choices_of, iter_fields, section_types
+from rlcfg.schema.base import choices_of, field_at, field_releases, iter_fields, section_types
 from rlcfg.source.tree import MISSING
 from tests.helpers import ROOT, TEMPLATES, assert_golden, cli, seed
 
@@ -165,7 +165,24 @@ def _filled_defaults(root) -> dict:
         if optional in root.model_fields and data.get(optional) is None:
             data[optional] = fill(areal.DIALECT.defaults(areal.PPOActorConfig if optional == "ref"
                                                          else areal.TrainEngineConfig))
-    return data
+    return _only_in(root, data, "0.3")
+
+
+# Keys of AReaL v0.4 to v0.5, in neither claimed release (rule areal/legacy-imp-weight reports them).
+LATER_SPELLINGS = {"behave_imp_weight_cap", "behave_imp_weight_mode"}
+
+
+def _only_in(root, data: dict, release: str, prefix: tuple = ()) -> dict:
+    """The keys of `data` that exist in `release` (the seed documents AReaL 0.3)."""
+    out = {}
+    for key, value in data.items():
+        info, _owner = field_at(root, prefix + (key,))
+        releases = field_releases(info) if info is not None else None
+        if releases is not None and release not in releases or key in LATER_SPELLINGS:
+            continue
+        out[key] = _only_in(root, value, release, prefix + (key,)) if isinstance(value, dict) and info is not None \
+            and section_types(info.annotation) else value
+    return out
 
 
 @pytest.mark.parametrize("kind", ["grpo", "sft", "rw"])
@@ -244,9 +261,10 @@ def test_the_1_0_sft_layout_names_the_model_actor():
 
 
 def test_v0_3_keys_in_a_1_0_config_are_flagged():
+    # AReaL 1.0 stops at load on a v0.3 key (it used to be a warning here: a false acceptance).
     result = check_text(V1_GRPO + "async_training: false\n", "v1.yaml")
-    assert [(d.code, d.path) for d in result.diagnostics] == [("RLC307", "async_training")]
-    assert result.errors == 0
+    assert [(d.code, d.path) for d in result.diagnostics] == [("RLC113", "async_training")]
+    assert result.errors == 1 and result.release == "1.0"
 
 
 def test_a_bare_v0_3_backend_name_is_accepted():
@@ -277,7 +295,7 @@ def test_kind_detection(data, kind):
 
 # rule id -> (template, overrides, expected (code, path) among the findings)
 RULE_CASES = {
-    "areal/names": (GRPO_TEMPLATE, ["experiment_name=my_exp"], ("RLC201", "experiment_name")),
+    "areal/names": (GRPO_TEMPLATE, ["experiment_name=my/exp"], ("RLC307", "experiment_name")),
     "areal/allocation-syntax": (GRPO_TEMPLATE, ["allocation_mode=sglang.d4+fsdp.d4"], ("RLC204", "allocation_mode")),
     "areal/backend-syntax": (GRPO_TEMPLATE, ["actor.backend=sglang:d4"], ("RLC204", "actor.backend")),
     "areal/allocation-cluster": (GRPO_TEMPLATE, ["allocation_mode=sglang.d8p1t1+d4p1t1"],
@@ -310,7 +328,7 @@ RULE_CASES = {
     "areal/behav-imp-weight-cap": (GRPO_TEMPLATE, ["actor.use_decoupled_loss=false"],
                                    ("RLC302", "actor.behav_imp_weight_cap")),
     "areal/legacy-imp-weight": (GRPO_TEMPLATE, ["++actor.behave_imp_weight_mode=token_mask"],
-                                ("RLC111", "actor.behave_imp_weight_mode")),
+                                ("RLC113", "actor.behave_imp_weight_mode")),
     "areal/rejection-sampling": (GRPO_TEMPLATE, ["++actor.rejection_sampling.metric=kl_k2",
                                                  "++actor.rejection_sampling.action=clamp"],
                                  ("RLC306", "actor.rejection_sampling.action")),
@@ -319,7 +337,8 @@ RULE_CASES = {
                                   ("RLC304", "actor.recompute_logprob")),
     "areal/overlong-penalty": (GRPO_TEMPLATE, ["++actor.overlong_reward_penalty=true"],
                                ("RLC302", "actor.overlong_reward_penalty")),
-    "areal/reference-model": (GRPO_TEMPLATE, ["actor.kl_ctl=0.0"], ("RLC307", "ref.path")),
+    "areal/reference-model": (GRPO_TEMPLATE, ["actor.backend=fsdp:d4p1t1", "~ref", "actor.kl_ctl=0.1"],
+                              ("RLC307", "actor.kl_ctl")),
     "areal/queue-size": (GRPO_TEMPLATE, ["rollout.queue_size=16"], ("RLC300", "rollout.queue_size")),
     "areal/micro-batch-granularity": (GRPO_TEMPLATE, ["++actor.mb_spec.granularity=3"],
                                       ("RLC300", "actor.mb_spec.granularity")),
@@ -331,8 +350,13 @@ RULE_CASES = {
     "areal/rollout-backend-features": (GRPO_TEMPLATE, ["++rollout.return_routed_experts=true",
                                                        "allocation_mode=vllm:d4p1t1+fsdp:d4p1t1"],
                                        ("RLC306", "rollout.return_routed_experts")),
-    "areal/removed-in-1.0": (GRPO_TEMPLATE, ["actor.backend=fsdp:d4p1t1", "rollout.backend=sglang:d4p1t1"],
-                             ("RLC307", "async_training")),
+    "areal/backend-required": (GRPO_TEMPLATE, ["rollout.backend=sglang:d4p1t1"], ("RLC203", "actor.backend")),
+    "areal/total-epochs": (GRPO_TEMPLATE, ["actor.backend=fsdp:d4p1t1", "total_train_epochs=0"],
+                           ("RLC201", "total_train_epochs")),
+    "areal/recover-mode": (GRPO_TEMPLATE, ["actor.backend=fsdp:d4p1t1", "recover.mode=fault"],
+                           ("RLC202", "recover.mode")),
+    "areal/micro-batch-tokens": (GRPO_TEMPLATE, ["++actor.mb_spec.max_tokens_per_mb=512"],
+                                 ("RLC303", "actor.mb_spec.max_tokens_per_mb")),
 }
 
 
@@ -562,3 +586,111 @@ def test_broken_config_json():
     payload = json.loads(run.stdout)
     assert all(d["location"] for d in payload["diagnostics"])
     assert_golden("areal/broken.json", run.stdout)
+
+
+# ---- releases, pipelines and the rule fixes of issue 11 -----------------------------------------------------
+
+
+@pytest.mark.parametrize("extra, release", [
+    ("", "1.0"),  # V1_GRPO: per-engine `name:dims` backends
+    ("async_training: true\n", "1.0"),  # a backend in the 1.0 form decides, whatever else is written
+])
+def test_the_release_is_inferred_from_the_keys(extra, release):
+    assert check_text(V1_GRPO + extra, "v1.yaml").release == release
+
+
+def test_v0_3_files_are_judged_as_0_3():
+    for template in (GRPO_TEMPLATE, SFT_TEMPLATE):
+        result = check_file(str(template))
+        assert result.release == "0.3" and "only AReaL 0.3 has" in result.release_reason
+
+
+def test_a_pinned_release_wins():
+    result = check_file(str(GRPO_TEMPLATE), release="1.0")
+    assert {d.path for d in result.diagnostics if d.code == "RLC113"} == {
+        "async_training", "actor.group_size", "actor.behav_imp_weight_cap", "launcher"}
+
+
+def test_v1_keys_in_a_0_3_file_are_errors():
+    result = check_file(str(GRPO_TEMPLATE), ["+actor.rejection_sampling.upper=5.0"])
+    assert result.release == "0.3"
+    assert [(d.code, d.path) for d in result.diagnostics if d.severity.name == "ERROR"] == \
+        [("RLC113", "actor.rejection_sampling")]
+
+
+def test_the_removed_importance_cap_is_an_error_in_1_0():
+    result = check_text(V1_GRPO.replace("  kl_ctl: 0.0\n", "  kl_ctl: 0.0\n  behave_imp_weight_cap: 5.0\n"), "v1.yaml")
+    found = [d for d in result.diagnostics if d.path == "actor.behave_imp_weight_cap"]
+    assert [(d.code, d.severity.name) for d in found] == [("RLC113", "ERROR")]
+    assert "rejection_sampling" in found[0].hint
+
+
+@pytest.mark.parametrize("data, name", [
+    ({"actor": {"beta": 0.1}, "ref": {}}, "AReaL DPO"),
+    ({"tir": {"max_turns": 2}, "actor": {}}, "AReaL example-script TIRGRPOConfig (its own config class adds `tir`)"),
+    ({"actor": {}, "ref": {}}, None),
+])
+def test_pipelines_rlcfg_does_not_model_are_named(data, name):
+    assert areal.DIALECT.pipeline(data) == name
+
+
+def test_an_underscore_in_the_experiment_name_is_accepted():
+    # AReaL documents "no `_`" but never checks it, and 13 of its own examples use one.
+    result = check_file(str(GRPO_TEMPLATE), ["experiment_name=gsm8k_grpo"])
+    assert result.diagnostics == []
+
+
+def test_a_reference_model_that_is_never_built_takes_no_gpus():
+    text = V1_GRPO.replace('backend: ${actor.backend}', 'backend: "fsdp:d4p1t1"').replace(
+        "  scheduling_strategy: {type: colocation, target: actor}\n", "")
+    assert check_text(text, "v1.yaml").errors == 0  # kl_ctl is 0: no reference model
+    text = text.replace("kl_ctl: 0.0", "kl_ctl: 0.1")
+    assert "RLC403" in {d.code for d in check_text(text, "v1.yaml").diagnostics}
+
+
+def test_areals_own_bounds():
+    cpu = V1_GRPO.replace("n_gpus_per_node: 8", "n_gpus_per_node: 0")
+    assert check_text(cpu, "cpu.yaml").errors == 0  # AReaL's CPU example
+    m2po = V1_GRPO.replace("  kl_ctl: 0.0\n", "  kl_ctl: 0.0\n  eps_clip: 0.0\n")
+    assert check_text(m2po, "m2po.yaml").errors == 0  # AReaL's M2PO example
+
+
+def test_a_micro_batch_budget_below_the_longest_sequence_fails_at_the_first_step():
+    text = V1_GRPO.replace("  kl_ctl: 0.0\n", "  kl_ctl: 0.0\n  mb_spec: {max_tokens_per_mb: 512}\n")
+    found = [d for d in check_text(text, "v1.yaml").diagnostics if d.path == "actor.mb_spec.max_tokens_per_mb"]
+    assert [(d.code, d.severity.name) for d in found] == [("RLC303", "ERROR")]
+    assert "AReaL accepts this at load but fails at the first training step" in found[0].message
+
+
+def test_a_missing_ref_stops_0_3_but_not_1_0():
+    assert ("RLC302", "ref") in {(d.code, d.path) for d in check_file(str(GRPO_TEMPLATE), ["~ref"]).diagnostics
+                                 if d.severity.name == "ERROR"}
+    text = V1_GRPO[:V1_GRPO.index("ref:")] + V1_GRPO[V1_GRPO.index("train_dataset:"):]
+    assert check_text(text, "v1.yaml").errors == 0
+
+
+def test_a_defaults_list_is_composed(tmp_path):
+    # AReaL's loader is Hydra's compose, so a config may inherit from a sibling file.
+    (tmp_path / "base.yaml").write_text(V1_GRPO)
+    (tmp_path / "exp.yaml").write_text("defaults:\n  - base\n  - _self_\n\nexperiment_name: gsm8k-grpo-long\n"
+                                       "gconfig: {n_samples: 4, max_new_tokens: 2048}\n")
+    result = check_file(str(tmp_path / "exp.yaml"))
+    assert result.dialect == "areal" and result.release == "1.0"
+    assert result.errors == 0, [d.message for d in result.diagnostics]
+    assert result.config.gconfig.max_new_tokens == 2048 and result.config.actor.backend == "fsdp:d4p1t1"
+
+
+def test_1_0_documents_take_1_0_defaults():
+    result = check_text(V1_GRPO, "v1.yaml")
+    assert result.config.gconfig.max_tokens == 32768 and result.config.actor.gradient_checkpointing is False
+    assert result.config.rollout.setup_timeout == 300.0 and result.config.sglang.disable_radix_cache is True
+    old = check_file(str(GRPO_TEMPLATE))
+    assert old.release == "0.3" and old.config.gconfig.max_tokens == 65536
+
+
+def test_the_1_0_defaults_are_areals():
+    inventory = json.loads((ROOT / "tests" / "inventory" / "areal" / "1.0.json").read_text())["pipelines"]["grpo"]
+    for cls, values in areal.V1_DEFAULTS.items():
+        for key, value in values.items():
+            found = [k for k in inventory if k.endswith("." + key) or k == key]
+            assert found and any(inventory[k]["default"] == value for k in found), (cls, key)
