@@ -83,7 +83,10 @@ def plan(
             raise usage_error(f"planning is not available for dialect {result.dialect} yet "
                               "(its lowering to rlcfg's Experiment has not been written); `rlcfg validate` works",
                               json_output)
-        experiment = lower(result.dialect, result.config)
+        try:
+            experiment = lower(result.dialect, result.config)
+        except UsageError as exc:  # a pipeline the dialect validates but cannot plan yet (ROLL agentic, say)
+            raise usage_error(str(exc), json_output)
         policy_config, source = _read_model_config(model_config, json_output) if model_config else (None, None)
         local = {} if policy_config is not None else _local_model_configs(experiment)
         try:

@@ -28,7 +28,8 @@ from typing import Any
 from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Offload, Optimizer,
                       Parallelism, Resources, RewardShaping, Role, Sampling, Schedule)
 from rlcfg.schema.roll_rules import (critic_on, device_ids, effective_sequence_length, gpus_per_worker,
-                                     megatron_sizes, reference_on, strategy_name, strategy_value)
+                                     megatron_sizes, reference_on, rollout_only, strategy_name, strategy_value)
+from rlcfg.source.yaml_loader import UsageError
 
 BACKEND_OF_STRATEGY = {
     "megatron_train": "megatron", "megatron_infer": "megatron",
@@ -52,8 +53,9 @@ _KL_ESTIMATORS = {"kl": "k1", "abs": "abs", "mse": "k2", "full": "k1"}
 _REWARD_FUNCTIONS = {"MathRuleRewardWorker": "math"}
 
 
-def backend_of(worker: Any, default: str = "deepspeed_train") -> str:
-    # A worker without strategy_args gets ROLL's StrategyArguments default, deepspeed_train.
+def backend_of(worker: Any, default: str = "fsdp2_train") -> str:
+    # A worker without strategy_args gets ROLL's StrategyArguments default, fsdp2_train (deepspeed_train before
+    # ROLL 0.3).
     return BACKEND_OF_STRATEGY[strategy_name(worker) or default]
 
 
@@ -83,7 +85,9 @@ def _parallelism(worker: Any, world: int) -> Parallelism:
                            vpp=strategy_value(worker, "virtual_pipeline_model_parallel_size", None),
                            sequence_parallel=bool(strategy_value(worker, "sequence_parallel", False)) and tp > 1)
     if backend in ("vllm", "sglang"):
-        return Parallelism(tp=int(strategy_value(worker, "tensor_parallel_size", 1)),
+        # SGLang's unset tensor_parallel_size is the worker's GPU count (vLLM's is 1)
+        unset_tp = worker.num_gpus_per_worker if backend == "sglang" else 1
+        return Parallelism(tp=int(strategy_value(worker, "tensor_parallel_size", unset_tp)),
                            pp=int(strategy_value(worker, "pipeline_parallel_size", 1)))
     if backend == "hf":
         # A transformers worker spreads its layers over its num_gpus_per_worker GPUs (device_map balanced): the
@@ -313,6 +317,17 @@ def _algorithm(cfg: Any, dynamic_sampling: bool) -> Algorithm:
 
 
 def lower(cfg: Any) -> Experiment:
+    # Pipelines rlcfg validates but cannot run: plan and run report these as usage errors.
+    if not hasattr(cfg, "num_return_sequences_in_group"):
+        # the agentic pipeline (AgenticConfig): rlcfg's runtime has no environment managers
+        raise UsageError("rlcfg validates ROLL agentic configs but cannot plan or run them: its runtime has no "
+                         "environment managers; run them with ROLL's examples/start_agentic_pipeline.py")
+    if cfg.is_pure_opd or cfg.use_opd:
+        raise UsageError("rlcfg validates ROLL on-policy distillation configs (is_pure_opd / use_opd) but cannot plan "
+                         "or run them: its runtime has no teacher-KL reward")
+    if rollout_only(cfg):
+        raise UsageError("this ROLL config only generates (actor_train has no GPUs and no strategy: ROLL's rollout-"
+                         "only pipeline); rlcfg plans and runs training pipelines only")
     group = cfg.num_return_sequences_in_group
     samples_per_step = cfg.rollout_batch_size * group
     seq_len = effective_sequence_length(cfg)

@@ -18,8 +18,13 @@ from rlcfg.schema.base import Dialect
 class DialectEntry:
     name: str
     module: str
-    required: frozenset  # top-level keys every document of the dialect has
+    required: frozenset  # top-level keys every document of the dialect's main pipeline has
     typical: frozenset  # other top-level keys its documents often have
+    alternatives: tuple = ()  # key sets that tell the dialect's other pipelines (ROLL SFT, distillation, ...)
+
+    def fits(self, keys: set) -> frozenset | None:
+        """The key set of this dialect that the document has, if any."""
+        return next((req for req in (self.required, *self.alternatives) if req <= keys), None)
 
     def available(self) -> bool:
         return importlib.util.find_spec(self.module) is not None
@@ -33,7 +38,10 @@ REGISTRY: tuple[DialectEntry, ...] = (
                  frozenset({"algorithm", "rollout", "data", "reward", "critic", "inference", "defaults", "hydra"})),
     DialectEntry("roll", "rlcfg.schema.roll", frozenset({"actor_train", "actor_infer"}),
                  frozenset({"pretrain", "reward_pretrain", "rollout_batch_size", "num_return_sequences_in_group",
-                            "reference", "critic", "rewards", "exp_name", "device_mapping"})),
+                            "reference", "critic", "rewards", "exp_name", "device_mapping"}),
+                 # SFT (sft_train), distillation (student, teacher), on-policy distillation (student_train, ...)
+                 (frozenset({"sft_train"}), frozenset({"student", "teacher"}),
+                  frozenset({"student_train", "student_infer"}))),
     DialectEntry("areal", "rlcfg.schema.areal", frozenset({"experiment_name", "trial_name"}),
                  frozenset({"cluster", "allocation_mode", "actor", "ref", "rollout", "gconfig", "train_dataset",
                             "valid_dataset", "saver", "evaluator", "stats_logger", "recover", "launcher", "sglang"})),
@@ -65,9 +73,9 @@ class Detection:
 
 def detect(data: dict) -> Detection:
     keys = set(data)
-    fitting = [e for e in entries() if e.required <= keys]
+    fitting = [e for e in entries() if e.fits(keys) is not None]
     if len(fitting) == 1:
-        return Detection(fitting[0].name, f"has the top-level keys {', '.join(sorted(fitting[0].required))}")
+        return Detection(fitting[0].name, f"has the top-level keys {', '.join(sorted(fitting[0].fits(keys)))}")
     if len(fitting) > 1:
         scored = sorted(fitting, key=lambda e: len(keys & e.typical), reverse=True)
         best, second = scored[0], scored[1]

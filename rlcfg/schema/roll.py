@@ -1,34 +1,42 @@
-"""The ROLL dialect: an RLVR pipeline config (`RLVRConfig`, built on `PPOConfig` and `BaseConfig`).
+"""The ROLL dialect at `main` (alibaba/ROLL's default branch): the RLVR pipeline (`RLVRConfig`) and the agentic
+pipeline (`AgenticConfig`), both built on `PPOConfig` and `BaseConfig`.
 
 A ROLL config is one flat YAML document: pipeline keys at the top level (batch sizes, lengths, the PPO/GRPO
-algorithm, logging) and one section per worker (`actor_train`, `actor_infer`, `reference`, `critic`, the
-`rewards` mapping, `validation`), each with `model_args`, `training_args`, `data_args`, `generating_args` and
+algorithm, logging) and one section per worker (`actor_train`, `actor_infer`, `reference`, `critic`; RLVR adds the
+`rewards` mapping and `validation`, the agentic pipeline `train_env_manager`, `val_env_manager` and the
+`custom_envs` they run), each with `model_args`, `training_args`, `data_args`, `generating_args` and
 `strategy_args`. `strategy_args.strategy_config` takes different keys for each `strategy_name`; the models
 below are chosen by that name. `device_mapping` is a string in a small language (roll_device_mapping.py),
-which ROLL itself passes to Python's eval() and rlcfg parses with a grammar.
+which ROLL itself passes to Python's eval() and rlcfg parses with a grammar. ROLL's SFT, DPO and distill
+pipelines are recognised (`pipeline_of`) but not modelled.
 
-ROLL builds the config with dacite, which silently drops unknown keys although ROLL's docs promise an error;
-rlcfg reports them. Where ROLL rewrites a value after loading (num_gpus_per_node, num_nodes,
-num_gpus_per_worker, max_new_tokens, model paths, ...), the rules in roll_rules.py warn when the user set it.
-Defaults follow ROLL's code at the commit research/validation-rules.md read; the seed (ROLL's Configuration
-Guide) shows example values, not defaults.
+ROLL builds the config with dacite's default from_dict: unknown keys are dropped (rlcfg: `unknown_keys = "drop"`),
+and a field typed without Optional refuses an explicit null even when it defaults to None (rlcfg types those
+fields the same way and keeps their null defaults out of the merged document). Where ROLL rewrites a value
+after loading (num_gpus_per_node, num_nodes, num_gpus_per_worker, max_new_tokens, model paths, ...), the rules in
+roll_rules.py warn when the user set it. Fields, types and defaults follow the dataclasses at the commit
+tests/inventory/roll/main.json names (tools/inventory/roll.py reads them); the seed (ROLL's Configuration Guide)
+shows example values, not defaults.
 """
 
 from __future__ import annotations
 
 import copy
-from typing import Annotated, Any, ClassVar, Literal, Union
+import types
+from datetime import datetime
+from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origin
 
-from pydantic import ConfigDict, Discriminator, Tag, create_model
+from pydantic import ConfigDict, Discriminator, Tag, create_model, model_validator
 
-from rlcfg.schema.base import Dialect, Section, param, section
-from rlcfg.schema.roll_rules import RULES, STRATEGY_NAMES, describe_config
+from rlcfg.schema.base import Dialect, Section, key_of, param, section, section_types
+from rlcfg.schema.roll_rules import RULES, STRATEGY_NAMES, configured, describe_config
+from rlcfg.source.tree import SourceTree
 
 # ---- model_args ---------------------------------------------------------------------------------------------
 
 
 class ModelArgs(Section):
-    model_name_or_path: str | None = param(
+    model_name_or_path: str = param(
         None, description="Path to the model weights, or a Hugging Face / ModelScope model id. For actor_train, "
                           "actor_infer and reference, ROLL replaces it with `pretrain` unless all three set it "
                           "(the critic falls back to `reward_pretrain`).")
@@ -49,19 +57,18 @@ class ModelArgs(Section):
     dtype: Literal["fp32", "bf16", "fp16"] | None = param(
         "bf16", description="Model dtype: fp32, bf16 or fp16 (otherwise the checkpoint's torch_dtype). bf16/fp16 "
                             "also switch on training_args.bf16/fp16.")
-    model_type: Literal["auto_sequence_classification", "auto_token_classification", "trl",
-                        "diffusion_module"] | None = param(
-        None, description="Head type for reward models: auto_sequence_classification, auto_token_classification, "
-                          "trl (value head) or diffusion_module.")
+    model_type: Literal["auto_sequence_classification", "auto_token_classification", "trl"] | None = param(
+        None, description="Head type for reward models: auto_sequence_classification, auto_token_classification "
+                          "or trl (value head).")
     num_labels: int | None = param(1, description="Number of labels of a token/sequence classification head.", ge=1)
     model_config_kwargs: dict[str, Any] = param({}, description="Extra keyword arguments for the model config.")
     freeze_module_prefix: str | None = param(
         None, description="Comma-separated prefixes of modules to freeze (partial-parameter fine-tuning).")
     ulysses_size: int | None = param(
-        1, description="Ulysses context-parallel group size (FSDP2 and DeepSpeed strategies). Must divide the "
+        1, description="Ulysses context-parallel group size (FSDP2 strategies). Must divide the "
                        "worker's GPU count, and the number of attention heads.", ge=1)
     vision_dp: bool = param(False, description="Distribute the vision tower across the Ulysses ranks.")
-    lora_target: str | None = param(
+    lora_target: str = param(
         None, description="Comma-separated modules to put LoRA adapters on (`all` for every linear layer); null "
                           "trains the full model. Not supported by the sglang and hf_infer strategies.")
     lora_rank: int | None = param(8, description="Inner dimension (rank) of the LoRA adapter matrices.", ge=1)
@@ -104,6 +111,7 @@ class TrainingArgs(Section):
     warmup_ratio: float = param(0.0, description="Linear warmup over this fraction of the training steps.",
                                 ge=0, le=1)
     warmup_steps: int = param(0, description="Linear warmup steps; wins over warmup_ratio when > 0.", ge=0)
+    save_hf_model: bool = param(False, description="Also save checkpoints in Hugging Face format.")
 
 
 # ---- data_args ----------------------------------------------------------------------------------------------
@@ -125,6 +133,24 @@ class DataArgs(Section):
     domain_interleave_probs: dict[str, float] | None = param(
         None, description="Sampling probability of each domain within one rollout batch, by domain name.")
     preprocessing_num_workers: int | None = param(None, description="Processes for dataset preprocessing.", ge=1)
+    # Multi-modal inputs (qwen-vl-utils' resizing budgets). ROLL declares the pixel and frame budgets as plain
+    # numbers, so an explicit null is a load error there.
+    image_max_pixels: int = param(4096 * 4096, description="Largest pixel count an input image is resized to.",
+                                  ge=1)
+    image_min_pixels: int = param(4 * 28 * 28, description="Smallest pixel count an input image is resized to.",
+                                  ge=1)
+    video_max_pixels: int = param(2048 * 2048, description="Largest pixel count of one sampled video frame.", ge=1)
+    video_min_pixels: int = param(4 * 28 * 28, description="Smallest pixel count of one sampled video frame.", ge=1)
+    video_total_pixels: int = param(
+        16384 * 28 * 28, description="Pixel budget of a whole video; it bounds the tokens one video takes.", ge=1)
+    video_fps: float = param(2.0, description="Frames sampled per second of video.", gt=0)
+    video_max_frames: int = param(128, description="Most frames sampled from one video.", ge=1)
+    video_resize_chunk_frames: int = param(64, description="Frames resized together in one chunk.", ge=1)
+    image_folder: str | None = param(None, description="Folder that relative image paths in the data refer to.")
+    video_folder: str | None = param(None, description="Folder that relative video paths in the data refer to.")
+    audio_folder: str | None = param(None, description="Folder that relative audio paths in the data refer to.")
+    custom_data_kwargs_func: str | None = param(
+        None, description="Dotted path of a function that builds extra per-sample keyword arguments.")
     cache_path: str | None = param(None, description="Where preprocessed datasets are cached.")
     dataset_dir: str | None = param(
         None, description="Written by older ROLL examples; ROLL at HEAD has no such field and drops it (no effect).")
@@ -206,6 +232,61 @@ class MegatronConfig(_StrategyConfig):
     variable_seq_lengths: bool = param(False, description="Let micro-batches have different sequence lengths.")
     bf16: bool | None = param(None, description="Megatron bf16 training (normally set from model_args.dtype).")
     fp16: bool | None = param(None, description="Megatron fp16 training (normally set from model_args.dtype).")
+    # The rest of mcore_adapter's MegatronArguments (the Megatron strategies build it from strategy_config).
+    pipeline_model_parallel_layout: str | None = param(
+        None, description="Explicit layer layout over the pipeline stages (Megatron's layout string, e.g. "
+                          "\"Et*3|t*3|t*3|t*3L\"); replaces the even split.")
+    account_for_embedding_in_pipeline_split: bool | None = param(
+        None, description="Count the embedding as a layer when splitting layers over pipeline stages.")
+    account_for_loss_in_pipeline_split: bool | None = param(
+        None, description="Count the loss computation as a layer when splitting layers over pipeline stages.")
+    overlap_p2p_comm: bool = param(True, description="Overlap pipeline send/receive with compute.")
+    recompute_modules: str | list[str] | None = param(
+        None, description="Modules recomputed by selective recompute, comma-separated (e.g. \"moe,layernorm\").")
+    bias_activation_fusion: bool = param(False, description="Fuse bias add and activation.")
+    apply_rope_fusion: bool = param(False, description="Fused rotary position embedding kernel.")
+    cross_entropy_loss_fusion: bool = param(False, description="Fused cross-entropy loss kernel.")
+    moe_aux_loss_coeff: float | None = param(None, description="Coefficient of the MoE load-balancing loss.", ge=0)
+    moe_expert_capacity_factor: float | None = param(
+        None, description="Capacity of each expert relative to an even share of tokens; null: no token dropping.",
+        gt=0)
+    moe_pad_expert_input_to_capacity: bool | None = param(
+        None, description="Pad every expert's input to its capacity (needs moe_expert_capacity_factor).")
+    moe_token_drop_policy: Literal["probs", "position"] | None = param(
+        None, description="Which tokens an over-full expert drops: lowest router probability or latest position.")
+    moe_enable_routing_replay: bool = param(False, description="Record and replay MoE routing decisions.")
+    moe_router_dtype: str | None = param(None, description="Dtype of the MoE router computation (e.g. fp32).")
+    mtp_num_layers: int | None = param(0, description="Multi-token-prediction layers.", ge=0)
+    calculate_per_token_loss: bool = param(False, description="Average the loss over tokens, not sequences.")
+    transformer_impl: Literal["local", "transformer_engine"] | None = param(
+        None, description="Transformer layer implementation.")
+    cuda_graph_impl: Literal["local", "transformer_engine"] | None = param(
+        None, description="CUDA graph implementation; null disables CUDA graphs.")
+    cuda_graph_scope: str = param("full", description="Which part of the layer a CUDA graph captures.")
+    fp8_recipe: str | None = param(None, description="FP8 scaling recipe.")
+    fp8_param: bool = param(False, description="Keep parameters in FP8.")
+    fp8: str | None = param(None, description="FP8 format (e4m3, hybrid); null trains without FP8.")
+    additional_configs: str | dict[str, Any] | None = param(
+        {}, description="Extra Megatron model-config options (a mapping, or a JSON string).")
+    accumulate_allreduce_grads_in_fp32: bool = param(False, description="Reduce gradients in fp32.")
+    distrib_optim_fully_reshardable: bool = param(
+        False, description="Save the distributed optimizer in a layout that can be loaded with other parallel sizes.")
+    distrib_optim_fully_reshardable_mem_efficient: bool = param(
+        False, description="The fully reshardable save, with less peak memory.")
+    delay_grad_reduce: bool = param(True, description="Delay the gradient reduction of the first pipeline stage.")
+    check_for_nan_in_loss_and_grad: bool = param(True, description="Stop on NaN in the loss or the gradients.")
+    ddp_average_in_collective: bool = param(False, description="Average gradients inside the collective.")
+    ddp_bucket_size: int | None = param(None, description="Gradient bucket size of the DDP wrapper.", ge=1)
+    optimizer: str = param("adam", description="Optimizer: adam or sgd.")
+    optimizer_cpu_offload: bool = param(False, description="Keep optimizer states on the CPU.")
+    optimizer_offload_fraction: float = param(0.0, description="Fraction of optimizer states kept on the CPU.",
+                                              ge=0, le=1)
+    save_hf_model: bool = param(False, description="Also save checkpoints in Hugging Face format.")
+    save_merged_model: bool = param(False, description="Save LoRA-merged weights.")
+    ckpt_format: Literal["legacy", "torch_dist"] = param("legacy", description="Checkpoint format.")
+    ckpt_d2h_non_blocking: bool = param(False, description="Copy checkpoint tensors to the host asynchronously.")
+    sequence_packing: bool = param(False, description="Megatron-side sequence packing.")
+    compile_warmup: bool = param(False, description="Warm up compiled kernels before training.")
 
 
 class Fsdp2Config(_StrategyConfig):
@@ -259,9 +340,11 @@ class SglangConfig(_StrategyConfig):
                           "building the KV cache fails; decrease it on CUDA out-of-memory.", gt=0, le=1)
     load_format: str = param(
         "dummy", description="Weight format to load; `dummy` is fine because a model update comes first.")
-    tensor_parallel_size: int = param(
-        1, description="SGLang tensor parallelism. ROLL does not derive num_gpus_per_worker for SGLang: "
-                       "tensor_parallel_size × pipeline_parallel_size must be a multiple of it.", ge=1)
+    tensor_parallel_size: int | None = param(
+        None, description="SGLang tensor parallelism; unset: the worker's num_gpus_per_worker (ROLL's SGLang "
+                          "strategy takes one GPU per placement group of the worker). ROLL does not derive "
+                          "num_gpus_per_worker for SGLang: tensor_parallel_size × pipeline_parallel_size must be a "
+                          "multiple of it.", ge=1)
     pipeline_parallel_size: int = param(1, description="SGLang pipeline parallelism.", ge=1)
     context_length: int | None = param(None, description="Model context length.", ge=1)
     max_running_requests: int | None = param(None, description="Concurrent requests per engine.", ge=1)
@@ -274,19 +357,10 @@ class HfInferConfig(_StrategyConfig):
     engine: ClassVar[str] = "transformers"
 
 
-class DeepSpeedConfig(_StrategyConfig):
-    """A DeepSpeed JSON config (zero stage, offload, ...), passed to DeepSpeed as it is."""
-
-    engine: ClassVar[str] = "DeepSpeed"
-    open: ClassVar[bool] = True
-
-
 _CONFIG_OF: dict[str, type[_StrategyConfig]] = {
     "megatron_train": MegatronConfig, "megatron_infer": MegatronConfig,
     "fsdp2_train": Fsdp2Config, "fsdp2_infer": Fsdp2Config,
     "vllm": VllmConfig, "sglang": SglangConfig, "hf_infer": HfInferConfig,
-    "deepspeed_train": DeepSpeedConfig, "deepspeed_infer": DeepSpeedConfig,
-    "diffusion_deepspeed_train": DeepSpeedConfig,
 }
 assert set(_CONFIG_OF) == set(STRATEGY_NAMES)
 
@@ -318,10 +392,10 @@ class AnyStrategyArgs(Section):
     """Only reached when strategy_name is not a strategy ROLL knows; it then reports the name."""
 
     strategy_name: Literal[STRATEGY_NAMES] = param(  # type: ignore[valid-type]
-        "deepspeed_train", description="The training or inference strategy: fsdp2_train / megatron_train "
-                                       "(or deepspeed_train) for training, vllm / sglang / hf_infer for "
-                                       "inference, megatron_infer / fsdp2_infer / deepspeed_infer for the "
-                                       "reference. ROLL's default is deepspeed_train.")
+        "fsdp2_train", description="The training or inference strategy: fsdp2_train / megatron_train for "
+                                   "training, vllm / sglang / hf_infer for inference, megatron_infer / fsdp2_infer "
+                                   "for the reference. ROLL's default is fsdp2_train; its DeepSpeed strategies are "
+                                   "gone since ROLL 0.3.")
     strategy_config: AnyStrategyConfig | None = section(  # type: ignore[valid-type]
         AnyStrategyConfig, description="Options passed to the strategy's constructor; which keys apply depends on "
                                        "strategy_name. Null means {}.")
@@ -343,7 +417,7 @@ def _strategy_args(name: str) -> type[Section]:
 
 def _strategy_tag(value: Any) -> str:
     if isinstance(value, dict):
-        name = value.get("strategy_name", "deepspeed_train")
+        name = value.get("strategy_name", "fsdp2_train")
     else:
         name = getattr(value, "strategy_name", None)
     return name if isinstance(name, str) and name in _CONFIG_OF else "unknown"
@@ -363,10 +437,10 @@ class SequencePackingArgs(Section):
     algorithm: Literal["none", "load_balance"] = param(
         "none", description="`none` (default partitioning) or `load_balance` (spread sequences across "
                             "micro-batches; needs the max_packed_sequence_length_* keys).")
-    max_packed_sequence_length_forward: int | None = param(
+    max_packed_sequence_length_forward: int = param(
         None, description="Longest packed sequence in a forward micro-batch (divided by cp_size per CP rank).",
         ge=1)
-    max_packed_sequence_length_train: int | None = param(
+    max_packed_sequence_length_train: int = param(
         None, description="Longest packed sequence in a training micro-batch (divided by cp_size per CP rank).",
         ge=1)
     min_num_micro_batches_forward: int = param(1, description="Fewest micro-batches per forward mini-batch.", ge=1)
@@ -380,7 +454,7 @@ class RouterReplay(Section):
 
 
 class Worker(Section):
-    name: str | None = param(None, description="Name of the role; ROLL sets it for the standard workers.")
+    name: str = param(None, description="Name of the role; ROLL sets it for the standard workers.")
     worker_cls: str | None = param(
         None, description="Python class of the worker (dotted path); RLVR picks the standard one when null.")
     pg_variant: Literal["vanilla", "ppo", "tis", "topr", "cispo", "kimi15"] | None = param(
@@ -389,20 +463,21 @@ class Worker(Section):
     model_args: ModelArgs = section(ModelArgs, description="Which model the worker loads and how.")
     training_args: TrainingArgs = section(
         TrainingArgs, description="learning_rate, weight_decay, warmup_steps, batch sizes, ...")
-    data_args: DataArgs | None = section(DataArgs, optional=True,
+    data_args: DataArgs = section(DataArgs, optional=True,
                                          description="Data files and chat template (configure under actor_train).")
-    generating_args: GeneratingArgs | None = section(
+    generating_args: GeneratingArgs = section(
         GeneratingArgs, optional=True, description="Sampling parameters (configure under actor_infer).")
-    strategy_args: StrategyArgs | None = param(  # type: ignore[valid-type]
-        None, description="The strategy (`strategy_name`) and its options (`strategy_config`). Null: the worker has "
-                          "no model (rule-based reward workers).")
-    world_size: int | None = param(
+    strategy_args: StrategyArgs = param(  # type: ignore[valid-type]
+        None, description="The strategy (`strategy_name`) and its options (`strategy_config`). Unset: the worker has "
+                          "no model (rule-based reward workers); ROLL refuses an explicit null.")
+    world_size: int = param(
         None, description="Number of workers. Derived as len(device_mapping) / num_gpus_per_worker when "
                           "device_mapping is set (ROLL overwrites the value); needed for CPU-only workers.", ge=1)
-    device_mapping: list[int] | str | None = param(
+    device_mapping: list[int] | str = param(
         None, description="GPU ids the worker uses, written as `list(range(0,16))`, `list(range(0,16,2))` or "
                           "`[0, 1, 2]` (a string ROLL evaluates; rlcfg parses it and never evaluates it). A YAML "
-                          "list is accepted by rlcfg, but ROLL's eval() rejects it. Null: the worker runs on CPU.",
+                          "list is accepted by rlcfg, but ROLL's eval() rejects it. Unset: the worker runs on CPU "
+                          "(ROLL refuses an explicit null).",
         examples=["list(range(0,8))"])
     num_gpus_per_worker: int = param(
         1, description="GPUs per worker. The seed: applies to actor_infer only. ROLL forces 1 for training and "
@@ -428,7 +503,7 @@ class Worker(Section):
                                                 ge=1)
     use_dynamic_batching_in_infer: bool = param(
         False, description="Dynamic batching for inference (needs max_tokens_per_microbatch_in_infer).")
-    max_tokens_per_microbatch_in_infer: int | None = param(
+    max_tokens_per_microbatch_in_infer: int = param(
         None, description="Token budget of an inference micro-batch with dynamic batching.", ge=1)
     sequence_length_round_in_infer: int = param(4, description="Round padded lengths up to this multiple (infer).",
                                                 ge=1)
@@ -438,13 +513,18 @@ class Worker(Section):
         False, description="Pack several sequences into one to remove padding (Megatron strategy only).")
     sequence_packing_args: SequencePackingArgs = section(SequencePackingArgs,
                                                          description="Sequence packing options.")
-    logits_in_fp32: bool = param(True, description="Compute logits in float32.")
+    logits_in_fp32: bool = param(False, description="Force the logits to float32.")
     apply_loss_scale: bool = param(
         True, description="Multiply the loss by the number of micro-batches per step (DP × GA) so that gradients "
                           "equal those of the whole global batch.")
     router_replay: RouterReplay = section(RouterReplay, description="MoE router replay (newer ROLL).")
-    mtp_training_mode: Literal["disabled", "standalone", "joint"] = param(
+    mtp_training_mode: Literal["disabled", "standalone", "joint"] | None = param(
         "disabled", description="Multi-token-prediction training mode (newer ROLL).")
+    opd_kl_coef: float | None = param(
+        None, description="On-policy distillation: KL coefficient of this teacher; null means 1.0.")
+    tag_included: list[str] = param(
+        [], description="Dataset tags this worker serves (reward workers score them; OPD teachers are routed "
+                        "them); empty: all tags.")
 
 
 class RewardFilter(Section):
@@ -455,15 +535,15 @@ class RewardFilter(Section):
 
 
 class RewardWorker(Worker):
-    code_url: str | None = param(None, description="URL of the code sandbox.")
+    code_url: str = param(None, description="URL of the code sandbox.")
     use_local: bool = param(True, description="Run code locally instead of downloading it from code_url.")
-    judge_prompt: str | None = param(None, description="Prompt template of an LLM judge.")
-    judge_model_type: str | None = param(None, description="LLM judge kind: `api` or `inference`.")
-    judge_model_name: str | None = param(None, description="Model name of an API judge.")
-    judge_api_url: str | None = param(None, description="URL of an API judge.")
-    judge_api_key: str | None = param(None, description="Key of an API judge.")
-    format_pattern: str | None = param(None, description="Regular expression the answer format must match.")
-    reward_type: str | None = param(None, description="Kind of reward (e.g. soft).")
+    judge_prompt: str = param(None, description="Prompt template of an LLM judge.")
+    judge_model_type: str = param(None, description="LLM judge kind: `api` or `inference`.")
+    judge_model_name: str = param(None, description="Model name of an API judge.")
+    judge_api_url: str = param(None, description="URL of an API judge.")
+    judge_api_key: str = param(None, description="Key of an API judge.")
+    format_pattern: str = param(None, description="Regular expression the answer format must match.")
+    reward_type: str = param(None, description="Kind of reward (e.g. soft).")
     response_length_penalty_coef: float = param(0.0, description="Coefficient of the response-length penalty.")
     tag_included: list[str] = param([], description="Dataset tags (domains) this reward worker scores.")
     query_filter_config: RewardFilter = section(RewardFilter, description="Filtering of queries by reward.")
@@ -505,29 +585,48 @@ class TrainInferCorrection(Section):
     is_weight: IsWeight = section(IsWeight, description="Train-infer importance-sampling weight.")
     filters: list[TrainInferFilter] = param([], description="Filters applied in order to the response mask.")
 
+class RolloutMock(Section):
+    enable: bool = param(False, description="Turn the rollout dump/mock mechanism on.")
+    mode: Literal["dump", "mock"] = param("dump", description="dump: save rollouts; mock: replay saved ones.")
+    dump_dir: str = param("./rollout_mock_dumps", description="Where rollouts are saved and read.")
 
-class RollConfig(Section):
-    """An RLVR pipeline config (`examples/start_rlvr_pipeline.py`)."""
+
+class TransferBackend(Section):
+    backend_name: str = param(None, description="Name of the transfer backend.")
+    backend_config: dict[str, Any] = param({}, description="Options of the transfer backend.")
+
+
+class RouterArgs(Section):
+    router_name: Literal["PromptAffinityRouter", "EnvAffinityRouter", "SglangRouter"] = param(
+        None, description="The router: PromptAffinityRouter, EnvAffinityRouter or SglangRouter.")
+    router_config: dict[str, Any] = param({}, description="Options of the router.")
+    max_running_requests: int = param(128, description="Concurrent requests the router admits.", ge=1)
+
+
+class _BaseRoot(Section):
+    """The keys every ROLL pipeline shares (`BaseConfig` with `ScheduleConfig`)."""
 
     hydra: dict[str, Any] | None = param(None, description="Hydra's own settings (run.dir, output_subdir); not "
                                                             "read by ROLL.")
-    # BaseConfig
     exp_name: str = param("default", description="Name of the experiment (ROLL's default is the start script's "
                                                  "name); appended to logging_dir and the tensorboard log_dir.")
     seed: int = param(42, description="Random seed; ROLL copies it into every worker's training_args.seed.")
     rpc_timeout: int = param(3600, description="Timeout of RPC calls, in seconds.", ge=1)
     output_dir: str = param("./output", description="Where checkpoints and outputs are written.")
     logging_dir: str = param("./output/logs", description="Log directory; ROLL appends exp_name.")
-    rollout_dump_dir: str | None = param(None, description="Save actor_infer rollouts to this directory.")
-    track_with: Literal["wandb", "tensorboard", "stdout", "swanlab"] = param(
-        "tensorboard", description="Experiment tracker.")
+    rollout_dump_dir: str = param(None, description="Save actor_infer rollouts to this directory.")
+    track_with: str = param(
+        "tensorboard", description="Experiment tracker: tensorboard, wandb, stdout, swanlab or trackio (ROLL's "
+                                   "tracker registry); empty for none. ROLL checks the name only when the pipeline "
+                                   "starts.")
     tracker_kwargs: dict[str, Any] = param({}, description="Keyword arguments of the tracker (project, log_dir, "
                                                            "...).")
     max_steps: int = param(500, description="Total pipeline steps; the RLVR pipeline needs > 0.")
     save_steps: int = param(50, description="Save a checkpoint every this many steps.", ge=1)
     max_ckpt_to_keep: int = param(0, description="Checkpoints to keep; 0 keeps all.", ge=0)
     logging_steps: int = param(1, description="Log every this many steps.", ge=1)
-    eval_steps: int = param(10, description="Evaluate every this many steps.", ge=1)
+    eval_steps: int = param(10, description="Evaluate every this many steps. The agentic pipeline skips "
+                                            "validation when it is 0 or less; RLVR divides the step by it.")
     rollout_batch_size: int = param(
         128, description="Prompts per rollout batch. The samples per step are rollout_batch_size × "
                          "num_return_sequences_in_group.", ge=1)
@@ -566,7 +665,6 @@ class RollConfig(Section):
         8, description="GPUs per node. ROLL (at HEAD) overwrites it with the GPU count of the driver node.", ge=1)
     model_download_type: str | None = param(None, description="Where models are downloaded from (MODELSCOPE, "
                                                               "HUGGINGFACE_HUB).")
-    # ScheduleConfig
     generate_opt_level: Literal[0, 1] = param(
         1, description="0: batch generate interface; 1: the request scheduler (needed by async generation).")
     is_num_return_sequences_expand: bool = param(
@@ -574,10 +672,29 @@ class RollConfig(Section):
     max_running_requests: int = param(128, description="Maximum concurrent generation requests.", ge=1)
     is_use_additional_prompts: bool = param(False, description="Generate for extra prompts beyond the batch.")
     max_additional_running_prompts: int = param(16, description="Extra prompts beyond rollout_batch_size.", ge=0)
-    # PPOConfig
-    pretrain: str | None = param(None, description="Model for actor_train, actor_infer and reference (used unless "
+    base_dir: str = param("./output", description="Base folder of the run's outputs.")
+    otlp_output_dir: str = param("./output/otlp", description="Where OpenTelemetry traces are written.")
+    rollout_mock: RolloutMock | None = section(
+        RolloutMock, optional=True, description="Dump rollouts, or replay dumped ones, to compare precision between "
+                                                "runs.")
+    transfer_backend: TransferBackend | None = section(
+        TransferBackend, optional=True, description="The backend that moves tensors between workers (name and "
+                                                    "options).")
+    user_defined_rollout_loop_cls: str = param(
+        "roll.distributed.scheduler.user_defined_rollout_loop.UserDefinedRolloutLoop",
+        description="Dotted path of the rollout loop class the scheduler runs.")
+    router_args: RouterArgs = section(
+        RouterArgs, optional=True, description="How generation requests are routed to rollout engines; null: the "
+                                               "pipeline's default router (PromptAffinityRouter for RLVR, "
+                                               "EnvAffinityRouter for agentic).")
+
+
+class _PpoRoot(_BaseRoot):
+    """`PPOConfig`: the workers and the algorithm the RLVR and agentic pipelines share."""
+
+    pretrain: str = param(None, description="Model for actor_train, actor_infer and reference (used unless "
                                                    "all three set model_args.model_name_or_path).")
-    reward_pretrain: str | None = param(None, description="Model for the critic when it sets no model path.")
+    reward_pretrain: str = param(None, description="Model for the critic when it sets no model path.")
     actor_train: Worker = section(Worker, description="The policy's training worker.")
     actor_infer: Worker = section(Worker, description="The policy's rollout worker (vllm or sglang).")
     critic: Worker = section(Worker, description="The critic's worker (used with adv_estimator: gae).")
@@ -603,11 +720,11 @@ class RollConfig(Section):
     kl_horizon: int = param(10000, description="Horizon of the adaptive KL controller.", ge=1)
     use_reward_scaling: bool = param(False, description="Scale rewards.")
     add_len_reward: bool = param(False, description="Add a length reward.")
-    reward_clip: float | None = param(None, description="Clip rewards to ±reward_clip.", ge=0)
+    reward_clip: float = param(None, description="Clip rewards to ±reward_clip.", ge=0)
     use_reward_norm: bool = param(False, description="Normalise rewards (with use_reward_scaling).")
     whiten_rewards: bool = param(False, description="Whiten rewards before computing advantages.")
     whiten_advantages: bool = param(False, description="Whiten the advantages.")
-    advantage_clip: float | None = param(None, description="Clip advantages to ±advantage_clip.", ge=0)
+    advantage_clip: float = param(None, description="Clip advantages to ±advantage_clip.", ge=0)
     adv_estimator: Literal["gae", "reinforce", "grpo", "gigpo", "step_reinforce", "agentic_reinforce"] = param(
         "gae", description="Advantage estimator; `gae` needs the critic.")
     norm_mean_type: Literal["batch", "group", "running"] | None = param(
@@ -633,15 +750,53 @@ class RollConfig(Section):
         False, description="Never recompute old log-probs (wins over enable_old_logprobs_recompute).")
     train_infer_correction: TrainInferCorrection = section(
         TrainInferCorrection, description="Off-policy correction between the training and inference engines.")
-    # RLVRConfig
+    # On-policy distillation (OPD): a teacher's KL replaces (is_pure_opd) or adds to (use_opd) the reward.
+    is_pure_opd: bool = param(
+        False, description="Pure on-policy distillation: student_train/student_infer become the actor and the teacher "
+                           "the reference; ROLL then sets gamma 0, adv_estimator reinforce and no KL loss. The OPD "
+                           "start script sets it.")
+    use_opd: bool = param(False, description="Add a teacher-KL term to the external reward (mixed OPD); "
+                                             "`reference` must then stay unset.")
+    pure_opd_pipeline_type: Literal["rlvr", "agentic"] = param(
+        "rlvr", description="Which pipeline the OPD start script runs (RLVR or agentic).")
+    # ROLL's default is an unconfigured worker; rlcfg leaves it unset, because a default of either shape would be
+    # merged into the user's mapping of the other shape.
+    teacher: dict[str, Worker] | Worker = param(
+        None, description="The OPD teacher: one worker, or several by name (each may set tag_included to route "
+                          "domains to it).")
+    student_train: Worker = section(Worker, description="Pure OPD: the student's training worker "
+                                                        "(becomes actor_train).")
+    student_infer: Worker = section(Worker, description="Pure OPD: the student's rollout worker "
+                                                        "(becomes actor_infer).")
+
+    @model_validator(mode="after")
+    def _pure_opd_roles(self) -> "_PpoRoot":
+        # PPOConfig._handle_opd_mapping: in pure OPD (which examples/start_onpolicy_distill_pipeline.py switches
+        # on) ROLL runs student_train as actor_train, student_infer as actor_infer and the (first) teacher as the
+        # reference, so the placement and batch rules must see those workers. When a piece is missing the rule
+        # `roll/opd` reports it and nothing is remapped.
+        if not self.is_pure_opd or self.use_opd:
+            return self
+        teacher = next(iter(self.teacher.values()), None) if isinstance(self.teacher, dict) else self.teacher
+        # (None: no teacher written)
+        if teacher is None or not all(configured(w) for w in (teacher, self.student_train, self.student_infer)):
+            return self
+        self.actor_train, self.actor_infer, self.reference = self.student_train, self.student_infer, teacher
+        self.enable_reference = True
+        return self
+
+
+class RollConfig(_PpoRoot):
+    """An RLVR pipeline config (`examples/start_rlvr_pipeline.py`: RLVRConfig)."""
+
     num_return_sequences_in_group: int = param(
         1, description="Responses generated per prompt (the GRPO group). The training samples per step are "
                        "num_return_sequences_in_group × rollout_batch_size.", ge=1)
-    global_template: str | None = param(None, description="Chat template for every worker.")
+    global_template: str = param(None, description="Chat template for every worker.")
     dataset_filter: DatasetFilter = section(DatasetFilter, description="Filter the dataset by source and "
                                                                        "difficulty.")
-    save_logging_board_dir: str | None = param(None, description="Where logging-board metrics are saved.")
-    validation: Worker | None = section(Worker, optional=True,
+    save_logging_board_dir: str = param(None, description="Where logging-board metrics are saved.")
+    validation: Worker = section(Worker, optional=True,
                                         description="Validation generation settings (data_args, generating_args).")
     rewards: dict[str, RewardWorker] = param({}, description="Reward workers by domain name; each scores the "
                                                              "samples whose tag is in its tag_included.")
@@ -667,6 +822,9 @@ class RollConfig(Section):
     difficulty_high_threshold: float = param(1.0, description="Upper difficulty threshold of difficulty_mask.")
     error_max_len_clip: bool = param(False, description="Clip rewards of over-long responses.")
     error_max_len_threshold: int = param(9999999999, description="Length threshold of error_max_len_clip.")
+    tag_to_template: dict[str, str] = param(
+        {}, description="Chat template by dataset tag; tags not listed use global_template. Each name must be a "
+                        "template ROLL registers.")
     # Written by ROLL's examples but read by nothing (dacite drops them).
     reward_norm: Any = param(None, description="Written by older ROLL examples; ROLL has no such field (no "
                                                "effect).")
@@ -676,18 +834,218 @@ class RollConfig(Section):
                                                         "(no effect).")
 
 
+# ---- the agentic pipeline (AgenticConfig) --------------------------------------------------------------------
+
+
+class RewardNormalization(Section):
+    grouping: str = param("batch", description="Over which samples rewards are normalised: batch, or state / "
+                                               "inductive (both per group).")
+    method: str = param(
+        "identity", description="Deprecated in ROLL: only used to derive norm_mean_type / norm_std_type when those "
+                                "are unset (identity, mean, mean_std, asym_clip; anything else means identity).")
+    norm_mean_type: Literal["batch", "group"] | None = param(
+        None, description="Subtract the batch or group mean; null: derived from method and grouping.")
+    norm_std_type: Literal["batch", "group"] | None = param(
+        None, description="Divide by the batch or group std; null: derived from method and grouping.")
+    global_scale_factor: float | None = param(None, description="Multiply every reward by this after normalising.")
+    global_shift_value: float | None = param(None, description="Add this to every reward after scaling.")
+
+
+class LlmProxy(Section):
+    proxy_type: str = param("policy", description="Who answers the environment's turns: policy (the model being "
+                                                  "trained), openai or random.")
+    proxy_config: dict[str, Any] = param({}, description="Options of the proxy (endpoint, model name, ...).")
+
+
+class EnvManager(Worker):
+    """A pool of environment workers (train_env_manager / val_env_manager)."""
+
+    llm_proxy: LlmProxy = section(LlmProxy, description="Where the environments' LLM calls go.")
+    num_env_groups: int = param(128, description="Environment groups; each group shares one env config and seed.",
+                                ge=1)
+    group_size: int = param(1, description="Environments per group (the rollouts compared with each other).", ge=1)
+    group_size_redundancy: int = param(0, description="Extra environments per group, started in case some fail.",
+                                       ge=0)
+    tags: list[str] = param(["SimpleSokoban"], description="Names of the custom_envs entries this manager runs.")
+    num_groups_partition: list[int] = param(
+        [128], description="Groups per tag, in the order of `tags`; they must add up to num_env_groups.")
+    max_traj_per_env: int = param(
+        -1, description="Trajectories each environment may roll out per step; -1 derives it from the batch size.")
+    format_penalty: float = param(0, description="Reward penalty for a badly formatted action.")
+    worker_cls: str | None = param("roll.pipeline.agentic.environment_worker.EnvironmentWorker",
+                                   description="Python class of the environment worker (dotted path).")
+    max_env_num_per_worker: int = param(
+        0, description="Environments per worker process (one thread each); 0 puts them all in one worker.")
+    group_filter_cls: str = param("roll.pipeline.agentic.agentic_pipeline.GroupFilter",
+                                  description="Dotted path of the filter that may drop whole groups.")
+
+
+class AgenticReward(Worker):
+    llm_proxy: LlmProxy = section(LlmProxy, description="Where the reward model's LLM calls go.")
+
+
+class EnvMonitor(Section):
+    enable: bool = param(True, description="Watch environments for activity.")
+    monitor_interval: int = param(30, description="Seconds between checks.", ge=1)
+    hung_timeout: int = param(3600, description="Seconds without activity after which an environment is hung.",
+                              ge=1)
+
+
+class AgenticConfig(_PpoRoot):
+    """An agentic pipeline config (`examples/start_agentic_pipeline.py`: AgenticConfig): multi-turn rollouts in
+    environments run by env managers instead of a prompt dataset."""
+
+    custom_envs: dict[str, dict[str, Any]] = param(
+        {}, description="Environment definitions by tag: env_type, env_config, env_manager_cls, ... The env "
+                        "managers' `tags` name them.")
+    train_env_manager: EnvManager = section(EnvManager, description="Environments for training rollouts.")
+    val_env_manager: EnvManager = section(EnvManager, description="Environments for validation rollouts.")
+    render_save_dir: str = param(None, description="Where rendered frames are saved (ROLL appends exp_name and a "
+                                                   "timestamp).")
+    reward: AgenticReward = param(None, description="A reward-inference worker (optional).")
+    reward_normalization: RewardNormalization = section(RewardNormalization,
+                                                        description="How rewards are normalised.")
+    env_monitor: EnvMonitor = section(EnvMonitor, description="Detection of hung environments.")
+    dirty_data_mask: bool = param(False, description="Mask trajectories marked as dirty data.")
+    open_feedback_turn: bool = param(False, description="Feed the environment's feedback back as a turn.")
+    use_token_reward: bool = param(False, description="Use token-level rewards.")
+    batch_adjust_mode: Literal["copy", "delete", "auto", "random_sample"] = param(
+        "copy", description="How a batch is brought to its expected size: copy, delete, auto or random_sample.")
+    episode_reward_weight: float = param(1.0, description="Weight of the episode reward (GiGPO).")
+    step_reward_weight: float = param(1.0, description="Weight of the step reward (GiGPO).")
+    step_reward_gamma: float = param(0.95, description="Discount of the step reward.")
+    ratio_type: Literal["token", "segment"] = param("token", description="Importance ratio per token or per "
+                                                                         "segment.")
+    exp_mode: str = param("train", description="train, eval_gt (ground-truth validation) or eval_test.")
+    partial_gpu_mode: bool = param(
+        True, description="Let the pipeline derive partial-GPU mode from the device mappings; false turns it off.")
+    parse_tool_call_parameter_to_dict: bool = param(False, description="Parse tool-call parameters into mappings.")
+    skip_mock_system_prompt: bool = param(
+        False, description="Set when the chat template adds no system prompt of its own (Qwen3.5).")
+
+# How rlcfg tells ROLL's pipelines apart. ROLL itself never looks at the document for this: each example's run
+# script starts one `examples/start_<pipeline>_pipeline.py`, and that script picks the config class dacite builds
+# (RLVRConfig, AgenticConfig, DistillConfig, SFTConfig, DPOConfig). A document carries no name of its class, so
+# rlcfg reads the keys that only one class defines (read from the classes at HEAD; tests/inventory/roll/main.json
+# lists every class's keys). A document with none of them is an RLVR config, the pipeline of most examples and of
+# the start script ROLL's docs lead with.
+_PIPELINE_KEYS: tuple[tuple[str, str | None, frozenset[str]], ...] = (
+    ("agentic", None, frozenset({"train_env_manager", "val_env_manager", "custom_envs", "env_monitor",
+                                 "reward_normalization", "render_save_dir", "batch_adjust_mode"})),
+    ("sft", "ROLL SFT pipeline", frozenset({"sft_train", "system_key", "query_key", "response_key"})),
+    ("dpo", "ROLL DPO pipeline", frozenset({"chosen_key", "rejected_key", "ipo", "label_smoothing"})),
+    ("distill", "ROLL distill pipeline", frozenset({"student", "student_pretrain", "teacher_pretrain",
+                                                    "distill_loss_weight", "kd_objective", "kd_temperature",
+                                                    "teacher_temperature", "logits_topk"})),
+)
+
+
+
+def pipeline_of(data: dict) -> str:
+    """The ROLL pipeline a composed document is for: rlvr, agentic, sft, dpo or distill.
+
+    The rollout-only start scripts (start_rlvr_rollout_pipeline.py, start_agentic_rollout_pipeline.py) load the
+    RLVR and agentic config classes too; their examples give actor_train neither GPUs nor a strategy, which the
+    rules read as "nothing trains" (roll_rules.rollout_only) instead of as a missing device_mapping."""
+    keys = set(data) if isinstance(data, dict) else set()
+    return next((name for name, _title, marks in _PIPELINE_KEYS if keys & marks), "rlvr")
+
+
 class Roll(Dialect):
     name = "roll"
     title = "ROLL"
-    documents = "ROLL (alibaba/ROLL) HEAD: the RLVR pipeline's Configuration Guide"
+    documents = "ROLL (alibaba/ROLL) main: the config dataclasses of the RLVR and agentic pipelines"
     override_grammar = "hydra"
     rules = RULES
+    releases = ("main",)
+    # ROLL builds its config with dacite's default (non-strict) from_dict, which silently drops keys no dataclass
+    # declares: examples keep helper variables at the top level (read only through `${...}`) and redundant keys
+    # such as `validation.eval_steps`. The front end then reports a near-miss of a known key as an error and any
+    # other unknown key as a warning.
+    unknown_keys = "drop"
+    # Hydra's own resolver, which ROLL's start scripts get from Hydra (`model_name: ${exp_name}-${now:%Y%m%d}`).
+    resolvers = {"now": lambda pattern="%Y-%m-%d_%H-%M-%S": datetime.now().strftime(pattern)}
 
     def variants(self) -> dict[str, type[Section]]:
-        return {"rlvr": RollConfig}
+        return {"rlvr": RollConfig, "agentic": AgenticConfig}
+
+    def root(self, data: dict) -> type[Section]:
+        # SFT, DPO and distill are not modelled: their documents are checked against the keys every pipeline
+        # shares (BaseConfig), and the front end drops the rest with its single "not modelled" warning.
+        return {"rlvr": RollConfig, "agentic": AgenticConfig}.get(pipeline_of(data), _BaseRoot)
+
+    def pipeline(self, data: dict) -> str | None:
+        found = pipeline_of(data)
+        return next((title for name, title, _marks in _PIPELINE_KEYS if name == found), None)
+
+    def defaults(self, root: type[Section], release: str | None = None) -> dict:
+        return _without_null_defaults(root, super().defaults(root, release))
+
+    def compose(self, tree: SourceTree, base_dir: str) -> tuple[SourceTree, list]:
+        primary = tree.origin(()).file if tree.origin(()) is not None else None
+        composed, found = super().compose(tree, base_dir)
+        return _without_unused_fragment_keys(composed, primary), found
 
     def describe(self, config: Any) -> str:
         return describe_config(config)
+
+
+def _without_unused_fragment_keys(tree: SourceTree, primary: str | None) -> SourceTree:
+    """The composed document less the top-level keys a defaults fragment brought in that ROLL has no field for and
+    no interpolation reads.
+
+    ROLL's shared fragments (examples/config/traj_envs.yaml and friends, pulled in with `@_here_`) are libraries
+    of helper values: every agentic example composes the whole file and uses the few entries it needs through
+    `${custom_env.X}`. dacite drops the rest. Such a key is not the user's writing, so it is neither a typo to report
+    (`custom_env` is one letter from `custom_envs`) nor worth a warning; it is removed before validation."""
+    from rlcfg.frontend import interpolation_targets
+
+    if not isinstance(tree.data, dict) or primary is None:
+        return tree
+    known = {key_of(n, f) for root in (RollConfig, AgenticConfig) for n, f in root.model_fields.items()}
+    read = {path[0] for path in interpolation_targets(tree.data) if path}
+    unused = [key for key in tree.data if key not in known and key not in read and key != "defaults"
+              and (origin := tree.key_origin((key,)) or tree.origin((key,))) is not None
+              and origin.kind == "file" and origin.file != primary]
+    if not unused:
+        return tree
+    tree = tree.copy()
+    for key in unused:
+        del tree.data[key]
+    return tree
+
+
+def _accepts_null(annotation: Any) -> bool:
+    if annotation is type(None) or annotation is Any:
+        return True
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return any(_accepts_null(a) for a in get_args(annotation))
+    if origin is Annotated:
+        return _accepts_null(get_args(annotation)[0])
+    if origin is Literal:
+        return None in get_args(annotation)
+    return False
+
+
+def _without_null_defaults(model: type[Section], tree: dict) -> dict:
+    """The defaults tree less the null defaults of fields whose type takes no null.
+
+    Many of ROLL's fields default to None but are typed without Optional (`reward_clip: float = None`): dacite
+    leaves an absent key at None, yet refuses an explicit null. rlcfg types those fields the same way, so the
+    default must stay out of the merged document (pydantic then keeps the field's own None) and only a null the
+    user writes is checked."""
+    for name, info in model.model_fields.items():
+        key = key_of(name, info)
+        if key not in tree:
+            continue
+        if tree[key] is None and not _accepts_null(info.annotation):
+            del tree[key]
+            continue
+        subs = section_types(info.annotation)
+        if len(subs) == 1 and isinstance(tree[key], dict):
+            _without_null_defaults(subs[0], tree[key])
+    return tree
 
 
 DIALECT = Roll()

@@ -18,15 +18,13 @@ from rlcfg.schema.roll_device_mapping import (ACCEPTED_FORMS, DeviceMappingError
 
 RULES = RuleSet()
 
-STRATEGY_NAMES = ("deepspeed_train", "hf_infer", "deepspeed_infer", "vllm", "sglang", "megatron_infer",
-                  "megatron_train", "diffusion_deepspeed_train", "fsdp2_train", "fsdp2_infer")
-TRAIN_STRATEGIES = ("megatron_train", "fsdp2_train", "deepspeed_train", "diffusion_deepspeed_train")
+# StrategyArguments.strategy_name at ROLL main (the DeepSpeed strategies went with ROLL 0.3)
+STRATEGY_NAMES = ("hf_infer", "vllm", "sglang", "megatron_infer", "megatron_train", "fsdp2_train", "fsdp2_infer")
+TRAIN_STRATEGIES = ("megatron_train", "fsdp2_train")
 ROLLOUT_STRATEGIES = ("vllm", "sglang")
 _KEEP_GPUS_PER_WORKER = ("hf_infer", "vllm", "sglang")  # ROLL forces 1 for every other strategy
 _ENGINE_NAMES = {"megatron_train": "Megatron", "megatron_infer": "Megatron", "fsdp2_train": "FSDP2",
-                 "fsdp2_infer": "FSDP2", "deepspeed_train": "DeepSpeed", "deepspeed_infer": "DeepSpeed",
-                 "diffusion_deepspeed_train": "DeepSpeed", "vllm": "vLLM", "sglang": "SGLang",
-                 "hf_infer": "transformers"}
+                 "fsdp2_infer": "FSDP2", "vllm": "vLLM", "sglang": "SGLang", "hf_infer": "transformers"}
 
 
 # ---- reading the config the way ROLL does -------------------------------------------------------------------
@@ -97,15 +95,34 @@ def critic_on(cfg: Any) -> bool:
     return cfg.adv_estimator == "gae"
 
 
+def is_agentic(cfg: Any) -> bool:
+    """An AgenticConfig (env managers instead of a prompt dataset); otherwise an RLVRConfig."""
+    return hasattr(cfg, "train_env_manager")
+
+
+def rollout_only(cfg: Any) -> bool:
+    """A config for ROLL's rollout-only start scripts (start_rlvr_rollout_pipeline.py,
+    start_agentic_rollout_pipeline.py): actor_train has neither GPUs nor a strategy, so nothing trains."""
+    return cfg.actor_train.device_mapping is None and cfg.actor_train.strategy_args is None
+
+
+def group_size(cfg: Any) -> int:
+    """Responses per prompt: RLVR's num_return_sequences_in_group; the agentic pipeline forces 1."""
+    return getattr(cfg, "num_return_sequences_in_group", 1)
+
+
 def workers(cfg: Any) -> Iterator[tuple[str, Any]]:
-    """Every worker section: the four roles, the reward workers and validation."""
+    """Every worker section: the four roles, the reward workers, validation (RLVR) and the env managers
+    (agentic)."""
     for name in ("actor_train", "actor_infer", "reference", "critic", "reward"):
-        yield name, getattr(cfg, name)
-    if cfg.validation is not None:
-        yield "validation", cfg.validation
-    if cfg.reward_model is not None:
-        yield "reward_model", cfg.reward_model
-    for key, worker in (cfg.rewards or {}).items():
+        worker = getattr(cfg, name, None)
+        if worker is not None:  # the agentic pipeline's reward worker is optional
+            yield name, worker
+    for name in ("validation", "reward_model", "train_env_manager", "val_env_manager"):
+        worker = getattr(cfg, name, None)
+        if worker is not None:
+            yield name, worker
+    for key, worker in (getattr(cfg, "rewards", None) or {}).items():
         yield f"rewards.{key}", worker
 
 
@@ -195,7 +212,9 @@ def device_mapping_syntax(cfg: Any, ctx: RuleContext):
             "actor_train and actor_infer (and reference or critic when the pipeline uses them) need a "
             "device_mapping; a CPU-only reward worker needs world_size.", keys=["*.device_mapping", "*.world_size"])
 def device_mapping_required(cfg: Any, ctx: RuleContext):
-    needed = [("actor_train", "it trains the policy"), ("actor_infer", "it generates the rollouts")]
+    needed = [("actor_infer", "it generates the rollouts")]
+    if not rollout_only(cfg):
+        needed.insert(0, ("actor_train", "it trains the policy"))
     if reference_on(cfg):
         why = ("use_kl_loss is true" if cfg.use_kl_loss else
                f"init_kl_coef is {cfg.init_kl_coef}" if cfg.init_kl_coef > 0 else "enable_reference is true")
@@ -218,7 +237,7 @@ def device_mapping_required(cfg: Any, ctx: RuleContext):
                 continue
             yield ctx.error("RLC203", f"{path}.device_mapping",
                             f"`{path}.device_mapping` is not set, but {path} needs GPUs ({why})", hint=hint)
-    for key, worker in (cfg.rewards or {}).items():
+    for key, worker in (getattr(cfg, "rewards", None) or {}).items():
         if worker.device_mapping is None and worker.world_size is None:
             yield ctx.error("RLC302", f"rewards.{key}.world_size",
                             f"reward worker `rewards.{key}` has no device_mapping, so it runs on CPU and needs "
@@ -251,7 +270,9 @@ def gpus_per_worker_divides(cfg: Any, ctx: RuleContext):
 
 
 @RULES.rule("roll/placement-fits-cluster", "RLC403",
-            "When num_nodes is set, every GPU id must be below num_nodes × num_gpus_per_node.",
+            "When num_nodes is set, every GPU id should be below num_nodes × num_gpus_per_node. ROLL ignores "
+            "num_nodes (it derives the node count from the highest id), so a mapping beyond it is a warning: the run "
+            "needs more nodes than the file says.",
             keys=["num_nodes", "num_gpus_per_node", "*.device_mapping"])
 def placement_fits_cluster(cfg: Any, ctx: RuleContext):
     if not ctx.is_set("num_nodes"):
@@ -261,12 +282,13 @@ def placement_fits_cluster(cfg: Any, ctx: RuleContext):
         high = max(ids)
         if high >= total:
             beyond = {i for i in ids if i >= total}
-            yield ctx.error("RLC403", f"{path}.device_mapping",
-                            f"`{path}.device_mapping` uses {_ids_text(beyond)}, but num_nodes ({cfg.num_nodes}) × "
-                            f"num_gpus_per_node ({cfg.num_gpus_per_node}) gives GPU ids 0-{total - 1}",
-                            hint=f"use GPU ids below {total}, or set num_nodes to "
-                                 f"{-(-(high + 1) // cfg.num_gpus_per_node)}",
-                            related=["num_nodes"])
+            nodes = -(-(high + 1) // cfg.num_gpus_per_node)
+            yield ctx.warning("RLC403", f"{path}.device_mapping",
+                              f"`{path}.device_mapping` uses {_ids_text(beyond)}, but num_nodes ({cfg.num_nodes}) × "
+                              f"num_gpus_per_node ({cfg.num_gpus_per_node}) gives GPU ids 0-{total - 1}; ROLL ignores "
+                              f"num_nodes and needs {nodes} nodes for this mapping",
+                              hint=f"use GPU ids below {total}, or set num_nodes to {nodes}",
+                              related=["num_nodes"])
 
 
 @RULES.rule("roll/num-nodes-derived", "RLC304",
@@ -380,14 +402,16 @@ def cpu_capable(cfg: Any) -> bool:
             keys=["actor_train.strategy_args.strategy_name", "actor_infer.strategy_args.strategy_name"])
 def strategy_roles(cfg: Any, ctx: RuleContext):
     train = strategy_name(cfg.actor_train)
-    if train is None:
+    if train is None and rollout_only(cfg):
+        pass  # a rollout-only config: actor_train is never started
+    elif train is None:
         yield ctx.error("RLC203", "actor_train.strategy_args",
                         "`actor_train.strategy_args` is not set, so actor_train has no training strategy",
                         hint="add `strategy_args: {strategy_name: megatron_train}` (or fsdp2_train)")
     elif train not in TRAIN_STRATEGIES:
         yield ctx.error("RLC306", "actor_train.strategy_args.strategy_name",
                         f"`actor_train.strategy_args.strategy_name` is {train}, an inference strategy; actor_train "
-                        "must train", hint="use megatron_train or fsdp2_train (or deepspeed_train)")
+                        "must train", hint="use megatron_train or fsdp2_train")
     infer = strategy_name(cfg.actor_infer)
     if infer is None:
         yield ctx.error("RLC203", "actor_infer.strategy_args",
@@ -499,7 +523,7 @@ def megatron_options(cfg: Any, ctx: RuleContext):
 def fsdp2_parallel(cfg: Any, ctx: RuleContext):
     for path, worker, ids in placed_workers(cfg):
         name = strategy_name(worker)
-        if name not in ("fsdp2_train", "fsdp2_infer", "deepspeed_train", "deepspeed_infer"):
+        if name not in ("fsdp2_train", "fsdp2_infer"):
             continue
         world = len(ids)
         ulysses = worker.model_args.ulysses_size or 1
@@ -523,16 +547,18 @@ def fsdp2_parallel(cfg: Any, ctx: RuleContext):
 
 
 @RULES.rule("roll/rollout-engine-sizes", "RLC305",
-            "SGLang: tp × pp must be a multiple of num_gpus_per_worker, which ROLL does not derive (RO-51). vLLM: "
-            "data_parallel_size must equal the worker's world size (RO-52).",
+            "SGLang: tp × pp must be a multiple of num_gpus_per_worker, which ROLL does not derive (RO-51; tp "
+            "defaults to num_gpus_per_worker). vLLM: data_parallel_size must equal the worker's world size (RO-52).",
             keys=["actor_infer.num_gpus_per_worker", "actor_infer.strategy_args.strategy_config.data_parallel_size"])
 def rollout_engine_sizes(cfg: Any, ctx: RuleContext):
     for path, worker, ids in placed_workers(cfg):
         name = strategy_name(worker)
         if name == "sglang":
-            tp = int(strategy_value(worker, "tensor_parallel_size", 1))
-            pp = int(strategy_value(worker, "pipeline_parallel_size", 1))
             per = worker.num_gpus_per_worker
+            # SGLang's strategy defaults tensor_parallel_size to the worker's own GPUs (its placement groups, one
+            # per GPU of num_gpus_per_worker), so an unset tp always fits.
+            tp = int(strategy_value(worker, "tensor_parallel_size", per))
+            pp = int(strategy_value(worker, "pipeline_parallel_size", 1))
             if (tp * pp) % per:
                 yield ctx.error("RLC305", f"{path}.num_gpus_per_worker",
                                 f"SGLang engine of `{path}` spans tensor_parallel_size ({tp}) × pipeline_parallel_size "
@@ -584,6 +610,8 @@ def lora_strategy(cfg: Any, ctx: RuleContext):
             keys=["rollout_batch_size", "num_return_sequences_in_group", "*.training_args.per_device_train_batch_size",
                   "*.training_args.gradient_accumulation_steps"])
 def global_train_batch(cfg: Any, ctx: RuleContext):
+    if is_agentic(cfg):
+        return  # a trajectory may yield several samples (step-wise env managers): the count is not known here
     samples = cfg.rollout_batch_size * cfg.num_return_sequences_in_group
     for path in ("actor_train", "critic"):
         worker = getattr(cfg, path)
@@ -703,15 +731,25 @@ def lengths(cfg: Any, ctx: RuleContext):
                           f"({cfg.sequence_length}) is set; responses get sequence_length − prompt_length = "
                           f"{cfg.sequence_length - cfg.prompt_length} tokens", related=["sequence_length"],
                           hint="set only one of response_length and sequence_length")
-    if cfg.sequence_length and cfg.prompt_length and cfg.sequence_length <= cfg.prompt_length:
+    # RLVR generates sequence_length − prompt_length tokens per response; the agentic pipeline bounds each turn
+    # by generating_args.max_new_tokens and the whole trajectory by sequence_length, so prompt_length is unused.
+    if (not is_agentic(cfg) and cfg.sequence_length and cfg.prompt_length
+            and cfg.sequence_length <= cfg.prompt_length):
         yield ctx.error("RLC303", "sequence_length",
                         f"sequence_length ({cfg.sequence_length}) leaves no room for a response after prompt_length "
-                        f"({cfg.prompt_length})", hint="make sequence_length larger than prompt_length",
-                        related=["prompt_length"])
+                        f"({cfg.prompt_length}); ROLL accepts this at load but fails when it generates with "
+                        "max_new_tokens = sequence_length − prompt_length <= 0",
+                        hint="make sequence_length larger than prompt_length", related=["prompt_length"])
 
 
-@RULES.rule("roll/max-steps", "RLC201", "The RLVR pipeline needs max_steps > 0 (RO-43).", keys=["max_steps"])
+@RULES.rule("roll/max-steps", "RLC201", "The RLVR pipeline needs max_steps > 0 (RO-43); the agentic pipeline "
+                                      "> 0 or -1 (no limit).", keys=["max_steps"])
 def max_steps(cfg: Any, ctx: RuleContext):
+    if is_agentic(cfg):
+        if not (cfg.max_steps > 0 or cfg.max_steps == -1):
+            yield ctx.error("RLC201", "max_steps", f"max_steps ({cfg.max_steps}) must be > 0, or -1 for no limit; "
+                                                   "ROLL's agentic config stops at load", hint="set max_steps: 200")
+        return
     if cfg.max_steps <= 0:
         yield ctx.error("RLC201", "max_steps", f"max_steps must be > 0 for the RLVR pipeline, got {cfg.max_steps}",
                         hint="set the number of pipeline steps, e.g. max_steps: 500")
@@ -755,7 +793,7 @@ def async_generation(cfg: Any, ctx: RuleContext):
                         f"async_generation_ratio ({ratio}) needs generate_opt_level 1 (the request scheduler), "
                         f"got {cfg.generate_opt_level}", hint="set generate_opt_level: 1",
                         related=["async_generation_ratio"])
-    if (cfg.num_return_sequences_in_group > 1 and ctx.is_set("is_num_return_sequences_expand")
+    if (group_size(cfg) > 1 and ctx.is_set("is_num_return_sequences_expand")
             and not cfg.is_num_return_sequences_expand):
         yield ctx.warning("RLC304", "is_num_return_sequences_expand",
                           "ROLL sets is_num_return_sequences_expand to true in async mode when "
@@ -795,6 +833,8 @@ def num_gpus_per_worker_rewritten(cfg: Any, ctx: RuleContext):
             keys=["actor_infer.generating_args.max_new_tokens", "actor_infer.generating_args.num_return_sequences",
                   "validation.generating_args.max_new_tokens"])
 def generation_rewritten(cfg: Any, ctx: RuleContext):
+    if is_agentic(cfg):
+        return  # the agentic pipeline keeps max_new_tokens and forces num_return_sequences to 1
     length = effective_sequence_length(cfg)
     gen = cfg.actor_infer.generating_args
     if gen is not None:
@@ -911,7 +951,7 @@ def _backward_steps_per_rank(cfg: Any) -> int | None:
         dp = len(ids) // (worker.model_args.ulysses_size or 1)
     if not dp:
         return None
-    batch = cfg.rollout_batch_size * cfg.num_return_sequences_in_group
+    batch = cfg.rollout_batch_size * group_size(cfg)
     backward = worker.training_args.per_device_train_batch_size * worker.training_args.gradient_accumulation_steps
     return (batch // dp) // backward
 
@@ -956,3 +996,204 @@ def ignored_keys(cfg: Any, ctx: RuleContext):
                 hint = "use `attn_implementation` instead" if suffix.endswith("flash_attn") else "remove it"
                 yield ctx.warning("RLC307", key, f"`{key}` has no effect: ROLL at HEAD has no such option and drops it",
                                   hint=hint)
+
+
+# ---- the agentic pipeline (AgenticConfig.__post_init__) ------------------------------------------------------
+
+
+def _env_managers(cfg: Any) -> Iterator[tuple[str, Any]]:
+    for name in ("train_env_manager", "val_env_manager"):
+        yield name, getattr(cfg, name)
+
+
+@RULES.rule("roll/agentic-generating-args", "RLC302",
+            "The agentic pipeline needs sampling parameters under actor_infer.generating_args or "
+            "train_env_manager.generating_args (AgenticConfig asserts it at load).",
+            keys=["actor_infer.generating_args", "train_env_manager.generating_args"])
+def agentic_generating_args(cfg: Any, ctx: RuleContext):
+    if not is_agentic(cfg):
+        return
+    if cfg.actor_infer.generating_args is None and cfg.train_env_manager.generating_args is None:
+        yield ctx.error("RLC302", "actor_infer.generating_args",
+                        "neither `actor_infer.generating_args` nor `train_env_manager.generating_args` is set; "
+                        "ROLL's agentic pipeline stops at load without sampling parameters",
+                        hint="add `actor_infer.generating_args` (max_new_tokens, temperature, ...)")
+
+
+@RULES.rule("roll/agentic-envs", "RLC302",
+            "Each env manager runs the custom_envs its `tags` name, num_groups_partition[i] groups of tags[i]; the "
+            "groups must add up to num_env_groups, and every custom_envs entry used needs env_type.",
+            keys=["train_env_manager.tags", "train_env_manager.num_groups_partition",
+                  "train_env_manager.num_env_groups", "val_env_manager.tags", "val_env_manager.num_groups_partition", "val_env_manager.num_env_groups",
+                  "custom_envs"])
+def agentic_envs(cfg: Any, ctx: RuleContext):
+    if not is_agentic(cfg):
+        return
+    envs = cfg.custom_envs or {}
+    for path, manager in _env_managers(cfg):
+        # ROLL pairs the two lists with zip(): extra entries of either list are ignored.
+        pairs = list(zip(manager.tags, manager.num_groups_partition))
+        for tag, _groups in pairs:
+            if tag not in envs:
+                close = get_close_matches(str(tag), [str(k) for k in envs], n=1, cutoff=0.6)
+                yield ctx.error("RLC302", f"{path}.tags",
+                                f"`{path}.tags` names {tag!r}, which is not an entry of custom_envs"
+                                + (f" (it has {', '.join(sorted(map(str, envs)))})" if envs else " (it is empty)"),
+                                hint=f"did you mean {close[0]!r}?" if close else f"add `custom_envs.{tag}` with its "
+                                                                                 "env_type, or fix the tag",
+                                related=["custom_envs"])
+            elif not isinstance(envs[tag], dict) or "env_type" not in envs[tag]:
+                yield ctx.error("RLC302", f"custom_envs.{tag}",
+                                f"`custom_envs.{tag}` has no env_type; ROLL reads it when it builds the "
+                                f"environments of `{path}`", hint="set env_type (e.g. sokoban, frozen_lake)")
+        total = sum(groups for _tag, groups in pairs)
+        if total != manager.num_env_groups:
+            yield ctx.error("RLC302", f"{path}.num_env_groups",
+                            f"`{path}.num_groups_partition` ({manager.num_groups_partition}, paired with tags "
+                            f"{manager.tags}) adds up to {total} groups, but `{path}.num_env_groups` is "
+                            f"{manager.num_env_groups}",
+                            hint=f"make num_groups_partition add up to num_env_groups (or set num_env_groups: {total})",
+                            related=[f"{path}.num_groups_partition", f"{path}.tags"])
+
+
+def _ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+@RULES.rule("roll/agentic-batch", "RLC300",
+            "rollout_batch_size must divide by train_env_manager.group_size; val_batch_size by the validation "
+            "group size and by num_env_groups × group_size; an explicit max_traj_per_env must cover "
+            "ceil(batch / (num_env_groups × group_size)) (AgenticConfig).",
+            keys=["rollout_batch_size", "val_batch_size", "train_env_manager.group_size",
+                  "train_env_manager.max_traj_per_env", "val_env_manager.group_size",
+                  "val_env_manager.max_traj_per_env"])
+def agentic_batch(cfg: Any, ctx: RuleContext):
+    if not is_agentic(cfg):
+        return
+    train = cfg.train_env_manager
+    train_envs = train.num_env_groups * train.group_size
+    if cfg.rollout_batch_size > 0 and cfg.rollout_batch_size % train.group_size:
+        options = [g for g in (1, 2, 4, 8, 16) if cfg.rollout_batch_size % g == 0]
+        yield ctx.error("RLC300", "rollout_batch_size",
+                        f"rollout_batch_size ({cfg.rollout_batch_size}) is not a multiple of "
+                        f"train_env_manager.group_size ({train.group_size}); ROLL collects whole groups",
+                        hint=f"use a group_size in {options} or a multiple of {train.group_size} as rollout_batch_size",
+                        related=["train_env_manager.group_size"])
+    if train_envs > 0 and cfg.async_generation_ratio == 0 and train.max_traj_per_env >= 0:
+        needed = _ceil_div(cfg.rollout_batch_size, train_envs)
+        if train.max_traj_per_env < needed:
+            yield ctx.error("RLC300", "train_env_manager.max_traj_per_env",
+                            f"`train_env_manager.max_traj_per_env` ({train.max_traj_per_env}) is below "
+                            f"ceil(rollout_batch_size {cfg.rollout_batch_size} / {train_envs} environments) = {needed}",
+                            hint=f"set it to {needed} or more, or -1 to derive it", related=["rollout_batch_size"])
+    val = cfg.val_env_manager
+    val_envs = val.num_env_groups * val.group_size
+    if cfg.val_batch_size < 0 or val_envs <= 0:
+        return  # a negative val_batch_size validates without a limit
+    if cfg.val_batch_size % val.group_size:
+        yield ctx.error("RLC300", "val_batch_size",
+                        f"val_batch_size ({cfg.val_batch_size}) is not a multiple of val_env_manager.group_size "
+                        f"({val.group_size})", hint=f"use a multiple of {val.group_size}",
+                        related=["val_env_manager.group_size"])
+    elif cfg.val_batch_size % val_envs:
+        yield ctx.error("RLC300", "val_batch_size",
+                        f"val_batch_size ({cfg.val_batch_size}) is not a multiple of the validation environments, "
+                        f"val_env_manager.num_env_groups × group_size = {val.num_env_groups} × {val.group_size} = "
+                        f"{val_envs}", hint=f"use a multiple of {val_envs}",
+                        related=["val_env_manager.num_env_groups"])
+    elif val.max_traj_per_env >= 0 and val.max_traj_per_env < cfg.val_batch_size // val_envs:
+        needed = cfg.val_batch_size // val_envs
+        yield ctx.error("RLC300", "val_env_manager.max_traj_per_env",
+                        f"`val_env_manager.max_traj_per_env` ({val.max_traj_per_env}) is below val_batch_size "
+                        f"{cfg.val_batch_size} / {val_envs} environments = {needed}",
+                        hint=f"set it to {needed} or more, or -1 to derive it", related=["val_batch_size"])
+
+
+# ---- on-policy distillation (PPOConfig._handle_opd_mapping) -------------------------------------------------
+
+
+def configured(worker: Any) -> bool:
+    """ROLL's WorkerConfig.is_configured: the worker has GPUs or a model path."""
+    return bool(device_ids(worker)) or worker.model_args.model_name_or_path is not None
+
+
+@RULES.rule("roll/opd", "RLC301",
+            "is_pure_opd and use_opd exclude each other; both need a teacher; pure OPD needs student_train and "
+            "student_infer; mixed OPD must leave `reference` unset (PPOConfig).",
+            keys=["is_pure_opd", "use_opd", "teacher", "student_train", "student_infer", "reference"])
+def opd(cfg: Any, ctx: RuleContext):
+    if not (cfg.is_pure_opd or cfg.use_opd):
+        return
+    if cfg.is_pure_opd and cfg.use_opd:
+        yield ctx.error("RLC301", "use_opd", "is_pure_opd and use_opd are both true; pick pure OPD (reward from the "
+                                             "teacher's KL only) or mixed OPD (external reward plus the KL)",
+                        hint="set one of them to false", related=["is_pure_opd"])
+        return
+    # several teachers by name, or one teacher worker
+    if cfg.teacher is None:
+        has_teacher = False
+    else:
+        has_teacher = bool(cfg.teacher) if isinstance(cfg.teacher, dict) else configured(cfg.teacher)
+    if not has_teacher:
+        mode = "is_pure_opd" if cfg.is_pure_opd else "use_opd"
+        yield ctx.error("RLC301", "teacher", f"{mode} is true but no teacher is configured",
+                        hint="give `teacher` a model path and device_mapping", related=[mode])
+    if cfg.is_pure_opd and not (configured(cfg.student_train) and configured(cfg.student_infer)):
+        yield ctx.error("RLC301", "student_train", "is_pure_opd is true but student_train and student_infer are not "
+                                                   "both configured (a model path or a device_mapping each)",
+                        hint="configure student_train and student_infer (they become actor_train and actor_infer)",
+                        related=["is_pure_opd", "student_infer"])
+    if cfg.use_opd and configured(cfg.reference):
+        yield ctx.error("RLC301", "reference", "use_opd is true and `reference` is configured; in mixed OPD the "
+                                               "teacher takes the reference's place",
+                        hint="remove `reference` and configure `teacher`", related=["use_opd"])
+
+
+# ---- checks ROLL makes after loading ------------------------------------------------------------------------
+
+
+TRACKERS = ("tensorboard", "wandb", "stdout", "swanlab", "trackio")  # roll/utils/tracking.py's registry
+
+
+@RULES.rule("roll/tracker", "RLC202",
+            "track_with must name a tracker in ROLL's registry (tensorboard, wandb, stdout, swanlab, trackio) or be "
+            "empty; ROLL looks it up when the pipeline starts.", keys=["track_with"])
+def tracker(cfg: Any, ctx: RuleContext):
+    name = cfg.track_with
+    if name and name not in TRACKERS:
+        close = get_close_matches(name, TRACKERS, n=1, cutoff=0.6)
+        yield ctx.error("RLC202", "track_with",
+                        f"`track_with` is {name!r}, which is not one of ROLL's trackers ({', '.join(TRACKERS)}); "
+                        "ROLL accepts this at load but fails when the pipeline creates its tracker",
+                        hint=f"did you mean {close[0]!r}?" if close else "use tensorboard, or leave it empty for none")
+
+
+@RULES.rule("roll/rlvr-generating-args", "RLC302",
+            "RLVR writes num_return_sequences and max_new_tokens into actor_infer.generating_args (and "
+            "validation.generating_args when validation is set) at load, so both must exist.",
+            keys=["actor_infer.generating_args", "validation.generating_args"])
+def rlvr_generating_args(cfg: Any, ctx: RuleContext):
+    if is_agentic(cfg):
+        return
+    if cfg.actor_infer.generating_args is None:
+        yield ctx.error("RLC302", "actor_infer.generating_args",
+                        "`actor_infer.generating_args` is not set; ROLL's RLVR config writes num_return_sequences and "
+                        "max_new_tokens into it at load and stops", hint="add `actor_infer.generating_args` "
+                                                                         "(temperature, top_p, ...)")
+    if cfg.validation is not None and cfg.validation.generating_args is None:
+        yield ctx.error("RLC302", "validation.generating_args",
+                        "`validation` is set without `generating_args`; ROLL writes max_new_tokens into it at load "
+                        "and stops", hint="add `validation.generating_args`, or remove `validation`")
+
+
+@RULES.rule("roll/checkpoint-config", "RLC302",
+            "checkpoint_config with type file_system needs output_dir: ROLL appends a timestamp to it at load.",
+            keys=["checkpoint_config"])
+def checkpoint_config(cfg: Any, ctx: RuleContext):
+    config = cfg.checkpoint_config or {}
+    if config.get("type") == "file_system" and not isinstance(config.get("output_dir"), str):
+        yield ctx.error("RLC302", "checkpoint_config.output_dir",
+                        "`checkpoint_config.type` is file_system but `checkpoint_config.output_dir` is not set; ROLL "
+                        "joins a timestamp onto it at load and stops",
+                        hint="set checkpoint_config.output_dir (e.g. ./output/checkpoints)",
+                        related=["checkpoint_config.type"])

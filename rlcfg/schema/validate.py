@@ -109,10 +109,10 @@ def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dial
     found = _unknown_key(path, root, tree, dialect)
     if policy == "error":
         return found
+    if any(ref[: len(path)] == path for ref in judgement.referenced):
+        return None  # a helper variable: only interpolations read it, whatever known key its name resembles
     if _close_sibling(path, root) is not None:
         return found  # most likely a typo of a key the framework reads: the framework would silently lose it
-    if any(ref[: len(path)] == path for ref in judgement.referenced):
-        return None  # a helper variable: only interpolations read it
     title = dialect.title if dialect is not None else "the framework"
     return diagnostic("RLC114", name, f"{title} ignores the unknown key `{path[-1]}` in "
                       f"{('`' + dotted(path[:-1]) + '`') if len(path) > 1 else 'the top level'}: its loader drops keys "

@@ -248,7 +248,9 @@ def _header_package(text: str) -> str | None:
 
 
 def _package_path(package: str) -> Path:
-    if package in ("", "_global_"):
+    # `_here_` is the package of the config that holds the defaults list; fragments are composed relative to
+    # where they land, so for the composer it is the root of the file being composed
+    if package in ("", "_global_", "_here_"):
         return ()
     if package.startswith("_global_."):
         package = package[len("_global_."):]

@@ -9,7 +9,7 @@ from rlcfg.frontend import check_file
 from rlcfg.ir import ENGINE_KEYS, ROLE_NAMES, Experiment
 from rlcfg.lower import lower as lower_any
 from rlcfg.lower.roll import lower
-from tests.helpers import TEMPLATES
+from tests.helpers import ROOT, TEMPLATES
 
 MEGATRON = TEMPLATES / "roll-megatron-vllm.yaml"
 FSDP2 = TEMPLATES / "roll-fsdp2-vllm.yaml"
@@ -192,6 +192,14 @@ def test_sglang_engine_args():
                                      "engines": 4}
 
 
+def test_sglang_tensor_parallel_defaults_to_the_worker_gpus():
+    # ROLL's SGLang strategy takes tensor_parallel_size from the worker's own GPUs when it is unset
+    exp = experiment(FSDP2, "actor_infer.strategy_args.strategy_name=sglang",
+                     "actor_infer.strategy_args.strategy_config={mem_fraction_static: 0.7}",
+                     "++actor_infer.num_gpus_per_worker=2")
+    assert exp.role("rollout").parallelism.tp == 2
+
+
 def test_kl_off_drops_the_reference():
     exp = experiment(MEGATRON, "use_kl_loss=false")
     assert exp.role("reference") is None
@@ -296,3 +304,12 @@ def test_checkpoint_and_logging():
 def test_greedy_validation():
     exp = experiment(MEGATRON, "++val_greedy=true")
     assert exp.eval_sampling.temperature == 0.0 and exp.sampling.temperature == 0.99
+
+
+def test_agentic_configs_are_refused_by_the_lowering():
+    from rlcfg.source.yaml_loader import UsageError
+
+    result = check_file(str(ROOT / "tests" / "fixtures" / "roll" / "agentic.yaml"), env={})
+    assert result.ok
+    with pytest.raises(UsageError, match="agentic"):
+        lower(result.config)

@@ -25,6 +25,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "roll"
 MEGATRON = TEMPLATES / "roll-megatron-vllm.yaml"
 FSDP2 = TEMPLATES / "roll-fsdp2-vllm.yaml"
 QUICKSTART = TEMPLATES / "quickstart-cpu.yaml"
+AGENTIC = FIXTURES / "agentic.yaml"
 _UNSET = object()
 
 # ---- seed coverage ------------------------------------------------------------------------------------------
@@ -52,7 +53,9 @@ SEED_PARAMETERS = {
     "actor_infer.generating_args.max_new_tokens": 8192,
     "actor_infer.generating_args.temperature": 0.95,
     "actor_train.strategy_args": None,  # null: a worker without a model (rule-based reward workers)
-    "actor_train.strategy_args.strategy_name": "deepspeed_train",
+    # The seed documents deepspeed_train; ROLL main (the release rlcfg claims) dropped DeepSpeed and defaults to
+    # fsdp2_train.
+    "actor_train.strategy_args.strategy_name": "fsdp2_train",
     "actor_train.strategy_args.strategy_config": _UNSET,
     "actor_train.infer_batch_size": 16,
     "actor_train.device_mapping": None,
@@ -256,7 +259,7 @@ RULE_CASES = [
     ("roll/gpus-per-worker-divides", MEGATRON, ["actor_infer.device_mapping='list(range(0,7))'"],
      "RLC400", "error", "actor_infer.device_mapping"),
     ("roll/placement-fits-cluster", MEGATRON, ["num_nodes=1", "reference.device_mapping='list(range(8,16))'"],
-     "RLC403", "error", "reference.device_mapping"),
+     "RLC403", "warning", "reference.device_mapping"),
     ("roll/num-nodes-derived", MEGATRON, ["num_gpus_per_node=8"], "RLC304", "warning", "num_gpus_per_node"),
     ("roll/num-nodes-derived", MEGATRON, ["num_nodes=2"], "RLC304", "warning", "num_nodes"),
     ("roll/idle-gpus", MEGATRON, ["reference.device_mapping='list(range(10,18))'"],
@@ -327,6 +330,27 @@ RULE_CASES = [
      "RLC304", "warning", "actor_infer.max_concurrency"),
     ("roll/ignored-keys", MEGATRON, ["actor_train.model_args.flash_attn=fa2"],
      "RLC307", "warning", "actor_train.model_args.flash_attn"),
+    ("roll/max-steps", AGENTIC, ["max_steps=0"], "RLC201", "error", "max_steps"),
+    ("roll/agentic-generating-args", AGENTIC, ["~actor_infer.generating_args"],
+     "RLC302", "error", "actor_infer.generating_args"),
+    ("roll/agentic-envs", AGENTIC, ["train_env_manager.tags=[GridPuzle]"], "RLC302", "error", "train_env_manager.tags"),
+    ("roll/agentic-envs", AGENTIC, ["~custom_envs.GridPuzzleLarge.env_type"],
+     "RLC302", "error", "custom_envs.GridPuzzleLarge"),
+    ("roll/agentic-envs", AGENTIC, ["val_env_manager.num_groups_partition=[32,16]"],
+     "RLC302", "error", "val_env_manager.num_env_groups"),
+    ("roll/agentic-batch", AGENTIC, ["train_env_manager.group_size=3"], "RLC300", "error", "rollout_batch_size"),
+    ("roll/agentic-batch", AGENTIC, ["train_env_manager.max_traj_per_env=0", "rollout_batch_size=512"],
+     "RLC300", "error", "train_env_manager.max_traj_per_env"),
+    ("roll/agentic-batch", AGENTIC, ["val_batch_size=96"], "RLC300", "error", "val_batch_size"),
+    ("roll/opd", MEGATRON, ["is_pure_opd=true", "use_opd=true"], "RLC301", "error", "use_opd"),
+    ("roll/opd", MEGATRON, ["use_opd=true"], "RLC301", "error", "teacher"),
+    ("roll/opd", MEGATRON, ["use_opd=true", "+teacher.device_mapping='list(range(0,8))'"],
+     "RLC301", "error", "reference"),
+    ("roll/tracker", MEGATRON, ["track_with=ml_tracker"], "RLC202", "error", "track_with"),
+    ("roll/checkpoint-config", AGENTIC, ["+checkpoint_config.type=file_system"],
+     "RLC302", "error", "checkpoint_config.output_dir"),
+    ("roll/rlvr-generating-args", MEGATRON, ["~actor_infer.generating_args"],
+     "RLC302", "error", "actor_infer.generating_args"),
 ]
 
 
@@ -348,8 +372,9 @@ def test_rewrite_warnings_need_the_user_to_set_the_value():
     assert findings(MEGATRON, "response_length=2048") == []
 
 
-def test_unknown_worker_key_is_an_error_with_a_suggestion():
-    result = check_file(str(MEGATRON), ["+actor_train.trainig_args.learning_rate=1"], env={})
+def test_unknown_worker_key_is_an_error_with_a_suggestion(tmp_path):
+    # written in the file (a `+key` override is a key the user adds on purpose: RLC115)
+    result = check_file(str(written(tmp_path, MEGATRON, actor_train__trainig_args={"learning_rate": 1.0})), env={})
     unknown = [d for d in result.diagnostics if d.code == "RLC102"]
     assert unknown and "training_args" in unknown[0].hint
 
@@ -497,3 +522,138 @@ def test_broken_json_golden():
     document = json.loads(run.stdout)
     text = json.dumps(document)
     assert "RLC204" in text and "RLC102" in text and "RLC300" in text and "RLC401" in text
+
+
+# ---- issue 11: ROLL's loader (dacite over the config dataclasses at main) -----------------------------------
+
+INVENTORY = ROOT / "tests" / "inventory" / "roll" / "main.json"
+
+
+def errors_of(path: Path, *overrides: str) -> list[tuple[str, str]]:
+    result = check_file(str(path), list(overrides), env={})
+    return [(d.code, d.path) for d in result.diagnostics if d.severity.value == "error"]
+
+
+def written(tmp_path: Path, base: Path, **changes) -> Path:
+    """A copy of `base` with dotted keys (written with `__` for `.`) set in the document itself, as a user writes
+    them (a `+key` override would instead be a key the user adds on purpose)."""
+    import yaml
+
+    data = yaml.safe_load(base.read_text())
+    for dotted, value in changes.items():
+        *parents, last = dotted.split("__")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    out = tmp_path / base.name
+    out.write_text(yaml.safe_dump(data, sort_keys=False))
+    return out
+
+
+@pytest.mark.parametrize("pipeline", ["rlvr", "agentic"])
+def test_every_inventoried_key_is_known(pipeline):
+    inventory = json.loads(INVENTORY.read_text())
+    root = DIALECT.variants()[pipeline]
+    unknown = [key for key in inventory["pipelines"][pipeline]
+               if key not in inventory.get("unmodelled", {}) and field_at(root, tuple(key.split(".")))[0] is None]
+    assert unknown == []
+
+
+def test_keys_of_roll_main_that_the_doc_snapshot_lacked(tmp_path):
+    path = written(tmp_path, MEGATRON, actor_train__data_args__image_max_pixels=1048576,
+                   actor_train__data_args__video_fps=1.5, rollout_mock={"enable": True, "mode": "dump"},
+                   actor_train__strategy_args__strategy_config__recompute_modules="moe,layernorm",
+                   actor_train__strategy_args__strategy_config__pipeline_model_parallel_layout="Et|tL")
+    result = check_file(str(path), env={})
+    assert result.errors == 0 and not [d for d in result.diagnostics if d.code in ("RLC102", "RLC114")]
+
+
+def test_explicit_null_of_a_non_optional_field_is_refused():
+    # dacite refuses None for a field ROLL types without Optional, although the field defaults to None
+    assert ("RLC200", "reward_clip") in errors_of(MEGATRON, "+reward_clip=null")
+    assert errors_of(MEGATRON, "+reward_clip=5.0") == []
+    assert ("RLC200", "actor_train.model_args.model_name_or_path") in errors_of(
+        MEGATRON, "+actor_train.model_args.model_name_or_path=null")
+
+
+def test_deepspeed_strategies_are_gone_from_roll_main():
+    assert ("RLC202", "actor_train.strategy_args.strategy_name") in errors_of(
+        MEGATRON, "actor_train.strategy_args.strategy_name=deepspeed_train")
+
+
+def test_unknown_keys_are_dropped_like_dacite_does(tmp_path):
+    path = written(tmp_path, MEGATRON, validation__eval_steps=10, unrelated_note="x")
+    result = check_file(str(path), env={})
+    by_path = {d.path: d for d in result.diagnostics}
+    assert result.errors == 0
+    assert by_path["validation.eval_steps"].code == "RLC114"
+    assert by_path["unrelated_note"].code == "RLC114"
+    # a near-miss of a known key is still an error, with the key ROLL reads
+    typo = check_file(str(written(tmp_path, MEGATRON, rollout_batch_sizee=64)), env={})
+    [bad] = [d for d in typo.diagnostics if d.path == "rollout_batch_sizee"]
+    assert bad.severity.value == "error" and "rollout_batch_size" in bad.hint
+
+
+def test_helper_variables_read_through_interpolation_pass_silently():
+    result = check_file(str(AGENTIC), env={})
+    assert result.ok and result.variant == "agentic"
+    assert not [d for d in result.diagnostics if d.path in ("turn_tokens", "max_turns")]
+
+
+def test_sglang_tensor_parallel_defaults_to_the_worker_gpus():
+    overrides = ["actor_infer.strategy_args.strategy_name=sglang", "~actor_infer.strategy_args.strategy_config",
+                 "actor_infer.num_gpus_per_worker=2"]
+    assert ("RLC305", "actor_infer.num_gpus_per_worker") not in errors_of(MEGATRON, *overrides)
+    assert ("RLC305", "actor_infer.num_gpus_per_worker") in errors_of(
+        MEGATRON, *overrides, "+actor_infer.strategy_args.strategy_config.tensor_parallel_size=3")
+
+
+def test_agentic_fixture_and_here_composition():
+    for path in (AGENTIC, FIXTURES / "compose" / "agentic_here.yaml"):
+        result = check_file(str(path), env={})
+        assert result.ok and result.variant == "agentic", [d.message for d in result.diagnostics]
+        assert result.release == "main"
+
+
+@pytest.mark.parametrize("key,name", [("sft_train", "ROLL SFT pipeline"), ("chosen_key", "ROLL DPO pipeline"),
+                                      ("student", "ROLL distill pipeline")])
+def test_pipelines_rlcfg_does_not_model_get_one_warning(key, name):
+    text = f"{key}: {{}}\nrollout_batch_size: 64\nsequence_length: 1024\nunknown_of_that_pipeline: 1\n"
+    result = check_text(text, "other.yaml", dialect="roll", env={})
+    assert result.ok and result.pipeline == name
+    assert [d.code for d in result.diagnostics] == ["RLC116"]
+    # the keys every pipeline shares are still checked
+    bad = check_text(text + "seed: seven\n", "other.yaml", dialect="roll", env={})
+    assert not bad.ok
+
+
+def test_rollout_only_configs_need_no_training_gpus(tmp_path):
+    # start_agentic_rollout_pipeline.py: the same AgenticConfig, but actor_train has no GPUs and no strategy
+    path = written(tmp_path, AGENTIC, actor_train={"model_args": {"dtype": "bf16"}})
+    result = check_file(str(path), env={})
+    assert result.ok and result.pipeline is None, [d.message for d in result.diagnostics]
+    # a training config that only forgot its device_mapping still gets the error
+    assert ("RLC203", "actor_train.device_mapping") in errors_of(MEGATRON, "~actor_train.device_mapping")
+
+
+def test_hydra_now_resolver(tmp_path):
+    path = written(tmp_path, AGENTIC, model_name="${exp_name}-${now:%Y%m%d}")
+    assert check_file(str(path), env={}).ok
+
+
+@pytest.mark.parametrize("many", [False, True])
+def test_pure_opd_runs_the_students_and_the_teacher(tmp_path, many):
+    import yaml
+
+    data = yaml.safe_load(MEGATRON.read_text())
+    teacher = data.pop("reference")
+    path = written(tmp_path, MEGATRON, is_pure_opd=True, student_train=data.pop("actor_train"),
+                   student_infer=data.pop("actor_infer"), teacher={"math": teacher} if many else teacher)
+    text = yaml.safe_load(path.read_text())
+    for key in ("actor_train", "actor_infer", "reference"):
+        text.pop(key)
+    path.write_text(yaml.safe_dump(text, sort_keys=False))
+    # without actor_train / actor_infer the registry cannot detect ROLL (see the report on detection)
+    result = check_file(str(path), dialect="roll", env={})
+    assert result.ok, [d.message for d in result.diagnostics if d.severity.value == "error"]
