@@ -14,7 +14,7 @@ from pathlib import Path as FsPath
 from typing import Any, Mapping, Sequence
 
 from rlcfg.diagnostics import Diagnostic, Origin, Severity, count, diagnostic, sort_diagnostics
-from rlcfg.source.tree import SourceTree, dotted
+from rlcfg.source.tree import SourceTree, dotted, split_dotted
 from rlcfg.source.yaml_loader import UsageError, load_yaml, read_text
 
 
@@ -131,7 +131,9 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     result.tree = merged
 
     checked = validate_tree(root, merged, spec, judgement)
-    diagnostics.extend(checked.diagnostics)
+    # A required key whose interpolation could not be resolved has been reported once, as the interpolation's error
+    diagnostics.extend(d for d in checked.diagnostics
+                       if not (d.code == "RLC203" and split_dotted(d.path) in resolution.unresolved))
     if result.pipeline is not None:
         diagnostics.append(diagnostic(
             "RLC116", "", f"this config is for the {pipeline_name(result.pipeline)}, which rlcfg does not model: it "

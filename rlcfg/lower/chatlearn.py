@@ -3,7 +3,8 @@
 ChatLearn's models map to rlcfg's roles: policy_trainer → actor, policy → rollout, ref_policy → reference,
 reward → reward (rule-based, on CPUs). Its derivations are reproduced: FSDP shards over all of a model's GPUs
 whatever `fsdp_size` says; the advantage group is the rollout's `num_inference_per_prompt`; one episode is one
-training step of `sample_per_episode` samples.
+training step of `sample_per_episode` samples; the response limit is `max_response_tokens_length` (ChatLearn main) or
+`max_new_tokens` (1.2.0), and main's sequence limit is the prompt limit plus the response limit.
 """
 
 from __future__ import annotations
@@ -12,7 +13,8 @@ from typing import Any
 
 from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Offload, Optimizer,
                       Parallelism, Resources, Role, Sampling, Schedule)
-from rlcfg.schema.chatlearn import FSDPOptions, MegatronOptions, colocation_groups
+from rlcfg.schema.chatlearn import (FSDPOptions, MegatronOptions, colocation_groups, prompt_limit, response_limit,
+                                    sequence_limit)
 
 ROLE_OF_MODEL = {"policy_trainer": "actor", "policy": "rollout", "ref_policy": "reference", "reward": "reward"}
 
@@ -59,7 +61,7 @@ def lower(cfg: Any) -> Experiment:
     )
     engine: dict[str, Any] = {
         "max_num_seqs": policy.generation_batch_size,
-        "max_model_len": policy.seq_length,
+        "max_model_len": sequence_limit(cfg),
         "max_num_batched_tokens": policy.max_num_batched_tokens,
         "enforce_eager": policy.enforce_eager,
         "seed": policy.seed,
@@ -95,14 +97,14 @@ def lower(cfg: Any) -> Experiment:
         kl=KL(placement="loss" if kl_on else "none", coef=trainer.kl_coef, estimator="k3"),
         entropy_coef=trainer.entropy_coef, ppo_epochs=rt.num_training_epoch,
     )
-    sampling = Sampling(max_new_tokens=policy.max_new_tokens, temperature=policy.temperature, top_p=policy.top_p,
+    sampling = Sampling(max_new_tokens=response_limit(cfg), temperature=policy.temperature, top_p=policy.top_p,
                         top_k=policy.top_k, n=group)
-    eval_sampling = Sampling(max_new_tokens=policy.max_new_tokens, temperature=policy.eval_temperature,
+    eval_sampling = Sampling(max_new_tokens=response_limit(cfg), temperature=policy.eval_temperature,
                              top_p=policy.eval_top_p, top_k=policy.eval_top_k, n=1)
     data = Data(
         train_files=tuple(p.strip() for p in rt.data_path.split(",") if p.strip()),
         eval_files=tuple(p.strip() for p in (rt.eval_data_path or "").split(",") if p.strip()),
-        max_prompt_length=policy.max_prompt_tokens_length, shuffle=rt.data_shuffle, seed=trainer.seed,
+        max_prompt_length=prompt_limit(cfg), shuffle=rt.data_shuffle, seed=trainer.seed,
     )
     schedule = Schedule(
         prompts_per_step=rt.sample_per_episode // group, samples_per_step=rt.sample_per_episode,
