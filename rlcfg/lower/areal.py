@@ -18,17 +18,28 @@ Derivations reproduced here: the backend AReaL picks for a bare training part (m
 the prompts of a step are train_dataset.batch_size rounded down to a multiple of the trainer's data-parallel
 size (each rank loads batch_size // dp); a step's samples split into ppo_n_minibatches optimizer steps; the
 reference is built only when actor.kl_ctl > 0 and a `ref` section exists, and then its KL term goes into the
-token rewards; reward shaping is (score + bias) × scale, i.e. score·scale + bias·scale in rlcfg's order; the
-overlong penalty starts actor.max_new_tokens − overlong_tokens tokens in; use_decoupled_loss implies
-recompute_logprob.
+token rewards; use_decoupled_loss implies recompute_logprob.
+
+The algorithm (areal/engine/ppo/actor.py at v0.3.4, areal/trainer/ppo/actor.py at v1.0.4, PPOActor
+compute_advantages and the loss functions of areal/utils/functional): the overlong penalty on the raw score, then
+(score + reward_bias) × reward_scaling, clipped to ±reward_clip (RewardShaping order "penalty_first"); reward_norm
+on the sequence scores (group level: GRPO, or RLOO with mean_leave1out); minus kl_ctl × KL per token (reward_mode
+"token"); GAE with the critic's values, or with zero values, which is the reward-to-go discounted by
+discount × gae_lambda; adv_norm whitens the token advantages over the batch. The loss is PPO's clipped loss against
+the proximal (recomputed) log-probabilities, with eps_clip_higher, c_clip (dual clip), importance_sampling_level
+`sequence` (GSPO, AReaL's sequence form) or SAPO, weighted in the decoupled loss by π_prox/π_behave with the tokens
+above behav_imp_weight_cap / rejection_sampling.upper left out. Combinations rlcfg's runtime computes otherwise
+are refused before a run by the rule areal/run-ledger (rlcfg/schema/areal_rules.py); each key's fate is declared
+on its field (rlcfg/schema/areal.py).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Offload, Optimizer,
-                      Parallelism, Resources, RewardShaping, Role, Sampling, Schedule)
+from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model,
+                      Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
+                      Schedule)
 from rlcfg.schema import areal_allocation as alloc
 from rlcfg.schema.areal_rules import legacy_backend_name
 
@@ -75,26 +86,29 @@ def _layout(cfg: Any, roles: list[str]) -> tuple[dict[str, alloc.Component | Non
         engines = {roles[0]: "actor" if getattr(cfg, "actor", None) is not None else "model"}
     backends = {role: _component(getattr(getattr(cfg, section, None), "backend", "") or "")
                 for role, section in engines.items() if role in roles}
+    # With a deprecated allocation_mode and no scheduler (1.0's single controller), an SPMD launcher starts the
+    # engines: servers first.
+    spmd = bool(cfg.allocation_mode) and cfg.scheduler.type is None
     if any(c is not None for c in backends.values()):
-        return _layout_backends(cfg, roles, engines, backends)
+        return _layout_backends(cfg, roles, engines, backends, spmd)
     return _layout_allocation(cfg, roles)
 
 
 def _layout_backends(cfg: Any, roles: list[str], engines: dict[str, str],
-                     backends: dict[str, alloc.Component | None]):
+                     backends: dict[str, alloc.Component | None], spmd: bool):
     primary = roles[0]  # the trained model: actor, or SFT's/RW's model
     shares: dict[str, str] = {}
     for role in roles:
         if role not in engines or role == primary:
             continue
         strategy = getattr(getattr(cfg, engines[role], None), "scheduling_strategy", None)
-        target = ROLE_OF_NAME.get(strategy.target) if strategy is not None and strategy.type == "colocation" else None
+        kind, named = (strategy.type, strategy.target) if strategy is not None else ("separation", None)
+        target = ROLE_OF_NAME.get(named) if kind == "colocation" and named else None
         if target in roles and target != role:
             shares[role] = target
         elif backends.get(role) is None and role != "rollout":
             # A reference or critic without a backend of its own runs in the trainer's processes.
             shares[role] = primary
-    spmd = bool(cfg.allocation_mode) and getattr(cfg.scheduler, "type", None) is None
     order = ["rollout", "actor", "critic", "reference"] if spmd else ["actor", "critic", "reference", "rollout"]
     order = [r for r in order if r in roles]
     groups: list[list[str]] = []
@@ -192,7 +206,7 @@ def _parallelism(c: alloc.Component | None, engine: Any = None) -> Parallelism:
     if c.kind == "inference":
         return Parallelism(tp=c.dims.get("t"), pp=c.dims.get("p"))
     megatron_cfg = getattr(engine, "megatron", None)
-    megatron = megatron_cfg.model_dump() if megatron_cfg is not None else {}
+    vpp = megatron_cfg.virtual_pipeline_parallel_size if megatron_cfg is not None else 1
     if c.hybrid is not None:
         attn, ffn = c.hybrid
         tp, pp, cp, ep, etp = attn.get("t"), attn.get("p"), attn.get("c"), ffn.get("e"), ffn.get("t")
@@ -200,10 +214,9 @@ def _parallelism(c: alloc.Component | None, engine: Any = None) -> Parallelism:
         tp, pp, cp, ep, etp = c.dims.get("t"), c.dims.get("p"), c.dims.get("c"), c.dims.get("e"), None
     backend = c.effective_backend
     if backend == "megatron":
-        vpp = megatron.get("virtual_pipeline_parallel_size")
+        # AReaL's Megatron engine has no sequence_parallel key of its own (it leaves Megatron's default, off).
         return Parallelism(tp=tp, pp=pp, cp=cp, ep=ep, etp=etp if etp != tp else None,
-                           vpp=vpp if isinstance(vpp, int) and vpp > 1 else None,
-                           sequence_parallel=bool(megatron.get("sequence_parallel", False)) and tp > 1)
+                           vpp=vpp if isinstance(vpp, int) and vpp > 1 else None)
     # AReaL's FSDP engine reads c as its Ulysses sequence-parallel size (dp·sp·tp = world) and shards over all
     # of the engine's GPUs.
     return Parallelism(tp=tp, pp=pp, ep=ep, sp=cp)
@@ -223,9 +236,12 @@ def _optimizer(engine: Any, total_steps: int | None) -> Optimizer | None:
     opt = engine.optimizer
     if opt is None or opt.type == "empty":
         return None
-    # AReaL warms up for int(proportion × its total steps), which it counts from the dataset size; rlcfg only
-    # knows the steps when total_train_steps caps them, and otherwise keeps no warm-up.
-    warmup = int(opt.warmup_steps_proportion * total_steps) if total_steps else 0
+    # AReaL warms up for int(proportion × total_train_epochs × batches per epoch) scheduler steps, counted from
+    # the dataset's size (total_train_steps does not shorten it), which the lowering does not know. At the default
+    # 0.001 that is no warm-up for runs under 1000 steps, which is what rlcfg runs; areal/run-ledger refuses larger
+    # proportions (the plan then shows the warm-up of the capped steps, as the nearest figure).
+    proportion = opt.warmup_steps_proportion
+    warmup = 0 if proportion <= 0.001 else int(proportion * (total_steps or 0))
     return Optimizer(lr=opt.lr, name="sgd" if opt.type == "sgd" else "adamw", weight_decay=opt.weight_decay,
                      betas=(opt.beta1, opt.beta2), eps=opt.eps,
                      grad_clip=opt.gradient_clipping if opt.gradient_clipping > 0 else None,
@@ -236,15 +252,16 @@ def _micro(engine: Any, samples_per_rank: int) -> tuple[int | None, int | None]:
     """(samples per micro-batch, token budget): AReaL packs sequences and splits a rank's batch either by a
     token budget (max_tokens_per_mb, n_mbs then being a minimum count) or into n_mbs micro-batches."""
     spec = engine.mb_spec
+    n = max(spec.n_mbs or 1, 1)
     if spec.max_tokens_per_mb is not None:
         return None, spec.max_tokens_per_mb
-    n = max(spec.n_mbs or 1, 1)
     return (max(-(-samples_per_rank // n), 1) if samples_per_rank else None), None
 
 
 def _train_role(name: str, engine: Any, c: alloc.Component | None, gpu_ids: tuple[int, ...],
                 samples_per_rank_opt: int, samples_per_rank_step: int, trains: bool, total_steps: int | None,
-                tokenizer: str | None, colocated_with_rollout: bool = False, path: str | None = None) -> Role:
+                tokenizer: str | None, colocated_with_rollout: bool = False, path: str | None = None,
+                section: str = "actor") -> Role:
     backend = TRAIN_BACKEND.get(c.effective_backend if c else "fsdp", "fsdp2")
     offload_all = bool(getattr(engine, "offload", False)) or colocated_with_rollout
     optimizer = _optimizer(engine, total_steps) if trains else None
@@ -264,6 +281,11 @@ def _train_role(name: str, engine: Any, c: alloc.Component | None, gpu_ids: tupl
         gradient_checkpointing=engine.gradient_checkpointing if trains else False,
         sequence_packing=True,
         max_tokens_per_micro_batch=budget,
+        section=section,
+        # AReaL sizes micro-batches by a token budget (max_tokens_per_mb) or by their count (n_mbs).
+        keys=(("max_tokens_per_micro_batch", f"{section}.mb_spec.max_tokens_per_mb"),)
+        + ((("micro_batch_size", f"{section}.mb_spec.n_mbs"),) if trains and micro is not None else ())
+        + ((("forward_micro_batch_size", f"{section}.mb_spec.n_mbs"),) if forward_micro is not None else ()),
     )
 
 
@@ -309,6 +331,7 @@ def _rollout_role(cfg: Any, c: alloc.Component | None, gpu_ids: tuple[int, ...],
         parallelism=_parallelism(c),
         # Sharing the actor's GPUs, AReaL releases the server's memory while the actor trains.
         offload=Offload(params=offload or colocated),
+        section="rollout",
         engine=tuple(sorted((k, v) for k, v in engine.items() if v is not None)),
     )
 
@@ -357,6 +380,13 @@ def _logging(cfg: Any) -> Logging:
                    backends=tuple(backends))
 
 
+def _eval_interval(cfg: Any) -> int | None:
+    """Evaluation every evaluator.freq_steps steps, when there is validation data (epoch- and time-based triggers
+    are refused)."""
+    every = cfg.evaluator.freq_steps
+    return every if cfg.valid_dataset is not None else None
+
+
 def _sampling(g: Any) -> Sampling:
     return Sampling(max_new_tokens=g.max_new_tokens, temperature=0.0 if g.greedy else g.temperature, top_p=g.top_p,
                     top_k=1 if g.greedy else (-1 if g.top_k >= TOP_K_UNLIMITED else g.top_k), n=g.n_samples,
@@ -373,60 +403,95 @@ def _steps(cfg: Any, samples_per_step: int) -> int | None:
 
 
 def _norm_advantage(actor: Any, has_critic: bool) -> dict[str, Any]:
-    """AReaL's advantage: (shaped score, optionally reward_norm'ed) on the last token, minus the KL per token, run
-    through GAE (values 0 without a critic), then optionally adv_norm'ed. Its norm settings pick the estimator."""
+    """The estimator AReaL's reward_norm / adv_norm amount to (PPOActor.compute_advantages: the shaped score,
+    reward_norm'ed, on the last token, minus the KL per token, through GAE with the critic's values or zero values,
+    then adv_norm'ed over the batch's tokens).
+
+    - a critic: GAE (adv_norm whitens its advantages);
+    - a group-level reward_norm: GRPO, (score − group mean) / (group std + eps) with AReaL's eps and std
+      (std_unbiased), or without the std (std_level null); RLOO with mean_leave1out; adv_norm then whitens over
+      the batch (batch_normalize_advantage);
+    - no reward_norm: the plain (discounted) returns, REINFORCE++, whitened over the batch when adv_norm is set.
+    Norm settings outside these (batch-level reward_norm, group-level adv_norm, ...) are refused by the rule
+    areal/run-ledger; the nearest form is lowered here so that `rlcfg plan` can still show the rest."""
     rn, an = actor.reward_norm, actor.adv_norm
+    # Each norm's settings as AReaL reads them. Only the forms above are lowered faithfully; for the others (and for
+    # a group_size other than n_samples, an adv_norm other than the batch whitening) areal/run-ledger refuses the run.
+    settings = {name: (n.mean_level, n.std_level, n.mean_leave1out, n.std_unbiased, n.eps, n.group_size)
+                for name, n in (("reward", rn), ("adv", an)) if n is not None}
+    whiten = an is not None
     if has_critic:
-        return {"advantage": "gae", "batch_normalize_advantage": an is not None}
-    grouped = [n for n in (rn, an) if n is not None and n.mean_level == "group"]
-    if grouped:
-        norm = grouped[0]
-        # Group-mean centring of the score is GRPO (leave-one-out: RLOO); an adv_norm after a group-level
-        # reward_norm then whitens over the batch.
-        return {"advantage": "rloo" if norm.mean_leave1out else "grpo",
-                "normalize_advantage_std": norm.std_level == "group",
-                "batch_normalize_advantage": an is not None and an is not norm and an.mean_level == "batch"}
-    # No group baseline: returns (score − KL) whitened over the batch, which is REINFORCE++. Without any norm
-    # AReaL uses the raw return; rlcfg has no estimator for that and whitens too.
-    return {"advantage": "reinforce++", "normalize_advantage_std": False, "batch_normalize_advantage": False}
+        options = AdvantageOptions(whiten=whiten)
+        if rn is not None:
+            options = AdvantageOptions(whiten=whiten, reward_norm_mean=rn.mean_level, reward_norm_std=rn.std_level)
+        return {"advantage": "gae", "advantage_options": options}
+    if rn is not None and rn.mean_level == "group":
+        _mean, std_level, leave1out, unbiased, eps, _group_size = settings["reward"]
+        options = AdvantageOptions(std="unbiased" if unbiased else "population", eps=eps)
+        return {"advantage": "rloo" if leave1out and std_level is None else "grpo",
+                "normalize_advantage_std": std_level is not None, "batch_normalize_advantage": whiten,
+                "advantage_options": options}
+    options = AdvantageOptions(whiten=whiten)
+    if rn is not None:
+        options = AdvantageOptions(whiten=whiten, reward_norm_mean=rn.mean_level, reward_norm_std=rn.std_level)
+    return {"advantage": "reinforce++", "normalize_advantage_std": False, "batch_normalize_advantage": False,
+            "advantage_options": options}
+
+
+def _policy(a: Any) -> tuple[str, PolicyOptions]:
+    """The policy loss (areal/utils/functional ppo_actor_loss_fn, sapo_loss_fn; v1.0 grpo_loss_fn picks one) and
+    its options. The decoupled loss weights each token by π_prox/π_behave (v0.3: always; 1.0: with
+    rejection_sampling) and leaves out the tokens above behav_imp_weight_cap (v0.3) / rejection_sampling.upper
+    (1.0, action mask, metric ratio, token level)."""
+    if a.use_sapo_loss:
+        kind = "sapo"
+    elif a.importance_sampling_level == "sequence":
+        kind = "gspo"
+    elif a.c_clip is not None:
+        kind = "dual_clip"
+    else:
+        kind = "regular"
+    rs = a.rejection_sampling
+    cap = rs.upper if rs is not None else a.behav_imp_weight_cap
+    # recompute_logprob (implied by the decoupled loss) makes the proximal log-probabilities the trainer's, which is
+    # what rlcfg's runtime always uses; without either AReaL takes the inference engine's, which areal/run-ledger
+    # refuses. So a config that runs has it in effect, and nothing else follows from it here.
+    options = PolicyOptions(gspo_form="sequence", sapo_tau_pos=a.sapo_tau_pos, sapo_tau_neg=a.sapo_tau_neg,
+                            decoupled=a.use_decoupled_loss, behav_imp_weight_cap=cap if a.use_decoupled_loss else None)
+    return kind, options
 
 
 def _algorithm(cfg: Any, group: int, reference_built: bool) -> Algorithm:
     a = cfg.actor
     has_critic = cfg.critic is not None
-    if a.importance_sampling_level == "sequence":
-        loss = "gspo"  # GSPO's sequence-level ratio; a c_clip set beside it is dropped
-    elif a.c_clip is not None:
-        loss = "dual_clip"
-    else:
-        loss = "regular"  # SAPO (use_sapo_loss) has no counterpart in rlcfg and runs as PPO clipping here
-    overlong = None
-    if a.overlong_reward_penalty and a.overlong_tokens is not None:
-        # AReaL measures the tail from the actor's max_new_tokens (not gconfig's).
-        overlong = max(a.max_new_tokens - a.overlong_tokens, 0)
-    # Not expressible in rlcfg's Algorithm, and so left to the runtime's defaults: the decoupled (off-policy)
-    # loss and its importance-weight cap (behav_imp_weight_cap / rejection_sampling), asynchronous rollout
-    # (async_training, max_head_offpolicyness), SAPO, M2PO, and recompute_logprob (on whenever
-    # use_decoupled_loss is; rlcfg's runtime always recomputes the old log-probabilities with the trainer).
+    kind, options = _policy(a)
+    # AReaL measures the overlong tail from the actor's max_new_tokens (areal/run-ledger refuses a gconfig that
+    # differs, as the penalty would then not end at the generation limit).
+    longest, tail, factor = a.max_new_tokens, a.overlong_tokens, a.overlong_penalty_factor
+    start = max(longest - tail, 0) if tail is not None else None
+    overlong = start if a.overlong_reward_penalty else None
+    # GAE with zero values (no critic) is the reward-to-go discounted by discount × gae_lambda.
+    gamma, lam = (a.discount, a.gae_lambda) if has_critic else (a.discount * a.gae_lambda, 1.0)
     return Algorithm(
         **_norm_advantage(a, has_critic),
-        group_size=group, gamma=a.discount, lam=a.gae_lambda, policy_loss=loss,
+        group_size=group, gamma=gamma, lam=lam, policy_loss=kind,
         clip_low=a.eps_clip, clip_high=a.eps_clip_higher if a.eps_clip_higher is not None else a.eps_clip,
         clip_ratio_c=a.c_clip if a.c_clip is not None else 3.0,
         # The loss weighs every micro-batch by its count of loss tokens: a token mean over the minibatch.
         loss_aggregation="token-mean",
-        kl=KL(placement="reward", coef=a.kl_ctl, estimator=a.kl_estimator) if reference_built else KL(),
+        # The KL penalty goes into the token rewards after the score's normalisation (reward_mode "token").
+        kl=KL(placement="reward", coef=a.kl_ctl, estimator=a.kl_estimator, reward_mode="token")
+        if reference_built else KL(),
         entropy_coef=0.0,
         value_clip=cfg.critic.eps_clip if has_critic else None,
         ppo_epochs=1,
-        reward=RewardShaping(scale=a.reward_scaling, bias=a.reward_bias * a.reward_scaling, clip=a.reward_clip,
+        reward=RewardShaping(scale=a.reward_scaling, bias=a.reward_bias, clip=a.reward_clip,
                              overlong_penalty_length=overlong,
-                             overlong_penalty_factor=a.overlong_penalty_factor
-                             if overlong is not None and a.overlong_penalty_factor is not None else 1.0),
-        dynamic_sampling=a.dynamic_sampling,
-        # AReaL zeroes the score of a response without EOS instead of taking it out of the loss; dropping it from
-        # the loss is rlcfg's nearest switch.
-        mask_truncated=a.mask_no_eos_with_zero,
+                             overlong_penalty_factor=factor if overlong is not None and factor is not None else 1.0,
+                             order="penalty_first",
+                             # A response without EOS scores 0 and stays in the loss (its KL terms too).
+                             zero_truncated=a.mask_no_eos_with_zero),
+        policy_options=options,
     )
 
 
@@ -443,6 +508,9 @@ def _lower_rl(cfg: Any) -> Experiment:
     actor = cfg.actor
     group = cfg.gconfig.n_samples
     reference_built = actor.kl_ctl > 0 and cfg.ref is not None
+    # The runtime takes the trainer's (and the reference's) log-probabilities at the sampling temperature; the rule
+    # areal/run-ledger refuses an actor.temperature / ref.temperature that differs, so in every run that starts these
+    # are that temperature.
     roles = ["actor", "rollout"] + (["reference"] if reference_built else []) + (
         ["critic"] if cfg.critic is not None else [])
     components, groups, sizes = _layout(cfg, roles)
@@ -465,11 +533,11 @@ def _lower_rl(cfg: Any) -> Experiment:
         # v0.3.4 builds ref with an empty path unless told; AReaL would fail to load it (the validator warns), and
         # the policy's weights are what every AReaL example points it at.
         out.append(_train_role("reference", cfg.ref, components["reference"], ids["reference"], 0, samples // dp,
-                               False, None, tokenizer, path=cfg.ref.path or actor.path))
+                               False, None, tokenizer, path=cfg.ref.path or actor.path, section="ref"))
     if cfg.critic is not None:
         out.append(_train_role("critic", cfg.critic, components["critic"], ids["critic"],
                                max(samples // cfg.critic.ppo_n_minibatches, 1) // dp, samples // dp, True,
-                               total_steps, tokenizer))
+                               total_steps, tokenizer, section="critic"))
     # Listed in the order of their GPUs, so that a plan reads like AReaL's launch order.
     out.sort(key=lambda role: min(role.resources.gpu_ids or (1 << 30,)))
     # The reward function runs in the rollout workflow's CPU worker pool, on no GPU.
@@ -484,8 +552,7 @@ def _lower_rl(cfg: Any) -> Experiment:
         data=_data(cfg, cfg.train_dataset.max_length),
         schedule=Schedule(prompts_per_step=prompts, samples_per_step=samples, samples_per_optimizer_step=per_opt,
                           total_steps=total_steps, epochs=cfg.total_train_epochs,
-                          eval_interval=cfg.evaluator.freq_steps if cfg.valid_dataset is not None else None,
-                          eval_before_train=cfg.evaluator.eval_before_train),
+                          eval_interval=_eval_interval(cfg), eval_before_train=cfg.evaluator.eval_before_train),
         checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed, reward_function="math",
         kind="rl",
     )
@@ -506,7 +573,7 @@ def _lower_supervised(cfg: Any) -> Experiment:
     samples = batch // dp * dp if batch >= dp else batch
     total_steps = _steps(cfg, samples)
     role = _train_role(name, engine, components[name], ids[name], samples // dp, samples // dp, True, total_steps,
-                       cfg.tokenizer_path or None)
+                       cfg.tokenizer_path or None, section="actor" if cfg.actor is not None else "model")
     max_length = cfg.train_dataset.max_length
     # Nothing is generated: max_new_tokens carries the longest training sequence (train_dataset.max_length,
     # prompt and answer together) so that the plan sizes activations for it; it is no generation limit.
@@ -517,8 +584,7 @@ def _lower_supervised(cfg: Any) -> Experiment:
         data=_data(cfg, None),
         schedule=Schedule(prompts_per_step=samples, samples_per_step=samples, samples_per_optimizer_step=samples,
                           total_steps=total_steps, epochs=cfg.total_train_epochs,
-                          eval_interval=cfg.evaluator.freq_steps if cfg.valid_dataset is not None else None,
-                          eval_before_train=cfg.evaluator.eval_before_train),
+                          eval_interval=_eval_interval(cfg), eval_before_train=cfg.evaluator.eval_before_train),
         checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed, reward_function="math",
         kind="reward_model" if reward_model else "sft",
     )

@@ -1,8 +1,9 @@
 """SkyRL (skyrl-train) → Experiment.
 
 SkyRL's models map to rlcfg's roles: the policy → actor, the inference engines → rollout, `trainer.ref` →
-reference (only when use_kl_loss or use_kl_in_reward asks for its log-probs), `trainer.critic` → critic (only
-with a critic model path), and `trainer.reward` → reward: a reward model when it names one, otherwise the
+reference (only when use_kl_loss or use_kl_in_reward asks for its log-probs and kl_loss_coef is above 0),
+`trainer.critic` → critic (only with a critic model path and the `gae` estimator, the one that reads its values),
+and `trainer.reward` → reward: a reward model when it names one, otherwise the
 environment's rule-based reward, computed in the generator on CPU. `trainer.placement` gives each training model
 its nodes × GPUs per node; the engines take num_inference_engines × TP × PP × DP GPUs. `colocate_all` puts every
 model and the engines on the policy's GPUs, taking turns (each one offloaded while another runs); without it,
@@ -26,8 +27,21 @@ What skyrl-train derives or rewrites, and the lowering reproduces:
 
 Two derivations have no place in the Experiment and are only described here: the `seq_mean_token_sum_norm` loss
 divides each sequence's token sum by algorithm.max_seq_len, which defaults to generator.max_input_length +
-sampling_params.max_generate_length (`effective_max_seq_len`), and `override_existing_update_group: auto` means
-`enable` for remote vLLM engines and `disable` otherwise (`effective_update_group`).
+sampling_params.max_generate_length (`effective_max_seq_len`; `rlcfg run` refuses that reduction), and
+`override_existing_update_group: auto` means `enable` for remote vLLM engines and `disable` otherwise
+(`effective_update_group`).
+
+The algorithm (skyrl_train/utils/ppo_utils.py, trainer.py, workers/worker.py at the claimed releases) is lowered into
+rlcfg's typed settings: every built-in policy loss with its own knobs (CISPO's clip bounds, SAPO's temperatures,
+Clip-Cov's and KL-Cov's shares), truncated importance sampling (use_tis, off_policy_correction's token or sequence
+cap; only for the losses that apply it), the KL in the loss or in the reward (with its controller), zero reward for
+responses that did not stop, overlong filtering, and the group filters. What rlcfg runs differently is refused before
+a run: by key in the schema (the run ledger), by value in skyrl_rules.run_refusals.
+
+Known differences the ledger does not catch (they need settings the runtime lacks): skyrl-train averages the
+per-micro-batch loss of `token_mean` over micro-batches (rlcfg takes one token mean over the mini-batch), reduces its
+KL-loss term by sequence (masked mean per sequence, then the mean) and its entropy bonus by token whatever
+loss_reduction says, and reduces the critic's loss by sequence; rlcfg aggregates all of them with loss_reduction.
 """
 
 from __future__ import annotations
@@ -35,27 +49,21 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rlcfg.ir import (ENGINE_KEYS, KL, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Offload,
-                      Optimizer, Parallelism, Resources, Role, Sampling, Schedule)
-from rlcfg.schema.skyrl_rules import critic_in_use, dp_size, ref_in_use, rollout_gpus, world
+from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec, KLController, Logging,
+                      Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
+                      Schedule)
+from rlcfg.schema.skyrl_rules import (ADVANTAGE_ESTIMATORS, ENVIRONMENTS_RUN, LOSS_AGGREGATIONS,
+                                      OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS,
+                                      VLLM_KWARGS, critic_in_use, critic_trained, dp_size, ref_in_use, rollout_gpus,
+                                      world)
 
-ADVANTAGES = {"grpo": "grpo", "gae": "gae", "rloo": "rloo", "reinforce++": "reinforce++"}
-# Policy losses rlcfg has; the others (cispo, clip_cov, kl_cov, sapo, cross_entropy, importance_sampling and
-# losses registered in code) are lowered to the clipped surrogate they start from.
-POLICY_LOSSES = {"regular": "regular", "dual_clip": "dual_clip", "gspo": "gspo"}
-# seq_mean_token_sum_norm divides each sum by a constant length (effective_max_seq_len), a scale rlcfg cannot carry.
-LOSS_AGGREGATIONS = {"token_mean": "token-mean", "sequence_mean": "seq-mean-token-mean",
-                     "seq_mean_token_sum_norm": "seq-mean-token-sum"}
-# transformers' scheduler names → rlcfg's shapes; warm-up is separate in rlcfg, so *_with_warmup is its base.
-SCHEDULERS = {"constant": "constant", "constant_with_warmup": "constant", "linear": "linear",
-              "polynomial": "linear", "cosine": "cosine", "cosine_with_restarts": "cosine",
-              "cosine_with_min_lr": "cosine"}
-# What SGLang calls the engine settings SkyRL hands through engine_init_kwargs, in rlcfg's names.
-SGLANG_KWARGS = {"context_length": "max_model_len", "disable_cuda_graph": "enforce_eager",
-                 "attention_backend": "attention_backend", "load_format": "load_format",
-                 "cuda_graph_bs": "cuda_graph_bs", "mem_fraction_static": "mem_fraction_static",
-                 "max_running_requests": "max_num_seqs", "random_seed": "seed"}
-VLLM_KWARGS = {k: k for k in ENGINE_KEYS if k not in ("engines", "mem_fraction_static", "cuda_graph_bs")}
+# The estimators and losses rlcfg runs with SkyRL's meaning, by SkyRL's names. The others (custom estimators and
+# losses registered in code, cross_entropy and importance_sampling, which sum over tokens as Tinker's losses do)
+# and the seq_mean_token_sum_norm reduction (a sum divided by a constant length) are refused before a run
+# (skyrl_rules.run_refusals); `rlcfg plan` shows them as the nearest rlcfg has.
+ADVANTAGES = {name: name for name in ADVANTAGE_ESTIMATORS}
+ENVIRONMENT_REWARDS = {name: "math" for name in ENVIRONMENTS_RUN}
+POLICY_LOSSES = {name: name for name in POLICY_LOSSES_RUN}
 
 
 # ---- derived values -----------------------------------------------------------------------------------------
@@ -107,6 +115,20 @@ def policy_loss_type(cfg: Any) -> str:
     return a.policy_loss_type
 
 
+def reference_runs(cfg: Any) -> bool:
+    """skyrl-train starts the reference model with use_kl_loss or use_kl_in_reward; its log-probs change nothing
+    when kl_loss_coef is 0, and rlcfg's runtime then does not start it, so the Experiment has no such role (the plan
+    shows what `rlcfg run` starts). The tail trim still counts its DP size, as skyrl-train does."""
+    return ref_in_use(cfg) and cfg.trainer.algorithm.kl_loss_coef > 0
+
+
+def critic_runs(cfg: Any) -> bool:
+    """skyrl-train trains a critic whenever critic.model.path is set; only GAE reads its values, and rlcfg's runtime
+    starts a critic only for GAE, so with another estimator the Experiment has none (the policy's training is the
+    same; the tail trim still counts the critic's DP size, as skyrl-train does)."""
+    return critic_trained(cfg)
+
+
 def reward_model_in_use(cfg: Any) -> bool:
     return cfg.trainer.reward.model.path is not None
 
@@ -120,20 +142,24 @@ def _resources(cfg: Any, model: str) -> Resources:
     return Resources(gpus=nodes * per_node, nodes=nodes, gpus_per_node=per_node)
 
 
+def _megatron_parallelism(options: Any) -> Parallelism:
+    m = options.megatron_config
+    # SkyRL turns Megatron's sequence parallelism on whenever TP > 1, unless transformer_config_kwargs says
+    # otherwise.
+    kwargs = m.transformer_config_kwargs
+    kwargs = kwargs if isinstance(kwargs, dict) else kwargs.model_dump()
+    sp = kwargs.get("sequence_parallel", m.tensor_model_parallel_size > 1)
+    return Parallelism(tp=m.tensor_model_parallel_size, pp=m.pipeline_model_parallel_size,
+                       cp=m.context_parallel_size, ep=m.expert_model_parallel_size,
+                       etp=m.expert_tensor_parallel_size,
+                       sequence_parallel=bool(sp) and m.tensor_model_parallel_size > 1)
+
+
 def _parallelism(cfg: Any, model: str) -> Parallelism:
     t = cfg.trainer
     options = getattr(t, model)
     if t.strategy == "megatron" and model in ("policy", "ref"):
-        m = options.megatron_config
-        # SkyRL turns Megatron's sequence parallelism on whenever TP > 1, unless transformer_config_kwargs says
-        # otherwise.
-        kwargs = m.transformer_config_kwargs
-        kwargs = kwargs if isinstance(kwargs, dict) else kwargs.model_dump()
-        sp = kwargs.get("sequence_parallel", m.tensor_model_parallel_size > 1)
-        return Parallelism(tp=m.tensor_model_parallel_size, pp=m.pipeline_model_parallel_size,
-                           cp=m.context_parallel_size, ep=m.expert_model_parallel_size,
-                           etp=m.expert_tensor_parallel_size,
-                           sequence_parallel=bool(sp) and m.tensor_model_parallel_size > 1)
+        return _megatron_parallelism(options)
     shard = None
     if t.strategy in ("fsdp", "fsdp2"):
         # FSDP shards over all of a model's ranks unless fsdp_size is positive and smaller; then it is HSDP with
@@ -159,7 +185,8 @@ def _offload(cfg: Any, options: Any, trains: bool) -> Offload:
     # Only colocate_all makes models take turns: each one is moved to CPU while another runs. Models paired by
     # colocate_policy_ref or colocate_critic_reward split the GPUs' memory and stay resident.
     turns = cfg.trainer.placement.colocate_all
-    return Offload(params=turns, optimizer=turns and trains and options.optimizer_config.offload_after_step,
+    after_step = trains and options.optimizer_config.offload_after_step
+    return Offload(params=turns, optimizer=turns and after_step,
                    grads=turns and trains, cpu_offload_during_step=_cpu_offload_in_step(cfg, options))
 
 
@@ -168,14 +195,24 @@ def _dtype(cfg: Any) -> str:
 
 
 def _warmup(cfg: Any, options: Any) -> int:
-    return options.optimizer_config.num_warmup_steps
+    o = options.optimizer_config
+    steps = o.num_warmup_steps
+    # transformers' get_scheduler("constant") is get_constant_schedule, which ignores num_warmup_steps.
+    return 0 if o.scheduler == "constant" else steps
 
 
 def _optimizer(cfg: Any, options: Any) -> Optimizer:
     o = options.optimizer_config
     return Optimizer(lr=o.lr, name="adamw", weight_decay=o.weight_decay, betas=(o.adam_betas[0], o.adam_betas[1]),
+                     # Schedulers rlcfg lacks are refused before a run (skyrl_rules.run_refusals).
                      grad_clip=o.max_grad_norm, scheduler=SCHEDULERS.get(o.scheduler, "constant"),
                      warmup_steps=_warmup(cfg, options))
+
+
+# The trainer-wide keys that set the micro-batches of every model (SkyRL has no per-model micro-batch).
+TRAIN_KEYS = (("micro_batch_size", "trainer.micro_train_batch_size_per_gpu"),
+              ("forward_micro_batch_size", "trainer.micro_forward_batch_size_per_gpu"))
+FORWARD_KEYS = TRAIN_KEYS[1:]
 
 
 def _trained(cfg: Any, name: str, key: str) -> Role:
@@ -187,7 +224,8 @@ def _trained(cfg: Any, name: str, key: str) -> Role:
                 parallelism=_parallelism(cfg, key), offload=_offload(cfg, section, trains=True),
                 optimizer=_optimizer(cfg, section), micro_batch_size=t.micro_train_batch_size_per_gpu,
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu,
-                gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing)
+                gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing,
+                section=f"trainer.{key}", keys=TRAIN_KEYS)
 
 
 def _actor(cfg: Any) -> Role:
@@ -203,7 +241,8 @@ def _reference(cfg: Any) -> Role:
                 parallelism=_parallelism(cfg, "ref"),
                 offload=Offload(params=t.placement.colocate_all,
                                 cpu_offload_during_step=_cpu_offload_in_step(cfg, t.ref)),
-                forward_micro_batch_size=t.micro_forward_batch_size_per_gpu, sequence_packing=t.use_sample_packing)
+                forward_micro_batch_size=t.micro_forward_batch_size_per_gpu, sequence_packing=t.use_sample_packing,
+                section="trainer.ref", keys=FORWARD_KEYS)
 
 
 def _critic(cfg: Any) -> Role:
@@ -220,9 +259,10 @@ def _reward(cfg: Any) -> Role:
                     parallelism=Parallelism(sp=t.reward.sequence_parallel_size),
                     offload=Offload(params=t.placement.colocate_all,
                                     cpu_offload_during_step=_cpu_offload_in_step(cfg, t.reward)),
-                    forward_micro_batch_size=t.micro_forward_batch_size_per_gpu)
+                    forward_micro_batch_size=t.micro_forward_batch_size_per_gpu, section="trainer.reward",
+                    keys=FORWARD_KEYS)
     # The environment (environment.env_class) scores each trajectory inside the generator's process.
-    return Role(name="reward", backend="rule", resources=Resources(gpus=0))
+    return Role(name="reward", backend="rule", resources=Resources(gpus=0), section="environment")
 
 
 def _engine_args(cfg: Any) -> dict[str, Any]:
@@ -272,7 +312,7 @@ def _rollout(cfg: Any) -> Role:
                 # With colocate_all the engines sleep while the models train (vLLM sleep level 2, SGLang's memory
                 # saver), dropping their weights and KV cache.
                 offload=Offload(params=t.placement.colocate_all and g.run_engines_locally),
-                engine=tuple(sorted(_engine_args(cfg).items())))
+                engine=tuple(sorted(_engine_args(cfg).items())), section="generator")
 
 
 def _colocation(cfg: Any, roles: list[Role]) -> tuple[tuple[str, ...], ...]:
@@ -292,29 +332,96 @@ def _colocation(cfg: Any, roles: list[Role]) -> tuple[tuple[str, ...], ...]:
 # ---- algorithm, sampling, schedule --------------------------------------------------------------------------
 
 
+def _kl(cfg: Any) -> KL:
+    a = cfg.trainer.algorithm
+    estimator = kl_estimator(cfg)
+    # kl_ctrl drives the reward-side coefficient only (RayPPOTrainer.apply_reward_kl_penalty); it starts at
+    # kl_loss_coef. `rlcfg run` refuses `adaptive` until the driver carries the coefficient across steps.
+    c = a.kl_ctrl
+    controller = KLController(kind=c.type, target=c.kl_target, horizon=c.horizon)
+    if a.use_kl_loss:
+        # The worker adds kl_loss_coef × KL to the policy loss (PolicyWorker._forward_backward_micro). Every release
+        # rlcfg claims computes that KL under torch.no_grad (ppo_utils.compute_approx_kl, SkyRL issue #1340, fixed
+        # after skyrl-train's last commit), so it moves no gradient there; rlcfg runs the intended, fixed meaning.
+        return KL(placement="loss", coef=a.kl_loss_coef, estimator=estimator)
+    if a.use_kl_in_reward:
+        # rewards − coef × KL per token, before the estimator (verl's "sequence" meaning for GRPO/RLOO, which sum the
+        # token rewards per sequence; per token for REINFORCE++ and GAE).
+        return KL(placement="reward", coef=a.kl_loss_coef, estimator=estimator, controller=controller,
+                  reward_mode="sequence")
+    return KL(placement="none", coef=0.0, estimator=estimator)
+
+
+def _clip_range(cfg: Any, kind: str) -> tuple[float, float]:
+    a = cfg.trainer.algorithm
+    # CISPO clips its importance weights with cispo.cispo_eps_clip_low/high (compute_policy_loss_cispo); every
+    # other loss with eps_clip_low/high.
+    cispo = (a.cispo.cispo_eps_clip_low, a.cispo.cispo_eps_clip_high)
+    return cispo if kind == "cispo" else (a.eps_clip_low, a.eps_clip_high)
+
+
+def _tis(cfg: Any, kind: str) -> tuple[float | None, str]:
+    """Truncated importance sampling (cap, level). use_tis is token-level TIS with tis_imp_ratio_cap (up to v0.3.0
+    inside ppo_policy_loss; from v0.4.0 validate_cfg rewrites it into off_policy_correction's token TIS with that
+    cap). off_policy_correction (compute_tis_ratio) caps the token or the sequence ratio. Only the losses that call
+    apply_off_policy_correction use it."""
+    a = cfg.trainer.algorithm
+    oc = a.off_policy_correction
+    legacy_cap = a.tis_imp_ratio_cap
+    caps = {"token": oc.token_tis_ratio_clip_high, "sequence": oc.sequence_tis_ratio_clip_high}
+    if kind not in OFF_POLICY_CORRECTED:
+        return None, "token"
+    if a.use_tis:
+        return legacy_cap, "token"
+    if oc.tis_ratio_type is not None:
+        return caps[oc.tis_ratio_type], oc.tis_ratio_type
+    return None, "token"
+
+
+def _policy_options(cfg: Any, kind: str) -> PolicyOptions:
+    a = cfg.trainer.algorithm
+    cap, level = _tis(cfg, kind)
+    # The knobs of every loss are filled whatever the kind; each loss reads its own (algorithms.policy_loss).
+    # kl_cov.kl_cov_frac is a fraction of the tokens, like rlcfg's kl_cov_ratio (SkyRL's default 0.2 is 20 %).
+    return PolicyOptions(sapo_tau_pos=a.sapo.tau_pos, sapo_tau_neg=a.sapo.tau_neg,
+                         clip_cov_ratio=a.clip_cov.clip_ratio, clip_cov_lb=a.clip_cov.clip_cov_lb,
+                         clip_cov_ub=a.clip_cov.clip_cov_ub, kl_cov_ratio=a.kl_cov.kl_cov_frac,
+                         kl_cov_coef=a.kl_cov.ppo_kl_coef, tis_cap=cap, tis_level=level)
+
+
+def _filters(cfg: Any) -> FilterSpec:
+    """zero_variance_filter (trainer_utils.zero_variance_filter: groups of more than one sample whose rewards have
+    zero std) and dynamic sampling (handle_dynamic_sampling: `filter` or `replace`, at most max_sample_batches
+    draws, -1 without limit, then a RuntimeError). `rlcfg run` refuses both until the driver applies filter_spec."""
+    a = cfg.trainer.algorithm
+    d = a.dynamic_sampling
+    limit = d.max_sample_batches
+    return FilterSpec(zero_variance=a.zero_variance_filter or d.type is not None, zero_variance_tol=0.0,
+                      dynamic=d.type, max_draws=None if limit <= 0 else limit, min_replace_ratio=d.min_replace_ratio,
+                      on_exhausted="error")
+
+
 def _algorithm(cfg: Any) -> Algorithm:
     a, g = cfg.trainer.algorithm, cfg.generator
-    if a.use_kl_loss:
-        kl = KL(placement="loss", coef=a.kl_loss_coef, estimator=kl_estimator(cfg))
-    elif a.use_kl_in_reward:
-        # The reward-side coefficient starts at kl_loss_coef; kl_ctrl.type adaptive then moves it towards
-        # kl_ctrl.kl_target, which the Experiment cannot say.
-        kl = KL(placement="reward", coef=a.kl_loss_coef, estimator=kl_estimator(cfg))
-    else:
-        kl = KL(placement="none", coef=0.0, estimator=kl_estimator(cfg))
+    kind = POLICY_LOSSES.get(policy_loss_type(cfg), "regular")
+    clip_low, clip_high = _clip_range(cfg, kind)
+    entropy_coef = a.entropy_loss_coef
     return Algorithm(
-        # A custom estimator registered in code is unknown here; GRPO, the default, stands in for it.
+        # GRPO: (score − group mean) / (unbiased group std + 1e-6) (compute_grpo_outcome_advantage); GAE and
+        # REINFORCE++ are always whitened with the masked, unbiased variance (masked_whiten).
         advantage=ADVANTAGES.get(a.advantage_estimator, "grpo"), group_size=g.n_samples_per_prompt,
-        normalize_advantage_std=a.grpo_norm_by_std, batch_normalize_advantage=a.advantage_batch_normalize,
-        gamma=a.gamma, lam=a.lambd, policy_loss=POLICY_LOSSES.get(policy_loss_type(cfg), "regular"),
-        clip_low=a.eps_clip_low, clip_high=a.eps_clip_high, clip_ratio_c=a.clip_ratio_c,
-        loss_aggregation=LOSS_AGGREGATIONS[a.loss_reduction], kl=kl,
-        entropy_coef=a.entropy_loss_coef if a.use_entropy_loss else 0.0,
-        value_clip=a.value_clip if critic_in_use(cfg) else None, ppo_epochs=cfg.trainer.update_epochs_per_batch,
-        # zero_variance_filter masks all-equal groups out of the loss without sampling more (their GRPO advantage
-        # is already 0), and zero_reward_on_non_stop zeroes the reward of responses that did not stop; neither
-        # has an Experiment field. Dynamic sampling (filter or replace) drops those groups and samples more.
-        dynamic_sampling=a.dynamic_sampling.type is not None, mask_truncated=g.apply_overlong_filtering,
+        normalize_advantage_std=a.grpo_norm_by_std, gamma=a.gamma, lam=a.lambd, policy_loss=kind,
+        clip_low=clip_low, clip_high=clip_high, clip_ratio_c=a.clip_ratio_c,
+        loss_aggregation=LOSS_AGGREGATIONS.get(a.loss_reduction, "seq-mean-token-sum"), kl=_kl(cfg),
+        entropy_coef=entropy_coef if a.use_entropy_loss else 0.0,
+        value_clip=a.value_clip if critic_runs(cfg) else None, ppo_epochs=cfg.trainer.update_epochs_per_batch,
+        # zero_reward_on_non_stop: a response that did not stop on its own scores 0 (it stays in the loss);
+        # apply_overlong_filtering: such a response leaves the loss.
+        reward=RewardShaping(zero_truncated=g.zero_reward_on_non_stop), mask_truncated=g.apply_overlong_filtering,
+        policy_options=_policy_options(cfg, kind), filters=_filters(cfg),
+        dynamic_sampling=a.dynamic_sampling.type is not None,
+        # advantage_batch_normalize (normalize_advantages_dict) is refused: its mean runs over padding too.
+        batch_normalize_advantage=False,
     )
 
 
@@ -357,9 +464,9 @@ def _logging(cfg: Any) -> Logging:
 def lower(cfg: Any) -> Experiment:
     t, g = cfg.trainer, cfg.generator
     roles = [_actor(cfg), _rollout(cfg)]
-    if ref_in_use(cfg):
+    if reference_runs(cfg):
         roles.append(_reference(cfg))
-    if critic_in_use(cfg):
+    if critic_runs(cfg):
         roles.append(_critic(cfg))
     roles.append(_reward(cfg))
     data = Data(train_files=tuple(cfg.data.train_data), eval_files=tuple(cfg.data.val_data), prompt_key="prompt",
@@ -373,6 +480,7 @@ def lower(cfg: Any) -> Experiment:
         sampling=_sampling(g.sampling_params, g.n_samples_per_prompt),
         eval_sampling=_sampling(g.eval_sampling_params, g.eval_n_samples_per_prompt), data=data,
         schedule=_schedule(cfg), checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=t.seed,
-        # SkyRL-Gym's math environments (gsm8k, aime, ...) compare the final answer with the ground truth.
-        reward_function="math",
+        # SkyRL-Gym's gsm8k environment compares the final answer with the ground truth; `rlcfg run` refuses the
+        # other environments.
+        reward_function=ENVIRONMENT_REWARDS.get(cfg.environment.env_class, "math"),
     )

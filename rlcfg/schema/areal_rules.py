@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from typing import Any, Iterator
 
 from rlcfg.schema import areal_allocation as alloc
-from rlcfg.schema.base import RuleSet
+from rlcfg.diagnostics import Severity
+from rlcfg.schema.base import Finding, RuleSet
 
 RULES = RuleSet()
 
@@ -888,6 +889,145 @@ def _recover_mode(cfg, ctx):
     elif ctx.release == "0.3" and mode in ("on", "off"):
         yield ctx.warning("RLC202", "recover.mode", f"`recover.mode` {mode!r} is a 1.0 spelling; AReaL 0.3 knows "
                           f"disabled, auto, fault and resume", hint="use `auto` or `disabled`")
+
+
+# ---- the run ledger ----------------------------------------------------------------------------------------
+#
+# Each key declares what `rlcfg run` does with it (rlcfg/schema/areal.py). Some keys are honored alone but not in
+# every combination: AReaL then computes something rlcfg's runtime does not, and the run is refused (an RLC118 note,
+# on which `rlcfg run` stops) rather than approximated. `validate` and `plan` are not affected.
+
+
+def _refusal(path: str, message: str, hint: str, related: tuple[str, ...] = ()) -> Finding:
+    return Finding("RLC118", Severity.NOTE, path, f"`rlcfg run` refuses {message}", hint, related)
+
+
+def _norm_text(norm: Any) -> str:
+    return "null" if norm is None else f"mean_level {norm.mean_level}, std_level {norm.std_level}"
+
+
+@RULES.rule("areal/run-ledger", "RLC118", "`rlcfg run` refuses combinations that AReaL computes otherwise than "
+            "rlcfg's runtime (π_old from the inference engine's log-probabilities, normalisations other than "
+            "GRPO's, RLOO's or a batch whitening, a trainer temperature other than the sampling one, an overlong "
+            "penalty measured from another length, off-policy rollouts through consumer_batch_size, ...), although "
+            "each key alone is honored.",
+            keys=["actor.recompute_logprob", "actor.use_decoupled_loss", "actor.rejection_sampling",
+                  "actor.reward_norm", "actor.adv_norm", "actor.temperature", "actor.discount", "actor.gae_lambda",
+                  "actor.mask_no_eos_with_zero", "actor.overlong_reward_penalty", "rollout.consumer_batch_size",
+                  "gconfig.max_tokens", "critic.ppo_n_minibatches", "actor.optimizer.warmup_steps_proportion"])
+def _run_ledger(cfg, ctx):
+    if _kind(cfg) != "grpo":
+        return  # SFT and reward-model training are refused by `rlcfg run` as a whole
+    a, g = cfg.actor, cfg.gconfig
+    critic = cfg.critic
+    reference = a.kl_ctl > 0 and cfg.ref is not None
+    # The proximal policy (π_old of the PPO ratio) and the policy of the KL penalty.
+    if not a.recompute_logprob and not a.use_decoupled_loss:
+        yield _refusal("actor.recompute_logprob", "`actor.recompute_logprob` = false (with use_decoupled_loss false): "
+                       "AReaL then takes π_old of the PPO ratio (and of the KL penalty) from the inference engine's "
+                       "log-probabilities, rlcfg always recomputes them with the trainer",
+                       "set `actor.recompute_logprob: true`, which is what rlcfg runs")
+    # (With the decoupled loss AReaL measures the KL penalty with the inference engine's log-probabilities, rlcfg with
+    # the trainer's recomputed ones: in synchronous training both are the current weights' and differ only by the
+    # engines' numerics, and the penalty is a reward, no gradient flows through it; so that is not refused.)
+    if ctx.release == "1.0" and a.use_decoupled_loss and a.rejection_sampling is None and not a.use_sapo_loss:
+        yield _refusal("actor.use_decoupled_loss", "`actor.use_decoupled_loss` = true without rejection_sampling: "
+                       "AReaL 1.0 then applies no behaviour importance weight, rlcfg's decoupled loss always weights "
+                       "each token by π_prox/π_behave", "add `rejection_sampling: {upper: 5.0}` under actor, or use "
+                       "`use_decoupled_loss: false` with `recompute_logprob: true` (the same loss without the weight)")
+    if a.importance_sampling_level == "sequence":
+        if a.use_sapo_loss:
+            yield _refusal("actor.importance_sampling_level", "`actor.importance_sampling_level` = sequence with "
+                           "use_sapo_loss: rlcfg's SAPO gates each token's own ratio", "use the token level with SAPO",
+                           ("actor.use_sapo_loss",))
+        elif a.c_clip is not None:
+            yield _refusal("actor.c_clip", f"`actor.c_clip` = {a.c_clip} with importance_sampling_level sequence: "
+                           f"rlcfg's sequence-level (GSPO) loss has no dual clip", "drop c_clip, or use the token level",
+                           ("actor.importance_sampling_level",))
+        elif a.use_decoupled_loss and a.rejection_sampling is not None:
+            yield _refusal("actor.rejection_sampling", "`actor.rejection_sampling` with importance_sampling_level "
+                           "sequence: AReaL leaves the rejected tokens out of each sequence's mean ratio, rlcfg "
+                           "averages over all of them", "use the token level with rejection sampling",
+                           ("actor.importance_sampling_level",))
+    # The temperature the log-probabilities are taken at is the sampling one in rlcfg.
+    sampled = 0.0 if g.greedy else g.temperature
+    for name, engine in (("actor", a), ("ref", cfg.ref if reference else None)):
+        if engine is not None and engine.temperature != sampled:
+            yield _refusal(f"{name}.temperature", f"`{name}.temperature` = {engine.temperature} while rollouts are "
+                           f"sampled at {'greedy (0)' if g.greedy else sampled}: rlcfg computes the trainer's "
+                           f"log-probabilities at the sampling temperature", f"write `temperature: "
+                           f"${{gconfig.temperature}}` under {name}" + (" and sample (greedy: false)" if g.greedy else ""),
+                           ("gconfig.temperature",))
+    # Normalisations: GRPO (group mean, with or without the group std), RLOO, a batch whitening of the advantages.
+    rn, an = a.reward_norm, a.adv_norm
+    if rn is not None:
+        supported = (rn.mean_level == "group" and rn.std_level in ("group", None)
+                     and not (rn.mean_leave1out and rn.std_level is not None) and critic is None)
+        if not supported:
+            yield _refusal("actor.reward_norm", f"`actor.reward_norm` = {{{_norm_text(rn)}, mean_leave1out "
+                           f"{str(rn.mean_leave1out).lower()}}}" + (" with a critic" if critic is not None else "") +
+                           ": rlcfg normalises scores by group only, as GRPO (group mean and std, or mean alone) or "
+                           "RLOO (leave-one-out mean, no std), and not before GAE",
+                           "use `mean_level: group` with `std_level: group` or null, or drop reward_norm")
+        elif rn.group_size != g.n_samples:
+            yield _refusal("actor.reward_norm.group_size", f"`actor.reward_norm.group_size` = {rn.group_size} with "
+                           f"gconfig.n_samples {g.n_samples}: rlcfg's groups are each prompt's n_samples responses",
+                           "write `group_size: ${gconfig.n_samples}`", ("gconfig.n_samples",))
+    if an is not None and (an.mean_level, an.std_level, an.mean_leave1out, an.std_unbiased, an.eps) != (
+            "batch", "batch", False, True, 1e-5):
+        yield _refusal("actor.adv_norm", f"`actor.adv_norm` = {{{_norm_text(an)}, mean_leave1out "
+                       f"{str(an.mean_leave1out).lower()}, std_unbiased {str(an.std_unbiased).lower()}, eps {an.eps}}}: "
+                       f"rlcfg whitens the advantages over the batch only (batch mean, unbiased batch std)",
+                       "use `mean_level: batch` and `std_level: batch` with the other keys at their defaults, or "
+                       "drop adv_norm")
+    if critic is None and a.discount * a.gae_lambda != 1.0 and (rn is not None and rn.mean_level == "group") \
+            and not reference:
+        yield _refusal("actor.discount", f"`actor.discount` × `actor.gae_lambda` = {a.discount * a.gae_lambda} with a "
+                       f"group-normalised score and no KL penalty: AReaL discounts the score back from the last token, "
+                       f"rlcfg's GRPO/RLOO gives every token the same advantage", "set discount and gae_lambda to 1",
+                       ("actor.gae_lambda",))
+    if a.mask_no_eos_with_zero and rn is not None:
+        yield _refusal("actor.mask_no_eos_with_zero", "`actor.mask_no_eos_with_zero` = true with reward_norm: AReaL "
+                       "zeroes a truncated response's score after normalising the group, rlcfg before",
+                       "drop one of the two", ("actor.reward_norm",))
+    if a.overlong_reward_penalty and a.max_new_tokens != g.max_new_tokens:
+        yield _refusal("actor.max_new_tokens", f"`actor.max_new_tokens` = {a.max_new_tokens} with the overlong "
+                       f"penalty and gconfig.max_new_tokens {g.max_new_tokens}: rlcfg's penalty ends at the generation "
+                       f"limit", "write `max_new_tokens: ${gconfig.max_new_tokens}` under actor",
+                       ("gconfig.max_new_tokens", "actor.overlong_reward_penalty"))
+    # Rollouts: on-policy batches of exactly train_dataset.batch_size prompts.
+    synchronous_v03 = ctx.release == "0.3" and not cfg.async_training
+    if not synchronous_v03 and cfg.rollout.consumer_batch_size != cfg.train_dataset.batch_size:
+        yield _refusal("rollout.consumer_batch_size", f"`rollout.consumer_batch_size` = "
+                       f"{cfg.rollout.consumer_batch_size} with train_dataset.batch_size {cfg.train_dataset.batch_size}: "
+                       f"AReaL's staleness window then differs from one training batch (with a larger one it generates "
+                       f"the next batch with the current weights, off-policy)",
+                       "write `consumer_batch_size: ${train_dataset.batch_size}`", ("train_dataset.batch_size",))
+    longest = cfg.train_dataset.max_length
+    if longest is not None and longest + g.max_new_tokens > g.max_tokens:
+        yield _refusal("gconfig.max_tokens", f"`gconfig.max_tokens` = {g.max_tokens} below train_dataset.max_length "
+                       f"{longest} + max_new_tokens {g.max_new_tokens}: AReaL shortens the generation of long prompts, "
+                       f"rlcfg generates max_new_tokens after every prompt", "raise max_tokens, or lower max_length",
+                       ("train_dataset.max_length", "gconfig.max_new_tokens"))
+    if critic is not None and critic.ppo_n_minibatches != 1:
+        yield _refusal("critic.ppo_n_minibatches", f"`critic.ppo_n_minibatches` = {critic.ppo_n_minibatches}: rlcfg "
+                       f"updates the critic once per step, on the whole batch", "set `ppo_n_minibatches: 1` under "
+                       "critic")
+    for name, engine in (("actor", a), ("critic", critic)):
+        opt = engine.optimizer if engine is not None else None
+        if opt is None or opt.type == "empty":
+            continue
+        if opt.warmup_steps_proportion > 0.001:
+            yield _refusal(f"{name}.optimizer.warmup_steps_proportion", f"`{name}.optimizer.warmup_steps_proportion` "
+                           f"= {opt.warmup_steps_proportion}: AReaL counts the warm-up from the dataset's size, which "
+                           f"rlcfg does not know before it runs; it runs without warm-up",
+                           "use 0 (or AReaL's default 0.001, no warm-up under 1000 steps)")
+        if opt.lr_scheduler_type != "constant" and (engine.ppo_n_minibatches > 1 or cfg.total_train_steps
+                                                    or cfg.total_train_n_seqs):
+            yield _refusal(f"{name}.optimizer.lr_scheduler_type", f"`{name}.optimizer.lr_scheduler_type` = "
+                           f"{opt.lr_scheduler_type} with several minibatches a step or a step cap: AReaL's schedule "
+                           f"spans epochs × batches scheduler steps, rlcfg's the optimizer steps it runs",
+                           "use the constant schedule, or one minibatch a step without total_train_steps/n_seqs")
 
 
 # ---- summary -----------------------------------------------------------------------------------------------

@@ -119,14 +119,19 @@ def param(default: Any = REQUIRED, *, description: str, ge: float | None = None,
 
 
 def section(model: type[Section], *, description: str, alias: str | None = None, optional: bool = False,
-            releases: Iterable[str] | None = None) -> Any:
+            releases: Iterable[str] | None = None, fate: Fate | None = None) -> Any:
     """A nested section; `optional` sections default to null (absent) instead of their defaults.
-    `releases` as for `param`."""
+    `releases` and `fate` as for `param` (the fate of the section key itself; its fields declare their own)."""
     kwargs: dict[str, Any] = {"description": description}
     if alias:
         kwargs["alias"] = alias
+    extra: dict[str, Any] = {}
     if releases is not None:
-        kwargs["json_schema_extra"] = {RELEASES_KEY: list(releases)}
+        extra[RELEASES_KEY] = list(releases)
+    if fate is not None:
+        extra[FATE_KEY] = fate.to_json()
+    if extra:
+        kwargs["json_schema_extra"] = extra
     if optional:
         return Field(None, **kwargs)
     return Field(default_factory=model, **kwargs)

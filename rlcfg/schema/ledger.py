@@ -41,7 +41,12 @@ def refusals(root: type[Section], tree: SourceTree, defaults: dict) -> list[Refu
         if origin is None or origin.kind not in _USER or not tree.has(path):
             continue
         value = tree.get(path)
-        if _lookup(defaults, path) == value:
+        default = _lookup(defaults, path)
+        if default is _ABSENT and not info.is_required():
+            # A key inside a section that is absent by default (an optional section such as AReaL's `ref`): the
+            # key's own default.
+            default = info.get_default(call_default_factory=True)
+        if default == value:
             continue
         found.append(Refusal(path, value, fate.reason))
     return found

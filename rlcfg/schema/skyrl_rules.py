@@ -14,6 +14,7 @@ import math
 from difflib import get_close_matches
 from typing import Any, Iterator
 
+from rlcfg.diagnostics import Severity
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -27,6 +28,33 @@ POLICY_LOSSES_BY_RELEASE = {
     "0.2.0": ("regular", "dual_clip", "gspo", "clip_cov", "kl_cov"),
     "0.3.0": ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov"),
 }
+
+# ---- what `rlcfg run` runs of skyrl-train's names (read by lower/skyrl.py; run_refusals refuses the rest) -------
+
+# The built-in policy losses rlcfg runs with SkyRL's meaning. cross_entropy and importance_sampling sum their
+# token losses whatever loss_reduction says (Tinker's semantics); rlcfg aggregates every loss with the reduction.
+POLICY_LOSSES_RUN = ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov", "sapo")
+# The losses that call apply_off_policy_correction (truncated importance sampling), from v0.4.0; up to v0.3.0
+# use_tis applies inside ppo_policy_loss only (regular, dual_clip).
+OFF_POLICY_CORRECTED = ("regular", "dual_clip", "gspo", "cispo", "sapo")
+TIS_LOSSES_UNTIL_030 = ("regular", "dual_clip")
+# loss_reduction → rlcfg's aggregation; seq_mean_token_sum_norm (each sequence's sum divided by max_seq_len) has
+# no rlcfg counterpart and is refused.
+LOSS_AGGREGATIONS = {"token_mean": "token-mean", "sequence_mean": "seq-mean-token-mean"}
+# transformers' scheduler names (get_scheduler) that rlcfg's schedules reproduce: linear and cosine decay to 0
+# after the warm-up; constant_with_warmup is constant after it; constant ignores num_warmup_steps.
+SCHEDULERS = {"constant": "constant", "constant_with_warmup": "constant", "linear": "linear", "cosine": "cosine"}
+# engine_init_kwargs rlcfg hands to the engine, in rlcfg's names (the others are refused).
+SGLANG_KWARGS = {"context_length": "max_model_len", "disable_cuda_graph": "enforce_eager",
+                 "attention_backend": "attention_backend", "load_format": "load_format",
+                 "cuda_graph_bs": "cuda_graph_bs", "mem_fraction_static": "mem_fraction_static",
+                 "max_running_requests": "max_num_seqs", "random_seed": "seed"}
+VLLM_KWARGS = {k: k for k in ("gpu_memory_utilization", "max_num_seqs", "max_model_len", "max_num_batched_tokens",
+                              "enforce_eager", "enable_prefix_caching", "enable_chunked_prefill", "block_size", "seed",
+                              "load_format", "attention_backend")}
+# The SkyRL-Gym environment whose meaning rlcfg's reward reproduces: the final answer checked against the ground
+# truth (rlcfg's `math` reward).
+ENVIRONMENTS_RUN = ("gsm8k",)
 
 
 def _v(value: Any) -> str:
@@ -380,16 +408,20 @@ def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/grpo-needs-samples", "RLC306",
-            "GRPO compares samples of the same prompt; with n_samples_per_prompt 1 every advantage is 0.",
+            "GRPO and RLOO compare samples of the same prompt; with n_samples_per_prompt 1 GRPO has no baseline and "
+            "every RLOO advantage is 0.",
             keys=["trainer.algorithm.advantage_estimator", "generator.n_samples_per_prompt"])
 def grpo_needs_samples(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     a = cfg.trainer.algorithm
     n = cfg.generator.n_samples_per_prompt
     if a.advantage_estimator in ("grpo", "rloo") and n == 1:
+        # compute_grpo_outcome_advantage gives a group of one mean 0 and std 1 (the advantage is the raw score, no
+        # baseline); compute_rloo_outcome_advantage gives it 0.
+        what = ("the advantage is the raw score, with no baseline" if a.advantage_estimator == "grpo"
+                else "every advantage is 0 and the policy does not learn")
         yield ctx.warning("RLC306", "generator.n_samples_per_prompt",
                           f"`trainer.algorithm.advantage_estimator` is {_v(a.advantage_estimator)} but "
-                          f"`generator.n_samples_per_prompt` is 1: each group has one sample, so every advantage is 0 "
-                          "and the policy does not learn",
+                          f"`generator.n_samples_per_prompt` is 1: each group has one sample, so {what}",
                           hint="use n_samples_per_prompt of 4 or more", related=["trainer.algorithm.advantage_estimator"])
 
 
@@ -1021,3 +1053,98 @@ def describe(cfg: Any) -> str:
             total += world(cfg, "critic")
         gpus = f"{total} GPUs"
     return f"{training} training, {rollout}, {gpus}"
+
+
+# ---- what `rlcfg run` refuses for the value, not the key (the run ledger: schema/ledger.py) ---------------------
+
+
+def critic_trained(cfg: Any) -> bool:
+    """Whether `rlcfg run` trains the critic: only for GAE, the one estimator that reads its values."""
+    return critic_in_use(cfg) and cfg.trainer.algorithm.advantage_estimator == "gae"
+
+
+def _refusal(path: str, value: Any, instead: str) -> Finding:
+    """An RLC118 note worded as the ledger's own (frontend._refusal_notes)."""
+    from rlcfg.schema.validate import describe_value
+
+    return Finding("RLC118", Severity.NOTE, path, f"`rlcfg run` refuses `{path}` = {describe_value(value)}: {instead}",
+                   "`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, choose a value it runs")
+
+
+@RULES.rule("skyrl/run-refusals", "RLC118",
+            "`rlcfg run` refuses values it cannot run with skyrl-train's meaning: custom advantage estimators and "
+            "policy losses, the Tinker-style summed losses, the seq_mean_token_sum_norm reduction, schedulers it "
+            "lacks, engine_init_kwargs it does not pass, keys added to the sampling parameters, GRPO on groups of "
+            "one, use_tis with a loss that ignores it (up to v0.3.0), overlong filtering with stop strings or "
+            "with sequence_mean, and a critic trained in several mini-batches.",
+            keys=["trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type",
+                  "trainer.algorithm.loss_reduction", "trainer.policy.optimizer_config.scheduler",
+                  "generator.engine_init_kwargs", "generator.sampling_params", "generator.apply_overlong_filtering",
+                  "trainer.critic_mini_batch_size"])
+def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    t, a, g = cfg.trainer, cfg.trainer.algorithm, cfg.generator
+    if a.advantage_estimator not in ADVANTAGE_ESTIMATORS:
+        yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
+                       "a custom estimator registered in code is not known to rlcfg; it runs grpo, gae, rloo or "
+                       "reinforce++")
+    elif a.advantage_estimator == "grpo" and g.n_samples_per_prompt == 1:
+        yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
+                       "with n_samples_per_prompt 1 skyrl-train's GRPO advantage is the score itself (mean 0, std 1 "
+                       "for a group of one); rlcfg's GRPO gives such a group advantage 0")
+    loss = a.policy_loss_type
+    if loss in ("cross_entropy", "importance_sampling"):
+        yield _refusal("trainer.algorithm.policy_loss_type", loss,
+                       "skyrl-train sums this loss over the tokens whatever loss_reduction says (Tinker's semantics); "
+                       "rlcfg aggregates every loss with loss_reduction")
+    elif loss not in POLICY_LOSSES_RUN:
+        yield _refusal("trainer.algorithm.policy_loss_type", loss,
+                       "a custom loss registered in code is not known to rlcfg; it runs "
+                       f"{', '.join(POLICY_LOSSES_RUN)}")
+    elif a.use_tis and ctx.release in ("0.1.0", "0.2.0", "0.3.0") and loss not in TIS_LOSSES_UNTIL_030:
+        yield _refusal("trainer.algorithm.policy_loss_type", loss,
+                       f"{_release_text(ctx)} applies use_tis inside the regular/dual_clip loss only, so this loss "
+                       "runs there without truncated importance sampling; rlcfg would apply it")
+    if a.loss_reduction not in LOSS_AGGREGATIONS:
+        yield _refusal("trainer.algorithm.loss_reduction", a.loss_reduction,
+                       "skyrl-train divides each sequence's token sum by a constant length (max_seq_len); rlcfg has "
+                       "no such reduction and would run seq-mean-token-sum, max_seq_len times larger")
+    elif a.loss_reduction == "sequence_mean" and g.apply_overlong_filtering:
+        yield _refusal("trainer.algorithm.loss_reduction", a.loss_reduction,
+                       "with apply_overlong_filtering skyrl-train's sequence mean still counts the masked responses "
+                       "(reduce_loss: masked_mean per sequence, then the mean over all of them); rlcfg's counts only "
+                       "the sequences left in the loss")
+    for role in ("policy", "critic"):
+        scheduler = getattr(t, role).optimizer_config.scheduler
+        if scheduler not in SCHEDULERS and (role == "policy" or critic_trained(cfg)):
+            yield _refusal(f"trainer.{role}.optimizer_config.scheduler", scheduler,
+                           f"rlcfg's learning-rate schedules reproduce {', '.join(SCHEDULERS)} only")
+    known = SGLANG_KWARGS if g.backend == "sglang" else VLLM_KWARGS
+    for key in (g.engine_init_kwargs or {}):
+        if key not in known:
+            yield _refusal(f"generator.engine_init_kwargs.{key}", g.engine_init_kwargs[key],
+                           f"rlcfg hands the {g.backend} engine only {', '.join(sorted(known))} of engine_init_kwargs")
+    if g.apply_overlong_filtering and g.sampling_params.stop:
+        yield _refusal("generator.apply_overlong_filtering", True,
+                       "with stop strings skyrl-train's overlong filtering (generators/utils.apply_overlong_filtering) "
+                       "also masks the responses that end on a stop string, since they do not end with the EOS "
+                       "token; rlcfg masks only the responses cut at the length limit")
+    # Keys added to the sampling parameters (`+generator.sampling_params.presence_penalty=...`): skyrl-train hands every
+    # key of the block to the engine's SamplingParams (get_vllm_sampling_params, get_sglang_sampling_params).
+    for block in ("sampling_params", "eval_sampling_params"):
+        known_keys = set(type(getattr(g, block)).model_fields)
+        added = sorted({path[2] for path, origin in ctx.tree.values.items()
+                        if len(path) >= 3 and path[:2] == ("generator", block) and path[2] not in known_keys
+                        and origin.kind in ("file", "override", "env")}, key=str)
+        for key in added:
+            yield _refusal(f"generator.{block}.{key}", ctx.tree.get(("generator", block, key)),
+                           "skyrl-train hands it to the engine's sampling parameters; rlcfg's rollout samples with "
+                           "max_generate_length, temperature, top_p, top_k, min_p and stop only")
+    # Another critic_mini_batch_size than the default is refused by its key (the run ledger); the default is refused
+    # here when it splits the batch.
+    default_mini = type(t).model_fields["critic_mini_batch_size"].default
+    if critic_trained(cfg) and t.critic_mini_batch_size == default_mini \
+            and t.critic_mini_batch_size < t.train_batch_size:
+        yield _refusal("trainer.critic_mini_batch_size", t.critic_mini_batch_size,
+                       f"skyrl-train takes train_batch_size / critic_mini_batch_size "
+                       f"({t.train_batch_size} / {t.critic_mini_batch_size}) critic optimizer steps per epoch; rlcfg "
+                       "trains the critic in one optimizer step per epoch over the whole batch")

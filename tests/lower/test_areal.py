@@ -44,7 +44,8 @@ def ids(exp, role: str) -> tuple[int, ...] | None:
 def test_every_template_lowers_to_a_json_able_experiment(template):
     exp = lowered(str(template))
     assert exp.dialect == "areal"
-    assert exp.role("actor") is not None
+    # The trained model: the actor, or a reward model's critic.
+    assert exp.role("critic" if exp.kind == "reward_model" else "actor") is not None
     json.dumps(to_json(exp))
 
 
@@ -105,11 +106,18 @@ def test_grpo_template_algorithm():
     assert alg.group_size == 4
     # reward_norm within each group (GRPO), then adv_norm whitens over the batch.
     assert alg.advantage == "grpo" and alg.normalize_advantage_std and alg.batch_normalize_advantage
-    assert (alg.kl.placement, alg.kl.coef, alg.kl.estimator) == ("reward", 0.001, "k1")
+    # The KL penalty goes into the token rewards after the group normalisation (AReaL's order).
+    assert (alg.kl.placement, alg.kl.coef, alg.kl.estimator, alg.kl.reward_mode) == ("reward", 0.001, "k1", "token")
     assert (alg.clip_low, alg.clip_high, alg.policy_loss) == (0.4, 0.4, "regular")
-    # AReaL shapes (score + bias) × scale: 10·score − 5, clipped to ±20.
-    assert (alg.reward.scale, alg.reward.bias, alg.reward.clip) == (10.0, -5.0, 20.0)
+    # AReaL shapes (score + bias) × scale, clipped to ±20, after any overlong penalty: rlcfg's "penalty_first".
+    assert (alg.reward.scale, alg.reward.bias, alg.reward.clip, alg.reward.order) == (10.0, -0.5, 20.0,
+                                                                                      "penalty_first")
     assert alg.loss_aggregation == "token-mean" and alg.ppo_epochs == 1 and alg.entropy_coef == 0.0
+    # The decoupled loss with v0.3's behav_imp_weight_cap; AReaL's std is the unbiased one, with eps 1e-5.
+    assert alg.policy_options.decoupled and alg.policy_options.behav_imp_weight_cap == 5.0
+    assert (alg.advantage_options.std, alg.advantage_options.eps) == ("unbiased", 1e-5)
+    # No critic: GAE with zero values is the reward-to-go discounted by discount × gae_lambda (here 1).
+    assert (alg.gamma, alg.lam) == (1.0, 1.0)
 
 
 def test_grpo_template_sampling_data_and_bookkeeping():
@@ -272,19 +280,27 @@ def test_batch_normalisation_alone_is_reinforce_plus_plus():
 
 
 def test_group_mean_without_std_and_leave_one_out():
-    alg = lowered(GRPO, "~actor.reward_norm", "actor.adv_norm.mean_level=group", "actor.adv_norm.std_level=null",
-                  "+actor.adv_norm.group_size=4").algorithm
+    alg = lowered(GRPO, "actor.reward_norm.std_level=null").algorithm
     assert alg.advantage == "grpo" and not alg.normalize_advantage_std
-    alg = lowered(GRPO, "~actor.reward_norm", "actor.adv_norm.mean_level=group", "+actor.adv_norm.mean_leave1out=true",
-                  "+actor.adv_norm.group_size=4").algorithm
+    alg = lowered(GRPO, "actor.reward_norm.std_level=null", "+actor.reward_norm.mean_leave1out=true").algorithm
     assert alg.advantage == "rloo"
+    # AReaL's population std (std_unbiased false) and its eps reach the GRPO estimator.
+    alg = lowered(GRPO, "+actor.reward_norm.std_unbiased=false", "+actor.reward_norm.eps=0.01").algorithm
+    assert (alg.advantage_options.std, alg.advantage_options.eps) == ("population", 0.01)
+
+
+def test_no_norm_at_all_is_the_plain_return():
+    alg = lowered(GRPO, "~actor.reward_norm", "~actor.adv_norm").algorithm
+    assert alg.advantage == "reinforce++" and not alg.advantage_options.whiten
 
 
 def test_clipping_variants():
     alg = lowered(GRPO, *V1_PLACED, "+actor.c_clip=3.5", "+actor.eps_clip_higher=0.28").algorithm
     assert alg.policy_loss == "dual_clip" and alg.clip_ratio_c == 3.5
     assert (alg.clip_low, alg.clip_high) == (0.4, 0.28)
-    assert lowered(GRPO, *V1_PLACED, "+actor.importance_sampling_level=sequence").algorithm.policy_loss == "gspo"
+    alg = lowered(GRPO, *V1_PLACED, "+actor.importance_sampling_level=sequence").algorithm
+    # AReaL's GSPO differentiates through the sequence ratio and uses each sequence's mean advantage.
+    assert alg.policy_loss == "gspo" and alg.policy_options.gspo_form == "sequence"
 
 
 def test_overlong_penalty_starts_from_the_actors_max_new_tokens():
@@ -293,9 +309,16 @@ def test_overlong_penalty_starts_from_the_actors_max_new_tokens():
     assert alg.reward.overlong_penalty_length == 2048 - 256 and alg.reward.overlong_penalty_factor == 0.5
 
 
-def test_dynamic_sampling_and_truncation_masking():
-    alg = lowered(GRPO, "+actor.dynamic_sampling=true", "+actor.mask_no_eos_with_zero=true").algorithm
-    assert alg.dynamic_sampling and alg.mask_truncated
+def test_truncated_responses_score_zero_and_stay_in_the_loss():
+    alg = lowered(GRPO, "+actor.mask_no_eos_with_zero=true").algorithm
+    assert alg.reward.zero_truncated and not alg.mask_truncated
+
+
+def test_dynamic_sampling_is_refused_not_lowered():
+    # AReaL drops equal-reward groups without drawing more; rlcfg's dynamic sampling redraws, so the key is refused
+    # (tests/schema/test_areal.py) and nothing of it is lowered.
+    alg = lowered(GRPO, "+actor.dynamic_sampling=true").algorithm
+    assert not alg.dynamic_sampling and alg.filter_spec().dynamic is None
 
 
 def test_greedy_sampling_and_eval_gconfig():
@@ -325,6 +348,7 @@ def test_a_critic_makes_it_ppo_with_gae():
                   "+actor.gae_lambda=0.95", "+actor.discount=0.99")
     alg = exp.algorithm
     assert alg.advantage == "gae" and (alg.gamma, alg.lam) == (0.99, 0.95) and alg.value_clip == 0.3
+    assert alg.advantage_options.whiten  # adv_norm at batch level
     critic = exp.role("critic")
     assert critic.trains and critic.optimizer.lr == 1e-5
     assert ids(exp, "critic") == ids(exp, "actor") == (4, 5, 6, 7)  # inside the trainer processes
@@ -334,3 +358,190 @@ def test_a_cpu_cluster_says_nothing_about_gpus():
     # AReaL's CPU example writes n_gpus_per_node: 0; the plan's own flags then decide.
     exp = lowered(GRPO, "cluster.n_gpus_per_node=0")
     assert exp.cluster.gpus_per_node is None
+
+
+# ---- the 1.0 PPO template: per-engine backends, a critic, vLLM, the decoupled loss with rejection sampling ----
+
+PPO = str(TEMPLATES / "areal-fsdp-vllm-ppo.yaml")
+
+
+def test_ppo_template_places_the_engines_in_creation_order():
+    exp = lowered(PPO)
+    # The single controller creates actor, critic, ref, rollout in that order; critic and ref are colocated.
+    assert ids(exp, "actor") == ids(exp, "critic") == ids(exp, "reference") == (0, 1, 2, 3)
+    assert ids(exp, "rollout") == (4, 5, 6, 7)
+    rollout = exp.role("rollout")
+    assert rollout.backend == "vllm"
+    engine = rollout.engine_args()
+    assert (engine["gpu_memory_utilization"], engine["max_model_len"], engine["seed"]) == (0.9, 32768, 1)
+
+
+def test_ppo_template_algorithm():
+    alg = lowered(PPO).algorithm
+    assert alg.advantage == "gae" and (alg.gamma, alg.lam) == (1.0, 0.95) and alg.value_clip == 0.5
+    assert alg.advantage_options.whiten
+    assert (alg.clip_low, alg.clip_high) == (0.2, 0.28)
+    assert (alg.kl.coef, alg.kl.estimator, alg.kl.reward_mode) == (0.001, "k3", "token")
+    # 1.0's rejection_sampling (token level, mask, ratio) bounds the behaviour importance weight.
+    assert alg.policy_options.decoupled and alg.policy_options.behav_imp_weight_cap == 5.0
+
+
+def test_roles_speak_areal():
+    exp = lowered(PPO)
+    assert {r.name: r.section for r in exp.roles if r.name != "reward"} == {
+        "actor": "actor", "critic": "critic", "reference": "ref", "rollout": "rollout"}
+    assert exp.role("actor").key_for("max_tokens_per_micro_batch") == "actor.mb_spec.max_tokens_per_mb"
+    assert exp.role("critic").key_for("max_tokens_per_micro_batch") == "critic.mb_spec.max_tokens_per_mb"
+    # Micro-batches by count: n_mbs sets both the training and the forward micro-batches.
+    actor = lowered(GRPO, "~actor.mb_spec.max_tokens_per_mb", "+actor.mb_spec.n_mbs=4").role("actor")
+    assert actor.micro_batch_size == 1024 // 4 // 4
+    assert actor.key_for("micro_batch_size") == actor.key_for("forward_micro_batch_size") == "actor.mb_spec.n_mbs"
+    assert lowered(SFT).role("actor").section == "model"
+
+
+def test_sapo_loss_and_its_temperatures():
+    alg = lowered(GRPO, *V1_PLACED, "actor.use_decoupled_loss=false", "+actor.use_sapo_loss=true",
+                  "+actor.sapo_tau_pos=0.8", "+actor.sapo_tau_neg=1.2").algorithm
+    assert alg.policy_loss == "sapo"
+    assert (alg.policy_options.sapo_tau_pos, alg.policy_options.sapo_tau_neg) == (0.8, 1.2)
+    assert not alg.policy_options.decoupled
+
+
+def test_without_the_decoupled_loss_there_is_no_behaviour_weight():
+    alg = lowered(GRPO, "actor.use_decoupled_loss=false", "~actor.behav_imp_weight_cap").algorithm
+    assert not alg.policy_options.decoupled and alg.policy_options.behav_imp_weight_cap is None
+
+
+def test_discount_and_lambda():
+    # Without a critic AReaL's GAE runs on zero values: one discount, discount × gae_lambda.
+    alg = lowered(GRPO, "+actor.discount=0.9", "+actor.gae_lambda=0.5").algorithm
+    assert (alg.gamma, alg.lam) == (0.9 * 0.5, 1.0)
+
+
+# ---- the numbers: what the runtime computes from the lowered settings, against AReaL's formulas by hand ---------
+
+
+def test_reward_shaping_numbers():
+    torch = pytest.importorskip("torch")
+    from rlcfg.runtime import algorithms as A
+
+    alg = lowered(GRPO, "gconfig.max_new_tokens=1024", "+actor.max_new_tokens=1024",
+                  "+actor.overlong_reward_penalty=true", "+actor.overlong_tokens=256",
+                  "+actor.overlong_penalty_factor=0.5").algorithm
+    raw = torch.tensor([1.0, 0.0, 3.0])
+    lengths = torch.tensor([1000, 500, 10])
+    finished = torch.tensor([True, True, True])
+    out = A.shape_scores(raw, lengths, finished, 1024, alg.reward)
+    # AReaL reward_overlong_penalty: min(−(len − (1024 − 256)) / 256 · 0.5, 0) on the raw score, then
+    # (score − 0.5) × 10, clipped to ±20: 1000 tokens → (1 − 232/256·0.5 − 0.5)·10; 3.0 → 25 → 20.
+    expected = torch.tensor([(1.0 - 232 / 256 * 0.5 - 0.5) * 10, (0.0 - 0.5) * 10, 20.0])
+    assert torch.allclose(out, expected)
+    zeroed = A.shape_scores(raw, lengths, torch.tensor([True, False, True]),
+                            1024, lowered(GRPO, "+actor.mask_no_eos_with_zero=true").algorithm.reward)
+    assert float(zeroed[1]) == 0.0
+
+
+def _areal_gae(token_rewards, mask, values, discount, lam):
+    """AReaL PPOActor.compute_advantages' loop (tokens outside the mask skipped), written out by hand."""
+    bs, width = len(token_rewards), len(token_rewards[0])
+    out = [[0.0] * width for _ in range(bs)]
+    for b in range(bs):
+        last, next_value = 0.0, 0.0
+        for t in reversed(range(width)):
+            if not mask[b][t]:
+                out[b][t] = last
+                continue
+            delta = token_rewards[b][t] + discount * next_value - values[b][t]
+            last = delta + discount * lam * last
+            next_value = values[b][t]
+            out[b][t] = last
+    return out
+
+
+def test_advantages_with_the_kl_in_the_token_rewards():
+    torch = pytest.importorskip("torch")
+    from rlcfg.runtime import algorithms as A
+
+    alg = lowered(GRPO, "~actor.adv_norm", "+actor.discount=0.9").algorithm
+    scores = torch.tensor([1.0, 0.0, 0.0, 0.0])  # one group of 4
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 1, 1], [1, 0, 0]], dtype=torch.float32)
+    kl = torch.tensor([[0.1, 0.2, 0.3], [0.0, 0.5, 0.0], [0.2, 0.2, 0.2], [0.4, 0.0, 0.0]])
+    adv, _ = A.compute_advantages(scores, mask, estimator=alg.advantage, group_size=alg.group_size,
+                                  options=alg.advantage_options, normalize_std=alg.normalize_advantage_std,
+                                  batch_normalize=alg.batch_normalize_advantage, gamma=alg.gamma, lam=alg.lam,
+                                  kl_penalty=alg.kl.coef * kl, kl_mode=alg.kl.reward_mode)
+    # AReaL: reward_norm (group mean, unbiased std + 1e-5) on the score, on the last token; −kl_ctl·KL per token;
+    # GAE with zero values (discount 0.9, lambda 1).
+    mean, std = 0.25, float(torch.tensor([1.0, 0.0, 0.0, 0.0]).std())
+    norm = [(s - mean) / (std + 1e-5) for s in [1.0, 0.0, 0.0, 0.0]]
+    rewards = (-0.001 * kl * mask).tolist()
+    for b, n in enumerate(int(m) for m in mask.sum(dim=1)):
+        rewards[b][n - 1] += norm[b]
+    expected = torch.tensor(_areal_gae(rewards, mask.tolist(), [[0.0] * 3] * 4, 0.9, 1.0)) * mask
+    assert torch.allclose(adv, expected, atol=1e-6)
+
+
+def test_gae_with_a_critic_and_batch_whitening():
+    torch = pytest.importorskip("torch")
+    from rlcfg.runtime import algorithms as A
+
+    alg = lowered(PPO).algorithm
+    scores = torch.tensor([1.0, -0.5])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]], dtype=torch.float32)
+    values = torch.tensor([[0.2, 0.1, 0.4], [0.3, -0.2, 0.0]])
+    adv, _ = A.compute_advantages(scores, mask, estimator=alg.advantage, group_size=1,
+                                  options=alg.advantage_options, gamma=alg.gamma, lam=alg.lam, values=values)
+    rewards = [[0.0, 0.0, 1.0], [0.0, -0.5, 0.0]]
+    raw = torch.tensor(_areal_gae(rewards, mask.tolist(), values.tolist(), 1.0, 0.95))
+    # AReaL adv_norm (batch mean and unbiased std over the loss tokens, + eps 1e-5); rlcfg's masked whitening
+    # divides by sqrt(var + 1e-8) instead: the same to within 1e-4 here.
+    live = raw[mask.bool()]
+    expected = (raw - live.mean()) / (live.std() + 1e-5) * mask
+    assert torch.allclose(adv, expected, atol=1e-4)
+
+
+def _areal_decoupled_loss(logp, prox, behave, adv, mask, eps_low, eps_high, cap):
+    """AReaL v0.3.4 areal/utils/functional.py ppo_actor_loss_fn, written out by hand (the loss's value)."""
+    import torch
+
+    ratio = torch.exp(logp - prox)
+    clipped = ratio.clamp(1 - eps_low, 1 + eps_high)
+    pg = torch.maximum(-adv * ratio, -adv * clipped)
+    weight = torch.exp(prox - behave)
+    keep = (weight <= cap) & mask.bool()
+    pg = pg * torch.where(keep, weight, torch.zeros_like(weight))
+    return torch.where(mask.bool(), pg, torch.zeros_like(pg)).sum() / mask.sum()
+
+
+def test_decoupled_loss_numbers():
+    torch = pytest.importorskip("torch")
+    from rlcfg.runtime import algorithms as A
+
+    alg = lowered(GRPO).algorithm  # eps_clip 0.4, decoupled, behav_imp_weight_cap 5
+    logp = torch.tensor([[-1.0, -0.5, -2.0], [-0.3, -1.2, -0.7]])
+    prox = torch.tensor([[-1.1, -0.4, -2.5], [-0.3, -1.0, -0.9]])
+    behave = torch.tensor([[-1.0, -2.5, -2.4], [-0.6, -1.0, -0.9]])  # token (0, 1): weight e^2.1 > 5, dropped
+    adv = torch.tensor([[1.0, -2.0, 0.5], [-1.0, 1.5, 0.0]])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0]], dtype=torch.float32)
+    loss, _ = A.actor_loss(logp, {"response_mask": mask, "advantages": adv, "old_logprobs": prox,
+                                  "rollout_logprobs": behave}, alg.actor_loss_spec())
+    expected = _areal_decoupled_loss(logp, prox, behave, adv, mask, 0.4, 0.4, 5.0)
+    assert torch.allclose(loss, expected, atol=1e-6)
+
+
+def test_sapo_loss_numbers():
+    torch = pytest.importorskip("torch")
+    from rlcfg.runtime import algorithms as A
+
+    alg = lowered(GRPO, *V1_PLACED, "actor.use_decoupled_loss=false", "+actor.use_sapo_loss=true").algorithm
+    logp = torch.tensor([[-1.0, -0.5], [-0.3, -1.2]])
+    old = torch.tensor([[-1.2, -0.4], [-0.3, -1.0]])
+    adv = torch.tensor([[1.0, -2.0], [-1.0, 1.5]])
+    mask = torch.ones(2, 2)
+    loss, _ = A.actor_loss(logp, {"response_mask": mask, "advantages": adv, "old_logprobs": old},
+                           alg.actor_loss_spec())
+    # AReaL 1.0 sapo_loss_fn: −σ(τ(r − 1))·4/τ·A, τ = 1.0 for A > 0 and 1.05 otherwise, token mean.
+    ratio = torch.exp(logp - old)
+    tau = torch.where(adv > 0, torch.tensor(1.0), torch.tensor(1.05))
+    expected = (-torch.sigmoid(tau * (ratio - 1)) * 4 / tau * adv).mean()
+    assert torch.allclose(loss, expected, atol=1e-6)

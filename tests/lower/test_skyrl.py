@@ -9,12 +9,13 @@ import textwrap
 import pytest
 
 from rlcfg.frontend import check_file
-from rlcfg.ir import ENGINE_KEYS, ROLE_NAMES, Experiment
+from rlcfg.ir import ENGINE_KEYS, ROLE_NAMES, Experiment, FilterSpec, KLController
 from rlcfg.lower import lower as lower_any
 from rlcfg.lower.skyrl import effective_max_seq_len, effective_update_group, lower
 from tests.helpers import TEMPLATES
 
 FSDP2 = TEMPLATES / "skyrl-fsdp-vllm.yaml"
+PPO = TEMPLATES / "skyrl-ppo-fsdp-vllm.yaml"
 SKYRL_TEMPLATES = sorted(TEMPLATES.glob("skyrl-*.yaml"))
 ENV = {"HOME": "/home/user"}
 # Off colocate_all, each model and the engines get GPUs of their own.
@@ -354,14 +355,12 @@ def test_newer_algorithm_keys():
                      "trainer.policy.optimizer_config.num_warmup_steps=10")
     alg = exp.algorithm
     assert alg.policy_loss == "gspo" and alg.loss_aggregation == "seq-mean-token-mean"
-    assert alg.entropy_coef == 0.005 and alg.dynamic_sampling and alg.mask_truncated
+    assert alg.entropy_coef == 0.005 and alg.mask_truncated
+    # DAPO's filter: groups of equal rewards out, at most max_sample_batches (30) draws, then skyrl-train stops.
+    assert alg.filter_spec() == FilterSpec(zero_variance=True, dynamic="filter", max_draws=30, on_exhausted="error")
     assert not alg.normalize_advantage_std
     opt = exp.role("actor").optimizer
     assert opt.scheduler == "cosine" and opt.warmup_steps == 10
-
-
-def test_losses_rlcfg_lacks_fall_back_to_the_clipped_surrogate():
-    assert experiment(FSDP2, "trainer.algorithm.policy_loss_type=cispo").algorithm.policy_loss == "regular"
 
 
 def test_max_seq_len_and_update_group_derivations():
@@ -419,3 +418,330 @@ def test_seed_style_keys(tmp_path):
 def test_seed_style_newer_estimator_wins(tmp_path):
     exp = seed_style(tmp_path, SEED_STYLE, "trainer.algorithm.kl_estimator_type=k2")
     assert exp.algorithm.kl.estimator == "k2"
+
+
+# ---- the PPO template: a critic, GAE, the KL in the reward --------------------------------------------------------
+
+
+def test_ppo_template():
+    exp = experiment(PPO)
+    assert [r.name for r in exp.roles] == ["actor", "rollout", "reference", "critic", "reward"]
+    actor, rollout, ref, critic = (exp.role(n) for n in ("actor", "rollout", "reference", "critic"))
+    # colocate_all false, colocate_policy_ref true: the policy and the ref share 4 GPUs; critic and engines apart.
+    assert exp.colocation == (("actor", "reference"),)
+    assert (actor.resources.gpus, ref.resources.gpus, critic.resources.gpus, rollout.resources.gpus) == (4, 4, 2, 2)
+    assert not actor.offload.params and not actor.offload.optimizer  # no turns to take without colocate_all
+    assert critic.trains and critic.model.path == "Qwen/Qwen2.5-1.5B-Instruct" and critic.optimizer.lr == 5e-6
+    assert critic.optimizer.warmup_steps == 10 and critic.optimizer.scheduler == "constant"
+    alg = exp.algorithm
+    assert (alg.advantage, alg.gamma, alg.lam, alg.value_clip) == ("gae", 1.0, 0.95, 0.2)
+    assert alg.advantage_options.whiten  # compute_gae_advantage_return always whitens (masked_whiten)
+    assert (alg.kl.placement, alg.kl.coef, alg.kl.estimator, alg.kl.reward_mode) == ("reward", 0.001, "k1", "sequence")
+    assert alg.kl.controller == KLController(kind="fixed", target=0.1, horizon=10000)
+    # sequence_mean: the policy loss, and the critic's (ppo_critic_loss always takes the sequences' token means)
+    assert alg.loss_aggregation == "seq-mean-token-mean"
+    s = exp.schedule
+    assert (s.prompts_per_step, s.samples_per_step, s.samples_per_optimizer_step) == (256, 1280, 320)
+
+
+# ---- the dialect's own words on each role --------------------------------------------------------------------------
+
+
+def test_roles_speak_skyrl():
+    exp = experiment(PPO)
+    assert exp.role("actor").section == "trainer.policy" and exp.role("critic").section == "trainer.critic"
+    assert exp.role("reference").section == "trainer.ref" and exp.role("rollout").section == "generator"
+    assert exp.role("reward").section == "environment"
+    for name in ("actor", "critic"):
+        role = exp.role(name)
+        assert role.key_for("micro_batch_size") == "trainer.micro_train_batch_size_per_gpu"
+        assert role.key_for("forward_micro_batch_size") == "trainer.micro_forward_batch_size_per_gpu"
+    assert exp.role("reference").key_for("forward_micro_batch_size") == "trainer.micro_forward_batch_size_per_gpu"
+    assert exp.role("reference").key_for("micro_batch_size") is None  # the ref does not train
+
+
+# ---- every algorithm setting rlcfg honors changes the Experiment, with skyrl-train's meaning -------------------------
+
+
+def test_policy_losses_keep_their_kind():
+    for kind in ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov", "sapo"):
+        assert experiment(FSDP2, f"trainer.algorithm.policy_loss_type={kind}").algorithm.policy_loss == kind
+
+
+def test_cispo_clips_with_its_own_bounds():
+    base = experiment(FSDP2, "trainer.algorithm.policy_loss_type=cispo").algorithm
+    assert (base.clip_low, base.clip_high) == (0.0, 5.0)  # cispo_eps_clip_low/high, not eps_clip_low/high
+    moved = experiment(FSDP2, "trainer.algorithm.policy_loss_type=cispo",
+                       "trainer.algorithm.cispo.cispo_eps_clip_low=0.1",
+                       "trainer.algorithm.cispo.cispo_eps_clip_high=2.0").algorithm
+    assert (moved.clip_low, moved.clip_high) == (0.1, 2.0)
+    regular = experiment(FSDP2, "trainer.algorithm.eps_clip_high=0.28").algorithm
+    assert (regular.clip_low, regular.clip_high) == (0.2, 0.28)
+
+
+def test_loss_knobs_reach_the_policy_options():
+    o = experiment(FSDP2, "trainer.algorithm.sapo.tau_pos=2.0", "trainer.algorithm.sapo.tau_neg=3.0",
+                   "trainer.algorithm.clip_cov.clip_ratio=0.01", "trainer.algorithm.clip_cov.clip_cov_lb=0.5",
+                   "trainer.algorithm.clip_cov.clip_cov_ub=4.0", "trainer.algorithm.kl_cov.kl_cov_frac=0.1",
+                   "trainer.algorithm.kl_cov.ppo_kl_coef=2.0").algorithm.policy_options
+    assert (o.sapo_tau_pos, o.sapo_tau_neg) == (2.0, 3.0)
+    assert (o.clip_cov_ratio, o.clip_cov_lb, o.clip_cov_ub) == (0.01, 0.5, 4.0)
+    assert (o.kl_cov_ratio, o.kl_cov_coef) == (0.1, 2.0)
+
+
+def test_dual_clip_constant():
+    alg = experiment(FSDP2, "trainer.algorithm.policy_loss_type=dual_clip",
+                     "trainer.algorithm.clip_ratio_c=5.0").algorithm
+    assert alg.policy_loss_spec().kind == "dual_clip" and alg.policy_loss_spec().clip_ratio_c == 5.0
+
+
+def test_truncated_importance_sampling():
+    assert experiment(FSDP2).algorithm.policy_options.tis_cap is None
+    legacy = experiment(FSDP2, "trainer.algorithm.use_tis=true", "trainer.algorithm.tis_imp_ratio_cap=2.5")
+    assert (legacy.algorithm.policy_options.tis_cap, legacy.algorithm.policy_options.tis_level) == (2.5, "token")
+    token = experiment(FSDP2, "trainer.algorithm.off_policy_correction.tis_ratio_type=token",
+                       "trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high=1.5").algorithm
+    assert (token.policy_options.tis_cap, token.policy_options.tis_level) == (1.5, "token")
+    seq = experiment(FSDP2, "trainer.algorithm.off_policy_correction.tis_ratio_type=sequence").algorithm
+    assert (seq.policy_options.tis_cap, seq.policy_options.tis_level) == (5.0, "sequence")
+    # use_tis wins: validate_cfg rewrites it into token TIS with tis_imp_ratio_cap.
+    both = experiment(FSDP2, "trainer.algorithm.use_tis=true", "trainer.algorithm.tis_imp_ratio_cap=3.0",
+                      "trainer.algorithm.off_policy_correction.tis_ratio_type=sequence").algorithm
+    assert (both.policy_options.tis_cap, both.policy_options.tis_level) == (3.0, "token")
+
+
+def test_zero_reward_on_non_stop_and_overlong_filtering():
+    base = experiment(FSDP2).algorithm
+    assert not base.reward.zero_truncated and not base.mask_truncated
+    alg = experiment(FSDP2, "generator.zero_reward_on_non_stop=true").algorithm
+    assert alg.reward.zero_truncated and not alg.mask_truncated
+    assert experiment(FSDP2, "generator.apply_overlong_filtering=true").algorithm.mask_truncated
+
+
+def test_filters_and_the_kl_controller_are_lowered_for_the_driver():
+    """`rlcfg run` refuses these until the driver applies them; the Experiment says what skyrl-train would do."""
+    alg = experiment(FSDP2, "trainer.algorithm.zero_variance_filter=true").algorithm
+    assert alg.filter_spec().zero_variance and alg.filter_spec().dynamic is None
+    replace = experiment(FSDP2, "trainer.algorithm.dynamic_sampling.type=replace",
+                         "trainer.algorithm.dynamic_sampling.max_sample_batches=-1",
+                         "trainer.algorithm.dynamic_sampling.min_replace_ratio=0.5").algorithm.filter_spec()
+    assert (replace.dynamic, replace.max_draws, replace.min_replace_ratio) == ("replace", None, 0.5)
+    kl = experiment(FSDP2, "trainer.algorithm.use_kl_loss=false", "trainer.algorithm.use_kl_in_reward=true",
+                    "trainer.algorithm.kl_ctrl.type=adaptive", "trainer.algorithm.kl_ctrl.kl_target=0.05",
+                    "trainer.algorithm.kl_ctrl.horizon=500").algorithm.kl
+    assert kl.controller == KLController(kind="adaptive", target=0.05, horizon=500)
+
+
+def test_grpo_std_and_entropy():
+    assert not experiment(FSDP2, "trainer.algorithm.grpo_norm_by_std=false").algorithm.normalize_advantage_std
+    # the coefficient counts only with use_entropy_loss
+    assert experiment(FSDP2, "trainer.algorithm.entropy_loss_coef=0.3").algorithm.entropy_coef == 0.0
+    assert experiment(FSDP2, "trainer.algorithm.use_entropy_loss=true",
+                      "trainer.algorithm.entropy_loss_coef=0.3").algorithm.entropy_coef == 0.3
+
+
+def test_constant_scheduler_ignores_warmup():
+    # transformers' get_scheduler("constant") is get_constant_schedule: num_warmup_steps does nothing.
+    opt = experiment(FSDP2, "trainer.policy.optimizer_config.scheduler=constant",
+                     "trainer.policy.optimizer_config.num_warmup_steps=10").role("actor").optimizer
+    assert (opt.scheduler, opt.warmup_steps) == ("constant", 0)
+    opt = experiment(FSDP2, "trainer.policy.optimizer_config.scheduler=linear",
+                     "trainer.policy.optimizer_config.num_warmup_steps=10").role("actor").optimizer
+    assert (opt.scheduler, opt.warmup_steps) == ("linear", 10)
+
+
+# ---- and the losses computed from them, by hand from skyrl-train's ppo_utils.py ------------------------------------
+
+
+def _loss(alg, logp, old, adv, mask, rollout=None):
+    torch = pytest.importorskip("torch")
+    t = lambda v: torch.tensor(v, dtype=torch.float32)  # noqa: E731
+    from rlcfg.runtime import algorithms as A
+
+    loss, _ = A.policy_loss(t(logp), t(old), t(adv), t(mask), alg.policy_loss_spec(),
+                            rollout_logprobs=None if rollout is None else t(rollout))
+    return loss.tolist()
+
+
+def test_cispo_loss_with_skyrl_bounds():
+    # compute_policy_loss_cispo: −A · sg(clamp(r, 1 − 0, 1 + 5)) · log π. r = e^1 ≈ 2.718 stays (≤ 6); r = e^−0.5
+    # ≈ 0.607 is raised to 1.
+    alg = experiment(FSDP2, "trainer.algorithm.policy_loss_type=cispo").algorithm
+    [[a, b]] = _loss(alg, [[-1.0, -2.0]], [[-2.0, -1.5]], [[1.0, -1.0]], [[1.0, 1.0]])
+    assert a == pytest.approx(-1.0 * 2.718281828 * -1.0) and b == pytest.approx(1.0 * 1.0 * -2.0)
+
+
+def test_sapo_loss_with_skyrl_temperatures():
+    # sapo_policy_loss: −σ(τ(r − 1))·4/τ · A, τ = tau_pos for A > 0, tau_neg otherwise; r = 1 gives −(0.5·4/τ)·A.
+    alg = experiment(FSDP2, "trainer.algorithm.policy_loss_type=sapo", "trainer.algorithm.sapo.tau_pos=2.0",
+                     "trainer.algorithm.sapo.tau_neg=4.0").algorithm
+    [[a, b]] = _loss(alg, [[-1.0, -1.0]], [[-1.0, -1.0]], [[1.0, -1.0]], [[1.0, 1.0]])
+    assert a == pytest.approx(-1.0) and b == pytest.approx(0.5)
+
+
+def test_token_tis_caps_the_behaviour_ratio():
+    # apply_off_policy_correction: loss × min(π_old/π_rollout, cap), detached; on-policy π = π_old, so the
+    # clipped surrogate is −A and the weights e^1 → 2.0 (capped) and e^−1 stay.
+    alg = experiment(FSDP2, "trainer.algorithm.use_tis=true", "trainer.algorithm.tis_imp_ratio_cap=2.0").algorithm
+    [[a, b]] = _loss(alg, [[-1.0, -1.0]], [[-1.0, -1.0]], [[1.0, 1.0]], [[1.0, 1.0]], rollout=[[-2.0, 0.0]])
+    assert a == pytest.approx(-2.0) and b == pytest.approx(-0.36787944)
+
+
+def test_zero_reward_on_non_stop_zeroes_the_score():
+    torch = pytest.importorskip("torch")
+    from rlcfg.runtime import algorithms as A
+
+    alg = experiment(FSDP2, "generator.zero_reward_on_non_stop=true").algorithm
+    scores = A.shape_scores(torch.tensor([1.0, 1.0]), torch.tensor([3.0, 1024.0]), torch.tensor([True, False]),
+                            1024, alg.reward)
+    assert scores.tolist() == [1.0, 0.0]
+
+
+def test_grpo_advantage_as_skyrl_computes_it():
+    # compute_grpo_outcome_advantage: (score − group mean) / (torch.std, unbiased + 1e-6); grpo_norm_by_std false
+    # leaves the centred score. Group [1, 0, 0, 1]: mean 0.5, unbiased std √(1/3).
+    torch = pytest.importorskip("torch")
+    from rlcfg.runtime import algorithms as A
+
+    def advantages(*overrides):
+        alg = experiment(FSDP2, "generator.n_samples_per_prompt=4", *overrides).algorithm
+        adv, _ = A.compute_advantages(torch.tensor([1.0, 0.0, 0.0, 1.0]), torch.ones(4, 1), estimator=alg.advantage,
+                                      group_size=alg.group_size, options=alg.advantage_options,
+                                      normalize_std=alg.normalize_advantage_std)
+        return adv.squeeze(1).tolist()
+
+    std = (1 / 3) ** 0.5
+    assert advantages() == pytest.approx([0.5 / (std + 1e-6), -0.5 / (std + 1e-6), -0.5 / (std + 1e-6),
+                                          0.5 / (std + 1e-6)])
+    assert advantages("trainer.algorithm.grpo_norm_by_std=false") == pytest.approx([0.5, -0.5, -0.5, 0.5])
+    # RLOO (compute_rloo_outcome_advantage): (score − group mean) × n/(n − 1)
+    assert advantages("trainer.algorithm.advantage_estimator=rloo") == pytest.approx([2 / 3, -2 / 3, -2 / 3, 2 / 3])
+
+
+def test_kl_cov_penalises_its_share_of_tokens():
+    # compute_policy_loss_kl_cov: −A·r on every token, plus ppo_kl_coef·|log r| on the int(n · kl_cov_frac) tokens of
+    # largest covariance (A − mean A)(log π − mean log π). Four tokens, frac 0.25: one token. A = [1, 1, −1, −1],
+    # log π − its mean = [1.125, −0.375, 0.625, −1.375]: the last token (covariance 1.375) is penalised.
+    alg = experiment(FSDP2, "trainer.algorithm.policy_loss_type=kl_cov", "trainer.algorithm.kl_cov.kl_cov_frac=0.25",
+                     "trainer.algorithm.kl_cov.ppo_kl_coef=2.0").algorithm
+    logp, old = [[-0.5, -2.0, -1.0, -3.0]], [[-1.0, -2.0, -1.0, -3.5]]
+    [[a, b, c, d]] = _loss(alg, logp, old, [[1.0, 1.0, -1.0, -1.0]], [[1.0, 1.0, 1.0, 1.0]])
+    r = 2.718281828 ** 0.5
+    assert (a, b, c) == pytest.approx((-r, -1.0, 1.0)) and d == pytest.approx(r + 2.0 * 0.5)
+
+
+# ---- the plan shows what `rlcfg run` starts --------------------------------------------------------------------------
+
+
+def test_a_reference_whose_kl_counts_nothing_is_not_started():
+    exp = experiment(FSDP2, "trainer.algorithm.kl_loss_coef=0.0")
+    assert exp.role("reference") is None and exp.colocation == (("actor", "rollout"),)
+    assert exp.algorithm.kl.coef == 0.0
+
+
+def test_a_critic_only_gae_reads_is_not_started():
+    # skyrl-train trains it anyway; GRPO never reads its values, and rlcfg's runtime starts a critic only for GAE.
+    exp = experiment(FSDP2, "trainer.critic.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+                     "trainer.placement.critic_num_gpus_per_node=4")
+    assert exp.role("critic") is None and exp.algorithm.value_clip is None
+    # Its DP size still joins skyrl-train's tail trim.
+    assert exp.schedule.prompts_per_step == 1024
+
+
+# ---- against skyrl-train's own loss functions (the differential suite: -m oracle, MIRROR_ROOT) ---------------------
+
+_SKYRL_LOSSES = {"regular": "ppo_policy_loss", "dual_clip": "ppo_policy_loss", "gspo": "gspo_policy_loss",
+                 "cispo": "compute_policy_loss_cispo", "sapo": "sapo_policy_loss",
+                 "kl_cov": "compute_policy_loss_kl_cov"}
+_SKYRL_KNOBS = {"dual_clip": ["trainer.algorithm.clip_ratio_c=1.2"],
+                "cispo": ["trainer.algorithm.cispo.cispo_eps_clip_low=0.1",
+                          "trainer.algorithm.cispo.cispo_eps_clip_high=0.5"],
+                "sapo": ["trainer.algorithm.sapo.tau_pos=2.0"], "kl_cov": ["trainer.algorithm.kl_cov.kl_cov_frac=0.1"]}
+_TIS = {"none": [], "token": ["trainer.algorithm.off_policy_correction.tis_ratio_type=token",
+                              "trainer.algorithm.off_policy_correction.token_tis_ratio_clip_high=1.5"],
+        "sequence": ["trainer.algorithm.off_policy_correction.tis_ratio_type=sequence"]}
+
+
+def _skyrl_functions():
+    """skyrl-train's loss functions at its last commit, taken from the mirror's source and run with the two small
+    helpers they import from torch_utils (masked_mean, safe_exp_delta: copied verbatim)."""
+    import ast
+    import os
+    import subprocess
+    import sys
+    import types
+    from typing import Literal, Optional, Tuple, Union
+
+    torch = pytest.importorskip("torch")
+    root = os.environ.get("MIRROR_ROOT")
+    if not root:
+        pytest.skip("MIRROR_ROOT is not set")
+    repo = os.path.join(root, "NovaSky-AI+SkyRL", "repo")
+
+    def source(path: str, names: set[str]) -> str:
+        text = subprocess.run(["git", "-C", repo, "show", f"27380cb:skyrl-train/skyrl_train/{path}"],
+                              capture_output=True, text=True, check=True).stdout
+        found = [node for node in ast.parse(text).body if isinstance(node, ast.FunctionDef) and node.name in names]
+        for node in found:
+            node.decorator_list = []
+        return "\n\n".join(ast.unparse(node) for node in found)
+
+    loguru = types.ModuleType("loguru")
+    loguru.logger = types.SimpleNamespace(warning=lambda *a, **k: None, debug=lambda *a, **k: None)
+    sys.modules.setdefault("loguru", loguru)
+    ns = {"torch": torch, "Union": Union, "Optional": Optional, "Tuple": Tuple, "Literal": Literal,
+          "AlgorithmConfig": object, "DictConfig": object}
+    exec(source("utils/torch_utils.py", {"masked_mean", "safe_exp_delta"}), ns)  # noqa: S102
+    exec(source("utils/off_policy_correction_utils.py",  # noqa: S102
+                {"compute_tis_ratio", "compute_outlier_token_mask", "compute_sequence_mask",
+                 "compute_off_policy_correction", "apply_off_policy_correction"}), ns)
+    losses = set(_SKYRL_LOSSES.values()) | {"reduce_loss", "compute_approx_kl"}
+    exec(source("utils/ppo_utils.py", losses), ns)  # noqa: S102
+    return ns
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("tis", list(_TIS))
+@pytest.mark.parametrize("reduction", ["token_mean", "sequence_mean"])
+@pytest.mark.parametrize("kind", list(_SKYRL_LOSSES))
+def test_losses_agree_with_skyrl_train(kind, reduction, tis):
+    import types
+
+    torch = pytest.importorskip("torch")
+    from rlcfg.runtime import algorithms as A
+
+    if kind == "kl_cov" and tis != "none":
+        pytest.skip("skyrl-train refuses off-policy correction with kl_cov")
+    ns = _skyrl_functions()
+    cfg = checked(FSDP2, f"trainer.algorithm.policy_loss_type={kind}", f"trainer.algorithm.loss_reduction={reduction}",
+                  *_SKYRL_KNOBS.get(kind, []), *_TIS[tis]).config
+    generator = torch.Generator().manual_seed(0)
+    logp = -torch.rand(6, 7, generator=generator) * 3
+    old = logp + 0.3 * torch.randn(6, 7, generator=generator)
+    rollout = old + 0.3 * torch.randn(6, 7, generator=generator) if tis != "none" else None
+    adv = 2 * torch.randn(6, 7, generator=generator)
+    mask = (torch.rand(6, 7, generator=generator) > 0.2).float()
+    a = cfg.trainer.algorithm
+    config = types.SimpleNamespace(**{name: getattr(a, name) for name in type(a).model_fields})
+    config.max_seq_len = None
+    theirs, _ = ns[_SKYRL_LOSSES[kind]](logp, old, adv, config, loss_mask=mask, rollout_logprobs=rollout)
+    alg = lower(cfg).algorithm
+    per_token, _ = A.policy_loss(logp, old, adv, mask, alg.policy_loss_spec(), rollout_logprobs=rollout)
+    ours = A.aggregate(per_token, mask, alg.loss_aggregation)
+    assert float(ours) == pytest.approx(float(theirs), abs=1e-6)
+
+
+@pytest.mark.oracle
+@pytest.mark.parametrize("estimator", ["k1", "k2", "k3", "abs"])
+def test_kl_estimators_agree_with_skyrl_train(estimator):
+    torch = pytest.importorskip("torch")
+    from rlcfg.runtime import algorithms as A
+
+    ns = _skyrl_functions()
+    generator = torch.Generator().manual_seed(1)
+    logp = -torch.rand(4, 5, generator=generator) * 3
+    ref = logp + torch.randn(4, 5, generator=generator)
+    mask = (torch.rand(4, 5, generator=generator) > 0.2).float()
+    kl = experiment(FSDP2, f"trainer.algorithm.kl_estimator_type={estimator}").algorithm.kl
+    theirs = ns["compute_approx_kl"](logp, ref, loss_mask=mask, kl_estimator_type=estimator)
+    assert torch.allclose(A.kl_estimate(logp, ref, kl.estimator) * mask, theirs, atol=1e-6)

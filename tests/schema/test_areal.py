@@ -22,6 +22,12 @@ from tests.helpers import ROOT, TEMPLATES, assert_golden, cli, seed
 GRPO_TEMPLATE = TEMPLATES / "areal-fsdp-sglang-grpo.yaml"
 SFT_TEMPLATE = TEMPLATES / "areal-sft.yaml"
 BROKEN = ROOT / "tests" / "fixtures" / "areal" / "broken.yaml"
+PPO_TEMPLATE = TEMPLATES / "areal-fsdp-vllm-ppo.yaml"
+
+
+def findings(result) -> list:
+    """The diagnostics, without the notes on what `rlcfg run` refuses (the run-ledger tests check those)."""
+    return [d for d in result.diagnostics if d.code != "RLC118"]
 
 # ---- seed coverage -----------------------------------------------------------------------------------------
 
@@ -199,11 +205,12 @@ def test_a_config_of_documented_defaults_validates(kind, tmp_path):
     assert result.errors == 0, [d.message for d in result.diagnostics]
 
 
-@pytest.mark.parametrize("template", [GRPO_TEMPLATE, SFT_TEMPLATE])
+@pytest.mark.parametrize("template", sorted(TEMPLATES.glob("areal-*.yaml")), ids=lambda p: p.stem)
 def test_templates_are_clean(template):
     result = check_file(str(template))
     assert result.dialect == "areal"
-    assert result.diagnostics == []
+    # Nothing to fix; what `rlcfg run` refuses is listed as notes (tests below).
+    assert [d for d in result.diagnostics if d.code != "RLC118"] == []
     first = template.read_text().splitlines()[0]
     assert first == "# yaml-language-server: $schema=../schemas/areal.schema.json"
     assert f"rlcfg validate templates/{template.name}" in template.read_text()
@@ -247,7 +254,7 @@ stats_logger: {experiment_name: x, trial_name: y, fileroot: /tmp, trackio: {mode
 
 def test_the_1_0_layout_validates():
     result = check_text(V1_GRPO, "v1.yaml")
-    assert result.diagnostics == [], [d.message for d in result.diagnostics]
+    assert findings(result) == [], [d.message for d in result.diagnostics]
     assert result.summary == "GRPO, FSDP training, SGLang rollout, per-engine backends on 8 GPUs"
 
 
@@ -263,13 +270,13 @@ def test_the_1_0_sft_layout_names_the_model_actor():
 def test_v0_3_keys_in_a_1_0_config_are_flagged():
     # AReaL 1.0 stops at load on a v0.3 key (it used to be a warning here: a false acceptance).
     result = check_text(V1_GRPO + "async_training: false\n", "v1.yaml")
-    assert [(d.code, d.path) for d in result.diagnostics] == [("RLC113", "async_training")]
+    assert [(d.code, d.path) for d in findings(result)] == [("RLC113", "async_training")]
     assert result.errors == 1 and result.release == "1.0"
 
 
 def test_a_bare_v0_3_backend_name_is_accepted():
     result = check_file(str(GRPO_TEMPLATE), ["+actor.backend=fsdp"])
-    assert result.diagnostics == []
+    assert findings(result) == []
 
 
 # ---- kind detection ----------------------------------------------------------------------------------------
@@ -357,6 +364,7 @@ RULE_CASES = {
                            ("RLC202", "recover.mode")),
     "areal/micro-batch-tokens": (GRPO_TEMPLATE, ["++actor.mb_spec.max_tokens_per_mb=512"],
                                  ("RLC303", "actor.mb_spec.max_tokens_per_mb")),
+    "areal/run-ledger": (PPO_TEMPLATE, ["actor.temperature=0.7"], ("RLC118", "actor.temperature")),
 }
 
 
@@ -406,13 +414,13 @@ def test_the_batch_rule_speaks_only_of_a_batch_size_the_user_wrote():
 
 def test_idle_gpus_are_a_warning():
     result = check_file(str(GRPO_TEMPLATE), ["allocation_mode=sglang.d2p1t1+d4p1t1"])
-    assert [(d.code, d.severity.value) for d in result.diagnostics] == [("RLC404", "warning")]
+    assert [(d.code, d.severity.value) for d in findings(result)] == [("RLC404", "warning")]
 
 
 def test_the_default_cluster_is_not_checked():
     # The seed's default cluster (32 nodes × 8 GPUs) describes no real machine; only a written one counts.
     text = SFT_TEMPLATE.read_text().replace("  n_nodes: 1\n  n_gpus_per_node: 8\n", "")
-    assert check_text(text, "sft.yaml").diagnostics == []
+    assert findings(check_text(text, "sft.yaml")) == []
 
 
 def test_the_v0_3_dapo_example_allocation_is_rejected_with_a_fix():
@@ -637,7 +645,7 @@ def test_pipelines_rlcfg_does_not_model_are_named(data, name):
 def test_an_underscore_in_the_experiment_name_is_accepted():
     # AReaL documents "no `_`" but never checks it, and 13 of its own examples use one.
     result = check_file(str(GRPO_TEMPLATE), ["experiment_name=gsm8k_grpo"])
-    assert result.diagnostics == []
+    assert findings(result) == []
 
 
 def test_a_reference_model_that_is_never_built_takes_no_gpus():
@@ -694,3 +702,105 @@ def test_the_1_0_defaults_are_areals():
         for key, value in values.items():
             found = [k for k in inventory if k.endswith("." + key) or k == key]
             assert found and any(inventory[k]["default"] == value for k in found), (cls, key)
+
+
+# ---- the run ledger -------------------------------------------------------------------------------------------
+
+from rlcfg.schema.ledger import fates  # noqa: E402
+
+# The GRPO template as a 1.0 document (its 0.3-only keys removed), with per-engine backends.
+V1 = ("~async_training", "~actor.group_size", "~actor.behav_imp_weight_cap", "~launcher", "+actor.backend=fsdp:d4p1t1",
+      "+rollout.backend=sglang:d4p1t1", "+ref.backend=${actor.backend}", "+ref.scheduling_strategy.type=colocation",
+      "+ref.scheduling_strategy.target=actor")
+
+
+def refused_paths(path, *overrides) -> set[str]:
+    result = check_file(str(path), list(overrides))
+    assert result.errors == 0, [d.message for d in result.diagnostics if d.severity.name == "ERROR"]
+    return {d.path for d in result.diagnostics if d.code == "RLC118"}
+
+
+def test_every_key_declares_its_fate():
+    assert areal.DIALECT.ledger_complete
+    for root in areal.DIALECT.variants().values():
+        assert all(fate is not None for _path, fate in fates(root))
+
+
+def test_fates_of_the_algorithm_keys():
+    found = dict(fates(areal.GRPOConfig))
+    honored = ["actor.eps_clip", "actor.eps_clip_higher", "actor.c_clip", "actor.use_decoupled_loss",
+               "actor.behav_imp_weight_cap", "actor.rejection_sampling.upper", "actor.use_sapo_loss",
+               "actor.importance_sampling_level", "actor.kl_ctl", "actor.kl_estimator", "actor.reward_norm.mean_level",
+               "actor.mask_no_eos_with_zero", "actor.overlong_reward_penalty", "actor.temperature", "gconfig.top_p",
+               "ref.path", "ref.temperature", "critic.eps_clip"]
+    refused = ["rollout.max_head_offpolicyness", "actor.m2_threshold", "actor.prox_logp_method",
+               "actor.dynamic_sampling", "actor.rejection_sampling.lower", "actor.rejection_sampling.level",
+               "gconfig.frequency_penalty", "gconfig.min_new_tokens", "gconfig.stop_token_ids", "teacher",
+               "actor.use_lora", "rollout.agent"]
+    inert = ["async_training", "stats_logger.swanlab.project", "sglang.log_level", "actor.attn_impl",
+             "ref.eps_clip", "ref.use_decoupled_loss", "ref.gradient_checkpointing", "teacher.path"]
+    for kind, keys in (("honored", honored), ("refused", refused), ("inert", inert)):
+        for key in keys:
+            assert found[tuple(key.split("."))].kind == kind, key
+
+
+def test_the_templates_refusals():
+    # The v0.3 template trains asynchronously (off-policy by up to 2 versions) and saves by epoch.
+    refused = refused_paths(GRPO_TEMPLATE)
+    assert {"rollout.max_head_offpolicyness", "saver.freq_epochs", "evaluator.freq_epochs",
+            "actor.disable_dropout"} <= refused
+    assert not {"actor.eps_clip", "actor.reward_norm", "actor.temperature", "async_training",
+                "actor.use_decoupled_loss"} & refused
+    # The 1.0 PPO template is synchronous and saves by steps: none of its algorithm settings is refused.
+    assert not {p for p in refused_paths(PPO_TEMPLATE) if p.startswith(("actor.", "rollout.", "gconfig."))
+                and not p.startswith("actor.rejection_sampling.")}
+
+
+def test_synchronous_on_policy_rollouts_run():
+    assert "rollout.max_head_offpolicyness" not in refused_paths(GRPO_TEMPLATE, "rollout.max_head_offpolicyness=0")
+    # async_training alone changes only timing when no rollout may be stale.
+    assert "async_training" not in refused_paths(GRPO_TEMPLATE, "rollout.max_head_offpolicyness=0",
+                                                 "async_training=false")
+
+
+@pytest.mark.parametrize("overrides, path", [
+    (("actor.use_decoupled_loss=false", "~actor.behav_imp_weight_cap", "actor.recompute_logprob=false"),
+     "actor.recompute_logprob"),
+    (("actor.temperature=0.7",), "actor.temperature"),
+    (("gconfig.greedy=true",), "actor.temperature"),
+    (("actor.reward_norm.mean_level=batch",), "actor.reward_norm"),
+    (("actor.reward_norm.group_size=8",), "actor.reward_norm.group_size"),
+    (("actor.adv_norm.mean_level=group", "+actor.adv_norm.group_size=4"), "actor.adv_norm"),
+    (("+actor.adv_norm.eps=0.1",), "actor.adv_norm"),
+    (("actor.kl_ctl=0.0", "+actor.discount=0.9"), "actor.discount"),
+    (("+actor.mask_no_eos_with_zero=true",), "actor.mask_no_eos_with_zero"),
+    (("+actor.overlong_reward_penalty=true", "+actor.overlong_tokens=128", "+actor.overlong_penalty_factor=1.0",
+      "+actor.max_new_tokens=2048"), "actor.max_new_tokens"),
+    (("rollout.consumer_batch_size=512",), "rollout.consumer_batch_size"),
+    (("+gconfig.max_tokens=1500",), "gconfig.max_tokens"),
+    (("actor.optimizer.warmup_steps_proportion=0.05",), "actor.optimizer.warmup_steps_proportion"),
+    (("actor.optimizer.lr_scheduler_type=cosine", "actor.ppo_n_minibatches=4"), "actor.optimizer.lr_scheduler_type"),
+])
+def test_combinations_the_runtime_computes_otherwise_are_refused(overrides, path):
+    assert path in refused_paths(GRPO_TEMPLATE, *overrides)
+
+
+def test_combinations_refused_in_1_0():
+    # AReaL 1.0's decoupled loss applies no behaviour weight without rejection_sampling; rlcfg's always does.
+    assert "actor.use_decoupled_loss" in refused_paths(GRPO_TEMPLATE, *V1)
+    assert "actor.use_decoupled_loss" not in refused_paths(GRPO_TEMPLATE, *V1, "+actor.rejection_sampling.upper=5.0")
+    assert "actor.importance_sampling_level" in refused_paths(
+        GRPO_TEMPLATE, *V1, "actor.use_decoupled_loss=false", "+actor.use_sapo_loss=true",
+        "+actor.importance_sampling_level=sequence")
+    assert "critic.ppo_n_minibatches" in refused_paths(PPO_TEMPLATE, "critic.ppo_n_minibatches=4")
+    assert "actor.reward_norm" in refused_paths(PPO_TEMPLATE, "+actor.reward_norm.mean_level=group",
+                                                "+actor.reward_norm.std_level=group",
+                                                "+actor.reward_norm.group_size=4")
+
+
+def test_a_v0_3_config_rlcfg_runs_as_written_has_no_refusal():
+    refused = refused_paths(GRPO_TEMPLATE, "rollout.max_head_offpolicyness=0", "actor.kl_ctl=0.0", "~ref",
+                            "~actor.disable_dropout", "saver.freq_epochs=null", "saver.freq_steps=50",
+                            "evaluator.freq_epochs=null", "evaluator.freq_steps=50", "+ref.experiment_name=x",
+                            "+ref.trial_name=y")
+    assert refused == set()

@@ -259,7 +259,37 @@ RULE_CASES = [
     ("skyrl/registered-names", ["trainer.algorithm.advantage_estimator=grp0"],
      "RLC202", "warning", "trainer.algorithm.advantage_estimator", ["`grp0`"]),
     ("skyrl/grpo-needs-samples", ["generator.n_samples_per_prompt=1"],
-     "RLC306", "warning", "generator.n_samples_per_prompt", ["`grpo`", "is 1"]),
+     "RLC306", "warning", "generator.n_samples_per_prompt", ["`grpo`", "is 1", "raw score"]),
+    ("skyrl/grpo-needs-samples", ["generator.n_samples_per_prompt=1", "trainer.algorithm.advantage_estimator=rloo"],
+     "RLC306", "warning", "generator.n_samples_per_prompt", ["`rloo`", "every advantage is 0"]),
+    # Values `rlcfg run` refuses for a key it otherwise runs (notes, RLC118; `rlcfg run` stops on them).
+    ("skyrl/run-refusals", ["trainer.algorithm.policy_loss_type=cross_entropy"],
+     "RLC118", "note", "trainer.algorithm.policy_loss_type", ["'cross_entropy'", "sums", "loss_reduction"]),
+    ("skyrl/run-refusals", ["trainer.algorithm.policy_loss_type=my_loss"],
+     "RLC118", "note", "trainer.algorithm.policy_loss_type", ["'my_loss'", "custom loss"]),
+    ("skyrl/run-refusals", ["trainer.algorithm.advantage_estimator=my_estimator"],
+     "RLC118", "note", "trainer.algorithm.advantage_estimator", ["'my_estimator'", "custom estimator"]),
+    ("skyrl/run-refusals", ["generator.n_samples_per_prompt=1"],
+     "RLC118", "note", "trainer.algorithm.advantage_estimator", ["'grpo'", "advantage 0"]),
+    ("skyrl/run-refusals", ["trainer.algorithm.loss_reduction=seq_mean_token_sum_norm"],
+     "RLC118", "note", "trainer.algorithm.loss_reduction", ["'seq_mean_token_sum_norm'", "constant length"]),
+    ("skyrl/run-refusals", ["trainer.algorithm.loss_reduction=sequence_mean",
+                            "generator.apply_overlong_filtering=true"],
+     "RLC118", "note", "trainer.algorithm.loss_reduction", ["'sequence_mean'", "apply_overlong_filtering"]),
+    ("skyrl/run-refusals", ["+generator.sampling_params.presence_penalty=0.5"],
+     "RLC118", "note", "generator.sampling_params.presence_penalty", ["0.5", "sampling parameters"]),
+    ("skyrl/run-refusals", ["+generator.eval_sampling_params.additional_kwargs.min_tokens=4"],
+     "RLC118", "note", "generator.eval_sampling_params.additional_kwargs", ["min_tokens", "sampling parameters"]),
+    ("skyrl/run-refusals", ["generator.apply_overlong_filtering=true", "generator.sampling_params.stop=[</answer>]"],
+     "RLC118", "note", "generator.apply_overlong_filtering", ["stop string", "EOS"]),
+    ("skyrl/run-refusals", ["trainer.policy.optimizer_config.scheduler=polynomial"],
+     "RLC118", "note", "trainer.policy.optimizer_config.scheduler", ["'polynomial'", "constant_with_warmup"]),
+    ("skyrl/run-refusals", ["+generator.engine_init_kwargs.swap_space=4"],
+     "RLC118", "note", "generator.engine_init_kwargs.swap_space", ["= 4 (an integer)", "vllm", "max_model_len"]),
+    ("skyrl/run-refusals", ["trainer.critic.model.path=critic", "trainer.algorithm.advantage_estimator=gae",
+                            "trainer.placement.critic_num_gpus_per_node=4"],
+     "RLC118", "note", "trainer.critic_mini_batch_size", ["1024 / 256", "one optimizer step"]),
+
     ("skyrl/kl-controller", ["trainer.algorithm.kl_ctrl.type=adaptive", "trainer.algorithm.kl_ctrl.horizon=0"],
      "RLC201", "error", "trainer.algorithm.kl_ctrl.horizon", ["got 0"]),
     ("skyrl/max-seq-len-derived", ["trainer.algorithm.loss_reduction=seq_mean_token_sum_norm"],
@@ -367,6 +397,64 @@ def test_rule(rule, overrides, code, severity, path, words):
     assert found[0].hint, "every finding says how to fix it"
     if rule.startswith("skyrl/"):
         assert found[0].rule == rule
+
+
+def test_tis_outside_the_clipped_losses_is_refused_up_to_030():
+    overrides = ["trainer.algorithm.use_tis=true", "trainer.algorithm.tis_imp_ratio_cap=2.0",
+                 "trainer.algorithm.policy_loss_type=gspo"]
+    old = check_file(str(TEMPLATE), overrides, env=HOST_ENV, release="0.3.0")
+    [note] = [d for d in old.diagnostics if d.code == "RLC118" and d.path == "trainer.algorithm.policy_loss_type"]
+    assert "skyrl-train 0.3.0" in note.message and "regular/dual_clip" in note.message
+    # From v0.4.0 GSPO applies the off-policy correction as well: rlcfg runs it.
+    new = check_file(str(TEMPLATE), overrides, env=HOST_ENV)
+    assert not [d for d in new.diagnostics if d.code == "RLC118"]
+
+
+def test_the_critic_in_one_mini_batch_is_run():
+    """critic_mini_batch_size equal to train_batch_size is the one critic schedule rlcfg runs as skyrl-train does."""
+    result = check_file(str(TEMPLATES / "skyrl-ppo-fsdp-vllm.yaml"), [], env=HOST_ENV)
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"]
+
+
+@pytest.mark.parametrize("override, key", [
+    ("trainer.algorithm.kl_ctrl.type=adaptive", "trainer.algorithm.kl_ctrl.type"),
+    ("trainer.algorithm.zero_variance_filter=true", "trainer.algorithm.zero_variance_filter"),
+    ("trainer.algorithm.dynamic_sampling.type=replace", "trainer.algorithm.dynamic_sampling.type"),
+    ("trainer.algorithm.advantage_batch_normalize=true", "trainer.algorithm.advantage_batch_normalize"),
+    ("generator.sampling_params.repetition_penalty=1.1", "generator.sampling_params.repetition_penalty"),
+    ("trainer.algorithm.off_policy_correction.sequence_mask_metric=geometric",
+     "trainer.algorithm.off_policy_correction.sequence_mask_metric"),
+    ("generator.max_turns=2", "generator.max_turns"),
+    ("trainer.policy.model.lora.rank=8", "trainer.policy.model.lora.rank"),
+    ("environment.env_class=text2sql", "environment.env_class"),
+])
+def test_settings_rlcfg_run_does_not_run_are_refused(override, key):
+    result = check_file(str(TEMPLATE), [override], env=HOST_ENV)
+    assert [d for d in result.diagnostics if d.code == "RLC118" and d.path == key], [
+        f"{d.code} {d.path}: {d.message}" for d in result.diagnostics]
+
+
+def test_the_ledger_of_each_algorithm_setting():
+    from rlcfg.schema.base import field_fate
+
+    def fate(key):
+        info, owner = field_at(ROOT_MODEL, split_dotted(key))
+        return field_fate(info, owner).kind
+
+    honored = ["trainer.algorithm.policy_loss_type", "trainer.algorithm.use_tis", "trainer.algorithm.tis_imp_ratio_cap",
+               "trainer.algorithm.off_policy_correction.tis_ratio_type", "trainer.algorithm.cispo.cispo_eps_clip_high",
+               "trainer.algorithm.sapo.tau_neg", "trainer.algorithm.clip_cov.clip_ratio",
+               "trainer.algorithm.kl_cov.kl_cov_frac", "generator.zero_reward_on_non_stop",
+               "generator.apply_overlong_filtering", "trainer.algorithm.use_kl_in_reward", "trainer.algorithm.lambd"]
+    refused = ["trainer.algorithm.kl_ctrl.type", "trainer.algorithm.zero_variance_filter",
+               "trainer.algorithm.dynamic_sampling.type", "trainer.algorithm.advantage_batch_normalize",
+               "generator.sampling_params.repetition_penalty", "generator.eval_n_samples_per_prompt",
+               "trainer.update_ref_every_epoch"]
+    inert = ["trainer.algorithm.kl_ctrl.kl_target", "trainer.algorithm.dynamic_sampling.max_sample_batches",
+             "trainer.algorithm.normalize_reward", "trainer.log_path", "trainer.algorithm.max_seq_len"]
+    assert [fate(k) for k in honored] == ["honored"] * len(honored)
+    assert [fate(k) for k in refused] == ["refused"] * len(refused)
+    assert [fate(k) for k in inert] == ["inert"] * len(inert)
 
 
 def test_every_rule_has_a_test():
