@@ -1,22 +1,37 @@
 """ChatLearn → Experiment.
 
-ChatLearn's models map to rlcfg's roles: policy_trainer → actor, policy → rollout, ref_policy → reference,
-reward → reward (rule-based, on CPUs). Its derivations are reproduced: FSDP shards over all of a model's GPUs
-whatever `fsdp_size` says; the advantage group is the rollout's `num_inference_per_prompt`; one episode is one
-training step of `sample_per_episode` samples; the response limit is `max_response_tokens_length` (ChatLearn main) or
-`max_new_tokens` (1.2.0), and main's sequence limit is the prompt limit plus the response limit.
+ChatLearn's models map to rlcfg's roles: policy_trainer → actor, policy → rollout, ref_policy → reference (only when
+the trainer's loss reads its log-probs), reward → reward (rule-based, on CPUs). Its derivations are reproduced: FSDP
+shards over all of a model's GPUs whatever `fsdp_size` says; the advantage group is the rollout's
+`num_inference_per_prompt`; one episode is one training step of `sample_per_episode` samples; ChatLearn main's
+response limit is `max_response_tokens_length` and its sequence limit the prompt limit plus the response limit;
+ChatLearn 1.2.0 gives each prompt `seq_length` minus its length for the response (`max_new_tokens` is never read;
+`rlcfg run` refuses that budget, and the plan sizes with its longest case); a prompt is kept when it is shorter than
+its limit.
+
+The algorithm is ChatLearn's GRPO (chatlearn/algorithm/grpo_utils): advantages are (reward − group mean) / (population
+std + 1e-5) (advantage_compute.py); the policy loss is calculate_grpo_loss (loss_gallery.py): the log-ratio clamped
+above at `diff_clip_ratio`, PPO's clip with `neg_clip_ratio`/`pos_clip_ratio`, then each token's loss capped at
+`final_clip_ratio`; averaged over the tokens of the global batch. The trainers differ: the FSDP trainer
+(policy_trainer.py) adds `kl_coef`·KL (k3, clamped to ±10) and subtracts `entropy_coef`·entropy and ignores
+`use_group_sequence_policy`; the Megatron trainer (megatron_utils/train_helper.py) runs calculate_gspo_loss with
+`use_group_sequence_policy` and back-propagates the policy loss alone, whatever kl_coef and entropy_coef say.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Offload, Optimizer,
-                      Parallelism, Resources, Role, Sampling, Schedule)
-from rlcfg.schema.chatlearn import (FSDPOptions, MegatronOptions, colocation_groups, prompt_limit, response_limit,
-                                    sequence_limit)
+from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model,
+                      Offload, Optimizer, Parallelism, PolicyOptions, Resources, Role, Sampling, Schedule)
+from rlcfg.schema.chatlearn import (FSDPOptions, MegatronOptions, MegatronPolicyTrainer, colocation_groups,
+                                    prompt_limit, response_limit, sequence_limit)
 
 ROLE_OF_MODEL = {"policy_trainer": "actor", "policy": "rollout", "ref_policy": "reference", "reward": "reward"}
+PT, REF = "models.policy_trainer", "models.ref_policy"
+# The data ChatLearn reads: the `prompt` of each record (chat messages are rendered with the chat template) and the
+# answer at reward_model.ground_truth (chatlearn/data/prompt_dataset.py PromptPipeline).
+PROMPT_KEY, ANSWER_KEY = "prompt", "reward_model.ground_truth"
 
 
 def _parallelism(model: Any) -> Parallelism:
@@ -34,11 +49,51 @@ def _dtype(model: Any) -> str:
     return "float32" if isinstance(model, MegatronOptions) and not model.bf16 else "bfloat16"
 
 
+def _packing_budget(model: Any) -> int | None:
+    budget = model.max_token_in_packing
+    return budget if model.packing else None
+
+
+def group_size(cfg: Any) -> int:
+    """The GRPO group: the rollout's responses per prompt. ChatLearn main's AdvantageComputer normalises a reward with
+    all the rewards it holds for the prompt, and lets them go once runtime_args.num_inference_per_prompt of them have
+    arrived: at or below the rollout's count that is one episode's group, the same as rlcfg's; above it `rlcfg run`
+    refuses (chatlearn/run-refusals), since a prompt drawn again later would share its earlier rewards."""
+    rollout = cfg.models.policy.num_inference_per_prompt
+    if cfg.runtime_args.num_inference_per_prompt > rollout:
+        pass  # refused before a run; `rlcfg plan` shows the episode's own group
+    return rollout
+
+
+def algorithm(cfg: Any) -> Algorithm:
+    """ChatLearn's GRPO as the trainer of `runtime_args.train_backend` computes it (see the module's docstring)."""
+    rt, trainer, policy = cfg.runtime_args, cfg.models.policy_trainer, cfg.models.policy
+    megatron = isinstance(trainer, MegatronPolicyTrainer)
+    # The Megatron trainer back-propagates only `pg_loss` (train_helper.py: require_bp_keys); the FSDP trainer adds
+    # the KL and entropy terms when their coefficients are above 0 (policy_trainer.py train_step).
+    kl_coef = 0.0 if megatron else trainer.kl_coef
+    entropy_coef = 0.0 if megatron else trainer.entropy_coef
+    # Only the Megatron trainer calls calculate_gspo_loss; the FSDP one always calls calculate_grpo_loss.
+    gspo = megatron and trainer.use_group_sequence_policy
+    return Algorithm(
+        advantage="grpo", group_size=group_size(cfg), normalize_advantage_std=True,
+        policy_loss="gspo" if gspo else "regular",
+        clip_low=trainer.neg_clip_ratio, clip_high=trainer.pos_clip_ratio,
+        loss_aggregation="token-mean",
+        kl=KL(placement="loss" if kl_coef > 0 else "none", coef=kl_coef, estimator="low_var_kl"),
+        entropy_coef=entropy_coef, ppo_epochs=rt.num_training_epoch,
+        advantage_options=AdvantageOptions(std="population", eps=1e-5),
+        # calculate_grpo_loss / calculate_gspo_loss: torch.clamp(log_ratio, max=diff_clip_ratio) (no lower clamp:
+        # rlcfg keeps its −20 there, where the ratio is below 2e-9), and min(loss, final_clip_ratio) per token.
+        policy_options=PolicyOptions(log_ratio_max=trainer.diff_clip_ratio, loss_cap=trainer.final_clip_ratio),
+    )
+
+
 def lower(cfg: Any) -> Experiment:
     rt, models = cfg.runtime_args, cfg.models
     trainer, ref, policy, reward = models.policy_trainer, models.ref_policy, models.policy, models.reward
     train_backend = rt.train_backend
-    group = policy.num_inference_per_prompt
+    alg = algorithm(cfg)
 
     actor = Role(
         name="actor", backend=train_backend,
@@ -49,6 +104,8 @@ def lower(cfg: Any) -> Experiment:
         offload=Offload(params=trainer.free_gpu_memory.offload_weights,
                         optimizer=trainer.free_gpu_memory.offload_optimizer_states,
                         grads=trainer.free_gpu_memory.free_grad_buffers),
+        # ChatLearn's FSDP trainer has no learning-rate schedule; the Megatron one's equals lr throughout only when
+        # min_lr is lr (`rlcfg run` refuses the others).
         optimizer=Optimizer(lr=trainer.optimizer.lr, weight_decay=trainer.optimizer.weight_decay,
                             betas=(trainer.optimizer.adam_beta1, trainer.optimizer.adam_beta2),
                             grad_clip=trainer.optimizer.clip_grad or None, min_lr=trainer.optimizer.min_lr),
@@ -57,7 +114,11 @@ def lower(cfg: Any) -> Experiment:
         gradient_checkpointing=getattr(trainer, "gradient_checkpointing", False)
         or getattr(trainer, "recompute_granularity", None) is not None,
         sequence_packing=trainer.packing,
-        max_tokens_per_micro_batch=trainer.max_token_in_packing if trainer.packing else None,
+        max_tokens_per_micro_batch=_packing_budget(trainer),
+        section=PT,
+        keys=(("micro_batch_size", "runtime_args.train_micro_batch_size"),
+              ("forward_micro_batch_size", f"{PT}.generation_batch_size"),
+              ("max_tokens_per_micro_batch", f"{PT}.max_token_in_packing")),
     )
     engine: dict[str, Any] = {
         "max_num_seqs": policy.generation_batch_size,
@@ -76,6 +137,7 @@ def lower(cfg: Any) -> Experiment:
         parallelism=Parallelism(tp=policy.tensor_model_parallel_size),
         offload=Offload(params=policy.free_gpu_memory.offload_weights),
         engine=tuple(sorted(engine.items())),
+        section="models.policy",
     )
     reference = Role(
         name="reference", backend=train_backend,
@@ -85,41 +147,44 @@ def lower(cfg: Any) -> Experiment:
         offload=Offload(params=ref.free_gpu_memory.offload_weights),
         forward_micro_batch_size=ref.generation_batch_size,
         sequence_packing=ref.packing,
-        max_tokens_per_micro_batch=ref.max_token_in_packing if ref.packing else None,
+        max_tokens_per_micro_batch=_packing_budget(ref),
+        section=REF,
+        keys=(("forward_micro_batch_size", f"{REF}.generation_batch_size"),
+              ("max_tokens_per_micro_batch", f"{REF}.max_token_in_packing")),
     )
-    reward_role = Role(name="reward", backend="rule", resources=Resources(gpus=reward.num_gpu, cpus=reward.num_cpu))
+    reward_role = Role(name="reward", backend="rule", resources=Resources(gpus=reward.num_gpu, cpus=reward.num_cpu),
+                       section="models.reward")
+    # ChatLearn always runs its reference model (for the KL metric); rlcfg starts it only when the loss reads its
+    # log-probs, and the plan shows exactly the roles the run starts.
+    with_reference = alg.kl.placement != "none"
+    roles = (actor, rollout) + ((reference,) if with_reference else ()) + (reward_role,)
+    present = {r.name for r in roles}
 
-    kl_on = trainer.kl_coef > 0
-    algorithm = Algorithm(
-        advantage="grpo", group_size=group,
-        policy_loss="gspo" if getattr(trainer, "use_group_sequence_policy", False) else "regular",
-        clip_low=trainer.neg_clip_ratio, clip_high=trainer.pos_clip_ratio,
-        kl=KL(placement="loss" if kl_on else "none", coef=trainer.kl_coef, estimator="k3"),
-        entropy_coef=trainer.entropy_coef, ppo_epochs=rt.num_training_epoch,
-    )
     sampling = Sampling(max_new_tokens=response_limit(cfg), temperature=policy.temperature, top_p=policy.top_p,
-                        top_k=policy.top_k, n=group)
+                        top_k=policy.top_k, n=alg.group_size)
     eval_sampling = Sampling(max_new_tokens=response_limit(cfg), temperature=policy.eval_temperature,
                              top_p=policy.eval_top_p, top_k=policy.eval_top_k, n=1)
     data = Data(
         train_files=tuple(p.strip() for p in rt.data_path.split(",") if p.strip()),
         eval_files=tuple(p.strip() for p in (rt.eval_data_path or "").split(",") if p.strip()),
+        prompt_key=PROMPT_KEY, answer_key=ANSWER_KEY,
         max_prompt_length=prompt_limit(cfg), shuffle=rt.data_shuffle, seed=trainer.seed,
     )
     schedule = Schedule(
-        prompts_per_step=rt.sample_per_episode // group, samples_per_step=rt.sample_per_episode,
+        prompts_per_step=rt.sample_per_episode // alg.group_size, samples_per_step=rt.sample_per_episode,
         samples_per_optimizer_step=rt.train_global_batch_size, total_steps=rt.num_episode,
         eval_interval=rt.eval_episode_interval or None, eval_before_train=rt.enable_eval_before_training,
     )
     logs = rt.log_args_dict
     backends = ("jsonl", "console") + (("tensorboard",) if logs.enable_tensorboard else ()) + (
         ("wandb",) if logs.enable_wandb else ())
-    colocation = tuple(
-        tuple(ROLE_OF_MODEL[name] for name in g if name in ROLE_OF_MODEL) for g in colocation_groups(cfg) if len(g) > 1)
+    colocation = tuple(group for group in (
+        tuple(ROLE_OF_MODEL[name] for name in g if name in ROLE_OF_MODEL and ROLE_OF_MODEL[name] in present)
+        for g in colocation_groups(cfg)) if len(group) > 1)
     return Experiment(
         name=rt.exp_name, dialect="chatlearn", variant=train_backend, cluster=Cluster(),
-        roles=(actor, rollout, reference, reward_role), colocation=colocation,
-        algorithm=algorithm, sampling=sampling, eval_sampling=eval_sampling, data=data, schedule=schedule,
+        roles=roles, colocation=colocation,
+        algorithm=alg, sampling=sampling, eval_sampling=eval_sampling, data=data, schedule=schedule,
         checkpointing=Checkpointing(directory=rt.output_dir, interval=rt.save_episode_interval,
                                     resume="latest" if rt.enable_resume_training else "none",
                                     save_hf=getattr(trainer, "save_hf", False)),

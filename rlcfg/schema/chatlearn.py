@@ -23,7 +23,9 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import model_validator
 
-from rlcfg.schema.base import Dialect, RuleSet, Section, field_at, field_releases, param, section
+from rlcfg.diagnostics import Severity
+from rlcfg.schema.base import (FATE_KEY, HONORED, Dialect, Fate, Finding, RuleSet, Section, field_at, field_releases,
+                               inert, param, refused, section)
 from rlcfg.schema.chatlearn_megatron import MegatronModelCfg
 
 MODEL_NAMES = ("policy_trainer", "ref_policy", "policy", "reward", "rollout_manager", "partial_rollout_manager")
@@ -466,6 +468,217 @@ class ChatLearnMegatron(Section):
     models: MegatronModels = section(MegatronModels, description="The GRPO models.")
 
 
+# ---- the run ledger: what `rlcfg run` does with each key (schema/base.py Fate; schema/ledger.py) ----------------
+# The model sections share ChatLearn's base classes (BaseModelConfig, PolicyTrainerConfig, ...), but a key inherited by
+# several models means a different thing in each (`seed` seeds the trainer and the rollout engines, not the rule-based
+# reward), so each concrete section declares the fate of each of its keys here, once. A section's `run_fate` covers
+# the keys it does not name. Values `rlcfg run` refuses for a key it otherwise runs (a Megatron `min_lr` below `lr`,
+# ChatLearn 1.2.0's per-prompt response budget, ...) are refused by the rule chatlearn/run-refusals below.
+
+_LOG = inert("where logs, metrics, traces or profiles go, or what the run is called; nothing computed changes")
+_PERF = inert("a speed, memory or communication knob of ChatLearn's own; what is computed is the same")
+_RAY = inert("how ChatLearn packs its Ray actors (GPUs or CPUs per process); rlcfg places one worker per GPU, and what "
+             "is computed is the same")
+_DERIVED = inert("ChatLearn derives it from num_gpu and the parallel sizes and overwrites a written value")
+_FROM_POLICY = inert("ChatLearn reads this setting from models.policy only")
+_TRAINABLE = inert("rlcfg trains models.policy_trainer and keeps every other model frozen, as ChatLearn's GRPO does; "
+                   "the flag only selects ChatLearn's batch checks and replica layout (rlcfg warns when it is off for "
+                   "the trainer or on for another model)")
+_SYNC_OF_ROLLOUT = inert("ChatLearn reads the synchronisation frequency of the model that receives the weights, "
+                         "models.policy")
+_REMOTE_CODE = inert("whether a checkpoint's own Python code may run; the model computes the same either way, and one "
+                     "that needs its own code fails to load in rlcfg rather than run differently")
+_NO_PACKING_IN_ROLLOUT = inert("ChatLearn's rollout engines do not pack samples")
+_TRAINER_LENGTHS = inert("ChatLearn sizes the trainer's sequences (Megatron's seq_length) from these; rlcfg sizes its "
+                         "trainers from the rollout's prompt and response limits (models.policy), which bound every "
+                         "sample they train on")
+_FORWARD_ONLY_SEED = inert("the reference model only runs forward passes, which use no randomness")
+_MANAGER_ONLY = inert("read only with runtime_args.use_rollout_manager or use_partial_rollout, which `rlcfg run` "
+                      "refuses")
+_LAYOUT = inert("how layers are spread over pipeline stages; the model and what it computes are the same (rlcfg "
+                "spreads them evenly)")
+_TOKENIZER = inert("rlcfg tokenizes with the Hugging Face tokenizer of models.policy_trainer.tokenizer_model (or load)")
+_DEPRECATED = inert("ChatLearn 1.2.0 marks it deprecated and never reads it")
+_STATIC_GRAPH = inert("which sequence lengths the engine captures in CUDA graphs; longer ones run eagerly and generate "
+                      "the same tokens")
+
+_SINGLE_TURN = refused("rlcfg generates one response per prompt on its own engines (a chat task); ChatLearn's agent "
+                       "tasks (multi-turn, tools) are not run")
+_SYNC_ROLLOUT = refused("rlcfg rolls out synchronously on its own engines, each step with the weights it trains; "
+                        "ChatLearn's asynchronous rollout is not run")
+_NO_PENALTY = refused("rlcfg's rollout engines (vLLM, SGLang, transformers) sample without presence, frequency or "
+                      "repetition penalties: rlcfg's sampling settings have none to pass on")
+_TEMPERATURE = refused("ChatLearn samples at this temperature but trains on the log-probs of the untempered logits; "
+                       "rlcfg's trainers divide the logits by the sampling temperature, so the loss, the KL and the "
+                       "entropy would differ (rlcfg runs ChatLearn's meaning at temperature 1.0 only)")
+_STALE_WEIGHTS = refused("rlcfg hands the rollout engines the new weights after every training step; synchronising "
+                         "only every n-th episode (rollout with older weights) is not run")
+_THINKING = refused("rlcfg renders prompts with the chat template's own defaults; rendering them with Qwen3's thinking "
+                    "mode turned on by ChatLearn is not run")
+_TEXT_ONLY = refused("rlcfg trains text-only language models built from the checkpoint's config.json; other model "
+                     "providers (vision-language) are not run")
+_FORCED_ROUTING = refused("rlcfg routes MoE tokens with the model's own router; forced balanced routing (a "
+                          "benchmarking aid) is not run")
+_PER_TOKEN_LOSS = refused("rlcfg averages the loss over the tokens of the global batch, as ChatLearn does with "
+                          "calculate_per_token_loss: true; Megatron's per-micro-batch average is not run")
+_FRESH_OPTIMIZER = refused("rlcfg loads only the weights of `load` and starts the optimizer, its schedule and the "
+                           "iteration count afresh, as ChatLearn's defaults do; resuming them from a Megatron "
+                           "checkpoint is not run")
+
+
+def _declare(cls: type[Section], fates: dict[str, Fate]) -> None:
+    """Record the run-ledger fate of keys of `cls` (inherited ones included) in their field's metadata, where
+    schema/base.py field_fate reads it. Each class holds its own copy of an inherited field."""
+    for name, fate in fates.items():
+        info = cls.model_fields[name]
+        extra = dict(info.json_schema_extra) if isinstance(info.json_schema_extra, dict) else {}
+        extra[FATE_KEY] = fate.to_json()
+        info.json_schema_extra = extra
+
+
+LogArgs.run_fate = _LOG
+EnvArgs.run_fate = inert("the Ray runtime environment ChatLearn ships with its job (files, packages, working "
+                         "directory); `rlcfg run` runs where it is started, and nothing computed changes")
+FreeGpuMemory.run_fate = HONORED
+Optimizer.run_fate = HONORED
+RolloutManager.run_fate = _MANAGER_ONLY
+PartialRolloutManager.run_fate = _MANAGER_ONLY
+Reward.run_fate = inert("ChatLearn's reward model is rule-based (the math answer check), run by CPU actors; rlcfg "
+                        "scores with the same rule, and these keys change nothing it computes")
+
+_declare(RuntimeArgs, {
+    "train_backend": HONORED, "rollout_backend": HONORED, "task_type": _SINGLE_TURN,
+    "use_rollout_manager": _SYNC_ROLLOUT,
+    "use_partial_rollout": refused("rlcfg generates each response in one go, in the step that trains on it; partial "
+                                   "rollout continues long responses over later episodes (off-policy) and is not run"),
+    "exp_name": _LOG, "colocation": HONORED, "concurrent_setup": _PERF, "debug": _LOG, "nsys": _LOG,
+    "output_dir": HONORED, "profiler_dir": _LOG, "data_path": HONORED, "eval_data_path": HONORED,
+    "data_checkpoint_path": inert("where ChatLearn saves its data loader's position; rlcfg keeps the sampler's "
+                                  "position in its own checkpoints"),
+    "num_episode": HONORED, "sample_per_episode": HONORED, "num_training_epoch": HONORED,
+    "train_micro_batch_size": HONORED, "train_global_batch_size": HONORED,
+    "num_inference_per_prompt": HONORED, "save_episode_interval": HONORED, "enable_resume_training": HONORED,
+    "raw_chat": refused("rlcfg renders each prompt with the tokenizer's chat template and hands its engines token ids; "
+                        "raw chat messages (agent tasks) are not run"),
+    "data_ratio": refused("rlcfg draws prompts uniformly from all data files together; ChatLearn's fixed number of "
+                          "prompts per file and episode is not run"),
+    "data_shuffle": HONORED,
+    "data_rerank": inert("which rollout engine generates which replica of a prompt; the samples are the same"),
+    "max_replay_episode": inert("ChatLearn's GRPO computes advantages and trains on the newest episode only, whatever "
+                                "the replay window holds (AdvantageComputer reads episode_replay_buffers[-1]); rlcfg "
+                                "trains each step on its own samples, which is the same (at 0 ChatLearn computes no "
+                                "advantages at all, which rlcfg warns about)"),
+    "replay_episode_offset": inert("it delays the replay window, and ChatLearn's GRPO reads only the newest episode of "
+                                   "it; rlcfg trains each step on its own samples (before the offset ChatLearn computes "
+                                   "no advantages, which rlcfg warns about)"),
+    "consumed_samples": refused("rlcfg's sampler starts at the first prompt, or where its own checkpoint left off; "
+                                "skipping samples by hand is not run"),
+    "max_data_ckpt_nums": inert("how many data-loader checkpoints ChatLearn keeps on disk; nothing computed changes"),
+    "load_data_checkpoint_iteration": refused("rlcfg resumes from its newest checkpoint that verifies (or "
+                                              "--resume-from), not from an iteration of ChatLearn's data loader"),
+    "stream_data_loader_type": inert("how ChatLearn's streaming loader cuts an episode's samples into batches; with "
+                                     "synchronous rollout they are the same samples"),
+    "model_type": _TEXT_ONLY, "eval_episode_interval": HONORED, "enable_eval_before_training": HONORED,
+    "bucket_size_mb_in_memory_manager": _PERF, "cpu_schedule_strategy": _RAY, "policy_to_regroup_queue": _PERF,
+    "log_args_dict": _LOG,
+})
+
+# Keys of ChatLearn's BaseModelConfig, as each model reads them.
+_MODEL_COMMON = {
+    "num_gpu": HONORED, "num_cpu": _RAY, "gpu_per_process": _RAY, "cpu_per_process": _RAY, "trainable": _TRAINABLE,
+    "packing": HONORED, "max_token_in_packing": HONORED, "generation_batch_size": HONORED,
+    "sync_frequency": _SYNC_OF_ROLLOUT, "free_gpu_memory": HONORED, "load": HONORED, "seed": HONORED,
+    "replica_dp_size": _DERIVED, "num_replica": _DERIVED, "trust_remote_code": _REMOTE_CODE,
+    "num_inference_per_prompt": _FROM_POLICY, "enable_thinking": _FROM_POLICY,
+    "max_prompt_tokens_length": _TRAINER_LENGTHS, "max_response_tokens_length": _TRAINER_LENGTHS,
+}
+_TRAINER = {
+    "optimizer": HONORED, "entropy_coef": HONORED, "kl_coef": HONORED, "pos_clip_ratio": HONORED,
+    "neg_clip_ratio": HONORED, "diff_clip_ratio": HONORED, "final_clip_ratio": HONORED,
+    "use_group_sequence_policy": HONORED,
+    "train_micro_batch_size": inert("how gradients are accumulated within a global batch; ChatLearn's loss is the "
+                                    "token mean over the global batch either way (rlcfg micro-batches by "
+                                    "runtime_args.train_micro_batch_size)"),
+}
+_FSDP = {
+    "fsdp_size": inert("ChatLearn overwrites it with num_gpu and shards over all of the model's GPUs, as rlcfg does"),
+    "ulysses_sequence_parallel_size": HONORED,
+    "meta_init": inert("how the weights reach each rank at start-up; they are the same weights"),
+    "groupgemm": _PERF, "use_expandable_segments": _PERF,
+}
+_MEGATRON = {
+    "model_provider_module": _TEXT_ONLY, "tensor_model_parallel_size": HONORED, "pipeline_model_parallel_size": HONORED,
+    "context_parallel_size": HONORED, "expert_model_parallel_size": HONORED, "expert_tensor_parallel_size": HONORED,
+    "virtual_pipeline_model_parallel_size": HONORED, "pipeline_model_parallel_layout": _LAYOUT,
+    "sequence_parallel": HONORED,
+    "seq_length": inert("ChatLearn main derives it from the prompt and response limits (rlcfg warns when a written "
+                        "value differs); rlcfg sizes its trainers from the rollout's limits, which bound every sample"),
+    "tokenizer_type": _TOKENIZER, "tokenizer_model": HONORED,
+    "megatron_model_cfg": inert("a group of architecture settings; each of its keys declares what `rlcfg run` does "
+                                "with it"),
+    "decoder_first_pipeline_num_layers": _LAYOUT, "decoder_last_pipeline_num_layers": _LAYOUT,
+    "moe_router_force_load_balancing": _FORCED_ROUTING, "bf16": HONORED,
+    "variable_seq_lengths": inert("ChatLearn sets it to `packing` whatever is written"),
+    "rerun_mode": _PERF, "use_expandable_segments": _PERF, "attention_backend": _PERF,
+    "async_tensor_model_parallel_allreduce": _DEPRECATED, "overlap_p2p_comm": _DEPRECATED,
+    "batch_p2p_comm": _DEPRECATED, "deallocate_pipeline_outputs": _DEPRECATED, "attention_softmax_in_fp32": _DEPRECATED,
+}
+_MEGATRON_POLICY_LOSS_ONLY = inert("ChatLearn's Megatron trainer computes this term for its metrics only and "
+                                   "back-propagates the policy loss alone (train_helper.py); rlcfg does the same (and "
+                                   "warns when it is set)")
+_declare(FSDPPolicyTrainer, {
+    **_MODEL_COMMON, **_TRAINER, **_FSDP, "gradient_checkpointing": HONORED, "save_hf": HONORED,
+    "use_group_sequence_policy": inert("ChatLearn's FSDP trainer always runs the GRPO loss (policy_trainer.py); rlcfg "
+                                       "does the same (and warns when it is set)"),
+})
+_declare(MegatronPolicyTrainer, {
+    **_MODEL_COMMON, **_TRAINER, **_MEGATRON, "kl_coef": _MEGATRON_POLICY_LOSS_ONLY,
+    "entropy_coef": _MEGATRON_POLICY_LOSS_ONLY, "recompute_granularity": HONORED, "recompute_method": _PERF,
+    "recompute_num_layers": _PERF, "recompute_modules": _PERF, "use_distributed_optimizer": _PERF,
+    "no_load_optim": _FRESH_OPTIMIZER, "calculate_per_token_loss": _PER_TOKEN_LOSS,
+    "gradient_accumulation_fusion": _PERF, "empty_unused_memory_level": _PERF,
+    "use_checkpoint_opt_param_scheduler": inert("read only when the scheduler state is loaded from the checkpoint "
+                                                "(no_load_scheduler: false), which `rlcfg run` refuses"),
+    "no_load_rng": inert("the RNG state of a Megatron checkpoint; ChatLearn's GRPO trains without dropout, and rlcfg "
+                         "seeds from models.policy_trainer.seed"),
+    "no_load_scheduler": _FRESH_OPTIMIZER, "finetune": _FRESH_OPTIMIZER, "distributed_timeout_minutes": _PERF,
+})
+_REFERENCE = {**_MODEL_COMMON, "seed": _FORWARD_ONLY_SEED}
+_declare(FSDPRefPolicy, {**_REFERENCE, **_FSDP})
+_declare(MegatronRefPolicy, {**_REFERENCE, **_MEGATRON, "tokenizer_model": _TOKENIZER})
+_declare(Policy, {
+    **_MODEL_COMMON, "packing": _NO_PACKING_IN_ROLLOUT, "max_token_in_packing": _NO_PACKING_IN_ROLLOUT,
+    "sync_frequency": _STALE_WEIGHTS, "num_inference_per_prompt": HONORED, "enable_thinking": _THINKING,
+    "max_prompt_tokens_length": HONORED, "max_response_tokens_length": HONORED,
+    "is_sync_mode": _SYNC_ROLLOUT, "tensor_model_parallel_size": HONORED,
+    "pipeline_model_parallel_size": inert("ChatLearn's rollout supports only 1, which rlcfg checks"),
+    "expert_model_parallel_size": inert("ChatLearn's rollout supports only 1, which rlcfg checks"),
+    "max_new_tokens": inert("ChatLearn 1.2.0 declares it but never reads it: each prompt's response may take "
+                            "seq_length minus the prompt's length tokens"),
+    "temperature": _TEMPERATURE, "top_p": HONORED, "top_k": HONORED,
+    "presence_penalty": _NO_PENALTY, "frequency_penalty": _NO_PENALTY, "repetition_penalty": _NO_PENALTY,
+    "eval_temperature": HONORED, "eval_top_p": HONORED, "eval_top_k": HONORED,
+    "eval_presence_penalty": _NO_PENALTY, "eval_frequency_penalty": _NO_PENALTY, "eval_repetition_penalty": _NO_PENALTY,
+    "vllm_prompt_key": inert("names a field of ChatLearn's own sample records between its stages; ChatLearn reads the "
+                             "data's `prompt` whatever it says, as rlcfg does"),
+    "vllm_input_ids_key": inert("names a field of ChatLearn's own sample records between its stages; the prompts are "
+                                "the same"),
+    "max_num_batched_tokens": HONORED, "max_seq_len_to_capture": _STATIC_GRAPH, "gpu_memory_utilization": HONORED,
+    "enforce_eager": HONORED,
+    "seq_length": inert("ChatLearn main overwrites it with max_prompt_tokens_length + max_response_tokens_length "
+                        "(rlcfg warns); in ChatLearn 1.2.0 it is each prompt's budget for prompt and response, which "
+                        "`rlcfg run` refuses (chatlearn/run-refusals)"),
+    "enable_stage_resume": inert("ChatLearn reloads a rollout stage's saved outputs after a restart; rlcfg resumes "
+                                 "from its checkpoints, which hold no half-done step, and generates the same way"),
+})
+_declare(Reward, {"num_gpu": HONORED, "num_cpu": HONORED})
+for _models in (FSDPModels, MegatronModels):
+    _declare(_models, {"policy_trainer": HONORED, "ref_policy": HONORED, "policy": HONORED, "reward": HONORED,
+                       "rollout_manager": _MANAGER_ONLY, "partial_rollout_manager": _MANAGER_ONLY})
+for _root in (ChatLearnFSDP, ChatLearnMegatron):
+    _declare(_root, {"env_args": EnvArgs.run_fate, "runtime_args": HONORED, "models": HONORED})
+
+
 # ---- derived quantities -------------------------------------------------------------------------------------
 
 
@@ -503,27 +716,36 @@ def colocation_groups(cfg: Any) -> list[list[str]]:
     return [list(g) for g in groups]
 
 
+def _v120_lengths(cfg: Any) -> bool:
+    """Whether the document uses ChatLearn 1.2.0's lengths (it sets `max_new_tokens`, which main refuses)."""
+    return cfg.models.policy.max_new_tokens is not None
+
+
 def response_limit(cfg: Any) -> int:
-    """The longest response: `max_new_tokens` in ChatLearn 1.2.0, `max_response_tokens_length` in ChatLearn main.
-    A document that sets `max_new_tokens` is a 1.2.0 document (main refuses the key)."""
+    """The longest response. ChatLearn main: `max_response_tokens_length`. ChatLearn 1.2.0 never reads
+    `max_new_tokens`: its engines give each prompt `seq_length` minus the prompt's length (vllm_module.py
+    generate_vllm), so the longest response is `seq_length` − 1 (`rlcfg run` refuses that per-prompt budget)."""
     p = cfg.models.policy
-    return p.max_new_tokens if p.max_new_tokens is not None else p.max_response_tokens_length
+    if _v120_lengths(cfg):
+        return max(p.seq_length - 1, 1)
+    return p.max_response_tokens_length
 
 
 def sequence_limit(cfg: Any) -> int:
     """The longest prompt + response of rollout: `seq_length` as written in ChatLearn 1.2.0; ChatLearn main overwrites
     it with max_prompt_tokens_length + max_response_tokens_length."""
     p = cfg.models.policy
-    if p.max_new_tokens is not None:
+    if _v120_lengths(cfg):
         return p.seq_length
     return p.max_prompt_tokens_length + p.max_response_tokens_length
 
 
 def prompt_limit(cfg: Any) -> int:
+    """The longest prompt ChatLearn keeps: it drops a prompt unless it is shorter than max_prompt_tokens_length (main)
+    or seq_length (1.2.0) (chatlearn/data/prompt_dataset.py PromptPipeline: `if limit > len(input_ids)`)."""
     p = cfg.models.policy
-    if p.max_new_tokens is not None:
-        return max(p.seq_length - p.max_new_tokens, 1)
-    return p.max_prompt_tokens_length
+    limit = p.seq_length if _v120_lengths(cfg) else p.max_prompt_tokens_length
+    return max(limit - 1, 1)
 
 
 # ---- rules --------------------------------------------------------------------------------------------------
@@ -1127,6 +1349,95 @@ def _wandb(cfg: Any, ctx: Any):
                           hint="export WANDB_API_KEY where the job runs (or run `wandb login` there)")
 
 
+@rules.rule("chatlearn/replay-feeds-advantages", "RLC306",
+            "ChatLearn computes GRPO advantages only for episodes that enter its replay window: with "
+            "`max_replay_episode: 0` (its default), or before `replay_episode_offset`, its trainer finds no advantages "
+            "and stops at the first step (a warning: ChatLearn accepts this at load).",
+            keys=[f"{RT}.max_replay_episode", f"{RT}.replay_episode_offset"])
+def _replay_feeds_advantages(cfg: Any, ctx: Any):
+    # chatlearn/data/data.py StreamDataset.set_dataset: the replay sample manager (AdvantageComputer) runs only when
+    # max_replay_episode > 0 and episode_id >= replay_episode_offset; the trainers read data_b["advantages"].
+    r = cfg.runtime_args
+    if r.max_replay_episode == 0:
+        where = "set" if ctx.is_set(f"{RT}.max_replay_episode") else "left at ChatLearn's default"
+        yield ctx.warning("RLC306", f"{RT}.max_replay_episode",
+                          f"runtime_args.max_replay_episode is 0 ({where}): ChatLearn then never runs its GRPO "
+                          f"advantage computation, and its trainer stops at the first step for want of the samples' "
+                          f"advantages; ChatLearn accepts this at load (rlcfg computes the advantages either way)",
+                          hint="set runtime_args.max_replay_episode: 2, as ChatLearn's templates do")
+    elif r.replay_episode_offset > 0:
+        yield ctx.warning("RLC306", f"{RT}.replay_episode_offset",
+                          f"runtime_args.replay_episode_offset is {r.replay_episode_offset}: ChatLearn computes no "
+                          f"advantages for the episodes before it, and its trainer stops at the first step; ChatLearn "
+                          f"accepts this at load (rlcfg computes the advantages either way)",
+                          hint="remove replay_episode_offset")
+
+
+@rules.rule("chatlearn/trainer-ignores", "RLC307",
+            "Settings ChatLearn's trainer of the chosen backend never reads: its Megatron trainer back-propagates the "
+            "policy loss alone (kl_coef, entropy_coef), its FSDP trainer always runs the GRPO loss "
+            "(use_group_sequence_policy).",
+            keys=[f"{PT}.kl_coef", f"{PT}.entropy_coef", f"{PT}.use_group_sequence_policy"])
+def _trainer_ignores(cfg: Any, ctx: Any):
+    t = cfg.models.policy_trainer
+    if isinstance(t, MegatronPolicyTrainer):
+        for key in ("kl_coef", "entropy_coef"):
+            if getattr(t, key) > 0:
+                term = "KL" if key == "kl_coef" else "entropy"
+                yield ctx.warning("RLC307", f"{PT}.{key}",
+                                  f"{PT}.{key} ({getattr(t, key)}) has no effect with the Megatron backend: "
+                                  f"ChatLearn's Megatron trainer computes the {term} term for its metrics only and "
+                                  f"back-propagates the policy loss alone (rlcfg does the same)",
+                                  hint="remove it, or train with the FSDP backend, whose trainer adds the term",
+                                  related=[f"{RT}.train_backend"])
+    elif t.use_group_sequence_policy:
+        yield ctx.warning("RLC307", f"{PT}.use_group_sequence_policy",
+                          f"{PT}.use_group_sequence_policy has no effect with the FSDP backend: ChatLearn's FSDP "
+                          f"trainer always runs the GRPO loss (rlcfg does the same)",
+                          hint="remove it, or train with the Megatron backend, whose trainer runs GSPO",
+                          related=[f"{RT}.train_backend"])
+
+
+def _refusal(path: str, value: Any, instead: str) -> Finding:
+    shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else value
+    return Finding("RLC118", Severity.NOTE, path, f"`rlcfg run` refuses `{path}` = {shown}: {instead}",
+                   "`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, choose a value it runs")
+
+
+@rules.rule("chatlearn/run-refusals", "RLC118",
+            "`rlcfg run` refuses what ChatLearn computes otherwise than rlcfg can: ChatLearn 1.2.0's per-prompt "
+            "response budget (seq_length minus the prompt), advantage groups that outlive an episode "
+            "(runtime_args.num_inference_per_prompt above the rollout's), and a Megatron learning rate that drops to "
+            "min_lr after the first step.",
+            keys=[f"{POL}.seq_length", f"{RT}.num_inference_per_prompt", f"{PT}.optimizer.min_lr"])
+def _run_refusals(cfg: Any, ctx: Any):
+    r, p, t = cfg.runtime_args, cfg.models.policy, cfg.models.policy_trainer
+    if ctx.release == "1.2.0":
+        # chatlearn/models/vllm_module.py (and sglang_module.py) generate_vllm at v1.2.0: max_tokens = seq_len -
+        # len(prompt_token_ids); models.policy.max_new_tokens is never read.
+        yield _refusal(f"{POL}.seq_length", p.seq_length,
+                       "ChatLearn 1.2.0 lets each prompt's response take seq_length minus the prompt's length tokens; "
+                       "rlcfg's engines take one response limit for every prompt (ChatLearn main's "
+                       "max_response_tokens_length), so responses would be cut elsewhere")
+    elif r.num_inference_per_prompt > p.num_inference_per_prompt:
+        # chatlearn/algorithm/grpo_utils/advantage_compute.py AdvantageComputer: rewards are kept per prompt_uid until
+        # runtime_args.num_inference_per_prompt of them arrived, so with fewer per episode a prompt drawn again in a
+        # later epoch is normalised together with its earlier responses.
+        yield _refusal(f"{RT}.num_inference_per_prompt", r.num_inference_per_prompt,
+                       f"ChatLearn keeps a prompt's rewards until {r.num_inference_per_prompt} have arrived, but "
+                       f"rollout makes {p.num_inference_per_prompt} per episode, so a prompt drawn again later is "
+                       f"normalised together with its earlier responses; rlcfg normalises each group of "
+                       f"{p.num_inference_per_prompt} on its own (set both to {p.num_inference_per_prompt})")
+    opt = t.optimizer
+    if isinstance(t, MegatronPolicyTrainer) and opt.min_lr != opt.lr:
+        # chatlearn/models/megatron_module.py sets Megatron's train_iters to 1, so Megatron's default linear decay
+        # (lr_decay_iters = train_iters) reaches min_lr after the first optimizer step.
+        yield _refusal(f"{PT}.optimizer.min_lr", opt.min_lr,
+                       f"ChatLearn's Megatron trainer decays the learning rate over a single iteration: the first "
+                       f"optimizer step uses lr ({opt.lr}) and every later one min_lr; rlcfg keeps lr constant (set "
+                       f"min_lr equal to lr, as ChatLearn's templates do)")
+
+
 # ---- the dialect --------------------------------------------------------------------------------------------
 
 
@@ -1141,6 +1452,7 @@ class ChatLearnDialect(Dialect):
     # Structured dataclasses refuse unknown keys at merge; the untyped trainer and reference sections refuse them
     # when ChatLearn builds their dataclass (`cls(**values)`), so every mapping is "error".
     unknown_keys = "error"
+    ledger_complete = True
 
     def variants(self) -> dict[str, type[Section]]:
         return {"fsdp": ChatLearnFSDP, "megatron": ChatLearnMegatron}

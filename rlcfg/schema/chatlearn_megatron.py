@@ -8,7 +8,7 @@ OmegaConf's MISSING are filled from the Hugging Face config; they are null here.
 
 from __future__ import annotations
 
-from rlcfg.schema.base import Section, param
+from rlcfg.schema.base import Section, inert, param, refused
 
 MAIN = ("main",)
 V120 = ("1.2.0",)
@@ -16,9 +16,22 @@ V120 = ("1.2.0",)
 _HF = "ChatLearn fills it from the Hugging Face config of `models.policy.load` when the Megatron backend starts."
 
 
+_NO_DROPOUT = refused("rlcfg trains without dropout, as ChatLearn's GRPO does at its defaults; a dropout probability "
+                      "is not run")
+_FREEZE = refused("rlcfg trains every weight of the model; freezing parts of it is not run")
+
+
 class MegatronModelCfg(Section):
-    attention_dropout: float = param(0.0, ge=0, le=1, description="Dropout probability after attention.")
-    hidden_dropout: float = param(0.0, ge=0, le=1, description="Dropout probability of the transformer's hidden state.")
+    # The run ledger: ChatLearn overwrites the architecture from the Hugging Face config.json (update_cfg), and rlcfg
+    # builds the model from that same file; the rest are kernel and communication choices.
+    run_fate = inert("ChatLearn fills the architecture from the Hugging Face config.json of models.policy.load when "
+                     "the Megatron backend starts, and rlcfg builds the model from that same file; the other keys "
+                     "choose kernels and communication, and what is computed is the same")
+
+    attention_dropout: float = param(0.0, ge=0, le=1, description="Dropout probability after attention.",
+                                     fate=_NO_DROPOUT)
+    hidden_dropout: float = param(0.0, ge=0, le=1, description="Dropout probability of the transformer's hidden state.",
+                                  fate=_NO_DROPOUT)
     num_layers: int | None = param(None, ge=1, description=f"Transformer layers. {_HF}")
     hidden_size: int | None = param(None, ge=1, description=f"Hidden size. {_HF}")
     num_attention_heads: int | None = param(None, ge=1, description=f"Attention heads. {_HF}")
@@ -98,9 +111,9 @@ class MegatronModelCfg(Section):
     overlap_moe_expert_parallel_comm: bool = param(False, releases=MAIN, description="Overlap expert-parallel "
                                                                                      "all-to-all in the 1F1B stage.")
     enable_experimental: bool = param(False, releases=MAIN, description="Megatron's experimental features.")
-    freeze_LM: bool = param(False, releases=MAIN, description="Freeze the language-model layers.")
-    freeze_ViT: bool = param(False, releases=MAIN, description="Freeze the vision encoder.")
-    freeze_VP: bool = param(False, releases=MAIN, description="Freeze the vision projection.")
+    freeze_LM: bool = param(False, releases=MAIN, description="Freeze the language-model layers.", fate=_FREEZE)
+    freeze_ViT: bool = param(False, releases=MAIN, description="Freeze the vision encoder.", fate=_FREEZE)
+    freeze_VP: bool = param(False, releases=MAIN, description="Freeze the vision projection.", fate=_FREEZE)
     hybrid_override_pattern: str | None = param(None, releases=MAIN, description="Layer pattern of a hybrid "
                                                                                  "(attention/Mamba) model.")
     is_hybrid_model: bool = param(False, releases=MAIN, description="The model mixes attention and Mamba layers.")

@@ -664,7 +664,7 @@ _TIS = {"none": [], "token": ["trainer.algorithm.off_policy_correction.tis_ratio
 
 def _skyrl_functions():
     """skyrl-train's loss functions at its last commit, taken from the mirror's source and run with the two small
-    helpers they import from torch_utils (masked_mean, safe_exp_delta: copied verbatim)."""
+    helpers they import from torch_utils (masked_mean, safe_exp_delta), read from the mirror too."""
     import ast
     import os
     import subprocess

@@ -427,7 +427,9 @@ def test_agent_task_needs_async_sglang_and_the_rollout_manager():
     assert_finds(found, "RLC306", "runtime_args.task_type", "asynchronous SGLang")
     ok = findings(FSDP_TEMPLATE, "runtime_args.task_type=agent", "runtime_args.use_rollout_manager=true",
                   "runtime_args.rollout_backend=sglang", "models.policy.is_sync_mode=false")
-    assert not [f for f in ok if f[1].startswith("runtime_args.")]
+    assert not [f for f in ok if f[1].startswith("runtime_args.") and f[0] != "RLC118"]
+    # ChatLearn loads and runs it; `rlcfg run` does not (the run ledger), and says so as notes.
+    assert {f[1] for f in ok if f[0] == "RLC118"} >= {"runtime_args.task_type", "runtime_args.use_rollout_manager"}
 
 
 def test_unknown_choice_of_a_string_key():
@@ -440,3 +442,78 @@ def test_models_need_gpus():
     result = check_text(text, "cl.yaml", env=HOST_ENV)
     assert ("RLC306", "models.ref_policy.num_gpu") in [(d.code, d.path) for d in result.diagnostics]
     assert "ChatLearn's default" in next(d.message for d in result.diagnostics if d.path == "models.ref_policy.num_gpu")
+
+
+# ---- the run ledger: what `rlcfg run` refuses ------------------------------------------------------------------
+
+
+def refusals(template: str, *overrides: str) -> set[str]:
+    return {path for code, path, _ in findings(template, *overrides) if code == "RLC118"}
+
+
+def test_templates_run_as_written():
+    assert not refusals(FSDP_TEMPLATE) and not refusals(MEGATRON_TEMPLATE)
+
+
+def test_advantage_groups_that_outlive_an_episode_are_refused():
+    # AdvantageComputer keeps a prompt's rewards until runtime_args.num_inference_per_prompt have arrived
+    # (the template links models.policy.num_inference_per_prompt to the runtime's, so the rollout's is overridden)
+    key = "runtime_args.num_inference_per_prompt"
+    assert key in refusals(FSDP_TEMPLATE, "models.policy.num_inference_per_prompt=16")  # the runtime's stays 32
+    assert key not in refusals(FSDP_TEMPLATE, "models.policy.num_inference_per_prompt=32", f"{key}=16")  # closes
+    assert key not in refusals(FSDP_TEMPLATE, f"{key}=64")  # both 64
+
+
+def test_megatron_min_lr_below_lr_is_refused():
+    key = "models.policy_trainer.optimizer.min_lr"
+    assert key in refusals(MEGATRON_TEMPLATE, f"{key}=0")
+    assert key not in refusals(MEGATRON_TEMPLATE)  # the template keeps min_lr = lr, as ChatLearn's templates do
+    assert key not in refusals(FSDP_TEMPLATE, f"{key}=0")  # ChatLearn's FSDP trainer has no schedule
+
+
+@pytest.mark.parametrize("override", [
+    "models.policy_trainer.finetune=false", "models.policy_trainer.no_load_optim=false",
+    "models.policy_trainer.no_load_scheduler=false", "models.policy_trainer.model_provider_module=qwen2_5_vl",
+    "models.policy_trainer.moe_router_force_load_balancing=true",
+    "models.policy_trainer.megatron_model_cfg.hidden_dropout=0.1",
+    "models.policy_trainer.megatron_model_cfg.freeze_LM=true",
+])
+def test_megatron_settings_rlcfg_does_not_run_are_refused(override):
+    assert override.split("=")[0] in refusals(MEGATRON_TEMPLATE, override)
+
+
+@pytest.mark.parametrize("override", [
+    "runtime_args.use_partial_rollout=true", "runtime_args.model_type=vlm",
+    "runtime_args.data_ratio=[1,2]", "models.policy.is_sync_mode=false", "models.policy.sync_frequency=2",
+    "models.policy.enable_thinking=true",
+])
+def test_rollout_and_data_settings_rlcfg_does_not_run_are_refused(override):
+    assert override.split("=")[0] in refusals(FSDP_TEMPLATE, override)
+
+
+def test_every_chatlearn_key_declares_its_fate():
+    from rlcfg.schema.ledger import fates
+
+    counts: dict[str, int] = {}
+    for root in DIALECT.variants().values():
+        for _path, fate in fates(root):
+            assert fate is not None
+            counts[fate.kind] = counts.get(fate.kind, 0) + 1
+    assert counts.keys() == {"honored", "refused", "inert"}
+
+
+def test_chatlearns_own_megatron_defaults_are_not_refused():
+    # ChatLearn's template/grpo_megatron.yaml writes these at their defaults; the trainer section holds only what is
+    # written (its defaults arrive later), and the ledger compares with the key's own default.
+    assert not refusals(MEGATRON_TEMPLATE, "models.policy_trainer.moe_router_force_load_balancing=false",
+                        "models.policy_trainer.model_provider_module=pretrain_gpt",
+                        "models.policy_trainer.pipeline_model_parallel_layout=null")
+
+
+def test_without_replay_chatlearn_computes_no_advantages():
+    # StreamDataset.set_dataset runs AdvantageComputer only for episodes in the replay window
+    assert_finds(findings(FSDP_TEMPLATE, "runtime_args.max_replay_episode=0"), "RLC306",
+                 "runtime_args.max_replay_episode", "never runs its GRPO advantage")
+    assert_finds(findings(FSDP_TEMPLATE, "runtime_args.replay_episode_offset=3"), "RLC306",
+                 "runtime_args.replay_episode_offset", "before it")
+    assert not [f for f in findings(FSDP_TEMPLATE, "runtime_args.max_replay_episode=-1") if f[0] == "RLC306"]
