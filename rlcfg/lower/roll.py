@@ -18,6 +18,13 @@ What ROLL derives or rewrites after loading is applied here, so that the Experim
   - num_nodes is derived from the highest GPU id and num_gpus_per_node (RO-6);
   - the seed's global train batch: per_device_train_batch_size × gradient_accumulation_steps × DP, with DP =
     world_size / ulysses_size (FSDP2, DeepSpeed) or world_size / (tp × pp × cp) (Megatron).
+
+The algorithm keeps ROLL's meanings (rlvr_pipeline.py, roll/utils/functionals.py, actor_worker.py): GRPO is always
+group mean and std normalisation, reward_clip clamps the normalised reward, a KL in the reward is subtracted per
+token from the normalised score, the sample masks, length weights, advantage clip and rl_loss_coef are ROLL's.
+Settings rlcfg's runtime does not compute are refused by the run ledger (their fates in rlcfg/schema/roll.py);
+combinations of honored settings that the runtime would compute with another meaning, and values it has no
+implementation for, stop plan and run here with a usage error (`_refuse`).
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Offload, Optimizer,
-                      Parallelism, Resources, RewardShaping, Role, Sampling, Schedule)
+from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, KLController, Logging,
+                      Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
+                      SampleWeighting, Schedule)
 from rlcfg.schema.roll_rules import (critic_on, device_ids, effective_sequence_length, gpus_per_worker,
                                      megatron_sizes, reference_on, rollout_only, strategy_name, strategy_value)
 from rlcfg.source.yaml_loader import UsageError
@@ -41,16 +49,18 @@ ROLE_OF_WORKER = {"actor_train": "actor", "actor_infer": "rollout", "reference":
 _DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 # Hugging Face scheduler names (training_args.lr_scheduler_type) → rlcfg's three shapes. Warmup is separate in
 # rlcfg, so constant_with_warmup is constant; polynomial decays linearly at its default power 1.0. Schedules
-# rlcfg has no shape for (inverse_sqrt, reduce_lr_on_plateau, warmup_stable_decay) run as constant.
+# rlcfg has no shape for (inverse_sqrt, reduce_lr_on_plateau, warmup_stable_decay) are refused.
 _SCHEDULERS = {"linear": "linear", "polynomial": "linear", "cosine": "cosine", "cosine_with_restarts": "cosine",
                "cosine_with_min_lr": "cosine", "constant": "constant", "constant_with_warmup": "constant"}
-# ROLL's kl_penalty names for the reward-side KL (apply_kl_penalty). `full` (the KL over the whole vocabulary)
-# has no rlcfg estimator; it lowers to k1, the per-token log-ratio it reduces to for sampled tokens.
-_KL_ESTIMATORS = {"kl": "k1", "abs": "abs", "mse": "k2", "full": "k1"}
+# ROLL's kl_penalty names for the reward-side KL (functionals.compute_approx_kl). `full` (F.kl_div summed over the
+# last axis) has no rlcfg estimator and is refused.
+_KL_ESTIMATORS = {"kl": "k1", "abs": "abs", "mse": "k2"}
 # ROLL's reward workers that score with a rule rlcfg also has. The others (code sandbox, IFEval and the general
-# rule worker, CrossThinkQA, LLM judges) have no rlcfg equivalent: their domains are scored with "math", the
-# rule rlcfg falls back to, and a run with them is not the run ROLL would do.
+# rule worker, CrossThinkQA, LLM judges) have no rlcfg equivalent and are refused.
 _REWARD_FUNCTIONS = {"MathRuleRewardWorker": "math"}
+# ROLL's chat templates that are the tokenizer's own apply_chat_template (roll/datasets/chat_template.py registers
+# both names on native_chat_template).
+_TOKENIZER_TEMPLATES = ("native", "qwen2_5")
 
 
 def backend_of(worker: Any, default: str = "fsdp2_train") -> str:
@@ -62,12 +72,14 @@ def backend_of(worker: Any, default: str = "fsdp2_train") -> str:
 def _model(cfg: Any, path: str) -> Model:
     worker = getattr(cfg, path)
     own = worker.model_args.model_name_or_path
+    # actor_train, actor_infer and reference fall back to pretrain, the critic to reward_pretrain (RO-20).
+    fallback = {"critic": cfg.reward_pretrain}.get(path, cfg.pretrain)
     trio = ("actor_train", "actor_infer", "reference")
     if path in trio:
         all_named = all(getattr(cfg, p).model_args.model_name_or_path is not None for p in trio)
-        location = own if all_named else cfg.pretrain
+        location = own if all_named else fallback
     elif path == "critic":
-        location = own if own is not None else cfg.reward_pretrain
+        location = own if own is not None else fallback
     else:
         location = own
     # dtype null keeps the checkpoint's torch_dtype, which rlcfg cannot know here; bfloat16 is what nearly
@@ -117,8 +129,11 @@ def global_train_batch(worker: Any) -> int:
     return args.per_device_train_batch_size * args.gradient_accumulation_steps * data_parallel_size(worker)
 
 
-def _optimizer(cfg: Any, worker: Any, samples_per_step: int) -> Optimizer:
+def _optimizer(cfg: Any, worker: Any, samples_per_step: int, path: str) -> Optimizer:
     args = worker.training_args
+    if args.lr_scheduler_type not in _SCHEDULERS:
+        _refuse(f"{path}.training_args.lr_scheduler_type: {args.lr_scheduler_type} has no rlcfg schedule (rlcfg has "
+                f"{', '.join(sorted(_SCHEDULERS))})")
     warmup = args.warmup_steps
     if warmup <= 0 and args.warmup_ratio > 0:
         # Hugging Face's rule, counted in optimizer steps: ROLL sets the worker's max_steps to
@@ -146,14 +161,19 @@ def _offload(worker: Any, trains: bool) -> Offload:
     return Offload(params=True, optimizer=trains, grads=trains, cpu_offload_during_step=during)
 
 
-def _batching(worker: Any) -> dict[str, Any]:
+def _batching(worker: Any, path: str) -> tuple[dict[str, Any], str | None]:
+    """Packing settings of a training worker, and the dotted key of its micro-batch token budget (if any)."""
     packing_args = worker.sequence_packing_args
     if worker.use_dynamic_batching_in_train:
-        return {"sequence_packing": True, "max_tokens_per_micro_batch": worker.max_tokens_per_microbatch_in_train}
+        return ({"sequence_packing": True, "max_tokens_per_micro_batch": worker.max_tokens_per_microbatch_in_train},
+                f"{path}.max_tokens_per_microbatch_in_train")
     if worker.use_sequence_packing:
-        limit = packing_args.max_packed_sequence_length_train if packing_args.algorithm == "load_balance" else None
-        return {"sequence_packing": True, "max_tokens_per_micro_batch": limit}
-    return {"sequence_packing": False, "max_tokens_per_micro_batch": None}
+        if packing_args.algorithm == "load_balance":
+            return ({"sequence_packing": True,
+                     "max_tokens_per_micro_batch": packing_args.max_packed_sequence_length_train},
+                    f"{path}.sequence_packing_args.max_packed_sequence_length_train")
+        return {"sequence_packing": True, "max_tokens_per_micro_batch": None}, None
+    return {"sequence_packing": False, "max_tokens_per_micro_batch": None}, None
 
 
 def _trainer(cfg: Any, path: str, samples_per_step: int) -> Role:
@@ -166,12 +186,17 @@ def _trainer(cfg: Any, path: str, samples_per_step: int) -> Role:
         # The seed: disable_gradient_checkpointing applies to actor_train with fsdp2_train; the HF-model
         # strategies (FSDP2, DeepSpeed) checkpoint unless it is set.
         checkpointing = not worker.model_args.disable_gradient_checkpointing
+    batching, budget_key = _batching(worker, path)
+    keys = [("micro_batch_size", f"{path}.training_args.per_device_train_batch_size"),
+            ("forward_micro_batch_size", f"{path}.infer_batch_size")]
+    if budget_key is not None:
+        keys.append(("max_tokens_per_micro_batch", budget_key))
     return Role(name=ROLE_OF_WORKER[path], backend=backend, resources=resources, model=_model(cfg, path),
                 parallelism=_parallelism(worker, resources.gpus), offload=_offload(worker, trains=True),
-                optimizer=_optimizer(cfg, worker, samples_per_step),
+                optimizer=_optimizer(cfg, worker, samples_per_step, path),
                 micro_batch_size=worker.training_args.per_device_train_batch_size,
                 forward_micro_batch_size=worker.infer_batch_size, gradient_checkpointing=checkpointing,
-                **_batching(worker))
+                section=path, keys=tuple(keys), **batching)
 
 
 def _reference(cfg: Any) -> Role:
@@ -182,7 +207,8 @@ def _reference(cfg: Any) -> Role:
     # full fine-tuning run, which needs the reference model as a role of its own.
     return Role(name="reference", backend=backend_of(worker), resources=resources, model=_model(cfg, "reference"),
                 parallelism=_parallelism(worker, resources.gpus), offload=_offload(worker, trains=False),
-                forward_micro_batch_size=worker.infer_batch_size)
+                forward_micro_batch_size=worker.infer_batch_size, section="reference",
+                keys=(("forward_micro_batch_size", "reference.infer_batch_size"),))
 
 
 def _engine_args(worker: Any, backend: str, world: int) -> dict[str, Any]:
@@ -219,37 +245,45 @@ def _rollout(cfg: Any) -> Role:
     engine = _engine_args(worker, backend, resources.gpus)
     return Role(name="rollout", backend=backend, resources=resources, model=_model(cfg, "actor_infer"),
                 parallelism=_parallelism(worker, resources.gpus), offload=_offload(worker, trains=False),
-                forward_micro_batch_size=worker.infer_batch_size, engine=tuple(sorted(engine.items())))
+                forward_micro_batch_size=worker.infer_batch_size, engine=tuple(sorted(engine.items())),
+                section="actor_infer", keys=(("forward_micro_batch_size", "actor_infer.infer_batch_size"),))
 
 
-def _reward(cfg: Any) -> tuple[Role | None, str, bool]:
-    """The reward role, the reward function, and whether a reward worker filters groups (dynamic sampling).
+def _reward(cfg: Any) -> tuple[Role | None, str]:
+    """The reward role and the reward function.
 
-    ROLL runs one reward cluster per domain; the Experiment has one reward role. A worker with a model (a
-    strategy and GPUs) becomes a model reward role (the first such worker, in the order of `rewards`); rule
-    workers, which need no model, run on CPU and their world sizes add up to the role's CPUs."""
+    ROLL runs one reward cluster per domain and normalises, whitens and clips each domain's batch on its own
+    (rlvr_pipeline.py groups the batch by domain); rlcfg scores every sample with one function over one batch, so
+    it runs a single reward worker of a class it has a twin for. A worker with a model (a strategy and GPUs)
+    becomes a model reward role; a rule worker, which needs no model, runs on CPU with its world size."""
     rewards = dict(cfg.rewards or {})
     if not rewards:
-        return None, "math", False
-    function = "math"
-    for worker in rewards.values():
-        cls = (worker.worker_cls or "").rsplit(".", 1)[-1]
-        if cls in _REWARD_FUNCTIONS:
-            function = _REWARD_FUNCTIONS[cls]
-            break
-    # std_filter drops groups whose rewards vary too little (std_threshold 0: all equal), which is DAPO's
-    # dynamic sampling. mean_filter drops groups by their mean reward, which rlcfg cannot say; it is left out.
-    dynamic = any(w.query_filter_config.type == "std_filter" for w in rewards.values())
-    for key, worker in rewards.items():
-        ids = device_ids(worker)
-        if worker.strategy_args is not None and ids:
-            return Role(name="reward", backend=backend_of(worker), resources=Resources(gpus=len(ids), gpu_ids=ids),
-                        model=Model(path=worker.model_args.model_name_or_path or "",
-                                    dtype=_DTYPES.get(worker.model_args.dtype or "", "bfloat16")),
-                        parallelism=_parallelism(worker, len(ids)), offload=_offload(worker, trains=False),
-                        forward_micro_batch_size=worker.infer_batch_size), function, dynamic
-    cpus = sum(w.world_size or 1 for w in rewards.values())
-    return Role(name="reward", backend="rule", resources=Resources(gpus=0, cpus=cpus)), function, dynamic
+        return None, "math"
+    if len(rewards) > 1:
+        _refuse(f"`rewards` has {len(rewards)} domains ({', '.join(rewards)}); rlcfg scores every sample with one "
+                "reward function over one batch (ROLL normalises each domain on its own). Keep one")
+    (key, worker), = rewards.items()
+    cls = (worker.worker_cls or "").rsplit(".", 1)[-1]
+    if cls not in _REWARD_FUNCTIONS:
+        _refuse(f"rewards.{key}.worker_cls is {worker.worker_cls}; rlcfg scores with ROLL's math rule only "
+                f"({', '.join(_REWARD_FUNCTIONS)})")
+    for which in ("query_filter_config", "response_filter_config"):
+        kind = getattr(worker, which).type
+        if kind != "no_filter":
+            _refuse(f"rewards.{key}.{which}.type is {kind}; rlcfg's driver does not yet apply ROLL's group "
+                    "filters (it keeps every group)")
+    function = _REWARD_FUNCTIONS[cls]
+    section = f"rewards.{key}"
+    ids = device_ids(worker)
+    if worker.strategy_args is not None and ids:
+        return Role(name="reward", backend=backend_of(worker), resources=Resources(gpus=len(ids), gpu_ids=ids),
+                    model=Model(path=worker.model_args.model_name_or_path or "",
+                                dtype=_DTYPES.get(worker.model_args.dtype or "", "bfloat16")),
+                    parallelism=_parallelism(worker, len(ids)), offload=_offload(worker, trains=False),
+                    forward_micro_batch_size=worker.infer_batch_size, section=section,
+                    keys=(("forward_micro_batch_size", f"{section}.infer_batch_size"),)), function
+    return Role(name="reward", backend="rule", resources=Resources(gpus=0, cpus=worker.world_size or 1),
+                section=section), function
 
 
 def _colocation(placed: dict[str, tuple[int, ...]]) -> tuple[tuple[str, ...], ...]:
@@ -279,40 +313,169 @@ def _files(value: Any) -> tuple[str, ...]:
     return (value,) if isinstance(value, str) else tuple(value)
 
 
-def _algorithm(cfg: Any, dynamic_sampling: bool) -> Algorithm:
-    # ROLL's own estimators; the agentic ones have no rlcfg twin: gigpo is GRPO with step-level groups, and
-    # step_reinforce / agentic_reinforce are REINFORCE over turns. ROLL's plain `reinforce` discounts returns and
-    # takes its baseline from the reward normalisation, which is REINFORCE++ when that is batch-level.
-    advantage = {"gae": "gae", "grpo": "grpo", "gigpo": "grpo"}.get(cfg.adv_estimator, "reinforce++")
+def _refuse(message: str) -> None:
+    # A combination of settings, each honored alone, that rlcfg's runtime would compute with another meaning than
+    # ROLL's: plan and run stop on it (a usage error) instead of running something else.
+    raise UsageError(f"rlcfg cannot run this ROLL config as ROLL would: {message}")
+
+
+# ROLL's standard RLVR workers (RLVRConfig.__post_init__ picks them when worker_cls is null); rlcfg runs its own
+# equivalents of these and of nothing else.
+_STANDARD_WORKERS = {
+    "actor_train": "roll.pipeline.rlvr.actor_worker.ActorWorker",
+    "actor_infer": "roll.pipeline.base_worker.InferWorker",
+    "reference": "roll.pipeline.rlvr.actor_worker.ActorWorker",
+    "critic": "roll.pipeline.base_worker.CriticWorker",
+}
+
+
+def _check_workers(cfg: Any) -> None:
+    for path, standard in _STANDARD_WORKERS.items():
+        cls = getattr(cfg, path).worker_cls
+        if cls is not None and cls != standard:
+            _refuse(f"{path}.worker_cls is {cls}; rlcfg runs ROLL's standard {standard.rsplit('.', 1)[-1]} "
+                    "(the loss variants of ActorPGWorker, pg_variant, are not implemented)")
+
+
+def _kl(cfg: Any) -> KL:
+    """ROLL's two KL terms (actor_worker.loss_func's KL loss, compute_token_reward's reward penalty) as one KL."""
+    # The reward penalty is subtracted whenever add_token_level_kl is set; without a reference model ROLL mocks
+    # the reference log-probs with the old ones, so the penalty is then 0.
+    reward_kl = cfg.add_token_level_kl and reference_on(cfg) and cfg.init_kl_coef > 0
+    estimator = _KL_ESTIMATORS.get(cfg.kl_penalty)
+    # target_kl turns on ROLL's AdaptiveKLController (roll/utils/kl_controller.py get_kl_controller); the run ledger
+    # refuses it until rlcfg's driver carries the coefficient across steps, the plan shows it.
+    controller = (KLController(kind="adaptive", target=cfg.target_kl, horizon=cfg.kl_horizon)
+                  if cfg.target_kl is not None else KLController())
+    if cfg.use_kl_loss and reward_kl:
+        _refuse("use_kl_loss and add_token_level_kl (with init_kl_coef > 0) are both set; ROLL applies both a KL "
+                "loss and a KL reward penalty, rlcfg runs one KL term. Set one of them")
     if cfg.use_kl_loss:
-        # The KL loss in actor_worker.loss_func is always the k3 estimator.
-        kl = KL(placement="loss", coef=cfg.kl_loss_coef, estimator="k3")
-    elif cfg.add_token_level_kl and reference_on(cfg):
-        # The reward-side penalty starts at init_kl_coef (adapted towards target_kl when that is set).
-        kl = KL(placement="reward", coef=cfg.init_kl_coef, estimator=_KL_ESTIMATORS[cfg.kl_penalty])
-    else:
-        # init_kl_coef > 0 alone turns the reference model on (and old log-prob recomputation) but adds no KL
-        # term: ROLL applies the reward penalty only with add_token_level_kl.
-        kl = KL(placement="none", coef=0.0)
-    # ROLL applies both a KL loss and a reward penalty when both are asked for; the Experiment carries one, the
-    # loss.
-    clip_low, clip_high = ((cfg.pg_clip_low, cfg.pg_clip_high) if cfg.use_pg_clip_range else (cfg.pg_clip, cfg.pg_clip))
-    # seq-mean-token-sum-norm divides each sequence's token sum by a constant length: seq-mean-token-sum scaled.
-    aggregation = "seq-mean-token-sum" if cfg.loss_agg_mode == "seq-mean-token-sum-norm" else cfg.loss_agg_mode
+        # The KL loss in actor_worker.loss_func is always the k3 estimator (clamped to ±10), aggregated like the
+        # policy loss and inside rl_loss_coef.
+        return KL(placement="loss", coef=cfg.kl_loss_coef, estimator="k3")
+    if reward_kl:
+        if estimator is None:
+            _refuse(f"kl_penalty: {cfg.kl_penalty} (ROLL's full-vocabulary KL) has no rlcfg estimator; use kl, abs "
+                    "or mse")
+        # compute_token_reward: the normalised score on the last token, minus init_kl_coef × KL per token, and the
+        # advantage is the per-token reward-to-go: the "token" meaning of a KL in the reward.
+        return KL(placement="reward", coef=cfg.init_kl_coef, estimator=estimator, controller=controller,
+                  reward_mode="token")
+    # init_kl_coef > 0 alone turns the reference model on (and old log-prob recomputation) but adds no KL term.
+    return KL(placement="none", coef=0.0)
+
+
+def _importance_weights(cfg: Any) -> tuple[float | None, str]:
+    """train_infer_correction.is_weight as truncated importance sampling (the filters are refused by the ledger)."""
+    weight = cfg.train_infer_correction.is_weight
+    enabled, level, bound, detach = weight.enabled, weight.weight_type, weight.upper_bound, weight.detach
+    if not enabled:
+        return None, "token"
+    # roll/utils/train_infer_corrections.py compute_train_infer_correction: the token ratio exp(old − infer) or the
+    # sequence's exp(Σ(old − infer)), clamped to upper_bound and detached, multiplies the per-token policy loss:
+    # algorithms.tis_weights with the same cap.
+    if level not in ("token", "sequence"):
+        _refuse(f"train_infer_correction.is_weight.weight_type: {level} has no rlcfg equivalent; rlcfg weighs by the "
+                "token or the sequence ratio")
+    if bound is None:
+        _refuse("train_infer_correction.is_weight.upper_bound: null (an unbounded weight); rlcfg caps the weight")
+    if not detach:
+        _refuse("train_infer_correction.is_weight.detach: false; rlcfg's importance weight carries no gradient")
+    return float(bound), level
+
+
+def _algorithm(cfg: Any) -> Algorithm:
+    """ROLL's PPO/GRPO settings as rlcfg's typed algorithm, with ROLL's meanings (rlvr_pipeline.py: per domain,
+    get_sample_level_mask → reward_postprocess → compute_token_reward → compute_advantage; the loss is
+    actor_worker.ActorWorker.loss_func)."""
+    _check_workers(cfg)
+    estimator = cfg.adv_estimator
+    if estimator == "agentic_reinforce":
+        _refuse("adv_estimator: agentic_reinforce belongs to the agentic pipeline; ROLL's RLVR compute_advantage "
+                "refuses it too")
+    # grpo: reward_postprocess forces group mean and std normalisation, which is rlcfg's grpo estimator; reinforce
+    # (and gigpo / step_reinforce, which RLVR computes the same way) discount the token rewards
+    # (compute_reinforce_return) after the reward normalisation norm_mean_type / norm_std_type picks: rlcfg's
+    # reinforce++ with those options and ROLL's whitening switch.
+    advantage = {"gae": "gae", "grpo": "grpo"}.get(estimator, "reinforce++")
+    mean_type, std_type = cfg.norm_mean_type, cfg.norm_std_type
+    if advantage == "grpo":
+        mean_type = std_type = None  # the estimator itself is the group normalisation
+    if "running" in (mean_type, std_type):
+        _refuse("norm_mean_type / norm_std_type: running (statistics carried across steps) are not offered; use "
+                "batch or group")
+    kl = _kl(cfg)
+    per_token = kl.placement == "reward" or cfg.whiten_rewards  # rewards on more than the last token
+    if advantage == "grpo" and cfg.gamma != 1 and not per_token:
+        # ROLL discounts the normalised score back from the last token; rlcfg's GRPO advantage is the score on
+        # every token (the same only for gamma 1).
+        _refuse(f"gamma: {cfg.gamma} with adv_estimator grpo; rlcfg discounts GRPO advantages only with a KL in the "
+                "reward or whiten_rewards. Use gamma 1")
+    if (advantage != "grpo" and cfg.reward_clip is not None and mean_type is None and std_type is None
+            and kl.placement == "reward"):
+        _refuse("reward_clip with a KL in the reward and no reward normalisation; rlcfg clamps the score only "
+                "after the KL penalty, ROLL before and after")
+
+    sample_masks = cfg.max_len_mask or cfg.difficulty_mask or cfg.error_max_len_clip
+    if sample_masks and (cfg.whiten_rewards or cfg.whiten_advantages):
+        _refuse("max_len_mask / difficulty_mask / error_max_len_clip with whiten_rewards or whiten_advantages; ROLL "
+                "whitens over the samples the masks keep, rlcfg over all samples")
+    if sample_masks and (cfg.length_loss_weight or cfg.entropy_loss_coef > 0):
+        _refuse("max_len_mask / difficulty_mask / error_max_len_clip with length_loss_weight or entropy_loss_coef; "
+                "ROLL measures lengths and entropy over all samples, rlcfg over the samples the masks keep")
+
+    if advantage == "gae" and cfg.loss_agg_mode != "seq-mean-token-mean":
+        # base_worker.CriticWorker.loss_func averages the value loss per sequence, then over sequences, whatever
+        # loss_agg_mode says; rlcfg's critic aggregates like the actor.
+        _refuse(f"adv_estimator gae with loss_agg_mode {cfg.loss_agg_mode}; ROLL's critic always averages its loss "
+                "per sequence (seq-mean-token-mean), rlcfg's critic follows loss_agg_mode. Use seq-mean-token-mean")
+    if cfg.loss_agg_mode == "seq-mean-token-sum-norm":
+        _refuse("loss_agg_mode: seq-mean-token-sum-norm divides by the padded width of each micro-batch; rlcfg "
+                "has no such aggregation")
+    policy_loss = "dual_clip" if cfg.dual_clip_loss else "regular"
+    if cfg.importance_sampling == "seq":
+        # ROLL's sequence ratio exp(mean log-ratio) with its gradient equals GSPO-token's gradient when every token
+        # of a sequence has the same advantage; it differs otherwise.
+        if advantage == "gae" or per_token or cfg.gamma != 1:
+            _refuse("importance_sampling: seq with per-token advantages (gae, a KL in the reward, whiten_rewards or "
+                    "gamma < 1); rlcfg's sequence ratio matches ROLL's only for one advantage per sequence")
+        if cfg.dual_clip_loss:
+            _refuse("importance_sampling: seq with dual_clip_loss; rlcfg's sequence-ratio loss has no dual clip")
+        policy_loss = "gspo"
+    # loss_func: pg_clip_low / pg_clip_high with use_pg_clip_range, else pg_clip on both sides.
+    ranged, single = (cfg.pg_clip_low, cfg.pg_clip_high), (cfg.pg_clip, cfg.pg_clip)
+    clip_low, clip_high = ranged if cfg.use_pg_clip_range else single
+    tis_cap, tis_level = _importance_weights(cfg)
+    difficulty = (float(cfg.difficulty_low_threshold), float(cfg.difficulty_high_threshold))
+    error_len = int(cfg.error_max_len_threshold)
     return Algorithm(
         advantage=advantage, group_size=cfg.num_return_sequences_in_group,
-        normalize_advantage_std=cfg.norm_std_type == "group",
-        batch_normalize_advantage=bool(cfg.whiten_advantages or cfg.norm_std_type == "batch"),
+        normalize_advantage_std=True,
+        # whiten_advantages: masked_whiten of the advantages (grpo: rlcfg's batch normalisation; gae and reinforce:
+        # the estimator's own whitening, off by default in ROLL).
+        batch_normalize_advantage=bool(cfg.whiten_advantages) if advantage == "grpo" else False,
         gamma=float(cfg.gamma), lam=float(cfg.lambd),
-        policy_loss="gspo" if cfg.importance_sampling == "seq" else ("dual_clip" if cfg.dual_clip_loss else "regular"),
+        policy_loss=policy_loss,
         clip_low=float(clip_low if clip_low is not None else 0.2),
         clip_high=float(clip_high if clip_high is not None else 0.2),
         # actor_worker's dual clip bounds negative-advantage losses at (1 + 2 × pg_clip) × advantage.
         clip_ratio_c=1.0 + 2.0 * float(cfg.pg_clip if cfg.pg_clip is not None else 0.2),
-        loss_aggregation=aggregation, kl=kl, entropy_coef=float(cfg.entropy_loss_coef),
+        loss_aggregation=cfg.loss_agg_mode, kl=kl,
+        # loss_func adds the entropy bonus only when entropy_loss_coef > 0.
+        entropy_coef=float(cfg.entropy_loss_coef) if cfg.entropy_loss_coef > 0 else 0.0,
         value_clip=cfg.value_clip, ppo_epochs=cfg.ppo_epochs,
-        reward=RewardShaping(clip=cfg.reward_clip),
-        dynamic_sampling=dynamic_sampling, mask_truncated=cfg.max_len_mask,
+        # reward_postprocess clamps the normalised reward with reward_clip (and compute_token_reward the token
+        # rewards once more).
+        reward=RewardShaping(clip=cfg.reward_clip, order="clip_normalized"),
+        advantage_options=AdvantageOptions(
+            std="unbiased", eps=1e-6, whiten=bool(cfg.whiten_advantages), whiten_rewards=bool(cfg.whiten_rewards),
+            reward_norm_mean=mean_type, reward_norm_std=std_type, clip=cfg.advantage_clip),
+        policy_options=PolicyOptions(loss_coef=float(cfg.rl_loss_coef), tis_cap=tis_cap, tis_level=tis_level),
+        weighting=SampleWeighting(
+            length_loss_weight=bool(cfg.length_loss_weight), max_len_mask=bool(cfg.max_len_mask),
+            difficulty_mask=difficulty if cfg.difficulty_mask else None,
+            error_max_len_clip=error_len if cfg.error_max_len_clip else None),
     )
 
 
@@ -341,7 +504,7 @@ def lower(cfg: Any) -> Experiment:
     if critic_on(cfg):
         roles.append(_trainer(cfg, "critic", samples_per_step))
         placed["critic"] = device_ids(cfg.critic) or ()
-    reward_role, reward_function, dynamic = _reward(cfg)
+    reward_role, reward_function = _reward(cfg)
     if reward_role is not None:
         roles.append(reward_role)
         if reward_role.resources.gpu_ids:
@@ -367,10 +530,22 @@ def lower(cfg: Any) -> Experiment:
         eval_sampling = _sampling(val_gen, val_new, val_n, greedy=cfg.val_greedy)
 
     train_data = cfg.actor_train.data_args
+    domains = dict(train_data.domain_interleave_probs or {}) if train_data is not None else {}
+    if sum(1 for share in domains.values() if share) > 1:
+        _refuse("actor_train.data_args.domain_interleave_probs mixes several domains; rlcfg draws prompts uniformly "
+                "from one dataset scored by one reward worker")
     val_files = _files(validation.data_args.file_name) if validation is not None and validation.data_args else ()
+    # rlvr_pipeline.get_encode_function formats a messages column with global_template, else
+    # actor_train.data_args.template, or a tag's own template from tag_to_template (validation uses the same).
+    template = cfg.global_template or (train_data.template if train_data is not None else None) or "native"
+    templates = {template, *dict(cfg.tag_to_template or {}).values()}
     if train_data is not None and train_data.messages:
-        # A messages column goes through the chat template (global_template, else data_args.template).
         prompt_key, chat = train_data.messages, True
+        # ROLL's `native` and `qwen2_5` are the tokenizer's own chat template, which is what rlcfg applies.
+        other = sorted(t for t in templates if t not in _TOKENIZER_TEMPLATES)
+        if other:
+            _refuse(f"chat template {', '.join(other)} (global_template / data_args.template / tag_to_template); "
+                    "rlcfg formats messages with the tokenizer's own chat template, ROLL's `native` or `qwen2_5`")
     else:
         # A prompt column is tokenized as it is, without the chat template (rlvr_pipeline's encode_function).
         prompt_key = train_data.prompt if train_data is not None and train_data.prompt else "prompt"
@@ -408,7 +583,7 @@ def lower(cfg: Any) -> Experiment:
 
     return Experiment(
         name=cfg.exp_name, dialect="roll", variant="rlvr", cluster=cluster, roles=tuple(roles),
-        colocation=colocation, algorithm=_algorithm(cfg, dynamic), sampling=sampling, eval_sampling=eval_sampling,
+        colocation=colocation, algorithm=_algorithm(cfg), sampling=sampling, eval_sampling=eval_sampling,
         data=data, schedule=schedule, checkpointing=checkpointing, logging=logging, seed=cfg.seed,
         reward_function=reward_function,
     )

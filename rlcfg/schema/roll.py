@@ -28,9 +28,32 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origi
 
 from pydantic import ConfigDict, Discriminator, Tag, create_model, model_validator
 
-from rlcfg.schema.base import Dialect, Section, key_of, param, section, section_types
+from rlcfg.schema.base import (FATE_KEY, HONORED, Dialect, Fate, Section, field_fate, inert, key_of, param, refused,
+                               section, section_types)
 from rlcfg.schema.roll_rules import RULES, STRATEGY_NAMES, configured, describe_config
 from rlcfg.source.tree import SourceTree
+
+# ---- the run ledger -----------------------------------------------------------------------------------------
+# What `rlcfg run` does with each key (rlcfg.schema.base.Fate) is declared once per section, in a table right after
+# the section (`_fates`): HONORED where rlcfg/lower/roll.py reads it and the runtime computes what ROLL computes,
+# refused(...) where rlcfg would compute something else, inert(...) where nothing computed changes. A section's
+# `run_fate` covers its fields that the table does not name.
+
+NOWHERE = inert("ROLL reads this key nowhere (the RLVR pipeline at HEAD has no code that uses it)")
+PERF = inert("a memory or speed setting of the engine: the numbers the step computes are the same")
+LOGS = inert("where logs, profiles or dumps go: nothing computed changes")
+SECTION = inert("a section: its keys carry their own fates")
+
+
+def _fates(model: type[Section], default: Fate | None = None, **by_name: Fate) -> None:
+    """Record the run fate of `model`'s fields (as param(fate=...) would) and `default` for the others."""
+    for name, fate in by_name.items():
+        info = model.model_fields[name]  # a misspelt name fails at import
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        info.json_schema_extra = {**extra, FATE_KEY: fate.to_json()}
+    if default is not None:
+        model.run_fate = default
+
 
 # ---- model_args ---------------------------------------------------------------------------------------------
 
@@ -79,6 +102,24 @@ class ModelArgs(Section):
     autocast_adapter_dtype: bool = param(True, description="Cast fp16/bf16 adapter weights to fp32.")
 
 
+_ONLY_LORA = inert("only read with lora_target, which rlcfg refuses")
+_fates(ModelArgs,
+       model_name_or_path=HONORED, dtype=HONORED, ulysses_size=HONORED, disable_gradient_checkpointing=HONORED,
+       adapter_name_or_path=refused("rlcfg loads no adapter weights: it starts from the base model alone"),
+       attn_implementation=inert("which attention kernel computes the same attention"),
+       flash_attn=inert("ROLL at HEAD drops this key"),
+       moe_aux_loss_coef=refused("rlcfg adds no router load-balancing loss to the actor's loss"),
+       gradient_checkpointing_use_reentrant=PERF, device_map=PERF, vision_dp=PERF,
+       model_type=refused("rlcfg loads every model as a causal language model, without a classification or "
+                          "value head"),
+       num_labels=inert("only read with a classification model_type, which rlcfg refuses"),
+       model_config_kwargs=refused("rlcfg builds the model from its own config.json, without extra options"),
+       freeze_module_prefix=refused("rlcfg trains every parameter of the model"),
+       lora_target=refused("rlcfg fine-tunes the full model; it has no LoRA adapters"),
+       lora_rank=_ONLY_LORA, lora_alpha=_ONLY_LORA, lora_dropout=_ONLY_LORA, additional_target=_ONLY_LORA,
+       autocast_adapter_dtype=_ONLY_LORA)
+
+
 # ---- training_args ------------------------------------------------------------------------------------------
 
 
@@ -112,6 +153,21 @@ class TrainingArgs(Section):
                                 ge=0, le=1)
     warmup_steps: int = param(0, description="Linear warmup steps; wins over warmup_ratio when > 0.", ge=0)
     save_hf_model: bool = param(False, description="Also save checkpoints in Hugging Face format.")
+
+
+_fates(TrainingArgs,
+       learning_rate=HONORED, lr_scheduler_type=HONORED, weight_decay=HONORED, adam_beta1=HONORED,
+       adam_beta2=HONORED, per_device_train_batch_size=HONORED, gradient_accumulation_steps=HONORED,
+       warmup_ratio=HONORED, warmup_steps=HONORED,
+       output_dir=inert("ROLL overwrites it with the pipeline's output_dir"),
+       max_steps=inert("ROLL derives it from the pipeline's max_steps"),
+       num_train_epochs=inert("the RLVR pipeline counts max_steps, not epochs"),
+       seed=inert("ROLL overwrites it with the pipeline's seed"),
+       data_seed=inert("the RLVR pipeline draws prompts with the pipeline's seed"),
+       dataloader_num_workers=PERF, tf32=PERF,
+       fp16=inert("ROLL sets it from model_args.dtype, which rlcfg reads"),
+       bf16=inert("ROLL sets it from model_args.dtype, which rlcfg reads"),
+       save_hf_model=inert("an extra checkpoint format: nothing computed changes"))
 
 
 # ---- data_args ----------------------------------------------------------------------------------------------
@@ -158,6 +214,19 @@ class DataArgs(Section):
         None, description="Written by older ROLL examples; ROLL at HEAD has no such field and drops it (no effect).")
 
 
+_MEDIA = inert("only for image, video or audio inputs; rlcfg's RLVR data is text")
+_fates(DataArgs, default=_MEDIA,
+       file_name=HONORED, prompt=HONORED, messages=HONORED, domain_interleave_probs=HONORED,
+       template=HONORED,
+       eval_file_name=inert("the RLVR pipeline evaluates on validation.data_args.file_name"),
+       dataset_type=inert("rlcfg reads the files by their extension; the rows are the same"),
+       response=inert("the RLVR reward workers read each sample's ground_truth column"),
+       tag=inert("the domain column routes samples to reward workers; rlcfg refuses more than one domain"),
+       id=inert("a sample id labels logs"), preprocessing_num_workers=PERF, cache_path=PERF,
+       custom_data_kwargs_func=refused("rlcfg builds samples from the data's columns only"),
+       dataset_dir=inert("ROLL at HEAD drops this key"), interleave_probs=inert("ROLL at HEAD drops this key"))
+
+
 # ---- generating_args ----------------------------------------------------------------------------------------
 
 
@@ -184,6 +253,20 @@ class GeneratingArgs(Section):
     seed: int | None = param(None, description="Base seed for request-level sampling.")
     extra_args: dict[str, Any] | None = param({}, description="Backend-specific generation keyword arguments, "
                                                               "passed through unchanged.")
+
+
+_fates(GeneratingArgs,
+       temperature=HONORED, top_p=HONORED, top_k=HONORED, do_sample=HONORED, num_return_sequences=HONORED,
+       stop_strings=HONORED, seed=HONORED,
+       max_new_tokens=inert("ROLL overwrites it with sequence_length − prompt_length (val_ lengths for validation), "
+                            "which rlcfg reads"),
+       max_length=inert("max_new_tokens, which ROLL derives, wins over it"),
+       num_beams=refused("rlcfg samples each response; it runs no beam search"),
+       repetition_penalty=refused("rlcfg samples without a repetition penalty (its Sampling has none)"),
+       length_penalty=inert("only used by beam search, which rlcfg refuses"),
+       include_stop_str_in_output=refused("rlcfg keeps its engines' default for the stop string"),
+       logprobs=inert("how many log-probs the engine reports: what is sampled and trained is the same"),
+       extra_args=refused("rlcfg passes no extra generation arguments to its engines"))
 
 
 # ---- strategy_config, one model per strategy ----------------------------------------------------------------
@@ -357,6 +440,26 @@ class HfInferConfig(_StrategyConfig):
     engine: ClassVar[str] = "transformers"
 
 
+# strategy_config is how a role is laid out and run (parallel sizes, kernels, memory): rlcfg lays the role out with
+# the sizes it reads (rlcfg/lower/roll.py) and the numbers computed are the same whatever the layout, so these keys
+# are inert, except those that change the model or the numbers themselves.
+LAYOUT = inert("how the role is split over its GPUs or run by its engine: rlcfg plans and lays the role out with it; "
+               "the numbers the step computes are the same")
+_fates(MegatronConfig, default=LAYOUT,
+       moe_aux_loss_coeff=refused("rlcfg adds no router load-balancing loss to the actor's loss"),
+       moe_expert_capacity_factor=refused("rlcfg's experts drop no tokens"),
+       moe_enable_routing_replay=refused("rlcfg routes every forward pass afresh"),
+       mtp_num_layers=refused("rlcfg trains no multi-token-prediction layers"),
+       fp8=refused("rlcfg trains in model_args.dtype, without FP8"),
+       fp8_param=refused("rlcfg trains in model_args.dtype, without FP8"),
+       optimizer=refused("rlcfg trains with AdamW (Megatron's adam)"))
+_fates(Fsdp2Config, default=LAYOUT)
+_fates(VllmConfig, default=LAYOUT,
+       quantization=refused("rlcfg's rollout engine generates with the model's own weights, unquantized"),
+       kv_cache_dtype=refused("rlcfg's rollout engine keeps the KV cache in the model's dtype"))
+_fates(SglangConfig, default=LAYOUT)
+
+
 _CONFIG_OF: dict[str, type[_StrategyConfig]] = {
     "megatron_train": MegatronConfig, "megatron_infer": MegatronConfig,
     "fsdp2_train": Fsdp2Config, "fsdp2_infer": Fsdp2Config,
@@ -423,11 +526,18 @@ def _strategy_tag(value: Any) -> str:
     return name if isinstance(name, str) and name in _CONFIG_OF else "unknown"
 
 
+_STRATEGY_ARGS = {n: _strategy_args(n) for n in _CONFIG_OF}
 StrategyArgs = Annotated[
     Union[tuple([Annotated[AnyStrategyArgs, Tag("unknown")]]
-                + [Annotated[_strategy_args(n), Tag(n)] for n in _CONFIG_OF])],  # type: ignore[misc]
+                + [Annotated[model, Tag(n)] for n, model in _STRATEGY_ARGS.items()])],  # type: ignore[misc]
     Discriminator(_strategy_tag),
 ]
+# The merged views are what introspection, the docs and the run ledger walk (the first member of the union).
+AnyStrategyConfig.run_fate = LAYOUT
+_STRATEGY_NAME = inert("which engine runs the role: rlcfg starts that engine (or its CPU stand-in); the numbers the "
+                       "step computes are the same")
+for _model in (AnyStrategyArgs, *_STRATEGY_ARGS.values()):
+    _fates(_model, strategy_name=_STRATEGY_NAME, strategy_config=SECTION)
 
 
 # ---- workers ------------------------------------------------------------------------------------------------
@@ -451,6 +561,11 @@ class RouterReplay(Section):
     mode: Literal["disable", "R2", "R3"] = param(
         "disable", description="MoE router replay: `disable`, `R2` (not implemented by ROLL) or `R3` (supported "
                                "on megatron_train and sglang only).")
+
+
+_fates(SequencePackingArgs, default=inert("how sequences are packed into micro-batches (memory and speed): the "
+                                          "loss is the same"))
+_fates(RouterReplay, mode=refused("rlcfg routes every forward pass afresh; it replays no MoE routing"))
 
 
 class Worker(Section):
@@ -527,11 +642,40 @@ class Worker(Section):
                         "them); empty: all tags.")
 
 
+_BATCHING = inert("how samples are grouped into micro-batches (memory and speed): the loss is the same; rlcfg "
+                   "plan uses it for the memory estimate")
+_fates(Worker,
+       worker_cls=HONORED, model_args=HONORED, training_args=HONORED, data_args=HONORED, generating_args=HONORED,
+       strategy_args=HONORED, world_size=HONORED, device_mapping=HONORED, num_gpus_per_worker=HONORED,
+       infer_batch_size=HONORED, use_sequence_packing=_BATCHING, use_dynamic_batching_in_train=_BATCHING,
+       name=inert("ROLL names its standard workers itself; the name labels logs"),
+       pg_variant=refused("rlcfg runs the loss of ROLL's standard actor (roll.pipeline.rlvr.actor_worker.ActorWorker); "
+                          "the ActorPGWorker variants are not implemented"),
+       model_update_frequency=inert("the RLVR pipeline reads it nowhere (only the agentic one does)"),
+       backend_timeout=PERF, max_concurrency=PERF, offload_nccl=PERF, logits_in_fp32=PERF,
+       system_envs=refused("rlcfg's workers do not receive ROLL's per-worker environment variables"),
+       topr_positive_weight=inert("only read by ActorPGWorker's topr variant, which rlcfg refuses"),
+       topr_negative_weight=inert("only read by ActorPGWorker's topr variant, which rlcfg refuses"),
+       max_tokens_per_microbatch_in_train=_BATCHING, sequence_length_round_in_train=_BATCHING,
+       use_dynamic_batching_in_infer=_BATCHING, max_tokens_per_microbatch_in_infer=_BATCHING,
+       sequence_length_round_in_infer=_BATCHING, sequence_packing_args=_BATCHING,
+       apply_loss_scale=refused("rlcfg always scales each micro-batch's loss to its share of the global batch"),
+       router_replay=SECTION,
+       mtp_training_mode=refused("rlcfg trains no multi-token-prediction layers"),
+       opd_kl_coef=inert("only read by on-policy distillation (is_pure_opd / use_opd), which rlcfg refuses"),
+       tag_included=inert("routes dataset tags to reward workers; rlcfg refuses more than one reward domain"))
+
+
 class RewardFilter(Section):
     type: Literal["no_filter", "mean_filter", "std_filter"] = param(
         "no_filter", description="Filter applied to groups by their rewards.")
     filter_args: dict[str, Any] = param({}, description="Arguments of the filter (threshold_up, threshold_down, "
                                                         "std_threshold, ...).")
+
+
+_fates(RewardFilter,
+       type=refused("rlcfg's driver does not apply ROLL's query/response filters (it keeps every group)"),
+       filter_args=inert("only read with a filter type, which rlcfg refuses"))
 
 
 class RewardWorker(Worker):
@@ -549,6 +693,17 @@ class RewardWorker(Worker):
     query_filter_config: RewardFilter = section(RewardFilter, description="Filtering of queries by reward.")
     response_filter_config: RewardFilter = section(RewardFilter, description="Filtering of responses by reward.")
     reward_manager_config: list[dict[str, Any]] = param([], description="Reward plug-in configuration.")
+
+
+# `rewards` is a mapping of user-named workers, which the run ledger's walk does not enter: the lowering itself
+# refuses what these keys would change (a reward class rlcfg has no twin for, a filter).
+_JUDGE = inert("only read by reward worker classes rlcfg refuses (it scores with ROLL's math rule)")
+_fates(RewardWorker, default=_JUDGE,
+       query_filter_config=refused("rlcfg's driver does not apply ROLL's query filters (it keeps every group)"),
+       response_filter_config=refused("rlcfg's driver does not apply ROLL's response filters"),
+       tag_included=inert("routes dataset tags to reward workers; rlcfg refuses more than one reward domain"),
+       format_pattern=inert("MathRuleRewardWorker computes the format reward but scores with the answer check alone"),
+       reward_manager_config=refused("rlcfg runs no reward plug-ins"))
 
 
 # ---- pipeline -----------------------------------------------------------------------------------------------
@@ -569,6 +724,11 @@ class IsWeight(Section):
     detach: bool = param(True, description="Detach the IS weight from the graph.")
 
 
+_fates(DatasetFilter, default=refused("rlcfg trains on the whole dataset; it filters no samples by source or "
+                                      "difficulty"))
+_fates(IsWeight, enabled=HONORED, weight_type=HONORED, upper_bound=HONORED, detach=HONORED)
+
+
 class TrainInferFilter(Section):
     enabled: bool = param(False, description="Enable this filter on the response mask.")
     agg_type: Literal["token", "segment", "geometric", "sequence"] = param(
@@ -584,6 +744,10 @@ class TrainInferFilter(Section):
 class TrainInferCorrection(Section):
     is_weight: IsWeight = section(IsWeight, description="Train-infer importance-sampling weight.")
     filters: list[TrainInferFilter] = param([], description="Filters applied in order to the response mask.")
+
+_fates(TrainInferFilter, default=refused("rlcfg masks no tokens by their train/infer probability ratio"))
+_fates(TrainInferCorrection, is_weight=HONORED,
+       filters=refused("rlcfg masks no tokens by their train/infer probability ratio"))
 
 class RolloutMock(Section):
     enable: bool = param(False, description="Turn the rollout dump/mock mechanism on.")
@@ -601,6 +765,13 @@ class RouterArgs(Section):
         None, description="The router: PromptAffinityRouter, EnvAffinityRouter or SglangRouter.")
     router_config: dict[str, Any] = param({}, description="Options of the router.")
     max_running_requests: int = param(128, description="Concurrent requests the router admits.", ge=1)
+
+
+_fates(RolloutMock, enable=refused("rlcfg generates every rollout; it neither dumps nor replays them"),
+       mode=inert("only read with enable, which rlcfg refuses"), dump_dir=LOGS)
+_fates(TransferBackend, default=PERF)
+_fates(RouterArgs, default=inert("how generation requests are spread over the rollout engines: each prompt's samples "
+                                 "are drawn from the same policy"))
 
 
 class _BaseRoot(Section):
@@ -689,6 +860,31 @@ class _BaseRoot(Section):
                                                "EnvAffinityRouter for agentic).")
 
 
+_fates(_BaseRoot,
+       exp_name=HONORED, seed=HONORED, output_dir=HONORED, logging_dir=HONORED, track_with=HONORED,
+       tracker_kwargs=HONORED, max_steps=HONORED, save_steps=HONORED, max_ckpt_to_keep=HONORED, eval_steps=HONORED,
+       rollout_batch_size=HONORED, resume_from_checkpoint=HONORED, prompt_length=HONORED, response_length=HONORED,
+       sequence_length=HONORED, val_prompt_length=HONORED, val_sequence_length=HONORED, num_gpus_per_node=HONORED,
+       hydra=inert("Hydra's own settings; ROLL does not read them"),
+       rpc_timeout=PERF, rollout_dump_dir=LOGS, logging_steps=LOGS, local_rank=PERF,
+       val_batch_size=inert("how validation prompts are batched: each prompt's responses are the same"),
+       checkpoint_config=inert("where checkpoints are uploaded: nothing computed changes"),
+       profiler_timeline=LOGS, profiler_memory=LOGS, report_length_and_rewards=LOGS, length_profiler_dir=LOGS,
+       profiler_output_dir=LOGS, base_dir=LOGS, otlp_output_dir=LOGS,
+       is_offload_states=PERF, is_offload_optimizer_states_in_train_step=PERF, model_update_buffer_size_mb=PERF,
+       system_envs=refused("rlcfg's workers do not receive ROLL's environment variables"),
+       num_nodes=inert("ROLL ignores it and counts nodes from the device mappings, as rlcfg does"),
+       model_download_type=inert("where models are downloaded from: the weights are the same"),
+       generate_opt_level=PERF,
+       is_num_return_sequences_expand=inert("n samples of a prompt, or the prompt n times: the same distribution"),
+       max_running_requests=PERF,
+       is_use_additional_prompts=refused("rlcfg generates exactly rollout_batch_size prompts per step; it starts "
+                                         "no extra prompts to keep the ones that finish first"),
+       max_additional_running_prompts=inert("only read with is_use_additional_prompts, which rlcfg refuses"),
+       rollout_mock=SECTION, transfer_backend=SECTION, router_args=SECTION,
+       user_defined_rollout_loop_cls=refused("rlcfg runs its own rollout loop"))
+
+
 class _PpoRoot(_BaseRoot):
     """`PPOConfig`: the workers and the algorithm the RLVR and agentic pipelines share."""
 
@@ -720,11 +916,15 @@ class _PpoRoot(_BaseRoot):
     kl_horizon: int = param(10000, description="Horizon of the adaptive KL controller.", ge=1)
     use_reward_scaling: bool = param(False, description="Scale rewards.")
     add_len_reward: bool = param(False, description="Add a length reward.")
-    reward_clip: float = param(None, description="Clip rewards to ±reward_clip.", ge=0)
+    reward_clip: float = param(None, description="Clamp the normalised reward (after norm_mean_type / norm_std_type, "
+                                                 "or GRPO's group normalisation) to ±reward_clip, and the token "
+                                                 "rewards once more after the KL penalty.", ge=0)
     use_reward_norm: bool = param(False, description="Normalise rewards (with use_reward_scaling).")
-    whiten_rewards: bool = param(False, description="Whiten rewards before computing advantages.")
+    whiten_rewards: bool = param(False, description="Whiten the token rewards (after the KL penalty) over the batch "
+                                                    "before computing advantages.")
     whiten_advantages: bool = param(False, description="Whiten the advantages.")
-    advantage_clip: float = param(None, description="Clip advantages to ±advantage_clip.", ge=0)
+    advantage_clip: float = param(None, description="Clamp the final advantages (after any whitening) to "
+                                                    "±advantage_clip.", ge=0)
     adv_estimator: Literal["gae", "reinforce", "grpo", "gigpo", "step_reinforce", "agentic_reinforce"] = param(
         "gae", description="Advantage estimator; `gae` needs the critic.")
     norm_mean_type: Literal["batch", "group", "running"] | None = param(
@@ -786,6 +986,34 @@ class _PpoRoot(_BaseRoot):
         return self
 
 
+_ONLY_OPD = inert("only read by on-policy distillation (is_pure_opd / use_opd), which rlcfg refuses")
+_ADAPTIVE = refused("rlcfg keeps the KL coefficient at init_kl_coef: its driver does not yet carry the adaptive "
+                    "controller's coefficient from one step to the next")
+_fates(_PpoRoot,
+       pretrain=HONORED, reward_pretrain=HONORED, actor_train=HONORED, actor_infer=HONORED, critic=SECTION,
+       reference=HONORED, ppo_epochs=HONORED, max_grad_norm=HONORED, lambd=HONORED, gamma=HONORED, pg_clip=HONORED,
+       use_pg_clip_range=HONORED, pg_clip_low=HONORED, pg_clip_high=HONORED, value_clip=HONORED, kl_penalty=HONORED,
+       init_kl_coef=HONORED, reward_clip=HONORED, whiten_rewards=HONORED, whiten_advantages=HONORED,
+       advantage_clip=HONORED, adv_estimator=HONORED, norm_mean_type=HONORED, norm_std_type=HONORED,
+       add_token_level_kl=HONORED, use_kl_loss=HONORED, kl_loss_coef=HONORED, entropy_loss_coef=HONORED,
+       loss_agg_mode=HONORED, dual_clip_loss=HONORED, enable_reference=HONORED, train_infer_correction=HONORED,
+       reward=inert("the RLVR pipeline scores with `rewards`; PPOConfig's reward worker is not started"),
+       async_generation_ratio=refused("rlcfg generates and trains in turn (ratio 0): each step trains on samples of "
+                                      "the current policy"),
+       l2=NOWHERE, use_reward_scaling=NOWHERE, add_len_reward=NOWHERE, use_reward_norm=NOWHERE,
+       target_kl=_ADAPTIVE,
+       kl_horizon=inert("only read by the adaptive KL controller, which target_kl turns on and rlcfg refuses"),
+       critic_warmup=refused("rlcfg trains the actor from the first step; it has no critic-only warm-up steps"),
+       enable_old_logprobs_recompute=inert("the old log-probs are the policy's before the update either way "
+                                           "(recomputed, or taken from the first forward pass); rlcfg recomputes "
+                                           "them when the update is not on-policy"),
+       force_disable_old_logprobs_recompute=inert("the old log-probs are the policy's before the update either way "
+                                                  "(recomputed, or taken from the first forward pass)"),
+       is_pure_opd=refused("rlcfg runs no on-policy distillation: its runtime has no teacher-KL reward"),
+       use_opd=refused("rlcfg runs no on-policy distillation: its runtime has no teacher-KL reward"),
+       pure_opd_pipeline_type=_ONLY_OPD, teacher=_ONLY_OPD, student_train=_ONLY_OPD, student_infer=_ONLY_OPD)
+
+
 class RollConfig(_PpoRoot):
     """An RLVR pipeline config (`examples/start_rlvr_pipeline.py`: RLVRConfig)."""
 
@@ -803,24 +1031,32 @@ class RollConfig(_PpoRoot):
     reward_model: Worker | None = section(Worker, optional=True,
                                           description="A shared reward-model cluster (newer ROLL).")
     difficulty_loss_weight: bool = param(False, description="Weight the loss by difficulty.")
-    length_loss_weight: bool = param(False, description="Weight the loss by length.")
+    length_loss_weight: bool = param(
+        False, description="Weight each sample's policy loss by 1.5 − its normalised length within the micro-batch "
+                           "(shorter responses weigh more), rescaled to mean 1.")
     postive_loss_coef: float = param(0, description="Coefficient of the SFT loss on positive samples (ROLL's "
                                                     "spelling).")
     use_topr_neg_loss_coef: float = param(0.0, description="Coefficient of the TOPR negative loss.")
     use_policy_loss_type: Literal["PPO", "PG"] = param("PPO", description="PPO or plain policy-gradient loss.")
     use_topr_loss: bool = param(False, description="Use the TOPR loss.")
-    rl_loss_coef: float = param(1.0, description="Coefficient of the RL loss.")
-    importance_sampling: Literal["token", "seq"] = param("token", description="Importance-sampling granularity.")
+    rl_loss_coef: float = param(1.0, description="Multiplies the policy loss plus the KL loss (not the entropy "
+                                                 "bonus).")
+    importance_sampling: Literal["token", "seq"] = param(
+        "token", description="The PPO ratio per token, or per sequence (`seq`: exp of the mean log-ratio, GSPO).")
     val_greedy: bool = param(False, description="Decode greedily during validation.")
     val_n_sample: int = param(1, description="Samples per validation prompt.", ge=1)
-    max_len_mask: bool = param(False, description="Mask responses that hit the length limit.")
+    max_len_mask: bool = param(False, description="Leave out of the loss the responses exactly as long as the "
+                                                  "response limit.")
     mask_type: Literal["all", "loss"] = param("loss", description="What the masks apply to.")
-    difficulty_mask: bool = param(False, description="Mask prompts outside the difficulty thresholds.")
+    difficulty_mask: bool = param(False, description="Leave out of the loss the groups whose mean score is not "
+                                                     "strictly between difficulty_low_threshold and "
+                                                     "difficulty_high_threshold.")
     balance_length: bool = param(False, description="Balance response lengths across ranks.")
     minibatch_data_iter_num: int = param(1, description="Data iterations per mini-batch.", ge=1)
     difficulty_low_threshold: float = param(0.0, description="Lower difficulty threshold of difficulty_mask.")
     difficulty_high_threshold: float = param(1.0, description="Upper difficulty threshold of difficulty_mask.")
-    error_max_len_clip: bool = param(False, description="Clip rewards of over-long responses.")
+    error_max_len_clip: bool = param(False, description="Keep in the loss only samples scored 1, and samples scored "
+                                                        "0 shorter than error_max_len_threshold.")
     error_max_len_threshold: int = param(9999999999, description="Length threshold of error_max_len_clip.")
     tag_to_template: dict[str, str] = param(
         {}, description="Chat template by dataset tag; tags not listed use global_template. Each name must be a "
@@ -832,6 +1068,24 @@ class RollConfig(_PpoRoot):
                                                         "(no effect).")
     reward_scale: bool | None = param(None, description="Written by older ROLL examples; ROLL has no such field "
                                                         "(no effect).")
+
+
+_fates(RollConfig,
+       num_return_sequences_in_group=HONORED, validation=HONORED, rewards=HONORED, length_loss_weight=HONORED,
+       rl_loss_coef=HONORED, importance_sampling=HONORED, val_greedy=HONORED, max_len_mask=HONORED,
+       difficulty_mask=HONORED, difficulty_low_threshold=HONORED, difficulty_high_threshold=HONORED,
+       error_max_len_clip=HONORED, error_max_len_threshold=HONORED,
+       global_template=HONORED, tag_to_template=HONORED, dataset_filter=SECTION, save_logging_board_dir=LOGS,
+       reward_model=refused("rlcfg scores with the rule reward workers of `rewards`; it starts no shared "
+                            "reward-model cluster"),
+       difficulty_loss_weight=refused("rlcfg's data loader carries no difficulty column, so it cannot weight the "
+                                      "loss by difficulty"),
+       postive_loss_coef=NOWHERE, use_topr_neg_loss_coef=NOWHERE, use_policy_loss_type=NOWHERE,
+       use_topr_loss=NOWHERE, val_n_sample=NOWHERE, mask_type=NOWHERE, balance_length=NOWHERE,
+       minibatch_data_iter_num=NOWHERE,
+       reward_norm=inert("ROLL has no such field and drops it"),
+       reward_shift=inert("ROLL has no such field and drops it"),
+       reward_scale=inert("ROLL has no such field and drops it"))
 
 
 # ---- the agentic pipeline (AgenticConfig) --------------------------------------------------------------------
@@ -923,6 +1177,31 @@ class AgenticConfig(_PpoRoot):
     skip_mock_system_prompt: bool = param(
         False, description="Set when the chat template adds no system prompt of its own (Qwen3.5).")
 
+# The agentic pipeline validates but does not run: rlcfg/lower/roll.py refuses every agentic config as a whole
+# (plan and run stop with a usage error: rlcfg's runtime has no environment managers). Its keys therefore change
+# nothing rlcfg computes: the ones RLVR honors, and the agentic pipeline's own, are inert with that reason; a key
+# RLVR refuses keeps its refusal.
+AGENTIC = inert("rlcfg validates ROLL agentic configs but plan and run refuse them as a whole (rlcfg's runtime has "
+                "no environment managers); run them with ROLL's examples/start_agentic_pipeline.py")
+
+
+def _agentic_fates(model: type[Section]) -> None:
+    for name, info in model.model_fields.items():
+        fate = field_fate(info, model)
+        if fate is None or fate.kind == "honored":
+            _fates(model, **{name: AGENTIC})
+
+
+_fates(AgenticConfig, render_save_dir=LOGS, env_monitor=inert("watches environments for hangs: nothing computed "
+                                                              "changes"))
+for _model in (AgenticConfig, EnvManager, AgenticReward):
+    _agentic_fates(_model)
+_fates(LlmProxy, default=AGENTIC)
+_fates(RewardNormalization, default=AGENTIC)
+_fates(EnvMonitor, default=inert("watches environments for hangs: nothing computed changes"))
+_fates(EnvManager, worker_cls=AGENTIC)
+
+
 # How rlcfg tells ROLL's pipelines apart. ROLL itself never looks at the document for this: each example's run
 # script starts one `examples/start_<pipeline>_pipeline.py`, and that script picks the config class dacite builds
 # (RLVRConfig, AgenticConfig, DistillConfig, SFTConfig, DPOConfig). A document carries no name of its class, so
@@ -958,6 +1237,7 @@ class Roll(Dialect):
     override_grammar = "hydra"
     rules = RULES
     releases = ("main",)
+    ledger_complete = True
     # ROLL builds its config with dacite's default (non-strict) from_dict, which silently drops keys no dataclass
     # declares: examples keep helper variables at the top level (read only through `${...}`) and redundant keys
     # such as `validation.eval_steps`. The front end then reports a near-miss of a known key as an error and any

@@ -249,8 +249,9 @@ def test_pretrain_wins_unless_all_three_name_their_model():
 
 
 def test_gae_adds_the_critic():
-    exp = experiment(FSDP2, "adv_estimator=gae", "++reward_pretrain=/models/critic",
-                     "++critic.device_mapping='list(range(0,8))'", "++critic.strategy_args.strategy_name=fsdp2_train",
+    exp = experiment(FSDP2, "adv_estimator=gae", "loss_agg_mode=seq-mean-token-mean",
+                     "++reward_pretrain=/models/critic", "++critic.device_mapping='list(range(0,8))'",
+                     "++critic.strategy_args.strategy_name=fsdp2_train",
                      "++critic.training_args.learning_rate=5e-6",
                      "++critic.training_args.per_device_train_batch_size=4",
                      "++critic.training_args.gradient_accumulation_steps=8", "++value_clip=0.5")
@@ -277,11 +278,12 @@ def test_warmup_ratio_counts_optimizer_steps():
     assert exp.role("actor").optimizer.warmup_steps == 50
 
 
-def test_reward_shaping_and_filters():
-    exp = experiment(MEGATRON, "++reward_clip=5", "++max_len_mask=true",
-                     "++rewards.math_rule.query_filter_config.type=std_filter")
+def test_reward_shaping_and_masks():
+    exp = experiment(MEGATRON, "++reward_clip=5", "++max_len_mask=true")
     alg = exp.algorithm
-    assert alg.reward.clip == 5 and alg.mask_truncated and alg.dynamic_sampling
+    assert alg.reward.clip == 5 and alg.reward.order == "clip_normalized"
+    # max_len_mask drops responses exactly at the length limit (get_sample_level_mask), not the unfinished ones
+    assert alg.weighting.max_len_mask and not alg.mask_truncated and not alg.dynamic_sampling
 
 
 def test_reward_model_on_its_own_gpus():
@@ -306,6 +308,26 @@ def test_greedy_validation():
     assert exp.eval_sampling.temperature == 0.0 and exp.sampling.temperature == 0.99
 
 
+def test_roles_speak_roll():
+    exp = experiment(FSDP2)
+    actor, rollout, ref, reward = (exp.role(n) for n in ("actor", "rollout", "reference", "reward"))
+    assert (actor.section, rollout.section, ref.section, reward.section) == (
+        "actor_train", "actor_infer", "reference", "rewards.math_rule")
+    assert actor.key_for("micro_batch_size") == "actor_train.training_args.per_device_train_batch_size"
+    assert actor.key_for("forward_micro_batch_size") == "actor_train.infer_batch_size"
+    assert rollout.key_for("forward_micro_batch_size") == "actor_infer.infer_batch_size"
+    assert ref.key_for("forward_micro_batch_size") == "reference.infer_batch_size"
+    packed = experiment(FSDP2, "++actor_train.use_dynamic_batching_in_train=true",
+                        "++actor_train.max_tokens_per_microbatch_in_train=16384").role("actor")
+    assert packed.key_for("max_tokens_per_micro_batch") == "actor_train.max_tokens_per_microbatch_in_train"
+    critic = experiment(FSDP2, "adv_estimator=gae", "loss_agg_mode=seq-mean-token-mean",
+                        "++reward_pretrain=/models/critic",
+                        "++critic.strategy_args.strategy_name=fsdp2_train",
+                        "++critic.device_mapping='list(range(0,8))'").role("critic")
+    assert critic.section == "critic" and critic.key_for("micro_batch_size") == (
+        "critic.training_args.per_device_train_batch_size")
+
+
 def test_agentic_configs_are_refused_by_the_lowering():
     from rlcfg.source.yaml_loader import UsageError
 
@@ -313,3 +335,226 @@ def test_agentic_configs_are_refused_by_the_lowering():
     assert result.ok
     with pytest.raises(UsageError, match="agentic"):
         lower(result.config)
+
+
+# ---- the algorithm, with ROLL's meanings (rlvr_pipeline.py, functionals.py, actor_worker.py) -------------------
+# Each honored setting changes the lowered Experiment, and where cheap the advantage or loss that the runtime's
+# algorithms.py computes with it, checked against numbers worked out by hand from ROLL's definitions.
+
+torch = pytest.importorskip("torch")
+
+
+def roll_advantages(alg, scores, mask, penalty=None):
+    """What rlcfg.runtime.step.prepare_update computes from the shaped scores, with the Experiment's settings."""
+    from rlcfg.runtime import algorithms as A
+
+    scores = torch.tensor(scores, dtype=torch.float32)
+    mask = torch.tensor(mask, dtype=torch.float32)
+    finished = torch.ones(scores.shape[0], dtype=torch.bool)
+    shaped = A.shape_scores(scores, mask.sum(dim=1), finished, 1000, alg.reward)
+    adv, _ = A.compute_advantages(
+        shaped, mask, estimator=alg.advantage, group_size=alg.group_size, options=alg.advantage_options,
+        normalize_std=alg.normalize_advantage_std, batch_normalize=alg.batch_normalize_advantage, gamma=alg.gamma,
+        lam=alg.lam, kl_penalty=None if penalty is None else torch.tensor(penalty), kl_mode=alg.kl.reward_mode,
+        normalized_clip=alg.reward.clip if alg.reward.order == "clip_normalized" else None)
+    return adv
+
+
+def with_group(exp, n):
+    from dataclasses import replace
+
+    return replace(exp.algorithm, group_size=n)
+
+
+def test_grpo_is_always_group_mean_and_std_normalised():
+    # reward_postprocess forces norm_mean_type/norm_std_type to group for grpo, whatever the config says.
+    for overrides in ([], ["norm_std_type=null", "norm_mean_type=null"], ["norm_std_type=batch"]):
+        alg = experiment(QUICKSTART, *overrides).algorithm
+        assert alg.advantage == "grpo" and alg.normalize_advantage_std
+        assert alg.advantage_options.reward_norm_mean is None and alg.advantage_options.reward_norm_std is None
+        # scores 1, 0, 0, 0: mean 0.25, unbiased std 0.5 → (1 − 0.25)/0.5 = 1.5 and −0.5
+        adv = roll_advantages(with_group(experiment(QUICKSTART, *overrides), 4), [1, 0, 0, 0], [[1, 1]] * 4)
+        assert adv[:, 0].tolist() == pytest.approx([1.5, -0.5, -0.5, -0.5], abs=1e-5)
+
+
+def test_reward_clip_clamps_the_normalised_reward():
+    exp = experiment(QUICKSTART, "++reward_clip=1.0")
+    assert exp.algorithm.reward.order == "clip_normalized"
+    # normalised 1.5, −0.5, −0.5, −0.5 → 1.0 after the clip (a clip of the raw 0/1 score would change nothing)
+    adv = roll_advantages(with_group(exp, 4), [1, 0, 0, 0], [[1]] * 4)
+    assert adv[:, 0].tolist() == pytest.approx([1.0, -0.5, -0.5, -0.5], abs=1e-5)
+
+
+def test_kl_in_the_reward_is_per_token():
+    exp = experiment(MEGATRON, "use_kl_loss=false", "init_kl_coef=0.1", "++add_token_level_kl=true")
+    assert exp.algorithm.kl.reward_mode == "token" and exp.algorithm.kl.placement == "reward"
+    # group [1, 0]: normalised ±0.7071 on the last token; minus β·KL per token; advantage = reward-to-go.
+    penalty = [[0.1, 0.2], [0.0, 0.3]]
+    adv = roll_advantages(with_group(exp, 2), [1, 0], [[1, 1], [1, 1]], penalty)
+    r = 0.5 / (0.5 ** 0.5 + 1e-6)
+    assert adv.tolist()[0] == pytest.approx([-0.1 + r - 0.2, r - 0.2], abs=1e-5)
+    assert adv.tolist()[1] == pytest.approx([-0.0 - r - 0.3, -r - 0.3], abs=1e-5)
+
+
+def test_advantage_clip_and_whitening():
+    plain = experiment(QUICKSTART).algorithm
+    assert plain.advantage_options.clip is None and not plain.batch_normalize_advantage
+    clipped = experiment(QUICKSTART, "++advantage_clip=1.0")
+    assert clipped.algorithm.advantage_options.clip == 1.0
+    adv = roll_advantages(with_group(clipped, 4), [1, 0, 0, 0], [[1]] * 4)
+    assert adv[:, 0].tolist() == pytest.approx([1.0, -0.5, -0.5, -0.5], abs=1e-5)
+    assert experiment(QUICKSTART, "++whiten_advantages=true").algorithm.batch_normalize_advantage
+    assert experiment(QUICKSTART, "++whiten_rewards=true").algorithm.advantage_options.whiten_rewards
+    # gae and reinforce whiten only when asked (ROLL's whiten_advantages defaults to false)
+    reinforce = experiment(QUICKSTART, "adv_estimator=reinforce").algorithm
+    assert reinforce.advantage == "reinforce++" and not reinforce.advantage_options.whiten
+    assert experiment(QUICKSTART, "adv_estimator=reinforce",
+                      "++whiten_advantages=true").algorithm.advantage_options.whiten
+
+
+def test_reward_normalisation_of_the_other_estimators():
+    exp = experiment(QUICKSTART, "adv_estimator=reinforce", "norm_mean_type=batch", "~norm_std_type")
+    opts = exp.algorithm.advantage_options
+    assert (opts.reward_norm_mean, opts.reward_norm_std) == ("batch", None)
+    # reward_norm: 1, 0, 0, 1 minus the batch mean 0.5, no std; REINFORCE's return with gamma 1, no whitening
+    adv = roll_advantages(with_group(exp, 2), [1, 0, 0, 1], [[1, 1]] * 4)
+    assert adv.flatten().tolist() == pytest.approx([0.5, 0.5, -0.5, -0.5, -0.5, -0.5, 0.5, 0.5], abs=1e-6)
+
+
+def test_rl_loss_coef_scales_policy_and_kl_loss_but_not_the_entropy_bonus():
+    from rlcfg.runtime import algorithms as A
+
+    exp = experiment(QUICKSTART, "++rl_loss_coef=0.5")
+    assert exp.algorithm.policy_options.loss_coef == 0.5
+    spec = exp.algorithm.actor_loss_spec()
+    logp = torch.tensor([[-1.0, -2.0]])
+    mb = {"response_mask": torch.ones(1, 2), "advantages": torch.tensor([[1.0, 1.0]]), "old_logprobs": logp.clone()}
+    loss, _ = A.actor_loss(logp, mb, spec)
+    base, _ = A.actor_loss(logp, mb, experiment(QUICKSTART).algorithm.actor_loss_spec())
+    assert float(base) == pytest.approx(-1.0) and float(loss) == pytest.approx(-0.5)
+
+
+def test_entropy_bonus_only_when_positive():
+    assert experiment(QUICKSTART, "++entropy_loss_coef=0.01").algorithm.entropy_coef == 0.01
+    assert experiment(QUICKSTART, "++entropy_loss_coef=-0.01").algorithm.entropy_coef == 0.0
+
+
+def test_sample_masks_and_length_weights():
+    from rlcfg.runtime import algorithms as A
+
+    alg = experiment(QUICKSTART, "++difficulty_mask=true", "++difficulty_low_threshold=0.1",
+                     "++difficulty_high_threshold=0.9", "++error_max_len_clip=true",
+                     "++error_max_len_threshold=3").algorithm
+    w = alg.weighting
+    assert w.difficulty_mask == (0.1, 0.9) and w.error_max_len_clip == 3
+    # groups of 2: [1, 0] (mean 0.5, kept) and [1, 1] (mean 1, dropped); score-0 samples need length < 3
+    keep = A.sample_mask(torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor([5, 4, 2, 2]), 2, 8, w)
+    assert keep.tolist() == [1.0, 0.0, 0.0, 0.0]
+    weighted = experiment(QUICKSTART, "++length_loss_weight=true").algorithm.weighting
+    assert weighted.length_loss_weight
+    # lengths 1 and 3: 1.5 − (len − 1)/2 → 1.5, 0.5; rescaled to mean 1 → 1.5, 0.5
+    weights = A.sample_weights(torch.tensor([[1.0, 0.0, 0.0], [1.0, 1.0, 1.0]]), weighted)
+    assert weights.tolist() == pytest.approx([1.5, 0.5], abs=1e-6)
+
+
+def test_train_infer_importance_weight_is_truncated_importance_sampling():
+    alg = experiment(QUICKSTART, "++train_infer_correction.is_weight.enabled=true",
+                     "++train_infer_correction.is_weight.upper_bound=2.0",
+                     "++train_infer_correction.is_weight.weight_type=sequence").algorithm
+    assert (alg.policy_options.tis_cap, alg.policy_options.tis_level) == (2.0, "sequence")
+    assert experiment(QUICKSTART).algorithm.policy_options.tis_cap is None
+
+
+def test_adaptive_kl_is_lowered_and_refused_by_the_run_ledger():
+    overrides = ("use_kl_loss=false", "init_kl_coef=0.1", "++add_token_level_kl=true", "++target_kl=0.02",
+                 "++kl_horizon=5000")
+    controller = experiment(MEGATRON, *overrides).algorithm.kl.controller
+    assert (controller.kind, controller.target, controller.horizon) == ("adaptive", 0.02, 5000)
+    result = check_file(str(MEGATRON), list(overrides), env={})
+    assert [d.path for d in result.diagnostics if d.code == "RLC118"] == ["target_kl"]
+
+
+@pytest.mark.parametrize("override,key", [
+    ("++critic_warmup=2", "critic_warmup"),
+    ("++actor_infer.generating_args.repetition_penalty=1.1", "actor_infer.generating_args.repetition_penalty"),
+    ("++actor_train.pg_variant=topr", "actor_train.pg_variant"),
+    ("++difficulty_loss_weight=true", "difficulty_loss_weight"),
+    ("++async_generation_ratio=1", "async_generation_ratio"),
+    ("++train_infer_correction.filters=[{enabled: true}]", "train_infer_correction.filters"),
+])
+def test_settings_rlcfg_does_not_run_are_refused(override, key):
+    result = check_file(str(QUICKSTART), [override], env={})
+    assert key in [d.path for d in result.diagnostics if d.code == "RLC118"]
+
+
+@pytest.mark.parametrize("overrides,words", [
+    (["++add_token_level_kl=true", "init_kl_coef=0.1", "use_kl_loss=true", "++kl_loss_coef=0.01",
+      "++reference.strategy_args.strategy_name=fsdp2_infer", "++reference.device_mapping='list(range(0,1))'"],
+     "both"),
+    (["++rewards.math_rule.query_filter_config.type=std_filter"], "std_filter"),
+    (["++rewards.math_rule.query_filter_config.type=mean_filter"], "mean_filter"),
+    (["++rewards.math_rule.worker_cls=roll.pipeline.rlvr.rewards.llm_judge_reward_worker.LLMJudgeRewardWorker"],
+     "LLMJudgeRewardWorker"),
+    (["++rewards.code.worker_cls=roll.pipeline.rlvr.rewards.math_rule_reward_worker.MathRuleRewardWorker",
+      "++rewards.code.tag_included=[code]", "++rewards.code.world_size=1"], "2 domains"),
+    (["adv_estimator=reinforce", "norm_mean_type=running"], "running"),
+    (["++add_token_level_kl=true", "init_kl_coef=0.1", "++kl_penalty=full",
+      "++reference.strategy_args.strategy_name=fsdp2_infer", "++reference.device_mapping='list(range(0,1))'"],
+     "full"),
+    (["++gamma=0.9"], "gamma"),
+    (["loss_agg_mode=seq-mean-token-sum-norm"], "seq-mean-token-sum-norm"),
+    (["adv_estimator=gae", "loss_agg_mode=token-mean", "++critic.strategy_args.strategy_name=fsdp2_train",
+      "++critic.device_mapping='list(range(0,1))'"], "critic always averages"),
+    (["++actor_train.worker_cls=roll.pipeline.rlvr.actor_pg_worker.ActorPGWorker"], "ActorPGWorker"),
+    (["actor_train.training_args.lr_scheduler_type=inverse_sqrt"], "inverse_sqrt"),
+    (["++importance_sampling=seq", "adv_estimator=reinforce", "++gamma=0.9"], "importance_sampling"),
+    (["++max_len_mask=true", "++whiten_advantages=true"], "whiten"),
+    (["++train_infer_correction.is_weight.enabled=true",
+      "++train_infer_correction.is_weight.weight_type=geometric"], "geometric"),
+    (["++train_infer_correction.is_weight.enabled=true", "++train_infer_correction.is_weight.detach=false"],
+     "detach"),
+])
+def test_combinations_rlcfg_would_compute_differently_are_refused(overrides, words):
+    from rlcfg.source.yaml_loader import UsageError
+
+    result = check_file(str(QUICKSTART), overrides, env={})
+    assert result.config is not None, [f"{d.path}: {d.message}" for d in result.diagnostics]
+    with pytest.raises(UsageError, match=words):
+        lower(result.config)
+
+
+def test_named_chat_templates():
+    # ROLL's native and qwen2_5 are the tokenizer's own chat template; others are refused with a messages column.
+    assert experiment(FSDP2).data.apply_chat_template
+    from rlcfg.source.yaml_loader import UsageError
+
+    result = check_file(str(FSDP2), ["actor_train.data_args.template=qwen3"], env={})
+    with pytest.raises(UsageError, match="qwen3"):
+        lower(result.config)
+    # a prompt column is tokenized as it is: the template is not used
+    assert not experiment(QUICKSTART, "actor_train.data_args.template=qwen3").data.apply_chat_template
+
+
+@pytest.mark.parametrize("override,read", [
+    ("adv_estimator=reinforce", lambda a: a.advantage),
+    ("++gamma=0.9", lambda a: a.gamma),  # with reinforce (below): grpo refuses gamma < 1 without per-token rewards
+    ("++lambd=0.9", lambda a: a.lam),
+    ("loss_agg_mode=seq-mean-token-sum", lambda a: a.loss_aggregation),
+    ("++ppo_epochs=2", lambda a: a.ppo_epochs),
+    ("++pg_clip=0.3", lambda a: (a.clip_low, a.clip_high, a.clip_ratio_c)),
+    ("++dual_clip_loss=true", lambda a: a.policy_loss),
+    ("++importance_sampling=seq", lambda a: a.policy_loss),
+    ("++reward_clip=2", lambda a: a.reward.clip),
+    ("++advantage_clip=2", lambda a: a.advantage_options.clip),
+    ("++whiten_rewards=true", lambda a: a.advantage_options.whiten_rewards),
+    ("++whiten_advantages=true", lambda a: a.advantage_options.whiten),
+    ("norm_std_type=batch", lambda a: a.advantage_options.reward_norm_std),
+    ("norm_mean_type=batch", lambda a: a.advantage_options.reward_norm_mean),
+    ("++rl_loss_coef=2", lambda a: a.policy_options.loss_coef),
+    ("++length_loss_weight=true", lambda a: a.weighting.length_loss_weight),
+    ("++max_len_mask=true", lambda a: a.weighting.max_len_mask),
+    ("++entropy_loss_coef=0.1", lambda a: a.entropy_coef),
+])
+def test_each_honored_algorithm_setting_changes_the_experiment(override, read):
+    base = ("adv_estimator=reinforce",) if override != "adv_estimator=reinforce" else ()
+    assert read(experiment(QUICKSTART, *base, override).algorithm) != read(experiment(QUICKSTART, *base).algorithm)
