@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 from typing import List, Optional
 
 import typer
@@ -49,11 +50,18 @@ def run(
                                     help="Run the built-in quickstart: a tiny model learns small additions with GRPO, "
                                          "on CPU, in well under a minute. Nothing is downloaded."),
     output: Optional[str] = typer.Option(None, "--output", "-o", metavar="DIR",
-                                         help="Where metrics.jsonl, checkpoints/ and plots/ go (default: the "
-                                              "config's log directory, else ./rlcfg-runs/<name>)."),
+                                         help="The run's folder: metrics.jsonl, checkpoints/, plots/, hf_model/ and "
+                                              "experiment.json all go there, and rerunning with the same folder "
+                                              "resumes that run (default: the config's log directory, with its "
+                                              "checkpoint directory, else ./rlcfg-runs/<name>)."),
     resume: Optional[bool] = typer.Option(None, "--resume/--no-resume",
-                                          help="Continue from the latest complete checkpoint in the output folder, "
-                                               "if any (default: what the config says, else resume)."),
+                                          help="Continue from the newest checkpoint in the output folder that "
+                                               "verifies, if any (default: what the config says, else resume). "
+                                               "--no-resume in a folder that holds checkpoints needs --overwrite."),
+    overwrite: bool = typer.Option(False, "--overwrite",
+                                   help="Start over in an output folder that holds a run: delete its checkpoints, "
+                                        "metrics.jsonl, plots/, hf_model/, tensorboard/ and experiment.json (each "
+                                        "named as it goes), nothing else."),
     resume_from: Optional[str] = typer.Option(None, "--resume-from", metavar="CHECKPOINT",
                                               help="Continue from this checkpoint directory (a checkpoints/step-N)."),
     address: Optional[str] = typer.Option(None, "--address", metavar="ADDR",
@@ -76,6 +84,8 @@ def run(
         raise usage_error("give a config FILE or --quickstart (one of them)")
     if quickstart and overrides:
         raise usage_error("--quickstart takes no overrides")
+    if overwrite and (resume or resume_from):
+        raise usage_error("--overwrite starts the run over; it cannot go with --resume or --resume-from")
     _require_run_extra()
     address = address or os.environ.get("RAY_ADDRESS") or None
 
@@ -84,13 +94,18 @@ def run(
             from rlcfg.runtime import quickstart as qs
 
             out = output or os.path.join("rlcfg-runs", "quickstart")
-            experiment = qs.experiment(out)
+            _writable(out)
+            experiment = _os_guard(lambda: qs.experiment(out), out, "output folder")
             threads = 1  # a tiny model gains nothing from intra-op threads, and loses to their contention
         else:
             experiment = _lower(file, overrides or [], dialect, framework_version)
             out = output or experiment.logging.directory or os.path.join("rlcfg-runs", experiment.name or "run")
             threads = None
-        _execute(experiment, out, resume, resume_from, address, debug, steps, threads)
+        # With --output the run is that folder, checkpoints included, whatever the config's checkpoint
+        # directory says: a new --output is a new run, never a continuation of the config's.
+        checkpoints = os.path.join(out, "checkpoints") if output else None
+        _execute(experiment, out, resume, resume_from, address, debug, steps, threads, checkpoints,
+                 overwrite)
     raise typer.Exit(EXIT_OK)
 
 
@@ -104,7 +119,10 @@ def _lower(file: str, overrides: list[str], dialect: Optional[str], release: Opt
     except UsageError as exc:
         raise usage_error(str(exc))
     if result.pipeline is not None and not result.errors:
-        raise _fail(f"`rlcfg run` cannot run {file}: it is a {result.pipeline} config, which rlcfg does not model")
+        from rlcfg.frontend import pipeline_name
+
+        raise _fail(f"`rlcfg run` cannot run {file}: it is for the {pipeline_name(result.pipeline)}, which rlcfg does "
+                    "not model")
     if result.errors:
         from rlcfg.cli.validate import _text
 
@@ -120,7 +138,10 @@ def _lower(file: str, overrides: list[str], dialect: Optional[str], release: Opt
             typer.echo(f"rlcfg: warning[{d.code}]: {d.message}", err=True)
     if not lower.available(result.dialect):
         raise _fail(f"`rlcfg run` cannot run {result.dialect} configs yet: there is no lowering for that dialect")
-    return lower.lower(result.dialect, result.config)
+    try:
+        return lower.lower(result.dialect, result.config)
+    except UsageError as exc:  # a pipeline the dialect validates but cannot run yet (ROLL agentic, say)
+        raise _fail(str(exc))
 
 
 def _resume_setting(experiment, resume: Optional[bool], resume_from: Optional[str]) -> Optional[str]:
@@ -133,32 +154,86 @@ def _resume_setting(experiment, resume: Optional[bool], resume_from: Optional[st
     return None if configured == "none" else configured
 
 
+def _writable(path: str, what: str = "output folder") -> None:
+    from rlcfg.runtime.environment import RunEnvironmentError, check_writable
+
+    try:
+        check_writable(path, what)
+    except RunEnvironmentError as exc:
+        raise _fail(str(exc))
+
+
+def _os_guard(action, path: str, what: str):
+    """Run `action`; an OSError of the file system (permissions, a full disk) becomes a one-line error."""
+    from rlcfg.runtime.environment import describe_os_error
+
+    try:
+        return action()
+    except OSError as exc:
+        raise _fail(describe_os_error(exc, exc.filename or path, what))
+
+
+def _os_error(exc: BaseException) -> Optional[OSError]:
+    """The OSError behind `exc`: also when a worker raised it (Ray wraps it as the `cause` of a RayTaskError)
+    and when torch.distributed.checkpoint collected it from a rank (its `failures`: rank → (error, trace))."""
+    pending = [exc]
+    seen = 0
+    while pending and seen < 16:
+        current = pending.pop(0)
+        seen += 1
+        if isinstance(current, OSError) and current.errno is not None:
+            return current
+        # Libraries that report the OS's error in their own type, with its number in the message (safetensors:
+        # "I/O error: No space left on device (os error 28)").
+        named = re.search(r"\(os error (\d+)\)", str(current)) if not isinstance(current, OSError) else None
+        if named:
+            number = int(named.group(1))
+            return OSError(number, os.strerror(number))
+        failures = getattr(current, "failures", None)
+        if isinstance(failures, dict):
+            for failure in failures.values():
+                pending.append(failure[0] if isinstance(failure, tuple) else failure)
+        for nested in (getattr(current, "cause", None), current.__cause__, current.__context__):
+            if isinstance(nested, BaseException):
+                pending.append(nested)
+    return None
+
+
 def _execute(experiment, out: str, resume: Optional[bool], resume_from: Optional[str], address: Optional[str],
-             debug: bool, steps: Optional[int], threads: Optional[int]) -> None:
+             debug: bool, steps: Optional[int], threads: Optional[int], checkpoints: Optional[str] = None,
+             overwrite: bool = False) -> None:
     from rlcfg.runtime.backends import PreflightError
-    from rlcfg.runtime.checkpoint import UnsafeCheckpointError
+    from rlcfg.runtime.checkpoint import CheckpointError
     from rlcfg.runtime.data import DataError
     from rlcfg.runtime.driver import RunOptions, plan_here, run
+    from rlcfg.runtime.environment import describe_os_error
 
     from rlcfg.runtime.quickstart import materialize
 
-    for path in materialize(experiment):
+    for path in _os_guard(lambda: materialize(experiment), "rlcfg-quickstart", "quickstart folder"):
         typer.echo(f"rlcfg: built the quickstart's {'data' if path.endswith('.jsonl') else 'model'} at {path}",
                    err=True)
     plan, errors = plan_here(experiment, address)
     if errors:
         raise _fail("the plan has errors:\n" + "\n".join(f"  {e}" for e in errors)
                     + "\n(see them in context with `rlcfg plan`)")
-    options = RunOptions(output_dir=out, resume=_resume_setting(experiment, resume, resume_from), address=address,
-                         debug=debug, max_steps=steps, threads=threads)
+    options = RunOptions(output_dir=out, resume=None if overwrite else _resume_setting(experiment, resume, resume_from),
+                         address=address, debug=debug, max_steps=steps, threads=threads, checkpoint_dir=checkpoints,
+                         overwrite=overwrite)
     try:
         run(plan, options)
-    except (PreflightError, DataError, UnsafeCheckpointError) as exc:
+    except (PreflightError, DataError, CheckpointError) as exc:
         raise _fail(str(exc))
     except FileExistsError as exc:
         raise _fail(str(exc))
     except FileNotFoundError as exc:
         raise _fail(str(exc.args[0] if exc.args and isinstance(exc.args[0], str) else exc))
+    except Exception as exc:
+        # The disk filling up or a folder turning read-only during the run, in the driver or in a worker.
+        cause = _os_error(exc)
+        if cause is None:
+            raise
+        raise _fail(describe_os_error(cause, cause.filename or out, "output folder"))
     except KeyboardInterrupt:
         typer.echo("rlcfg: interrupted; the last complete checkpoint is kept (rerun to resume)", err=True)
         raise typer.Exit(130)

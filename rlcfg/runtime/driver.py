@@ -12,11 +12,16 @@ phases as the plan says. Everything the data can get wrong is checked before Ray
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
+import re
+import socket
+import subprocess
 import sys
 import time
+import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -40,6 +45,10 @@ class RunOptions:
     stream: Any = None  # where progress goes (stderr by default)
     max_steps: int | None = None  # stop after this many steps of this invocation (tests, benchmarks)
     threads: int | None = None  # torch threads per worker; None: the CPUs of its slot
+    # Where checkpoints go; None: the config's checkpoint folder, else <output_dir>/checkpoints. `rlcfg run
+    # --output DIR` sets DIR/checkpoints, so that a run is its output folder.
+    checkpoint_dir: str | None = None
+    overwrite: bool = False  # start over in a folder that holds a run: delete its checkpoints and outputs
     # A single worker holding every role runs each step in one call; False keeps the general path (the tests
     # compare the two).
     fused_step: bool = True
@@ -67,6 +76,47 @@ def _total_steps(exp: Experiment, plan: ExecutionPlan, prompts: int) -> int:
 
 # ------------------------------------------------------------------------------------------------ Ray placement
 
+@contextlib.contextmanager
+def _reaped_instance():
+    """Mark the processes of the private Ray instance about to start (they inherit the marker from this
+    process's environment while ray.init starts them) and start the watcher that ends them, and every other
+    process descended from this driver, once the driver is gone (rlcfg/runtime/reaper.py)."""
+    if not os.path.isdir("/proc"):  # the watcher reads /proc; elsewhere Ray's own fate-sharing is all there is
+        yield
+        return
+    marker = f"RLCFG_RUN_MARK={uuid.uuid4().hex}"
+    reaper = os.path.join(os.path.dirname(os.path.abspath(__file__)), "reaper.py")
+    # Its own session: a kill of the driver's process group must not take the watcher with it. Its stdin is
+    # the read end of a pipe whose write end only this process holds.
+    proc = subprocess.Popen([sys.executable, reaper, marker, str(os.getpid())], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True, close_fds=True)
+    _REAPERS.append(proc)  # kept referenced: the pipe must stay open as long as this process lives
+    key, value = marker.split("=", 1)
+    # RAY_ADDRESS would turn even address="local" into joining that cluster; a private instance ignores it
+    # (the CLI has already taken it as --address when it was meant).
+    saved = {k: os.environ.get(k) for k in (key, "RAY_ADDRESS")}
+    os.environ[key] = value
+    os.environ.pop("RAY_ADDRESS", None)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+_REAPERS: list[Any] = []
+
+
+def _job_env() -> dict[str, str]:
+    """Environment of every worker of this run. The driver's pid and host tell a worker whom to watch: it
+    exits as soon as the driver is gone (workers.watch_driver), instead of when Ray notices, seconds later."""
+    return {"TOKENIZERS_PARALLELISM": "false", "RLCFG_DRIVER_PID": str(os.getpid()),
+            "RLCFG_DRIVER_HOST": socket.gethostname()}
+
+
 class Cluster:
     """Ray, the placement groups of the plan, and the actors on them."""
 
@@ -79,7 +129,14 @@ class Cluster:
         self.machine = machine
         if not ray.is_initialized():
             if address:
-                ray.init(address=address, log_to_driver=debug, logging_level="INFO" if debug else "WARNING")
+                from rlcfg.runtime.environment import RunEnvironmentError
+
+                try:
+                    ray.init(address=address, log_to_driver=debug, logging_level="INFO" if debug else "WARNING",
+                             runtime_env={"env_vars": _job_env()})
+                except (ConnectionError, RuntimeError, ValueError) as exc:
+                    line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                    raise RunEnvironmentError(f"cannot join the Ray cluster at {address}: {line}") from None
             else:
                 # A private local instance turns Ray's token authentication on by itself and logs a warning
                 # about it on every run: nothing the user chose or has to act on, so it stays out of the output.
@@ -87,10 +144,13 @@ class Cluster:
 
                 logging.getLogger("ray._private.authentication.authentication_token_setup").setLevel(logging.ERROR)
                 # The dashboard stays off (and would only listen on 127.0.0.1).
-                ray.init(num_cpus=machine.cpus, num_gpus=machine.gpus, include_dashboard=False,
-                         dashboard_host="127.0.0.1", log_to_driver=debug,
-                         logging_level="INFO" if debug else "WARNING",
-                         runtime_env={"env_vars": {"TOKENIZERS_PARALLELISM": "false"}})
+                # address="local": a private instance, even when `ray start` runs on this machine (ray.init
+                # without an address would join that cluster, which is not what a plain `rlcfg run` means).
+                # Ray ties its processes to this driver (they die with it) and the workers watch it too.
+                with _reaped_instance():
+                    ray.init(address="local", num_cpus=machine.cpus, num_gpus=machine.gpus,
+                             include_dashboard=False, dashboard_host="127.0.0.1", log_to_driver=debug,
+                             logging_level="INFO" if debug else "WARNING", runtime_env={"env_vars": _job_env()})
         self.slots = sorted({g for grp in plan.groups for g in grp.gpus})
         # On a cluster the GPUs are wherever Ray says, not necessarily on this machine.
         self.use_gpu = ray.cluster_resources().get("GPU", 0) > 0
@@ -100,12 +160,18 @@ class Cluster:
         self.threads = threads or max(1, int(machine.cpus // max(1, len(self.slots))))
         self.groups: dict[int, Any] = {}
         self.bundle_of: dict[int, tuple[int, int]] = {}  # slot → (group, bundle index)
+        self.node_ids = self._plan_nodes(plan, address) if address else []
         for grp in plan.groups:
             if not grp.gpus:
                 continue
             bundle = {"GPU": 1, "CPU": 1} if self.use_gpu else {"CPU": cpus_per_slot}
+            pinned: dict[str, Any] = {}
+            if self.node_ids:
+                # Each GPU of the plan on the Ray node that plays its plan node (see _plan_nodes).
+                pinned["bundle_label_selector"] = [{"ray.io/node-id": self.node_ids[plan.cluster.node_of(g)]}
+                                                   for g in grp.gpus]
             pg = placement_group([dict(bundle) for _ in grp.gpus], strategy="PACK",
-                                 name=f"rlcfg-{plan.experiment.name}-group{grp.index}")
+                                 name=f"rlcfg-{plan.experiment.name}-group{grp.index}", **pinned)
             self.groups[grp.index] = pg
             for b, g in enumerate(grp.gpus):
                 self.bundle_of[g] = (grp.index, b)
@@ -119,6 +185,33 @@ class Cluster:
                                    "too small for this plan")
         self.group_roles = {grp.index: [r for r in grp.roles] for grp in plan.groups}
         self.actors: list[Any] = []
+
+    def _plan_nodes(self, plan: ExecutionPlan, address: str) -> list[str]:
+        """The Ray node id that plays each node of the plan on a joined cluster: the alive nodes with GPUs
+        (with CPUs, on a cluster without GPUs), the head first, then by address and id. Empty for a one-node
+        plan (any node will do)."""
+        from rlcfg.runtime.environment import RunEnvironmentError
+
+        if plan.cluster.nodes <= 1:
+            return []
+        # Placement groups take per-bundle label selectors since Ray 2.46, and honour them since ray-project/ray
+        # PR 55599 (August 2025, Ray 2.50); before, the plan's nodes could only be ignored.
+        version = tuple(int(p) for p in re.findall(r"\d+", self.ray.__version__)[:2])
+        if version < (2, 50):
+            raise RunEnvironmentError(
+                f"placing the roles on the plan's {plan.cluster.nodes} nodes needs Ray 2.50 or later (placement-"
+                f"group label selectors); this is Ray {self.ray.__version__}: upgrade Ray on the cluster and here "
+                "(pip install -U 'ray>=2.50')")
+        kind = "GPU" if self.use_gpu else "CPU"
+        alive = [n for n in self.ray.nodes() if n.get("Alive") and n.get("Resources", {}).get(kind, 0) > 0]
+        alive.sort(key=lambda n: ("node:__internal_head__" not in n.get("Resources", {}),
+                                  n.get("NodeManagerAddress", ""), n.get("NodeID", "")))
+        if len(alive) < plan.cluster.nodes:
+            raise RunEnvironmentError(
+                f"the plan places roles on {plan.cluster.nodes} nodes, and the Ray cluster at {address} has "
+                f"{len(alive)} node{'s' if len(alive) != 1 else ''} with {kind}s; add nodes (`ray start --address "
+                "<head>:6379` on each) or plan for fewer (`rlcfg plan --show-gpu-map`)")
+        return [n["NodeID"] for n in alive[:plan.cluster.nodes]]
 
     def spawn(self, cls: type, role: str, group: int, slot: int, args: tuple) -> Any:
         """An actor of `cls` on the bundle of `slot`. Its share of the bundle assumes every role of the group
@@ -179,7 +272,7 @@ class Run:
         exp = self.exp
         rewards.get(exp.reward_function)  # an unknown reward function fails here, not in a worker
         actor = exp.role("actor")
-        self.tokenizer_path = actor.model.tokenizer or actor.model.path
+        self.tokenizer_path = _local(actor.model.tokenizer or actor.model.path)
         for role in exp.roles:
             path = role.model.path if role.model else ""
             if path and not os.path.exists(path) and not _looks_like_hub_id(path):
@@ -207,20 +300,91 @@ class Run:
             has_critic=self.alg.advantage == "gae",
             forward_micro_batch={r.name: r.forward_micro_batch_size or r.micro_batch_size or b.micro_batch_size or 8
                                  for r in exp.roles})
-        self.ckpt_root = exp.checkpointing.directory or os.path.join(self.opt.output_dir, "checkpoints")
+        self._prepare_folders()
+        # A cluster that is absent or does not answer is an error now, in seconds, not after Ray's own retries.
+        self.ray_address = None
+        if self.opt.address:
+            from rlcfg.runtime.environment import resolve_address
+
+            self.ray_address = resolve_address(self.opt.address)
+
+    def _prepare_folders(self) -> None:
+        """The output and checkpoint folders: writable, room for a checkpoint, and which checkpoint (if any)
+        this run continues from. All before Ray starts."""
+        from rlcfg.runtime import outputs
+        from rlcfg.runtime.environment import RunEnvironmentError, check_writable
+
+        exp, opt = self.exp, self.opt
+        out = opt.output_dir
+        # Absolute: workers write into it, and on a cluster a worker's working directory is its raylet's.
+        self.ckpt_root = os.path.abspath(opt.checkpoint_dir or exp.checkpointing.directory
+                                         or os.path.join(out, "checkpoints"))
+        check_writable(out, "output folder")
+        check_writable(self.ckpt_root, "checkpoint folder")
+        try:
+            self.lock = outputs.lock(out)
+        except outputs.RunFolderBusy as exc:
+            raise RunEnvironmentError(str(exc)) from None
+        try:
+            self._choose_checkpoint()
+        except BaseException:
+            self.release()
+            raise
+
+    def release(self) -> None:
+        """Let go of the output folder's lock (a killed run's goes with its process)."""
+        lock, self.lock = getattr(self, "lock", None), None
+        if lock is not None:
+            lock.close()
+
+    def _choose_checkpoint(self) -> None:
+        from rlcfg.runtime import outputs
+        from rlcfg.runtime.environment import RunEnvironmentError, check_free_space, directory_bytes
+
+        exp, opt = self.exp, self.opt
+        out = opt.output_dir
+        # What a killed run left half-written goes first (this run holds the folder's lock: no live run owns it),
+        # also so that it does not count against the free space.
+        outputs.clean_leftovers(out)
+        ckpt.clean_partial(self.ckpt_root)
+        # One checkpoint holds the weights, the optimizer's two moments and the exported model, in fp32 where
+        # the model's files may be bf16: measured at about five times the model's files (the actor's, when it is
+        # a local folder), which must fit before the previous checkpoint is pruned.
+        actor = exp.role("actor")
+        if actor and actor.model and os.path.isdir(actor.model.path):
+            check_free_space(self.ckpt_root, 5 * directory_bytes(actor.model.path), "checkpoint folder")
+        existing = ckpt.candidates(self.ckpt_root)
         self.resume_path = None
-        if not self.opt.resume and ckpt.latest(self.ckpt_root):
-            # Starting over beside an earlier run's checkpoints would let pruning delete the new ones first.
-            raise FileExistsError(f"{self.ckpt_root} already holds checkpoints of an earlier run (latest: "
-                                  f"{os.path.basename(ckpt.latest(self.ckpt_root))}); resume it (`rlcfg run ... --resume`), "
-                                  "delete them, or point the config's checkpoint directory elsewhere")
-        if self.opt.resume:
-            if self.opt.resume == "latest":
-                ckpt.clean_partial(self.ckpt_root)
-                self.resume_path = ckpt.latest(self.ckpt_root)
-            else:
-                ckpt.read_driver_state(self.opt.resume)  # a bad path fails before Ray starts
-                self.resume_path = self.opt.resume
+        self.skipped: list[tuple[str, str]] = []
+        if opt.overwrite:
+            for path in outputs.overwrite(out, self.ckpt_root):
+                print(f"rlcfg: --overwrite: deleted {path}", file=opt.stream or sys.stderr)
+        elif not opt.resume and existing:
+            # Starting over beside an earlier run's checkpoints would mix the two runs (and let pruning delete
+            # the new ones first): the user says which they mean.
+            raise RunEnvironmentError(
+                f"{out} already holds a run (checkpoints up to step {existing[-1][0]} in {self.ckpt_root}); rerun "
+                "without --no-resume to continue it, add --overwrite to delete its checkpoints, metrics, plots "
+                "and exported model and start over, or choose another --output")
+        elif opt.resume == "latest":
+            self.resume_path, self.skipped = ckpt.newest_good(self.ckpt_root)
+        elif opt.resume:
+            ckpt.read_driver_state(opt.resume)  # a bad path fails before Ray starts
+            ckpt.verify_loadable(opt.resume)  # a hostile file is refused as such, before anything reads it
+            reason = ckpt.verify(opt.resume)
+            if reason is not None:
+                raise ckpt.DamagedCheckpointError(f"cannot resume from {opt.resume}: {reason}; choose another "
+                                                  "checkpoint (--resume-from), or leave it out to take the newest "
+                                                  "one that verifies")
+            self.resume_path = opt.resume
+        if self.resume_path:
+            saved = ckpt.read_settings(self.resume_path)
+            changed = ckpt.math_differences(saved, to_json(exp)) if saved is not None else []
+            if changed:
+                shown = "; ".join(changed[:5]) + (f"; and {len(changed) - 5} more" if len(changed) > 5 else "")
+                raise RunEnvironmentError(
+                    f"cannot resume from {self.resume_path}: the config changed settings that change what the run "
+                    f"computes ({shown}); restore them, or start a new run in another --output (or --overwrite)")
 
     def _optimizer_steps(self) -> int:
         return self.total_steps * max(1, self.plan.batch.optimizer_steps_per_step)
@@ -280,7 +444,7 @@ class Run:
         if self.device == "cpu" and dtype == "float16":
             dtype = "bfloat16"  # CPUs have no fast fp16 kernels; bf16 keeps the same memory
             self.notes.add(f"{role.name}: float16 runs as bfloat16 on CPU (no fast fp16 kernels there)")
-        return {"kind": kind, "model_path": role.model.path, "dtype": dtype, "device": self.device,
+        return {"kind": kind, "model_path": _local(role.model.path), "dtype": dtype, "device": self.device,
                 "backend": "megatron" if role.name in self.megatron else "fsdp",
                 "megatron": self.megatron.get(role.name), "seed": self.exp.seed,
                 "optimizer": opt,
@@ -332,15 +496,15 @@ class Run:
         exp = self.exp
         t0 = time.perf_counter()
         threads = self.opt.threads or os.environ.get("RLCFG_TORCH_THREADS") or _threads_for(exp)
-        self.cluster = Cluster(self.plan, self.machine, self.opt.address, self.opt.debug,
+        self.cluster = Cluster(self.plan, self.machine, self.ray_address, self.opt.debug,
                                int(threads) if threads else None)
         self.startup = {"ray_s": time.perf_counter() - t0}
         rollout_role = exp.role("rollout")
         rp = self.plan.placement("rollout")
         engine_args = rollout_role.engine_args()
         rollout_spec = {
-            "model_path": rollout_role.model.path if rollout_role.model and rollout_role.model.path
-            else exp.role("actor").model.path,
+            "model_path": _local(rollout_role.model.path if rollout_role.model and rollout_role.model.path
+                                 else exp.role("actor").model.path),
             "tokenizer": self.tokenizer_path, "device": self.device,
             "dtype": "float32" if self.device == "cpu" else (rollout_role.model.dtype if rollout_role.model
                                                               else "bfloat16"),
@@ -380,6 +544,7 @@ class Run:
         if not self.hybrid:
             self.cluster.ray.get([r.sleep.remote() for r in self.rollout])  # waits until the engines are up
         self.startup["workers_s"] = time.perf_counter() - t0 - self.startup["ray_s"]
+        self._record_placement()
         self.pending_weights = None
         self.prefetched = None
         self.sampler_state = self.sampler.state_dict()
@@ -389,6 +554,25 @@ class Run:
         self.fused = (self.opt.fused_step and self.hybrid and len(self.actor) == 1 and not self.critic
                       and self.reference in ([], self.actor) and not self.alg.dynamic_sampling)
         self.last_reply = 0.0
+
+    def _record_placement(self) -> None:
+        """DIR/placement.json: where each worker of each role runs (its plan GPU and node, and the Ray node
+        that holds it), for anyone checking a multi-node run against `rlcfg plan --show-gpu-map`."""
+        from rlcfg.runtime.outputs import write_json
+
+        ray = self.cluster.ray
+        record: dict[str, list[dict[str, Any]]] = {}
+        for role, workers in (("actor", self.actor), ("reference", self.reference), ("critic", self.critic),
+                              ("rollout", self.rollout)):
+            placement = self.plan.placement(role)
+            if not workers or placement is None:
+                continue
+            nodes = ray.get([w.node_id.remote() for w in workers])
+            slots = placement.ranks if len(placement.ranks) == len(workers) else \
+                [s for s in placement.ranks if s.rank % max(1, len(placement.ranks) // len(workers)) == 0]
+            record[role] = [{"rank": i, "gpu": slot.gpu, "plan_node": self.plan.cluster.node_of(slot.gpu),
+                             "ray_node": node} for i, (slot, node) in enumerate(zip(slots, nodes))]
+        write_json(os.path.join(self.opt.output_dir, "placement.json"), record)
 
     def _needs_reference(self) -> bool:
         return self.alg.kl.placement != "none" and self.alg.kl.coef > 0
@@ -576,7 +760,11 @@ class Run:
                                                       list(self.eval_data.answers))
         return {"eval/reward": sum(scores) / max(1, len(scores)), "eval/samples": len(scores)}
 
-    def save(self, step: int) -> str:
+    def save(self, step: int, metrics: dict[str, Any], t0: float, final: bool) -> str:
+        """Checkpoint `step`: the workers' sharded states, the exported model in Hugging Face format (hf/) when
+        the config asks for it in checkpoints (save_hf) and always in the `final` checkpoint of an invocation
+        (so the output folder's hf_model can be redone from it without a worker), the driver's state with this
+        step's metrics line, the run's settings, and the manifest last. `t0`: when saving began."""
         import torch
 
         ray = self.cluster.ray
@@ -584,12 +772,13 @@ class Run:
         calls = [w.save.remote(os.path.join(tmp, "actor")) for w in self.actor]
         calls += [w.save.remote(os.path.join(tmp, "critic"), "critic") for w in self.critic]
         ray.get(calls)
-        if self.exp.checkpointing.save_hf:
+        if self.exp.checkpointing.save_hf or final:
             self._export(os.path.join(tmp, "hf"))
         torch.save({"python": random.getstate(), "torch": torch.get_rng_state()}, os.path.join(tmp, "driver_rng.pt"))
+        metrics["time/checkpoint"] = time.perf_counter() - t0
         state = {"step": step, "sampler": self.sampler_state, "experiment": self.exp.name,
-                 "total_steps": self.total_steps}
-        path = ckpt.commit(tmp, self.ckpt_root, step, state)
+                 "total_steps": self.total_steps, "metrics": metrics}
+        path = ckpt.commit(tmp, self.ckpt_root, step, state, settings=to_json(self.exp))
         ckpt.prune(self.ckpt_root, self.exp.checkpointing.keep_last)
         return path
 
@@ -601,7 +790,6 @@ class Run:
         import torch
 
         ray = self.cluster.ray
-        ckpt.verify_loadable(path)
         state = ckpt.read_driver_state(path)
         calls = [w.load.remote(os.path.join(path, "actor")) for w in self.actor]
         if self.critic:
@@ -630,22 +818,62 @@ class Run:
 
     # ---- the loop ----------------------------------------------------------------------------------------------
 
+    def _publish(self, checkpoint: str, step: int, reporter: Any) -> list[str]:
+        """Refresh what a user looks at after a checkpoint: the exported model (copied from the checkpoint when
+        it holds one, else exported straight into the output folder) and the plots."""
+        from rlcfg.runtime import outputs
+
+        if os.path.isdir(os.path.join(checkpoint, "hf")):
+            outputs.publish_model(os.path.join(checkpoint, "hf"), self.opt.output_dir, step)
+        elif hasattr(self, "cluster"):
+            tmp = outputs.model_tmp(os.path.abspath(self.opt.output_dir))  # absolute: a worker writes it
+            self._export(tmp)
+            outputs.install_model(tmp, self.opt.output_dir, step)
+        return reporter.plots()
+
+    def _finish_only(self, done_steps: int) -> RunResult:
+        """The run in this folder is complete: redo what a kill after its last checkpoint may have left
+        undone (its last metrics line, the exported model, the plots), without starting Ray."""
+        from rlcfg.runtime import outputs
+        from rlcfg.runtime.reporting import Reporter
+
+        opt = self.opt
+        state = ckpt.read_driver_state(self.resume_path)
+        reporter = Reporter(opt.output_dir, ("jsonl",), stream=opt.stream, resume_step=done_steps,
+                            restore=state.get("metrics"))
+        plots = reporter.plots()
+        if outputs.exported_step(opt.output_dir) != done_steps:
+            self._publish(self.resume_path, done_steps, reporter)
+        reporter.close()
+        summary = (f"rlcfg run: the run in {opt.output_dir} is already complete ({done_steps} of "
+                   f"{self.total_steps} steps); nothing to do (--overwrite starts it over, another --output "
+                   "starts a new one)")
+        print(summary, file=opt.stream or sys.stderr, flush=True)
+        return RunResult(steps=done_steps, history=[], elapsed_s=0.0, summary=summary, output_dir=opt.output_dir,
+                         plots=plots, resumed_from=self.resume_path)
+
     def run(self) -> RunResult:
+        try:
+            return self._run()
+        finally:
+            self.release()
+
+    def _run(self) -> RunResult:
+        from rlcfg.runtime.outputs import write_json
         from rlcfg.runtime.reporting import Reporter, summary_line
 
         self.prepare()
         exp, opt = self.exp, self.opt
+        stream0 = opt.stream or sys.stderr
+        for path, reason in self.skipped:
+            print(f"rlcfg: warning: skipping the checkpoint {path}: {reason}", file=stream0, flush=True)
+        if self.skipped and not self.resume_path:
+            print("rlcfg: warning: no checkpoint verifies; starting from step 0", file=stream0, flush=True)
         if self.resume_path:
             done_steps = int(ckpt.read_driver_state(self.resume_path)["step"])
-            if done_steps >= self.total_steps:  # nothing left: say so without starting Ray
-                summary = (f"rlcfg run: the run in {opt.output_dir} is already complete ({done_steps} of "
-                           f"{self.total_steps} steps); nothing to do (choose another output folder to start over)")
-                print(summary, file=opt.stream or sys.stderr, flush=True)
-                return RunResult(steps=done_steps, history=[], elapsed_s=0.0, summary=summary,
-                                 output_dir=opt.output_dir, resumed_from=self.resume_path)
-        os.makedirs(opt.output_dir, exist_ok=True)
-        with open(os.path.join(opt.output_dir, "experiment.json"), "w", encoding="utf-8") as f:
-            json.dump(to_json(exp), f, indent=1)
+            if done_steps >= self.total_steps:  # nothing left to train
+                return self._finish_only(done_steps)
+        write_json(os.path.join(opt.output_dir, "experiment.json"), to_json(exp))
         if self.resume_path:
             ckpt.verify_loadable(self.resume_path)  # before any worker could unpickle it
         slots = len({g for grp in self.plan.groups for g in grp.gpus})
@@ -654,16 +882,17 @@ class Run:
         # Starting Ray and loading every model takes seconds to minutes before the first step: say what is
         # happening rather than sit silent.
         print(f"rlcfg: starting the workers on {where} ({slots} {kind}{'s' if slots != 1 else ''})",
-              file=opt.stream or sys.stderr, flush=True)
+              file=stream0, flush=True)
         try:
             self.start()
             start_step = self.restore(self.resume_path) if self.resume_path else 0
             ready = self.startup["ray_s"] + self.startup["workers_s"]
             print(f"rlcfg: ready in {ready:.1f} s (Ray {self.startup['ray_s']:.1f} s, workers and models "
-                  f"{self.startup['workers_s']:.1f} s)", file=opt.stream or sys.stderr, flush=True)
+                  f"{self.startup['workers_s']:.1f} s)", file=stream0, flush=True)
+            restore = ckpt.read_driver_state(self.resume_path).get("metrics") if self.resume_path else None
             reporter = Reporter(opt.output_dir, exp.logging.backends, exp.logging.project,
                                 exp.logging.run_name or exp.name, stream=opt.stream, resume_step=start_step,
-                                config=to_json(exp))
+                                config=to_json(exp), restore=restore)
             stream = reporter.stream
             for note in sorted(self.notes):
                 print(f"rlcfg: note: {note}", file=stream)
@@ -681,9 +910,12 @@ class Run:
                 last = min(last, start_step + opt.max_steps)
             t_run = time.perf_counter()
             done = 0
+            plots: list[str] = []
             for step in range(start_step + 1, last + 1):
                 evaluating = bool(eval_every and step % eval_every == 0)
-                saving = bool(interval and step % interval == 0) or step == self.total_steps
+                # The last step of every invocation is saved too (a run shortened with --steps keeps its
+                # progress and exports its model); its checkpoint is where the exported model comes from.
+                saving = bool(interval and step % interval == 0) or step == last
                 # Prefetching starts the next step's work behind this one's: an evaluation or a checkpoint must
                 # see this step's weights, so they come first.
                 metrics = self.step(step, prefetch=step < last and not evaluating and not saving)
@@ -691,17 +923,13 @@ class Run:
                     metrics.update(self.evaluate())
                 if step == 1 or (step == start_step + 1):
                     metrics.update({f"startup/{k}": v for k, v in self.startup.items()})
-                if saving:
-                    t0 = time.perf_counter()
-                    self.save(step)
-                    metrics["time/checkpoint"] = time.perf_counter() - t0
+                path = self.save(step, metrics, time.perf_counter(), final=step == last) if saving else None
                 reporter.log(metrics)
                 done += 1
                 reporter.progress(step, self.total_steps, metrics, time.perf_counter() - t_run, done)
-            if last == self.total_steps and done:
-                self._export(os.path.join(opt.output_dir, "hf_model"))
+                if path:
+                    plots = self._publish(path, step, reporter)
             elapsed = time.perf_counter() - t_run
-            plots = reporter.plots()
             summary = summary_line(reporter.history, elapsed, opt.output_dir)
             print(summary, file=stream, flush=True)
             history = list(reporter.history)
@@ -773,6 +1001,12 @@ def _to_numpy(value: Any) -> Any:
             and not value.requires_grad:
         return value.numpy()
     return value
+
+
+def _local(path: str) -> str:
+    """A model path as the workers must see it: a local folder made absolute (on a cluster a worker's working
+    directory is its raylet's, not the driver's), a Hub id as it is."""
+    return os.path.abspath(path) if path and os.path.exists(path) else path
 
 
 def _looks_like_hub_id(path: str) -> bool:

@@ -68,20 +68,86 @@ def task_examples(seed: int = 0, largest: int = 4) -> list[dict[str, str]]:
 
 
 def write_jsonl(path: str, rows: list[dict[str, Any]]) -> None:
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "w", encoding="utf-8") as f:
-        for row in rows:
-            f.write(json.dumps(row) + "\n")
+    from rlcfg.runtime.checkpoint import write_atomic
+
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    write_atomic(path, "".join(json.dumps(row) + "\n" for row in rows))
+
+
+# What a built quickstart model folder holds. Folders are built under a temporary name and renamed when
+# complete, so one without these files is the leftover of a build that an older rlcfg did in place and that
+# was killed half-way (the tokenizer written, the model not): it is rebuilt, not loaded.
+MODEL_FILES = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json")
+
+
+def model_complete(path: str) -> bool:
+    return all(os.path.isfile(os.path.join(path, name)) for name in MODEL_FILES)
+
+
+def _jsonl_complete(path: str) -> bool:
+    try:
+        with open(path, encoding="utf-8") as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    except (OSError, ValueError):
+        return False
+    return bool(rows) and all(isinstance(r, dict) and "prompt" in r for r in rows)
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def build_model_dir(path: str, seed: int = 0) -> bool:
+    """Build the tiny model and its tokenizer at `path` atomically: into `<path>.tmp-<pid>`, flushed to disk,
+    then renamed. A half-built folder at `path` is replaced; a complete one (another run built it meanwhile)
+    is kept. Returns whether this call built it."""
+    import shutil
+
+    from rlcfg.runtime.checkpoint import fsync_dir, fsync_tree
+
+    path = os.path.normpath(path)
+    parent, name = os.path.split(path)
+    os.makedirs(parent or ".", exist_ok=True)
+    for leftover in os.listdir(parent or "."):  # builds killed half-way
+        stem, _, pid = leftover.rpartition(".tmp-")
+        if stem == name and pid.isdigit() and not _pid_alive(int(pid)):
+            shutil.rmtree(os.path.join(parent, leftover), ignore_errors=True)
+    tmp = f"{path}.tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    tokenizer = build_tokenizer(tmp)
+    build_model(tmp, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, seed)
+    fsync_tree(tmp)
+    if os.path.exists(path):
+        if model_complete(path):
+            shutil.rmtree(tmp, ignore_errors=True)
+            return False
+        broken = f"{path}.broken-{os.getpid()}"
+        os.rename(path, broken)
+        shutil.rmtree(broken, ignore_errors=True)
+    try:
+        os.rename(tmp, path)
+    except OSError:  # another process published it between our check and our rename
+        shutil.rmtree(tmp, ignore_errors=True)
+        if not model_complete(path):
+            raise
+        return False
+    fsync_dir(parent or ".")
+    return True
 
 
 def prepare(directory: str, seed: int = 0) -> dict[str, str]:
     """Write the model, tokenizer and data under `directory` (once; reused when already there)."""
     model_dir = os.path.join(directory, "model")
     train = os.path.join(directory, "data", "train.jsonl")
-    if not os.path.isfile(os.path.join(model_dir, "config.json")):
-        tokenizer = build_tokenizer(model_dir)
-        build_model(model_dir, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, seed)
-    if not os.path.isfile(train):
+    if not model_complete(model_dir):
+        build_model_dir(model_dir, seed)
+    if not _jsonl_complete(train):
         write_jsonl(train, task_examples(seed))
     return {"model": model_dir, "train": train}
 
@@ -90,21 +156,20 @@ QUICKSTART_DIR = "rlcfg-quickstart"
 
 
 def materialize(exp: Experiment, seed: int = 0) -> list[str]:
-    """Build the quickstart's model and data where a config names them and they do not exist yet: a model path
-    `.../rlcfg-quickstart/tiny-qwen2` and a data file `.../rlcfg-quickstart/<name>.jsonl` (columns `prompt`,
-    `answer` and `ground_truth`). This is how a dialect template of the quickstart runs with nothing
-    downloaded. Returns what was written."""
+    """Build the quickstart's model and data where a config names them and they do not exist yet (or are
+    the half-built leftovers of a killed build): a model path `.../rlcfg-quickstart/tiny-qwen2` and a data file
+    `.../rlcfg-quickstart/<name>.jsonl` (columns `prompt`, `answer` and `ground_truth`). This is how a dialect
+    template of the quickstart runs with nothing downloaded. Returns what was written."""
     written = []
     paths = {r.model.path for r in exp.roles if r.model and r.model.path}
     for path in sorted(paths):
         parent, name = os.path.split(os.path.normpath(path))
-        if os.path.basename(parent) == QUICKSTART_DIR and name == "tiny-qwen2" and not os.path.exists(path):
-            tokenizer = build_tokenizer(path)
-            build_model(path, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, seed)
-            written.append(path)
+        if os.path.basename(parent) == QUICKSTART_DIR and name == "tiny-qwen2" and not model_complete(path):
+            if build_model_dir(path, seed):
+                written.append(path)
     for path in exp.data.train_files + exp.data.eval_files:
         parent = os.path.basename(os.path.dirname(os.path.normpath(path)))
-        if parent == QUICKSTART_DIR and path.endswith(".jsonl") and not os.path.exists(path):
+        if parent == QUICKSTART_DIR and path.endswith(".jsonl") and not _jsonl_complete(path):
             write_jsonl(path, [dict(row, ground_truth=row["answer"]) for row in task_examples(seed)])
             written.append(path)
     return written
@@ -142,7 +207,7 @@ def experiment(output_dir: str, *, steps: int = 100, prompts_per_step: int = 16,
         schedule=Schedule(prompts_per_step=prompts_per_step, samples_per_step=samples,
                           samples_per_optimizer_step=samples, total_steps=steps),
         checkpointing=Checkpointing(directory=None, interval=checkpoint_interval, keep_last=keep_last,
-                                    resume="latest", save_hf=False),
+                                    resume="latest", save_hf=True),
         logging=Logging(directory=output_dir, project="rlcfg", run_name="quickstart", backends=("jsonl", "console")),
         seed=seed, reward_function="arithmetic",
     )

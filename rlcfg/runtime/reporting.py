@@ -22,7 +22,7 @@ def _duration(seconds: float) -> str:
 class Reporter:
     def __init__(self, output_dir: str, backends: Iterable[str] = ("jsonl",), project: str | None = None,
                  run_name: str | None = None, stream: TextIO | None = None, resume_step: int = 0,
-                 config: dict[str, Any] | None = None):
+                 config: dict[str, Any] | None = None, restore: dict[str, Any] | None = None):
         self.output_dir = output_dir
         self.stream = stream if stream is not None else sys.stderr
         self.path = os.path.join(output_dir, "metrics.jsonl")
@@ -31,6 +31,11 @@ class Reporter:
         self._truncate_after(resume_step)
         self.file = open(self.path, "a", encoding="utf-8")
         self.history: list[dict[str, Any]] = self._read_history()
+        # The checkpoint of a step is committed before its line is written: a run killed in between left the
+        # line out, and the checkpoint carries it (`restore`) so that every step still appears once.
+        if restore and restore.get("step") == resume_step and not any(m.get("step") == resume_step
+                                                                      for m in self.history):
+            self.log(restore, quiet=True)
         self.tb = None
         self.wandb = None
         self._step_times: list[float] = []
@@ -65,23 +70,35 @@ class Reporter:
         with open(self.path, encoding="utf-8") as f:
             for line in f:
                 try:
-                    if json.loads(line).get("step", 0) <= step:
+                    # A run starting at step 0 keeps nothing: an evaluation logged as step 0 by a run
+                    # killed before its first checkpoint is logged again.
+                    if step > 0 and json.loads(line).get("step", 0) <= step:
                         kept.append(line)
                 except json.JSONDecodeError:
                     continue  # a line cut short by a kill
         tmp = self.path + ".tmp"
         with open(tmp, "w", encoding="utf-8") as f:
             f.writelines(kept)
+            f.flush()
+            os.fsync(f.fileno())
         os.replace(tmp, self.path)
 
     def _read_history(self) -> list[dict[str, Any]]:
+        out = []
         with open(self.path, encoding="utf-8") as f:
-            return [json.loads(line) for line in f if line.strip()]
+            for line in f:
+                try:
+                    out.append(json.loads(line))
+                except json.JSONDecodeError:
+                    continue  # a line cut short by a kill (a run that resumes from step 0 keeps none anyway)
+        return out
 
-    def log(self, metrics: dict[str, Any]) -> None:
+    def log(self, metrics: dict[str, Any], quiet: bool = False) -> None:
         self.history.append(metrics)
         self.file.write(json.dumps(metrics, sort_keys=True) + "\n")
         self.file.flush()
+        if quiet:
+            return
         step = metrics["step"]
         numeric = {k: v for k, v in metrics.items() if isinstance(v, (int, float)) and k != "step"}
         if self.tb is not None:
@@ -132,8 +149,12 @@ class Reporter:
             ax.grid(alpha=0.3)
             fig.tight_layout()
             path = os.path.join(out_dir, f"{name}.png")
-            fig.savefig(path, dpi=100)
+            # Written aside and renamed: a plot is refreshed at every checkpoint, and a kill mid-write must
+            # not leave a broken image behind.
+            tmp = f"{path}.tmp-{os.getpid()}"
+            fig.savefig(tmp, dpi=100, format="png")
             plt.close(fig)
+            os.replace(tmp, path)
             written.append(path)
         return written
 

@@ -1,14 +1,10 @@
 """The RL loop end to end on Ray: FSDP2 across two gloo processes with a reference model, the quickstart's
-reward rising, and a run killed with SIGKILL resuming from its last checkpoint with the same data order."""
+reward rising. (A run killed with SIGKILL and resumed: test_kill_resume.py.)"""
 
 import dataclasses
 import io
 import json
 import os
-import signal
-import subprocess
-import sys
-import time
 
 import pytest
 
@@ -17,10 +13,8 @@ pytest.importorskip("ray")
 pytest.importorskip("transformers")
 
 from rlcfg.runtime import quickstart  # noqa: E402
-from rlcfg.runtime.data import PromptSampler  # noqa: E402
 from rlcfg.runtime.driver import RunOptions, run  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -98,71 +92,6 @@ def test_the_fused_step_computes_what_the_general_path_computes(tmp_path):
                        for m in result.history]
     assert runs[True] == runs[False]
     assert [m["step"] for m in runs[True]] == [1, 2, 3, 4, 5, 6]
-
-
-def _last_step(out):
-    """The last step in a metrics file that is being written (a line may be half there)."""
-    try:
-        with open(os.path.join(out, "metrics.jsonl")) as f:
-            lines = f.read().splitlines()
-        return json.loads(lines[-2] if len(lines) > 1 else "{}").get("step", 0) + 1 if lines else 0
-    except (OSError, ValueError):
-        return 0
-
-
-def _rlcfg(*args):
-    return [sys.executable, "-m", "rlcfg", "run", "--quickstart", *args]
-
-
-def test_sigkill_then_resume_continues_from_the_last_checkpoint(tmp_path):
-    """`rlcfg run --quickstart` (100 steps, a checkpoint every 25) killed with SIGKILL after its first
-    checkpoint, then run again: it resumes from the last complete checkpoint, replays the same data order,
-    and the steps the killed run took after that checkpoint come out identical."""
-    out = str(tmp_path / "run")
-    env = {**os.environ, "NO_COLOR": "1"}
-    # A session of its own, so that the Ray processes it starts can be cleaned up with it.
-    proc = subprocess.Popen(_rlcfg("--output", out), cwd=ROOT, env=env, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.time() + 240
-        target = os.path.join(out, "checkpoints", "step-00000025")
-        while not os.path.isdir(target):
-            assert proc.poll() is None, proc.stderr.read()
-            assert time.time() < deadline, "no checkpoint within 240 s"
-            time.sleep(0.1)
-        while _last_step(out) < 27 and time.time() < deadline:
-            time.sleep(0.05)  # let it get a couple of steps past the checkpoint
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=30)
-    finally:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)  # Ray's helper processes outlive a killed driver
-        except ProcessLookupError:
-            pass
-        proc.stderr.close()
-
-    before = {m["step"]: m for m in metrics(out)}
-    complete = sorted(d for d in os.listdir(os.path.join(out, "checkpoints")) if d.startswith("step-"))
-    resume_step = int(complete[-1].split("-")[1])
-    assert resume_step in (25, 50, 75)
-
-    result = subprocess.run(_rlcfg("--output", out, "--steps", "10"), cwd=ROOT, env=env, capture_output=True,
-                            text=True, timeout=300, start_new_session=True)
-    assert result.returncode == 0, result.stderr
-    assert f"resuming from {os.path.join(out, 'checkpoints', complete[-1])} (step {resume_step})" in result.stderr
-
-    after = metrics(out)
-    total = resume_step + 10
-    assert [m["step"] for m in after] == list(range(1, total + 1))  # every step exactly once
-    # The same data order as a run that was never interrupted ...
-    sampler = PromptSampler(25, 16, seed=0)
-    assert [m["data/prompt_indices"] for m in after] == [sampler.next() for _ in range(total)]
-    # ... and the same model: the steps the killed run took after its checkpoint are replayed identically.
-    replayed = [s for s in before if resume_step < s <= total]
-    assert replayed, "the kill came before any step after the checkpoint"
-    for step in replayed:
-        assert after[step - 1]["reward/mean"] == before[step]["reward/mean"]
-    assert not [d for d in os.listdir(os.path.join(out, "checkpoints")) if d.startswith(".tmp")]
 
 
 def test_dapo_options_evaluation_and_old_log_probs(tmp_path):
