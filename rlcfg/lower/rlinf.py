@@ -117,11 +117,28 @@ def _fsdp_parallelism(fsdp: dict[str, Any]) -> Parallelism:
     return Parallelism(fsdp_shard=shard)
 
 
-def _train_backend(backend: str, fsdp: dict[str, Any] | None) -> str:
+def _plain(section: Any) -> dict[str, Any]:
+    """A section of keys RLinf reads (a validated Section, a mapping or None) as a plain mapping of the keys that
+    have a value, so that `.get(key, RLinf's default)` applies RLinf's default for an absent key."""
+    if section is None:
+        return {}
+    if hasattr(section, "model_dump"):
+        return section.model_dump(by_alias=True, exclude_none=True)
+    return dict(section)
+
+
+def _paths(value: Any) -> tuple[str, ...]:
+    # RLinf's datasets take one path or a list of them
+    if value is None:
+        return ()
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _train_backend(backend: str, fsdp: Any) -> str:
     if backend == "megatron":
         return "megatron"
     # validate_fsdp_cfg fills `strategy: fsdp` when it is absent.
-    return "fsdp2" if str((fsdp or {}).get("strategy", "fsdp")).lower() == "fsdp2" else "fsdp"
+    return "fsdp2" if str(_plain(fsdp).get("strategy", "fsdp")).lower() == "fsdp2" else "fsdp"
 
 
 def _recompute_logprobs(cfg: Any) -> bool:
@@ -159,7 +176,7 @@ def _critic_optimizer(optim: dict[str, Any] | None, fallback: Optimizer) -> Opti
 
 def _sampling(params: Any, n: int) -> Sampling:
     # repetition_penalty and min_new_tokens have no counterpart in the Experiment.
-    greedy = params.use_greedy
+    greedy = params.use_greedy or not params.do_sample  # 2025-08/2025-10 key, and its 2025-12 replacement
     top_k = params.top_k
     return Sampling(max_new_tokens=params.max_new_tokens, temperature=0.0 if greedy else params.temperature,
                     top_p=1.0 if greedy else params.top_p,
@@ -220,6 +237,21 @@ def _checkpointing(cfg: Any) -> Checkpointing:
 
 
 def lower(cfg: Any) -> Experiment:
+    task = cfg.runner.task_type
+    refusal = None
+    if task in ("embodied", "embodied_eval"):
+        refusal = ("rlcfg validates RLinf embodied configs but cannot plan or run them: its runtime has no "
+                   "simulator environments or VLA policies; run them with RLinf's examples/embodiment scripts")
+    elif task in ("reasoning_eval",) or cfg.runner.only_eval:
+        refusal = "this RLinf config only evaluates (no training); rlcfg plans and runs training pipelines only"
+    elif task == "coding_online_rl" or getattr(cfg, "agentloop", None) is not None:
+        refusal = ("rlcfg validates RLinf agent configs (agent loops, tools, online coding RL) but cannot plan or "
+                   "run them: its runtime has no agent loop or tool workers; run them with RLinf's examples/agent "
+                   "scripts")
+    if refusal is not None:
+        from rlcfg.source.yaml_loader import UsageError
+
+        raise UsageError(refusal)
     placed = _placed(cfg)
     actor_cfg, alg, rollout_cfg = cfg.actor, cfg.algorithm, cfg.rollout
     group = alg.group_size
@@ -235,7 +267,7 @@ def lower(cfg: Any) -> Experiment:
 
     # ---- actor ----------------------------------------------------------------------------------------------
     backend = _train_backend(actor_cfg.training_backend, actor_cfg.fsdp_config)
-    fsdp = actor_cfg.fsdp_config or {}
+    fsdp = _plain(actor_cfg.fsdp_config)
     megatron = backend == "megatron"
     parallelism = _megatron_parallelism(actor_cfg.model) if megatron else _fsdp_parallelism(fsdp)
     optimizer = _optimizer(actor_cfg.optim, actor_cfg.lr_sched)
@@ -298,9 +330,9 @@ def lower(cfg: Any) -> Experiment:
     # ---- critic ---------------------------------------------------------------------------------------------
     critic_cfg = cfg.critic
     if critic_cfg.use_critic_model:
-        critic_model = critic_cfg.model or {}
+        critic_model = _plain(getattr(critic_cfg, "model", None))
         critic_backend = _train_backend(critic_cfg.training_backend or actor_cfg.training_backend,
-                                        critic_cfg.fsdp_config)
+                                        getattr(critic_cfg, "fsdp_config", None))
         critic_component = placed.get("critic", actor_component)
         if critic_backend == "megatron":
             tp = int(critic_model.get("tensor_model_parallel_size", 1))
@@ -309,13 +341,13 @@ def lower(cfg: Any) -> Experiment:
                                              sequence_parallel=bool(critic_model.get("sequence_parallel", False))
                                              and tp > 1)
         else:
-            critic_parallelism = _fsdp_parallelism(critic_cfg.fsdp_config or {})
+            critic_parallelism = _fsdp_parallelism(_plain(getattr(critic_cfg, "fsdp_config", None)))
         roles.append(Role(
             name="critic", backend=critic_backend, resources=_resources(critic_component, cfg),
             model=Model(path=str(critic_model.get("model_path") or model_path),
                         dtype=_dtype(critic_model.get("precision", actor_cfg.model.precision)),
                         trust_remote_code=trust),
-            parallelism=critic_parallelism, optimizer=_critic_optimizer(critic_cfg.optim, optimizer),
+            parallelism=critic_parallelism, optimizer=_critic_optimizer(_plain(getattr(critic_cfg, "optim", None)), optimizer),
             micro_batch_size=alg.training_batch_size_per_gpu,
             forward_micro_batch_size=alg.logprob_forward_micro_batch_size,
         ))
@@ -373,7 +405,7 @@ def lower(cfg: Any) -> Experiment:
     )
     sampling = _sampling(alg.sampling_params, group)
     data = Data(
-        train_files=tuple(cfg.data.train_data_paths), eval_files=tuple(cfg.data.val_data_paths or ()),
+        train_files=_paths(cfg.data.train_data_paths), eval_files=_paths(cfg.data.val_data_paths),
         prompt_key=cfg.data.prompt_key, answer_key=cfg.data.answer_key,
         max_prompt_length=cfg.data.max_prompt_length, shuffle=cfg.data.shuffle, seed=cfg.data.seed,
         apply_chat_template=cfg.data.apply_chat_template,

@@ -1,514 +1,57 @@
-"""The RLinf dialect: its reasoning (math) GRPO/PPO configs, Megatron or FSDP training, SGLang or vLLM rollout.
+"""The RLinf dialect: reasoning (math) and agent GRPO/PPO configs and embodied RL configs; Megatron or FSDP
+training, SGLang or vLLM rollout.
 
-The seed documents RLinf of mid-2025 (`runner.task_type: math`, `rollout.model_dir`, SGLang settings at the top
-of `rollout`). RLinf 2025-10 renamed that layout (`task_type: reasoning`, `rollout.model.model_path`,
-`algorithm.recompute_logprobs`, `rollout.sglang`/`rollout.vllm` sections, `reward` in the placement); both are
-accepted. Which version's rules apply is told by `runner.task_type`: `math` is the mid-2025 layout, every
-other task type the later one.
+Releases rlcfg claims (the names `--framework-version` takes), and how RLinf's tags map onto them:
+  2025-08  the seed's layout (commit 298084c8b, 2025-08-19): `runner.task_type: math`, `rollout.model_dir`,
+           `rollout.model_arch`, SGLang settings at the top of `rollout`.
+  2025-10  after PR #128 (FSDP + vLLM, reward worker; read at d80c9195f, 2025-10-31): `task_type: reasoning`
+           (RLinf refuses `math`), `rollout.sglang`/`rollout.vllm` sections (both required), still
+           `rollout.model_dir`/`model_arch` and `sampling_params.use_greedy`.
+  main     from PR #409 (2025-12-09) on, which covers tags v0.1, v0.2, v0.3 and the current main branch (read at
+           a3816b596, 2026-08-22): `rollout.model.model_path`/`model_type`, `sampling_params.do_sample`, `reward`
+           must be placed, FSDP needs `mixed_precision`, more task types (embodied_eval, reasoning_eval, sft,
+           offline).
+`infer_release` tells them apart by these keys.
 
-RLinf itself has no schema: `validate_cfg` fills in defaults, keeps misspelled keys and recomputes some values
-the user wrote. rlcfg rejects unknown keys, and warns (RLC304) where RLinf rewrites a value.
+RLinf has no schema: `validate_cfg` fills in the defaults its code needs and its workers read what they ask
+for; a key nobody reads is silently dropped. rlcfg's unknown-key policy is therefore "drop": a key close to
+one RLinf reads is an error (most likely a typo RLinf would lose), any other a warning. The keys RLinf reads are
+the hand-modelled ones of rlinf_models.py plus the inventoried ones bound by rlinf_extension.py.
+
+Modules: rlinf_models (sections) <- rlinf_rules (cross-field rules) <- this module (the dialect); the
+placement language and the resolvers have their own modules.
 """
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
-from rlcfg.schema.base import REQUIRED, Dialect, RuleSet, Section, param, section
+from rlcfg.schema.base import Dialect
+from rlcfg.schema.rlinf_models import *  # noqa: F401,F403  (the sections, importable from here as before)
+from rlcfg.schema.rlinf_models import RLinfConfig
+from rlcfg.schema import rlinf_rules
+from rlcfg.schema.rlinf_rules import rules
 from rlcfg.schema.rlinf_resolvers import RESOLVERS
 
-TaskType = Literal["math", "reasoning", "reasoning_eval", "coding_online_rl", "embodied", "embodied_eval", "sft",
-                   "offline"]
-# Registered in RLinf's SupportedModel (the reasoning and vision-language ones a reasoning config can name).
-ModelType = Literal["qwen2.5", "qwen2.5_vl", "qwen3", "qwen3_moe", "qwen3_vl", "qwen3_vl_moe"]
-Precision = Literal["bf16", "bf16-mixed", "fp16", "16", "16-mixed", "fp32", "32", "32-true", 16, 32]
-Activation = Literal["gelu", "geglu", "reglu", "swiglu", "squared-relu", "fast-geglu", "fast-swiglu", "fast-reglu",
-                     "approx-gelu"]
-
-
-# ---- cluster ------------------------------------------------------------------------------------------------
-
-
-class Cluster(Section):
-    num_nodes: int = param(1, ge=1, description="Physical nodes to use for training.")
-    num_gpus_per_node: int | None = param(
-        None, ge=1,
-        description="GPUs per node that the placement strategy should assume are free. The seed's example shows 1; "
-                    "when the key is absent RLinf (2025-10 and later) counts the accelerators Ray reports on each "
-                    "node, so rlcfg follows the code: null means unknown, and GPU ranks in "
-                    "`component_placement` are checked against the cluster only when this is set.")
-    component_placement: dict[str, Any] = param(
-        REQUIRED,
-        description="The placement strategy for each component: `components: ranks` lines such as "
-                    "`actor,inference: 0-4` (both groups on GPUs 0 to 4), `all` for every GPU, "
-                    "`resources:processes` such as `0-3:0-7` (8 processes on GPUs 0-3), or a mapping "
-                    "`{node_group: <label>, placement: <ranks>}`. The seed shows `actor,inference,rollout: all` as an "
-                    "example; RLinf's code requires the key, so rlcfg does too.",
-        examples=[{"actor,rollout,reward": "all"}, {"rollout": "0-3", "inference": "4-5", "actor": "6-7"}])
-    node_groups: list[dict[str, Any]] | None = param(
-        None, description="Named groups of nodes (RLinf 2025-10 and later): each entry has a `label` and `node_ranks` "
-                          "(and optionally `hardware` for non-GPU devices); a placement mapping selects one with "
-                          "`node_group`.")
-    auto_scheduler: bool = param(
-        False, description="Let RLinf's auto scheduler move GPUs between rollout and training at run time "
-                           "(needs a disaggregated placement ordered actor, rollout, inference).")
-
-
-# ---- runner -------------------------------------------------------------------------------------------------
-
-
-class Tensorboard(Section):
-    enable: bool = param(True, description="Write TensorBoard event files under `runner.logger.path`.")
-    queue_size: int = param(10, ge=1, description="Events buffered before the TensorBoard writer flushes.")
-
-
-class Wandb(Section):
-    enable: bool = param(False, description="Log metrics to Weights & Biases.")
-    project_name: str = param("infini-rl", description="The W&B project to log into.")
-    experiment_name: str = param("${runner.experiment_name}", description="The W&B run name.")
-
-
-class Logger(Section):
-    path: str | None = param("${runner.output_dir}/${runner.experiment_name}/tensorboard",
-                             description="Folder for the logs (the mid-2025 layout).")
-    tensorboard: Tensorboard = section(Tensorboard, description="TensorBoard logging (the mid-2025 layout).")
-    wandb: Wandb = section(Wandb, description="Weights & Biases logging (the mid-2025 layout).")
-    log_path: str | None = param(None, description="Folder for the logs (RLinf 2025-10 and later; replaces `path`).")
-    project_name: str | None = param(None, description="Project name for the logging backends (2025-10 and later).")
-    experiment_name: str | None = param(None, description="Run name for the logging backends (2025-10 and later).")
-    logger_backends: list[Literal["tensorboard", "wandb", "swanlab"]] | None = param(
-        None, description="Logging backends to write to (2025-10 and later), e.g. [tensorboard, wandb].")
-
-
-class Runner(Section):
-    task_type: TaskType = param(
-        "math",
-        description="What kind of job this is. `math` is the mid-2025 name of reasoning RL (the seed's); RLinf "
-                    "2025-10 renamed it `reasoning` and rejects `math`, so rlcfg warns. rlcfg applies the later "
-                    "version's rules to every task type but `math`.")
-    logger: Logger = section(Logger, description="The logging parameters, including TensorBoard and W&B.")
-    max_epochs: int = param(5, ge=1, description="Maximum number of epochs to run; an epoch walks once through the "
-                                                   "dataset.")
-    max_steps: int = param(-1, ge=-1, description="Maximum number of training steps before stopping early; -1 "
-                                                  "derives it from `runner.max_epochs`.")
-    val_check_interval: int = param(1, description="How often (in steps) to launch a validation rollout; -1 "
-                                                   "disables validation.")
-    save_interval: int = param(50, description="Checkpoint frequency in trainer steps; -1 disables checkpoints.")
-    seq_length: int = param(2048, ge=1, description="Total sequence length (prompt + generated response) fed into "
-                                                    "the trainer during RL updates.")
-    enable_dynamic_batch_size: bool = param(False, description="Pack micro-batches by token count "
-                                                              "(`max_tokens_per_mbs`) when training with Megatron.")
-    max_tokens_per_mbs: int = param(2048, ge=1, description="Upper limit of tokens in a Megatron micro-batch when "
-                                                            "dynamic batching is enabled.")
-    resume_dir: str | None = param(None, description="Checkpoint folder to resume from; null starts afresh.")
-    experiment_name: str = param("grpo-1.5b", description="Name of the run; used in output and log paths.")
-    output_dir: str = param("../results", description="Folder for checkpoints and logs.")
-    only_eval: bool = param(False, description="Run validation only, without training (2025-10 and later).")
-    per_worker_log: bool = param(False, description="Write one log file per worker under the log path "
-                                                    "(2025-10 and later).")
-
-
-# ---- algorithm ----------------------------------------------------------------------------------------------
-
-
-class SamplingParams(Section):
-    use_greedy: bool = param(False, description="Deterministic (greedy) decoding if true.")
-    temperature: float = param(1.0, ge=0, description="Softmax temperature during sampling.")
-    top_k: int = param(1000000, ge=-1, description="Top-k cutoff; a very large value (or -1) disables it.")
-    top_p: float = param(1.0, gt=0, le=1, description="Nucleus sampling threshold.")
-    repetition_penalty: float = param(1.0, gt=0, description="Penalty for repeated tokens; 1.0 disables it.")
-    max_new_tokens: int = param("${subtract:${runner.seq_length}, ${data.max_prompt_length}}", ge=1,
-                                description="Maximum generated tokens; computed from `runner.seq_length` and "
-                                            "`data.max_prompt_length`.")
-    min_new_tokens: int = param(1, ge=0, description="Minimum generated tokens.")
-
-
-class Algorithm(Section):
-    group_size: int = param(2, ge=1, description="Responses per prompt (set > 1 to enable group baselines).")
-    n_minibatches: int = param(4, ge=1, description="Number of gradient updates per rollout batch; the actor's "
-                                                    "global batch is rollout_batch_size × group_size / n_minibatches.")
-    training_batch_size_per_gpu: int = param(1, ge=1, description="Micro-batch size on each actor GPU (RLinf copies "
-                                                                  "it into `actor.micro_batch_size`).")
-    rollout_batch_size_per_gpu: int | None = param(
-        None, ge=1, description="Inference micro-batch per GPU; null divides the global rollout batch evenly.")
-    logprob_forward_micro_batch_size: int = param(1, ge=1, description="Micro-batch size for log-prob forward "
-                                                                       "passes.")
-    val_rollout_batch_size_per_gpu: int | None = param(4, ge=1, description="Validation rollout micro-batch per GPU.")
-    loss_type: str = param("ppo", description="Policy loss type, a name in RLinf's loss registry (e.g. `ppo`; later "
-                                              "versions use `actor`, `actor_critic`).")
-    loss_agg_func: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = param(
-        "token-mean", description="How token losses are aggregated. RLinf checks the name only when the actor "
-                                  "worker starts, after launch; rlcfg checks it up front.")
-    kl_beta: float = param(0.0, ge=0, description="Weight of the KL penalty.")
-    kl_penalty_type: Literal["kl", "k1", "abs", "mse", "k2", "low_var_kl", "k3"] = param(
-        "low_var_kl", description="KL estimator (`low_var_kl` is k3). RLinf looks the name up only inside the loss.")
-    ratio_clip_eps: float = param(0.2, gt=0, description="PPO clipping epsilon for importance ratios.")
-    entropy_bonus: float = param(0.0, ge=0, description="Entropy reward coefficient (only used when "
-                                                        "`calculate_entropy` is on).")
-    calculate_entropy: bool = param(False, description="Whether to compute and log entropy.")
-    clip_ratio_c: float | None = param(None, description="Dual-clip constant C for negative advantages; null "
-                                                         "disables dual clipping.")
-    clip_ratio_low: float | None = param(None, description="Lower clip bound; null uses `ratio_clip_eps` "
-                                                           "(2025-10 and later).")
-    clip_ratio_high: float | None = param(None, description="Upper clip bound; null uses `ratio_clip_eps` "
-                                                            "(2025-10 and later).")
-    adv_type: str = param("grpo", description="Advantage estimator, a name in RLinf's registry (e.g. `grpo`, "
-                                              "`grpo_dynamic`, `reinpp`, `reinpp_baseline`, `gae`).")
-    normalize_advantages: bool = param(True, description="Normalize advantages across the batch.")
-    early_stop_imp_ratio: float | None = param(5.0, description="Skip an update when importance ratios exceed this "
-                                                                "threshold.")
-    use_valid_token_scale: bool = param(False, description="Scale losses by the valid-token mask.")
-    recompute_logprobs: bool = param(True, description="Recompute the old policy's log-probs with the actor "
-                                                       "(2025-10 and later; was `rollout.recompute_logprobs`).")
-    importance_sampling_fix: bool = param(False, description="Correct for the rollout/training mismatch with "
-                                                             "importance sampling; RLinf then turns on both "
-                                                             "`recompute_logprobs` and `rollout.return_logprobs`.")
-    shuffle_rollout: bool = param(False, description="Shuffle rollout samples before training (2025-10 and later).")
-    sampling_params: SamplingParams = section(SamplingParams, description="Sampling parameters of the rollout.")
-
-
-# ---- inference, rollout -------------------------------------------------------------------------------------
-
-
-class InferenceModel(Section):
-    tensor_model_parallel_size: int = param(1, ge=1, description="TP degree inside the inference engine.")
-    pipeline_model_parallel_size: int = param(1, ge=1, description="PP degree inside the inference engine.")
-    sequence_parallel: bool = param(False, description="Enable Megatron sequence parallelism for inference.")
-
-
-class Inference(Section):
-    group_name: str = param("InferenceGroup", description="Logical name for the inference worker group (which "
-                                                          "recomputes log-probs in disaggregated placements).")
-    load_from_actor: bool = param(True, description="Initialize inference weights from the actor.")
-    model: InferenceModel = section(InferenceModel, description="Parallelism of the inference model.")
-
-
-class RolloutModel(Section):
-    model_path: str | None = param(None, description="Path to the HF model the rollout engine serves "
-                                                     "(2025-10 and later; was `rollout.model_dir`). RLinf also reads "
-                                                     "its config.json to fill the actor's architecture.")
-    model_type: ModelType | None = param(None, description="Model family, one registered in RLinf's SupportedModel "
-                                                           "(2025-10 and later; was `rollout.model_arch`).")
-
-
-class SGLang(Section):
-    attention_backend: str = param("triton", description="SGLang attention kernel backend (e.g. triton, "
-                                                         "flashinfer).")
-    decode_log_interval: int = param(500000, ge=1, description="Interval for SGLang to log decode stats.")
-    use_torch_compile: bool = param(False, description="Enable torch.compile inside SGLang.")
-    torch_compile_max_bs: int = param(128, ge=1, description="Max batch size eligible for torch.compile.")
-
-
-class VLLM(Section):
-    attention_backend: str = param("FLASH_ATTN", description="vLLM attention backend (e.g. FLASH_ATTN, XFORMERS).")
-    enable_chunked_prefill: bool = param(True, description="Let vLLM split long prefills into chunks.")
-    enable_prefix_caching: bool = param(True, description="Let vLLM reuse the KV cache of shared prefixes.")
-    enable_flash_infer_sampler: bool = param(True, description="Sample with FlashInfer's kernels.")
-    max_num_batched_tokens: int | None = param(None, ge=1, description="Token budget per vLLM step; null uses "
-                                                                       "vLLM's default.")
-    torch_profiler_dir: str | None = param(None, description="Enable vLLM's torch profiler, writing here.")
-
-
-class Rollout(Section):
-    group_name: str = param("RolloutGroup", description="Logical name for the rollout workers.")
-    gpu_memory_utilization: float = param(
-        0.65, gt=0, le=1,
-        description="Target VRAM fraction per rollout worker. The docs and examples show 0.55; RLinf's code default "
-                    "when the key is absent is 0.65, which rlcfg follows.")
-    model_dir: str | None = param(None, renamed_to="rollout.model.model_path",
-                                  description="Path to the HF model used by the generation backend (the mid-2025 "
-                                              "layout). No default: the seed's path is an example, and RLinf needs "
-                                              "one.")
-    model_arch: ModelType | None = param("qwen2.5", renamed_to="rollout.model.model_type",
-                                         description="Internal architecture tag used by the backend (e.g. qwen2.5).")
-    model: RolloutModel = section(RolloutModel, description="The served model (2025-10 and later).")
-    precision: str | None = param(None, description="Precision of the rollout model (2025-10 and later; examples "
-                                                    "write `${actor.model.precision}`).")
-    enforce_eager: bool = param(False, description="If true, disable CUDA graph capture to shorten warm-up.")
-    distributed_executor_backend: Literal["mp", "ray"] = param("mp", description="Backend for launching rollout "
-                                                                                  "workers.")
-    disable_log_stats: bool = param(False, description="Suppress periodic backend stats logging.")
-    detokenize: bool = param(False, description="Detokenize outputs for debugging (RL uses token ids only).")
-    padding: int | None = param(None, description="Pad token id override; null uses the tokenizer's pad id.")
-    eos: int | None = param(None, description="EOS token id override; null uses the tokenizer's eos id.")
-    rollout_backend: Literal["sglang", "vllm"] = param("sglang", description="Generation engine (2025-10 and later; "
-                                                                             "mid-2025 RLinf used SGLang).")
-    attention_backend: str = param("triton", renamed_to="rollout.sglang.attention_backend",
-                                   description="Attention kernel backend (e.g. triton).")
-    recompute_logprobs: bool = param(True, renamed_to="algorithm.recompute_logprobs",
-                                     description="Recompute log-probs for sampled sequences with the actor.")
-    return_logprobs: bool = param(False, description="Have the engine return the sampled tokens' log-probs "
-                                                     "(2025-10 and later); examples write "
-                                                     "`${not:${algorithm.recompute_logprobs}}`.")
-    tensor_parallel_size: int = param(1, ge=1, description="TP degree inside the generation backend.")
-    pipeline_parallel_size: int = param(1, ge=1, description="PP degree inside the generation backend.")
-    validate_weight: bool = param(False, description="Send full weights once for cross-check/validation.")
-    validate_save_dir: str | None = param(None, description="Directory to store weights for comparison when "
-                                                            "`validate_weight` is on.")
-    print_outputs: bool = param(False, description="Print token ids/texts from the engine for debugging.")
-    sglang_decode_log_interval: int = param(500000, ge=1, renamed_to="rollout.sglang.decode_log_interval",
-                                            description="Interval for SGLang to log decode stats.")
-    max_running_requests: int = param(64, ge=1, description="Max concurrent decode requests.")
-    cuda_graph_max_bs: int = param(128, ge=1, description="Max batch size eligible for CUDA graph.")
-    use_torch_compile: bool = param(False, renamed_to="rollout.sglang.use_torch_compile",
-                                    description="Enable torch.compile inside SGLang.")
-    torch_compile_max_bs: int = param(128, ge=1, renamed_to="rollout.sglang.torch_compile_max_bs",
-                                      description="Max batch size eligible for torch.compile.")
-    sglang: SGLang | None = section(SGLang, optional=True,
-                                    description="SGLang settings (2025-10 and later: required with either backend).")
-    vllm: VLLM | None = section(VLLM, optional=True,
-                                description="vLLM settings (2025-10 and later: required with either backend).")
-
-
-# ---- data ---------------------------------------------------------------------------------------------------
-
-
-class Data(Section):
-    type: str = param("math", description="Dataset/task family (e.g. math).")
-    max_prompt_length: int = param(1024, ge=1, description="Maximum tokens allowed for prompts.")
-    rollout_batch_size: int = param(64, ge=1, description="Global rollout batch size (prompts per step) across "
-                                                          "engines.")
-    val_rollout_batch_size: int | None = param(None, ge=1, description="Global validation rollout batch size; null "
-                                                                      "falls back to `data.rollout_batch_size`.")
-    num_workers: int = param(2, ge=0, description="Data loader workers per actor rank.")
-    prompt_key: str = param("prompt", description="JSONL key that stores the prompt text.")
-    shuffle: bool = param(True, description="Shuffle training data each epoch.")
-    validation_shuffle: bool = param(True, description="Shuffle validation data.")
-    seed: int = param(1234, description="RNG seed for loaders and sampling.")
-    train_data_paths: list[str] = param(REQUIRED, min_length=1,
-                                        description="List of training JSONL file paths. No default: the seed's path "
-                                                    "is an example.")
-    val_data_paths: list[str] | None = param(None, description="List of validation JSONL file paths.")
-    dataset_name: str | None = param(None, description="Dataset name used to pick the reward parser (2025-10 and "
-                                                       "later).")
-    answer_key: str | None = param(None, description="JSONL key of the reference answer (2025-10 and later).")
-    apply_chat_template: bool = param(False, description="Wrap prompts in the tokenizer's chat template.")
-    filter_prompt_by_length: bool = param(False, description="Drop prompts longer than `max_prompt_length`.")
-
-
-# ---- actor --------------------------------------------------------------------------------------------------
-
-
-class ActorModel(Section):
-    precision: Precision = param("fp16", description="Numerical precision for training (bf16, fp16, fp32 or the "
-                                                     "Lightning spellings RLinf maps to a torch dtype).")
-    add_bias_linear: bool = param(False, description="Add bias terms to linear layers.")
-    tensor_model_parallel_size: int = param(1, ge=1, description="TP degree for the actor.")
-    pipeline_model_parallel_size: int = param(1, ge=1, description="PP degree for the actor.")
-    context_parallel_size: int = param(1, ge=1, description="CP degree for the actor (2025-10 and later).")
-    virtual_pipeline_model_parallel_size: int | None = param(None, ge=1, description="Interleaved pipeline stages "
-                                                                                    "per rank.")
-    expert_model_parallel_size: int = param(1, ge=1, description="EP degree for MoE layers.")
-    expert_tensor_parallel_size: int | None = param(None, ge=1, description="TP degree inside experts; must not "
-                                                                           "exceed the TP degree.")
-    activation: Activation = param("swiglu", description="Activation function (e.g. swiglu).")
-    sequence_parallel: bool = param(True, description="Enable sequence parallelism (needs TP > 1).")
-    recompute_method: Literal["block", "uniform"] | None = param("block", description="Activation recompute "
-                                                                                      "strategy.")
-    recompute_granularity: Literal["full", "selective"] | None = param("full", description="Recompute scope.")
-    recompute_num_layers: int | None = param(20, ge=0, description="Number of layers to checkpoint/recompute.")
-    seq_length: int = param("${runner.seq_length}", ge=1, description="Decoder context length for training.")
-    encoder_seq_length: int = param("${runner.seq_length}", ge=1, description="Encoder length (mirrors seq_length "
-                                                                              "here).")
-    normalization: Literal["rmsnorm", "layernorm", "layernorm1p"] = param("rmsnorm", description="Norm layer type.")
-    position_embedding_type: Literal["rope", "learned_absolute", "mrope", "none"] = param(
-        "rope", description="Positional embedding type.")
-    apply_rope_fusion: bool = param(True, description="Use fused RoPE kernels if available.")
-    bias_dropout_fusion: bool = param(False, description="Fuse bias + dropout kernels.")
-    persist_layer_norm: bool = param(False, description="Use the persistent fused LayerNorm kernel.")
-    bias_activation_fusion: bool = param(False, description="Fuse bias + activation kernels.")
-    attention_softmax_in_fp32: bool = param(True, description="Compute attention softmax in FP32 for stability.")
-    batch_p2p_comm: bool = param(False, description="Batch pipeline point-to-point communications.")
-    variable_seq_lengths: bool = param(True, description="Allow variable sequence lengths per micro-batch.")
-    gradient_accumulation_fusion: bool = param(False, description="Fused gradient accumulation (needs APEX/TE).")
-    moe_token_dispatcher_type: Literal["allgather", "alltoall", "alltoall_seq", "flex"] = param(
-        "alltoall", description="MoE token dispatcher.")
-    moe_grouped_gemm: Literal["te"] | None = param(None, description="Grouped GEMM for experts: null or `te`.")
-    use_cpu_initialization: bool = param(False, description="Initialize weights on CPU to reduce GPU spikes.")
-    megatron_checkpoint: str | None = param(None, description="Megatron checkpoint to start from (2025-10 and "
-                                                              "later); needs `actor.megatron.use_hf_ckpt: false`.")
-    padded_vocab_size: int | None = param(None, ge=1, description="Vocabulary size; RLinf overwrites it with "
-                                                                  "config.json's vocab_size.")
-    num_layers: int | None = param(None, ge=1, description="Transformer layers; RLinf overwrites it from "
-                                                          "config.json.")
-    hidden_size: int | None = param(None, ge=1, description="Hidden size; RLinf overwrites it from config.json.")
-    ffn_hidden_size: int | None = param(None, ge=1, description="MLP size; RLinf overwrites it from config.json.")
-    num_attention_heads: int | None = param(None, ge=1, description="Attention heads; RLinf overwrites it from "
-                                                                   "config.json.")
-    num_query_groups: int | None = param(None, ge=1, description="KV heads; RLinf overwrites it from config.json.")
-    max_position_embeddings: int | None = param(None, ge=1, description="Maximum positions; RLinf overwrites it "
-                                                                       "from config.json.")
-
-
-class Optim(Section):
-    optimizer: Literal["adam", "sgd"] = param("adam", description="Optimizer choice.")
-    bf16: bool | None = param(False, description="BF16 mixed precision flag; null derives it from "
-                                                 "`actor.model.precision`.")
-    fp16: bool | None = param(True, description="FP16 mixed precision flag; null derives it from "
-                                                "`actor.model.precision`.")
-    lr: float = param(2e-05, gt=0, description="Base learning rate.")
-    adam_beta1: float = param(0.9, ge=0, lt=1, description="Adam's decay rate for the running mean of gradients.")
-    adam_beta2: float = param(0.95, ge=0, lt=1, description="Adam's decay rate for the running mean of squared "
-                                                           "gradients.")
-    adam_eps: float = param(1.0e-05, gt=0, description="Adam epsilon.")
-    min_lr: float = param(2.0e-6, ge=0, description="Minimum LR (for schedulers that decay below the base LR).")
-    weight_decay: float = param(0.05, ge=0, description="L2 weight decay.")
-    use_distributed_optimizer: bool = param(True, description="Use Megatron's distributed optimizer.")
-    overlap_grad_reduce: bool = param(True, description="Overlap gradient reduction with the backward pass.")
-    overlap_param_gather: bool = param(True, description="Overlap parameter all-gather with the forward pass.")
-    optimizer_enable_pin: bool = param(False, description="Pin optimizer state memory on the host.")
-    overlap_param_gather_with_optimizer_step: bool = param(False, description="Overlap parameter gather with the "
-                                                                              "optimizer step.")
-    clip_grad: float = param(1.0, ge=0, description="Global gradient clipping norm.")
-    loss_scale_window: float = param(5, gt=0, description="Steps between dynamic FP16 loss scale increases.")
-    loss_scale: float | None = param(None, gt=0, description="Static FP16 loss scale; null uses dynamic scaling.")
-
-
-class LrSched(Section):
-    lr_warmup_fraction: float | None = param(0.01, ge=0, le=1, description="Warm-up as a fraction of the decay "
-                                                                           "iterations.")
-    lr_warmup_init: float = param(0.0, ge=0, description="Initial LR value during warm-up.")
-    lr_warmup_iters: int = param(0, ge=0, description="Warm-up iterations (overrides the fraction when > 0).")
-    max_lr: float = param(2.0e-5, gt=0, description="Upper LR bound for the scheduler.")
-    min_lr: float = param(0.0, ge=0, description="Lower LR bound for the scheduler.")
-    lr_decay_style: Literal["constant", "linear", "cosine", "inverse-square-root", "WSD"] = param(
-        "constant", description="Decay policy.")
-    lr_decay_iters: int | None = param(10, ge=1, description="Total decay iterations.")
-    start_weight_decay: float | None = param(None, ge=0, description="Weight decay at the start (needed by every "
-                                                                     "decay style but constant, 2025-10 and later).")
-    end_weight_decay: float | None = param(None, ge=0, description="Weight decay at the end (needed by every decay "
-                                                                   "style but constant, 2025-10 and later).")
-    weight_decay_incr_style: Literal["constant", "linear", "cosine"] = param("constant", description="How weight "
-                                                                                                   "decay changes.")
-
-
-class Tokenizer(Section):
-    tokenizer_model: str = param(REQUIRED, description="Path or name of the tokenizer. No default: the seed's path "
-                                                       "is an example.")
-    use_fast: bool = param(False, description="Use the HF fast tokenizer.")
-    trust_remote_code: bool = param(True, description="Allow custom tokenizer code.")
-    padding_side: Literal["left", "right"] = param("right", description="Left or right padding.")
-
-
-class MegatronCkpt(Section):
-    model: str = param("DeepSeek-R1-Distill-Qwen-1.5B", description="Model name for the converter metadata.")
-    model_type: str | None = param(None, description="Model type; inferred from the HF config when null.")
-    hf_model_path: str | None = param("${rollout.model_dir}", description="Source HF model path.")
-    save_path: str = param("${runner.output_dir}/${runner.experiment_name}/actor/megatron_ckpt_from_hf",
-                           description="Target directory to write Megatron checkpoints.")
-    use_gpu_num: int = param(0, ge=0, description="Number of GPUs to use for conversion (0: CPU).")
-    use_gpu_index: int | None = param(None, ge=0, description="Specific GPU index to use for conversion.")
-    process_num: int = param(16, ge=1, description="CPU processes for conversion work.")
-    tensor_model_parallel_size: int = param("${actor.model.tensor_model_parallel_size}", ge=1,
-                                            description="TP degree for converted checkpoints.")
-    pipeline_model_parallel_size: int = param("${actor.model.pipeline_model_parallel_size}", ge=1,
-                                              description="PP degree for converted checkpoints.")
-
-
-class Megatron(Section):
-    ddp_bucket_size: int | None = param(None, ge=1, description="DDP gradient bucket size, in parameters.")
-    distributed_backend: Literal["nccl", "gloo"] = param("nccl", description="Collective backend for Megatron's process groups (nccl on GPUs, gloo on "
-                                                                 "CPU).")
-    distributed_timeout_minutes: int = param(30, ge=1, description="Backend communication timeout.")
-    ckpt_format: Literal["torch", "torch_dist", "zarr"] = param("torch", description="Checkpoint format.")
-    use_dist_ckpt: bool = param(False, description="Use distributed (sharded) checkpointing.")
-    tp_comm_bootstrap_backend: Literal["nccl", "mpi", "gloo"] = param("nccl", description="Backend used to "
-                                                                                         "bootstrap TP comm overlap.")
-    tp_comm_overlap_cfg: str | None = param(None, description="YAML path for TP comm/compute overlap.")
-    use_hf_ckpt: bool = param(True, description="Convert the HF model to a Megatron checkpoint and train from it.")
-    use_profiler: bool = param(False, description="Profile Megatron with torch's profiler (2025-10 and later).")
-    profiler: dict[str, Any] | None = param(None, description="Profiler settings, used when `use_profiler` is on.")
-    ckpt: MegatronCkpt = section(MegatronCkpt, description="The HF-to-Megatron checkpoint converter (the mid-2025 "
-                                                           "name; later `ckpt_convertor`).")
-    ckpt_convertor: MegatronCkpt | None = section(MegatronCkpt, optional=True,
-                                                  description="The checkpoint converter (2025-10 and later name).")
-
-
-class Actor(Section):
-    group_name: str = param("ActorGroup", description="Logical name for the training (actor) workers.")
-    training_backend: Literal["megatron", "fsdp"] = param("megatron", description="Library that trains the actor: Megatron-LM "
-                                                                                  "(megatron) or torch FSDP (fsdp).")
-    mcore_gpt: bool = param(True, description="Use the Megatron-Core GPT model.")
-    spec_name: str = param("decoder_gpt", description="Megatron layer spec preset name.")
-    checkpoint_load_path: str | None = param(None, description="Path to a checkpoint to load before training.")
-    offload_optimizer: bool = param(True, description="Offload optimizer state to CPU to reduce GPU memory.")
-    offload_weight: bool = param(True, description="Offload model weights to CPU when possible.")
-    offload_grad: bool = param(True, description="Offload gradients to CPU to reduce GPU memory.")
-    enable_dp_load_balance: bool = param(False, description="Balance sequence lengths across data-parallel ranks "
-                                                            "(collocated placements only).")
-    calculate_flops: bool = param(False, description="Compute and log FLOPs for profiling.")
-    seed: int = param(1234, description="Global seed for reproducibility.")
-    global_batch_size: int | None = param(None, ge=1, description="Samples per optimizer step. For reasoning tasks "
-                                                                  "RLinf overwrites it with rollout_batch_size × "
-                                                                  "group_size // n_minibatches.")
-    micro_batch_size: int | None = param(None, ge=1, description="Samples per micro-batch. For reasoning tasks "
-                                                                 "RLinf overwrites it with "
-                                                                 "`algorithm.training_batch_size_per_gpu`.")
-    model: ActorModel = section(ActorModel, description="The model and its parallel layout.")
-    optim: Optim = section(Optim, description="The optimizer.")
-    lr_sched: LrSched = section(LrSched, description="The learning-rate schedule.")
-    tokenizer: Tokenizer = section(Tokenizer, description="The tokenizer.")
-    megatron: Megatron = section(Megatron, description="Megatron integration settings.")
-    fsdp_config: dict[str, Any] | None = param(None, description="FSDP settings, used when `training_backend` is "
-                                                                 "fsdp (needs `mixed_precision`).")
-
-
-# ---- reward, critic -----------------------------------------------------------------------------------------
-
-
-class RewardTokenizer(Section):
-    tokenizer_model: str | None = param(None, description="Tokenizer for decoding responses to score.")
-    use_fast: bool = param(False, description="Use the HF fast tokenizer.")
-    trust_remote_code: bool = param(True, description="Allow custom tokenizer code.")
-    padding_side: Literal["left", "right"] = param("right", description="Left or right padding.")
-
-
-class Reward(Section):
-    group_name: str = param("RewardGroup", description="Logical name for the reward workers (2025-10 and later).")
-    use_reward_model: bool = param(False, description="Whether to use a reward model.")
-    reward_type: str = param("math", description="Which reward function to use for training.")
-    reward_scale: float = param(5.0, gt=0, description="A correct answer receives `reward_scale`, an incorrect one "
-                                                       "`-reward_scale`.")
-    tokenizer: RewardTokenizer | None = section(RewardTokenizer, optional=True,
-                                                description="Tokenizer of the reward worker (2025-10 and later).")
-
-
-class Critic(Section):
-    use_critic_model: bool = param(False, description="Whether to use a critic model.")
-    training_backend: Literal["megatron", "fsdp"] | None = param(None, description="Critic training backend "
-                                                                                   "(needed with a critic).")
-    group_name: str | None = param(None, description="Logical name for the critic workers.")
-    global_batch_size: int | None = param(None, ge=1, description="Overwritten by RLinf like the actor's.")
-    micro_batch_size: int | None = param(None, ge=1, description="Overwritten by RLinf like the actor's.")
-    model: dict[str, Any] | None = param(None, description="The critic's model settings (as `actor.model`).")
-    optim: dict[str, Any] | None = param(None, description="The critic's optimizer (as `actor.optim`).")
-    lr_sched: dict[str, Any] | None = param(None, description="The critic's LR schedule (as `actor.lr_sched`).")
-    tokenizer: dict[str, Any] | None = param(None, description="The critic's tokenizer (as `actor.tokenizer`).")
-    megatron: dict[str, Any] | None = param(None, description="The critic's Megatron settings (as "
-                                                              "`actor.megatron`).")
-    fsdp_config: dict[str, Any] | None = param(None, description="The critic's FSDP settings.")
-
-
-class RLinfConfig(Section):
-    hydra: dict[str, Any] | None = param(None, description="Hydra's own settings (run dir, search path); not part "
-                                                           "of the job's config.")
-    cluster: Cluster = section(Cluster, description="The cluster and where each component runs.")
-    runner: Runner = section(Runner, description="The training loop: epochs, steps, logging, checkpoints.")
-    algorithm: Algorithm = section(Algorithm, description="The RL algorithm: batch sizes, loss, advantages, sampling.")
-    inference: Inference = section(Inference, description="The inference (log-prob) workers of disaggregated "
-                                                          "placements.")
-    rollout: Rollout = section(Rollout, description="The generation engine.")
-    data: Data = section(Data, description="The datasets.")
-    actor: Actor = section(Actor, description="The trained policy.")
-    reward: Reward = section(Reward, description="The reward.")
-    critic: Critic = section(Critic, description="The critic (PPO with GAE).")
-    env: dict[str, Any] | None = param(None, description="Environments of embodied tasks; rlcfg does not check "
-                                                         "inside.")
-
-
-rules = RuleSet()
-
-from rlcfg.schema import rlinf_rules  # noqa: E402  (registers the rules on `rules`)
+# Mappings whose keys are the user's own names (component groups, node groups), not keys RLinf reads by name.
+OPEN_PATHS = (("hydra",), ("cluster", "component_placement"), ("cluster", "node_groups"))
+NOT_MODELLED = {"sft": "RLinf SFT pipeline", "offline": "RLinf offline RL pipeline"}
+
+
+def _get(data: Any, *path: str) -> Any:
+    for part in path:
+        if not isinstance(data, dict):
+            return None
+        data = data.get(part)
+    return data
+
+
+def _has(data: Any, *path: str) -> bool:
+    for part in path[:-1]:
+        if not isinstance(data, dict):
+            return False
+        data = data.get(part)
+    return isinstance(data, dict) and path[-1] in data
 
 
 class RLinfDialect(Dialect):
@@ -518,15 +61,44 @@ class RLinfDialect(Dialect):
     override_grammar = "hydra"
     resolvers = RESOLVERS
     rules = rules
+    releases = ("2025-08", "2025-10", "main")
+    unknown_keys = "drop"
+
+    def unknown_key_policy(self, path: tuple) -> str:
+        if any(path[: len(open_path)] == open_path for open_path in OPEN_PATHS):
+            return "open"
+        return "drop"
+
+    def infer_release(self, data: dict) -> tuple[str, str]:
+        task = _get(data, "runner", "task_type")
+        if task == "math":
+            return "2025-08", "`runner.task_type: math` is the 2025-08 name of reasoning RL"
+        if _has(data, "rollout", "model", "model_path") or _has(data, "rollout", "model", "model_type"):
+            return "main", "`rollout.model.model_path` is the layout from PR #409 (2025-12, tags v0.1 and later) on"
+        if _has(data, "algorithm", "sampling_params", "do_sample"):
+            return "main", "`algorithm.sampling_params.do_sample` replaced `use_greedy` in 2025-12"
+        if _has(data, "rollout", "model_dir") or _has(data, "rollout", "model_arch"):
+            if task in ("embodied", "embodied_eval") and not _has(data, "actor", "fsdp_config") \
+                    and _has(data, "cluster", "num_gpus_per_node"):
+                return "2025-08", "an embodied config with `rollout.model_dir`, `cluster.num_gpus_per_node` and no " \
+                                  "`actor.fsdp_config` is the 2025-08 layout"
+            return "2025-10", "`rollout.model_dir` with `runner.task_type` " + str(task) + \
+                " is the 2025-10 layout (2025-12 moved it to `rollout.model.model_path`)"
+        if _has(data, "rollout", "sglang") or _has(data, "rollout", "vllm"):
+            return "2025-10", "`rollout.sglang`/`rollout.vllm` sections without `rollout.model` are the 2025-10 layout"
+        return "main", "no key tells the releases apart; assuming the newest"
+
+    def pipeline(self, data: dict) -> str | None:
+        task = _get(data, "runner", "task_type")
+        if task in NOT_MODELLED:
+            return NOT_MODELLED[task]
+        if task in ("embodied", "embodied_eval") and "actor" not in data:
+            # collect_real_data.py / teleoperation scripts: they drive the environment and never call validate_cfg
+            return "RLinf data-collection (no policy is trained)"
+        return None
 
     def variants(self) -> dict:
         return {"rlinf": RLinfConfig}
-
-    def compose(self, tree, base_dir):
-        from rlcfg.source.compose import compose, searchpath_of
-
-        folders, unusable = searchpath_of(tree)
-        return compose(tree, base_dir, folders, unusable)
 
     def describe(self, config: RLinfConfig) -> str:
         return rlinf_rules.describe(config)

@@ -359,8 +359,11 @@ def analyze(placement: Mapping[str, Any], num_nodes: int, gpus_per_node: int | N
             if names.count(name) > 1 or name in placed_by:
                 where = f"`{placed_by[name]}`" if name in placed_by else "the same key"
                 out.issues.append(Issue(
-                    "RLC401", (key,), f"component `{name}` is placed twice (in {where} and in `{key}`)",
-                    f"RLinf gives each component one placement; remove `{name}` from one of the two keys"))
+                    "RLC401", (key,), f"component `{name}` is placed twice (in {where} and in `{key}`); RLinf "
+                    f"accepts this at load but fails when the entry script builds the component placement (it "
+                    f"refuses duplicate components)",
+                    f"remove `{name}` from one of the two keys (a Hydra child config adds its placement keys to "
+                    f"the base config's rather than replacing them)"))
         try:
             component = _place(key, spec, num_nodes, gpus_per_node, groups, out)
         except PlacementSyntaxError as exc:

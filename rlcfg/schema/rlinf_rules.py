@@ -1,25 +1,31 @@
 """RLinf's cross-field rules (RL-* of research/validation-rules.md), checked before anything is launched.
 
-Rules that RLinf only added after the version the seed documents are errors for the later layout and warnings
-for `runner.task_type: math` (DESIGN rule 5: a config written as the seed documents it must validate).
+Each rule applies to the release the document is judged by (`ctx.release`, see rlinf.py): rules that RLinf
+only added after 2025-08 are errors for the later releases and warnings for 2025-08 (DESIGN rule 5: a config
+written as the seed documents it must validate). Rules read only the models (rlinf_models.py); the dialect
+module imports this one, never the other way round.
 """
 
 from __future__ import annotations
 
 from typing import Any, Iterator
 
-from rlcfg.schema.base import Finding, RuleContext
-from rlcfg.schema.rlinf import RLinfConfig, rules
+from rlcfg.schema.base import Finding, RuleContext, RuleSet
+from difflib import get_close_matches
+
+from rlcfg.schema.rlinf_models import EMBODIED_MODEL_TYPES, MODEL_TYPES, TASK_TYPES, RLinfConfig
 from rlcfg.schema import rlinf_placement as lang
+
+rules = RuleSet()
 
 REASONING = ("math", "reasoning", "reasoning_eval", "coding_online_rl")
 TRAINING = ("math", "reasoning", "coding_online_rl")
 GROUP_ADVANTAGES = ("grpo", "grpo_dynamic", "reinpp_baseline")
 
 
-def _later(cfg: RLinfConfig) -> bool:
-    """Whether the config is in RLinf's 2025-10 (or later) layout rather than the seed's mid-2025 one."""
-    return cfg.runner.task_type != "math"
+def _later(ctx: RuleContext) -> bool:
+    """Whether the document is judged by RLinf 2025-10 or later rather than the seed's 2025-08."""
+    return getattr(ctx, "release", None) != "2025-08"
 
 
 def _training(cfg: RLinfConfig) -> bool:
@@ -29,7 +35,7 @@ def _training(cfg: RLinfConfig) -> bool:
 def _versioned(ctx: RuleContext, cfg: RLinfConfig, code: str, path: str, message: str, hint: str,
                related: list[str] = ()) -> Finding:
     """An error for the later layout; a warning for the seed's, whose RLinf did not have the rule yet."""
-    if _later(cfg):
+    if _later(ctx):
         return ctx.error(code, path, message, hint, related)
     return ctx.warning(code, path, message + " (RLinf enforces this from 2025-10 on)", hint, related)
 
@@ -114,7 +120,7 @@ def placement_in_cluster(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding
     if cfg.cluster.num_gpus_per_node is None and analysis.explicit_ranks:
         highest = max((max(c.gpus) for c in analysis.components.values() if c.gpus and not c.node_groups),
                       default=None)
-        if highest is not None:
+        if highest is not None and highest > 0:  # rank 0 exists on any node RLinf can run on
             yield ctx.machine(
                 "cluster.component_placement",
                 f"the placement uses GPU ranks up to {highest}, but `cluster.num_gpus_per_node` is not set, so "
@@ -126,7 +132,7 @@ def placement_in_cluster(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding
 @rules.rule("rlinf/placement-mode", "RLC401",
             "Reasoning placements are either collocated (actor and rollout on the same GPUs) or disaggregated "
             "(actor, rollout, inference and critic on disjoint, contiguous GPU ranges); actor and rollout (and, "
-            "from 2025-10, reward) must be placed.",
+            "from 2025-12 (main), reward) must be placed.",
             keys=["cluster.component_placement"])
 def placement_mode_rule(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.runner.task_type not in REASONING:
@@ -136,13 +142,13 @@ def placement_mode_rule(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]
     named = set()  # components a key names, even one whose entry is broken (reported on its own)
     for key in cfg.cluster.component_placement:
         named.update(name.strip() for name in str(key).split(","))
-    needed = ["actor", "rollout"] + (["reward"] if _later(cfg) else [])
+    needed = ["actor", "rollout"] + (["reward"] if ctx.release in (None, "main") else [])
     if cfg.runner.task_type == "reasoning_eval":
         needed = ["rollout"]
     for name in needed:
         if name not in named:
             shown = ", ".join(f"`{k}`" for k in cfg.cluster.component_placement) or "nothing"
-            example = "actor,rollout,reward: all" if _later(cfg) else "actor,rollout: all"
+            example = "actor,rollout,reward: all" if "reward" in needed else "actor,rollout: all"
             yield ctx.error("RLC302", "cluster.component_placement",
                             f"`cluster.component_placement` places no `{name}` (it places {shown}); RLinf needs "
                             f"{' and '.join(f'`{n}`' for n in needed)} placed",
@@ -150,7 +156,7 @@ def placement_mode_rule(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]
     mode = placement_mode(cfg, analysis)
     if mode == "collocated":
         for name in ("inference", "critic_inference"):
-            if name in components and _later(cfg):
+            if name in components and _later(ctx):
                 component = components[name]
                 yield ctx.error("RLC306", _key_path(component),
                                 f"`{name}` is placed (on {_gpus_text(component)}) although actor and rollout are "
@@ -276,9 +282,12 @@ def parallel_divides(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
             factors = [f"`{k}` ({v})" for k, v in sizes if v > 1 or k == path]
             shown = " × ".join(factors) + (f" = {product}" if len(factors) > 1 else "")
             fits = [n for n in range(product, 0, -1) if world % n == 0][0]
+            later = ("" if name == "actor" else
+                     f"; RLinf accepts this at load but fails when the {name} engines start (each engine owns "
+                     f"{product} GPUs)")
             yield ctx.error("RLC400", path,
                             f"`{name}` runs {world} process{'es' if world != 1 else ''} "
-                            f"({_gpus_text(components[name])}), which is not a multiple of {shown}",
+                            f"({_gpus_text(components[name])}), which is not a multiple of {shown}{later}",
                             f"use a model-parallel size that divides {world} (for example {fits}), or place "
                             f"`{name}` on a multiple of {product} GPUs",
                             related=[_key_path(components[name])])
@@ -293,11 +302,14 @@ def rollout_tp(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.actor.training_backend != "megatron" or cfg.runner.task_type not in TRAINING:
         return
     actor_tp, rollout_tp_size = cfg.actor.model.tensor_model_parallel_size, cfg.rollout.tensor_parallel_size
+    # 2025-08's placement refuses a rollout TP above the actor's at load; otherwise the weight sync fails later
+    when = ("" if ctx.release == "2025-08" and rollout_tp_size > actor_tp
+            else "; RLinf accepts this at load but fails when it first syncs the actor's weights to the rollout")
     if actor_tp % rollout_tp_size:
         yield ctx.error("RLC400", "rollout.tensor_parallel_size",
                         f"`rollout.tensor_parallel_size` ({rollout_tp_size}) does not divide "
                         f"`actor.model.tensor_model_parallel_size` ({actor_tp}); RLinf's weight sync splits each "
-                        f"actor TP group into rollout TP groups",
+                        f"actor TP group into rollout TP groups{when}",
                         f"use a rollout TP that divides {actor_tp} (for example "
                         f"{max(n for n in range(1, actor_tp + 1) if actor_tp % n == 0 and n <= rollout_tp_size)})",
                         related=["actor.model.tensor_model_parallel_size"])
@@ -308,7 +320,8 @@ def rollout_tp(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.error("RLC400", _key_path(rollout),
                         f"`rollout` runs {world} processes, which is not a multiple of "
                         f"`actor.model.tensor_model_parallel_size` ({actor_tp}); RLinf's weight sync sends each "
-                        f"actor TP group to a whole number of rollout instances",
+                        f"actor TP group to a whole number of rollout instances; RLinf accepts this at load but "
+                        f"fails when it first syncs the actor's weights to the rollout",
                         f"place rollout on a multiple of {actor_tp} GPUs",
                         related=["actor.model.tensor_model_parallel_size"])
 
@@ -518,6 +531,8 @@ def importance_sampling(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]
             keys=["runner.seq_length", "data.max_prompt_length", "algorithm.sampling_params.max_new_tokens",
                   "algorithm.sampling_params.min_new_tokens"])
 def sequence_lengths(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.runner.task_type not in REASONING:
+        return  # embodied policies act in an environment; they have no prompt/response sequence
     seq, prompt = cfg.runner.seq_length, cfg.data.max_prompt_length
     sampling = cfg.algorithm.sampling_params
     if seq <= prompt:
@@ -535,7 +550,11 @@ def sequence_lengths(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                         f"use at most {seq - prompt}, or write "
                         "`${subtract:${runner.seq_length}, ${data.max_prompt_length}}`",
                         related=["runner.seq_length", "data.max_prompt_length"])
-    if sampling.min_new_tokens > sampling.max_new_tokens:
+    if sampling.max_new_tokens < 1:
+        yield ctx.error("RLC201", "algorithm.sampling_params.max_new_tokens",
+                        f"`algorithm.sampling_params.max_new_tokens` must be >= 1, got {sampling.max_new_tokens}",
+                        "generate at least one token")
+    elif sampling.min_new_tokens > sampling.max_new_tokens:
         yield ctx.error("RLC303", "algorithm.sampling_params.min_new_tokens",
                         f"`algorithm.sampling_params.min_new_tokens` ({sampling.min_new_tokens}) exceeds "
                         f"`max_new_tokens` ({sampling.max_new_tokens})",
@@ -546,39 +565,59 @@ def sequence_lengths(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @rules.rule("rlinf/rollout-model", "RLC203",
-            "The rollout model's path and type are given: `rollout.model_dir`/`model_arch` in the mid-2025 layout, "
-            "`rollout.model.model_path`/`model_type` from 2025-10 on.",
+            "The rollout model's path and type are given: `rollout.model_dir`/`model_arch` in 2025-08 and 2025-10, "
+            "`rollout.model.model_path`/`model_type` from 2025-12 (main) on.",
             keys=["rollout.model_dir", "rollout.model.model_path", "rollout.model_arch", "rollout.model.model_type"])
 def rollout_model(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.runner.task_type not in REASONING:
         return
     rollout = cfg.rollout
-    if _later(cfg):
+    if ctx.release in (None, "main"):
         if rollout.model.model_path is None:
-            hint = ("RLinf 2025-10 reads `rollout.model.model_path`; move `rollout.model_dir` there"
-                    if rollout.model_dir is not None else "add `model: {model_path: /path/to/hf_model}` under "
-                                                          "`rollout`")
+            hint = ("RLinf from 2025-12 on reads `rollout.model.model_path`; move `rollout.model_dir` there (or pin "
+                    "`--framework-version 2025-10`)" if rollout.model_dir is not None
+                    else "add `model: {model_path: /path/to/hf_model}` under `rollout`")
             yield ctx.error("RLC203", "rollout.model.model_path",
                             "`rollout.model.model_path` is not set; RLinf serves and reads the config of this model",
                             hint, related=["rollout.model_dir"] if rollout.model_dir is not None else [])
         if rollout.model.model_type is None:
-            hint = ("RLinf 2025-10 reads `rollout.model.model_type`; set it (the mid-2025 `rollout.model_arch` is "
-                    "not read)" if ctx.is_set("rollout.model_arch") else "add `model_type: qwen2.5` (or qwen3, "
-                                                                        "...) under `rollout.model`")
+            hint = ("RLinf from 2025-12 on reads `rollout.model.model_type`; set it (`rollout.model_arch` is not "
+                    "read)" if ctx.is_set("rollout.model_arch") else "add `model_type: qwen2.5` (or qwen3, ...) "
+                                                                     "under `rollout.model`")
             yield ctx.error("RLC203", "rollout.model.model_type",
-                            "`rollout.model.model_type` is not set; RLinf looks the model family up in its registry",
-                            hint)
-    elif rollout.model_dir is None and rollout.model.model_path is None:
+                            "`rollout.model.model_type` is not set; RLinf accepts this at load but fails when the "
+                            "rollout worker looks the model family up in its registry", hint)
+    elif rollout.model_dir is None:
+        hint = ("RLinf 2025-08 and 2025-10 read `rollout.model_dir`; `rollout.model.model_path` is the later name"
+                if ctx.is_set("rollout.model.model_path") else "add `model_dir: /path/to/hf_model` under `rollout`")
         yield ctx.error("RLC203", "rollout.model_dir",
-                        "`rollout.model_dir` is not set; RLinf's rollout serves this model and reads its config.json",
-                        "add `model_dir: /path/to/hf_model` under `rollout`")
+                        f"`rollout.model_dir` is not set; RLinf {ctx.release} serves this model and reads its "
+                        f"config.json", hint)
+
+
+@rules.rule("rlinf/reasoning-inputs", "RLC203",
+            "A reasoning or agent training config names its training data (`data.train_data_paths`) and the actor's "
+            "tokenizer (`actor.tokenizer.tokenizer_model`); RLinf accepts their absence at load but its dataset and "
+            "tokenizer fail to build when the run starts.",
+            keys=["data.train_data_paths", "actor.tokenizer.tokenizer_model"])
+def reasoning_inputs(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.runner.task_type not in ("math", "reasoning"):
+        return  # evaluation reads val data; coding_online_rl takes its prompts from a server
+    if not cfg.data.train_data_paths:
+        yield ctx.error("RLC203", "data.train_data_paths",
+                        "`data.train_data_paths` is not set; RLinf accepts this at load but fails when it builds the "
+                        "training dataset", "add `train_data_paths: [/path/to/train.jsonl]` under `data`")
+    if cfg.actor.tokenizer.tokenizer_model is None:
+        yield ctx.error("RLC203", "actor.tokenizer.tokenizer_model",
+                        "`actor.tokenizer.tokenizer_model` is not set; RLinf accepts this at load but fails when it "
+                        "loads the tokenizer", "add `tokenizer_model: /path/to/hf_model` under `actor.tokenizer`")
 
 
 @rules.rule("rlinf/engine-sections", "RLC302",
             "From 2025-10 on, RLinf requires both `rollout.sglang` and `rollout.vllm` sections, whichever backend "
             "runs.", keys=["rollout.sglang", "rollout.vllm", "rollout.rollout_backend"])
 def engine_sections(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
-    if not _later(cfg) or cfg.runner.task_type not in REASONING:
+    if not _later(ctx) or cfg.runner.task_type not in REASONING:
         return
     for name in ("sglang", "vllm"):
         if getattr(cfg.rollout, name) is None:
@@ -587,6 +626,63 @@ def engine_sections(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                             f"`rollout.rollout_backend` ({cfg.rollout.rollout_backend}) is chosen",
                             f"add `{name}: {{}}` under `rollout` (its settings then take their defaults)",
                             related=["rollout.rollout_backend"])
+
+
+@rules.rule("rlinf/task-type", "RLC202",
+            "`runner.task_type` is one the judged release runs (2025-08: math, embodied; 2025-10: embodied, reasoning, "
+            "coding_online_rl; later also embodied_eval, reasoning_eval, sft, offline).",
+            keys=["runner.task_type"])
+def task_type(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    allowed = TASK_TYPES.get(ctx.release or "main", TASK_TYPES["main"])
+    task = cfg.runner.task_type
+    if task in allowed or (task == "math" and ctx.release is None):
+        return
+    if task == "math":
+        hint = "write `task_type: reasoning` (RLinf 2025-10 renamed it), or pin `--framework-version 2025-08`"
+    else:
+        close = get_close_matches(str(task), allowed, n=1)
+        hint = f"did you mean `{close[0]}`?" if close else f"use one of {', '.join(allowed)}"
+    yield ctx.error("RLC202", "runner.task_type",
+                    f"`runner.task_type`: {task!r} is not a task type RLinf {ctx.release or 'main'} runs "
+                    f"({', '.join(allowed)})", hint)
+
+
+@rules.rule("rlinf/model-type", "RLC202",
+            "The model family is one the judged release supports: for reasoning and agent configs "
+            "`rollout.model_arch` in SUPPORTED_MODEL_ARCHS (2025-08, 2025-10) or `rollout.model.model_type` in "
+            "SupportedModel (later); for embodied configs `actor.model.model_name` (2025-08, 2025-10) or "
+            "`actor.model.model_type` among the embodied models (later).",
+            keys=["rollout.model_arch", "rollout.model.model_type", "actor.model.model_name", "actor.model.model_type"])
+def model_type(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    release = ctx.release or "main"
+    task = cfg.runner.task_type
+    model = cfg.actor.model
+    later = ""
+    if task in ("embodied", "embodied_eval"):
+        if release == "main":
+            path, value, allowed = "actor.model.model_type", getattr(model, "model_type", None), EMBODIED_MODEL_TYPES
+        else:
+            path, value, allowed = "actor.model.model_name", getattr(model, "model_name", None), MODEL_TYPES[release]
+    elif task in REASONING:
+        if release == "main":
+            path, value, allowed = "rollout.model.model_type", cfg.rollout.model.model_type, MODEL_TYPES[release]
+            if value is None:
+                return  # reported by rlinf/rollout-model
+            if task != "coding_online_rl":
+                later = "; RLinf accepts it at load but fails when the rollout worker looks it up in its registry"
+        else:
+            path, value, allowed = "rollout.model_arch", cfg.rollout.model_arch, MODEL_TYPES[release]
+            if release == "2025-10" and task == "coding_online_rl":
+                allowed = ("qwen2.5",)  # its validator asserts exactly this family
+    else:
+        return
+    if value in allowed:
+        return
+    close = get_close_matches(str(value), allowed, n=1)
+    hint = f"did you mean `{close[0]}`?" if close else f"use one of {', '.join(allowed)}"
+    what = "not set, so it is not" if value is None else f"{value!r}, which is not"
+    yield ctx.error("RLC202", path, f"`{path}` is {what} a model family RLinf {release} supports for "
+                                    f"{task} ({', '.join(allowed)}){later}", hint)
 
 
 @rules.rule("rlinf/task-type-renamed", "RLC111",
@@ -677,16 +773,29 @@ def warmup(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @rules.rule("rlinf/precision-flags", "RLC305",
-            "`actor.optim.fp16`/`bf16` agree with `actor.model.precision` and are not both on.",
+            "`actor.optim.fp16`/`bf16` agree with `actor.model.precision` and are not both on; RLinf derives them from "
+            "the precision (2025-08 and 2025-10 overwrite a written value, later releases fill a null one).",
             keys=["actor.optim.fp16", "actor.optim.bf16", "actor.model.precision"])
 def precision_flags(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.actor.training_backend != "megatron":
+        return  # only the Megatron actor reads the optimizer's precision flags
     optim, precision = cfg.actor.optim, cfg.actor.model.precision
+    family = "bf16" if str(precision).startswith("bf16") else "fp16" if str(precision) in ("fp16", "16", "16-mixed") \
+        else "fp32"
+    if ctx.release in ("2025-08", "2025-10"):
+        for flag in ("fp16", "bf16"):
+            value = getattr(optim, flag)
+            if value is not None and ctx.is_set(f"actor.optim.{flag}") and value != (family == flag):
+                yield ctx.warning("RLC304", f"actor.optim.{flag}",
+                                  f"RLinf {ctx.release} overwrites `actor.optim.{flag}` ({str(value).lower()}) with "
+                                  f"{str(family == flag).lower()}, derived from `actor.model.precision` ({precision})",
+                                  f"delete `{flag}`; `actor.model.precision` decides it",
+                                  related=["actor.model.precision"])
+        return
     if optim.fp16 and optim.bf16:
         yield ctx.error("RLC301", "actor.optim.bf16", "`actor.optim.fp16` and `actor.optim.bf16` are both true",
                         f"keep the one matching `actor.model.precision` ({precision})", related=["actor.optim.fp16"])
         return
-    family = "bf16" if str(precision).startswith("bf16") else "fp16" if str(precision) in ("fp16", "16", "16-mixed") \
-        else "fp32"
     for flag in ("fp16", "bf16"):
         value = getattr(optim, flag)
         if value is not None and value != (family == flag):
@@ -735,28 +844,50 @@ def collocated_only(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
 
 @rules.rule("rlinf/fsdp-config", "RLC302",
             "An FSDP actor needs `actor.fsdp_config` with a `mixed_precision` section; `backward_prefetch` is null, "
-            "pre or post; `amp_autocast.precision` is fp16, bf16 or fp32.",
+            "pre or post; `amp_autocast.precision` is fp16, bf16 or fp32; and torch autocast is not combined with "
+            "FSDP mixed precision (RLinf refuses the pair at load).",
             keys=["actor.training_backend", "actor.fsdp_config"])
 def fsdp_config(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
-    if cfg.actor.training_backend != "fsdp":
-        return
+    if cfg.actor.training_backend != "fsdp" or ctx.release == "2025-08":
+        return  # RLinf 2025-08 does not validate FSDP settings at all
+    if cfg.runner.task_type in ("embodied_eval", "reasoning_eval"):
+        return  # evaluation jobs return from validate_cfg before the training backend is checked
     fsdp = cfg.actor.fsdp_config
-    if not isinstance(fsdp, dict) or not isinstance(fsdp.get("mixed_precision"), dict):
+    if ctx.release == "2025-10":
+        # 2025-10 fills every FSDP default itself and checks backward_prefetch only
+        if fsdp is not None and fsdp.backward_prefetch not in (None, "pre", "post"):
+            yield ctx.error("RLC202", "actor.fsdp_config.backward_prefetch",
+                            f"`actor.fsdp_config.backward_prefetch`: {fsdp.backward_prefetch!r} is not one of null, "
+                            f"pre, post", "use null, pre or post")
+        return
+    if fsdp is None or fsdp.mixed_precision is None:
         yield ctx.error("RLC302", "actor.fsdp_config" if fsdp is not None else "actor.training_backend",
                         "`actor.training_backend` is fsdp, which needs `actor.fsdp_config.mixed_precision`",
                         "add `fsdp_config: {mixed_precision: {param_dtype: bf16, reduce_dtype: fp32, "
                         "buffer_dtype: fp32}}` under `actor`")
         return
-    prefetch = fsdp.get("backward_prefetch")
-    if prefetch not in (None, "pre", "post"):
+    if fsdp.backward_prefetch not in (None, "pre", "post"):
         yield ctx.error("RLC202", "actor.fsdp_config.backward_prefetch",
-                        f"`actor.fsdp_config.backward_prefetch`: {prefetch!r} is not one of null, pre, post",
-                        "use null, pre or post")
-    amp = fsdp.get("amp_autocast")
-    if isinstance(amp, dict) and amp.get("precision", "bf16") not in ("fp16", "bf16", "fp32"):
+                        f"`actor.fsdp_config.backward_prefetch`: {fsdp.backward_prefetch!r} is not one of null, pre, "
+                        f"post", "use null, pre or post")
+    amp = fsdp.amp_autocast
+    if amp is None or ctx.release not in (None, "main"):
+        return  # autocast settings came with the 2025-12 FSDP rework; older releases never read them
+    if amp.precision not in ("fp16", "bf16", "fp32"):
         yield ctx.error("RLC202", "actor.fsdp_config.amp_autocast.precision",
-                        f"`actor.fsdp_config.amp_autocast.precision`: {amp.get('precision')!r} is not one of fp16, "
+                        f"`actor.fsdp_config.amp_autocast.precision`: {amp.precision!r} is not one of fp16, "
                         f"bf16, fp32", "use fp16, bf16 or fp32")
+    mixed = fsdp.mixed_precision
+    dtypes = (mixed.param_dtype, mixed.reduce_dtype, mixed.buffer_dtype)
+    mixed_on = not (all(d is None for d in dtypes) or all(d == "fp32" for d in dtypes))
+    if amp.enabled and mixed_on:
+        shown = ", ".join(f"{k}: {v}" for k, v in zip(("param_dtype", "reduce_dtype", "buffer_dtype"), dtypes))
+        yield ctx.error("RLC301", "actor.fsdp_config.amp_autocast.enabled",
+                        f"`actor.fsdp_config.amp_autocast.enabled` is true while FSDP mixed precision is on "
+                        f"(`actor.fsdp_config.mixed_precision` {shown}); RLinf refuses autocast together with FSDP "
+                        f"mixed precision", "turn `amp_autocast.enabled` off, or set the three mixed_precision "
+                                            "dtypes to fp32 (or null) to use autocast instead",
+                        related=["actor.fsdp_config.mixed_precision"])
 
 
 @rules.rule("rlinf/critic-backend", "RLC302",
@@ -775,6 +906,12 @@ def critic_backend(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
 
 def describe(cfg: RLinfConfig) -> str:
     model = cfg.actor.model
+    if cfg.runner.task_type in ("embodied", "embodied_eval"):
+        family = getattr(model, "model_type", None) or getattr(model, "model_name", None) or "a policy"
+        training = "Megatron" if cfg.actor.training_backend == "megatron" else "FSDP"
+        what = "embodied evaluation" if cfg.runner.task_type == "embodied_eval" else "embodied RL"
+        return f"{what} of {family} ({training} training), {cfg.cluster.num_nodes} node" + \
+            ("s" if cfg.cluster.num_nodes != 1 else "")
     if cfg.actor.training_backend == "megatron":
         training = f"Megatron training (TP {model.tensor_model_parallel_size} × PP {model.pipeline_model_parallel_size}"
         training += f" × CP {model.context_parallel_size})" if model.context_parallel_size > 1 else ")"

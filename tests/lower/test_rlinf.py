@@ -17,6 +17,7 @@ from tests.helpers import ROOT, TEMPLATES
 
 FIXTURES = ROOT / "tests" / "fixtures" / "rlinf"
 TEMPLATE = TEMPLATES / "rlinf-megatron-sglang.yaml"
+SEED = FIXTURES / "seed.yaml"
 RLINF_TEMPLATES = sorted(TEMPLATES.glob("rlinf-*.yaml"))
 
 
@@ -282,7 +283,10 @@ def test_entropy_bonus_without_entropy_has_no_effect():
 
 
 def test_greedy_sampling():
-    sampling = lowered(TEMPLATE, "algorithm.sampling_params.use_greedy=true").sampling
+    # the template is in the current layout (`do_sample`); `use_greedy` is the 2025-08/2025-10 key
+    sampling = lowered(TEMPLATE, "algorithm.sampling_params.do_sample=false").sampling
+    assert (sampling.temperature, sampling.top_k) == (0.0, -1)
+    sampling = lowered(SEED, "algorithm.sampling_params.use_greedy=true").sampling
     assert (sampling.temperature, sampling.top_k) == (0.0, -1)
 
 
@@ -346,3 +350,20 @@ def test_two_node_disaggregated_placement_uses_global_gpu_ids():
     # 96 × 8 // 4 = 192 samples per optimizer step, 64 on each of the 3 actor DP ranks.
     assert (plan.batch.samples_per_optimizer_step, plan.batch.samples_per_rank) == (192, 64)
     assert exp.role("rollout").engine_args()["engines"] == 4
+
+
+def test_embodied_and_agent_configs_are_refused_before_planning():
+    # rlcfg validates them (tests/schema/test_rlinf.py) but its runtime has no simulators or agent loops
+    from rlcfg.frontend import check_text
+    from rlcfg.lower.rlinf import lower
+    from rlcfg.source.yaml_loader import UsageError
+    from tests.schema.test_rlinf import EMBODIED
+
+    result = check_text(EMBODIED, "embodied.yaml", dialect="rlinf")
+    assert result.ok
+    with pytest.raises(UsageError, match="embodied"):
+        lower(result.config)
+    agent = check_file(str(TEMPLATE), ["+agentloop.max_turns=5"], dialect="rlinf")
+    assert agent.ok
+    with pytest.raises(UsageError, match="agent"):
+        lower(agent.config)

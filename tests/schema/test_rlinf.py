@@ -100,9 +100,12 @@ EXCEPTIONS = {
     "cluster.component_placement": MISSING,  # RLinf asserts it is given (RL-43)
     "rollout.gpu_memory_utilization": 0.65,  # RLinf's code default when absent; the docs show 0.55
     "rollout.model_dir": None,  # the user's model; required by a rule, in either layout's key
-    "data.train_data_paths": MISSING,  # the user's data
+    "data.train_data_paths": None,  # the user's data: required by rule rlinf/reasoning-inputs (embodied has none)
     "data.val_data_paths": None,  # optional: no validation without it
-    "actor.tokenizer.tokenizer_model": MISSING,  # the user's tokenizer
+    "actor.tokenizer.tokenizer_model": None,  # the user's tokenizer: required by rule rlinf/reasoning-inputs
+    "rollout.model_arch": None,  # RLinf has no default: it asserts the value is a supported family
+    "actor.optim.fp16": None,  # RLinf derives both flags from actor.model.precision (overwrites them before 2025-12)
+    "actor.optim.bf16": None,
 }
 
 
@@ -267,11 +270,22 @@ CASES = {
          ("RLC303", "algorithm.sampling_params.min_new_tokens", "error")),
     ],
     "rlinf/rollout-model": [
-        ({}, ("rollout.model",), ("RLC203", "rollout.model.model_path", "error")),
+        ({"rollout.model": {"model_type": "qwen2.5"}}, (), ("RLC203", "rollout.model.model_path", "error")),
         ({"rollout.model": {"model_path": "/m"}}, (), ("RLC203", "rollout.model.model_type", "error")),
     ],
     "rlinf/engine-sections": [
         ({}, ("rollout.vllm",), ("RLC302", "rollout.vllm", "error")),
+    ],
+    "rlinf/reasoning-inputs": [
+        ({}, ("data.train_data_paths",), ("RLC203", "data.train_data_paths", "error")),
+        ({}, ("actor.tokenizer.tokenizer_model",), ("RLC203", "actor.tokenizer.tokenizer_model", "error")),
+    ],
+    "rlinf/task-type": [
+        ({"runner.task_type": "reasonnig"}, (), ("RLC202", "runner.task_type", "error")),
+        ({"runner.task_type": "sft_rl"}, (), ("RLC202", "runner.task_type", "error")),
+    ],
+    "rlinf/model-type": [
+        ({"rollout.model.model_type": "qwen2"}, (), ("RLC202", "rollout.model.model_type", "error")),
     ],
     "rlinf/task-type-renamed": [
         ({"runner.task_type": "math"}, (), ("RLC111", "runner.task_type", "warning")),
@@ -311,6 +325,11 @@ CASES = {
         ({"actor.training_backend": "fsdp"}, (), ("RLC302", "actor.training_backend", "error")),
         ({"actor.training_backend": "fsdp", "actor.fsdp_config": {"mixed_precision": {}, "backward_prefetch": "mid"}},
          (), ("RLC202", "actor.fsdp_config.backward_prefetch", "error")),
+        # RLinf refuses torch autocast together with FSDP mixed precision (validate_fsdp_cfg's amp check)
+        ({"actor.training_backend": "fsdp",
+          "actor.fsdp_config": {"mixed_precision": {"param_dtype": "bf16", "reduce_dtype": "fp32",
+                                                    "buffer_dtype": "fp32"}, "amp_autocast": {"enabled": True}}},
+         (), ("RLC301", "actor.fsdp_config.amp_autocast.enabled", "error")),
     ],
     "rlinf/critic-backend": [
         ({"critic.use_critic_model": True}, (), ("RLC302", "critic.training_backend", "error")),
@@ -530,3 +549,147 @@ def test_golden_diagnostics_json():
     payload = json.loads(result.stdout)
     assert all(d["location"] for d in payload["diagnostics"])
     assert_golden("rlinf/broken.json", result.stdout)
+
+
+# ---- releases, unknown keys, pipelines (issue 11) ------------------------------------------------------------
+
+
+def _release_of(changes: dict = (), delete: tuple = (), base: Path = TEMPLATE) -> str:
+    return variant(dict(changes), base, delete).release
+
+
+def test_the_release_is_inferred_from_the_layout():
+    assert check_file(str(FIXTURES / "seed.yaml")).release == "2025-08"  # task_type math
+    assert check_file(str(TEMPLATE)).release == "main"  # rollout.model.model_path
+    # reasoning with the rollout model at `rollout.model_dir` is the 2025-10 layout
+    assert _release_of({"rollout.model_dir": "/m", "rollout.model_arch": "qwen2.5"},
+                       ("rollout.model", "algorithm.sampling_params.do_sample")) == "2025-10"
+    result = check_file(str(TEMPLATE), release="2025-10")
+    assert result.release == "2025-10" and "pinned" in result.release_reason
+
+
+def test_a_file_judged_by_2025_10_reads_its_own_keys():
+    result = variant({"rollout.model_dir": "/m", "rollout.model_arch": "qwen2.5",
+                      "algorithm.sampling_params.use_greedy": False}, delete=("rollout.model",
+                                                                             "algorithm.sampling_params.do_sample"))
+    assert result.release == "2025-10"
+    assert result.ok and result.diagnostics == [], codes(result)
+
+
+def test_a_key_of_another_release_is_a_warning():
+    # RLinf from 2025-12 on no longer reads `rollout.model_dir`: it is ignored there, not refused
+    result = variant({"rollout.model_dir": "/m"})
+    assert ("RLC113", "rollout.model_dir", "warning") in codes(result) and result.ok
+
+
+def test_keys_rlinf_reads_are_known():
+    # flagged as unknown before issue 11, though RLinf's code reads them
+    result = variant({"rollout.model.precision": "bf16", "algorithm.sampling_params.do_sample": True,
+                      "actor.fsdp_config": None, "runner.logger.log_path": "/tmp/logs"})
+    assert result.ok and result.diagnostics == [], codes(result)
+
+
+def test_unknown_keys_are_judged_as_rlinf_drops_them():
+    result = variant({"algorithm.group_sise": 8, "algorithm.my_notes": "x", "my_top_level_note": 1})
+    found = codes(result)
+    assert ("RLC102", "algorithm.group_sise", "error") in found  # close to `group_size`: a typo RLinf would lose
+    assert ("RLC114", "algorithm.my_notes", "warning") in found  # resembles nothing RLinf reads: dropped
+    assert ("RLC114", "my_top_level_note", "warning") in found
+    # the placement's keys are component names, not fields
+    quiet = variant({"cluster.component_placement": {"actor,rollout,reward": "all", "agent_worker": "all"}})
+    assert not [c for c in codes(quiet) if c[0] in ("RLC102", "RLC114")]
+
+
+def test_deepseek_v3_is_a_model_type():
+    result = variant({"rollout.model.model_type": "deepseek_v3"})
+    assert not [c for c in codes(result) if c[1] == "rollout.model.model_type"], codes(result)
+
+
+def test_optimizer_precision_flags_follow_the_release():
+    # RLinf 2025-08/2025-10 overwrite optim.fp16/bf16 from the precision; later releases keep a written value
+    old = check_file(str(FIXTURES / "seed.yaml"), ["actor.optim.fp16=true", "actor.model.precision=bf16"])
+    assert ("RLC304", "actor.optim.fp16", "warning") in codes(old)
+    new = variant({"actor.optim.fp16": True, "actor.optim.bf16": False, "actor.model.precision": "bf16"})
+    assert ("RLC305", "actor.optim.fp16", "warning") in codes(new)
+    quiet = variant({"actor.model.precision": "fp16"}, delete=("actor.optim.fp16", "actor.optim.bf16"))
+    assert not [c for c in codes(quiet) if c[1].startswith("actor.optim")], codes(quiet)
+
+
+EMBODIED = """\
+cluster:
+  num_nodes: 1
+  component_placement:
+    actor,env,rollout: all
+runner:
+  task_type: embodied
+  max_epochs: 10
+  logger:
+    log_path: ./logs
+algorithm:
+  adv_type: gae
+  loss_type: actor_critic
+  group_size: 1
+  update_epoch: 4
+env:
+  group_name: EnvGroup
+  train:
+    total_num_envs: 64
+    max_episode_steps: 80
+  eval:
+    total_num_envs: 32
+rollout:
+  group_name: RolloutGroup
+  model:
+    model_path: /models/openvla-oft
+actor:
+  group_name: ActorGroup
+  training_backend: fsdp
+  micro_batch_size: 8
+  global_batch_size: 256
+  model:
+    model_type: openvla_oft
+    action_dim: 7
+    precision: bf16
+  fsdp_config:
+    mixed_precision:
+      param_dtype: bf16
+      reduce_dtype: bf16
+      buffer_dtype: bf16
+"""
+
+
+def test_an_embodied_config_validates():
+    result = check_text(EMBODIED, "embodied.yaml", dialect="rlinf")
+    assert result.release == "main" and result.pipeline is None
+    assert result.ok and not [d for d in result.diagnostics if d.code in ("RLC102", "RLC114", "RLC203")], codes(result)
+
+
+def test_an_embodied_config_names_a_model_rlinf_has():
+    result = check_text(EMBODIED.replace("model_type: openvla_oft", "model_type: openvla_of"), "e.yaml", dialect="rlinf")
+    assert ("RLC202", "actor.model.model_type", "error") in codes(result)
+    assert "did you mean `openvla_oft`" in next(d.hint for d in result.diagnostics if d.code == "RLC202")
+
+
+def test_an_agent_config_validates():
+    agent = {"agentloop": {"group_name": "AgentLoopWorkerGroup", "max_turns": 5}, "tools": {"search": {"topk": 3}}}
+    result = variant(agent)
+    assert result.ok and result.pipeline is None, codes(result)
+
+
+@pytest.mark.parametrize("task,name", [("sft", "RLinf SFT pipeline"), ("offline", "RLinf offline RL pipeline")])
+def test_sft_and_offline_configs_are_named_not_modelled(task, name):
+    text = f"runner:\n  task_type: {task}\n  my_runner_key: 3\nactor:\n  training_backend: fsdp\ncluster:\n" \
+           f"  num_nodes: 1\n  component_placement:\n    actor: all\n"
+    result = check_text(text, f"{task}.yaml", dialect="rlinf")
+    assert result.pipeline == name
+    assert [d.code for d in result.diagnostics] == ["RLC116"] and result.ok
+
+
+def test_autocast_with_fsdp_mixed_precision_is_refused_only_where_rlinf_refuses_it():
+    text = EMBODIED.replace("  fsdp_config:\n", "  fsdp_config:\n    amp_autocast:\n      enabled: true\n")
+    assert ("RLC301", "actor.fsdp_config.amp_autocast.enabled", "error") in codes(
+        check_text(text, "e.yaml", dialect="rlinf"))
+    fp32 = text.replace("_dtype: bf16", "_dtype: fp32")  # autocast without FSDP mixed precision is fine
+    assert not [c for c in codes(check_text(fp32, "e.yaml", dialect="rlinf")) if c[0] == "RLC301"]
+    older = check_text(text, "e.yaml", dialect="rlinf", release="2025-10")  # 2025-10 never read amp_autocast
+    assert not [c for c in codes(older) if c[0] == "RLC301"]

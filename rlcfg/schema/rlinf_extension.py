@@ -1,0 +1,90 @@
+"""Binds the generated RLinf field table (rlinf_fields.py) into Section classes.
+
+RLinf has no schema: its code reads whatever key it asks for, and its example configs carry hundreds of keys
+per pipeline (an embodied config's simulator settings, a Megatron actor's every knob). rlcfg models the keys
+its rules and lowering use by hand, in rlinf_models.py, with their constraints and full descriptions. Every
+other key that RLinf's examples write or its code reads, at any claimed release, comes from the inventory
+(tools/inventory/rlinf.py) as one row: its type as seen in the examples and the code, and the releases that
+have it. `extension(path)` turns the rows under `path` into a Section that the hand-written class of that
+path inherits, so a hand-written field overrides the generated one of the same key.
+
+Knowing these keys matters twice: a key RLinf reads is not reported as unknown, and a misspelling of one is
+caught as close to a known key (RLinf would silently drop it).
+"""
+
+from __future__ import annotations
+
+import keyword
+import re
+from functools import lru_cache
+from typing import Any, Optional, Union
+
+from pydantic import BaseModel, create_model
+
+from rlcfg.schema.base import Section, param
+from rlcfg.schema.rlinf_fields import FIELDS
+
+_SCALARS: dict[str, Any] = {"bool": bool, "int": int, "float": float, "str": str, "list": list,
+                            "dict": dict[str, Any]}
+_PIPELINE_WORDS = {"reasoning": "reasoning", "agent": "agent", "embodied": "embodied", "sft": "SFT",
+                   "offline": "offline"}
+
+
+def _children() -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for key in FIELDS:
+        parent, _, name = key.rpartition(".")
+        out.setdefault(parent, []).append(name)
+    return out
+
+
+_CHILDREN = _children()
+
+
+def _class_name(path: str) -> str:
+    words = re.split(r"[^0-9A-Za-z]+", path)
+    return "RLinf" + "".join(w[:1].upper() + w[1:] for w in words if w) + "Keys"
+
+
+def _python_name(key: str, taken: set[str]) -> str:
+    """The attribute name of a generated field: the key itself where Python and pydantic allow it."""
+    if key.isidentifier() and not keyword.iskeyword(key) and not key.startswith("_") \
+            and not hasattr(BaseModel, key):
+        name = key
+    else:
+        name = "key_" + re.sub(r"\W", "_", key)
+    while name in taken:
+        name += "_"
+    taken.add(name)
+    return name
+
+
+def _description(full: str, kind: str, default: Any, pipelines: tuple) -> str:
+    used = ", ".join(_PIPELINE_WORDS.get(p, p) for p in pipelines)
+    text = (f"A key of RLinf's {used} configs, found in its example configs or read by its code; rlcfg checks "
+            f"{'its type only' if kind != 'any' else 'nothing inside it'}.")
+    if default is not None:
+        shown = str(default).lower() if isinstance(default, bool) else default
+        text += f" RLinf's code uses {shown!s} when the key is absent."
+    return text
+
+
+@lru_cache(maxsize=None)
+def extension(path: str) -> type[Section]:
+    """A Section holding every inventoried key directly under `path` ("" is the top level)."""
+    fields: dict[str, Any] = {}
+    taken: set[str] = set()
+    for key in _CHILDREN.get(path, ()):
+        full = f"{path}.{key}" if path else key
+        kind, default, releases, pipelines = FIELDS[full]
+        if full in _CHILDREN:
+            nested = extension(full)
+            # a mapping in every example is a section; one that is sometimes a scalar keeps its keys known
+            # without insisting on the shape
+            annotation = Optional[nested] if kind in ("dict", "any") and kind == "dict" else Union[nested, Any]
+        else:
+            annotation = Optional[_SCALARS[kind]] if kind in _SCALARS else Any
+        name = _python_name(key, taken)
+        fields[name] = (annotation, param(None, alias=None if name == key else key, releases=releases,
+                                          description=_description(full, kind, default, pipelines)))
+    return create_model(_class_name(path), __base__=Section, **fields)
