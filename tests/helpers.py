@@ -43,3 +43,12 @@ def seed(name: str) -> str:
     if not matches:
         pytest.skip(f"seed {name} not found under {SEEDS}")
     return matches[0].read_text()
+
+
+def register_dialect(monkeypatch, dialect) -> None:
+    """Make a dialect declared in a test known to the registry, under its own name, for that test only."""
+    from rlcfg import schema
+
+    original_load, original_names = schema.load, schema.names
+    monkeypatch.setattr(schema, "load", lambda name: dialect if name == dialect.name else original_load(name))
+    monkeypatch.setattr(schema, "names", lambda: original_names() + [dialect.name])

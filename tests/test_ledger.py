@@ -16,7 +16,7 @@ from rlcfg import frontend, lower, schema
 from rlcfg.schema.base import (HONORED, Dialect, RuleSet, Section, field_fate, inert, iter_fields, param, refused,
                                section)
 from rlcfg.schema.ledger import fates
-from tests.helpers import TEMPLATES
+from tests.helpers import TEMPLATES, register_dialect
 
 COMPLETE = [name for name in schema.names() if schema.load(name).ledger_complete]
 
@@ -53,9 +53,7 @@ class Toy(Dialect):
 @pytest.fixture
 def toy(monkeypatch):
     dialect = Toy()
-    original_load, original_names = schema.load, schema.names
-    monkeypatch.setattr(schema, "load", lambda name: dialect if name == "toy" else original_load(name))
-    monkeypatch.setattr(schema, "names", lambda: original_names() + ["toy"])
+    register_dialect(monkeypatch, dialect)
     return dialect
 
 

@@ -8,9 +8,10 @@ from typing import ClassVar
 
 import pytest
 
-from rlcfg import frontend, schema
+from rlcfg import frontend
 from rlcfg.schema.base import Dialect, RuleSet, Section, param, section
 from rlcfg.source.yaml_loader import UsageError
+from tests.helpers import register_dialect
 
 
 class Actor(Section):
@@ -53,9 +54,7 @@ class Toy(Dialect):
 @pytest.fixture
 def toy(monkeypatch):
     dialect = Toy()
-    original_load, original_names = schema.load, schema.names
-    monkeypatch.setattr(schema, "load", lambda name: dialect if name == "toy" else original_load(name))
-    monkeypatch.setattr(schema, "names", lambda: original_names() + ["toy"])
+    register_dialect(monkeypatch, dialect)
     return dialect
 
 
