@@ -222,6 +222,9 @@ def _finish(result: CheckResult, diagnostics: list[Diagnostic], env: Mapping[str
     # "renamed, both spellings accepted" contradicts "this release does not have the key": the release wins
     missing_in_release = {d.path for d in diagnostics if d.code == "RLC113"}
     diagnostics = [d for d in diagnostics if not (d.code == "RLC111" and d.path in missing_in_release)]
+    # a dialect rule that explains a key missing from the release (with the key that replaced it) says it better
+    explained = {d.path for d in diagnostics if d.code == "RLC113" and d.rule}
+    diagnostics = [d for d in diagnostics if not (d.code == "RLC113" and not d.rule and d.path in explained)]
     result.diagnostics = sort_diagnostics(diagnostics)
     if env and result.tree is not None:
         _redact_environment(result.diagnostics, result.tree, env)

@@ -281,6 +281,10 @@ class FilterSpec:
     # When max_draws is reached without enough groups: "train" on what passed (rlcfg's behaviour so far),
     # "error" stops the run (SkyRL: RuntimeError "hitting dynamic sampling limit").
     on_exhausted: Literal["train", "error"] = "train"
+    # Without dynamic sampling, what becomes of a group that fails the filters: "drop" leaves it out of the step
+    # (the step trains on fewer groups), "mask" keeps it in the batch with its loss masked out (SkyRL
+    # trainer.py: zero_variance_filter zeroes the group's loss_masks).
+    failed: Literal["drop", "mask"] = "drop"
 
 
 @dataclass(frozen=True)

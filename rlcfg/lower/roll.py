@@ -343,9 +343,11 @@ def _kl(cfg: Any) -> KL:
     # the reference log-probs with the old ones, so the penalty is then 0.
     reward_kl = cfg.add_token_level_kl and reference_on(cfg) and cfg.init_kl_coef > 0
     estimator = _KL_ESTIMATORS.get(cfg.kl_penalty)
-    # target_kl turns on ROLL's AdaptiveKLController (roll/utils/kl_controller.py get_kl_controller); the run ledger
-    # refuses it until rlcfg's driver carries the coefficient across steps, the plan shows it.
-    controller = (KLController(kind="adaptive", target=cfg.target_kl, horizon=cfg.kl_horizon)
+    # target_kl turns on ROLL's AdaptiveKLController (roll/utils/kl_controller.py get_kl_controller), updated once
+    # per step (one domain) in compute_token_reward with the batch's mean sequence KL and n_steps = batch size; the
+    # driver carries its coefficient from step to step. It moves only the reward penalty's beta.
+    horizon = cfg.kl_horizon
+    controller = (KLController(kind="adaptive", target=cfg.target_kl, horizon=horizon)
                   if cfg.target_kl is not None else KLController())
     if cfg.use_kl_loss and reward_kl:
         _refuse("use_kl_loss and add_token_level_kl (with init_kl_coef > 0) are both set; ROLL applies both a KL "

@@ -336,7 +336,7 @@ def _kl(cfg: Any) -> KL:
     a = cfg.trainer.algorithm
     estimator = kl_estimator(cfg)
     # kl_ctrl drives the reward-side coefficient only (RayPPOTrainer.apply_reward_kl_penalty); it starts at
-    # kl_loss_coef. `rlcfg run` refuses `adaptive` until the driver carries the coefficient across steps.
+    # kl_loss_coef; the driver carries it from step to step (the adaptive controller moves it after each step).
     c = a.kl_ctrl
     controller = KLController(kind=c.type, target=c.kl_target, horizon=c.horizon)
     if a.use_kl_loss:
@@ -392,13 +392,15 @@ def _policy_options(cfg: Any, kind: str) -> PolicyOptions:
 def _filters(cfg: Any) -> FilterSpec:
     """zero_variance_filter (trainer_utils.zero_variance_filter: groups of more than one sample whose rewards have
     zero std) and dynamic sampling (handle_dynamic_sampling: `filter` or `replace`, at most max_sample_batches
-    draws, -1 without limit, then a RuntimeError). `rlcfg run` refuses both until the driver applies filter_spec."""
+    draws, -1 without limit, then a RuntimeError, as RayPPOTrainer.handle_dynamic_sampling). Without dynamic
+    sampling the zero-variance groups stay in the batch with their loss masked (trainer.py zeroes their
+    loss_masks): FilterSpec.failed "mask"."""
     a = cfg.trainer.algorithm
     d = a.dynamic_sampling
     limit = d.max_sample_batches
     return FilterSpec(zero_variance=a.zero_variance_filter or d.type is not None, zero_variance_tol=0.0,
                       dynamic=d.type, max_draws=None if limit <= 0 else limit, min_replace_ratio=d.min_replace_ratio,
-                      on_exhausted="error")
+                      on_exhausted="error", failed="mask")
 
 
 def _algorithm(cfg: Any) -> Algorithm:

@@ -300,6 +300,10 @@ class Run:
             has_critic=self.alg.advantage == "gae",
             forward_micro_batch={r.name: r.forward_micro_batch_size or r.micro_batch_size or b.micro_batch_size or 8
                                  for r in exp.roles})
+        self.filters = self.alg.filter_spec()
+        # The KL coefficient of the next step: KL.controller moves it after every step (Update.next_kl_coef);
+        # checkpoints keep it (driver.json `kl_coef`).
+        self.kl_coef = float(self.alg.kl.coef)
         self._prepare_folders()
         # A cluster that is absent or does not answer is an error now, in seconds, not after Ray's own retries.
         self.ray_address = None
@@ -549,10 +553,10 @@ class Run:
         self.prefetched = None
         self.sampler_state = self.sampler.state_dict()
         # One worker holding every role (rollout colocated, one rank, reference fused or absent, no critic)
-        # runs each step in a single call; dynamic sampling's extra draws need the driver's sampler between
-        # rollouts, so it keeps the general path.
+        # runs each step in a single call; group filters (dynamic sampling's extra draws need the driver's
+        # sampler between rollouts) keep the general path.
         self.fused = (self.opt.fused_step and self.hybrid and len(self.actor) == 1 and not self.critic
-                      and self.reference in ([], self.actor) and not self.alg.dynamic_sampling)
+                      and self.reference in ([], self.actor) and not S.filters_active(self.filters))
         self.last_reply = 0.0
 
     def _record_placement(self) -> None:
@@ -626,12 +630,26 @@ class Run:
 
     def _collect(self, step: int, timing: dict[str, float], first: dict[str, Any] | None = None):
         """Roll out and score one step's prompts (`first`: the draw already started while the previous step
-        trained); with DAPO dynamic sampling keep drawing prompts until the step has enough groups whose
-        rewards differ (at most 4 draws)."""
+        trained), then apply the group filters (FilterSpec, algorithms.keep_groups): without dynamic sampling
+        the failing groups are dropped or loss-masked (FilterSpec.failed); with it, draw again until
+        algorithms.select_groups has the step's groups (DAPO `filter`: accumulate the passing groups over
+        draws; SkyRL `replace`: the latest draw with its failing groups replaced by passing ones), at most
+        FilterSpec.max_draws draws. At the limit, `on_exhausted` says whether to train on what passed or
+        stop (SkyRL)."""
+        import torch
+
+        from rlcfg.runtime import algorithms as A
+
         n = self.alg.group_size
         want = self.exp.schedule.prompts_per_step
-        kept: list[dict[str, Any]] = []
-        draws, seen_groups = 0, 0
+        spec = self.filters
+        active = S.filters_active(spec)
+        seen: list[dict[str, Any]] = []
+        passed: list[bool] = []
+        draws = 0
+        # `replace` picks its substitutes at random: from a generator of the run's seed and the step, so that a
+        # resumed run picks as the uninterrupted one did.
+        generator = torch.Generator().manual_seed(self.exp.seed * 1_000_003 + step)
         while True:
             draw = first if (first is not None and draws == 0) else self._draw(step, draws)
             idx, prompts = draw["idx"], draw["prompts"]
@@ -639,17 +657,32 @@ class Run:
             for k, v in times.items():
                 timing[k] = timing.get(k, 0.0) + v
             timing["rollout_call"] = timing.get("rollout_call", 0.0) + time.perf_counter() - draw["t0"]
-            for group in S.make_groups(idx, prompts, gens, scores, texts, n):
-                seen_groups += 1
-                if self.alg.dynamic_sampling and max(group["scores"]) == min(group["scores"]):
-                    continue
-                kept.append(group)
+            groups = S.make_groups(idx, prompts, gens, scores, texts, n)
+            seen += groups
+            passed += S.group_passes(groups, spec, n, self.alg) if active else [True] * len(groups)
             draws += 1
-            if not self.alg.dynamic_sampling or len(kept) >= want or draws >= 4:
+            if spec.dynamic is None:
+                kept = S.apply_filters(seen, passed, spec)
                 break
-        kept = kept[:want]
+            chosen = A.select_groups(passed, want, draws, spec, generator)
+            if chosen.exhausted and spec.on_exhausted == "error":
+                limit = spec.max_draws
+                raise S.DynamicSamplingExhausted(
+                    f"step {step}: dynamic sampling ({spec.dynamic}) drew {draws} batches (the limit, "
+                    f"max_sample_batches {limit}) and found {sum(passed)} groups whose rewards differ, fewer "
+                    f"than the {want} the step needs; the run stops here as the framework's does (SkyRL: "
+                    "'hitting dynamic sampling limit'). Check the data's difficulty, or raise the limit")
+            if not chosen.draw_again:
+                kept = [seen[i] for i in chosen.groups]
+                break
+        if not kept:
+            # Nothing passed (a dropping filter, or dynamic sampling that trains on what passed at its limit):
+            # the latest groups stay in the batch with their loss masked, so the step trains on nothing.
+            kept = [dict(g, loss_masked=True) for g in seen[-want:]]
+        live = [g for g in kept if not g.get("loss_masked")]
         return kept, {"data/prompt_indices": [g["index"] for g in kept], "data/draws": draws,
-                      "data/groups_seen": seen_groups, "data/epoch": self.sampler.epoch}
+                      "data/groups_seen": len(seen), "data/groups_passed": sum(passed),
+                      "data/groups_kept": len(live), "data/epoch": self.sampler.epoch}
 
     def _split(self, batch: dict[str, Any], parts: int) -> list[dict[str, Any]]:
         """Equal shares of the rows, as numpy arrays: Ray ships those out of band, where a torch tensor goes
@@ -688,7 +721,9 @@ class Run:
         update = S.prepare_update(
             groups, self.step_settings, max(self._shards("actor", self.actor)) + 1,
             lambda role, batch: self._compute(workers[role], batch, exp.role(role), timing, S.COMPUTE_TIMING[role]),
-            timing)
+            timing, kl_coef=self.kl_coef)
+        if update.next_kl_coef is not None:
+            self.kl_coef = update.next_kl_coef
         batch = update.batch
 
         t0 = time.perf_counter()
@@ -720,14 +755,16 @@ class Run:
         metrics.update(step=step, **data_info)
         return metrics
 
-    def _submit_fused(self, step: int) -> dict[str, Any]:
+    def _submit_fused(self, step: int, kl_coef: float | None) -> dict[str, Any]:
+        """Queue step `step` on the worker. `kl_coef`: its KL coefficient, or None while the previous step is
+        still in flight (the worker carries the coefficient that step leaves, in submission order)."""
         idx = self.sampler.next()
         n = self.alg.group_size
         # The seed the general path gives its one engine (see _draw and _submit): both paths sample alike.
         seed = (self.exp.seed * 100_003 + step * 7) * 1009
         ref = self.actor[0].fused_step.remote([list(self.train_data.token_ids[i]) for i in idx], idx,
                                               [self.train_data.answers[i] for i in idx for _ in range(n)],
-                                              self._sampling(), seed, self.step_settings)
+                                              self._sampling(), seed, self.step_settings, kl_coef)
         return {"ref": ref, "idx": idx, "sampler": self.sampler.state_dict(), "epoch": self.sampler.epoch,
                 "t0": time.perf_counter()}
 
@@ -737,17 +774,20 @@ class Run:
         between the replies of consecutive steps, or from its submission when nothing was queued."""
         entry, self.prefetched = self.prefetched, None
         if entry is None:
-            entry = self._submit_fused(step)
+            entry = self._submit_fused(step, self.kl_coef)
         if prefetch:
-            self.prefetched = self._submit_fused(step + 1)
+            self.prefetched = self._submit_fused(step + 1, None)
         reply = self.cluster.ray.get(entry["ref"])
         now = time.perf_counter()
         step_s, self.last_reply = now - max(entry["t0"], self.last_reply), now
         self.sampler_state = entry["sampler"]
+        if reply.get("next_kl_coef") is not None:
+            self.kl_coef = reply["next_kl_coef"]
         metrics = S.step_metrics(reply["metrics"], **reply["outcome"], timing=reply["timing"], step_s=step_s,
                                  example=reply["example"])
         metrics.update({"step": step, "data/prompt_indices": entry["idx"], "data/draws": 1,
-                        "data/groups_seen": len(entry["idx"]), "data/epoch": entry["epoch"]})
+                        "data/groups_seen": len(entry["idx"]), "data/groups_passed": len(entry["idx"]),
+                        "data/groups_kept": len(entry["idx"]), "data/epoch": entry["epoch"]})
         return metrics
 
     # ---- evaluation, checkpoints -------------------------------------------------------------------------------
@@ -777,7 +817,7 @@ class Run:
         torch.save({"python": random.getstate(), "torch": torch.get_rng_state()}, os.path.join(tmp, "driver_rng.pt"))
         metrics["time/checkpoint"] = time.perf_counter() - t0
         state = {"step": step, "sampler": self.sampler_state, "experiment": self.exp.name,
-                 "total_steps": self.total_steps, "metrics": metrics}
+                 "total_steps": self.total_steps, "metrics": metrics, "kl_coef": self.kl_coef}
         path = ckpt.commit(tmp, self.ckpt_root, step, state, settings=to_json(self.exp))
         ckpt.prune(self.ckpt_root, self.exp.checkpointing.keep_last)
         return path
@@ -797,6 +837,8 @@ class Run:
         ray.get(calls)
         self.sampler.load_state_dict(state["sampler"])
         self.sampler_state = self.sampler.state_dict()
+        if state.get("kl_coef") is not None:  # checkpoints before the controller was carried: the configured one
+            self.kl_coef = float(state["kl_coef"])
         rng_file = os.path.join(path, "driver_rng.pt")
         if os.path.exists(rng_file):
             rng = torch.load(rng_file, weights_only=True)

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from rlcfg.runtime import algorithms as A
+from rlcfg.runtime.data import DataError
 
 # Train metrics that are each rank's share of a global figure (summed over data shards); the rest are averaged.
 SHARE_METRICS = ("pg_loss", "kl_loss", "entropy", "value_loss")
@@ -109,6 +110,42 @@ def make_batch(groups: list[dict[str, Any]], pad: int):
     return batch, torch.tensor(scores, dtype=torch.float32), torch.tensor(done, dtype=torch.bool)
 
 
+def group_passes(groups: list[dict[str, Any]], spec: Any, group_size: int, spec_owner: Any = None) -> list[bool]:
+    """algorithms.keep_groups over `groups` (FilterSpec `spec`; `spec_owner`: the ir.Algorithm, for its reward
+    shaping): does each group pass the filters? Every response counts, whatever its length (SkyRL
+    zero_variance_filter and handle_*_sampling: np.std of the group's rewards)."""
+    import torch
+
+    # The scores as the trainer receives them: a response cut at the length limit scores 0 under zero_truncated
+    # (SkyRL's generator applies zero_reward_on_non_stop before the trainer filters).
+    zero_cut = bool(getattr(getattr(spec_owner, "reward", None), "zero_truncated", False)) if spec_owner else False
+    scores = torch.tensor([0.0 if zero_cut and not r[2] else float(s) for g in groups
+                           for s, r in zip(g["scores"][:group_size], g["responses"][:group_size])],
+                          dtype=torch.float32)
+    return [bool(k) for k in A.keep_groups(scores, group_size, spec).tolist()]
+
+
+def apply_filters(groups: list[dict[str, Any]], passed: list[bool], spec: Any) -> list[dict[str, Any]]:
+    """The groups a step trains on when no dynamic sampling redraws: those that pass, or all of them with the
+    loss of the failing ones masked (FilterSpec.failed "mask": SkyRL trainer.py, zero_variance_filter zeroes
+    the failing groups' loss_masks and keeps them in the batch)."""
+    if getattr(spec, "failed", "drop") == "mask":
+        return [dict(g, loss_masked=True) if not p else g for g, p in zip(groups, passed)]
+    return [g for g, p in zip(groups, passed) if p]
+
+
+def filters_active(spec: Any) -> bool:
+    """Whether a FilterSpec can change which groups a step trains on."""
+    return bool(spec.zero_variance or spec.mean_range is not None or spec.std_min is not None
+                or spec.dynamic is not None)
+
+
+class DynamicSamplingExhausted(DataError, RuntimeError):
+    """Dynamic sampling reached its draw limit without enough groups, and the framework stops there (SkyRL
+    RayPPOTrainer.handle_dynamic_sampling raises a RuntimeError). A DataError: the data are too easy or too hard
+    for the config, and `rlcfg run` says so in one line (exit 1)."""
+
+
 def rollout_logprobs(groups: list[dict[str, Any]], width: int):
     """The rollout engine's per-token log-probs, [samples, width] like the response mask (0 on padding): the
     behaviour policy for truncated importance sampling and AReaL's decoupled loss."""
@@ -169,6 +206,12 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
         batch["old_values"] = compute("critic", batch)
 
     t0 = time.perf_counter()
+    live = None  # 1.0 per sample, 0.0 for the samples of groups a filter masked out of the loss
+    if any(g.get("loss_masked") for g in groups):
+        import torch
+
+        live = torch.tensor([0.0 if g.get("loss_masked") else 1.0 for g in groups for _ in g["responses"]],
+                            dtype=mask.dtype)[:mask.shape[0]]
     coef = alg.kl.coef if kl_coef is None else kl_coef
     penalty = None
     next_coef = None
@@ -178,7 +221,11 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
         if alg.kl.placement == "reward":
             penalty = coef * kl
             metrics["kl_coef"] = coef
-            next_coef = A.next_kl_coef(coef, A.sequence_mean_kl(kl, mask), int(mask.shape[0]), alg.kl.controller)
+            # The controller reads the KL under the loss mask, so masked-out groups count as 0 (SkyRL
+            # RayPPOTrainer.apply_reward_kl_penalty: masked_mean over loss_mask, averaged over the batch).
+            seen = mask if live is None else mask * live.unsqueeze(1)
+            next_coef = A.next_kl_coef(coef, A.sequence_mean_kl(kl * seen, seen), int(mask.shape[0]),
+                                       alg.kl.controller)
     adv, returns = A.compute_advantages(
         scores, mask, estimator=alg.advantage, group_size=alg.group_size, options=alg.advantage_options,
         normalize_std=alg.normalize_advantage_std, batch_normalize=alg.batch_normalize_advantage, gamma=alg.gamma,
@@ -192,6 +239,8 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     w = alg.weighting
     if w.difficulty_mask is not None or w.error_max_len_clip is not None or w.max_len_mask:
         loss_mask = loss_mask * A.sample_mask(raw_scores, lengths, alg.group_size, s.max_new_tokens, w).unsqueeze(1)
+    if live is not None:  # filtered groups kept in the batch with no loss (apply_filters)
+        loss_mask = loss_mask * live.unsqueeze(1)
     batch["response_mask"] = loss_mask
     timing["advantage"] += time.perf_counter() - t0
 

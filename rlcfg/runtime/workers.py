@@ -136,13 +136,19 @@ class TrainWorker:
                     seed=spec.get("seed", 42), offload_params=spec.get("offload_params", False),
                     offload_optimizer=spec.get("offload_optimizer", False))
                 continue
-            self.engines[role] = FSDPEngine(
-                spec["kind"], spec["model_path"], dtype=spec["dtype"], device=spec["device"],
-                optimizer=spec.get("optimizer"), total_optimizer_steps=spec.get("total_optimizer_steps"),
-                gradient_checkpointing=spec.get("gradient_checkpointing", False), fsdp_shard=spec.get("fsdp_shard"),
-                temperature=spec.get("temperature", 1.0), cpu_offload=spec.get("cpu_offload", False),
-                offload_params=spec.get("offload_params", False),
-                offload_optimizer=spec.get("offload_optimizer", False))
+            import torch
+
+            # The critic's value head is new weights, drawn from torch's generator: seeded from the config's
+            # seed (the same on every rank), in a forked generator state so nothing else this process draws moves.
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(int(spec.get("seed", 42)))
+                self.engines[role] = FSDPEngine(
+                    spec["kind"], spec["model_path"], dtype=spec["dtype"], device=spec["device"],
+                    optimizer=spec.get("optimizer"), total_optimizer_steps=spec.get("total_optimizer_steps"),
+                    gradient_checkpointing=spec.get("gradient_checkpointing", False),
+                    fsdp_shard=spec.get("fsdp_shard"), temperature=spec.get("temperature", 1.0),
+                    cpu_offload=spec.get("cpu_offload", False), offload_params=spec.get("offload_params", False),
+                    offload_optimizer=spec.get("offload_optimizer", False))
         return time.perf_counter() - start
 
     def _run(self, role: str | None, phase: str, *args: Any) -> Any:
@@ -316,12 +322,16 @@ class HybridWorker(TrainWorker, _Generating):
         return metrics
 
     def fused_step(self, prompts: list[list[int]], indices: list[int], answers: list[str | None],
-                   sampling: Mapping[str, Any], seed: int, settings: Any) -> dict[str, Any]:
+                   sampling: Mapping[str, Any], seed: int, settings: Any,
+                   kl_coef: float | None = None) -> dict[str, Any]:
         """A whole step in this process, for a run whose every role lives here (one rank, rollout colocated):
         generate and score, then the driver's own step logic (rlcfg.runtime.step), then the update and the
         weight sync. One Ray call per step instead of four, and the driver queues the next one before this
-        one returns, so the engine never waits for the driver. Returns the step's metrics, timings and the
-        outcome the driver turns into throughput figures."""
+        one returns, so the engine never waits for the driver. Returns the step's metrics, timings, the
+        outcome the driver turns into throughput figures, and the KL coefficient of the next step.
+
+        `kl_coef`: this step's KL coefficient; None carries on with the one the previous step of this worker
+        left (the driver queues a step before it has read the previous one's reply)."""
         from rlcfg.runtime import step as S
 
         timing: dict[str, float] = {}
@@ -329,6 +339,7 @@ class HybridWorker(TrainWorker, _Generating):
         out, info = self.generate(prompts, sampling, seed, None, answers)
         timing.update(generate=info["generate_s"], weight_load=0.0, reward=info.get("reward_s", 0.0),
                       rollout_call=time.perf_counter() - t0)
+        # Group filters need the driver's path (Run.fused is False with any): every group trains here.
         groups = S.make_groups(indices, prompts, out, info["scores"], info["texts"], int(sampling.get("n", 1)))
         def compute(role: str, batch: dict[str, Any]) -> Any:
             start = time.perf_counter()
@@ -338,13 +349,16 @@ class HybridWorker(TrainWorker, _Generating):
             timing[key + "_compute"] = result["forward_s"]
             return result["values"]
 
-        update = S.prepare_update(groups, settings, 1, compute, timing)
+        if kl_coef is None:
+            kl_coef = getattr(self, "kl_coef", None)
+        update = S.prepare_update(groups, settings, 1, compute, timing, kl_coef=kl_coef)
+        self.kl_coef = update.next_kl_coef if update.next_kl_coef is not None else kl_coef
         t0 = time.perf_counter()
         result = self.train_and_sync({k: update.batch[k] for k in S.ACTOR_KEYS if k in update.batch}, update.cfg)
         timing["train"] = time.perf_counter() - t0
         S.train_metrics(update, [result], [result], timing)
         return {"metrics": update.metrics, "outcome": update.outcome(), "timing": timing,
-                "example": groups[0]["texts"][0] if groups else ""}
+                "example": groups[0]["texts"][0] if groups else "", "next_kl_coef": self.kl_coef}
 
     def sync_rollout(self) -> None:
         """Give the engine the trainer's weights. A single rank on CPU with the same dtype lets the engine's

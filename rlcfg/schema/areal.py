@@ -568,12 +568,12 @@ class PPOActorConfig(TrainEngineConfig):
         fate=HONORED)
     behave_imp_weight_cap: float | None = param(
         None, description="Spelling used between v0.4 and 1.0 for the importance-weight cap; AReaL 1.0 rejects "
-                          "it and asks for rejection_sampling.",
+                          "it and asks for rejection_sampling.", releases=(),
         fate=refused("rlcfg reads the importance-weight cap from behav_imp_weight_cap (v0.3) or "
                      "rejection_sampling.upper (1.0)"))
     behave_imp_weight_mode: str | None = param(
         None, description="Filtering mode paired with behave_imp_weight_cap (`disabled`, `token_mask`, "
-                          "`token_truncate`, ...) between v0.4 and 1.0; AReaL 1.0 rejects it.",
+                          "`token_truncate`, ...) between v0.4 and 1.0; AReaL 1.0 rejects it.", releases=(),
         fate=refused("rlcfg reads the importance-weight cap from behav_imp_weight_cap (v0.3) or rejection_sampling "
                      "(1.0)"))
     rejection_sampling: RejectionSamplingConfig | None = section(
@@ -588,9 +588,12 @@ class PPOActorConfig(TrainEngineConfig):
                      "(prox_logp_method recompute)"))
     dynamic_sampling: bool = param(False, description="DAPO dynamic sampling: mask out groups whose rewards are "
                                                       "all equal, so batch sizes vary (v0.3; removed in 1.0).", releases=('0.3',),
-                                   fate=refused("AReaL drops the groups whose rewards are all equal from the batch "
-                                                "without drawing more; rlcfg's dynamic sampling draws again (up to 4 "
-                                                "draws), so it is not run"))
+                                   fate=refused("AReaL drops the groups whose rewards are all equal only in "
+                                                "ppo_update, after the advantages (and their batch normalisation) "
+                                                "were computed over the whole batch, keeps them all when every group "
+                                                "is equal, and splits what is left into ppo_n_minibatches; rlcfg's "
+                                                "group filters act before the advantages on fixed mini-batches, so "
+                                                "it is not run"))
     log_agent_stats: bool = param(False, description="Log statistics of agent trajectories.", fate=_LOGS)
     log_agent_stats_keys: list[str] = param([], description="Keys of the agent trajectory statistics to log.",
                                             fate=_LOGS)

@@ -987,8 +987,6 @@ class _PpoRoot(_BaseRoot):
 
 
 _ONLY_OPD = inert("only read by on-policy distillation (is_pure_opd / use_opd), which rlcfg refuses")
-_ADAPTIVE = refused("rlcfg keeps the KL coefficient at init_kl_coef: its driver does not yet carry the adaptive "
-                    "controller's coefficient from one step to the next")
 _fates(_PpoRoot,
        pretrain=HONORED, reward_pretrain=HONORED, actor_train=HONORED, actor_infer=HONORED, critic=SECTION,
        reference=HONORED, ppo_epochs=HONORED, max_grad_norm=HONORED, lambd=HONORED, gamma=HONORED, pg_clip=HONORED,
@@ -1001,8 +999,8 @@ _fates(_PpoRoot,
        async_generation_ratio=refused("rlcfg generates and trains in turn (ratio 0): each step trains on samples of "
                                       "the current policy"),
        l2=NOWHERE, use_reward_scaling=NOWHERE, add_len_reward=NOWHERE, use_reward_norm=NOWHERE,
-       target_kl=_ADAPTIVE,
-       kl_horizon=inert("only read by the adaptive KL controller, which target_kl turns on and rlcfg refuses"),
+       # The driver carries the adaptive controller's coefficient from step to step and in checkpoints.
+       target_kl=HONORED, kl_horizon=HONORED,
        critic_warmup=refused("rlcfg trains the actor from the first step; it has no critic-only warm-up steps"),
        enable_old_logprobs_recompute=inert("the old log-probs are the policy's before the update either way "
                                            "(recomputed, or taken from the first forward pass); rlcfg recomputes "

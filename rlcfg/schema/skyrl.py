@@ -52,8 +52,6 @@ _MODEL_OVERRIDES = refused("rlcfg builds each model from its own config.json; ov
 _ROPE = refused("rlcfg runs the model with the RoPE settings of its own config.json")
 _ENDPOINT = inert("an HTTP endpoint that serves the engines to outside clients; the training loop's generation is the "
                   "same")
-_ADAPTIVE_ONLY = inert("read only by the adaptive KL controller (kl_ctrl.type: adaptive), which `rlcfg run` refuses")
-_DYNAMIC_ONLY = inert("read only with dynamic_sampling.type set, which `rlcfg run` refuses")
 _SEQUENCE_MASK_ONLY = inert("read only with off_policy_correction.sequence_mask_metric set, which `rlcfg run` refuses")
 _OUTLIER = refused("rlcfg masks no sequence for an outlying token importance ratio; it would train on all of them")
 _CHAT_TEMPLATE_ONLY = inert("read only with chat_template.name_or_path set, which `rlcfg run` refuses")
@@ -63,19 +61,12 @@ _FULLY_ASYNC = inert("read only by skyrl-train's fully-asynchronous entrypoint, 
                      "configs describe; `rlcfg run` trains synchronously")
 
 _PRECISION_AWARE = refused("rlcfg's Megatron optimizer keeps fp32 master weights and optimizer states")
-_FIXED_KL = refused("rlcfg keeps the reward KL coefficient fixed at kl_loss_coef: the driver does not carry an "
-                    "adaptive coefficient across steps yet")
-_NO_DYNAMIC_SAMPLING = refused("the driver does not apply skyrl-train's dynamic sampling yet (its draw limit, "
-                               "`replace`, and the error when the limit is reached); it would train on every "
-                               "group drawn")
 _NO_SEQUENCE_MASK = refused("rlcfg masks no sequences by their importance ratio; it would train on all of them")
 _NO_BATCH_NORMALIZE = refused("rlcfg's batch normalisation whitens with the masked mean and unbiased variance; "
                               "skyrl-train's normalize_advantages_dict takes the mean over the padding too and "
                               "the biased variance")
 _VALUE_HEAD_NAME = inert("the name under which a critic checkpoint stores its value head; rlcfg builds its own "
                          "value head whatever the name")
-_NO_ZERO_VARIANCE_FILTER = refused("the driver applies no group filter yet: groups whose rewards are all equal "
-                                   "would stay in the loss (and its token count)")
 _UNREAD_010 = inert("read only by skyrl-train 0.1.0's reward-model worker (its critic is built with "
                     "normalize_reward=False), and `rlcfg run` refuses reward models")
 _SEQ_NORM_ONLY = inert("it only scales the seq_mean_token_sum_norm reduction, which `rlcfg run` refuses")
@@ -412,20 +403,22 @@ class Reward(Section):
 
 
 class KlCtrl(Section):
-    run_fate = _ADAPTIVE_ONLY
+    # The driver carries the coefficient across steps and checkpoints (Update.next_kl_coef, metric kl_coef).
+    run_fate = HONORED
     type: Literal["fixed", "adaptive"] = param(
         "fixed", description="KL controller for the KL-in-reward penalty: a fixed coefficient (kl_loss_coef) or an "
-                             "adaptive one that tracks kl_target.", fate=_FIXED_KL)
+                             "adaptive one that tracks kl_target.")
     kl_target: float = param(0.1, description="Target KL of the adaptive controller.")
     horizon: int = param(10000, description="Update horizon of the adaptive controller; must be > 0 when adaptive.")
 
 
 class DynamicSampling(Section):
-    run_fate = _DYNAMIC_ONLY
+    # The driver draws, filters and replaces as handle_dynamic_sampling does, and stops at the draw limit
+    # (metrics data/draws, data/groups_passed, data/groups_kept).
+    run_fate = HONORED
     type: Literal["filter", "replace"] | None = param(
         None, description="Dynamic sampling (DAPO): `filter` drops groups whose rewards are all equal and samples more "
-                          "batches, `replace` replaces them with good groups; null disables it.",
-                              fate=_NO_DYNAMIC_SAMPLING)
+                          "batches, `replace` replaces them with good groups; null disables it.")
     max_sample_batches: int = param(30, description="At most this many batches are sampled per step; -1 samples "
                                                     "without limit.")
     min_replace_ratio: float = param(0.3, description="For `replace`: the smallest share of good groups that can "
@@ -518,7 +511,7 @@ class Algorithm(Section):
                                   "every claimed release.")
     grpo_norm_by_std: bool = param(True, description="Divide GRPO advantages by the group's reward standard deviation.")
     zero_variance_filter: bool = param(False, description="Mask out groups whose rewards are all equal (v0.4.0 and "
-                                                          "later).", releases=FROM_040, fate=_NO_ZERO_VARIANCE_FILTER)
+                                                          "later).", releases=FROM_040)
     lambd: float = param(1.0, description="GAE lambda.", ge=0, le=1)
     gamma: float = param(1.0, description="GAE discount gamma.", ge=0, le=1)
     eps_clip_low: float = param(0.2, description="PPO ratio clip below 1 (the ratio is clamped to 1 - eps_clip_low).",

@@ -465,13 +465,31 @@ def test_train_infer_importance_weight_is_truncated_importance_sampling():
     assert experiment(QUICKSTART).algorithm.policy_options.tis_cap is None
 
 
-def test_adaptive_kl_is_lowered_and_refused_by_the_run_ledger():
+def test_adaptive_kl_is_lowered_and_run():
     overrides = ("use_kl_loss=false", "init_kl_coef=0.1", "++add_token_level_kl=true", "++target_kl=0.02",
                  "++kl_horizon=5000")
-    controller = experiment(MEGATRON, *overrides).algorithm.kl.controller
+    alg = experiment(MEGATRON, *overrides).algorithm
+    controller = alg.kl.controller
     assert (controller.kind, controller.target, controller.horizon) == ("adaptive", 0.02, 5000)
     result = check_file(str(MEGATRON), list(overrides), env={})
-    assert [d.path for d in result.diagnostics if d.code == "RLC118"] == ["target_kl"]
+    assert not [d.path for d in result.diagnostics if d.code == "RLC118"]
+    # ROLL AdaptiveKLController.update after a step whose KL (k1 = 0.5 per token) is far above the target:
+    # beta · (1 + 0.2 · n / horizon), the batch's n samples; the driver runs the next step with it.
+    import torch
+
+    from rlcfg.runtime.step import StepSettings, prepare_update
+
+    settings = StepSettings(algorithm=alg, max_new_tokens=4, pad_token_id=0, needs_reference=True, on_policy=False,
+                            samples_per_rank=None, micro_batch_size=None, has_critic=False, forward_micro_batch={})
+    n = alg.group_size
+    groups = [{"prompt": (5,), "responses": [([7, 8], None, True)] * n, "scores": [float(i % 2) for i in range(n)]}]
+    logps = {"reference": lambda b: torch.zeros(b["response_mask"].shape),
+             "actor": lambda b: torch.full(b["response_mask"].shape, 0.5)}
+    update = prepare_update(groups, settings, 1, lambda role, b: logps[role](b), {}, kl_coef=0.1)
+    assert update.next_kl_coef == pytest.approx(0.1 * (1 + 0.2 * n / 5000))
+    fixed = prepare_update(groups, StepSettings(**{**settings.__dict__, "algorithm": experiment(
+        MEGATRON, *overrides[:3]).algorithm}), 1, lambda role, b: logps[role](b), {})
+    assert fixed.next_kl_coef == 0.1
 
 
 @pytest.mark.parametrize("override,key", [

@@ -357,7 +357,8 @@ def test_newer_algorithm_keys():
     assert alg.policy_loss == "gspo" and alg.loss_aggregation == "seq-mean-token-mean"
     assert alg.entropy_coef == 0.005 and alg.mask_truncated
     # DAPO's filter: groups of equal rewards out, at most max_sample_batches (30) draws, then skyrl-train stops.
-    assert alg.filter_spec() == FilterSpec(zero_variance=True, dynamic="filter", max_draws=30, on_exhausted="error")
+    assert alg.filter_spec() == FilterSpec(zero_variance=True, dynamic="filter", max_draws=30, on_exhausted="error",
+                                           failed="mask")
     assert not alg.normalize_advantage_std
     opt = exp.role("actor").optimizer
     assert opt.scheduler == "cosine" and opt.warmup_steps == 10
@@ -519,9 +520,12 @@ def test_zero_reward_on_non_stop_and_overlong_filtering():
 
 
 def test_filters_and_the_kl_controller_are_lowered_for_the_driver():
-    """`rlcfg run` refuses these until the driver applies them; the Experiment says what skyrl-train would do."""
+    """What skyrl-train does, for the driver (Run._collect, the KL coefficient carried across steps)."""
     alg = experiment(FSDP2, "trainer.algorithm.zero_variance_filter=true").algorithm
+    # without dynamic sampling, zero-variance groups stay in the batch with their loss masked
     assert alg.filter_spec().zero_variance and alg.filter_spec().dynamic is None
+    assert alg.filter_spec().failed == "mask"
+    assert not experiment(FSDP2).algorithm.filter_spec().zero_variance
     replace = experiment(FSDP2, "trainer.algorithm.dynamic_sampling.type=replace",
                          "trainer.algorithm.dynamic_sampling.max_sample_batches=-1",
                          "trainer.algorithm.dynamic_sampling.min_replace_ratio=0.5").algorithm.filter_spec()
@@ -530,6 +534,25 @@ def test_filters_and_the_kl_controller_are_lowered_for_the_driver():
                     "trainer.algorithm.kl_ctrl.type=adaptive", "trainer.algorithm.kl_ctrl.kl_target=0.05",
                     "trainer.algorithm.kl_ctrl.horizon=500").algorithm.kl
     assert kl.controller == KLController(kind="adaptive", target=0.05, horizon=500)
+    # the coefficient it carries moves after a step whose KL is off the target (k3 of 0.2 per token ≫ 0.05)
+    import torch
+
+    from rlcfg.runtime import algorithms as A
+    from rlcfg.runtime.step import StepSettings, prepare_update
+
+    settings = StepSettings(algorithm=experiment(
+        FSDP2, "trainer.algorithm.use_kl_loss=false", "trainer.algorithm.use_kl_in_reward=true",
+        "trainer.algorithm.kl_ctrl.type=adaptive", "trainer.algorithm.kl_ctrl.kl_target=0.05",
+        "trainer.algorithm.kl_ctrl.horizon=500", "generator.n_samples_per_prompt=2").algorithm,
+        max_new_tokens=4, pad_token_id=0, needs_reference=True, on_policy=False, samples_per_rank=None,
+        micro_batch_size=None, has_critic=False, forward_micro_batch={})
+    groups = [{"prompt": (5,), "responses": [([7, 8], [-0.1, -0.2], True), ([7], [-0.3], True)], "scores": [1.0, 0.0]}]
+    logps = {"reference": lambda b: torch.zeros(b["response_mask"].shape),
+             "actor": lambda b: torch.full(b["response_mask"].shape, -0.5)}
+    update = prepare_update(groups, settings, 1, lambda role, b: logps[role](b), {}, kl_coef=0.01)
+    k3 = float(A.kl_estimate(torch.tensor(-0.5), torch.tensor(0.0), "k3"))
+    assert k3 > 0.05 and update.metrics["kl_coef"] == 0.01
+    assert update.next_kl_coef == pytest.approx(0.01 * (1 + 0.2 * 2 / 500))
 
 
 def test_grpo_std_and_entropy():

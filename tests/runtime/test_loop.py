@@ -123,3 +123,66 @@ def test_dapo_options_evaluation_and_old_log_probs(tmp_path):
     assert len(last["data/prompt_indices"]) <= 8
     assert 0.0 <= last["response/truncated_frac"] <= 1.0
     assert result.steps == 2
+
+
+def _adaptive_kl(exp):
+    """The quickstart with its KL (k3) in the reward under an adaptive controller whose target is far below any
+    KL a trained actor shows: step 1 measures 0 (actor = reference), which lowers the coefficient by
+    1 − 0.2·samples/horizon; every later step raises it by 1 + 0.2·samples/horizon."""
+    from rlcfg.ir import KL, KLController, Role
+
+    model = exp.role("actor").model
+    samples = exp.schedule.samples_per_step
+    reference = Role(name="reference", backend="fsdp", resources=exp.role("actor").resources, model=model,
+                     forward_micro_batch_size=samples)
+    kl = KL(placement="reward", coef=0.05, estimator="k3",
+            controller=KLController(kind="adaptive", target=1e-9, horizon=1000))
+    return dataclasses.replace(exp, roles=exp.roles[:2] + (reference,) + exp.roles[2:],
+                               colocation=(("actor", "rollout", "reference"),),
+                               algorithm=dataclasses.replace(exp.algorithm, kl=kl))
+
+
+def test_the_adaptive_kl_coefficient_is_carried_across_steps_paths_and_a_resume(tmp_path):
+    """Step k+1 runs with the coefficient step k's controller left (Update.next_kl_coef), in the fused and the
+    general path alike; a checkpoint keeps it, so a run resumed after step 2 continues as the uninterrupted
+    one."""
+    def kl_coefs(out, fused=True, max_steps=None):
+        exp = _adaptive_kl(quickstart.experiment(out, steps=4, checkpoint_interval=2, prompts_per_step=4,
+                                                 group_size=4))
+        result = run(quickstart.plan_for(exp), RunOptions(output_dir=out, threads=1, stream=io.StringIO(),
+                                                          fused_step=fused, max_steps=max_steps))
+        return [(m["step"], m["kl_coef"]) for m in result.history]
+
+    fused = kl_coefs(str(tmp_path / "fused"))
+    coefs = [c for _s, c in fused]
+    step = 0.2 * 16 / 1000  # the clipped error times samples / horizon
+    assert coefs[0] == 0.05 and coefs[1] == pytest.approx(0.05 * (1 - step), rel=1e-12)
+    for a, b in zip(coefs[1:], coefs[2:]):
+        assert b == pytest.approx(a * (1 + step), rel=1e-12)
+    # the general path, stopped after step 2 and resumed from its checkpoint, runs the same coefficients
+    resumed = str(tmp_path / "resumed")
+    assert kl_coefs(resumed, fused=False, max_steps=2) == fused[:2]
+    with open(os.path.join(resumed, "checkpoints", "step-00000002", "driver.json")) as f:
+        assert json.load(f)["kl_coef"] == pytest.approx(coefs[2], rel=1e-12)
+    assert [c for c in kl_coefs(resumed, fused=False) if c[0] > 2] == fused[2:]
+
+
+def test_ppo_runs_are_reproducible_the_value_head_is_seeded(tmp_path):
+    """The critic's value head is new weights: drawn from the config's seed, two runs of one PPO config give
+    the same first-step value loss."""
+    from rlcfg.ir import Optimizer, Role
+
+    losses = []
+    for k in range(2):
+        out = str(tmp_path / str(k))
+        exp = quickstart.experiment(out, steps=1, checkpoint_interval=None, prompts_per_step=4, group_size=2)
+        actor = exp.role("actor")
+        critic = Role(name="critic", backend="fsdp", resources=actor.resources, model=actor.model,
+                      optimizer=Optimizer(lr=1e-3), micro_batch_size=8)
+        exp = dataclasses.replace(exp, roles=exp.roles + (critic,),
+                                  colocation=(("actor", "rollout", "critic"),),
+                                  algorithm=dataclasses.replace(exp.algorithm, advantage="gae", lam=0.95))
+        result = run(quickstart.plan_for(exp), RunOptions(output_dir=out, resume=None, threads=1,
+                                                          stream=io.StringIO()))
+        losses.append(result.history[0]["critic/value_loss"])
+    assert losses[0] == losses[1] and losses[0] > 0

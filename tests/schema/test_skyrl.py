@@ -417,9 +417,6 @@ def test_the_critic_in_one_mini_batch_is_run():
 
 
 @pytest.mark.parametrize("override, key", [
-    ("trainer.algorithm.kl_ctrl.type=adaptive", "trainer.algorithm.kl_ctrl.type"),
-    ("trainer.algorithm.zero_variance_filter=true", "trainer.algorithm.zero_variance_filter"),
-    ("trainer.algorithm.dynamic_sampling.type=replace", "trainer.algorithm.dynamic_sampling.type"),
     ("trainer.algorithm.advantage_batch_normalize=true", "trainer.algorithm.advantage_batch_normalize"),
     ("generator.sampling_params.repetition_penalty=1.1", "generator.sampling_params.repetition_penalty"),
     ("trainer.algorithm.off_policy_correction.sequence_mask_metric=geometric",
@@ -434,6 +431,17 @@ def test_settings_rlcfg_run_does_not_run_are_refused(override, key):
         f"{d.code} {d.path}: {d.message}" for d in result.diagnostics]
 
 
+@pytest.mark.parametrize("override", ["trainer.algorithm.kl_ctrl.type=adaptive",
+                                      "trainer.algorithm.zero_variance_filter=true",
+                                      "trainer.algorithm.dynamic_sampling.type=replace"])
+def test_the_kl_controller_and_the_group_filters_run(override):
+    """The driver carries the adaptive coefficient and applies the filters (tests/runtime/test_group_filters.py):
+    no longer refused."""
+    result = check_file(str(TEMPLATE), [override], env=HOST_ENV)
+    assert not [d for d in result.diagnostics if d.code == "RLC118"], [
+        f"{d.code} {d.path}: {d.message}" for d in result.diagnostics if d.code == "RLC118"]
+
+
 def test_the_ledger_of_each_algorithm_setting():
     from rlcfg.schema.base import field_fate
 
@@ -445,13 +453,15 @@ def test_the_ledger_of_each_algorithm_setting():
                "trainer.algorithm.off_policy_correction.tis_ratio_type", "trainer.algorithm.cispo.cispo_eps_clip_high",
                "trainer.algorithm.sapo.tau_neg", "trainer.algorithm.clip_cov.clip_ratio",
                "trainer.algorithm.kl_cov.kl_cov_frac", "generator.zero_reward_on_non_stop",
-               "generator.apply_overlong_filtering", "trainer.algorithm.use_kl_in_reward", "trainer.algorithm.lambd"]
-    refused = ["trainer.algorithm.kl_ctrl.type", "trainer.algorithm.zero_variance_filter",
-               "trainer.algorithm.dynamic_sampling.type", "trainer.algorithm.advantage_batch_normalize",
+               "generator.apply_overlong_filtering", "trainer.algorithm.use_kl_in_reward", "trainer.algorithm.lambd",
+               "trainer.algorithm.kl_ctrl.type", "trainer.algorithm.kl_ctrl.kl_target",
+               "trainer.algorithm.kl_ctrl.horizon", "trainer.algorithm.zero_variance_filter",
+               "trainer.algorithm.dynamic_sampling.type", "trainer.algorithm.dynamic_sampling.max_sample_batches",
+               "trainer.algorithm.dynamic_sampling.min_replace_ratio"]
+    refused = ["trainer.algorithm.advantage_batch_normalize",
                "generator.sampling_params.repetition_penalty", "generator.eval_n_samples_per_prompt",
                "trainer.update_ref_every_epoch"]
-    inert = ["trainer.algorithm.kl_ctrl.kl_target", "trainer.algorithm.dynamic_sampling.max_sample_batches",
-             "trainer.algorithm.normalize_reward", "trainer.log_path", "trainer.algorithm.max_seq_len"]
+    inert = ["trainer.algorithm.normalize_reward", "trainer.log_path", "trainer.algorithm.max_seq_len"]
     assert [fate(k) for k in honored] == ["honored"] * len(honored)
     assert [fate(k) for k in refused] == ["refused"] * len(refused)
     assert [fate(k) for k in inert] == ["inert"] * len(inert)
