@@ -579,7 +579,9 @@ class Run:
         write_json(os.path.join(self.opt.output_dir, "placement.json"), record)
 
     def _needs_reference(self) -> bool:
-        return self.alg.kl.placement != "none" and self.alg.kl.coef > 0
+        # Whether the reference runs is decided once, by the lowering (so `rlcfg plan` shows what runs): a lowering
+        # builds the role exactly when a KL term reads it (tests/lower/test_roles_and_algorithm.py).
+        return self.exp.role("reference") is not None
 
     # ---- one step ----------------------------------------------------------------------------------------------
 
