@@ -26,6 +26,11 @@ What RLinf derives, and the lowering reproduces:
   rlcfg's runtime always recomputes;
 - `cluster.auto_scheduler` lets RLinf move GPUs between actor and rollout at run time; the lowering keeps the
   static disaggregated placement the run starts from;
+- the loss is RLinf's PPO clip loss (2025-08 reads no `loss_type`; later releases' `actor`), with dual clip when
+  `clip_ratio_c` is set, `clip_log_ratio_min/max` clamping the log-ratio, `importance_sampling_fix` as the
+  detached weight min(π_recomputed/π_rollout, importance_sampling_clip) and `early_stop_imp_ratio` zeroing a
+  micro-batch's loss (Megatron actor only: RLinf's FSDP actor never stops early). RLinf has no GSPO loss; every
+  other loss_type, and every adv_type but grpo, is refused (rlinf/run-refusals, and `_runs_only` here);
 - RLinf's reasoning runners compute the validation flag of `runner.val_check_interval` and discard it (validation
   is a separate `reasoning_eval` job), so no periodic evaluation is lowered.
 """
@@ -35,7 +40,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Offload, Optimizer,
-                      Parallelism, Resources, Role, RewardShaping, Sampling, Schedule)
+                      Parallelism, PolicyOptions, Resources, Role, RewardShaping, Sampling, Schedule)
 from rlcfg.schema import rlinf_placement as lang
 
 # RLinf counts the GPUs Ray reports when `cluster.num_gpus_per_node` is absent; a static lowering cannot, so a
@@ -45,13 +50,26 @@ ASSUMED_GPUS_PER_NODE = 8
 DTYPES = {"bf16": "bfloat16", "bf16-mixed": "bfloat16", "fp16": "float16", "16": "float16", "16-mixed": "float16",
           "fp32": "float32", "32": "float32", "32-true": "float32"}
 KL_ESTIMATORS = {"kl": "k1", "k1": "k1", "abs": "abs", "mse": "k2", "k2": "k2", "low_var_kl": "k3", "k3": "k3"}
-ADVANTAGES = {"grpo": "grpo", "grpo_dynamic": "grpo", "gae": "gae", "reinpp": "reinforce++",
-              "reinpp_baseline": "reinforce++", "rloo": "rloo"}
+# The advantage estimators rlcfg runs with RLinf's meaning; rlinf/run-refusals refuses every other adv_type.
+ADVANTAGES = {"grpo": "grpo"}
+# RLinf 2025-08 reads no loss_type (its math actor runs the PPO clip loss); later releases look it up in their
+# registry, where `actor` is that loss (the seed's `ppo` is kept for configs written for 2025-08).
+RUN_LOSSES = ("actor", "ppo")
 SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
-# rlcfg's runtime verifiers that have an RLinf reward type of the same meaning.
-REWARD_FUNCTIONS = {"math": "math", "exact_match": "exact_match", "arithmetic": "arithmetic"}
+# rlcfg's runtime verifiers that have an RLinf reward type of the same meaning (RLinf's registry: math, vqa,
+# code_offline, searchr1, rstar2; only math has an rlcfg counterpart).
+REWARD_FUNCTIONS = {"math": "math"}
 # RLinf's documented way to switch top-k off is "a very large value".
 TOP_K_OFF = 1_000_000
+
+
+def _runs_only(value: Any, allowed: tuple, key: str, what: str) -> None:
+    """Refuse a value rlcfg would compute otherwise (rlinf/run-refusals says so before a run; this guards the
+    lowering itself, so that no caller gets an Experiment that silently runs something else)."""
+    if value not in allowed:
+        from rlcfg.source.yaml_loader import UsageError
+
+        raise UsageError(f"`{key}` = {value}: rlcfg runs only {what} for RLinf reasoning configs")
 
 
 def _dtype(precision: Any) -> str:
@@ -147,7 +165,44 @@ def _recompute_logprobs(cfg: Any) -> bool:
     return bool(recompute or cfg.algorithm.importance_sampling_fix)
 
 
-def _optimizer(optim: Any, sched: Any) -> Optimizer:
+def per_micro_batch_mean(cfg: Any, megatron: bool) -> bool:
+    """Whether RLinf averages the loss of each micro-batch on its own (loss_agg_func over the micro-batch's tokens,
+    then a mean over micro-batches and ranks): its FSDP actor always, its Megatron actor unless
+    use_valid_token_scale rescales each micro-batch by its share of the step's tokens."""
+    scale = cfg.algorithm.use_valid_token_scale
+    return not (megatron and scale)
+
+
+def _aggregation(cfg: Any, megatron: bool) -> str:
+    """rlcfg's aggregation for what RLinf computes. rlcfg's token-mean divides by the mini-batch's token count
+    (RLinf's Megatron actor with use_valid_token_scale and one mini-batch per step: RLinf divides by the whole
+    step's tokens); RLinf's per-micro-batch token mean has no rlcfg
+    counterpart in general, but with one sample per micro-batch it is the mean over sequences of each sequence's
+    token mean (seq-mean-token-mean). The seq-mean aggregations over equal-sized micro-batches are their global
+    mean; use_valid_token_scale reweights them, which rlcfg does not run (rlinf/run-refusals refuses both)."""
+    agg = cfg.algorithm.loss_agg_func
+    per_mb = per_micro_batch_mean(cfg, megatron)
+    one_per_mb = cfg.algorithm.training_batch_size_per_gpu == 1 and not cfg.runner.enable_dynamic_batch_size
+    if agg == "token-mean" and per_mb:
+        if not one_per_mb:
+            from rlcfg.source.yaml_loader import UsageError
+
+            raise UsageError("`algorithm.use_valid_token_scale`: RLinf averages the token-mean loss per micro-batch "
+                             "(FSDP, or Megatron without use_valid_token_scale) over micro-batches of more than one "
+                             "sample, which rlcfg does not run; set use_valid_token_scale: true (Megatron) or "
+                             "training_batch_size_per_gpu: 1")
+        return "seq-mean-token-mean"
+    if agg != "token-mean":
+        _runs_only(per_mb, (True,), "algorithm.use_valid_token_scale (true)", f"{agg} without it")
+    # use_valid_token_scale divides by the tokens of the whole step (every mini-batch's), rlcfg by the mini-batch's:
+    # the same only with one mini-batch per step.
+    if not per_mb:
+        _runs_only(cfg.algorithm.n_minibatches, (1,), "algorithm.n_minibatches (with use_valid_token_scale)",
+                   "one mini-batch per step")
+    return agg
+
+
+def _optimizer(optim: Any, sched: Any, megatron: bool = True) -> Optimizer:
     # Megatron's `adam` is the fused Adam with decoupled weight decay, i.e. AdamW.
     name = "sgd" if optim.optimizer == "sgd" else "adamw"
     if sched.lr_warmup_iters > 0:
@@ -155,11 +210,25 @@ def _optimizer(optim: Any, sched: Any) -> Optimizer:
     else:
         # Megatron turns the fraction into steps of the decay horizon.
         warmup = int((sched.lr_warmup_fraction or 0.0) * (sched.lr_decay_iters or 0))
-    # inverse-square-root and WSD have no counterpart in the Experiment; they are lowered as constant.
-    return Optimizer(lr=optim.lr, name=name, weight_decay=optim.weight_decay,
+    # Megatron's scheduler decays to lr_sched.min_lr; RLinf's FSDP scheduler to optim.min_lr.
+    megatron_min_lr, fsdp_min_lr = sched.min_lr, optim.min_lr
+    min_lr = megatron_min_lr if megatron else fsdp_min_lr
+    style = sched.lr_decay_style
+    _runs_only(style, tuple(SCHEDULES), "actor.lr_sched.lr_decay_style", "constant, linear and cosine schedules")
+    scheduler = SCHEDULES[style]
+    weight_decay = optim.weight_decay
+    start_wd, end_wd = sched.start_weight_decay, sched.end_weight_decay
+    if megatron and style != "constant" and end_wd is not None:
+        # Megatron's scheduler then sets the weight decay each step; with the (only run) constant increment style
+        # it is end_weight_decay (Megatron asserts start == end).
+        weight_decay = end_wd
+    if not megatron:
+        # RLinf's FSDP actor reads no actor.lr_sched: its schedule comes from actor.optim.lr_scheduler (constant by
+        # default, no warm-up); those keys are refused by the ledger when set.
+        scheduler, warmup = "constant", 0
+    return Optimizer(lr=optim.lr, name=name, weight_decay=weight_decay,
                      betas=(optim.adam_beta1, optim.adam_beta2), eps=optim.adam_eps,
-                     grad_clip=optim.clip_grad or None, scheduler=SCHEDULES.get(sched.lr_decay_style, "constant"),
-                     warmup_steps=warmup, min_lr=sched.min_lr)
+                     grad_clip=optim.clip_grad or None, scheduler=scheduler, warmup_steps=warmup, min_lr=min_lr)
 
 
 def _critic_optimizer(optim: dict[str, Any] | None, fallback: Optimizer) -> Optimizer:
@@ -175,8 +244,9 @@ def _critic_optimizer(optim: dict[str, Any] | None, fallback: Optimizer) -> Opti
 
 
 def _sampling(params: Any, n: int) -> Sampling:
-    # repetition_penalty and min_new_tokens have no counterpart in the Experiment.
-    greedy = params.use_greedy or not params.do_sample  # 2025-08/2025-10 key, and its 2025-12 replacement
+    # repetition_penalty and min_new_tokens have no counterpart in the Experiment: the ledger refuses them.
+    use_greedy, do_sample = params.use_greedy, params.do_sample
+    greedy = use_greedy or not do_sample  # 2025-08/2025-10 key, and its 2025-12 replacement
     top_k = params.top_k
     return Sampling(max_new_tokens=params.max_new_tokens, temperature=0.0 if greedy else params.temperature,
                     top_p=1.0 if greedy else params.top_p,
@@ -254,9 +324,12 @@ def lower(cfg: Any) -> Experiment:
         raise UsageError(refusal)
     placed = _placed(cfg)
     actor_cfg, alg, rollout_cfg = cfg.actor, cfg.algorithm, cfg.rollout
+    _runs_only(cfg.reward.reward_type, tuple(REWARD_FUNCTIONS), "reward.reward_type", "the `math` verifier")
     group = alg.group_size
     samples = cfg.data.rollout_batch_size * group
-    model_path = rollout_cfg.model.model_path or rollout_cfg.model_dir or ""
+    # rollout.model.model_path from 2025-12 on, rollout.model_dir before.
+    model_path, model_dir = rollout_cfg.model.model_path, rollout_cfg.model_dir
+    model_path = model_path or model_dir or ""
     trust = actor_cfg.tokenizer.trust_remote_code
 
     actor_component, rollout_component = placed.get("actor"), placed.get("rollout")
@@ -270,7 +343,7 @@ def lower(cfg: Any) -> Experiment:
     fsdp = _plain(actor_cfg.fsdp_config)
     megatron = backend == "megatron"
     parallelism = _megatron_parallelism(actor_cfg.model) if megatron else _fsdp_parallelism(fsdp)
-    optimizer = _optimizer(actor_cfg.optim, actor_cfg.lr_sched)
+    optimizer = _optimizer(actor_cfg.optim, actor_cfg.lr_sched, megatron)
     dynamic = cfg.runner.enable_dynamic_batch_size
     actor = Role(
         name="actor", backend=backend, resources=_resources(actor_component, cfg),
@@ -288,6 +361,10 @@ def lower(cfg: Any) -> Experiment:
         else bool(fsdp.get("gradient_checkpointing", False)),
         sequence_packing=dynamic,
         max_tokens_per_micro_batch=cfg.runner.max_tokens_per_mbs if dynamic else None,
+        section="actor",
+        keys=(("micro_batch_size", "algorithm.training_batch_size_per_gpu"),
+              ("forward_micro_batch_size", "algorithm.logprob_forward_micro_batch_size"),
+              ("max_tokens_per_micro_batch", "runner.max_tokens_per_mbs")),
     )
 
     # ---- rollout --------------------------------------------------------------------------------------------
@@ -301,6 +378,7 @@ def lower(cfg: Any) -> Experiment:
         # Collocated, the runner offloads the engine after each generation to make room for training.
         offload=Offload(params=collocated),
         engine=tuple(sorted(_engine(cfg, rollout_resources.gpus).items())),
+        section="rollout",
     )
     roles: list[Role] = [actor, rollout]
     on_gpus: dict[str, lang.Component | None] = {"actor": actor_component, "rollout": rollout_component}
@@ -322,6 +400,9 @@ def lower(cfg: Any) -> Experiment:
                         tokenizer=actor_cfg.tokenizer.tokenizer_model, trust_remote_code=trust),
             parallelism=ref_parallelism, offload=Offload(params=True),
             forward_micro_batch_size=alg.logprob_forward_micro_batch_size,
+            # RLinf has no reference section: the worker that computes log-probs swaps the initial weights in.
+            section="inference" if dedicated_inference else "actor",
+            keys=(("forward_micro_batch_size", "algorithm.logprob_forward_micro_batch_size"),),
         ))
         on_gpus["reference"] = ref_component
     # Without kl_beta a dedicated inference group only recomputes the old log-probs: work the Experiment gives
@@ -350,6 +431,9 @@ def lower(cfg: Any) -> Experiment:
             parallelism=critic_parallelism, optimizer=_critic_optimizer(_plain(getattr(critic_cfg, "optim", None)), optimizer),
             micro_batch_size=alg.training_batch_size_per_gpu,
             forward_micro_batch_size=alg.logprob_forward_micro_batch_size,
+            section="critic",
+            keys=(("micro_batch_size", "algorithm.training_batch_size_per_gpu"),
+                  ("forward_micro_batch_size", "algorithm.logprob_forward_micro_batch_size")),
         ))
         on_gpus["critic"] = critic_component
 
@@ -357,15 +441,15 @@ def lower(cfg: Any) -> Experiment:
     reward_component = placed.get("reward")
     if reward_component is None:
         # The mid-2025 layout scores rule-based rewards inside the rollout workers.
-        reward = Role(name="reward", backend="rule", resources=Resources(gpus=0))
+        reward = Role(name="reward", backend="rule", resources=Resources(gpus=0), section="rollout")
     elif any(_same_gpus(reward_component, c) for c in on_gpus.values()) or not any(
             _overlap(reward_component, c) for c in on_gpus.values() if c is not None):
-        reward = Role(name="reward", backend="rule", resources=_resources(reward_component, cfg))
+        reward = Role(name="reward", backend="rule", resources=_resources(reward_component, cfg), section="reward")
         on_gpus["reward"] = reward_component
     else:
         # Reward workers score on CPUs; ones that straddle other roles' GPUs hold no GPU of their own.
         world = reward_component.world_size or len(reward_component.gpus or ())
-        reward = Role(name="reward", backend="rule", resources=Resources(gpus=0, cpus=world))
+        reward = Role(name="reward", backend="rule", resources=Resources(gpus=0, cpus=world), section="reward")
     roles.append(reward)
 
     # ---- colocation: roles on the very same GPUs take turns on them ----------------------------------------
@@ -384,30 +468,63 @@ def lower(cfg: Any) -> Experiment:
     colocation = tuple(tuple(g) for g in groups if len(g) > 1)
 
     # ---- algorithm, sampling, data, schedule ---------------------------------------------------------------
+    # rlcfg drops prompts longer than max_prompt_length, as RLinf does with data.filter_prompt_by_length; RLinf's
+    # `false` truncates them instead, which differs only for prompts over the limit.
+    filter_long_prompts = cfg.data.filter_prompt_by_length  # noqa: F841  (rlcfg's behaviour either way; see above)
     kl_on = alg.kl_beta > 0
+    estimator = KL_ESTIMATORS.get(alg.kl_penalty_type, "k3")
+    if kl_on and not megatron:
+        # RLinf's FSDP actor calls kl_penalty(ref_logprobs, logprobs): only the symmetric estimators mean the same.
+        _runs_only(estimator, ("k2", "abs"), "algorithm.kl_penalty_type (FSDP, kl_beta > 0)",
+                   "the symmetric estimators mse/k2 and abs")
+    entropy_bonus = alg.entropy_bonus
+    # The loss: RLinf's PPO clip loss (2025-08 reads no loss_type; later releases' `actor`); RLinf has no GSPO or
+    # other loss rlcfg could run, and rlinf/run-refusals refuses every other loss_type. Dual clip when clip_ratio_c
+    # is set.
+    _runs_only(alg.loss_type if _later(cfg) else "ppo", RUN_LOSSES, "algorithm.loss_type",
+               "RLinf's PPO clip loss (`actor`)")
+    _runs_only(alg.adv_type, tuple(ADVANTAGES), "algorithm.adv_type", "RLinf's GRPO advantage")
+    policy_loss = "dual_clip" if alg.clip_ratio_c is not None else "regular"
+    # importance_sampling_fix multiplies the advantages by min(π_recomputed/π_rollout, importance_sampling_clip)
+    # (RLinf main), which is the detached truncated-importance weight on the loss.
+    fix, cap = alg.importance_sampling_fix, alg.importance_sampling_clip
+    # early_stop_imp_ratio: RLinf's Megatron actor zeroes a micro-batch's loss when the mean importance ratio exceeds
+    # it; its FSDP actor never stops early.
+    early_stop = alg.early_stop_imp_ratio
+    aggregation = _aggregation(cfg, megatron)
+    _runs_only(alg.shuffle_rollout, (False,), "algorithm.shuffle_rollout", "mini-batches in sample order (false)")
+    options = PolicyOptions(
+        log_ratio_min=alg.clip_log_ratio_min, log_ratio_max=alg.clip_log_ratio_max,
+        tis_cap=cap if fix else None, tis_level="token",
+        early_stop_ratio=early_stop if megatron else None,
+    )
     algorithm = Algorithm(
         advantage=ADVANTAGES.get(alg.adv_type, "grpo"), group_size=group,
         normalize_advantage_std=True,  # RLinf's GRPO divides by the group's std (+1e-6)
         batch_normalize_advantage=alg.normalize_advantages,  # a masked normalisation over the whole batch
-        policy_loss="gspo" if "gspo" in alg.loss_type else "dual_clip" if alg.clip_ratio_c is not None else "regular",
+        policy_loss=policy_loss,
         clip_low=alg.clip_ratio_low if alg.clip_ratio_low is not None else alg.ratio_clip_eps,
         clip_high=alg.clip_ratio_high if alg.clip_ratio_high is not None else alg.ratio_clip_eps,
         clip_ratio_c=alg.clip_ratio_c if alg.clip_ratio_c is not None else 3.0,
-        loss_aggregation=alg.loss_agg_func,
+        loss_aggregation=aggregation,
         kl=KL(placement="loss" if kl_on else "none", coef=alg.kl_beta,
-              estimator=KL_ESTIMATORS.get(alg.kl_penalty_type, "k3")),
+              estimator=estimator),
         # The actor subtracts the entropy bonus only when it computes entropy at all.
-        entropy_coef=alg.entropy_bonus if alg.calculate_entropy else 0.0,
+        entropy_coef=entropy_bonus if alg.calculate_entropy else 0.0,
         ppo_epochs=1,  # n_minibatches updates walk the step's samples once
         # A correct answer earns +reward_scale and a wrong one −reward_scale: from a 0/1 verifier that is
         # 2·scale·r − scale.
         reward=RewardShaping(scale=2 * cfg.reward.reward_scale, bias=-cfg.reward.reward_scale),
+        policy_options=options,
     )
     sampling = _sampling(alg.sampling_params, group)
     data = Data(
         train_files=_paths(cfg.data.train_data_paths), eval_files=_paths(cfg.data.val_data_paths),
         prompt_key=cfg.data.prompt_key, answer_key=cfg.data.answer_key,
-        max_prompt_length=cfg.data.max_prompt_length, shuffle=cfg.data.shuffle, seed=cfg.data.seed,
+        # rlcfg drops prompts longer than max_prompt_length, as RLinf does with filter_prompt_by_length; RLinf's
+        # `false` truncates them instead, which differs only for prompts over the limit.
+        max_prompt_length=cfg.data.max_prompt_length,
+        shuffle=cfg.data.shuffle, seed=cfg.data.seed,
         apply_chat_template=cfg.data.apply_chat_template,
     )
     schedule = Schedule(
@@ -423,5 +540,5 @@ def lower(cfg: Any) -> Experiment:
         cluster=Cluster(nodes=cfg.cluster.num_nodes, gpus_per_node=cfg.cluster.num_gpus_per_node),
         roles=tuple(roles), colocation=colocation, algorithm=algorithm, sampling=sampling, eval_sampling=None,
         data=data, schedule=schedule, checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=actor_cfg.seed,
-        reward_function=REWARD_FUNCTIONS.get(cfg.reward.reward_type, "math"),
+        reward_function=REWARD_FUNCTIONS[cfg.reward.reward_type],
     )

@@ -24,7 +24,7 @@ placement language and the resolvers have their own modules.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, ClassVar
 
 from rlcfg.schema.base import Dialect
 from rlcfg.schema.rlinf_models import *  # noqa: F401,F403  (the sections, importable from here as before)
@@ -63,6 +63,7 @@ class RLinfDialect(Dialect):
     rules = rules
     releases = ("2025-08", "2025-10", "main")
     unknown_keys = "drop"
+    ledger_complete = True
 
     def unknown_key_policy(self, path: tuple) -> str:
         if any(path[: len(open_path)] == open_path for open_path in OPEN_PATHS):

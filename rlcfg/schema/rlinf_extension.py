@@ -21,7 +21,7 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, create_model
 
-from rlcfg.schema.base import Section, param
+from rlcfg.schema.base import Fate, Section, inert, param, refused
 from rlcfg.schema.rlinf_fields import FIELDS
 
 _SCALARS: dict[str, Any] = {"bool": bool, "int": int, "float": float, "str": str, "list": list,
@@ -69,6 +69,37 @@ def _description(full: str, kind: str, default: Any, pipelines: tuple) -> str:
     return text
 
 
+# The run ledger's default for an inventoried key (a hand-written field of rlinf_models.py declares its own). RLinf's
+# algorithm, reward, data, optimizer and learning-rate schedule keys (the FSDP actor's own schedule keys among
+# them) change what a run computes; the lowering reads only the hand-modelled ones, so any
+# other that a config sets is refused. Every other inventoried key is an engine, backend, logging, checkpoint,
+# placement or embodied/agent/SFT-pipeline key: the reasoning lowering does not read it and nothing rlcfg computes
+# depends on it.
+_COMPUTED = ("algorithm", "reward", "data", "actor.lr_sched") + tuple(
+    f"actor.optim.{key}" for key in ("lr_scheduler", "lr_warmup_steps", "lr_warmup_steps_ratio", "total_training_steps",
+                                     "num_cycles", "min_lr_rate", "warmup_style", "value_lr", "critic_warmup_steps"))
+# The actor's optimizer and schedule keys are read by the FSDP/Megatron code every pipeline shares (the FSDP
+# schedule's lr_scheduler, lr_warmup_steps, ...), whichever pipeline's examples happen to write them.
+_SHARED = ("actor.optim", "actor.lr_sched")
+UNMODELLED_ALGORITHM = refused("rlcfg's RLinf lowering does not read this key: the reasoning run computes its "
+                               "GRPO/PPO loss, advantages, rewards and data from the hand-modelled keys only, as if "
+                               "it were absent")
+UNMODELLED_OTHER = inert("an engine, backend, logging, checkpoint, placement or embodied/agent/SFT-pipeline key that "
+                         "rlcfg's reasoning lowering does not read; it changes no loss, advantage, reward or sample "
+                         "that rlcfg computes (embodied and agent configs are refused as a whole)")
+
+
+def run_fate(full: str, pipelines: tuple = ("reasoning",)) -> Fate:
+    """The run-ledger fate of the inventoried key `full` (dotted), used by the configs of `pipelines`."""
+    shared = any(full == p or full.startswith(p + ".") for p in _SHARED)
+    if "reasoning" not in pipelines and not shared:
+        used = ", ".join(_PIPELINE_WORDS.get(p, p) for p in pipelines)
+        return inert(f"read only by RLinf's {used} pipelines, which rlcfg validates but does not run (`rlcfg run` "
+                     "refuses such a config as a whole); the reasoning pipeline never reads it")
+    computed = any(full == p or full.startswith(p + ".") for p in _COMPUTED)
+    return UNMODELLED_ALGORITHM if computed else UNMODELLED_OTHER
+
+
 @lru_cache(maxsize=None)
 def extension(path: str) -> type[Section]:
     """A Section holding every inventoried key directly under `path` ("" is the top level)."""
@@ -86,5 +117,6 @@ def extension(path: str) -> type[Section]:
             annotation = Optional[_SCALARS[kind]] if kind in _SCALARS else Any
         name = _python_name(key, taken)
         fields[name] = (annotation, param(None, alias=None if name == key else key, releases=releases,
+                                          fate=run_fate(full, pipelines),
                                           description=_description(full, kind, default, pipelines)))
     return create_model(_class_name(path), __base__=Section, **fields)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from rlcfg.schema.base import REQUIRED, param, section
+from rlcfg.schema.base import FATE_KEY, HONORED, REQUIRED, Fate, Section, inert, param, refused, section
 from rlcfg.schema.rlinf_extension import extension
 
 OLD = ("2025-08", "2025-10")  # rollout.model_dir / model_arch era
@@ -177,15 +177,27 @@ class Algorithm(extension("algorithm")):
     adv_type: str | None = param("grpo", description="Advantage estimator, a name in RLinf's registry (e.g. `grpo`, "
                                               "`grpo_dynamic`, `reinpp`, `reinpp_baseline`, `gae`).")
     normalize_advantages: bool = param(True, description="Normalize advantages across the batch.")
-    early_stop_imp_ratio: float | None = param(5.0, description="Skip an update when importance ratios exceed this "
-                                                                "threshold.")
-    use_valid_token_scale: bool = param(False, description="Scale losses by the valid-token mask.")
+    early_stop_imp_ratio: float | None = param(5.0, description="Megatron actor: zero a micro-batch's loss when its "
+                                               "mean importance ratio (averaged over data-parallel ranks) exceeds "
+                                               "this; null never stops. RLinf's FSDP actor ignores it.")
+    use_valid_token_scale: bool = param(False, description="Megatron actor: scale each micro-batch's loss by its "
+                                        "share of the step's valid tokens, so that the update divides the token losses "
+                                        "by the step's token count instead of averaging per-micro-batch means. RLinf's "
+                                        "FSDP actor ignores it.")
     recompute_logprobs: bool = param(True, releases=LATER,
                                      description="Recompute the old policy's log-probs with the actor "
                                                  "(2025-10 and later; was `rollout.recompute_logprobs`).")
     importance_sampling_fix: bool = param(False, description="Correct for the rollout/training mismatch with "
                                                              "importance sampling; RLinf then turns on both "
                                                              "`recompute_logprobs` and `rollout.return_logprobs`.")
+    importance_sampling_clip: float | None = param(
+        None, gt=0, releases=LATER,
+        description="Cap of the rollout/training importance weight of `importance_sampling_fix`: the advantages "
+                    "are multiplied by min(π_recomputed/π_rollout, clip) (main; 2025-10 clamps from below).")
+    clip_log_ratio_min: float | None = param(None, releases=("main",), description="Lower clamp of the log "
+                                             "importance ratio before exp in the PPO loss; null: none.")
+    clip_log_ratio_max: float | None = param(None, releases=("main",), description="Upper clamp of the log "
+                                             "importance ratio before exp in the PPO loss; null: none.")
     shuffle_rollout: bool = param(False, description="Shuffle rollout samples before training (2025-10 and later).")
     sampling_params: SamplingParams = section(SamplingParams, description="Sampling parameters of the rollout.")
 
@@ -549,3 +561,108 @@ class RLinfConfig(extension("")):
     reward: Reward = section(Reward, description="The reward.")
     critic: Critic = section(Critic, description="The critic (PPO with GAE).")
 
+
+
+# ---- the run ledger -------------------------------------------------------------------------------------------
+# What `rlcfg run` does with each hand-written key (the inventoried ones get theirs in rlinf_extension.run_fate).
+# A section's `run_fate` covers its fields that are named nowhere below; the keys named here are the exceptions.
+# HONORED keys are read by rlcfg/lower/rlinf.py and act in the runtime with RLinf's reasoning meaning; the values of
+# loss_type, adv_type and importance_sampling_fix that rlcfg computes otherwise are refused by rlinf/run-refusals.
+
+_SECTION = inert("a section: each of its keys declares its own fate")
+_LOGS = inert("logging only: where and how metrics are written changes nothing that is computed")
+_PERF = inert("a parallel layout, memory, kernel or engine knob: it changes speed and memory, not the loss, the "
+              "advantages or the sampling distribution rlcfg computes")
+_CKPT_TOOLS = inert("Megatron checkpoint conversion, format and profiling: rlcfg loads the HF model itself and "
+                    "writes its own checkpoints")
+_ARCH = inert("RLinf overwrites or checks it against the HF model's config.json; rlcfg builds the model from "
+              "config.json")
+_NO_EVAL = inert("validation: RLinf's reasoning runners run none during training (a separate reasoning_eval job "
+                 "does), and rlcfg lowers none")
+_NO_CRITIC = inert("read only with `critic.use_critic_model`, which rlcfg refuses")
+_RECOMPUTE = refused("rlcfg always recomputes the old log-probabilities with the trainer; RLinf's `false` takes "
+                     "them from the rollout engine")
+_FROM_HF = refused("rlcfg starts the actor from the HF model (rollout.model.model_path / rollout.model_dir), "
+                   "not from another checkpoint")
+_WD_SCHEDULE = refused("rlcfg keeps the weight decay constant (Megatron's constant increment style: "
+                       "end_weight_decay, or actor.optim.weight_decay with a constant LR schedule)")
+
+
+def _fates(cls: type[Section], default: Fate | None = None, **named: Fate) -> None:
+    if default is not None:
+        cls.run_fate = default
+    for name, fate in named.items():
+        info = cls.model_fields[name]
+        extra = dict(info.json_schema_extra) if isinstance(info.json_schema_extra, dict) else {}
+        extra[FATE_KEY] = fate.to_json()
+        info.json_schema_extra = extra
+
+
+_fates(RLinfConfig, _SECTION, hydra=inert("Hydra's own settings (run folder, output subfolder) are not part of the "
+                                          "job's config"))
+_fates(Cluster, HONORED, auto_scheduler=inert("RLinf's auto scheduler moves GPUs between actor and rollout at run "
+                                              "time; rlcfg keeps the static placement the run starts from, which "
+                                              "changes timing, not what is computed"))
+for _logger in (Logger, Tensorboard, Wandb):
+    _fates(_logger, _LOGS)
+_fates(Runner, HONORED, logger=_SECTION, val_check_interval=_NO_EVAL, experiment_name=_LOGS, output_dir=_LOGS,
+       per_worker_log=_LOGS, enable_dynamic_batch_size=_PERF, max_tokens_per_mbs=_PERF)
+_fates(SamplingParams, HONORED,
+       repetition_penalty=refused("rlcfg's rollout samples without a repetition penalty (1.0)"),
+       min_new_tokens=refused("rlcfg's rollout lets a response end at any token (no minimum length)"))
+_fates(Algorithm, HONORED, sampling_params=_SECTION, rollout_batch_size_per_gpu=_PERF,
+       val_rollout_batch_size_per_gpu=_NO_EVAL, recompute_logprobs=_RECOMPUTE,
+)
+_fates(Inference, _PERF, model=_SECTION,
+       load_from_actor=refused("rlcfg recomputes log-probabilities with the actor's current weights"))
+_fates(InferenceModel, _PERF)
+_fates(RolloutModel, HONORED, model_type=_ARCH)
+_fates(SGLang, _PERF, decode_log_interval=_LOGS)
+_fates(VLLM, _PERF, torch_profiler_dir=_LOGS)
+_fates(Rollout, _PERF, model=_SECTION, sglang=_SECTION, vllm=_SECTION, model_dir=HONORED, model_arch=_ARCH,
+       precision=HONORED, rollout_backend=HONORED, recompute_logprobs=_RECOMPUTE,
+       return_logprobs=inert("whether the engine returns the sampled tokens' log-probabilities: rlcfg recomputes "
+                             "them and keeps the engine's where importance_sampling_fix needs them"),
+       disable_log_stats=_LOGS, sglang_decode_log_interval=_LOGS, print_outputs=_LOGS, detokenize=_LOGS,
+       validate_weight=_LOGS, validate_save_dir=_LOGS,
+       padding=refused("rlcfg pads with the tokenizer's pad id"),
+       eos=refused("rlcfg stops generation at the tokenizer's EOS id"))
+_fates(Data, HONORED, val_rollout_batch_size=_NO_EVAL, val_data_paths=_NO_EVAL, validation_shuffle=_NO_EVAL,
+       num_workers=_PERF,
+       type=refused("rlcfg reads prompts as RLinf's `math` dataset does"),
+       dataset_name=inert("read only by RLinf's VLM datasets (data.type vlm, refused); the math dataset ignores it"))
+_fates(Actor, _PERF, model=_SECTION, optim=_SECTION, lr_sched=_SECTION, tokenizer=_SECTION, megatron=_SECTION,
+       fsdp_config=_SECTION, training_backend=HONORED, seed=HONORED, checkpoint_load_path=_FROM_HF,
+       calculate_flops=_LOGS, group_name=_LOGS, mcore_gpt=_ARCH, spec_name=_ARCH,
+       global_batch_size=inert("RLinf overwrites it with rollout_batch_size × group_size // n_minibatches for "
+                               "reasoning"),
+       micro_batch_size=inert("RLinf overwrites it with algorithm.training_batch_size_per_gpu for reasoning"))
+_fates(FsdpConfig, _PERF, mixed_precision=_SECTION, amp_autocast=_SECTION)
+_fates(MixedPrecision, _PERF)
+_fates(AmpAutocast, _PERF)
+_fates(LrSched, HONORED, lr_warmup_init=refused("rlcfg's warm-up starts from a learning rate of 0"),
+       max_lr=inert("RLinf reads no lr_sched.max_lr: Megatron's scheduler peaks at actor.optim.lr, as rlcfg's does"),
+       weight_decay_incr_style=_WD_SCHEDULE)
+_fates(Megatron, _CKPT_TOOLS, ckpt=_SECTION, ckpt_convertor=_SECTION, ddp_bucket_size=_PERF,
+       distributed_backend=_PERF, distributed_timeout_minutes=_PERF, tp_comm_bootstrap_backend=_PERF,
+       tp_comm_overlap_cfg=_PERF)
+_fates(MegatronCkpt, _CKPT_TOOLS)
+_fates(ActorModel, _ARCH, precision=HONORED, tensor_model_parallel_size=HONORED,
+       pipeline_model_parallel_size=HONORED, context_parallel_size=HONORED, expert_model_parallel_size=HONORED,
+       expert_tensor_parallel_size=HONORED, virtual_pipeline_model_parallel_size=HONORED, sequence_parallel=HONORED,
+       recompute_granularity=HONORED, recompute_method=_PERF, recompute_num_layers=_PERF, apply_rope_fusion=_PERF,
+       bias_dropout_fusion=_PERF, persist_layer_norm=_PERF, bias_activation_fusion=_PERF,
+       attention_softmax_in_fp32=_PERF, batch_p2p_comm=_PERF, variable_seq_lengths=_PERF,
+       gradient_accumulation_fusion=_PERF, moe_token_dispatcher_type=_PERF, moe_grouped_gemm=_PERF,
+       use_cpu_initialization=_PERF, megatron_checkpoint=_FROM_HF)
+_fates(Optim, HONORED, bf16=inert("the training dtype comes from actor.model.precision"),
+       fp16=inert("the training dtype comes from actor.model.precision"),
+       loss_scale=_PERF, loss_scale_window=_PERF, use_distributed_optimizer=_PERF, overlap_grad_reduce=_PERF,
+       overlap_param_gather=_PERF, optimizer_enable_pin=_PERF, overlap_param_gather_with_optimizer_step=_PERF)
+_fates(Tokenizer, HONORED, use_fast=_PERF, padding_side=_PERF)
+_fates(RewardTokenizer, inert("the reward workers' tokenizer decodes responses: rlcfg's verifier decodes them with "
+                              "the actor's tokenizer"))
+_fates(Reward, HONORED, group_name=_LOGS, tokenizer=_SECTION,
+       use_reward_model=refused("rlcfg scores reasoning responses with a rule-based verifier, never a reward model"))
+_fates(Critic, _NO_CRITIC,
+       use_critic_model=refused("rlcfg trains no critic for RLinf's reasoning GRPO (adv_type gae is refused too)"))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from rlcfg.diagnostics import Severity
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 from difflib import get_close_matches
 
@@ -524,6 +525,100 @@ def importance_sampling(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]
                               f"`{path}` is false, but `algorithm.importance_sampling_fix` is true, so RLinf "
                               f"turns it on", f"set `{path}: true` to say what runs",
                               related=["algorithm.importance_sampling_fix"])
+
+
+# The reasoning losses and advantage estimators rlcfg runs with RLinf's meaning (rlcfg/lower/rlinf.py). RLinf 2025-08
+# reads no loss_type (its math actor always runs the PPO clip loss); later releases look it up in their registry,
+# where `actor` is that loss (2025-10 and later have no `ppo` entry and no GSPO loss at all).
+RUN_LOSSES = ("actor", "ppo")
+RUN_ADVANTAGES = ("grpo",)
+
+
+def _refusal(path: str, message: str, hint: str, related: tuple[str, ...] = ()) -> Finding:
+    return Finding("RLC118", Severity.NOTE, path, f"`rlcfg run` refuses {message}", hint, tuple(related))
+
+
+@rules.rule("rlinf/run-refusals", "RLC118",
+            "`rlcfg run` refuses the RLinf reasoning settings whose values it would compute otherwise: a loss_type "
+            "other than the PPO clip loss (`actor`), an adv_type other than grpo, importance_sampling_fix "
+            "without RLinf main's capped weight, a reward_type other than math and a Megatron learning-rate "
+            "schedule other than constant, linear or cosine.",
+            keys=["algorithm.loss_type", "algorithm.adv_type", "algorithm.importance_sampling_fix",
+                  "algorithm.importance_sampling_clip", "reward.reward_type", "actor.lr_sched.lr_decay_style"])
+def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if not _training(cfg):
+        return  # embodied, agent, evaluation, SFT and offline configs are refused by `rlcfg run` as a whole
+    alg = cfg.algorithm
+    if cfg.runner.task_type != "math" and alg.loss_type not in RUN_LOSSES:
+        yield _refusal("algorithm.loss_type",
+                       f"`algorithm.loss_type` = {alg.loss_type}: rlcfg runs only RLinf's PPO clip loss (`actor`, "
+                       "with dual clip by clip_ratio_c); critic, decoupled, on-policy-distillation and embodied "
+                       "losses are not run", "use `loss_type: actor`")
+    if alg.adv_type not in RUN_ADVANTAGES:
+        yield _refusal("algorithm.adv_type",
+                       f"`algorithm.adv_type` = {alg.adv_type}: rlcfg runs RLinf's GRPO advantage only (group "
+                       "mean and std + 1e-6, then the batch normalisation of normalize_advantages); RLinf's gae, "
+                       "reinpp, grpo_dynamic and the others compute otherwise", "use `adv_type: grpo`")
+    megatron = cfg.actor.training_backend == "megatron"
+    per_mb = not (megatron and alg.use_valid_token_scale)
+    one_per_mb = alg.training_batch_size_per_gpu == 1 and not cfg.runner.enable_dynamic_batch_size
+    if alg.loss_agg_func == "token-mean" and per_mb and not one_per_mb:
+        yield _refusal("algorithm.use_valid_token_scale",
+                       "a token-mean averaged per micro-batch (RLinf's FSDP actor, or its Megatron actor without "
+                       "use_valid_token_scale) over micro-batches of more than one sample: rlcfg divides by the "
+                       "mini-batch's token count", "set `use_valid_token_scale: true` (Megatron) or "
+                       "`training_batch_size_per_gpu: 1`", ("algorithm.loss_agg_func",
+                                                           "algorithm.training_batch_size_per_gpu"))
+    if not per_mb and alg.n_minibatches > 1:
+        yield _refusal("algorithm.use_valid_token_scale",
+                       "`use_valid_token_scale` = true with several mini-batches per step: RLinf divides each "
+                       "mini-batch's token losses by the tokens of the whole step, rlcfg by the mini-batch's",
+                       "set `algorithm.n_minibatches: 1`, or `use_valid_token_scale: false` with "
+                       "`training_batch_size_per_gpu: 1`", ("algorithm.n_minibatches",))
+    if alg.loss_agg_func != "token-mean" and not per_mb:
+        yield _refusal("algorithm.use_valid_token_scale",
+                       f"`use_valid_token_scale` = true with loss_agg_func {alg.loss_agg_func}: RLinf then weights "
+                       "each micro-batch's sequence mean by its share of tokens, which rlcfg does not run",
+                       "set `use_valid_token_scale: false`", ("algorithm.loss_agg_func",))
+    if alg.shuffle_rollout:
+        # (RLinf 2025-10 and later also shuffle when the key is absent; rlcfg's default for it is false.)
+        yield _refusal("algorithm.shuffle_rollout",
+                       "`algorithm.shuffle_rollout` = true: RLinf shuffles a step's samples before splitting them "
+                       "into mini-batches; rlcfg splits them in order", "set `algorithm.shuffle_rollout: false`")
+    if not megatron and alg.kl_beta > 0 and alg.kl_penalty_type in ("kl", "k1", "low_var_kl", "k3"):
+        yield _refusal("algorithm.kl_penalty_type",
+                       f"`algorithm.kl_penalty_type` = {alg.kl_penalty_type} with the FSDP actor and kl_beta > 0: "
+                       "RLinf's FSDP actor calls kl_penalty(ref_logprobs, logprobs), the estimator of the reverse "
+                       "direction, which rlcfg does not compute", "use `kl_penalty_type: mse` (k2) or `abs`, which "
+                       "are symmetric, or the Megatron actor", ("algorithm.kl_beta", "actor.training_backend"))
+    if not megatron and not ctx.is_set("algorithm.clip_ratio_c"):
+        yield _refusal("algorithm.clip_ratio_c",
+                       "the FSDP actor without `algorithm.clip_ratio_c`: RLinf's FSDP actor then dual-clips at 3.0 "
+                       "(algorithm.get('clip_ratio_c', 3.0)), rlcfg reads the absent key as no dual clip",
+                       "set `algorithm.clip_ratio_c: 3.0` (RLinf's behaviour) or `null` (no dual clip)",
+                       ("actor.training_backend",))
+    if cfg.reward.reward_type != "math":
+        yield _refusal("reward.reward_type",
+                       f"`reward.reward_type` = {cfg.reward.reward_type}: rlcfg scores responses with its `math` "
+                       "verifier only, which is RLinf's `math` reward", "use `reward_type: math`")
+    style = cfg.actor.lr_sched.lr_decay_style
+    if cfg.actor.training_backend == "megatron" and style not in ("constant", "linear", "cosine"):
+        yield _refusal("actor.lr_sched.lr_decay_style",
+                       f"`actor.lr_sched.lr_decay_style` = {style}: rlcfg's schedules are constant, linear and "
+                       "cosine", "use `lr_decay_style: cosine` (or linear, constant)")
+    if alg.importance_sampling_fix:
+        if ctx.release == "2025-10":
+            yield _refusal("algorithm.importance_sampling_fix",
+                           "`algorithm.importance_sampling_fix` = true under RLinf 2025-10, which clamps the "
+                           "weight π_recomputed/π_rollout from below (torch.clamp min=importance_sampling_clip); "
+                           "rlcfg caps it from above as RLinf main does",
+                           "judge the config by RLinf main (`--framework-version main`) if that is what runs")
+        elif alg.importance_sampling_clip is None:
+            yield _refusal("algorithm.importance_sampling_fix",
+                           "`algorithm.importance_sampling_fix` = true without `algorithm.importance_sampling_clip`: "
+                           "RLinf clamps the weight with it (and fails without it); rlcfg needs the cap",
+                           "set `algorithm.importance_sampling_clip` (2.0 is common)",
+                           ("algorithm.importance_sampling_clip",))
 
 
 @rules.rule("rlinf/sequence-lengths", "RLC303",

@@ -19,6 +19,9 @@ FIXTURES = ROOT / "tests" / "fixtures" / "rlinf"
 TEMPLATE = TEMPLATES / "rlinf-megatron-sglang.yaml"
 SEED = FIXTURES / "seed.yaml"
 RLINF_TEMPLATES = sorted(TEMPLATES.glob("rlinf-*.yaml"))
+FSDP_OVERRIDES = ("actor.training_backend=fsdp", "++actor.fsdp_config.mixed_precision.param_dtype=bf16",
+                  "++actor.fsdp_config.mixed_precision.reduce_dtype=fp32",
+                  "++actor.fsdp_config.mixed_precision.buffer_dtype=fp32")
 
 
 def lowered(path, *overrides: str) -> Experiment:
@@ -126,7 +129,9 @@ def test_template_algorithm_and_sampling():
     exp = lowered(TEMPLATE)
     alg = exp.algorithm
     assert (alg.advantage, alg.group_size, alg.policy_loss) == ("grpo", 8, "regular")
-    assert (alg.clip_low, alg.clip_high, alg.loss_aggregation) == (0.2, 0.2, "token-mean")
+    # one sample per micro-batch and no use_valid_token_scale: RLinf's per-micro-batch token means average into
+    # a mean of per-sequence token means
+    assert (alg.clip_low, alg.clip_high, alg.loss_aggregation) == (0.2, 0.2, "seq-mean-token-mean")
     assert alg.normalize_advantage_std and alg.batch_normalize_advantage
     assert (alg.kl.placement, alg.kl.coef) == ("none", 0.0)
     assert (alg.entropy_coef, alg.ppo_epochs) == (0.0, 1)
@@ -292,7 +297,8 @@ def test_greedy_sampling():
 
 def test_steps_resume_and_dynamic_batching():
     exp = lowered(TEMPLATE, "runner.max_steps=300", "runner.resume_dir=auto", "runner.save_interval=-1",
-                  "runner.enable_dynamic_batch_size=true")
+                  "runner.enable_dynamic_batch_size=true", "algorithm.use_valid_token_scale=true",
+                  "algorithm.n_minibatches=1")
     assert exp.schedule.total_steps == 300
     assert (exp.checkpointing.resume, exp.checkpointing.interval) == ("latest", None)
     actor = exp.role("actor")
@@ -330,12 +336,10 @@ def test_critic_is_colocated_with_the_actor():
         "cluster.component_placement": {"actor,critic,rollout,reward": "all"},
         "critic": {"use_critic_model": True, "training_backend": "megatron",
                    "model": {"tensor_model_parallel_size": 2}, "optim": {"lr": 1e-5}},
-        "algorithm.adv_type": "gae",
     })
     critic = exp.role("critic")
     assert critic.resources.gpu_ids == tuple(range(8)) and critic.parallelism.tp == 2
     assert critic.optimizer.lr == 1e-5 and critic.optimizer.betas == (0.9, 0.95)
-    assert exp.algorithm.advantage == "gae"
     assert exp.colocation == (("actor", "rollout", "critic", "reward"),)
 
 
@@ -367,3 +371,139 @@ def test_embodied_and_agent_configs_are_refused_before_planning():
     assert agent.ok
     with pytest.raises(UsageError, match="agent"):
         lower(agent.config)
+
+
+# ---- the typed algorithm settings (issue 12) ----------------------------------------------------------------------
+
+def test_early_stop_imp_ratio_reaches_the_megatron_actor_loss():
+    import torch
+
+    from rlcfg.runtime.algorithms import actor_loss
+
+    exp = lowered(TEMPLATE, "algorithm.early_stop_imp_ratio=1.5")
+    assert exp.algorithm.policy_options.early_stop_ratio == 1.5
+    assert lowered(TEMPLATE, "algorithm.early_stop_imp_ratio=null").algorithm.policy_options.early_stop_ratio is None
+    spec = exp.algorithm.actor_loss_spec()
+    mb = {"response_mask": torch.ones(2, 3), "old_logprobs": torch.zeros(2, 3), "advantages": torch.ones(2, 3)}
+    calm, _ = actor_loss(torch.full((2, 3), 0.1, requires_grad=True), mb, spec)
+    wild, stats = actor_loss(torch.full((2, 3), 1.0, requires_grad=True), mb, spec)  # ratio e ≈ 2.7 > 1.5
+    assert float(calm.detach()) != 0.0 and float(wild.detach()) == 0.0 and "early_stopped" in stats
+
+
+def test_early_stop_is_megatron_only():
+    # RLinf's FSDP actor never stops early.
+    exp = lowered(TEMPLATE, *FSDP_OVERRIDES, "algorithm.early_stop_imp_ratio=1.5")
+    assert exp.algorithm.policy_options.early_stop_ratio is None
+
+
+def test_importance_sampling_fix_is_a_capped_weight():
+    import torch
+
+    from rlcfg.runtime.algorithms import policy_loss
+
+    exp = lowered(TEMPLATE, "+algorithm.importance_sampling_fix=true", "+algorithm.importance_sampling_clip=2.0")
+    opts = exp.algorithm.policy_options
+    assert (opts.tis_cap, opts.tis_level) == (2.0, "token")
+    assert lowered(TEMPLATE, "+algorithm.importance_sampling_clip=2.0").algorithm.policy_options.tis_cap is None
+    # RLinf: advantages × min(exp(recomputed − rollout), clip); the PPO loss is linear in the advantage.
+    logp, old = torch.zeros(1, 2), torch.zeros(1, 2)
+    rollout = torch.tensor([[-2.0, 0.5]])  # weights e² ≈ 7.4 → capped at 2, and e^-0.5
+    mask, adv = torch.ones(1, 2), torch.ones(1, 2)
+    weighted, _ = policy_loss(logp, old, adv, mask, exp.algorithm.policy_loss_spec(), rollout_logprobs=rollout)
+    weight = torch.clamp((old - rollout).exp(), max=2.0)
+    plain, _ = policy_loss(logp, old, adv * weight, mask, exp.algorithm.policy_loss_spec().__class__())
+    assert torch.allclose(weighted, plain)
+
+
+def test_clip_log_ratio_bounds_reach_the_policy_loss():
+    exp = lowered(TEMPLATE, "+algorithm.clip_log_ratio_min=-3.0", "+algorithm.clip_log_ratio_max=3.0")
+    opts = exp.algorithm.policy_options
+    assert (opts.log_ratio_min, opts.log_ratio_max) == (-3.0, 3.0)
+
+
+@pytest.mark.parametrize("key,value", [("algorithm.loss_type", "actor_critic"), ("algorithm.loss_type", "gspo"),
+                                       ("algorithm.adv_type", "gae"), ("algorithm.adv_type", "reinpp"),
+                                       ("algorithm.adv_type", "no_such_estimator")])
+def test_losses_and_advantages_rlcfg_does_not_run_are_refused(key, value):
+    from rlcfg.source.yaml_loader import UsageError
+
+    result = check_file(str(TEMPLATE), [f"{key}={value}"])
+    assert any(d.code == "RLC118" and d.path == key for d in result.diagnostics)
+    with pytest.raises(UsageError, match=key):
+        lower("rlinf", result.config)
+
+
+def test_the_ppo_clip_loss_is_what_actor_and_ppo_run():
+    for loss in ("actor", "ppo"):
+        assert lowered(TEMPLATE, f"algorithm.loss_type={loss}").algorithm.policy_loss == "regular"
+    # 2025-08 reads no loss_type at all
+    assert lowered(SEED).algorithm.policy_loss in ("regular", "dual_clip")
+
+
+def test_fsdp_decays_to_the_optimizer_min_lr():
+    exp = lowered(TEMPLATE, *FSDP_OVERRIDES, "actor.optim.min_lr=1e-7")
+    assert exp.role("actor").optimizer.min_lr == 1e-7
+
+
+def test_roles_speak_rlinf():
+    exp = lowered(TEMPLATE, "algorithm.kl_beta=0.001")
+    actor = exp.role("actor")
+    assert actor.section == "actor" and actor.key_for("micro_batch_size") == "algorithm.training_batch_size_per_gpu"
+    assert actor.key_for("forward_micro_batch_size") == "algorithm.logprob_forward_micro_batch_size"
+    assert actor.key_for("max_tokens_per_micro_batch") == "runner.max_tokens_per_mbs"
+    assert exp.role("rollout").section == "rollout"
+    assert exp.role("reference").section == "actor"  # collocated: the actor swaps the initial weights in
+
+
+def test_fsdp_reads_no_megatron_schedule():
+    # RLinf's FSDP actor takes its schedule from actor.optim.lr_scheduler (constant by default), never lr_sched.
+    exp = lowered(TEMPLATE, *FSDP_OVERRIDES, "actor.lr_sched.lr_decay_style=cosine", "actor.lr_sched.lr_warmup_iters=5")
+    assert (exp.role("actor").optimizer.scheduler, exp.role("actor").optimizer.warmup_steps) == ("constant", 0)
+
+
+WD = ("+actor.lr_sched.start_weight_decay=0.01", "+actor.lr_sched.end_weight_decay=0.01")
+
+
+@pytest.mark.parametrize("key,value,more", [("reward.reward_type", "vqa", ()),
+                                            ("actor.lr_sched.lr_decay_style", "inverse-square-root", WD)])
+def test_rewards_and_schedules_rlcfg_does_not_run_are_refused(key, value, more):
+    from rlcfg.source.yaml_loader import UsageError
+
+    result = check_file(str(TEMPLATE), [f"{key}={value}", *more])
+    assert any(d.code == "RLC118" and d.path == key for d in result.diagnostics)
+    with pytest.raises(UsageError, match=key):
+        lower("rlinf", result.config)
+
+
+def test_a_megatron_decay_schedule_takes_its_weight_decay_from_lr_sched():
+    exp = lowered(TEMPLATE, "actor.lr_sched.lr_decay_style=cosine", "+actor.lr_sched.start_weight_decay=0.1",
+                  "+actor.lr_sched.end_weight_decay=0.1")
+    assert exp.role("actor").optimizer.weight_decay == 0.1
+    assert lowered(TEMPLATE).role("actor").optimizer.weight_decay == 0.01  # constant: actor.optim.weight_decay
+
+
+def test_use_valid_token_scale_gives_rlcfgs_token_mean():
+    import torch
+
+    from rlcfg.runtime.algorithms import aggregate
+
+    exp = lowered(TEMPLATE, "algorithm.use_valid_token_scale=true", "algorithm.n_minibatches=1")
+    assert exp.algorithm.loss_aggregation == "token-mean"
+    # RLinf without it, one sample per micro-batch: the mean of each sequence's token mean.
+    loss, mask = torch.tensor([[1.0, 3.0, 0.0], [2.0, 0.0, 0.0]]), torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
+    per_mb = (aggregate(loss[:1], mask[:1], "token-mean") + aggregate(loss[1:], mask[1:], "token-mean")) / 2
+    assert torch.isclose(per_mb, aggregate(loss, mask, lowered(TEMPLATE).algorithm.loss_aggregation))
+    with pytest.raises(Exception, match="use_valid_token_scale"):
+        lowered(TEMPLATE, "algorithm.training_batch_size_per_gpu=2")
+
+
+def test_fsdp_kl_runs_only_the_symmetric_estimators():
+    # RLinf's FSDP actor swaps logprobs and ref_logprobs in kl_penalty.
+    from rlcfg.source.yaml_loader import UsageError
+
+    result = check_file(str(TEMPLATE), [*FSDP_OVERRIDES, "algorithm.kl_beta=0.01"])
+    assert any(d.code == "RLC118" and d.path == "algorithm.kl_penalty_type" for d in result.diagnostics)
+    with pytest.raises(UsageError, match="kl_penalty_type"):
+        lower("rlinf", result.config)
+    exp = lowered(TEMPLATE, *FSDP_OVERRIDES, "algorithm.kl_beta=0.01", "algorithm.kl_penalty_type=mse")
+    assert (exp.algorithm.kl.estimator, exp.algorithm.kl.coef) == ("k2", 0.01)

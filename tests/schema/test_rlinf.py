@@ -247,6 +247,17 @@ CASES = {
         ({"cluster.component_placement": {"actor,rollout": "all", "reward": "0-2"}}, (),
          ("RLC300", "cluster.component_placement.reward", "error")),
     ],
+    "rlinf/run-refusals": [
+        ({"algorithm.loss_type": "actor_critic"}, (), ("RLC118", "algorithm.loss_type", "note")),
+        ({"algorithm.adv_type": "reinpp"}, (), ("RLC118", "algorithm.adv_type", "note")),
+        ({"algorithm.importance_sampling_fix": True}, (), ("RLC118", "algorithm.importance_sampling_fix", "note")),
+        ({"reward.reward_type": "vqa"}, (), ("RLC118", "reward.reward_type", "note")),
+        ({"actor.training_backend": "fsdp", "algorithm.kl_beta": 0.01,
+          "actor.fsdp_config": {"mixed_precision": {"param_dtype": "bf16", "reduce_dtype": "fp32",
+                                                    "buffer_dtype": "fp32"}}}, (),
+         ("RLC118", "algorithm.kl_penalty_type", "note")),
+        ({"actor.lr_sched.lr_decay_style": "WSD"}, (), ("RLC118", "actor.lr_sched.lr_decay_style", "note")),
+    ],
     "rlinf/group-size": [
         ({"algorithm.group_size": 1}, (), ("RLC302", "algorithm.group_size", "error")),
     ],
@@ -693,3 +704,68 @@ def test_autocast_with_fsdp_mixed_precision_is_refused_only_where_rlinf_refuses_
     assert not [c for c in codes(check_text(fp32, "e.yaml", dialect="rlinf")) if c[0] == "RLC301"]
     older = check_text(text, "e.yaml", dialect="rlinf", release="2025-10")  # 2025-10 never read amp_autocast
     assert not [c for c in codes(older) if c[0] == "RLC301"]
+
+
+# ---- the run ledger -----------------------------------------------------------------------------------------------
+
+def _notes(result) -> dict:
+    return {d.path: d.message for d in result.diagnostics if d.code == "RLC118"}
+
+
+def test_the_rlinf_ledger_is_complete_and_every_field_has_a_fate():
+    from rlcfg.schema.ledger import fates
+
+    assert DIALECT.ledger_complete
+    found = dict(fates(RLinfConfig))
+    assert all(f is not None for f in found.values())
+    # generated keys: an unmodelled algorithm key is refused, an engine key is inert
+    assert found[("algorithm", "reinpp_kl_beta")].kind == "refused"
+    assert found[("rollout", "sglang", "use_torch_compile")].kind == "inert"
+    # the settings the issue measured as silently ignored
+    for key in ("early_stop_imp_ratio", "importance_sampling_fix", "importance_sampling_clip", "clip_log_ratio_min",
+                "loss_type", "adv_type"):
+        assert found[("algorithm", key)].kind == "honored", key
+    assert found[("algorithm", "use_valid_token_scale")].kind == "honored"
+    assert found[("algorithm", "sampling_params", "repetition_penalty")].kind == "refused"
+    assert found[("algorithm", "sampling_params", "min_new_tokens")].kind == "refused"
+
+
+def test_sampling_settings_rlcfg_does_not_run_are_refused():
+    result = variant({"algorithm.sampling_params.repetition_penalty": 1.1,
+                      "algorithm.sampling_params.min_new_tokens": 8})
+    notes = _notes(result)
+    assert {"algorithm.sampling_params.repetition_penalty", "algorithm.sampling_params.min_new_tokens"} <= set(notes)
+
+
+def test_a_per_micro_batch_token_mean_over_several_samples_is_refused():
+    assert "algorithm.use_valid_token_scale" in _notes(variant({"algorithm.training_batch_size_per_gpu": 2}))
+    assert "algorithm.use_valid_token_scale" in _notes(
+        variant({"algorithm.training_batch_size_per_gpu": 2, "algorithm.use_valid_token_scale": True}))
+    assert not _notes(variant({"algorithm.training_batch_size_per_gpu": 2, "algorithm.use_valid_token_scale": True,
+                               "algorithm.n_minibatches": 1}))
+    assert "algorithm.use_valid_token_scale" in _notes(variant({"algorithm.use_valid_token_scale": True,
+                                                                "algorithm.loss_agg_func": "seq-mean-token-sum"}))
+
+
+def test_losses_and_advantages_rlcfg_runs_are_not_refused():
+    for changes in ({"algorithm.loss_type": "actor"}, {"algorithm.adv_type": "grpo"},
+                    {"algorithm.importance_sampling_fix": True, "algorithm.importance_sampling_clip": 2.0},
+                    {"algorithm.early_stop_imp_ratio": 3.0}):
+        assert not _notes(variant(changes)), changes
+
+
+def test_an_unmodelled_algorithm_key_is_refused():
+    assert "algorithm.reinpp_kl_beta" in _notes(variant({"algorithm.reinpp_kl_beta": 0.01}))
+
+
+def test_the_fsdp_actors_own_schedule_keys_are_refused():
+    notes = _notes(variant({"actor.optim.lr_scheduler": "cosine", "actor.optim.lr_warmup_steps": 10}))
+    assert {"actor.optim.lr_scheduler", "actor.optim.lr_warmup_steps"} <= set(notes)
+
+
+def test_an_fsdp_config_without_clip_ratio_c_is_refused():
+    fsdp = {"actor.training_backend": "fsdp",
+            "actor.fsdp_config": {"mixed_precision": {"param_dtype": "bf16", "reduce_dtype": "fp32",
+                                                      "buffer_dtype": "fp32"}}}
+    assert "algorithm.clip_ratio_c" in _notes(variant(fsdp, delete=("algorithm.clip_ratio_c",)))
+    assert "algorithm.clip_ratio_c" not in _notes(variant(fsdp))
