@@ -337,6 +337,16 @@ class Sampling:
     min_p: float = 0.0
     n: int = 1
     stop: tuple[str, ...] = ()
+    # Penalties and limits, with vLLM's meaning (vllm/sampling_params.py; SGLang and OpenAI agree):
+    # repetition_penalty divides a positive logit (multiplies a negative one) of every token already in the prompt
+    # or the output (1.0: none); presence_penalty subtracts p from the logit of every token already in the output;
+    # frequency_penalty subtracts f × its count in the output; min_new_tokens forbids EOS and stop_token_ids
+    # before that many tokens; stop_token_ids end a response like EOS.
+    repetition_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+    min_new_tokens: int = 0
+    stop_token_ids: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

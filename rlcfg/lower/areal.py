@@ -387,10 +387,15 @@ def _eval_interval(cfg: Any) -> int | None:
     return every if cfg.valid_dataset is not None else None
 
 
-def _sampling(g: Any) -> Sampling:
+def _sampling(g: Any, backend: str = "sglang") -> Sampling:
+    # stop_token_ids go to both engines (areal/engine/sglang_remote.py and vllm_remote.py
+    # build_generation_request); frequency_penalty only to SGLang: AReaL's vLLM request leaves it out, so with
+    # vLLM it changes nothing, in AReaL as in rlcfg. min_new_tokens reaches neither (inert).
+    frequency = g.frequency_penalty
     return Sampling(max_new_tokens=g.max_new_tokens, temperature=0.0 if g.greedy else g.temperature, top_p=g.top_p,
                     top_k=1 if g.greedy else (-1 if g.top_k >= TOP_K_UNLIMITED else g.top_k), n=g.n_samples,
-                    stop=tuple(g.stop or ()))
+                    stop=tuple(g.stop or ()), stop_token_ids=tuple(int(t) for t in g.stop_token_ids or ()),
+                    frequency_penalty=frequency if backend == "sglang" else 0.0)
 
 
 def _steps(cfg: Any, samples_per_step: int) -> int | None:
@@ -544,10 +549,12 @@ def _lower_rl(cfg: Any) -> Experiment:
     out.append(Role(name="reward", backend="rule", resources=Resources(gpus=0)))
 
     eval_g = cfg.eval_gconfig or cfg.gconfig  # 1.0 copies gconfig when eval_gconfig is null (AR-20)
+    engine = next((r.backend for r in out if r.backend in ("sglang", "vllm")), "sglang")
     return Experiment(
         name=cfg.experiment_name, dialect="areal", variant="grpo", cluster=_cluster(cfg), roles=tuple(out),
         colocation=tuple(colocated), algorithm=_algorithm(cfg, group, reference_built),
-        sampling=_sampling(cfg.gconfig), eval_sampling=_sampling(eval_g) if cfg.valid_dataset is not None else None,
+        sampling=_sampling(cfg.gconfig, engine),
+        eval_sampling=_sampling(eval_g, engine) if cfg.valid_dataset is not None else None,
         # For RL data, train_dataset.max_length drops prompts longer than it.
         data=_data(cfg, cfg.train_dataset.max_length),
         schedule=Schedule(prompts_per_step=prompts, samples_per_step=samples, samples_per_optimizer_step=per_opt,

@@ -160,10 +160,15 @@ def lower(cfg: Any) -> Experiment:
     roles = (actor, rollout) + ((reference,) if with_reference else ()) + (reward_role,)
     present = {r.name for r in roles}
 
+    # ChatLearn hands the penalties to vLLM's / SGLang's sampling params unchanged: their meanings are rlcfg's.
     sampling = Sampling(max_new_tokens=response_limit(cfg), temperature=policy.temperature, top_p=policy.top_p,
-                        top_k=policy.top_k, n=alg.group_size)
+                        top_k=policy.top_k, n=alg.group_size, presence_penalty=policy.presence_penalty,
+                        frequency_penalty=policy.frequency_penalty, repetition_penalty=policy.repetition_penalty)
     eval_sampling = Sampling(max_new_tokens=response_limit(cfg), temperature=policy.eval_temperature,
-                             top_p=policy.eval_top_p, top_k=policy.eval_top_k, n=1)
+                             top_p=policy.eval_top_p, top_k=policy.eval_top_k, n=1,
+                             presence_penalty=policy.eval_presence_penalty,
+                             frequency_penalty=policy.eval_frequency_penalty,
+                             repetition_penalty=policy.eval_repetition_penalty)
     data = Data(
         train_files=tuple(p.strip() for p in rt.data_path.split(",") if p.strip()),
         eval_files=tuple(p.strip() for p in (rt.eval_data_path or "").split(",") if p.strip()),

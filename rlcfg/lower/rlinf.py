@@ -244,13 +244,16 @@ def _critic_optimizer(optim: dict[str, Any] | None, fallback: Optimizer) -> Opti
 
 
 def _sampling(params: Any, n: int) -> Sampling:
-    # repetition_penalty and min_new_tokens have no counterpart in the Experiment: the ledger refuses them.
     use_greedy, do_sample = params.use_greedy, params.do_sample
     greedy = use_greedy or not do_sample  # 2025-08/2025-10 key, and its 2025-12 replacement
     top_k = params.top_k
+    # RLinf's rollout workers (sglang_worker / vllm_worker _get_sampling_params) pass repetition_penalty only when
+    # sampling; greedy requests carry temperature and max_new_tokens alone. min_new_tokens is never passed (inert).
+    repetition = params.repetition_penalty
     return Sampling(max_new_tokens=params.max_new_tokens, temperature=0.0 if greedy else params.temperature,
                     top_p=1.0 if greedy else params.top_p,
-                    top_k=-1 if greedy or top_k <= 0 or top_k >= TOP_K_OFF else top_k, n=n)
+                    top_k=-1 if greedy or top_k <= 0 or top_k >= TOP_K_OFF else top_k, n=n,
+                    repetition_penalty=1.0 if greedy else repetition)
 
 
 def _engine(cfg: Any, rollout_gpus: int) -> dict[str, Any]:

@@ -302,9 +302,13 @@ def _sampling(gen: Any, max_new_tokens: int, n: int, greedy: bool = False) -> Sa
     # every token.
     greedy = greedy or gen.do_sample is False
     top_k = gen.top_k if gen.top_k is not None and gen.top_k > 0 else -1
+    # repetition_penalty: ROLL hands it to vLLM's SamplingParams / SGLang / HF generate, whose meanings agree
+    # (prompt and output tokens penalised); null means none.
+    repetition = gen.repetition_penalty
     return Sampling(max_new_tokens=max_new_tokens, temperature=0.0 if greedy else float(gen.temperature or 1.0),
                     top_p=float(gen.top_p if gen.top_p is not None else 1.0), top_k=top_k, n=n,
-                    stop=tuple(gen.stop_strings or ()))
+                    stop=tuple(gen.stop_strings or ()),
+                    repetition_penalty=float(repetition) if repetition is not None else 1.0)
 
 
 def _files(value: Any) -> tuple[str, ...]:

@@ -428,8 +428,10 @@ def _algorithm(cfg: Any) -> Algorithm:
 
 
 def _sampling(params: Any, n: int) -> Sampling:
+    # repetition_penalty goes to vLLM's / SGLang's sampling params unchanged (skyrl_train inference_engines).
     return Sampling(max_new_tokens=params.max_generate_length, temperature=params.temperature, top_p=params.top_p,
-                    top_k=params.top_k, min_p=params.min_p, n=n, stop=tuple(params.stop or ()))
+                    top_k=params.top_k, min_p=params.min_p, n=n, stop=tuple(params.stop or ()),
+                    repetition_penalty=params.repetition_penalty)
 
 
 def _schedule(cfg: Any) -> Schedule:

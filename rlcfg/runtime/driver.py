@@ -628,7 +628,10 @@ class Run:
     def _sampling(self, eval_mode: bool = False) -> dict[str, Any]:
         s = self.exp.eval_sampling if eval_mode and self.exp.eval_sampling else self.exp.sampling
         return {"max_new_tokens": s.max_new_tokens, "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
-                "min_p": s.min_p, "n": 1 if eval_mode else self.alg.group_size, "stop": list(s.stop)}
+                "min_p": s.min_p, "n": 1 if eval_mode else self.alg.group_size, "stop": list(s.stop),
+                "repetition_penalty": s.repetition_penalty, "presence_penalty": s.presence_penalty,
+                "frequency_penalty": s.frequency_penalty, "min_new_tokens": s.min_new_tokens,
+                "stop_token_ids": list(s.stop_token_ids)}
 
     def _collect(self, step: int, timing: dict[str, float], first: dict[str, Any] | None = None):
         """Roll out and score one step's prompts (`first`: the draw already started while the previous step

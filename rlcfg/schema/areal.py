@@ -905,7 +905,9 @@ class GenerationHyperparameters(Section):
     max_new_tokens: int = param(16384, description="Maximum number of generated tokens.", ge=1,
                                 fate=HONORED)
     min_new_tokens: int = param(0, description="Minimum number of generated tokens.", ge=0,
-                                fate=refused("rlcfg lets a response end at its first EOS (no minimum length)"))
+                                fate=inert("AReaL's SGLang and vLLM requests never pass it "
+                                           "(areal/engine/*_remote.py build_generation_request): a response may "
+                                           "end at its first EOS, as in rlcfg"))
     max_tokens: int = param(65536, description="Maximum of prompt plus generated tokens.", ge=1,
                             fate=inert("a cap on prompt plus generation; rlcfg generates max_new_tokens after any "
                                        "prompt, which is the same while prompts are shorter than max_tokens - "
@@ -920,7 +922,7 @@ class GenerationHyperparameters(Section):
     temperature: float = param(1.0, description="Sampling temperature; higher is more diverse.", gt=0,
                                fate=HONORED)
     stop_token_ids: list[int] = param([], description="Token ids that end generation.",
-                                      fate=refused("rlcfg stops at EOS and at the `stop` strings only"))
+                                      fate=HONORED)
     ignore_eos: bool = param(False, description="Keep generating past EOS (later versions).", releases=('1.0',),
                              fate=refused("rlcfg stops a response at EOS"))
     skip_special_tokens: bool = param(True, description="Drop special tokens when decoding (later versions).", releases=('1.0',),
@@ -929,7 +931,7 @@ class GenerationHyperparameters(Section):
     stop: list[str] | None = param(None, description="Stop strings that end generation.", fate=HONORED)
     frequency_penalty: float = param(0.0, description="Penalty on tokens by their frequency so far, between -2 "
                                                       "and 2; negative values encourage repetition.", ge=-2, le=2,
-                                     fate=refused("rlcfg samples without a frequency penalty"))
+                                     fate=HONORED)
     lora_name: str = param("default_lora", description="LoRA adapter used for generation (later versions).", releases=('1.0',),
                            fate=_LORA_ONLY)
     use_beam_search: bool = param(False, description="Beam search in vLLM (later versions).", releases=('1.0',),

@@ -506,8 +506,6 @@ _SINGLE_TURN = refused("rlcfg generates one response per prompt on its own engin
                        "tasks (multi-turn, tools) are not run")
 _SYNC_ROLLOUT = refused("rlcfg rolls out synchronously on its own engines, each step with the weights it trains; "
                         "ChatLearn's asynchronous rollout is not run")
-_NO_PENALTY = refused("rlcfg's rollout engines (vLLM, SGLang, transformers) sample without presence, frequency or "
-                      "repetition penalties: rlcfg's sampling settings have none to pass on")
 _TEMPERATURE = refused("ChatLearn samples at this temperature but trains on the log-probs of the untempered logits; "
                        "rlcfg's trainers divide the logits by the sampling temperature, so the loss, the KL and the "
                        "entropy would differ (rlcfg runs ChatLearn's meaning at temperature 1.0 only)")
@@ -656,9 +654,9 @@ _declare(Policy, {
     "max_new_tokens": inert("ChatLearn 1.2.0 declares it but never reads it: each prompt's response may take "
                             "seq_length minus the prompt's length tokens"),
     "temperature": _TEMPERATURE, "top_p": HONORED, "top_k": HONORED,
-    "presence_penalty": _NO_PENALTY, "frequency_penalty": _NO_PENALTY, "repetition_penalty": _NO_PENALTY,
+    "presence_penalty": HONORED, "frequency_penalty": HONORED, "repetition_penalty": HONORED,
     "eval_temperature": HONORED, "eval_top_p": HONORED, "eval_top_k": HONORED,
-    "eval_presence_penalty": _NO_PENALTY, "eval_frequency_penalty": _NO_PENALTY, "eval_repetition_penalty": _NO_PENALTY,
+    "eval_presence_penalty": HONORED, "eval_frequency_penalty": HONORED, "eval_repetition_penalty": HONORED,
     "vllm_prompt_key": inert("names a field of ChatLearn's own sample records between its stages; ChatLearn reads the "
                              "data's `prompt` whatever it says, as rlcfg does"),
     "vllm_input_ids_key": inert("names a field of ChatLearn's own sample records between its stages; the prompts are "

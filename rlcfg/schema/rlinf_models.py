@@ -608,8 +608,8 @@ for _logger in (Logger, Tensorboard, Wandb):
 _fates(Runner, HONORED, logger=_SECTION, val_check_interval=_NO_EVAL, experiment_name=_LOGS, output_dir=_LOGS,
        per_worker_log=_LOGS, enable_dynamic_batch_size=_PERF, max_tokens_per_mbs=_PERF)
 _fates(SamplingParams, HONORED,
-       repetition_penalty=refused("rlcfg's rollout samples without a repetition penalty (1.0)"),
-       min_new_tokens=refused("rlcfg's rollout lets a response end at any token (no minimum length)"))
+       min_new_tokens=inert("RLinf's rollout workers never pass it to SGLang or vLLM (sglang_worker and "
+                            "vllm_worker _get_sampling_params): a response may end at any token, as in rlcfg"))
 _fates(Algorithm, HONORED, sampling_params=_SECTION, rollout_batch_size_per_gpu=_PERF,
        val_rollout_batch_size_per_gpu=_NO_EVAL, recompute_logprobs=_RECOMPUTE,
 )

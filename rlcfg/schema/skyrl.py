@@ -74,7 +74,6 @@ _ONE_VALUE = inert("ulysses is its only value")
 _CRITIC_ONE_STEP = refused("rlcfg trains the critic in one optimizer step per epoch over the whole batch, which "
                            "is skyrl-train's meaning only with the default 256 and train_batch_size 256")
 _FROZEN_REF = refused("rlcfg keeps the reference model at its starting weights for the whole run")
-_NO_REPETITION_PENALTY = refused("rlcfg's rollout samples without a repetition penalty (1.0)")
 _LOGPROBS = inert("rlcfg's engines return the sampled tokens' log-probs whenever the algorithm needs them "
                   "(truncated importance sampling)")
 _OWN_TEMPLATE = refused("rlcfg renders prompts with the tokenizer's own chat template")
@@ -653,7 +652,7 @@ class SamplingParams(Section):
     min_p: float = param(0.0, description="Min-p sampling threshold.", ge=0, le=1)
     top_k: int = param(-1, description="Top-k sampling; -1 disables it.")
     repetition_penalty: float = param(1.0, description="Repetition penalty (v0.2.0 and later).", gt=0,
-                                      releases=FROM_020, fate=_NO_REPETITION_PENALTY)
+                                      releases=FROM_020)
     logprobs: int | None = param(
         None, description="Return the log-probability of each sampled token (0 or 1: only the chosen token). "
                           "Null returns none. (YAML of later releases: 1 or null; dataclass: 0.)", ge=0, fate=_LOGPROBS)

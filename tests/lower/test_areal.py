@@ -545,3 +545,16 @@ def test_sapo_loss_numbers():
     tau = torch.where(adv > 0, torch.tensor(1.0), torch.tensor(1.05))
     expected = (-torch.sigmoid(tau * (ratio - 1)) * 4 / tau * adv).mean()
     assert torch.allclose(loss, expected, atol=1e-6)
+
+
+def test_frequency_penalty_and_stop_token_ids_move_the_sampling():
+    exp = lowered(GRPO, "+gconfig.frequency_penalty=0.5", "+gconfig.stop_token_ids=[7,9]")
+    assert exp.sampling.frequency_penalty == 0.5 and exp.sampling.stop_token_ids == (7, 9)
+    base = lowered(GRPO)
+    assert base.sampling.frequency_penalty == 0.0 and base.sampling.stop_token_ids == ()
+    # AReaL's vLLM request leaves frequency_penalty out (areal/engine/vllm_remote.py): it changes nothing there
+    vllm = lowered(GRPO, "allocation_mode=vllm:d2t2+fsdp:d4", "+gconfig.frequency_penalty=0.5",
+                   "+gconfig.stop_token_ids=[7]")
+    assert vllm.sampling.frequency_penalty == 0.0 and vllm.sampling.stop_token_ids == (7,)
+    # min_new_tokens reaches neither engine in AReaL
+    assert lowered(GRPO, "gconfig.min_new_tokens=4").sampling.min_new_tokens == 0

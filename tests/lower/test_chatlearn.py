@@ -293,15 +293,15 @@ def test_fsdp_actor_loss_is_chatlearns_total_loss():
 
 # ---- what rlcfg's rollout can take ---------------------------------------------------------------------------------
 
-def test_rollout_sampling_has_no_penalties_so_they_are_refused():
-    # hf.sampling_kwargs, vllm.sampling_params and sglang.sampling_params pass only rlcfg's Sampling fields; should
-    # Sampling ever carry penalties, these keys can be honored instead of refused.
-    assert not {f.name for f in fields(Sampling)} & {"presence_penalty", "frequency_penalty", "repetition_penalty"}
-    for key in ("presence_penalty", "frequency_penalty", "eval_presence_penalty", "eval_frequency_penalty"):
-        assert f"models.policy.{key}" in notes(FSDP, f"models.policy.{key}=0.5")
-    for key in ("repetition_penalty", "eval_repetition_penalty"):
-        assert f"models.policy.{key}" in notes(FSDP, f"models.policy.{key}=1.1")
-    assert not notes(FSDP, "models.policy.repetition_penalty=1.0")
+def test_rollout_penalties_are_lowered_to_the_sampling():
+    # ChatLearn hands them to vLLM's / SGLang's sampling params; rlcfg's Sampling carries them with those meanings.
+    assert {"presence_penalty", "frequency_penalty", "repetition_penalty"} <= {f.name for f in fields(Sampling)}
+    for key, value in (("presence_penalty", 0.5), ("frequency_penalty", 0.5), ("repetition_penalty", 1.1)):
+        assert not notes(FSDP, f"models.policy.{key}={value}")
+        exp = experiment(FSDP, f"models.policy.{key}={value}")
+        assert getattr(exp.sampling, key) == value and getattr(exp.eval_sampling, key) != value
+        exp = experiment(FSDP, f"models.policy.eval_{key}={value}")
+        assert getattr(exp.eval_sampling, key) == value and getattr(exp.sampling, key) != value
 
 
 def test_a_sampling_temperature_other_than_1_is_refused():
@@ -310,12 +310,12 @@ def test_a_sampling_temperature_other_than_1_is_refused():
     assert experiment(FSDP, "models.policy.eval_temperature=0.3").eval_sampling.temperature == 0.3
 
 
-def test_rlcfg_run_stops_on_a_refused_penalty(capsys):
+def test_rlcfg_run_stops_on_a_refused_setting(capsys):
     import typer
 
     from rlcfg.cli.run import _lower
 
     with pytest.raises(typer.Exit) as stopped:
-        _lower(str(FSDP), ["models.policy.repetition_penalty=1.05"], None)
+        _lower(str(FSDP), ["models.policy.temperature=0.8"], None)
     assert stopped.value.exit_code == 1
-    assert "`rlcfg run` refuses `models.policy.repetition_penalty` = 1.05" in capsys.readouterr().err
+    assert "`rlcfg run` refuses `models.policy.temperature` = 0.8" in capsys.readouterr().err

@@ -507,3 +507,14 @@ def test_fsdp_kl_runs_only_the_symmetric_estimators():
         lower("rlinf", result.config)
     exp = lowered(TEMPLATE, *FSDP_OVERRIDES, "algorithm.kl_beta=0.01", "algorithm.kl_penalty_type=mse")
     assert (exp.algorithm.kl.estimator, exp.algorithm.kl.coef) == ("k2", 0.01)
+
+
+def test_the_repetition_penalty_moves_the_sampling_when_sampling():
+    # RLinf's rollout workers pass repetition_penalty only with do_sample (sglang_worker._get_sampling_params).
+    assert lowered(TEMPLATE).sampling.repetition_penalty == 1.0
+    assert lowered(TEMPLATE, "algorithm.sampling_params.repetition_penalty=1.1").sampling.repetition_penalty == 1.1
+    greedy = lowered(TEMPLATE, "algorithm.sampling_params.repetition_penalty=1.1",
+                     "algorithm.sampling_params.do_sample=false")
+    assert greedy.sampling.repetition_penalty == 1.0
+    # min_new_tokens never reaches RLinf's engines: nothing moves
+    assert lowered(TEMPLATE, "algorithm.sampling_params.min_new_tokens=8").sampling.min_new_tokens == 0

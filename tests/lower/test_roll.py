@@ -494,7 +494,6 @@ def test_adaptive_kl_is_lowered_and_run():
 
 @pytest.mark.parametrize("override,key", [
     ("++critic_warmup=2", "critic_warmup"),
-    ("++actor_infer.generating_args.repetition_penalty=1.1", "actor_infer.generating_args.repetition_penalty"),
     ("++actor_train.pg_variant=topr", "actor_train.pg_variant"),
     ("++difficulty_loss_weight=true", "difficulty_loss_weight"),
     ("++async_generation_ratio=1", "async_generation_ratio"),
@@ -576,3 +575,13 @@ def test_named_chat_templates():
 def test_each_honored_algorithm_setting_changes_the_experiment(override, read):
     base = ("adv_estimator=reinforce",) if override != "adv_estimator=reinforce" else ()
     assert read(experiment(QUICKSTART, *base, override).algorithm) != read(experiment(QUICKSTART, *base).algorithm)
+
+
+def test_the_repetition_penalty_moves_the_sampling():
+    # ROLL hands generating_args.repetition_penalty to its engines; rlcfg's Sampling carries it (issue 12).
+    base = experiment(MEGATRON)
+    exp = experiment(MEGATRON, "++actor_infer.generating_args.repetition_penalty=1.1")
+    assert base.sampling.repetition_penalty == 1.0 and exp.sampling.repetition_penalty == 1.1
+    result = check_file(str(QUICKSTART), ["++actor_infer.generating_args.repetition_penalty=1.1"], env={})
+    assert "actor_infer.generating_args.repetition_penalty" not in [
+        d.path for d in result.diagnostics if d.code == "RLC118"]

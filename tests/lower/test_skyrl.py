@@ -768,3 +768,12 @@ def test_kl_estimators_agree_with_skyrl_train(estimator):
     kl = experiment(FSDP2, f"trainer.algorithm.kl_estimator_type={estimator}").algorithm.kl
     theirs = ns["compute_approx_kl"](logp, ref, loss_mask=mask, kl_estimator_type=estimator)
     assert torch.allclose(A.kl_estimate(logp, ref, kl.estimator) * mask, theirs, atol=1e-6)
+
+
+def test_the_repetition_penalty_moves_the_sampling():
+    exp = experiment(PPO, "generator.sampling_params.repetition_penalty=1.1",
+                     "generator.eval_sampling_params.repetition_penalty=1.2")
+    assert experiment(PPO).sampling.repetition_penalty == 1.0
+    assert exp.sampling.repetition_penalty == 1.1 and exp.eval_sampling.repetition_penalty == 1.2
+    assert not [d for d in checked(PPO, "generator.sampling_params.repetition_penalty=1.1").diagnostics
+                if d.code == "RLC118"]

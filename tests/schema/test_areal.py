@@ -732,13 +732,14 @@ def test_fates_of_the_algorithm_keys():
                "actor.behav_imp_weight_cap", "actor.rejection_sampling.upper", "actor.use_sapo_loss",
                "actor.importance_sampling_level", "actor.kl_ctl", "actor.kl_estimator", "actor.reward_norm.mean_level",
                "actor.mask_no_eos_with_zero", "actor.overlong_reward_penalty", "actor.temperature", "gconfig.top_p",
-               "ref.path", "ref.temperature", "critic.eps_clip"]
+               "ref.path", "ref.temperature", "critic.eps_clip", "gconfig.frequency_penalty", "gconfig.stop_token_ids"]
     refused = ["rollout.max_head_offpolicyness", "actor.m2_threshold", "actor.prox_logp_method",
                "actor.dynamic_sampling", "actor.rejection_sampling.lower", "actor.rejection_sampling.level",
-               "gconfig.frequency_penalty", "gconfig.min_new_tokens", "gconfig.stop_token_ids", "teacher",
+               "teacher",
                "actor.use_lora", "rollout.agent"]
     inert = ["async_training", "stats_logger.swanlab.project", "sglang.log_level", "actor.attn_impl",
-             "ref.eps_clip", "ref.use_decoupled_loss", "ref.gradient_checkpointing", "teacher.path"]
+             "ref.eps_clip", "ref.use_decoupled_loss", "ref.gradient_checkpointing", "teacher.path",
+             "gconfig.min_new_tokens"]
     for kind, keys in (("honored", honored), ("refused", refused), ("inert", inert)):
         for key in keys:
             assert found[tuple(key.split("."))].kind == kind, key

@@ -726,15 +726,16 @@ def test_the_rlinf_ledger_is_complete_and_every_field_has_a_fate():
                 "loss_type", "adv_type"):
         assert found[("algorithm", key)].kind == "honored", key
     assert found[("algorithm", "use_valid_token_scale")].kind == "honored"
-    assert found[("algorithm", "sampling_params", "repetition_penalty")].kind == "refused"
-    assert found[("algorithm", "sampling_params", "min_new_tokens")].kind == "refused"
+    assert found[("algorithm", "sampling_params", "repetition_penalty")].kind == "honored"
+    # RLinf's rollout workers never pass min_new_tokens to their engines
+    assert found[("algorithm", "sampling_params", "min_new_tokens")].kind == "inert"
 
 
-def test_sampling_settings_rlcfg_does_not_run_are_refused():
+def test_sampling_penalties_are_run_not_refused():
     result = variant({"algorithm.sampling_params.repetition_penalty": 1.1,
                       "algorithm.sampling_params.min_new_tokens": 8})
     notes = _notes(result)
-    assert {"algorithm.sampling_params.repetition_penalty", "algorithm.sampling_params.min_new_tokens"} <= set(notes)
+    assert not {"algorithm.sampling_params.repetition_penalty", "algorithm.sampling_params.min_new_tokens"} & set(notes)
 
 
 def test_a_per_micro_batch_token_mean_over_several_samples_is_refused():

@@ -418,7 +418,6 @@ def test_the_critic_in_one_mini_batch_is_run():
 
 @pytest.mark.parametrize("override, key", [
     ("trainer.algorithm.advantage_batch_normalize=true", "trainer.algorithm.advantage_batch_normalize"),
-    ("generator.sampling_params.repetition_penalty=1.1", "generator.sampling_params.repetition_penalty"),
     ("trainer.algorithm.off_policy_correction.sequence_mask_metric=geometric",
      "trainer.algorithm.off_policy_correction.sequence_mask_metric"),
     ("generator.max_turns=2", "generator.max_turns"),
@@ -458,8 +457,8 @@ def test_the_ledger_of_each_algorithm_setting():
                "trainer.algorithm.kl_ctrl.horizon", "trainer.algorithm.zero_variance_filter",
                "trainer.algorithm.dynamic_sampling.type", "trainer.algorithm.dynamic_sampling.max_sample_batches",
                "trainer.algorithm.dynamic_sampling.min_replace_ratio"]
-    refused = ["trainer.algorithm.advantage_batch_normalize",
-               "generator.sampling_params.repetition_penalty", "generator.eval_n_samples_per_prompt",
+    honored.append("generator.sampling_params.repetition_penalty")
+    refused = ["trainer.algorithm.advantage_batch_normalize", "generator.eval_n_samples_per_prompt",
                "trainer.update_ref_every_epoch"]
     inert = ["trainer.algorithm.normalize_reward", "trainer.log_path", "trainer.algorithm.max_seq_len"]
     assert [fate(k) for k in honored] == ["honored"] * len(honored)

@@ -32,7 +32,43 @@ def sampling_kwargs(sampling: Mapping[str, Any]) -> dict[str, Any]:
         kwargs["top_k"] = top_k if top_k > 0 else None
         if float(sampling.get("min_p", 0.0)) > 0:
             kwargs["min_p"] = float(sampling["min_p"])
+    # Limits apply to greedy decoding too. The penalties are applied by PenaltyProcessor (HFRolloutEngine), not by
+    # transformers' RepetitionPenaltyLogitsProcessor, which would count the left padding as prompt tokens.
+    min_new = int(sampling.get("min_new_tokens", 0) or 0)
+    if min_new > 0:
+        kwargs["min_new_tokens"] = min_new
     return kwargs
+
+
+class PenaltyProcessor:
+    """The repetition, presence and frequency penalties with vLLM's definition (vllm/model_executor/layers/utils.py
+    apply_penalties; presence and frequency as in OpenAI's API reference):
+      repetition: every token seen in the prompt or the output so far has a positive logit divided by r and a
+        negative one multiplied by r (as transformers' RepetitionPenaltyLogitsProcessor, minus the padding);
+      presence / frequency: logit[t] -= presence × [count(t) > 0] + frequency × count(t), count(t) being how often
+        t occurs in the output so far (the prompt does not count).
+    A transformers LogitsProcessor (merged before the temperature and top-k/p warpers, as vLLM applies penalties
+    before them): called with the running input_ids, whose first `prompt_width` columns are the left-padded
+    prompt; `prompt_mask` (rows × prompt_width, 1 for real tokens) keeps the padding out of the prompt."""
+
+    def __init__(self, prompt_width: int, presence: float = 0.0, frequency: float = 0.0, repetition: float = 1.0,
+                 prompt_mask: Any = None):
+        self.prompt_width, self.presence, self.frequency = prompt_width, float(presence), float(frequency)
+        self.repetition, self.prompt_mask = float(repetition), prompt_mask
+
+    def __call__(self, input_ids, scores):
+        import torch
+
+        out = input_ids[:, self.prompt_width:]
+        counts = torch.zeros_like(scores).scatter_add_(1, out, torch.ones_like(out, dtype=scores.dtype))
+        if self.repetition != 1.0:
+            prompt = input_ids[:, :self.prompt_width]
+            real = (torch.ones_like(prompt, dtype=scores.dtype) if self.prompt_mask is None
+                    else self.prompt_mask.to(device=scores.device, dtype=scores.dtype))
+            seen = (torch.zeros_like(scores).scatter_add_(1, prompt, real) + counts) > 0
+            penalised = torch.where(scores > 0, scores / self.repetition, scores * self.repetition)
+            scores = torch.where(seen, penalised, scores)
+        return scores - self.presence * (counts > 0).to(scores.dtype) - self.frequency * counts
 
 
 class HFRolloutEngine:
@@ -68,15 +104,20 @@ class HFRolloutEngine:
         kwargs = sampling_kwargs(sampling)
         temperature = kwargs.get("temperature", 1.0)
         stop = tuple(sampling.get("stop", ()) or ())
+        penalties = (float(sampling.get("presence_penalty", 0.0) or 0.0),
+                     float(sampling.get("frequency_penalty", 0.0) or 0.0),
+                     float(sampling.get("repetition_penalty", 1.0)))
+        stop_ids = tuple(int(t) for t in sampling.get("stop_token_ids", ()) or ())
         chunk = self.max_num_seqs or len(rows)
         out: list[Generation] = []
         for i in range(0, len(rows), chunk):
-            out.extend(self._generate_chunk(rows[i:i + chunk], kwargs, temperature, stop))
+            out.extend(self._generate_chunk(rows[i:i + chunk], kwargs, temperature, stop, penalties, stop_ids))
         self.last_generate_s = time.perf_counter() - start
         return out
 
     def _generate_chunk(self, rows: list[list[int]], kwargs: dict[str, Any], temperature: float,
-                        stop: tuple[str, ...]) -> list[Generation]:
+                        stop: tuple[str, ...], penalties: tuple[float, float, float] = (0.0, 0.0, 1.0),
+                        stop_ids: tuple[int, ...] = ()) -> list[Generation]:
         import torch
 
         width = max(len(r) for r in rows)
@@ -86,10 +127,18 @@ class HFRolloutEngine:
         extra: dict[str, Any] = {}
         if stop:
             extra = {"stop_strings": list(stop), "tokenizer": self.tokenizer}
+        if penalties != (0.0, 0.0, 1.0):
+            from transformers import LogitsProcessorList
+
+            extra["logits_processor"] = LogitsProcessorList([PenaltyProcessor(width, *penalties, prompt_mask=mask)])
+        # stop_token_ids end a response as EOS does (and min_new_tokens holds them back as it holds EOS).
+        ends = [t for t in ([self.eos_id] if self.eos_id is not None else []) + list(stop_ids)]
+        ends = list(dict.fromkeys(ends))
+        eos_arg = ends if len(ends) > 1 else (ends[0] if ends else None)
         with torch.inference_mode():
             result = self.model.generate(
                 input_ids=ids.to(self.device), attention_mask=mask.to(self.device), pad_token_id=self.pad_id,
-                eos_token_id=self.eos_id, output_logits=True, return_dict_in_generate=True, **kwargs, **extra)
+                eos_token_id=eos_arg, output_logits=True, return_dict_in_generate=True, **kwargs, **extra)
         new = result.sequences[:, width:]
         # Raw logits / temperature: the distribution the trainer's log-probs are computed under.
         logits = torch.stack(result.logits, dim=1).float()
@@ -100,8 +149,9 @@ class HFRolloutEngine:
         gens: list[Generation] = []
         for tokens, row_logprobs in zip(all_tokens, all_logprobs):
             finished = False
-            if self.eos_id is not None and self.eos_id in tokens:
-                tokens = tokens[:tokens.index(self.eos_id) + 1]
+            first_end = next((j for j, t in enumerate(tokens) if t in ends), None)
+            if first_end is not None:
+                tokens = tokens[:first_end + 1]
                 finished = True
             elif stop:
                 text = self.tokenizer.decode(tokens)

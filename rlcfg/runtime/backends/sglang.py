@@ -19,7 +19,7 @@ from typing import Any, Collection, Mapping, Sequence
 from rlcfg.ir import Role
 from rlcfg.plan.model import ExecutionPlan
 from rlcfg.runtime.backends.hf import Generation
-from rlcfg.runtime.backends.vllm import colocated_with_training, context_length, rollout_model
+from rlcfg.runtime.backends.vllm import colocated_with_training, context_length, penalties, rollout_model
 
 INSTALL_HINT = "install it with pip install 'rlcfg[sglang]' on a machine with a GPU"
 GROUP_NAME = "rlcfg_weights"
@@ -106,6 +106,9 @@ def sampling_params(sampling: Mapping[str, Any], seed: int | None = None) -> dic
         "top_p": float(sampling.get("top_p", 1.0)),
         "top_k": top_k if top_k > 0 else -1,
         "min_p": float(sampling.get("min_p", 0.0)),
+        # repetition/presence/frequency_penalty, min_new_tokens, stop_token_ids: SGLang's sampling params
+        # (sglang/srt/sampling/sampling_params.py), the same meanings as vLLM's; only those not at their defaults.
+        **penalties(sampling, "min_new_tokens"),
     }
     stop = list(sampling.get("stop", ()) or ())
     if stop:

@@ -106,6 +106,21 @@ def engine_args(role: Role, plan: ExecutionPlan, *, device: str = "cuda") -> dic
     return args
 
 
+def penalties(sampling: Mapping[str, Any], min_tokens_key: str) -> dict[str, Any]:
+    """The penalties and limits of rlcfg's Sampling that are not at their defaults, under the engine's names."""
+    out: dict[str, Any] = {}
+    for key, default in (("repetition_penalty", 1.0), ("presence_penalty", 0.0), ("frequency_penalty", 0.0)):
+        value = float(sampling.get(key, default))
+        if value != default:
+            out[key] = value
+    if int(sampling.get("min_new_tokens", 0) or 0) > 0:
+        out[min_tokens_key] = int(sampling["min_new_tokens"])
+    stop_ids = [int(t) for t in sampling.get("stop_token_ids", ()) or ()]
+    if stop_ids:
+        out["stop_token_ids"] = stop_ids
+    return out
+
+
 def sampling_params(sampling: Mapping[str, Any], seed: int | None = None) -> dict[str, Any]:
     """`vllm.SamplingParams` arguments for rlcfg's Sampling fields. vLLM gives each of the n samples of a
     seeded request the seed + its index, so a caller seeds prompt i with seed + i·n."""
@@ -122,6 +137,9 @@ def sampling_params(sampling: Mapping[str, Any], seed: int | None = None) -> dic
         "seed": seed,
         "stop": stop or None,
         "logprobs": 0,  # the sampled token's log-prob only
+        # repetition/presence/frequency_penalty, min_tokens, stop_token_ids: vLLM's own meanings
+        # (vllm/sampling_params.py), which rlcfg.ir.Sampling adopts; only those not at their defaults.
+        **penalties(sampling, "min_tokens"),
     }
 
 
