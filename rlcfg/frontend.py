@@ -113,12 +113,13 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     else:
         result.release, result.release_reason = spec.infer_release(preview.data)
     result.release_label = spec.release_label(result.release) if result.release is not None else ""
+    defaults = spec.defaults(root, result.release)
     if spec.overrides_see_defaults:
-        merged = merge_over_defaults(spec.defaults(root, result.release), tree)
+        merged = merge_over_defaults(defaults, tree)
         applied = apply_overrides(merged, parsed, spec.override_grammar)
     else:
         applied = apply_overrides(tree, parsed, spec.override_grammar)
-        merged = merge_over_defaults(spec.defaults(root, result.release), tree)
+        merged = merge_over_defaults(defaults, tree)
     diagnostics.extend(applied.diagnostics)
     if spec.overrides_see_defaults:
         diagnostics.extend(_deleted_but_read(applied.deleted, root, spec))
@@ -156,7 +157,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         if not has_errors and not any(d.severity is Severity.ERROR for d in diagnostics):
             result.config = checked.config
             result.summary = spec.describe(checked.config)
-            diagnostics.extend(_refusal_notes(root, merged, spec.defaults(root, result.release)))
+            diagnostics.extend(_refusal_notes(root, merged, defaults))
     return _finish(result, diagnostics, env)
 
 
