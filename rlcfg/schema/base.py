@@ -64,6 +64,19 @@ def field_fate(info: FieldInfo, owner: type["Section"] | None = None) -> Fate | 
     return getattr(owner, "run_fate", None) if owner is not None else None
 
 
+def declare_fates(model: type["Section"], /, default: Fate | None = None, **by_name: Fate) -> None:
+    """Record the run fate of some of `model`'s fields after the class is built (as `param(fate=...)` would), and
+    `default` as the section's `run_fate` for the others. For inherited fields whose fate differs in a subclass:
+    each class holds its own copy of a field. A misspelt name fails at import. (`model` is positional-only, because
+    sections have fields called `model`.)"""
+    for name, fate in by_name.items():
+        info = model.model_fields[name]
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        info.json_schema_extra = {**extra, FATE_KEY: fate.to_json()}
+    if default is not None:
+        model.run_fate = default
+
+
 def field_releases(info: FieldInfo) -> tuple[str, ...] | None:
     """The releases that have this field, or None when every release has it."""
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}

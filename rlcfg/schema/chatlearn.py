@@ -24,8 +24,8 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import model_validator
 
 from rlcfg.diagnostics import Severity
-from rlcfg.schema.base import (FATE_KEY, HONORED, Dialect, Fate, Finding, RuleSet, Section, field_at, field_releases,
-                               inert, param, refused, section)
+from rlcfg.schema.base import (HONORED, Dialect, Fate, Finding, RuleSet, Section, declare_fates, field_at,
+                               field_releases, inert, param, refused, section)
 from rlcfg.schema.chatlearn_megatron import MegatronModelCfg
 
 MODEL_NAMES = ("policy_trainer", "ref_policy", "policy", "reward", "rollout_manager", "partial_rollout_manager")
@@ -524,16 +524,6 @@ _FRESH_OPTIMIZER = refused("rlcfg loads only the weights of `load` and starts th
                            "checkpoint is not run")
 
 
-def _declare(cls: type[Section], fates: dict[str, Fate]) -> None:
-    """Record the run-ledger fate of keys of `cls` (inherited ones included) in their field's metadata, where
-    schema/base.py field_fate reads it. Each class holds its own copy of an inherited field."""
-    for name, fate in fates.items():
-        info = cls.model_fields[name]
-        extra = dict(info.json_schema_extra) if isinstance(info.json_schema_extra, dict) else {}
-        extra[FATE_KEY] = fate.to_json()
-        info.json_schema_extra = extra
-
-
 LogArgs.run_fate = _LOG
 EnvArgs.run_fate = inert("the Ray runtime environment ChatLearn ships with its job (files, packages, working "
                          "directory); `rlcfg run` runs where it is started, and nothing computed changes")
@@ -544,7 +534,7 @@ PartialRolloutManager.run_fate = _MANAGER_ONLY
 Reward.run_fate = inert("ChatLearn's reward model is rule-based (the math answer check), run by CPU actors; rlcfg "
                         "scores with the same rule, and these keys change nothing it computes")
 
-_declare(RuntimeArgs, {
+declare_fates(RuntimeArgs, **{
     "train_backend": HONORED, "rollout_backend": HONORED, "task_type": _SINGLE_TURN,
     "use_rollout_manager": _SYNC_ROLLOUT,
     "use_partial_rollout": refused("rlcfg generates each response in one go, in the step that trains on it; partial "
@@ -624,12 +614,12 @@ _MEGATRON = {
 _MEGATRON_POLICY_LOSS_ONLY = inert("ChatLearn's Megatron trainer computes this term for its metrics only and "
                                    "back-propagates the policy loss alone (train_helper.py); rlcfg does the same (and "
                                    "warns when it is set)")
-_declare(FSDPPolicyTrainer, {
+declare_fates(FSDPPolicyTrainer, **{
     **_MODEL_COMMON, **_TRAINER, **_FSDP, "gradient_checkpointing": HONORED, "save_hf": HONORED,
     "use_group_sequence_policy": inert("ChatLearn's FSDP trainer always runs the GRPO loss (policy_trainer.py); rlcfg "
                                        "does the same (and warns when it is set)"),
 })
-_declare(MegatronPolicyTrainer, {
+declare_fates(MegatronPolicyTrainer, **{
     **_MODEL_COMMON, **_TRAINER, **_MEGATRON, "kl_coef": _MEGATRON_POLICY_LOSS_ONLY,
     "entropy_coef": _MEGATRON_POLICY_LOSS_ONLY, "recompute_granularity": HONORED, "recompute_method": _PERF,
     "recompute_num_layers": _PERF, "recompute_modules": _PERF, "use_distributed_optimizer": _PERF,
@@ -642,9 +632,9 @@ _declare(MegatronPolicyTrainer, {
     "no_load_scheduler": _FRESH_OPTIMIZER, "finetune": _FRESH_OPTIMIZER, "distributed_timeout_minutes": _PERF,
 })
 _REFERENCE = {**_MODEL_COMMON, "seed": _FORWARD_ONLY_SEED}
-_declare(FSDPRefPolicy, {**_REFERENCE, **_FSDP})
-_declare(MegatronRefPolicy, {**_REFERENCE, **_MEGATRON, "tokenizer_model": _TOKENIZER})
-_declare(Policy, {
+declare_fates(FSDPRefPolicy, **{**_REFERENCE, **_FSDP})
+declare_fates(MegatronRefPolicy, **{**_REFERENCE, **_MEGATRON, "tokenizer_model": _TOKENIZER})
+declare_fates(Policy, **{
     **_MODEL_COMMON, "packing": _NO_PACKING_IN_ROLLOUT, "max_token_in_packing": _NO_PACKING_IN_ROLLOUT,
     "sync_frequency": _STALE_WEIGHTS, "num_inference_per_prompt": HONORED, "enable_thinking": _THINKING,
     "max_prompt_tokens_length": HONORED, "max_response_tokens_length": HONORED,
@@ -669,12 +659,12 @@ _declare(Policy, {
     "enable_stage_resume": inert("ChatLearn reloads a rollout stage's saved outputs after a restart; rlcfg resumes "
                                  "from its checkpoints, which hold no half-done step, and generates the same way"),
 })
-_declare(Reward, {"num_gpu": HONORED, "num_cpu": HONORED})
+declare_fates(Reward, **{"num_gpu": HONORED, "num_cpu": HONORED})
 for _models in (FSDPModels, MegatronModels):
-    _declare(_models, {"policy_trainer": HONORED, "ref_policy": HONORED, "policy": HONORED, "reward": HONORED,
+    declare_fates(_models, **{"policy_trainer": HONORED, "ref_policy": HONORED, "policy": HONORED, "reward": HONORED,
                        "rollout_manager": _MANAGER_ONLY, "partial_rollout_manager": _MANAGER_ONLY})
 for _root in (ChatLearnFSDP, ChatLearnMegatron):
-    _declare(_root, {"env_args": EnvArgs.run_fate, "runtime_args": HONORED, "models": HONORED})
+    declare_fates(_root, **{"env_args": EnvArgs.run_fate, "runtime_args": HONORED, "models": HONORED})
 
 
 # ---- derived quantities -------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from rlcfg.schema.base import FATE_KEY, HONORED, REQUIRED, Fate, Section, inert, param, refused, section
+from rlcfg.schema.base import HONORED, REQUIRED, Section, declare_fates, inert, param, refused, section
 from rlcfg.schema.rlinf_extension import extension
 
 OLD = ("2025-08", "2025-10")  # rollout.model_dir / model_arch era
@@ -588,38 +588,28 @@ _WD_SCHEDULE = refused("rlcfg keeps the weight decay constant (Megatron's consta
                        "end_weight_decay, or actor.optim.weight_decay with a constant LR schedule)")
 
 
-def _fates(cls: type[Section], default: Fate | None = None, **named: Fate) -> None:
-    if default is not None:
-        cls.run_fate = default
-    for name, fate in named.items():
-        info = cls.model_fields[name]
-        extra = dict(info.json_schema_extra) if isinstance(info.json_schema_extra, dict) else {}
-        extra[FATE_KEY] = fate.to_json()
-        info.json_schema_extra = extra
-
-
-_fates(RLinfConfig, _SECTION, hydra=inert("Hydra's own settings (run folder, output subfolder) are not part of the "
+declare_fates(RLinfConfig, _SECTION, hydra=inert("Hydra's own settings (run folder, output subfolder) are not part of the "
                                           "job's config"))
-_fates(Cluster, HONORED, auto_scheduler=inert("RLinf's auto scheduler moves GPUs between actor and rollout at run "
+declare_fates(Cluster, HONORED, auto_scheduler=inert("RLinf's auto scheduler moves GPUs between actor and rollout at run "
                                               "time; rlcfg keeps the static placement the run starts from, which "
                                               "changes timing, not what is computed"))
 for _logger in (Logger, Tensorboard, Wandb):
-    _fates(_logger, _LOGS)
-_fates(Runner, HONORED, logger=_SECTION, val_check_interval=_NO_EVAL, experiment_name=_LOGS, output_dir=_LOGS,
+    declare_fates(_logger, _LOGS)
+declare_fates(Runner, HONORED, logger=_SECTION, val_check_interval=_NO_EVAL, experiment_name=_LOGS, output_dir=_LOGS,
        per_worker_log=_LOGS, enable_dynamic_batch_size=_PERF, max_tokens_per_mbs=_PERF)
-_fates(SamplingParams, HONORED,
+declare_fates(SamplingParams, HONORED,
        min_new_tokens=inert("RLinf's rollout workers never pass it to SGLang or vLLM (sglang_worker and "
                             "vllm_worker _get_sampling_params): a response may end at any token, as in rlcfg"))
-_fates(Algorithm, HONORED, sampling_params=_SECTION, rollout_batch_size_per_gpu=_PERF,
+declare_fates(Algorithm, HONORED, sampling_params=_SECTION, rollout_batch_size_per_gpu=_PERF,
        val_rollout_batch_size_per_gpu=_NO_EVAL, recompute_logprobs=_RECOMPUTE,
 )
-_fates(Inference, _PERF, model=_SECTION,
+declare_fates(Inference, _PERF, model=_SECTION,
        load_from_actor=refused("rlcfg recomputes log-probabilities with the actor's current weights"))
-_fates(InferenceModel, _PERF)
-_fates(RolloutModel, HONORED, model_type=_ARCH)
-_fates(SGLang, _PERF, decode_log_interval=_LOGS)
-_fates(VLLM, _PERF, torch_profiler_dir=_LOGS)
-_fates(Rollout, _PERF, model=_SECTION, sglang=_SECTION, vllm=_SECTION, model_dir=HONORED, model_arch=_ARCH,
+declare_fates(InferenceModel, _PERF)
+declare_fates(RolloutModel, HONORED, model_type=_ARCH)
+declare_fates(SGLang, _PERF, decode_log_interval=_LOGS)
+declare_fates(VLLM, _PERF, torch_profiler_dir=_LOGS)
+declare_fates(Rollout, _PERF, model=_SECTION, sglang=_SECTION, vllm=_SECTION, model_dir=HONORED, model_arch=_ARCH,
        precision=HONORED, rollout_backend=HONORED, recompute_logprobs=_RECOMPUTE,
        return_logprobs=inert("whether the engine returns the sampled tokens' log-probabilities: rlcfg recomputes "
                              "them and keeps the engine's where importance_sampling_fix needs them"),
@@ -627,27 +617,27 @@ _fates(Rollout, _PERF, model=_SECTION, sglang=_SECTION, vllm=_SECTION, model_dir
        validate_weight=_LOGS, validate_save_dir=_LOGS,
        padding=refused("rlcfg pads with the tokenizer's pad id"),
        eos=refused("rlcfg stops generation at the tokenizer's EOS id"))
-_fates(Data, HONORED, val_rollout_batch_size=_NO_EVAL, val_data_paths=_NO_EVAL, validation_shuffle=_NO_EVAL,
+declare_fates(Data, HONORED, val_rollout_batch_size=_NO_EVAL, val_data_paths=_NO_EVAL, validation_shuffle=_NO_EVAL,
        num_workers=_PERF,
        type=refused("rlcfg reads prompts as RLinf's `math` dataset does"),
        dataset_name=inert("read only by RLinf's VLM datasets (data.type vlm, refused); the math dataset ignores it"))
-_fates(Actor, _PERF, model=_SECTION, optim=_SECTION, lr_sched=_SECTION, tokenizer=_SECTION, megatron=_SECTION,
+declare_fates(Actor, _PERF, model=_SECTION, optim=_SECTION, lr_sched=_SECTION, tokenizer=_SECTION, megatron=_SECTION,
        fsdp_config=_SECTION, training_backend=HONORED, seed=HONORED, checkpoint_load_path=_FROM_HF,
        calculate_flops=_LOGS, group_name=_LOGS, mcore_gpt=_ARCH, spec_name=_ARCH,
        global_batch_size=inert("RLinf overwrites it with rollout_batch_size × group_size // n_minibatches for "
                                "reasoning"),
        micro_batch_size=inert("RLinf overwrites it with algorithm.training_batch_size_per_gpu for reasoning"))
-_fates(FsdpConfig, _PERF, mixed_precision=_SECTION, amp_autocast=_SECTION)
-_fates(MixedPrecision, _PERF)
-_fates(AmpAutocast, _PERF)
-_fates(LrSched, HONORED, lr_warmup_init=refused("rlcfg's warm-up starts from a learning rate of 0"),
+declare_fates(FsdpConfig, _PERF, mixed_precision=_SECTION, amp_autocast=_SECTION)
+declare_fates(MixedPrecision, _PERF)
+declare_fates(AmpAutocast, _PERF)
+declare_fates(LrSched, HONORED, lr_warmup_init=refused("rlcfg's warm-up starts from a learning rate of 0"),
        max_lr=inert("RLinf reads no lr_sched.max_lr: Megatron's scheduler peaks at actor.optim.lr, as rlcfg's does"),
        weight_decay_incr_style=_WD_SCHEDULE)
-_fates(Megatron, _CKPT_TOOLS, ckpt=_SECTION, ckpt_convertor=_SECTION, ddp_bucket_size=_PERF,
+declare_fates(Megatron, _CKPT_TOOLS, ckpt=_SECTION, ckpt_convertor=_SECTION, ddp_bucket_size=_PERF,
        distributed_backend=_PERF, distributed_timeout_minutes=_PERF, tp_comm_bootstrap_backend=_PERF,
        tp_comm_overlap_cfg=_PERF)
-_fates(MegatronCkpt, _CKPT_TOOLS)
-_fates(ActorModel, _ARCH, precision=HONORED, tensor_model_parallel_size=HONORED,
+declare_fates(MegatronCkpt, _CKPT_TOOLS)
+declare_fates(ActorModel, _ARCH, precision=HONORED, tensor_model_parallel_size=HONORED,
        pipeline_model_parallel_size=HONORED, context_parallel_size=HONORED, expert_model_parallel_size=HONORED,
        expert_tensor_parallel_size=HONORED, virtual_pipeline_model_parallel_size=HONORED, sequence_parallel=HONORED,
        recompute_granularity=HONORED, recompute_method=_PERF, recompute_num_layers=_PERF, apply_rope_fusion=_PERF,
@@ -655,14 +645,14 @@ _fates(ActorModel, _ARCH, precision=HONORED, tensor_model_parallel_size=HONORED,
        attention_softmax_in_fp32=_PERF, batch_p2p_comm=_PERF, variable_seq_lengths=_PERF,
        gradient_accumulation_fusion=_PERF, moe_token_dispatcher_type=_PERF, moe_grouped_gemm=_PERF,
        use_cpu_initialization=_PERF, megatron_checkpoint=_FROM_HF)
-_fates(Optim, HONORED, bf16=inert("the training dtype comes from actor.model.precision"),
+declare_fates(Optim, HONORED, bf16=inert("the training dtype comes from actor.model.precision"),
        fp16=inert("the training dtype comes from actor.model.precision"),
        loss_scale=_PERF, loss_scale_window=_PERF, use_distributed_optimizer=_PERF, overlap_grad_reduce=_PERF,
        overlap_param_gather=_PERF, optimizer_enable_pin=_PERF, overlap_param_gather_with_optimizer_step=_PERF)
-_fates(Tokenizer, HONORED, use_fast=_PERF, padding_side=_PERF)
-_fates(RewardTokenizer, inert("the reward workers' tokenizer decodes responses: rlcfg's verifier decodes them with "
+declare_fates(Tokenizer, HONORED, use_fast=_PERF, padding_side=_PERF)
+declare_fates(RewardTokenizer, inert("the reward workers' tokenizer decodes responses: rlcfg's verifier decodes them with "
                               "the actor's tokenizer"))
-_fates(Reward, HONORED, group_name=_LOGS, tokenizer=_SECTION,
+declare_fates(Reward, HONORED, group_name=_LOGS, tokenizer=_SECTION,
        use_reward_model=refused("rlcfg scores reasoning responses with a rule-based verifier, never a reward model"))
-_fates(Critic, _NO_CRITIC,
+declare_fates(Critic, _NO_CRITIC,
        use_critic_model=refused("rlcfg trains no critic for RLinf's reasoning GRPO (adv_type gae is refused too)"))

@@ -28,7 +28,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origi
 
 from pydantic import ConfigDict, Discriminator, Tag, create_model, model_validator
 
-from rlcfg.schema.base import (FATE_KEY, HONORED, Dialect, Fate, Section, field_fate, inert, key_of, param, refused,
+from rlcfg.schema.base import (HONORED, Dialect, Fate, Section, declare_fates, field_fate, inert, key_of, param, refused,
                                section, section_types)
 from rlcfg.schema.roll_rules import RULES, STRATEGY_NAMES, configured, describe_config
 from rlcfg.source.tree import SourceTree
@@ -43,16 +43,6 @@ NOWHERE = inert("ROLL reads this key nowhere (the RLVR pipeline at HEAD has no c
 PERF = inert("a memory or speed setting of the engine: the numbers the step computes are the same")
 LOGS = inert("where logs, profiles or dumps go: nothing computed changes")
 SECTION = inert("a section: its keys carry their own fates")
-
-
-def _fates(model: type[Section], default: Fate | None = None, **by_name: Fate) -> None:
-    """Record the run fate of `model`'s fields (as param(fate=...) would) and `default` for the others."""
-    for name, fate in by_name.items():
-        info = model.model_fields[name]  # a misspelt name fails at import
-        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
-        info.json_schema_extra = {**extra, FATE_KEY: fate.to_json()}
-    if default is not None:
-        model.run_fate = default
 
 
 # ---- model_args ---------------------------------------------------------------------------------------------
@@ -103,7 +93,7 @@ class ModelArgs(Section):
 
 
 _ONLY_LORA = inert("only read with lora_target, which rlcfg refuses")
-_fates(ModelArgs,
+declare_fates(ModelArgs,
        model_name_or_path=HONORED, dtype=HONORED, ulysses_size=HONORED, disable_gradient_checkpointing=HONORED,
        adapter_name_or_path=refused("rlcfg loads no adapter weights: it starts from the base model alone"),
        attn_implementation=inert("which attention kernel computes the same attention"),
@@ -155,7 +145,7 @@ class TrainingArgs(Section):
     save_hf_model: bool = param(False, description="Also save checkpoints in Hugging Face format.")
 
 
-_fates(TrainingArgs,
+declare_fates(TrainingArgs,
        learning_rate=HONORED, lr_scheduler_type=HONORED, weight_decay=HONORED, adam_beta1=HONORED,
        adam_beta2=HONORED, per_device_train_batch_size=HONORED, gradient_accumulation_steps=HONORED,
        warmup_ratio=HONORED, warmup_steps=HONORED,
@@ -215,7 +205,7 @@ class DataArgs(Section):
 
 
 _MEDIA = inert("only for image, video or audio inputs; rlcfg's RLVR data is text")
-_fates(DataArgs, default=_MEDIA,
+declare_fates(DataArgs, default=_MEDIA,
        file_name=HONORED, prompt=HONORED, messages=HONORED, domain_interleave_probs=HONORED,
        template=HONORED,
        eval_file_name=inert("the RLVR pipeline evaluates on validation.data_args.file_name"),
@@ -255,7 +245,7 @@ class GeneratingArgs(Section):
                                                               "passed through unchanged.")
 
 
-_fates(GeneratingArgs,
+declare_fates(GeneratingArgs,
        temperature=HONORED, top_p=HONORED, top_k=HONORED, do_sample=HONORED, num_return_sequences=HONORED,
        stop_strings=HONORED, seed=HONORED,
        max_new_tokens=inert("ROLL overwrites it with sequence_length − prompt_length (val_ lengths for validation), "
@@ -445,7 +435,7 @@ class HfInferConfig(_StrategyConfig):
 # are inert, except those that change the model or the numbers themselves.
 LAYOUT = inert("how the role is split over its GPUs or run by its engine: rlcfg plans and lays the role out with it; "
                "the numbers the step computes are the same")
-_fates(MegatronConfig, default=LAYOUT,
+declare_fates(MegatronConfig, default=LAYOUT,
        moe_aux_loss_coeff=refused("rlcfg adds no router load-balancing loss to the actor's loss"),
        moe_expert_capacity_factor=refused("rlcfg's experts drop no tokens"),
        moe_enable_routing_replay=refused("rlcfg routes every forward pass afresh"),
@@ -453,11 +443,11 @@ _fates(MegatronConfig, default=LAYOUT,
        fp8=refused("rlcfg trains in model_args.dtype, without FP8"),
        fp8_param=refused("rlcfg trains in model_args.dtype, without FP8"),
        optimizer=refused("rlcfg trains with AdamW (Megatron's adam)"))
-_fates(Fsdp2Config, default=LAYOUT)
-_fates(VllmConfig, default=LAYOUT,
+declare_fates(Fsdp2Config, default=LAYOUT)
+declare_fates(VllmConfig, default=LAYOUT,
        quantization=refused("rlcfg's rollout engine generates with the model's own weights, unquantized"),
        kv_cache_dtype=refused("rlcfg's rollout engine keeps the KV cache in the model's dtype"))
-_fates(SglangConfig, default=LAYOUT)
+declare_fates(SglangConfig, default=LAYOUT)
 
 
 _CONFIG_OF: dict[str, type[_StrategyConfig]] = {
@@ -537,7 +527,7 @@ AnyStrategyConfig.run_fate = LAYOUT
 _STRATEGY_NAME = inert("which engine runs the role: rlcfg starts that engine (or its CPU stand-in); the numbers the "
                        "step computes are the same")
 for _model in (AnyStrategyArgs, *_STRATEGY_ARGS.values()):
-    _fates(_model, strategy_name=_STRATEGY_NAME, strategy_config=SECTION)
+    declare_fates(_model, strategy_name=_STRATEGY_NAME, strategy_config=SECTION)
 
 
 # ---- workers ------------------------------------------------------------------------------------------------
@@ -563,9 +553,9 @@ class RouterReplay(Section):
                                "on megatron_train and sglang only).")
 
 
-_fates(SequencePackingArgs, default=inert("how sequences are packed into micro-batches (memory and speed): the "
+declare_fates(SequencePackingArgs, default=inert("how sequences are packed into micro-batches (memory and speed): the "
                                           "loss is the same"))
-_fates(RouterReplay, mode=refused("rlcfg routes every forward pass afresh; it replays no MoE routing"))
+declare_fates(RouterReplay, mode=refused("rlcfg routes every forward pass afresh; it replays no MoE routing"))
 
 
 class Worker(Section):
@@ -644,7 +634,7 @@ class Worker(Section):
 
 _BATCHING = inert("how samples are grouped into micro-batches (memory and speed): the loss is the same; rlcfg "
                    "plan uses it for the memory estimate")
-_fates(Worker,
+declare_fates(Worker,
        worker_cls=HONORED, model_args=HONORED, training_args=HONORED, data_args=HONORED, generating_args=HONORED,
        strategy_args=HONORED, world_size=HONORED, device_mapping=HONORED, num_gpus_per_worker=HONORED,
        infer_batch_size=HONORED, use_sequence_packing=_BATCHING, use_dynamic_batching_in_train=_BATCHING,
@@ -673,7 +663,7 @@ class RewardFilter(Section):
                                                         "std_threshold, ...).")
 
 
-_fates(RewardFilter,
+declare_fates(RewardFilter,
        type=refused("rlcfg's driver does not apply ROLL's query/response filters (it keeps every group)"),
        filter_args=inert("only read with a filter type, which rlcfg refuses"))
 
@@ -698,7 +688,7 @@ class RewardWorker(Worker):
 # `rewards` is a mapping of user-named workers, which the run ledger's walk does not enter: the lowering itself
 # refuses what these keys would change (a reward class rlcfg has no twin for, a filter).
 _JUDGE = inert("only read by reward worker classes rlcfg refuses (it scores with ROLL's math rule)")
-_fates(RewardWorker, default=_JUDGE,
+declare_fates(RewardWorker, default=_JUDGE,
        query_filter_config=refused("rlcfg's driver does not apply ROLL's query filters (it keeps every group)"),
        response_filter_config=refused("rlcfg's driver does not apply ROLL's response filters"),
        tag_included=inert("routes dataset tags to reward workers; rlcfg refuses more than one reward domain"),
@@ -724,9 +714,9 @@ class IsWeight(Section):
     detach: bool = param(True, description="Detach the IS weight from the graph.")
 
 
-_fates(DatasetFilter, default=refused("rlcfg trains on the whole dataset; it filters no samples by source or "
+declare_fates(DatasetFilter, default=refused("rlcfg trains on the whole dataset; it filters no samples by source or "
                                       "difficulty"))
-_fates(IsWeight, enabled=HONORED, weight_type=HONORED, upper_bound=HONORED, detach=HONORED)
+declare_fates(IsWeight, enabled=HONORED, weight_type=HONORED, upper_bound=HONORED, detach=HONORED)
 
 
 class TrainInferFilter(Section):
@@ -745,8 +735,8 @@ class TrainInferCorrection(Section):
     is_weight: IsWeight = section(IsWeight, description="Train-infer importance-sampling weight.")
     filters: list[TrainInferFilter] = param([], description="Filters applied in order to the response mask.")
 
-_fates(TrainInferFilter, default=refused("rlcfg masks no tokens by their train/infer probability ratio"))
-_fates(TrainInferCorrection, is_weight=HONORED,
+declare_fates(TrainInferFilter, default=refused("rlcfg masks no tokens by their train/infer probability ratio"))
+declare_fates(TrainInferCorrection, is_weight=HONORED,
        filters=refused("rlcfg masks no tokens by their train/infer probability ratio"))
 
 class RolloutMock(Section):
@@ -767,10 +757,10 @@ class RouterArgs(Section):
     max_running_requests: int = param(128, description="Concurrent requests the router admits.", ge=1)
 
 
-_fates(RolloutMock, enable=refused("rlcfg generates every rollout; it neither dumps nor replays them"),
+declare_fates(RolloutMock, enable=refused("rlcfg generates every rollout; it neither dumps nor replays them"),
        mode=inert("only read with enable, which rlcfg refuses"), dump_dir=LOGS)
-_fates(TransferBackend, default=PERF)
-_fates(RouterArgs, default=inert("how generation requests are spread over the rollout engines: each prompt's samples "
+declare_fates(TransferBackend, default=PERF)
+declare_fates(RouterArgs, default=inert("how generation requests are spread over the rollout engines: each prompt's samples "
                                  "are drawn from the same policy"))
 
 
@@ -860,7 +850,7 @@ class _BaseRoot(Section):
                                                "EnvAffinityRouter for agentic).")
 
 
-_fates(_BaseRoot,
+declare_fates(_BaseRoot,
        exp_name=HONORED, seed=HONORED, output_dir=HONORED, logging_dir=HONORED, track_with=HONORED,
        tracker_kwargs=HONORED, max_steps=HONORED, save_steps=HONORED, max_ckpt_to_keep=HONORED, eval_steps=HONORED,
        rollout_batch_size=HONORED, resume_from_checkpoint=HONORED, prompt_length=HONORED, response_length=HONORED,
@@ -987,7 +977,7 @@ class _PpoRoot(_BaseRoot):
 
 
 _ONLY_OPD = inert("only read by on-policy distillation (is_pure_opd / use_opd), which rlcfg refuses")
-_fates(_PpoRoot,
+declare_fates(_PpoRoot,
        pretrain=HONORED, reward_pretrain=HONORED, actor_train=HONORED, actor_infer=HONORED, critic=SECTION,
        reference=HONORED, ppo_epochs=HONORED, max_grad_norm=HONORED, lambd=HONORED, gamma=HONORED, pg_clip=HONORED,
        use_pg_clip_range=HONORED, pg_clip_low=HONORED, pg_clip_high=HONORED, value_clip=HONORED, kl_penalty=HONORED,
@@ -1068,7 +1058,7 @@ class RollConfig(_PpoRoot):
                                                         "(no effect).")
 
 
-_fates(RollConfig,
+declare_fates(RollConfig,
        num_return_sequences_in_group=HONORED, validation=HONORED, rewards=HONORED, length_loss_weight=HONORED,
        rl_loss_coef=HONORED, importance_sampling=HONORED, val_greedy=HONORED, max_len_mask=HONORED,
        difficulty_mask=HONORED, difficulty_low_threshold=HONORED, difficulty_high_threshold=HONORED,
@@ -1187,17 +1177,17 @@ def _agentic_fates(model: type[Section]) -> None:
     for name, info in model.model_fields.items():
         fate = field_fate(info, model)
         if fate is None or fate.kind == "honored":
-            _fates(model, **{name: AGENTIC})
+            declare_fates(model, **{name: AGENTIC})
 
 
-_fates(AgenticConfig, render_save_dir=LOGS, env_monitor=inert("watches environments for hangs: nothing computed "
+declare_fates(AgenticConfig, render_save_dir=LOGS, env_monitor=inert("watches environments for hangs: nothing computed "
                                                               "changes"))
 for _model in (AgenticConfig, EnvManager, AgenticReward):
     _agentic_fates(_model)
-_fates(LlmProxy, default=AGENTIC)
-_fates(RewardNormalization, default=AGENTIC)
-_fates(EnvMonitor, default=inert("watches environments for hangs: nothing computed changes"))
-_fates(EnvManager, worker_cls=AGENTIC)
+declare_fates(LlmProxy, default=AGENTIC)
+declare_fates(RewardNormalization, default=AGENTIC)
+declare_fates(EnvMonitor, default=inert("watches environments for hangs: nothing computed changes"))
+declare_fates(EnvManager, worker_cls=AGENTIC)
 
 
 # How rlcfg tells ROLL's pipelines apart. ROLL itself never looks at the document for this: each example's run
