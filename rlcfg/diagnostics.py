@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Iterable, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 JSON_FORMAT_VERSION = 1
 
@@ -123,6 +123,40 @@ CODES: dict[str, CodeInfo] = {
 }
 
 
+@dataclass(frozen=True)
+class Edit:
+    """A hint that is a concrete change: give `key` (dotted, in the dialect's own names) the value `value`.
+
+    `origin` is where the value it replaces came from. An edit whose old value was written in the checked file is
+    written there by `rlcfg validate --fix`; one whose value came from an override, a default or another file is
+    given as the override to pass instead (`override`, in the dialect's override grammar).
+    """
+
+    key: str
+    value: Any
+    old_value: Any
+    origin: Origin | None
+    override: str
+    in_file: bool
+
+    def describe(self) -> str:
+        if self.in_file:
+            return f"set `{self.key}` to {json.dumps(self.value)}"
+        if self.origin is not None and self.origin.kind == "override":
+            return f"change override {self.origin.override_index} to `{self.override}`"
+        return f"pass the override `{self.override}`"
+
+    def to_json(self) -> dict:
+        return {
+            "key": self.key,
+            "value": self.value,
+            "old_value": self.old_value,
+            "apply": "file" if self.in_file else "override",
+            "override": self.override,
+            "location": self.origin.to_json() if self.origin else None,
+        }
+
+
 @dataclass
 class Diagnostic:
     code: str
@@ -133,6 +167,8 @@ class Diagnostic:
     origin: Origin | None = None
     related: list[tuple[str, Origin | None]] = field(default_factory=list)
     rule: str | None = None
+    # Concrete edits that clear this diagnostic without causing another (see rlcfg.fix); empty when none is known.
+    edits: list[Edit] = field(default_factory=list)
 
     def sort_key(self) -> tuple:
         origin_key = self.origin.sort_key() if self.origin else (9,)
@@ -150,6 +186,7 @@ class Diagnostic:
             "related": [
                 {"path": path, "location": origin.to_json() if origin else None} for path, origin in self.related
             ],
+            "edits": [e.to_json() for e in self.edits],
         }
 
 
@@ -206,6 +243,8 @@ class TextRenderer:
             out.append(f"   = note: `{path}` is involved{where}")
         if d.hint:
             out.append(f"   = hint: {d.hint}")
+        if d.edits:
+            out.append(f"   = fix: {'; '.join(e.describe() for e in d.edits)}")
         return "\n".join(out)
 
     def _snippet(self, origin: Origin) -> list[str]:

@@ -71,6 +71,9 @@ def plan(
         if result.errors:
             from rlcfg.cli.validate import _json as validate_json
             from rlcfg.cli.validate import _text as validate_text
+            from rlcfg.cli.validate import attach_fixes
+
+            attach_fixes(file, overrides or [], dialect, framework_version, result)
 
             typer.echo(validate_json(result, None, False) if output is OutputFormat.json
                        else validate_text(result, None, use_color(color), False), color=use_color(color))
@@ -164,6 +167,12 @@ def _json(result: Any, execution: Any, diagnostics: list) -> str:
     from rlcfg.ir import to_json
 
     errors, warnings = count(diagnostics)
+    plan = to_json(execution)
+    # Each placement also carries the config's own name for its role (ROLL's `actor_train` for rlcfg's `actor`),
+    # as the text does, so a tool need not join it from the experiment.
+    for placement in plan["placements"]:
+        role = execution.experiment.role(placement["role"])
+        placement["section"] = role.section if role is not None and role.section else placement["role"]
     return render_json({
         "file": result.file,
         "dialect": result.dialect,
@@ -172,5 +181,5 @@ def _json(result: Any, execution: Any, diagnostics: list) -> str:
         "errors": errors,
         "warnings": warnings,
         "diagnostics": [d.to_json() for d in diagnostics],
-        "plan": to_json(execution),
+        "plan": plan,
     })

@@ -760,10 +760,6 @@ def _nested_check(ctx: Any, code: str, path: str, message: str, **kwargs: Any):
     return ctx.warning(code, path, message + V120_LETS_THROUGH, **kwargs)
 
 
-def _multiples(n: int, limit: int = 3) -> str:
-    return ", ".join(str(n * k) for k in range(1, limit + 1))
-
-
 def _nearest_multiples(value: int, n: int) -> str:
     """The multiples of n on either side of value, e.g. "1984 or 2016"."""
     below = value // n * n
@@ -845,7 +841,7 @@ def _global_batch_dp(cfg: Any, ctx: Any):
             message = (f"runtime_args.train_global_batch_size ({gb}) does not divide over the {dp} data-parallel "
                        f"ranks of {path}")
             yield _nested_check(ctx, "RLC300", f"{RT}.train_global_batch_size", message,
-                                hint=f"use a multiple of {dp}: {_multiples(dp)}", related=[f"{path}.num_gpu"])
+                                hint=f"use a multiple of {dp}: {_nearest_multiples(gb, dp)}", related=[f"{path}.num_gpu"])
 
 
 @rules.rule("chatlearn/generation-batch-multiple", "RLC300",
@@ -930,7 +926,7 @@ def _rollout_tp(cfg: Any, ctx: Any):
                             f"models.policy.num_gpu ({p.num_gpu}) is not a multiple of "
                             f"models.policy.tensor_model_parallel_size ({p.tensor_model_parallel_size})",
                             hint=f"each rollout engine takes {p.tensor_model_parallel_size} GPUs; use a num_gpu of "
-                                 f"{_multiples(p.tensor_model_parallel_size)}", related=[f"{POL}.num_gpu"])
+                                 f"{_nearest_multiples(p.num_gpu, p.tensor_model_parallel_size)}", related=[f"{POL}.num_gpu"])
 
 
 @rules.rule("chatlearn/rollout-replicas-cover-episode", "RLC300",
@@ -1096,7 +1092,7 @@ def _megatron_divides(cfg: Any, ctx: Any):
                         "ChatLearn accepts this at load but Megatron-core fails when it builds its parallel groups")
                 yield ctx.error("RLC400", f"{path}.{key}",
                                 f"{path}.num_gpu ({m.num_gpu}) is not a multiple of {what} = {size}: {when}",
-                                hint=f"use a num_gpu of {_multiples(size)}, or smaller parallel sizes",
+                                hint=f"use a num_gpu of {_nearest_multiples(m.num_gpu, size)}, or smaller parallel sizes",
                                 related=[f"{path}.num_gpu"])
                 break
 

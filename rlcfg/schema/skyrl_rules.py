@@ -140,7 +140,7 @@ def _loss_type(cfg: Any, ctx: RuleContext) -> tuple[str, str]:
 
 
 @RULES.rule("skyrl/policy-mini-batch", "RLC300",
-            "trainer.policy_mini_batch_size must not exceed trainer.train_batch_size and must divide it (SK-1, SK-5).",
+            "trainer.policy_mini_batch_size must not exceed trainer.train_batch_size and must divide it.",
             keys=["trainer.train_batch_size", "trainer.policy_mini_batch_size"])
 def policy_mini_batch(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
@@ -172,6 +172,21 @@ def _divisor_near(total: int, wanted: int) -> int:
     return min(divisors, key=lambda d: (abs(d - wanted), -d))
 
 
+def _micro_hint(train_batch: int, mini: int, mini_key: str, n: int, dp: int, mbs: int) -> str:
+    """The micro-batch hint, for the mini batch the user will have once the mini-batch error is fixed too: a hint
+    about the per-GPU share of a mini batch that does not divide train_batch_size would be stale after that fix."""
+    if train_batch % mini == 0:
+        per_gpu = mini * n // dp
+        return f"use a micro batch that divides {per_gpu}, e.g. {_divisor_near(per_gpu, mbs)}"
+    fixed_mini = _divisor_near(train_batch, mini)
+    per_gpu = fixed_mini * n // dp
+    if per_gpu and per_gpu % mbs == 0:
+        return (f"with {mini_key} {fixed_mini} (a divisor of train_batch_size {train_batch}) each GPU gets {per_gpu}, "
+                f"which the micro batch {mbs} divides")
+    return (f"with {mini_key} {fixed_mini} (a divisor of train_batch_size {train_batch}) each GPU gets {per_gpu}; "
+            f"use a micro batch that divides it, e.g. {_divisor_near(per_gpu, mbs) if per_gpu else 1}")
+
+
 def _per_gpu_checks(cfg: Any, ctx: RuleContext, role: str, mini_key: str) -> Iterator[Finding]:
     """SK-6..8 for one model: per-GPU mini batch > 0, divisible by the micro batch, dividing the per-GPU batch."""
     t = cfg.trainer
@@ -198,7 +213,7 @@ def _per_gpu_checks(cfg: Any, ctx: RuleContext, role: str, mini_key: str) -> Ite
         yield ctx.error("RLC300", "trainer.micro_train_batch_size_per_gpu",
                         f"the {role}'s per-GPU mini batch ({mini_key} {mini} × n_samples_per_prompt {n} // DP {dp} = "
                         f"{mini_per_gpu}) is not a multiple of `trainer.micro_train_batch_size_per_gpu` ({mbs})",
-                        hint=f"use a micro batch that divides {mini_per_gpu}, e.g. {_divisor_near(mini_per_gpu, mbs)}",
+                        hint=_micro_hint(t.train_batch_size, mini, mini_key, n, dp, mbs),
                         related=[mini_path, "generator.n_samples_per_prompt"])
     train_per_gpu = t.train_batch_size * n // dp
     if train_per_gpu % mini_per_gpu and t.train_batch_size % mini == 0:
@@ -212,7 +227,7 @@ def _per_gpu_checks(cfg: Any, ctx: RuleContext, role: str, mini_key: str) -> Ite
 
 @RULES.rule("skyrl/policy-per-gpu-batches", "RLC300",
             "Per-GPU policy batches: mini batch × n_samples_per_prompt / DP must be > 0, a multiple of "
-            "micro_train_batch_size_per_gpu, and divide the per-GPU train batch (SK-6, SK-7, SK-8).",
+            "micro_train_batch_size_per_gpu, and divide the per-GPU train batch.",
             keys=["trainer.policy_mini_batch_size", "trainer.micro_train_batch_size_per_gpu",
                   "generator.n_samples_per_prompt", "trainer.placement.policy_num_gpus_per_node"])
 def policy_per_gpu(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
@@ -221,7 +236,7 @@ def policy_per_gpu(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/critic-batches", "RLC300",
             "With a critic: critic_mini_batch_size > 0, at most train_batch_size, dividing it, and the per-GPU rules "
-            "of the policy applied to the critic's DP size (SK-2, SK-9).",
+            "of the policy applied to the critic's DP size.",
             keys=["trainer.critic_mini_batch_size", "trainer.critic.model.path", "trainer.placement.critic_num_nodes"])
 def critic_batches(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     if not critic_in_use(cfg):
@@ -253,7 +268,7 @@ def critic_batches(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/train-batch-vs-dp", "RLC300",
             "train_batch_size × n_samples_per_prompt must reach the lcm of the policy's and reference model's DP "
-            "sizes (SK-11; the seed's pre-0.1.0 code compared train_batch_size itself, no claimed release does).",
+            "sizes (skyrl-train before 0.1.0 compared train_batch_size itself; no release rlcfg claims does).",
             keys=["trainer.train_batch_size", "generator.n_samples_per_prompt"])
 def train_batch_vs_dp(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
@@ -271,7 +286,7 @@ def train_batch_vs_dp(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/empty-batch-after-tail-drop", "RLC300",
             "The trainer keeps prompts in strides of lcm_dp / gcd(lcm_dp, n_samples_per_prompt); a train batch smaller "
-            "than one stride becomes empty, a batch that is not a multiple of it silently loses prompts (SK-11b, "
+            "than one stride becomes empty, a batch that is not a multiple of it silently loses prompts (skyrl-train "
             "issue #1609).",
             keys=["trainer.train_batch_size", "generator.n_samples_per_prompt"])
 def tail_drop(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
@@ -300,7 +315,7 @@ def tail_drop(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/parallel-size-divides", "RLC400",
             "Each model's GPU count must be a multiple of its sequence-parallel size (or, with Megatron, of TP × PP × "
-            "CP) and of its fsdp_size (SK-4, SK-10).",
+            "CP) and of its fsdp_size.",
             keys=["trainer.policy.sequence_parallel_size", "trainer.policy.megatron_config",
                   "trainer.policy.fsdp_config.fsdp_size"])
 def parallel_divides(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
@@ -329,7 +344,7 @@ def parallel_divides(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/kl-in-reward-and-loss", "RLC301",
-            "use_kl_in_reward and use_kl_loss are mutually exclusive (SK-17).",
+            "use_kl_in_reward and use_kl_loss are mutually exclusive.",
             keys=["trainer.algorithm.use_kl_in_reward", "trainer.algorithm.use_kl_loss"])
 def kl_exclusive(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     a = cfg.trainer.algorithm
@@ -368,7 +383,7 @@ def kl_estimator_old_keys(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                           "accepted", hint=f"write `kl_estimator_type: {implied}` for newer skyrl-train releases")
 
 
-@RULES.rule("skyrl/gae-needs-critic", "RLC302", "advantage_estimator `gae` needs trainer.critic.model.path (SK-16).",
+@RULES.rule("skyrl/gae-needs-critic", "RLC302", "advantage_estimator `gae` needs trainer.critic.model.path.",
             keys=["trainer.algorithm.advantage_estimator", "trainer.critic.model.path"])
 def gae_needs_critic(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.trainer.algorithm.advantage_estimator == "gae" and not cfg.trainer.critic.model.path:
@@ -382,7 +397,7 @@ def gae_needs_critic(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 @RULES.rule("skyrl/registered-names", "RLC202",
             "advantage_estimator and policy_loss_type must name one of the release's built-ins or a custom-registered "
             "implementation: a name close to a built-in is a typo (error, as validate_cfg stops on it); another "
-            "unknown name is a warning, since a custom entrypoint registers it in code (SK-20, SK-21).",
+            "unknown name is a warning, since a custom entrypoint registers it in code.",
             keys=["trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type"])
 def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     a = cfg.trainer.algorithm
@@ -425,7 +440,7 @@ def grpo_needs_samples(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                           hint="use n_samples_per_prompt of 4 or more", related=["trainer.algorithm.advantage_estimator"])
 
 
-@RULES.rule("skyrl/kl-controller", "RLC201", "An adaptive KL controller needs kl_ctrl.horizon > 0 (SK-43).",
+@RULES.rule("skyrl/kl-controller", "RLC201", "An adaptive KL controller needs kl_ctrl.horizon > 0.",
             keys=["trainer.algorithm.kl_ctrl.type", "trainer.algorithm.kl_ctrl.horizon"])
 def kl_controller(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     k = cfg.trainer.algorithm.kl_ctrl
@@ -437,7 +452,7 @@ def kl_controller(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/max-seq-len-derived", "RLC304",
             "With loss_reduction seq_mean_token_sum_norm and no algorithm.max_seq_len, skyrl-train derives it as "
-            "max_input_length + max_generate_length (SK-23; the newest releases require it).",
+            "max_input_length + max_generate_length (the newest releases require it).",
             keys=["trainer.algorithm.loss_reduction", "trainer.algorithm.max_seq_len"])
 def max_seq_len(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     a = cfg.trainer.algorithm
@@ -457,7 +472,7 @@ def max_seq_len(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/truncated-importance-sampling", "RLC302",
-            "use_tis needs tis_imp_ratio_cap > 0 and the vLLM backend; it forces sampling logprobs on (SK-24, SK-26).",
+            "use_tis needs tis_imp_ratio_cap > 0 and the vLLM backend; it forces sampling logprobs on.",
             keys=["trainer.algorithm.use_tis", "trainer.algorithm.tis_imp_ratio_cap", "generator.backend",
                   "generator.sampling_params.logprobs"])
 def tis(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
@@ -492,7 +507,7 @@ def tis(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/off-policy-correction", "RLC202",
             "off_policy_correction.tis_ratio_type is null, token or sequence; sequence_mask_metric is null, product or "
-            "geometric; neither works with SGLang or the clip_cov/kl_cov losses (SK-25, SK-27).",
+            "geometric; neither works with SGLang or the clip_cov/kl_cov losses.",
             keys=["trainer.algorithm.off_policy_correction"])
 def off_policy_correction(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     # The choices of tis_ratio_type and sequence_mask_metric are Literal fields: the schema reports bad values.
@@ -516,7 +531,7 @@ def off_policy_correction(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/fsdp1-cpu-offload", "RLC306",
-            "Strategy `fsdp` (FSDP1) cannot offload the policy's or critic's parameters to CPU; FSDP2 can (SK-18).",
+            "Strategy `fsdp` (FSDP1) cannot offload the policy's or critic's parameters to CPU; FSDP2 can.",
             keys=["trainer.strategy", "trainer.policy.fsdp_config.cpu_offload", "trainer.critic.fsdp_config.cpu_offload"])
 def fsdp1_offload(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
@@ -580,7 +595,7 @@ def strategy_release(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/megatron-support", "RLC306",
             "Megatron: NCCL weight sync, vLLM rollout, no critic, no Ulysses sequence parallelism, and context "
-            "parallelism only with sample packing (SK-12, SK-13).",
+            "parallelism only with sample packing.",
             keys=["trainer.strategy", "generator.weight_sync_backend", "generator.backend", "trainer.critic.model.path"])
 def megatron_support(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
@@ -622,8 +637,8 @@ def megatron_support(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                             hint="set trainer.use_sample_packing: true", related=["trainer.use_sample_packing"])
 
 
-@RULES.rule("skyrl/lora", "RLC306", "LoRA (rank > 0) needs the vLLM backend and an fsdp, fsdp2 or megatron strategy "
-            "(SK-28).", keys=["trainer.policy.model.lora.rank", "generator.backend", "trainer.strategy"])
+@RULES.rule("skyrl/lora", "RLC306", "LoRA (rank > 0) needs the vLLM backend and an fsdp, fsdp2 or megatron strategy.",
+            keys=["trainer.policy.model.lora.rank", "generator.backend", "trainer.strategy"])
 def lora(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
     rank = t.policy.model.lora.rank
@@ -643,8 +658,7 @@ def lora(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/colocate-all-engines", "RLC402",
-            "With colocate_all, the policy's GPUs must equal the inference engines' GPUs (engines × TP × PP × DP) "
-            "(SK-29).",
+            "With colocate_all, the policy's GPUs must equal the inference engines' GPUs (engines × TP × PP × DP).",
             keys=["trainer.placement.colocate_all", "trainer.placement.policy_num_gpus_per_node",
                   "generator.num_inference_engines", "generator.inference_engine_tensor_parallel_size"])
 def colocate_engines(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
@@ -671,7 +685,7 @@ def colocate_engines(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/colocate-all-models", "RLC402",
             "With colocate_all, the reference model (when used) and the critic (when set) must have as many GPUs as "
-            "the policy (SK-47).",
+            "the policy.",
             keys=["trainer.placement.colocate_all", "trainer.placement.ref_num_gpus_per_node",
                   "trainer.placement.critic_num_gpus_per_node"])
 def colocate_models(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
@@ -693,7 +707,7 @@ def colocate_models(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/colocate-policy-ref", "RLC402",
             "Without colocate_all, colocate_policy_ref (with a reference model in use) needs the same nodes and GPUs "
-            "per node for policy and ref; colocate_critic_reward likewise for critic and reward model (SK-30).",
+            "per node for policy and ref; colocate_critic_reward likewise for critic and reward model.",
             keys=["trainer.placement.colocate_policy_ref", "trainer.placement.ref_num_gpus_per_node"])
 def colocate_pairs(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     p = cfg.trainer.placement
@@ -720,7 +734,7 @@ def colocate_pairs(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/max-input-length", "RLC305",
-            "Single-turn: generator.max_input_length equals trainer.max_prompt_length; multi-turn: at least it (SK-31).",
+            "Single-turn: generator.max_input_length equals trainer.max_prompt_length; multi-turn: at least it.",
             keys=["generator.max_input_length", "trainer.max_prompt_length", "generator.max_turns"])
 def max_input_length(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
@@ -740,7 +754,7 @@ def max_input_length(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/remote-engine-urls", "RLC305",
-            "Remote engines: num_inference_engines equals the number of remote_inference_engine_urls (SK-32).",
+            "Remote engines: num_inference_engines equals the number of remote_inference_engine_urls.",
             keys=["generator.run_engines_locally", "generator.num_inference_engines",
                   "generator.remote_inference_engine_urls"])
 def remote_urls(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
@@ -757,7 +771,7 @@ def remote_urls(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/offline-engine-batched", "RLC302",
-            "The offline vLLM engine (async_engine false) needs batched true (SK-33).",
+            "The offline vLLM engine (async_engine false) needs batched true.",
             keys=["generator.async_engine", "generator.batched", "generator.backend"])
 def offline_engine(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
@@ -770,7 +784,7 @@ def offline_engine(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/wandb-api-key", "RLC308",
-            "The wandb logger needs WANDB_API_KEY in the job's environment (SK-34; a warning, an error under --strict).",
+            "The wandb logger needs WANDB_API_KEY in the job's environment (a warning, an error under --strict).",
             keys=["trainer.logger"])
 def wandb_key(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.trainer.logger == "wandb" and not ctx.host.env.get("WANDB_API_KEY"):
@@ -782,7 +796,7 @@ def wandb_key(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/update-group-remote-only", "RLC307",
             "override_existing_update_group matters only for remote engines; `auto` becomes `enable` for remote vLLM "
-            "and `disable` otherwise (SK-35).",
+            "and `disable` otherwise.",
             keys=["generator.override_existing_update_group", "generator.run_engines_locally"])
 def update_group(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
@@ -806,7 +820,7 @@ def update_group(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/sglang-limits", "RLC306",
             "SGLang: local engines need TP 1; no stop strings or min_new_tokens; no HTTP endpoint; "
-            "use_conversation_multi_turn false is unsupported in later releases (SK-36).",
+            "use_conversation_multi_turn false is unsupported in later releases.",
             keys=["generator.backend", "generator.inference_engine_tensor_parallel_size",
                   "generator.sampling_params.stop", "generator.use_conversation_multi_turn"])
 def sglang_limits(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
@@ -841,7 +855,7 @@ def sglang_limits(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                           related=["generator.backend"])
 
 
-@RULES.rule("skyrl/http-endpoint-async", "RLC302", "The HTTP endpoint needs async_engine true (SK-39).",
+@RULES.rule("skyrl/http-endpoint-async", "RLC302", "The HTTP endpoint needs async_engine true.",
             keys=["generator.enable_http_endpoint", "generator.async_engine"])
 def http_endpoint(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
@@ -853,7 +867,7 @@ def http_endpoint(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/logprobs", "RLC306",
             "sampling_params.logprobs is null or the chosen token only (0; 0 or 1 on the last commit), not available "
-            "with remote engines, and (v0.1.0, v0.2.0) only with batched generation (SK-37).",
+            "with remote engines, and (v0.1.0, v0.2.0) only with batched generation.",
             keys=["generator.sampling_params.logprobs", "generator.run_engines_locally", "generator.batched"])
 def logprobs(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     from rlcfg.schema.skyrl_releases import effective
@@ -886,7 +900,7 @@ def _release_text(ctx: RuleContext) -> str:
 
 
 @RULES.rule("skyrl/stop-strings-multi-turn", "RLC302",
-            "Conversation multi-turn with stop strings should append EOS after them (SK-38, a warning).",
+            "Conversation multi-turn with stop strings should append EOS after them (a warning).",
             keys=["generator.use_conversation_multi_turn", "generator.sampling_params.stop",
                   "generator.append_eos_token_after_stop_str_in_multi_turn"])
 def stop_strings(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
@@ -902,7 +916,7 @@ def stop_strings(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/inference-expert-parallel", "RLC305",
-            "Inference expert parallelism > 1 needs DP × TP == EP (SK-40).",
+            "Inference expert parallelism > 1 needs DP × TP == EP.",
             keys=["generator.inference_engine_expert_parallel_size", "generator.inference_engine_data_parallel_size",
                   "generator.inference_engine_tensor_parallel_size"])
 def inference_ep(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
@@ -959,7 +973,7 @@ def eval_needs_data(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                                    "eval_before_train: false", related=["data.val_data"])
 
 
-@RULES.rule("skyrl/max-ckpts-to-keep", "RLC201", "max_ckpts_to_keep must not be 0 (SK-19).",
+@RULES.rule("skyrl/max-ckpts-to-keep", "RLC201", "max_ckpts_to_keep must not be 0.",
             keys=["trainer.max_ckpts_to_keep"])
 def max_ckpts(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.trainer.max_ckpts_to_keep == 0:
@@ -969,8 +983,8 @@ def max_ckpts(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/resume-from-path", "RLC302",
-            "resume_mode from_path needs resume_path, a global_step_N directory that exists where the job runs "
-            "(SK-49).", keys=["trainer.resume_mode", "trainer.resume_path"])
+            "resume_mode from_path needs resume_path, a global_step_N directory that exists where the job "
+            "runs.", keys=["trainer.resume_mode", "trainer.resume_path"])
 def resume_from_path(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
     if t.resume_mode != "from_path":

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
+from rlcfg.diagnostics import Diagnostic, Edit, Origin, diagnostic
 from rlcfg.source.yaml_loader import MAX_DEPTH, MAX_NUMBER_DIGITS
 from rlcfg.source.tree import Layer, SourceTree, copy_containers, delete_path, dotted, drop_subtree, walk
 
@@ -73,8 +73,30 @@ def parse_override(text: str, index: int, grammar: str) -> tuple[Override | None
     try:
         value = parse_hydra_value(raw) if grammar == "hydra" else parse_yaml_value(raw)
     except OverrideSyntaxError as exc:
+        if exc.args[1:] == ("sweep",) and "(" in raw:
+            _, problem = bad(f"override `{text}`: Hydra's override grammar reads the commas in `{raw.strip()}` as "
+                             "separating values, not as part of one string", _sweep_hint(text, body, raw))
+            quoted = f"{text[: len(text) - len(body)]}{key}='{raw.strip()}'"
+            if "'" not in raw:
+                problem.edits = [Edit(key, raw.strip(), None, origin, quoted, in_file=False)]
+            return None, problem
+        if exc.args[1:] == ("sweep",):
+            return bad(f"override `{text}`: {exc.args[0]}", _sweep_hint(text, body, raw))
         return bad(f"override `{text}`: {exc}", "quote values that contain `,`, `[`, `]`, `{`, `}`, `=` or spaces: key='a value'")
     return Override(op, path, value, True, origin), None
+
+
+def _sweep_hint(text: str, body: str, raw: str) -> str:
+    """How to pass a value with a comma outside brackets as one string (ROLL's `list(range(0,8))` must be one):
+    quoted for Hydra, and the whole override quoted again for the shell, which strips one level of quotes."""
+    prefix = text[: len(text) - len(body)]
+    key = body.partition("=")[0].strip()
+    as_string = f"{prefix}{key}='{raw.strip()}'" if "'" not in raw else f'{prefix}{key}="{raw.strip()}"'
+    shell = '"' if "'" in as_string.partition("=")[2][:1] else "'"
+    typed = f"{shell}{as_string}{shell}"
+    if "(" in raw:
+        return f"quote the value to pass it as one string, and the whole override for the shell: {typed}"
+    return f"to pass one string instead, quote the value, and the whole override for the shell: {typed}"
 
 
 def parse_yaml_value(raw: str) -> Any:
@@ -158,7 +180,7 @@ class _HydraValueParser:
         if self.peek() == ",":
             raise OverrideSyntaxError(
                 f"`{self.text}` is a sweep (several values separated by commas); rlcfg checks one config at a time, "
-                f"so write a list as `[{self.text}]`")
+                f"so write a list as `[{self.text}]`", "sweep")
         if self.pos != len(self.text):
             raise self.error(f"unexpected `{self.peek()}`")
         return value
