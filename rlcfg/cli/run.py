@@ -39,6 +39,7 @@ def _fail(message: str) -> typer.Exit:
            "  rlcfg run --quickstart --output runs/qs --no-resume\n\n"
            "  rlcfg run grpo.yaml trainer.epochs=1 --output runs/grpo\n\n"
            "  rlcfg run grpo.yaml --address auto   (join the Ray cluster this node belongs to)\n\n"
+           "  rlcfg run grpo.yaml --smoke   (3 steps of the config's algorithm on this machine, with a tiny model)\n\n"
            "Exit codes: 0 finished, 1 the config has errors or cannot run here, 2 usage error (or the run "
            "extra is missing), 101 a bug in rlcfg.",
 )
@@ -47,8 +48,9 @@ def run(
     overrides: Optional[List[str]] = typer.Argument(None, metavar="[OVERRIDES]...",
                                                     help="Overrides in the dialect's own grammar, as for validate."),
     quickstart: bool = typer.Option(False, "--quickstart",
-                                    help="Run the built-in quickstart: a tiny model learns small additions with GRPO, "
-                                         "on CPU, in well under a minute. Nothing is downloaded."),
+                                    help="Run the built-in quickstart: a tiny model, warm-started with a short SFT, learns "
+                                         "with GRPO to answer the multiplication table and stop, on CPU, in a couple "
+                                         "of minutes. Nothing is downloaded."),
     output: Optional[str] = typer.Option(None, "--output", "-o", metavar="DIR",
                                          help="The run's folder: metrics.jsonl, checkpoints/, plots/, hf_model/ and "
                                               "experiment.json all go there, and rerunning with the same folder "
@@ -73,6 +75,14 @@ def run(
                                              "from its checkpoint)."),
     framework_version: Optional[str] = typer.Option(None, "--framework-version", metavar="RELEASE",
                                                     help=FRAMEWORK_VERSION_HELP),
+    smoke: bool = typer.Option(False, "--smoke",
+                               help="Try the config here before the cluster: its algorithm, roles, colocation and batch "
+                                    "structure run for a few steps (3 unless --steps) with stand-ins for what this "
+                                    "machine lacks: a tiny model of the same family, generated data when the config's "
+                                    "is not here, CPU workers for GPUs, hf for a rollout engine that does not run here, "
+                                    "batches divided by one factor and short sequences. Every substitution is printed "
+                                    "first; nothing is downloaded; settings rlcfg does not run are still refused. "
+                                    "Default output: ./rlcfg-runs/smoke-<name>, started over each time."),
     debug: bool = typer.Option(False, "--debug", help="Show worker logs, and the traceback if rlcfg itself fails."),
 ) -> None:
     """Run a config (or the quickstart) on Ray: GRPO/PPO with FSDP training and hf/vLLM/SGLang rollout.
@@ -86,8 +96,13 @@ def run(
         raise usage_error("--quickstart takes no overrides")
     if overwrite and (resume or resume_from):
         raise usage_error("--overwrite starts the run over; it cannot go with --resume or --resume-from")
+    if smoke and quickstart:
+        raise usage_error("--smoke runs a config FILE; the quickstart is small already")
+    if smoke and address:
+        raise usage_error("--smoke runs on this machine; it cannot go with --address")
     _require_run_extra()
-    address = address or os.environ.get("RAY_ADDRESS") or None
+    # A smoke run is planned for this machine, so it never joins the cluster RAY_ADDRESS names.
+    address = None if smoke else (address or os.environ.get("RAY_ADDRESS") or None)
 
     with bug_guard(debug):
         if quickstart:
@@ -95,10 +110,18 @@ def run(
 
             out = output or os.path.join("rlcfg-runs", "quickstart")
             _writable(out)
-            experiment = _os_guard(lambda: qs.experiment(out), out, "output folder")
+            experiment = _os_guard(lambda: qs.experiment(out, warm_start=True), out, "output folder")
             threads = 1  # a tiny model gains nothing from intra-op threads, and loses to their contention
         else:
             experiment = _lower(file, overrides or [], dialect, framework_version)
+            if smoke:
+                from rlcfg.runtime.smoke import DEFAULT_STEPS
+
+                experiment = _smoke(experiment, file)
+                steps = steps or DEFAULT_STEPS
+                if output is None and resume is None and resume_from is None:
+                    # A smoke run is a check, not a run to continue: its default folder starts over each time.
+                    output, overwrite = os.path.join("rlcfg-runs", f"smoke-{experiment.name or 'run'}"), True
             out = output or experiment.logging.directory or os.path.join("rlcfg-runs", experiment.name or "run")
             threads = None
         # With --output the run is that folder, checkpoints included, whatever the config's checkpoint
@@ -142,6 +165,22 @@ def _lower(file: str, overrides: list[str], dialect: Optional[str], release: Opt
         return lower.lower(result.dialect, result.config)
     except UsageError as exc:  # a pipeline the dialect validates but cannot run yet (ROLL agentic, say)
         raise _fail(str(exc))
+
+
+def _smoke(experiment, file: str):
+    """The smoke Experiment for this machine; its substitutions printed, its tiny models and data built."""
+    from rlcfg.runtime.backends import MEGATRON_ON_CPU_ENV, detect_machine
+    from rlcfg.runtime import smoke
+
+    machine = detect_machine()
+    result = smoke.smoke_experiment(experiment, smoke.describe_host(experiment, gpus=machine.gpus))
+    typer.echo(smoke.summary(result, file), err=True)
+    for path in _os_guard(lambda: smoke.materialize(result), smoke.default_cache(), "smoke cache folder"):
+        typer.echo(f"rlcfg: built {path}", err=True)
+    if result.megatron_on_cpu:
+        # Megatron roles run through megatron-core's CPU path (the workers inherit the switch).
+        os.environ[MEGATRON_ON_CPU_ENV] = "1"
+    return result.experiment
 
 
 def _resume_setting(experiment, resume: Optional[bool], resume_from: Optional[str]) -> Optional[str]:
@@ -223,7 +262,8 @@ def _execute(experiment, out: str, resume: Optional[bool], resume_from: Optional
     try:
         run(plan, options)
     except (PreflightError, DataError, CheckpointError) as exc:
-        raise _fail(str(exc))
+        # Raised in a worker, Ray's wrapper prints the remote traceback; its `cause` is the error itself.
+        raise _fail(str(getattr(exc, "cause", None) or exc))
     except FileExistsError as exc:
         raise _fail(str(exc))
     except FileNotFoundError as exc:

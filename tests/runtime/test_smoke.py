@@ -1,0 +1,275 @@
+"""`rlcfg run FILE --smoke`: the pure transform (what it substitutes, what it keeps, that it keeps the config's
+divisibility), the files it builds, and the CLI end to end for every template and the reference documents'
+example configs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from rlcfg import lower
+from rlcfg.frontend import check_file
+from rlcfg.plan import build_plan
+from rlcfg.plan.model import ClusterShape
+from rlcfg.runtime import smoke as S
+from tests.helpers import ROOT, TEMPLATES
+
+FIXTURES = ROOT / "tests" / "fixtures"
+TEMPLATE_FILES = sorted(TEMPLATES.glob("*.yaml"))
+# The example configs of the reference documents (seeds 000-004), kept as fixtures so that CI needs no seeds.
+# AReaL's reference document shows no example config (only launcher command lines).
+REFERENCE_EXAMPLES = [FIXTURES / "chatlearn" / "reference-example.yaml",
+                      FIXTURES / "chatlearn" / "reference-example-megatron.yaml",
+                      FIXTURES / "rlinf" / "seed.yaml",
+                      FIXTURES / "roll" / "reference-example.yaml",
+                      FIXTURES / "skyrl" / "reference-example.yaml"]
+
+
+def experiment(path: Path, overrides: list[str] | None = None):
+    result = check_file(str(path), overrides or [])
+    assert not result.errors, [d.message for d in result.diagnostics if d.severity.value == "error"]
+    return lower.lower(result.dialect, result.config)
+
+
+def host(tmp_path: Path, **facts) -> S.Host:
+    return S.Host(cache=str(tmp_path / "cache"), **facts)
+
+
+def subs(smoke: S.Smoke) -> dict[str, tuple[str, str]]:
+    return {s.label: (s.config, s.smoke) for s in smoke.substitutions}
+
+
+# ---- the transform -------------------------------------------------------------------------------------------------
+
+
+def test_the_substitutions_name_the_configs_own_keys(tmp_path):
+    exp = experiment(TEMPLATES / "roll-megatron-vllm.yaml")
+    smoke = S.smoke_experiment(exp, host(tmp_path, megatron=True, families=(("Qwen/Qwen2.5-7B-Instruct", "qwen2"),)))
+    table = subs(smoke)
+    assert table["model (actor_train, actor_infer, reference)"] == (
+        "Qwen/Qwen2.5-7B-Instruct", "tiny qwen2, 2 layers, hidden 128")
+    assert table["rollout engine (actor_infer)"] == ("vllm", "hf (vLLM does not run here)")
+    assert table["engine tensor/pipeline parallel (actor_infer)"] == ("tp=2, pp=1", "tp=1, pp=1")
+    assert table["GPUs"] == ("8", "2 CPU workers (1 placement group)")
+    assert table["actor_train.training_args.per_device_train_batch_size"] == ("2", "1")
+    assert table["prompts per step"] == ("64", "2 (÷32)")  # one per rollout engine
+    assert table["response length (max new tokens)"] == ("4096", "32")
+    assert "offload (actor_train)" in table
+    # Megatron stays Megatron, tensor parallel 2 over the 2 workers, through its CPU path.
+    actor = smoke.experiment.role("actor")
+    assert actor.backend == "megatron" and actor.parallelism.tp == 2 and smoke.megatron_on_cpu
+    assert smoke.workers == 2
+    # The table a user reads before the run starts, one line per substitution.
+    assert len(smoke.table().splitlines()) == len(smoke.substitutions)
+
+
+def test_what_the_machine_runs_is_kept(tmp_path):
+    exp = experiment(TEMPLATES / "roll-megatron-vllm.yaml")
+    smoke = S.smoke_experiment(exp, host(tmp_path, vllm=True, megatron=False))
+    assert smoke.experiment.role("rollout").backend == "vllm"
+    assert "rollout engine (actor_infer)" not in subs(smoke)
+    # Without megatron-core the training roles fall back to FSDP, and say so.
+    assert smoke.experiment.role("actor").backend == "fsdp"
+    assert subs(smoke)["training backend (actor_train, reference)"] == ("megatron", "fsdp (megatron-core is not installed)")
+    assert not smoke.megatron_on_cpu
+
+
+def test_the_transform_is_pure(tmp_path):
+    exp = experiment(TEMPLATES / "skyrl-fsdp-vllm.yaml")
+    before = repr(exp)
+    first = S.smoke_experiment(exp, host(tmp_path))
+    assert S.smoke_experiment(exp, host(tmp_path)) == first
+    assert repr(exp) == before
+    assert not (tmp_path / "cache").exists()  # nothing built until materialize
+
+
+def test_what_is_not_substituted_stays(tmp_path):
+    exp = experiment(TEMPLATES / "skyrl-ppo-fsdp-vllm.yaml")
+    smoke = S.smoke_experiment(exp, host(tmp_path)).experiment
+    assert smoke.algorithm == replace(exp.algorithm, group_size=smoke.algorithm.group_size)
+    assert smoke.colocation == exp.colocation
+    assert [r.name for r in smoke.roles] == [r.name for r in exp.roles]
+    assert [r.optimizer for r in smoke.roles] == [r.optimizer for r in exp.roles]
+    assert smoke.reward_function == exp.reward_function and smoke.kind == exp.kind
+    assert smoke.sampling.temperature == exp.sampling.temperature and smoke.sampling.top_p == exp.sampling.top_p
+
+
+@pytest.mark.parametrize("path", TEMPLATE_FILES + REFERENCE_EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_divisibility_is_kept(path, tmp_path):
+    exp = experiment(path)
+    smoke = S.smoke_experiment(exp, host(tmp_path))
+    new = smoke.experiment
+    s, old = new.schedule, exp.schedule
+    assert s.samples_per_step == s.prompts_per_step * new.algorithm.group_size
+    if old.samples_per_optimizer_step:
+        assert s.samples_per_step % s.samples_per_optimizer_step == 0
+        # The number of optimizer steps per step (mini-batches) is the config's.
+        assert s.samples_per_step // s.samples_per_optimizer_step == \
+            old.samples_per_step // old.samples_per_optimizer_step
+    group, kept = exp.algorithm.group_size, new.algorithm.group_size
+    assert kept == group if group <= 8 else (kept <= 8 and group % kept == 0)
+    assert old.prompts_per_step % s.prompts_per_step == 0  # one factor
+    assert s.samples_per_step >= min(8, old.samples_per_step)
+    assert new.sampling.max_new_tokens <= 32
+    plan, diagnostics = build_plan(new, ClusterShape(nodes=1, gpus_per_node=max(smoke.workers, 1), gpu_name="cpu",
+                                                     gpu_memory_bytes=1 << 34))
+    errors = [f"{d.code} {d.path}: {d.message}" for d in diagnostics
+              if d.severity.value == "error" and not d.code.startswith("RLC5")]
+    assert errors == []
+    used = {g for p in plan.placements for g in p.gpus}
+    assert len(used) == smoke.workers <= max(2, len(plan.groups))
+    rollout = plan.placement("rollout")
+    if rollout is not None and rollout.dp:
+        assert s.prompts_per_step % rollout.dp == 0
+    for role in new.roles:
+        if role.name != "rollout" and role.backend != "rule":
+            assert role.parallelism.sp == 1 and role.parallelism.pp == 1
+        assert role.offload == S.Offload()
+    if exp.role("rollout") is not None:
+        assert new.role("rollout").parallelism.tp == 1
+
+
+@pytest.mark.parametrize("group, kept", [(1, 1), (5, 5), (8, 8), (12, 6), (16, 8), (32, 8), (10, 5), (9, 3)])
+def test_group_size_rule(group, kept):
+    assert S._group_size(group) == kept
+
+
+def test_prompts_are_divided_by_one_factor_that_keeps_the_split():
+    # 1024 prompts × 5, 4 mini-batches over 2 ranks: 8 prompts (÷128), 40 samples, 10 per mini-batch, 5 per rank.
+    assert S._prompts(1024, 5, 4, 2) == 8
+    # A tiny config stays as it is.
+    assert S._prompts(2, 2, 1, 1) == 2
+    # Prompts split over the rollout engines too.
+    assert S._prompts(64, 8, 1, 2, engines=2) == 2
+    # No divisor works: the fewest prompts that split.
+    p = S._prompts(3, 5, 1, 2)
+    assert (p * 5) % 2 == 0
+
+
+def test_the_configs_own_data_is_used_when_it_is_here(tmp_path):
+    exp = experiment(TEMPLATES / "skyrl-fsdp-vllm.yaml")
+    files = frozenset(exp.data.train_files + exp.data.eval_files)
+    smoke = S.smoke_experiment(exp, host(tmp_path, local_files=files))
+    assert smoke.experiment.data.train_files == exp.data.train_files and smoke.data == ()
+    assert smoke.experiment.data.max_prompt_length == S.PROMPT_TOKENS_OWN_DATA
+    generated = S.smoke_experiment(exp, host(tmp_path))
+    assert generated.experiment.data.train_files != exp.data.train_files
+    assert generated.experiment.data.max_prompt_length == S.PROMPT_TOKENS
+
+
+def test_generated_data_is_written_in_the_configs_columns(tmp_path):
+    exp = experiment(TEMPLATES / "chatlearn-fsdp-vllm.yaml")  # prompt as chat, answer `reward_model.ground_truth`
+    smoke = S.smoke_experiment(exp, host(tmp_path))
+    S.materialize(replace(smoke, models=()))
+    rows = [json.loads(line) for line in Path(smoke.experiment.data.train_files[0]).read_text().splitlines()]
+    assert len(rows) >= smoke.experiment.schedule.prompts_per_step
+    question = rows[0]["prompt"][0]["content"]
+    a, b = question.rstrip("=").split("+")
+    assert rows[0]["reward_model"]["ground_truth"] == str(int(a) + int(b))
+    from rlcfg.runtime import rewards
+
+    assert rewards.get(exp.reward_function)(rows[0]["reward_model"]["ground_truth"],
+                                            rows[0]["reward_model"]["ground_truth"]) == 1.0
+
+
+def test_the_tiny_model_is_built_once_and_loads(tmp_path):
+    tiny = S.TinyModel("qwen3", str(tmp_path / "tiny-qwen3"))
+    assert S.build_model_dir(tiny) and not S.build_model_dir(tiny)
+    config = json.loads((tmp_path / "tiny-qwen3" / "config.json").read_text())
+    assert config["model_type"] == "qwen3" and config["head_dim"] == 32 and not config["tie_word_embeddings"]
+    from rlcfg.runtime.data import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tmp_path / "tiny-qwen3"))
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "12+7="}], tokenize=False,
+                                         add_generation_prompt=True)
+    assert tokenizer.decode(tokenizer(text)["input_ids"]) == text
+
+
+@pytest.mark.parametrize("path, family", [("Qwen/Qwen2.5-7B-Instruct", "qwen2"), ("/m/Qwen3-8B", "qwen3"),
+                                          ("meta-llama/Llama-3.1-8B", "llama"),
+                                          ("/x/DeepSeek-R1-Distill-Qwen-1.5B", "qwen2"), ("my-model", None)])
+def test_model_family_from_the_table(path, family):
+    assert S.model_family(path) == family
+
+
+def test_model_family_from_a_local_config(tmp_path):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
+    assert S.model_family(str(tmp_path)) == "llama"
+
+
+# ---- the CLI -------------------------------------------------------------------------------------------------------
+
+
+def run_cli(*args: str, cache: Path, timeout: int = 300) -> tuple[subprocess.CompletedProcess, float]:
+    env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100", "XDG_CACHE_HOME": str(cache)}
+    start = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "rlcfg", "run", *args], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=timeout)
+    return done, time.perf_counter() - start
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("smoke-cache")
+
+
+def training_steps(metrics: Path) -> list[int]:
+    rows = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+    # An evaluation before training writes a line of its own (step 0, eval/ keys only).
+    return [r["step"] for r in rows if any(k != "step" and not k.startswith("eval/") for k in r)]
+
+
+# Configs that set what `rlcfg run` does not run are refused with --smoke as without it (RLC118), naming the keys.
+# ChatLearn's reference document shows 1.2.0's `models.policy.seq_length` (a response limit per prompt), and its
+# Megatron block a min_lr that ChatLearn's Megatron trainer reaches after one step.
+REFUSED = {"chatlearn/reference-example.yaml": ["models.policy.seq_length"],
+           "chatlearn/reference-example-megatron.yaml": ["models.policy.seq_length",
+                                                         "models.policy_trainer.optimizer.min_lr"]}
+
+
+def _name(path: Path) -> str:
+    return f"{path.parent.name}/{path.name}"
+
+
+@pytest.mark.parametrize("path", TEMPLATE_FILES + REFERENCE_EXAMPLES, ids=_name)
+def test_smoke_runs(path, tmp_path, cache):
+    out = tmp_path / "out"
+    done, wall = run_cli(str(path), "--smoke", "--steps", "2", "-o", str(out), cache=cache)
+    print(f"{path.name}: {wall:.1f} s")
+    if _name(path) in REFUSED:
+        assert done.returncode == 1, done.stderr[-3000:]
+        assert all(f"refuses `{key}`" in done.stderr for key in REFUSED[_name(path)]), done.stderr
+        assert not out.exists()
+        return
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "substitutions for what this machine lacks" in done.stderr
+    assert training_steps(out / "metrics.jsonl") == [1, 2]
+
+
+def test_without_smoke_nothing_is_substituted(tmp_path, cache):
+    done, _ = run_cli(str(TEMPLATES / "roll-fsdp2-vllm.yaml"), "--steps", "1", "-o", str(tmp_path / "out"),
+                      cache=cache)
+    # Refused for what this machine lacks or rlcfg does not run yet (Ulysses sp=2, vLLM here), nothing replaced.
+    assert done.returncode == 1 and "this plan cannot run here" in done.stderr
+    assert "substitutions for what this machine lacks" not in done.stderr
+    assert not (tmp_path / "out" / "metrics.jsonl").exists()
+
+
+def test_smoke_still_refuses_what_rlcfg_does_not_run(tmp_path, cache):
+    done, _ = run_cli(str(TEMPLATES / "areal-fsdp-vllm-ppo.yaml"), "rollout.max_head_offpolicyness=2", "--smoke",
+                      "-o", str(tmp_path / "out"), cache=cache)
+    assert done.returncode == 1, done.stderr
+    assert "max_head_offpolicyness" in done.stderr and "substitutions" not in done.stderr
+
+
+def test_smoke_and_quickstart_do_not_mix(cache):
+    done, _ = run_cli("--quickstart", "--smoke", cache=cache)
+    assert done.returncode == 2 and "--smoke" in done.stderr
+
