@@ -117,6 +117,7 @@ def _register() -> None:
     import rlcfg.cli.run  # noqa: F401
     import rlcfg.cli.docs  # noqa: F401
     import rlcfg.cli.schema  # noqa: F401
+    import rlcfg.cli.convert  # noqa: F401
 
 
 _register()

@@ -1,0 +1,97 @@
+"""`rlcfg convert FILE [OVERRIDES...] --to DIALECT`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from rlcfg.cli import EXIT_BUG, EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, app, bug_guard, usage_error
+
+DIALECT_NAMES = "chatlearn, rlinf, skyrl, roll, areal"
+
+
+@app.command(
+    epilog="Examples:\n\n"
+           "  rlcfg convert templates/skyrl-fsdp-vllm.yaml --to roll -o roll-grpo.yaml\n\n"
+           "  rlcfg convert templates/chatlearn-fsdp-vllm.yaml --to areal\n\n"
+           "  rlcfg convert grpo.yaml trainer.train_batch_size=512 --to skyrl --strict\n\n"
+           "Exit codes: 0 converted (losses, if any, are warnings on stderr), 1 the source has errors or, with "
+           "--strict, the target cannot express some setting, 2 usage error, 101 a bug in rlcfg.",
+)
+def convert(
+    file: str = typer.Argument(..., help="The YAML config to convert.", metavar="FILE"),
+    overrides: Optional[List[str]] = typer.Argument(
+        None, metavar="[OVERRIDES]...", help="Command-line overrides in the source dialect's own grammar."),
+    to: str = typer.Option(..., "--to", "-t", metavar="DIALECT", help=f"The target dialect: {DIALECT_NAMES}."),
+    out: Optional[str] = typer.Option(None, "--output", "-o", metavar="OUT",
+                                      help="Write the converted config here instead of standard output."),
+    strict: bool = typer.Option(False, "--strict",
+                                help="Fail (exit 1, nothing written) when the target cannot express a setting."),
+    dialect: Optional[str] = typer.Option(None, "--dialect", "-d",
+                                          help="Force the source dialect instead of detecting it."),
+    framework_version: Optional[str] = typer.Option(None, "--framework-version", metavar="RELEASE",
+                                                    help=FRAMEWORK_VERSION_HELP),
+    debug: bool = typer.Option(False, "--debug", help="Show the traceback if rlcfg itself fails."),
+) -> None:
+    """Write the same experiment in another framework's dialect.
+
+    The source is validated and lowered to rlcfg's Experiment; the converted config is written in the target's
+    style (its defaults left out, keys in its reference order) and read back to check that it lowers to the same
+    Experiment. Every setting the target cannot express is listed at the top of the output and on stderr.
+    """
+    from rlcfg.convert import DIALECTS, ConversionError, EmitterBug
+    from rlcfg.convert import convert as run_conversion
+    from rlcfg.source.yaml_loader import UsageError
+
+    with bug_guard(debug):
+        target = to.strip().lower()
+        if target not in DIALECTS:
+            raise usage_error(f"--to {to}: choose one of {DIALECT_NAMES}")
+        try:
+            conversion = run_conversion(file, target, overrides or [], dialect=dialect, release=framework_version,
+                                        schema_line=_schema_line(target, out))
+        except UsageError as exc:
+            raise usage_error(str(exc))
+        except ConversionError as exc:
+            typer.echo(f"rlcfg: error: {exc}", err=True)
+            for d in exc.diagnostics:
+                if d.severity.value == "error":
+                    typer.echo(f"  {d.code} {d.path or '(document)'}: {d.message}", err=True)
+            raise typer.Exit(EXIT_BUG if isinstance(exc, EmitterBug) else EXIT_INVALID)
+        label = "error" if strict else "warning"
+        for loss in conversion.losses:
+            typer.echo(f"rlcfg: {label}: not expressible in {target}: {loss.describe()}", err=True)
+        for note in conversion.notes:
+            typer.echo(f"rlcfg: note: chosen by rlcfg, check it: {note}", err=True)
+        if strict and conversion.losses:
+            typer.echo(f"rlcfg: error: {len(conversion.losses)} setting(s) cannot be expressed in {target}; "
+                       "nothing written (--strict)", err=True)
+            raise typer.Exit(EXIT_INVALID)
+        if out is None:
+            typer.echo(conversion.text, nl=False)
+        else:
+            try:
+                Path(out).write_text(conversion.text, encoding="utf-8")
+            except OSError as exc:
+                raise usage_error(f"cannot write {out}: {exc.strerror or exc}")
+            typer.echo(f"rlcfg: wrote {out} ({conversion.source_dialect} -> {target}, "
+                       f"{len(conversion.losses)} setting(s) not expressible)", err=True)
+        raise typer.Exit(EXIT_OK)
+
+
+def _schema_line(target: str, out: Optional[str]) -> str:
+    """The JSON Schema's path relative to where the config is written, when rlcfg's own schemas/ folder is
+    there to point at; otherwise the bare file name."""
+    import rlcfg
+
+    schemas = Path(rlcfg.__file__).resolve().parent.parent / "schemas" / f"{target}.schema.json"
+    if not schemas.exists():
+        return f"{target}.schema.json"
+    base = Path(out).resolve().parent if out else Path.cwd()
+    try:
+        return os.path.relpath(schemas, base)
+    except ValueError:  # another drive
+        return str(schemas)

@@ -1,0 +1,210 @@
+"""`rlcfg convert`: one experiment, written in another framework's dialect.
+
+A config is read and lowered to its Experiment as `rlcfg plan` does; the target dialect's emitter
+(`rlcfg.convert.<dialect>.emit`) writes the keys that reproduce that Experiment in the target's terms; the result is
+checked by reading it back exactly as a user's file would be (validated, lowered) and comparing the two Experiments
+field by field (rlcfg.convert.compare). Every field where they still differ is a loss: a setting the target cannot
+express. Losses are never dropped silently: they are listed at the top of the written config, and the caller
+reports them (a warning, or an error under --strict). What the emitter could not say at all (an SFT experiment in
+a dialect whose pipeline only does RL) is fatal.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from rlcfg.convert.compare import ABSENT, SECTION, Difference, covered, diff
+from rlcfg.ir import Experiment
+
+DIALECTS = ("chatlearn", "rlinf", "skyrl", "roll", "areal")
+TITLES = {"chatlearn": "ChatLearn", "rlinf": "RLinf", "skyrl": "SkyRL", "roll": "ROLL", "areal": "AReaL"}
+
+
+class ConversionError(Exception):
+    """The source cannot be converted: it has errors, or the target cannot express what it is at all."""
+
+    def __init__(self, message: str, diagnostics: Sequence[Any] = ()):
+        super().__init__(message)
+        self.diagnostics = list(diagnostics)
+
+
+class EmitterBug(ConversionError):
+    """The converted config does not validate or lower: a bug in an emitter, not in the user's config."""
+
+
+@dataclass
+class Emitted:
+    """What an emitter returns: the target config as a nested mapping, and why it cannot say some fields
+    (dotted Experiment paths or path prefixes → the reason, in the target's terms)."""
+
+    tree: dict
+    reasons: dict[str, str] = field(default_factory=dict)
+    # Values the target requires that the Experiment does not hold, so the emitter had to choose them (a model
+    # family the target looks up by name, say): each one a sentence naming the key, for the user to check.
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Loss:
+    path: str  # the Experiment field, dotted (roles by name), or `dialect:key` for a source key it does not hold
+    source: Any
+    target: Any
+    reason: str
+
+    @property
+    def of_experiment(self) -> bool:
+        """An Experiment field that differs; otherwise a source key (`dialect:key`) the Experiment does not hold."""
+        return ":" not in self.path
+
+    def describe(self) -> str:
+        return f"{self.path}: {_show(self.source)} -> {_show(self.target)} ({self.reason})"
+
+
+@dataclass
+class Conversion:
+    source_file: str
+    source_dialect: str
+    target_dialect: str
+    text: str  # the converted config, as written
+    tree: dict  # its keys
+    source: Experiment
+    result: Experiment  # what the converted config lowers to
+    losses: list[Loss]
+    diagnostics: list = field(default_factory=list)  # rlcfg validate's findings on the converted config
+    notes: list[str] = field(default_factory=list)  # values the emitter chose (Emitted.notes)
+
+
+def _show(value: Any) -> str:
+    if value is ABSENT:
+        return "(none)"
+    if value is SECTION:
+        return "(set)"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_show(v) for v in value) + "]"
+    return repr(value) if isinstance(value, str) else str(value)
+
+
+def experiment_of(path: str, overrides: Sequence[str] = (), dialect: str | None = None,
+                  release: str | None = None) -> tuple[Any, Experiment]:
+    """Read, validate and lower a config file (raises ConversionError with the diagnostics when it has errors)."""
+    from rlcfg.frontend import check_file
+
+    result = check_file(path, overrides, dialect=dialect, release=release)
+    return result, _lowered(result, path)
+
+
+def _lowered(result: Any, label: str) -> Experiment:
+    from rlcfg.lower import available, lower
+    from rlcfg.source.yaml_loader import UsageError
+
+    if result.config is None:
+        raise ConversionError(f"{label} has errors; fix them before converting it", result.diagnostics)
+    if not available(result.dialect):
+        raise ConversionError(f"{label}: rlcfg cannot lower {TITLES.get(result.dialect, result.dialect)} configs")
+    try:
+        return lower(result.dialect, result.config)
+    except UsageError as exc:
+        raise ConversionError(f"{label}: {exc}") from None
+
+
+def emitter(dialect: str) -> Any:
+    return importlib.import_module(f"rlcfg.convert.{dialect}")
+
+
+def convert(path: str, target: str, overrides: Sequence[str] = (), dialect: str | None = None,
+            release: str | None = None, schema_line: str | None = None) -> Conversion:
+    """Convert one config file to `target`'s dialect. Raises ConversionError when the source has errors or the
+    target cannot express the experiment at all."""
+    from rlcfg.convert import render
+
+    if target not in DIALECTS:
+        raise ValueError(target)
+    checked, source = experiment_of(path, overrides, dialect, release)
+    module = emitter(target)
+    if source.kind not in getattr(module, "KINDS", ("rl",)):
+        raise ConversionError(f"{TITLES[target]} cannot express this experiment: it is {source.kind!r} training, "
+                              f"and rlcfg's {TITLES[target]} dialect describes only the RL (GRPO/PPO) pipeline")
+    emitted = module.emit(source)
+    tree = render.ordered(target, emitted.tree)
+    reread, result = render.reread(target, tree, path)
+    pruned = render.prune_defaults(target, tree, reread)
+    if pruned != tree:
+        # Leaving a default out can change what a dialect infers (AReaL's release, say): keep the shorter config
+        # only when it reads back to the same Experiment.
+        try:
+            pruned_check, pruned_result = render.reread(target, pruned, path, must_validate=False)
+        except ConversionError:
+            pruned_check = pruned_result = None
+        if pruned_result is not None and not diff(result, pruned_result):
+            tree, reread = pruned, pruned_check
+    differences = diff(source, result)
+    losses = _not_modelled(checked) + [Loss(d.path, d.source, d.target, _reason(d, emitted.reasons, target))
+                                       for d in differences]
+    text = render.text(tree, target, checked.dialect, path, losses, schema_line, emitted.notes)
+    return Conversion(path, checked.dialect, target, text, tree, source, result, losses, reread.diagnostics,
+                      emitted.notes)
+
+
+def _not_modelled(checked: Any) -> list[Loss]:
+    """The source's settings that its Experiment does not hold (rlcfg's run ledger refuses them, RLC118), so no
+    target receives them: each one is a loss, named by the source's own key."""
+    from rlcfg.source.tree import split_dotted
+
+    found = []
+    for d in checked.diagnostics:
+        if d.code != "RLC118" or not d.path:
+            continue
+        value = checked.tree.get(split_dotted(d.path)) if checked.tree is not None else None
+        found.append(Loss(f"{checked.dialect}:{d.path}", value, ABSENT,
+                          "a source setting rlcfg does not model (`rlcfg run` refuses it), so it is not carried over"))
+    return found
+
+
+# Why a target misses a field, where no emitter says more: by the path's last parts ({T}: the target's name).
+GENERIC_REASONS = {
+    "disable_dropout": "{T} trains with the model's own dropout settings",
+    "micro_batch_size": "{T} sizes micro-batches its own way",
+    "forward_micro_batch_size": "{T} sizes forward micro-batches its own way (one size for every model, or a token "
+                                "budget)",
+    "max_tokens_per_micro_batch": "{T} packs sequences without this token budget",
+    "sequence_packing": "{T} packs sequences for every model or none",
+    "backend": "{T} runs this role with another implementation",
+    "schedule.epochs": "{T} counts the run in steps; its epochs follow from the dataset's size",
+    "eval_epoch_interval": "{T} has no epoch-based evaluation trigger",
+    "epoch_interval": "{T} has no epoch-based checkpoint trigger",
+    "colocation": "{T} shares GPUs between roles differently",
+    "logging.project": "{T} names the project differently",
+    "logging.run_name": "{T} names the run differently",
+    "optimizer.eps": "{T}'s optimizer has no Adam epsilon setting",
+    "resources.nodes": "{T} counts a role's GPUs, not its nodes",
+    "resources.gpus_per_node": "{T} counts a role's GPUs, not its nodes",
+    "resources.gpu_ids": "{T} places roles in its own order",
+    "algorithm.lam": "{T} has no GAE lambda for this estimator",
+    "algorithm.value_clip": "{T} trains no critic here",
+    "model.dtype": "{T} runs this role in another precision",
+    "model.path": "{T} loads one model path for these roles",
+    "parallelism.tp": "{T} constrains the rollout's tensor parallelism",
+    "kl.controller.target": "{T} has no adaptive KL controller here",
+}
+
+
+def _reason(difference: Difference, reasons: dict[str, str], target: str) -> str:
+    best = None
+    for prefix, why in reasons.items():
+        if covered(difference.path, {prefix}) and (best is None or len(prefix) > len(best[0])):
+            best = (prefix, why)
+    if best is not None:
+        return best[1]
+    for suffix, why in GENERIC_REASONS.items():
+        if difference.path == suffix or difference.path.endswith("." + suffix):
+            return why.format(T=TITLES[target])
+    if difference.path == "roles.reference":
+        return (f"{TITLES[target]} starts a reference model only for a KL term it computes"
+                if difference.target is ABSENT else f"{TITLES[target]} starts a reference model here")
+    if difference.path.startswith("roles.") and difference.path.count(".") == 1:
+        name = difference.path.split(".")[1]
+        return (f"{TITLES[target]} starts no {name} role here" if difference.target is ABSENT
+                else f"{TITLES[target]} adds a {name} role here")
+    return f"{TITLES[target]} has no setting that gives this value"
