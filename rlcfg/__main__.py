@@ -1,3 +1,9 @@
-from rlcfg.cli import main
+import gc
+
+# The cyclic collector stays off while the CLI's imports build its schemas; `main` turns it back on for the
+# commands that run for long (see rlcfg.cli.main).
+gc.disable()
+
+from rlcfg.cli import main  # noqa: E402
 
 main()

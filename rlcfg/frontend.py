@@ -90,15 +90,21 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     diagnostics.extend(found)
     result.pipeline = spec.pipeline(tree.data) if isinstance(tree.data, dict) else None
 
-    parsed = []
+    parsed, hydra_settings = [], []
     for index, text_override in enumerate(overrides, start=1):
         override, problem = parse_override(text_override, index, spec.override_grammar)
         if problem is not None:
             diagnostics.append(problem)
         elif spec.override_grammar == "hydra" and override.path[:1] == ("hydra",):
-            continue  # Hydra's own settings (hydra.searchpath, hydra.run.dir): Hydra consumes them, the job never sees them
+            # Hydra's own settings (hydra.searchpath, hydra.run.dir): Hydra consumes them, the job never sees them
+            hydra_settings.append(override)
         else:
             parsed.append(override)
+    if hydra_settings:
+        from rlcfg.source.group_overrides import compose_group_overrides, searchpath_folders
+
+        parsed, found = compose_group_overrides(parsed, searchpath_folders(hydra_settings, env))
+        diagnostics.extend(found)
     # The variant (ChatLearn's train_backend, say) may itself be chosen by an override.
     preview = tree.copy()
     apply_overrides(preview, parsed, "dotlist")
@@ -113,6 +119,8 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     else:
         result.release, result.release_reason = spec.infer_release(preview.data)
     result.release_label = spec.release_label(result.release) if result.release is not None else ""
+    parsed, found = spec.typed_overrides(parsed, root, result.release)
+    diagnostics.extend(found)
     defaults = spec.defaults(root, result.release)
     if spec.overrides_see_defaults:
         merged = merge_over_defaults(defaults, tree)

@@ -52,8 +52,38 @@ class Optimizer:
     eps: float = 1e-8
     grad_clip: float | None = 1.0
     scheduler: Literal["constant", "linear", "cosine"] = "constant"
-    warmup_steps: int = 0
+    # Schedule steps of linear warm-up; not always whole (Megatron-LM's lr_warmup_fraction × lr_decay_iters).
+    warmup_steps: float = 0
+    # The warm-up as a share of the run's optimizer steps where that count comes from the dataset's size (AReaL's
+    # warmup_steps_proportion of a supervised run): the runtime resolves it, int(share × steps); it then replaces
+    # warmup_steps.
+    warmup_proportion: float | None = None
     min_lr: float = 0.0
+    # The decay (linear or cosine, after the warm-up) reaches min_lr after this many optimizer steps and stays there;
+    # None: it spans the run's optimizer steps. ChatLearn's Megatron trainer decays over one step (its Megatron runs
+    # with train_iters 1): lr for the first step, min_lr for every later one.
+    decay_steps: float | None = None
+    # The lr of the warm-up's first step; it then climbs linearly to lr (Megatron's init_lr / lr_warmup_init; AReaL's
+    # cosine schedule warms up from min_lr).
+    warmup_start_lr: float = 0.0
+    # What advances the schedule: each optimizer step, or each training step whatever its optimizer steps (AReaL
+    # steps its scheduler once per rollout step, so every mini-batch update of a step shares one lr, and its
+    # schedule spans the dataset's epochs × batches, which a step cap does not shorten).
+    schedule_unit: Literal["optimizer_step", "train_step"] = "optimizer_step"
+
+
+@dataclass(frozen=True)
+class LrSchedule:
+    """One optimizer's learning rate, resolved for a run: step k (k = 0 for the first update) warms up linearly from
+    warmup_start_lr at k = 0 to lr at k = warmup_steps, then stays at lr (constant) or decays over decay_steps to
+    min_lr and stays there. rlcfg.runtime.algorithms.lr_at reads it; both training backends use it."""
+
+    lr: float
+    shape: Literal["constant", "linear", "cosine"] = "constant"
+    warmup_steps: float = 0
+    warmup_start_lr: float = 0.0
+    min_lr: float = 0.0
+    decay_steps: float | None = None  # None: no decay (the lr stays after the warm-up)
 
 
 @dataclass(frozen=True)
@@ -92,6 +122,7 @@ class Role:
     gradient_checkpointing: bool = False
     sequence_packing: bool = False
     max_tokens_per_micro_batch: int | None = None  # with packing
+    disable_dropout: bool = False  # train with every dropout probability of the model at 0
     engine: tuple[tuple[str, Any], ...] = ()  # rollout engine settings in rlcfg's names (see ENGINE_KEYS)
     # The user's words for this role, so that plans and hints speak the dialect: the config section it comes from
     # (ChatLearn `policy_trainer`, ROLL `actor_train`), and for a setting of this Role (`micro_batch_size`,
@@ -122,6 +153,13 @@ ENGINE_KEYS = (
 
 
 KLEstimator = Literal["k1", "k2", "k3", "abs", "low_var_kl"]
+LossAggregation = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"]
+# Where a loss is normalised (algorithms.loss_denominators). "mini-batch": by the tokens (sequences) of the whole
+# global mini-batch, so the accumulated gradient is that of one loss over it (verl, ROLL, AReaL, ChatLearn, RLinf).
+# "micro-batch": each micro-batch is reduced on its own, its sequence mean taken over all its rows (loss-masked ones
+# count as zeros), and the optimizer step sees the mean of those losses over the micro-batches and ranks of the
+# mini-batch (skyrl-train: reduce_loss per micro-batch, gradients scaled by 1/micro-batches, averaged over ranks).
+LossNormalization = Literal["mini-batch", "micro-batch"]
 
 
 @dataclass(frozen=True)
@@ -256,11 +294,15 @@ class ActorLossSpec:
     """Everything the actor's loss reads (algorithms.actor_loss); the same value for every backend."""
 
     policy: PolicyLossSpec = field(default_factory=PolicyLossSpec)
-    aggregation: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = "token-mean"
+    aggregation: LossAggregation = "token-mean"
     kl_coef: float = 0.0  # KL in the loss; 0 when the KL goes to the reward
     kl_estimator: KLEstimator = "k3"
     entropy_coef: float = 0.0
     weighting: SampleWeighting = field(default_factory=SampleWeighting)
+    normalization: LossNormalization = "mini-batch"
+    # The KL-loss term and the entropy bonus reduced otherwise than the policy loss (None: by `aggregation`).
+    kl_aggregation: LossAggregation | None = None
+    entropy_aggregation: LossAggregation | None = None
 
 
 @dataclass(frozen=True)
@@ -299,7 +341,15 @@ class Algorithm:
     clip_low: float = 0.2
     clip_high: float = 0.2
     clip_ratio_c: float = 3.0  # dual-clip bound
-    loss_aggregation: Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"] = "token-mean"
+    loss_aggregation: LossAggregation = "token-mean"
+    loss_normalization: LossNormalization = "mini-batch"  # the actor's and the critic's losses
+    kl_loss_aggregation: LossAggregation | None = None  # None: as loss_aggregation
+    entropy_aggregation: LossAggregation | None = None
+    value_aggregation: LossAggregation | None = None  # the critic's loss
+    # With a seed, each data-parallel rank's share of a step is reordered by torch.randperm(share, generator seeded
+    # with it) before the split into mini-batches: the same order every step (RLinf shuffle_rollout,
+    # get_iterator_k_split). None: the samples keep their order.
+    shuffle_seed: int | None = None
     kl: KL = field(default_factory=KL)
     entropy_coef: float = 0.0
     value_clip: float | None = None
@@ -319,7 +369,8 @@ class Algorithm:
         """The actor's loss settings, one value for every backend."""
         return ActorLossSpec(self.policy_loss_spec(), self.loss_aggregation,
                              self.kl.coef if self.kl.placement == "loss" else 0.0, self.kl.estimator,
-                             self.entropy_coef, self.weighting)
+                             self.entropy_coef, self.weighting, self.loss_normalization, self.kl_loss_aggregation,
+                             self.entropy_aggregation)
 
     def filter_spec(self) -> FilterSpec:
         """The group filters, with the legacy `dynamic_sampling` flag read as DAPO's filter-and-redraw."""
@@ -347,6 +398,20 @@ class Sampling:
     frequency_penalty: float = 0.0
     min_new_tokens: int = 0
     stop_token_ids: tuple[int, ...] = ()
+    # A limit on prompt + response, per prompt: a prompt of p tokens may get min(max_new_tokens, this − p) response
+    # tokens, and a response cut there is truncated (finish reason "length"), as at max_new_tokens. ChatLearn 1.2.0
+    # gives each prompt seq_length − its length (vllm_module.py generate_vllm). None: max_new_tokens alone.
+    max_total_length: int | None = None
+
+    def response_budget(self, prompt_tokens: int) -> int:
+        return response_budget(self.max_new_tokens, self.max_total_length, prompt_tokens)
+
+
+def response_budget(max_new_tokens: int, max_total_length: int | None, prompt_tokens: int) -> int:
+    """The most response tokens a prompt of `prompt_tokens` tokens may get (Sampling.max_total_length)."""
+    if max_total_length is None:
+        return max_new_tokens
+    return max(min(max_new_tokens, max_total_length - prompt_tokens), 0)
 
 
 @dataclass(frozen=True)
@@ -359,6 +424,15 @@ class Data:
     shuffle: bool = True
     seed: int = 42
     apply_chat_template: bool = True
+    # Supervised experiments (Experiment.kind "sft", "reward_model"): sequences (prompt and answer together, or
+    # each side of a preference pair) longer than this many tokens are left out, as AReaL's dataset loaders do.
+    max_length: int | None = None
+    # The columns of a preference pair (kind "reward_model"): the preferred and the dispreferred text.
+    chosen_key: str = "chosen"
+    rejected_key: str = "rejected"
+    # A prompt longer than max_prompt_length is left out ("drop"), or cut to its first max_prompt_length tokens
+    # ("truncate": RLinf's dataset without filter_prompt_by_length).
+    long_prompts: Literal["drop", "truncate"] = "drop"
 
 
 @dataclass(frozen=True)
@@ -372,12 +446,20 @@ class Schedule:
     epochs: int | None = None  # passes over the dataset, when the dialect counts that way
     eval_interval: int | None = None  # steps; None disables
     eval_before_train: bool = False
+    # Also evaluate at the end of every this many epochs, and once this many seconds have passed since the last
+    # time-triggered evaluation (AReaL evaluator.freq_epochs / freq_secs; each trigger counts on its own).
+    eval_epoch_interval: int | None = None
+    eval_time_interval_s: float | None = None
 
 
 @dataclass(frozen=True)
 class Checkpointing:
     directory: str | None = None
     interval: int | None = None  # steps; None: only at the end
+    # Also save at the end of every this many epochs, and once this many seconds have passed since the last
+    # time-triggered save (AReaL saver.freq_epochs / freq_secs; each trigger counts on its own).
+    epoch_interval: int | None = None
+    time_interval_s: float | None = None
     keep_last: int | None = None  # None keeps all
     resume: str = "latest"  # "latest", "none", or a checkpoint path
     save_hf: bool = False
@@ -422,6 +504,9 @@ class Experiment:
     # "reward_model" (a scalar-head model trained on preference pairs) have no rollout, group size 1 and one
     # optimizer step per batch; a runtime that only runs the RL loop must refuse them rather than run RL.
     kind: Literal["rl", "sft", "reward_model"] = "rl"
+    # Components the config gives GPUs that run no role of their own, as (the config's name, why): RLinf's
+    # `inference` group when the actor does its work. The plan names each one, so none leaves the GPU map unsaid.
+    idle_components: tuple[tuple[str, str], ...] = ()
 
     def role(self, name: str) -> Role | None:
         return next((r for r in self.roles if r.name == name), None)

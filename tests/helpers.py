@@ -12,6 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 GOLDEN = ROOT / "tests" / "golden"
 TEMPLATES = ROOT / "templates"
+FIXTURES = ROOT / "tests" / "fixtures"
 SEEDS = ROOT.parent / "shared" / "seeds"
 UPDATE = os.environ.get("RLCFG_UPDATE_GOLDEN") == "1"
 

@@ -8,6 +8,7 @@ dialect declared below.
 from __future__ import annotations
 
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, ClassVar, Iterator
 
 import pytest
@@ -16,7 +17,7 @@ from rlcfg import frontend, lower, schema
 from rlcfg.schema.base import (HONORED, Dialect, RuleSet, Section, field_fate, inert, iter_fields, param, refused,
                                section)
 from rlcfg.schema.ledger import fates
-from tests.helpers import TEMPLATES, register_dialect
+from tests.helpers import FIXTURES, TEMPLATES, register_dialect
 
 COMPLETE = [name for name in schema.names() if schema.load(name).ledger_complete]
 
@@ -127,6 +128,11 @@ def test_every_field_declares_its_fate(name):
 PROBES: dict[str, list[tuple[str, ...]]] = {
     "skyrl": [("trainer.strategy=megatron",)],
 }
+# Configs beside the templates whose settings the templates leave at defaults: the AReaL templates train without
+# a reference model, and the framework-style GRPO/PPO configs give it one, with a KL term and decoupled loss.
+EXTRA_CONFIGS: dict[str, list[Path]] = {
+    "areal": [FIXTURES / "areal" / "gsm8k-grpo-v0.3.yaml", FIXTURES / "areal" / "gsm8k-ppo-v1.0.yaml"],
+}
 
 
 REFUSAL_RULES = ("run-ledger", "run-refusals")  # rule ids (after the dialect's prefix) that emit RLC118 by value
@@ -147,7 +153,8 @@ def _run_refusal_rules(dialect: Any, result: Any) -> None:
 @pytest.mark.parametrize("name", COMPLETE)
 def test_every_honored_field_is_read_by_the_lowering(name):
     dialect = schema.load(name)
-    configs = sorted(TEMPLATES.glob(f"{name}-*.yaml")) + sorted(TEMPLATES.glob("quickstart-*.yaml"))
+    configs = (sorted(TEMPLATES.glob(f"{name}-*.yaml")) + sorted(TEMPLATES.glob("quickstart-*.yaml"))
+               + EXTRA_CONFIGS.get(name, []))
     read: set = set()
     lowered = 0
     for path in configs:

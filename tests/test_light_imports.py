@@ -74,3 +74,19 @@ def test_the_probe_would_notice_a_heavy_import():
     result = subprocess.run([sys.executable, "-c", PROBE.replace("from rlcfg.cli import main", "import json.decoder as main_mod; main = lambda: None"),
                              json.dumps(["json"]), "x"], capture_output=True, text=True, timeout=60)
     assert '"json"' in result.stdout
+
+
+# Reading YAML and resolving plain references (`${a.b}`, `${oc.env:VAR}`) is rlcfg's own work: OmegaConf, and PyYAML
+# under it, take longer to import than the rest of a check, so they load only for what needs them (a dialect's
+# own resolvers, such as RLinf's `${subtract:...}`).
+PLAIN_INTERPOLATION_TEMPLATES = [t for t in TEMPLATE_FILES if "${" in t.read_text() and not t.name.startswith("rlinf")]
+
+
+@pytest.mark.parametrize("template", PLAIN_INTERPOLATION_TEMPLATES, ids=lambda p: p.name)
+def test_validate_needs_no_omegaconf_for_plain_references(template):
+    result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(["omegaconf", "yaml"]), "validate",
+                             str(template.relative_to(ROOT))], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                            env={"NO_COLOR": "1", "PATH": "/usr/bin:/bin", "HOME": "/tmp"})
+    line = next(l for l in result.stdout.splitlines() if l.startswith("RLCFG-PROBE "))
+    found = json.loads(line[len("RLCFG-PROBE "):])
+    assert found["code"] == 0 and found["heavy"] == []

@@ -87,7 +87,7 @@ def plan(
                               "(its lowering to rlcfg's Experiment has not been written); `rlcfg validate` works",
                               json_output)
         try:
-            experiment = lower(result.dialect, result.config)
+            experiment = lower(result.dialect, result.config, result.release)
         except UsageError as exc:  # a pipeline the dialect validates but cannot plan yet (ROLL agentic, say)
             raise usage_error(str(exc), json_output)
         policy_config, source = _read_model_config(model_config, json_output) if model_config else (None, None)

@@ -162,7 +162,7 @@ def _lower(file: str, overrides: list[str], dialect: Optional[str], release: Opt
     if not lower.available(result.dialect):
         raise _fail(f"`rlcfg run` cannot run {result.dialect} configs yet: there is no lowering for that dialect")
     try:
-        return lower.lower(result.dialect, result.config)
+        return lower.lower(result.dialect, result.config, result.release)
     except UsageError as exc:  # a pipeline the dialect validates but cannot run yet (ROLL agentic, say)
         raise _fail(str(exc))
 

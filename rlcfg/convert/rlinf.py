@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from rlcfg.convert import ConversionError, Emitted
-from rlcfg.convert.common import engine, gpu_ids
+from rlcfg.convert.common import engine, gpu_ids, step_count
 from rlcfg.ir import Experiment
 
 PRECISIONS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -273,7 +273,7 @@ def emit(experiment: Experiment) -> Emitted:
     act["optim"] = {"optimizer": "sgd" if opt.name == "sgd" else "adam", "lr": opt.lr,
                     "weight_decay": opt.weight_decay, "adam_beta1": opt.betas[0], "adam_beta2": opt.betas[1],
                     "adam_eps": opt.eps, "clip_grad": opt.grad_clip or 0.0, "min_lr": opt.min_lr}
-    act["lr_sched"] = {"lr_decay_style": opt.scheduler, "lr_warmup_iters": opt.warmup_steps, "min_lr": opt.min_lr}
+    act["lr_sched"] = {"lr_decay_style": opt.scheduler, "lr_warmup_iters": step_count(opt.warmup_steps), "min_lr": opt.min_lr}
     if opt.scheduler != "constant":
         act["lr_sched"].update(start_weight_decay=opt.weight_decay, end_weight_decay=opt.weight_decay)
     tokenizer = (actor.model.tokenizer or actor.model.path) if actor.model else path

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlcfg.convert import Emitted
-from rlcfg.convert.common import engine, gpu_ids, put
+from rlcfg.convert.common import engine, gpu_ids, put, step_count
 from rlcfg.ir import Experiment, Role
 
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -158,7 +158,7 @@ def _training_args(e: Experiment, r: Role) -> dict[str, Any]:
     if per_step % (micro * dp):
         micro = 1
     args = {"learning_rate": o.lr, "weight_decay": o.weight_decay, "adam_beta1": o.betas[0],
-            "adam_beta2": o.betas[1], "lr_scheduler_type": o.scheduler, "warmup_steps": o.warmup_steps,
+            "adam_beta2": o.betas[1], "lr_scheduler_type": o.scheduler, "warmup_steps": step_count(o.warmup_steps),
             "per_device_train_batch_size": micro,
             "gradient_accumulation_steps": max(per_step // (micro * dp), 1)}
     return args

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlcfg.convert import Emitted
-from rlcfg.convert.common import engine, engines, nodes_of, put, shares
+from rlcfg.convert.common import engine, engines, nodes_of, put, shares, step_count
 from rlcfg.ir import Experiment, Role
 
 AGGREGATIONS = {"token-mean": "token_mean", "seq-mean-token-mean": "sequence_mean"}
@@ -109,7 +109,7 @@ def _optimizer(tree: dict, section: str, r: Role) -> None:
     put(tree, f"{base}.weight_decay", o.weight_decay)
     put(tree, f"{base}.max_grad_norm", o.grad_clip if o.grad_clip is not None else 0.0)
     put(tree, f"{base}.scheduler", SCHEDULERS[o.scheduler])
-    put(tree, f"{base}.num_warmup_steps", o.warmup_steps)
+    put(tree, f"{base}.num_warmup_steps", step_count(o.warmup_steps))
     # offload_after_step moves the optimizer state off the GPU between steps (under colocate_all).
     put(tree, f"{base}.offload_after_step", r.offload.optimizer or not r.offload.params)
 

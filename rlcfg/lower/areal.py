@@ -35,6 +35,7 @@ on its field (rlcfg/schema/areal.py).
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model,
@@ -232,7 +233,7 @@ def _data_parallel(c: alloc.Component | None) -> int:
 # ---- engines -------------------------------------------------------------------------------------------------
 
 
-def _optimizer(engine: Any, total_steps: int | None) -> Optimizer | None:
+def _optimizer(engine: Any, total_steps: int | None, backend: str = "fsdp2") -> Optimizer | None:
     opt = engine.optimizer
     if opt is None or opt.type == "empty":
         return None
@@ -242,10 +243,23 @@ def _optimizer(engine: Any, total_steps: int | None) -> Optimizer | None:
     # proportions (the plan then shows the warm-up of the capped steps, as the nearest figure).
     proportion = opt.warmup_steps_proportion
     warmup = 0 if proportion <= 0.001 else int(proportion * (total_steps or 0))
+    min_lr = opt.lr * opt.min_lr_ratio
+    warmup_start_lr = 0.0
+    if backend != "megatron":
+        # The FSDP engine's schedules: its own cosine (areal/utils/fsdp get_cosine_schedule_with_warmup) warms up
+        # from min_lr_ratio and decays to it; transformers' linear one ignores min_lr_ratio and decays to 0.
+        # Megatron's OptimizerParamScheduler warms up from 0 and decays to min_lr in both shapes.
+        if opt.lr_scheduler_type == "cosine":
+            warmup_start_lr = min_lr
+        elif opt.lr_scheduler_type == "linear":
+            min_lr = 0.0
+    # AReaL steps its scheduler once per training step (after ppo_update), over the dataset's
+    # epochs × batches (FinetuneSpec.total_train_steps), in both engines.
     return Optimizer(lr=opt.lr, name="sgd" if opt.type == "sgd" else "adamw", weight_decay=opt.weight_decay,
                      betas=(opt.beta1, opt.beta2), eps=opt.eps,
                      grad_clip=opt.gradient_clipping if opt.gradient_clipping > 0 else None,
-                     scheduler=opt.lr_scheduler_type, warmup_steps=warmup, min_lr=opt.lr * opt.min_lr_ratio)
+                     scheduler=opt.lr_scheduler_type, warmup_steps=warmup, min_lr=min_lr,
+                     warmup_start_lr=warmup_start_lr, schedule_unit="train_step")
 
 
 def _micro(engine: Any, samples_per_rank: int) -> tuple[int | None, int | None]:
@@ -264,7 +278,7 @@ def _train_role(name: str, engine: Any, c: alloc.Component | None, gpu_ids: tupl
                 section: str = "actor") -> Role:
     backend = TRAIN_BACKEND.get(c.effective_backend if c else "fsdp", "fsdp2")
     offload_all = bool(getattr(engine, "offload", False)) or colocated_with_rollout
-    optimizer = _optimizer(engine, total_steps) if trains else None
+    optimizer = _optimizer(engine, total_steps, backend) if trains else None
     micro, budget = _micro(engine, samples_per_rank_opt if trains else samples_per_rank_step)
     forward_micro, _ = _micro(engine, samples_per_rank_step)
     return Role(
@@ -279,6 +293,7 @@ def _train_role(name: str, engine: Any, c: alloc.Component | None, gpu_ids: tupl
         micro_batch_size=micro if trains else None,
         forward_micro_batch_size=forward_micro,
         gradient_checkpointing=engine.gradient_checkpointing if trains else False,
+        disable_dropout=engine.disable_dropout if trains else False,
         sequence_packing=True,
         max_tokens_per_micro_batch=budget,
         section=section,
@@ -336,6 +351,21 @@ def _rollout_role(cfg: Any, c: alloc.Component | None, gpu_ids: tuple[int, ...],
     )
 
 
+def _with_backend_keys(cfg: Any, role: Role) -> Role:
+    """The role with the key where its backend and parallel sizes are written: the engine's own 1.0 `backend`
+    string, the trainer's when it runs in the trainer's processes, or the deprecated allocation_mode."""
+    section = role.section or "actor"
+    if _component(getattr(getattr(cfg, section, None), "backend", "") or "") is not None:
+        key = f"{section}.backend"
+    elif role.name != "rollout" and _component(getattr(getattr(cfg, "actor", None), "backend", "") or ""):
+        key = "actor.backend"
+    else:
+        key = "allocation_mode"
+    # One string holds the backend and every parallel size (the FSDP engine reads `c` as Ulysses).
+    return dataclasses.replace(role, keys=role.keys + tuple((setting, key) for setting in (
+        "backend", "parallelism.sp", "parallelism.tp", "parallelism.pp")))
+
+
 # ---- the rest of the experiment ------------------------------------------------------------------------------
 
 
@@ -361,9 +391,10 @@ def _data(cfg: Any, max_prompt_length: int | None) -> Data:
 def _checkpointing(cfg: Any) -> Checkpointing:
     saver = cfg.saver
     # AReaL saves under <fileroot>/checkpoints/<user>/<experiment>/<trial>; the user is only known where the job
-    # runs, so it is left out. Epoch- and time-based saving (freq_epochs, freq_secs) has no step count here.
+    # runs, so it is left out. Each of AReaL's triggers (freq_steps, freq_epochs, freq_secs) saves on its own.
     return Checkpointing(directory=f"{saver.fileroot}/checkpoints/{cfg.experiment_name}/{cfg.trial_name}",
-                         interval=saver.freq_steps, keep_last=None,
+                         interval=saver.freq_steps, epoch_interval=saver.freq_epochs, time_interval_s=saver.freq_secs,
+                         keep_last=None,
                          resume="none" if cfg.recover.mode in ("disabled", "off") else "latest", save_hf=True)
 
 
@@ -380,11 +411,12 @@ def _logging(cfg: Any) -> Logging:
                    backends=tuple(backends))
 
 
-def _eval_interval(cfg: Any) -> int | None:
-    """Evaluation every evaluator.freq_steps steps, when there is validation data (epoch- and time-based triggers
-    are refused)."""
-    every = cfg.evaluator.freq_steps
-    return every if cfg.valid_dataset is not None else None
+def _eval_schedule(cfg: Any) -> dict[str, Any]:
+    """When to evaluate, when there is validation data: each of evaluator.freq_steps, freq_epochs and freq_secs
+    triggers on its own (AReaL's EpochStepTimeFreqCtl)."""
+    e, valid = cfg.evaluator, cfg.valid_dataset is not None
+    return {"eval_interval": e.freq_steps if valid else None, "eval_epoch_interval": e.freq_epochs if valid else None,
+            "eval_time_interval_s": e.freq_secs if valid else None, "eval_before_train": e.eval_before_train}
 
 
 def _sampling(g: Any, backend: str = "sglang") -> Sampling:
@@ -543,6 +575,7 @@ def _lower_rl(cfg: Any) -> Experiment:
         out.append(_train_role("critic", cfg.critic, components["critic"], ids["critic"],
                                max(samples // cfg.critic.ppo_n_minibatches, 1) // dp, samples // dp, True,
                                total_steps, tokenizer, section="critic"))
+    out = [_with_backend_keys(cfg, role) for role in out]
     # Listed in the order of their GPUs, so that a plan reads like AReaL's launch order.
     out.sort(key=lambda role: min(role.resources.gpu_ids or (1 << 30,)))
     # The reward function runs in the rollout workflow's CPU worker pool, on no GPU.
@@ -559,7 +592,7 @@ def _lower_rl(cfg: Any) -> Experiment:
         data=_data(cfg, cfg.train_dataset.max_length),
         schedule=Schedule(prompts_per_step=prompts, samples_per_step=samples, samples_per_optimizer_step=per_opt,
                           total_steps=total_steps, epochs=cfg.total_train_epochs,
-                          eval_interval=_eval_interval(cfg), eval_before_train=cfg.evaluator.eval_before_train),
+                          **_eval_schedule(cfg)),
         checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed, reward_function="math",
         kind="rl",
     )
@@ -567,8 +600,7 @@ def _lower_rl(cfg: Any) -> Experiment:
 
 def _lower_supervised(cfg: Any) -> Experiment:
     """SFT and reward-model training: one trained model, no rollout. Each dataloader batch is one optimizer
-    step (AReaL's train_lm / reward-model step on the whole batch). A runtime that only runs the RL loop must
-    refuse these (Experiment.kind) rather than run them as RL."""
+    step (AReaL's train_lm / reward-model step on the whole batch); rlcfg.runtime.supervised runs them."""
     engine = cfg.actor if cfg.actor is not None else cfg.model
     reward_model = _kind(cfg) == "rw"
     name = "critic" if reward_model else "actor"
@@ -581,17 +613,30 @@ def _lower_supervised(cfg: Any) -> Experiment:
     total_steps = _steps(cfg, samples)
     role = _train_role(name, engine, components[name], ids[name], samples // dp, samples // dp, True, total_steps,
                        cfg.tokenizer_path or None, section="actor" if cfg.actor is not None else "model")
+    role = _with_backend_keys(cfg, role)
+    if role.optimizer is not None:
+        # A supervised run's step count is known once its data is read: the runtime takes the warm-up from it, as
+        # AReaL does (int(proportion × epochs × batches per epoch), at every proportion).
+        # Each supervised step is one optimizer step (train_lm), so its schedule counts them as such.
+        role = dataclasses.replace(role, optimizer=dataclasses.replace(
+            role.optimizer, warmup_steps=0, warmup_proportion=engine.optimizer.warmup_steps_proportion,
+            schedule_unit="optimizer_step"))
     max_length = cfg.train_dataset.max_length
     # Nothing is generated: max_new_tokens carries the longest training sequence (train_dataset.max_length,
-    # prompt and answer together) so that the plan sizes activations for it; it is no generation limit.
-    sampling = Sampling(max_new_tokens=max_length or 0, n=1)
+    # prompt and answer together) so that the plan sizes activations for it; it is no generation limit. The
+    # temperature is the one SFT's log-probabilities are taken at (1.0's engine `temperature`; 0.3 has none).
+    sampling = Sampling(max_new_tokens=max_length or 0, n=1, temperature=getattr(engine, "temperature", 1.0))
+    # AReaL's SFT loaders tokenize the plain question + answer + EOS (no chat template) and drop what is longer
+    # than max_length; its reward-model loader reads the `chosen` and `rejected` texts (Data's defaults).
+    data = dataclasses.replace(_data(cfg, None), answer_key="answer", apply_chat_template=False,
+                               max_length=max_length)
     return Experiment(
         name=cfg.experiment_name, dialect="areal", variant=_kind(cfg), cluster=_cluster(cfg), roles=(role,),
         colocation=(), algorithm=Algorithm(group_size=1, ppo_epochs=1), sampling=sampling, eval_sampling=None,
-        data=_data(cfg, None),
+        data=data,
         schedule=Schedule(prompts_per_step=samples, samples_per_step=samples, samples_per_optimizer_step=samples,
                           total_steps=total_steps, epochs=cfg.total_train_epochs,
-                          eval_interval=_eval_interval(cfg), eval_before_train=cfg.evaluator.eval_before_train),
+                          **_eval_schedule(cfg)),
         checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed, reward_function="math",
         kind="reward_model" if reward_model else "sft",
     )

@@ -5,9 +5,10 @@ the trainer's loss reads its log-probs), reward → reward (rule-based, on CPUs)
 shards over all of a model's GPUs whatever `fsdp_size` says; the advantage group is the rollout's
 `num_inference_per_prompt`; one episode is one training step of `sample_per_episode` samples; ChatLearn main's
 response limit is `max_response_tokens_length` and its sequence limit the prompt limit plus the response limit;
-ChatLearn 1.2.0 gives each prompt `seq_length` minus its length for the response (`max_new_tokens` is never read;
-`rlcfg run` refuses that budget, and the plan sizes with its longest case); a prompt is kept when it is shorter than
-its limit.
+ChatLearn 1.2.0 gives each prompt `seq_length` minus its length for the response (`max_new_tokens` is never read):
+Sampling.max_total_length, and the plan sizes with its longest case; a prompt is kept when it is shorter than its
+limit. ChatLearn's Megatron trainer runs Megatron with train_iters 1 (megatron_module.py), so its linear decay reaches
+min_lr after the first optimizer step; the FSDP trainer has no schedule.
 
 The algorithm is ChatLearn's GRPO (chatlearn/algorithm/grpo_utils): advantages are (reward − group mean) / (population
 std + 1e-5) (advantage_compute.py); the policy loss is calculate_grpo_loss (loss_gallery.py): the log-ratio clamped
@@ -25,7 +26,7 @@ from typing import Any
 from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model,
                       Offload, Optimizer, Parallelism, PolicyOptions, Resources, Role, Sampling, Schedule)
 from rlcfg.schema.chatlearn import (FSDPOptions, MegatronOptions, MegatronPolicyTrainer, colocation_groups,
-                                    prompt_limit, response_limit, sequence_limit)
+                                    prompt_limit, response_limit, sequence_limit, total_limit)
 
 ROLE_OF_MODEL = {"policy_trainer": "actor", "policy": "rollout", "ref_policy": "reference", "reward": "reward"}
 PT, REF = "models.policy_trainer", "models.ref_policy"
@@ -89,7 +90,20 @@ def algorithm(cfg: Any) -> Algorithm:
     )
 
 
-def lower(cfg: Any) -> Experiment:
+def optimizer(trainer: Any) -> Optimizer:
+    """The trainer's optimizer. ChatLearn's FSDP trainer keeps lr throughout. Its Megatron trainer sets Megatron's
+    train_iters to 1 (megatron_module.py), so Megatron's default schedule (linear decay over lr_decay_iters =
+    train_iters, no warm-up) uses lr for the first optimizer step and min_lr for every later one."""
+    o = trainer.optimizer
+    decays = isinstance(trainer, MegatronPolicyTrainer) and o.min_lr < o.lr
+    return Optimizer(lr=o.lr, weight_decay=o.weight_decay, betas=(o.adam_beta1, o.adam_beta2),
+                     grad_clip=o.clip_grad or None, min_lr=o.min_lr,
+                     scheduler="linear" if decays else "constant", decay_steps=1 if decays else None)
+
+
+def lower(cfg: Any, release: str | None = None) -> Experiment:
+    """`release`: the ChatLearn release the document was judged by, which decides its lengths (1.2.0's per-prompt
+    seq_length or main's prompt and response limits); None: judged from the document's own keys."""
     rt, models = cfg.runtime_args, cfg.models
     trainer, ref, policy, reward = models.policy_trainer, models.ref_policy, models.policy, models.reward
     train_backend = rt.train_backend
@@ -104,11 +118,7 @@ def lower(cfg: Any) -> Experiment:
         offload=Offload(params=trainer.free_gpu_memory.offload_weights,
                         optimizer=trainer.free_gpu_memory.offload_optimizer_states,
                         grads=trainer.free_gpu_memory.free_grad_buffers),
-        # ChatLearn's FSDP trainer has no learning-rate schedule; the Megatron one's equals lr throughout only when
-        # min_lr is lr (`rlcfg run` refuses the others).
-        optimizer=Optimizer(lr=trainer.optimizer.lr, weight_decay=trainer.optimizer.weight_decay,
-                            betas=(trainer.optimizer.adam_beta1, trainer.optimizer.adam_beta2),
-                            grad_clip=trainer.optimizer.clip_grad or None, min_lr=trainer.optimizer.min_lr),
+        optimizer=optimizer(trainer),
         micro_batch_size=rt.train_micro_batch_size,
         forward_micro_batch_size=trainer.generation_batch_size,
         gradient_checkpointing=getattr(trainer, "gradient_checkpointing", False)
@@ -118,11 +128,13 @@ def lower(cfg: Any) -> Experiment:
         section=PT,
         keys=(("micro_batch_size", "runtime_args.train_micro_batch_size"),
               ("forward_micro_batch_size", f"{PT}.generation_batch_size"),
-              ("max_tokens_per_micro_batch", f"{PT}.max_token_in_packing")),
+              ("max_tokens_per_micro_batch", f"{PT}.max_token_in_packing"),
+              ("backend", "runtime_args.train_backend"),
+              ("parallelism.sp", f"{PT}.ulysses_sequence_parallel_size")),
     )
     engine: dict[str, Any] = {
         "max_num_seqs": policy.generation_batch_size,
-        "max_model_len": sequence_limit(cfg),
+        "max_model_len": sequence_limit(cfg, release),
         "max_num_batched_tokens": policy.max_num_batched_tokens,
         "enforce_eager": policy.enforce_eager,
         "seed": policy.seed,
@@ -138,6 +150,8 @@ def lower(cfg: Any) -> Experiment:
         offload=Offload(params=policy.free_gpu_memory.offload_weights),
         engine=tuple(sorted(engine.items())),
         section="models.policy",
+        keys=(("backend", "runtime_args.rollout_backend"),
+              ("parallelism.tp", "models.policy.tensor_model_parallel_size")),
     )
     reference = Role(
         name="reference", backend=train_backend,
@@ -150,7 +164,9 @@ def lower(cfg: Any) -> Experiment:
         max_tokens_per_micro_batch=_packing_budget(ref),
         section=REF,
         keys=(("forward_micro_batch_size", f"{REF}.generation_batch_size"),
-              ("max_tokens_per_micro_batch", f"{REF}.max_token_in_packing")),
+              ("max_tokens_per_micro_batch", f"{REF}.max_token_in_packing"),
+              ("backend", "runtime_args.train_backend"),
+              ("parallelism.sp", f"{REF}.ulysses_sequence_parallel_size")),
     )
     reward_role = Role(name="reward", backend="rule", resources=Resources(gpus=reward.num_gpu, cpus=reward.num_cpu),
                        section="models.reward")
@@ -161,10 +177,14 @@ def lower(cfg: Any) -> Experiment:
     present = {r.name for r in roles}
 
     # ChatLearn hands the penalties to vLLM's / SGLang's sampling params unchanged: their meanings are rlcfg's.
-    sampling = Sampling(max_new_tokens=response_limit(cfg), temperature=policy.temperature, top_p=policy.top_p,
+    # ChatLearn 1.2.0 limits each prompt's prompt + response (for evaluation too): the response may take
+    # seq_length − the prompt's length tokens (vllm_module.py / sglang_module.py generate_vllm).
+    sampling = Sampling(max_new_tokens=response_limit(cfg, release), max_total_length=total_limit(cfg, release),
+                        temperature=policy.temperature, top_p=policy.top_p,
                         top_k=policy.top_k, n=alg.group_size, presence_penalty=policy.presence_penalty,
                         frequency_penalty=policy.frequency_penalty, repetition_penalty=policy.repetition_penalty)
-    eval_sampling = Sampling(max_new_tokens=response_limit(cfg), temperature=policy.eval_temperature,
+    eval_sampling = Sampling(max_new_tokens=response_limit(cfg, release), max_total_length=total_limit(cfg, release),
+                             temperature=policy.eval_temperature,
                              top_p=policy.eval_top_p, top_k=policy.eval_top_k, n=1,
                              presence_penalty=policy.eval_presence_penalty,
                              frequency_penalty=policy.eval_frequency_penalty,
@@ -173,7 +193,7 @@ def lower(cfg: Any) -> Experiment:
         train_files=tuple(p.strip() for p in rt.data_path.split(",") if p.strip()),
         eval_files=tuple(p.strip() for p in (rt.eval_data_path or "").split(",") if p.strip()),
         prompt_key=PROMPT_KEY, answer_key=ANSWER_KEY,
-        max_prompt_length=prompt_limit(cfg), shuffle=rt.data_shuffle, seed=trainer.seed,
+        max_prompt_length=prompt_limit(cfg, release), shuffle=rt.data_shuffle, seed=trainer.seed,
     )
     schedule = Schedule(
         prompts_per_step=rt.sample_per_episode // alg.group_size, samples_per_step=rt.sample_per_episode,

@@ -42,6 +42,7 @@ from typing import Any
 from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Offload, Optimizer,
                       Parallelism, PolicyOptions, Resources, Role, RewardShaping, Sampling, Schedule)
 from rlcfg.schema import rlinf_placement as lang
+from rlcfg.schema.rlinf_rules import megatron_warmup
 
 # RLinf counts the GPUs Ray reports when `cluster.num_gpus_per_node` is absent; a static lowering cannot, so a
 # placement of `all` on such a cluster is taken to mean nodes of 8 GPUs, the size the plan also assumes.
@@ -174,24 +175,24 @@ def per_micro_batch_mean(cfg: Any, megatron: bool) -> bool:
 
 
 def _aggregation(cfg: Any, megatron: bool) -> str:
-    """rlcfg's aggregation for what RLinf computes. rlcfg's token-mean divides by the mini-batch's token count
-    (RLinf's Megatron actor with use_valid_token_scale and one mini-batch per step: RLinf divides by the whole
-    step's tokens); RLinf's per-micro-batch token mean has no rlcfg
-    counterpart in general, but with one sample per micro-batch it is the mean over sequences of each sequence's
-    token mean (seq-mean-token-mean). The seq-mean aggregations over equal-sized micro-batches are their global
-    mean; use_valid_token_scale reweights them, which rlcfg does not run (rlinf/run-refusals refuses both)."""
+    """rlcfg's aggregation for what RLinf computes. Where RLinf reduces each micro-batch on its own (FSDP, or
+    Megatron without use_valid_token_scale), the Algorithm's loss_normalization is "micro-batch" and
+    loss_agg_func keeps its meaning: token-mean over the micro-batch's tokens, the seq-mean aggregations over all
+    its rows, then `loss / gradient_accumulation` and the ranks' mean (fsdp_actor_worker.training_step). With
+    enable_dynamic_batch_size RLinf cuts micro-batches by max_tokens_per_mbs, its own way, which rlcfg does not
+    reproduce, so a per-micro-batch mean over them is refused. use_valid_token_scale rescales each micro-batch by
+    its share of the step's tokens: with token-mean that is the token mean of the step (rlcfg's "mini-batch"
+    normalisation with one mini-batch per step); the seq-mean aggregations it reweights, which rlcfg does not run
+    (rlinf/run-refusals refuses both)."""
     agg = cfg.algorithm.loss_agg_func
     per_mb = per_micro_batch_mean(cfg, megatron)
-    one_per_mb = cfg.algorithm.training_batch_size_per_gpu == 1 and not cfg.runner.enable_dynamic_batch_size
-    if agg == "token-mean" and per_mb:
-        if not one_per_mb:
-            from rlcfg.source.yaml_loader import UsageError
+    if per_mb and cfg.runner.enable_dynamic_batch_size:
+        from rlcfg.source.yaml_loader import UsageError
 
-            raise UsageError("`algorithm.use_valid_token_scale`: RLinf averages the token-mean loss per micro-batch "
-                             "(FSDP, or Megatron without use_valid_token_scale) over micro-batches of more than one "
-                             "sample, which rlcfg does not run; set use_valid_token_scale: true (Megatron) or "
-                             "training_batch_size_per_gpu: 1")
-        return "seq-mean-token-mean"
+        raise UsageError("`runner.enable_dynamic_batch_size`: RLinf averages the loss per micro-batch "
+                         "(FSDP, or Megatron without algorithm.use_valid_token_scale) over micro-batches it cuts "
+                         "by max_tokens_per_mbs, which rlcfg does not reproduce; set use_valid_token_scale: true "
+                         "(Megatron) or enable_dynamic_batch_size: false")
     if agg != "token-mean":
         _runs_only(per_mb, (True,), "algorithm.use_valid_token_scale (true)", f"{agg} without it")
     # use_valid_token_scale divides by the tokens of the whole step (every mini-batch's), rlcfg by the mini-batch's:
@@ -205,11 +206,7 @@ def _aggregation(cfg: Any, megatron: bool) -> str:
 def _optimizer(optim: Any, sched: Any, megatron: bool = True) -> Optimizer:
     # Megatron's `adam` is the fused Adam with decoupled weight decay, i.e. AdamW.
     name = "sgd" if optim.optimizer == "sgd" else "adamw"
-    if sched.lr_warmup_iters > 0:
-        warmup = sched.lr_warmup_iters
-    else:
-        # Megatron turns the fraction into steps of the decay horizon.
-        warmup = int((sched.lr_warmup_fraction or 0.0) * (sched.lr_decay_iters or 0))
+    warmup, decay_end = megatron_warmup(sched)
     # Megatron's scheduler decays to lr_sched.min_lr; RLinf's FSDP scheduler to optim.min_lr.
     megatron_min_lr, fsdp_min_lr = sched.min_lr, optim.min_lr
     min_lr = megatron_min_lr if megatron else fsdp_min_lr
@@ -226,9 +223,13 @@ def _optimizer(optim: Any, sched: Any, megatron: bool = True) -> Optimizer:
         # RLinf's FSDP actor reads no actor.lr_sched: its schedule comes from actor.optim.lr_scheduler (constant by
         # default, no warm-up); those keys are refused by the ledger when set.
         scheduler, warmup = "constant", 0
+    # Megatron's step k (one per optimizer step: RLinf's increment is the global batch, the unit of its steps)
+    # warms up from lr_warmup_init and decays until decay_end.
     return Optimizer(lr=optim.lr, name=name, weight_decay=weight_decay,
                      betas=(optim.adam_beta1, optim.adam_beta2), eps=optim.adam_eps,
-                     grad_clip=optim.clip_grad or None, scheduler=scheduler, warmup_steps=warmup, min_lr=min_lr)
+                     grad_clip=optim.clip_grad or None, scheduler=scheduler, warmup_steps=warmup, min_lr=min_lr,
+                     warmup_start_lr=sched.lr_warmup_init if megatron else 0.0,
+                     decay_steps=max(decay_end - warmup, 0) if megatron and scheduler != "constant" else None)
 
 
 def _critic_optimizer(optim: dict[str, Any] | None, fallback: Optimizer) -> Optimizer:
@@ -240,7 +241,8 @@ def _critic_optimizer(optim: dict[str, Any] | None, fallback: Optimizer) -> Opti
                             float(optim.get("adam_beta2", fallback.betas[1]))),
                      eps=float(optim.get("adam_eps", fallback.eps)),
                      grad_clip=float(optim.get("clip_grad", fallback.grad_clip or 0.0)) or None,
-                     scheduler=fallback.scheduler, warmup_steps=fallback.warmup_steps, min_lr=fallback.min_lr)
+                     scheduler=fallback.scheduler, warmup_steps=fallback.warmup_steps, min_lr=fallback.min_lr,
+                     warmup_start_lr=fallback.warmup_start_lr, decay_steps=fallback.decay_steps)
 
 
 def _sampling(params: Any, n: int) -> Sampling:
@@ -340,6 +342,13 @@ def lower(cfg: Any) -> Experiment:
     inference_component = placed.get("inference") or placed.get("actor_inference")
     # Collocated placements reuse the actor as the inference worker; a listed `inference` gets nothing.
     dedicated_inference = (not collocated and inference_component is not None and _recompute_logprobs(cfg))
+    idle: list[tuple[str, str]] = []
+    if inference_component is not None and not dedicated_inference:
+        inference_name = "inference" if placed.get("inference") is not None else "actor_inference"
+        idle.append((inference_name, "the actor shares the rollout's GPUs, so RLinf has it recompute the log-probs "
+                     "and starts no inference worker" if collocated else "it only recomputes log-probs, and this "
+                     "config takes them from the rollout engine (recompute_logprobs is off), so RLinf starts no "
+                     "inference worker"))
 
     # ---- actor ----------------------------------------------------------------------------------------------
     backend = _train_backend(actor_cfg.training_backend, actor_cfg.fsdp_config)
@@ -367,7 +376,8 @@ def lower(cfg: Any) -> Experiment:
         section="actor",
         keys=(("micro_batch_size", "algorithm.training_batch_size_per_gpu"),
               ("forward_micro_batch_size", "algorithm.logprob_forward_micro_batch_size"),
-              ("max_tokens_per_micro_batch", "runner.max_tokens_per_mbs")),
+              ("max_tokens_per_micro_batch", "runner.max_tokens_per_mbs"),
+              ("backend", "actor.training_backend")),
     )
 
     # ---- rollout --------------------------------------------------------------------------------------------
@@ -382,6 +392,8 @@ def lower(cfg: Any) -> Experiment:
         offload=Offload(params=collocated),
         engine=tuple(sorted(_engine(cfg, rollout_resources.gpus).items())),
         section="rollout",
+        keys=(("backend", "rollout.rollout_backend"), ("parallelism.tp", "rollout.tensor_parallel_size"),
+              ("parallelism.pp", "rollout.pipeline_parallel_size")),
     )
     roles: list[Role] = [actor, rollout]
     on_gpus: dict[str, lang.Component | None] = {"actor": actor_component, "rollout": rollout_component}
@@ -405,11 +417,16 @@ def lower(cfg: Any) -> Experiment:
             forward_micro_batch_size=alg.logprob_forward_micro_batch_size,
             # RLinf has no reference section: the worker that computes log-probs swaps the initial weights in.
             section="inference" if dedicated_inference else "actor",
-            keys=(("forward_micro_batch_size", "algorithm.logprob_forward_micro_batch_size"),),
+            keys=(("forward_micro_batch_size", "algorithm.logprob_forward_micro_batch_size"),
+                  ("backend", "actor.training_backend")),
         ))
         on_gpus["reference"] = ref_component
     # Without kl_beta a dedicated inference group only recomputes the old log-probs: work the Experiment gives
     # to the actor. Its GPUs are then held by no role.
+    elif dedicated_inference:
+        idle.append(("inference" if placed.get("inference") is not None else "actor_inference",
+                     "it recomputes the old log-probs with the current weights, which rlcfg counts as the actor's "
+                     "work; with kl_beta 0 it holds no reference either"))
 
     # ---- critic ---------------------------------------------------------------------------------------------
     critic_cfg = cfg.critic
@@ -436,7 +453,9 @@ def lower(cfg: Any) -> Experiment:
             forward_micro_batch_size=alg.logprob_forward_micro_batch_size,
             section="critic",
             keys=(("micro_batch_size", "algorithm.training_batch_size_per_gpu"),
-                  ("forward_micro_batch_size", "algorithm.logprob_forward_micro_batch_size")),
+                  ("forward_micro_batch_size", "algorithm.logprob_forward_micro_batch_size"),
+                  ("backend", "critic.training_backend" if critic_cfg.training_backend
+                   else "actor.training_backend")),
         ))
         on_gpus["critic"] = critic_component
 
@@ -471,9 +490,6 @@ def lower(cfg: Any) -> Experiment:
     colocation = tuple(tuple(g) for g in groups if len(g) > 1)
 
     # ---- algorithm, sampling, data, schedule ---------------------------------------------------------------
-    # rlcfg drops prompts longer than max_prompt_length, as RLinf does with data.filter_prompt_by_length; RLinf's
-    # `false` truncates them instead, which differs only for prompts over the limit.
-    filter_long_prompts = cfg.data.filter_prompt_by_length  # noqa: F841  (rlcfg's behaviour either way; see above)
     kl_on = alg.kl_beta > 0
     estimator = KL_ESTIMATORS.get(alg.kl_penalty_type, "k3")
     if kl_on and not megatron:
@@ -495,7 +511,6 @@ def lower(cfg: Any) -> Experiment:
     # it; its FSDP actor never stops early.
     early_stop = alg.early_stop_imp_ratio
     aggregation = _aggregation(cfg, megatron)
-    _runs_only(alg.shuffle_rollout, (False,), "algorithm.shuffle_rollout", "mini-batches in sample order (false)")
     options = PolicyOptions(
         log_ratio_min=alg.clip_log_ratio_min, log_ratio_max=alg.clip_log_ratio_max,
         tis_cap=cap if fix else None, tis_level="token",
@@ -510,6 +525,10 @@ def lower(cfg: Any) -> Experiment:
         clip_high=alg.clip_ratio_high if alg.clip_ratio_high is not None else alg.ratio_clip_eps,
         clip_ratio_c=alg.clip_ratio_c if alg.clip_ratio_c is not None else 3.0,
         loss_aggregation=aggregation,
+        loss_normalization="micro-batch" if per_micro_batch_mean(cfg, megatron) else "mini-batch",
+        # shuffle_rollout (absent: true, at every release): each rank's samples reordered by one permutation seeded
+        # with actor.seed before the split into mini-batches (get_iterator_k_split).
+        shuffle_seed=cfg.actor.seed if alg.shuffle_rollout else None,
         kl=KL(placement="loss" if kl_on else "none", coef=alg.kl_beta,
               estimator=estimator),
         # The actor subtracts the entropy bonus only when it computes entropy at all.
@@ -524,9 +543,10 @@ def lower(cfg: Any) -> Experiment:
     data = Data(
         train_files=_paths(cfg.data.train_data_paths), eval_files=_paths(cfg.data.val_data_paths),
         prompt_key=cfg.data.prompt_key, answer_key=cfg.data.answer_key,
-        # rlcfg drops prompts longer than max_prompt_length, as RLinf does with filter_prompt_by_length; RLinf's
-        # `false` truncates them instead, which differs only for prompts over the limit.
+        # RLinf's dataset drops prompts over max_prompt_length with filter_prompt_by_length, and otherwise keeps
+        # their first max_prompt_length tokens (reasoning/dataset.py __getitem__).
         max_prompt_length=cfg.data.max_prompt_length,
+        long_prompts="drop" if cfg.data.filter_prompt_by_length else "truncate",
         shuffle=cfg.data.shuffle, seed=cfg.data.seed,
         apply_chat_template=cfg.data.apply_chat_template,
     )
@@ -543,5 +563,5 @@ def lower(cfg: Any) -> Experiment:
         cluster=Cluster(nodes=cfg.cluster.num_nodes, gpus_per_node=cfg.cluster.num_gpus_per_node),
         roles=tuple(roles), colocation=colocation, algorithm=algorithm, sampling=sampling, eval_sampling=None,
         data=data, schedule=schedule, checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=actor_cfg.seed,
-        reward_function=REWARD_FUNCTIONS[cfg.reward.reward_type],
+        reward_function=REWARD_FUNCTIONS[cfg.reward.reward_type], idle_components=tuple(idle),
     )

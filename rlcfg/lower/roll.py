@@ -32,7 +32,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, KLController, Logging,
+from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec,
+                      KLController, Logging,
                       Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
                       SampleWeighting, Schedule)
 from rlcfg.schema.roll_rules import (critic_on, device_ids, effective_sequence_length, gpus_per_worker,
@@ -52,6 +53,8 @@ _DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 # rlcfg has no shape for (inverse_sqrt, reduce_lr_on_plateau, warmup_stable_decay) are refused.
 _SCHEDULERS = {"linear": "linear", "polynomial": "linear", "cosine": "cosine", "cosine_with_restarts": "cosine",
                "cosine_with_min_lr": "cosine", "constant": "constant", "constant_with_warmup": "constant"}
+# The names mcore_adapter's get_megatron_lr_scheduler maps to Megatron's constant, linear and cosine decay styles.
+_MEGATRON_SCHEDULERS = ("constant", "constant_with_warmup", "linear", "cosine", "cosine_with_min_lr")
 # ROLL's kl_penalty names for the reward-side KL (functionals.compute_approx_kl). `full` (F.kl_div summed over the
 # last axis) has no rlcfg estimator and is refused.
 _KL_ESTIMATORS = {"kl": "k1", "abs": "abs", "mse": "k2"}
@@ -134,15 +137,32 @@ def _optimizer(cfg: Any, worker: Any, samples_per_step: int, path: str) -> Optim
     if args.lr_scheduler_type not in _SCHEDULERS:
         _refuse(f"{path}.training_args.lr_scheduler_type: {args.lr_scheduler_type} has no rlcfg schedule (rlcfg has "
                 f"{', '.join(sorted(_SCHEDULERS))})")
-    warmup = args.warmup_steps
-    if warmup <= 0 and args.warmup_ratio > 0:
-        # Hugging Face's rule, counted in optimizer steps: ROLL sets the worker's max_steps to
-        # max_steps × samples per step × ppo_epochs / global train batch (set_max_steps).
-        optimizer_steps = cfg.max_steps * samples_per_step * cfg.ppo_epochs // global_train_batch(worker)
-        warmup = math.ceil(optimizer_steps * args.warmup_ratio)
+    name = args.lr_scheduler_type
+    megatron = backend_of(worker) == "megatron"
+    if megatron and name not in _MEGATRON_SCHEDULERS:
+        # mcore_adapter's get_megatron_lr_scheduler raises on the others.
+        _refuse(f"{path}.training_args.lr_scheduler_type: {name} is not one ROLL's Megatron strategy runs (it runs "
+                f"{', '.join(_MEGATRON_SCHEDULERS)})")
+    if not megatron and name == "cosine_with_min_lr":
+        # ROLL hands transformers' get_scheduler no scheduler kwargs, and this one needs min_lr or min_lr_rate.
+        _refuse(f"{path}.training_args.lr_scheduler_type: cosine_with_min_lr stops ROLL's {backend_of(worker)} "
+                f"strategy at start (transformers needs a min_lr it is not given)")
+    # The schedule's length is the worker's max_steps: set_max_steps (base_config.py) counts the run's backward
+    # batches per rank (ppo_epochs for the actor only), the strategy then divides by the data-parallel size.
+    per_rank_batch = args.per_device_train_batch_size * args.gradient_accumulation_steps
+    epochs = cfg.ppo_epochs if path == "actor_train" else 1
+    length = max(1, cfg.max_steps * samples_per_step * epochs // per_rank_batch) // data_parallel_size(worker)
+    # TrainingArguments.get_warmup_steps: warmup_steps when above 0, else ceil(length × warmup_ratio).
+    warmup = args.warmup_steps if args.warmup_steps > 0 else math.ceil(length * args.warmup_ratio)
+    if name == "constant" and not megatron:
+        warmup = 0  # transformers' get_constant_schedule takes no warm-up
+    # transformers' polynomial schedule ends at its lr_end default, 1e-7, at its default power 1 (a line).
+    min_lr = 1e-7 if name == "polynomial" else 0.0
+    shape = _SCHEDULERS.get(name, "constant")
     return Optimizer(lr=args.learning_rate, name="adamw", weight_decay=args.weight_decay,
                      betas=(args.adam_beta1, args.adam_beta2), grad_clip=cfg.max_grad_norm,
-                     scheduler=_SCHEDULERS.get(args.lr_scheduler_type, "constant"), warmup_steps=warmup)
+                     scheduler=shape, warmup_steps=warmup, min_lr=min_lr,
+                     decay_steps=max(length - warmup, 0) if shape != "constant" else None)
 
 
 def _resources(worker: Any) -> Resources:
@@ -188,7 +208,7 @@ def _trainer(cfg: Any, path: str, samples_per_step: int) -> Role:
         checkpointing = not worker.model_args.disable_gradient_checkpointing
     batching, budget_key = _batching(worker, path)
     keys = [("micro_batch_size", f"{path}.training_args.per_device_train_batch_size"),
-            ("forward_micro_batch_size", f"{path}.infer_batch_size")]
+            ("forward_micro_batch_size", f"{path}.infer_batch_size")] + list(_worker_keys(path))
     if budget_key is not None:
         keys.append(("max_tokens_per_micro_batch", budget_key))
     return Role(name=ROLE_OF_WORKER[path], backend=backend, resources=resources, model=_model(cfg, path),
@@ -197,6 +217,10 @@ def _trainer(cfg: Any, path: str, samples_per_step: int) -> Role:
                 micro_batch_size=worker.training_args.per_device_train_batch_size,
                 forward_micro_batch_size=worker.infer_batch_size, gradient_checkpointing=checkpointing,
                 section=path, keys=tuple(keys), **batching)
+
+
+def _worker_keys(path: str) -> tuple[tuple[str, str], ...]:
+    return (("backend", f"{path}.strategy_args.strategy_name"), ("parallelism.sp", f"{path}.model_args.ulysses_size"))
 
 
 def _reference(cfg: Any) -> Role:
@@ -208,7 +232,7 @@ def _reference(cfg: Any) -> Role:
     return Role(name="reference", backend=backend_of(worker), resources=resources, model=_model(cfg, "reference"),
                 parallelism=_parallelism(worker, resources.gpus), offload=_offload(worker, trains=False),
                 forward_micro_batch_size=worker.infer_batch_size, section="reference",
-                keys=(("forward_micro_batch_size", "reference.infer_batch_size"),))
+                keys=(("forward_micro_batch_size", "reference.infer_batch_size"),) + _worker_keys("reference"))
 
 
 def _engine_args(worker: Any, backend: str, world: int) -> dict[str, Any]:
@@ -246,7 +270,10 @@ def _rollout(cfg: Any) -> Role:
     return Role(name="rollout", backend=backend, resources=resources, model=_model(cfg, "actor_infer"),
                 parallelism=_parallelism(worker, resources.gpus), offload=_offload(worker, trains=False),
                 forward_micro_batch_size=worker.infer_batch_size, engine=tuple(sorted(engine.items())),
-                section="actor_infer", keys=(("forward_micro_batch_size", "actor_infer.infer_batch_size"),))
+                section="actor_infer", keys=(("forward_micro_batch_size", "actor_infer.infer_batch_size"),)
+                + _worker_keys("actor_infer")
+                + (("parallelism.tp", "actor_infer.strategy_args.strategy_config.tensor_parallel_size"),
+                   ("parallelism.pp", "actor_infer.strategy_args.strategy_config.pipeline_parallel_size")))
 
 
 def _reward(cfg: Any) -> tuple[Role | None, str]:
@@ -267,11 +294,6 @@ def _reward(cfg: Any) -> tuple[Role | None, str]:
     if cls not in _REWARD_FUNCTIONS:
         _refuse(f"rewards.{key}.worker_cls is {worker.worker_cls}; rlcfg scores with ROLL's math rule only "
                 f"({', '.join(_REWARD_FUNCTIONS)})")
-    for which in ("query_filter_config", "response_filter_config"):
-        kind = getattr(worker, which).type
-        if kind != "no_filter":
-            _refuse(f"rewards.{key}.{which}.type is {kind}; rlcfg's driver does not yet apply ROLL's group "
-                    "filters (it keeps every group)")
     function = _REWARD_FUNCTIONS[cls]
     section = f"rewards.{key}"
     ids = device_ids(worker)
@@ -315,6 +337,36 @@ def _files(value: Any) -> tuple[str, ...]:
     if value is None:
         return ()
     return (value,) if isinstance(value, str) else tuple(value)
+
+
+def _query_filter(cfg: Any) -> FilterSpec:
+    """The reward worker's query_filter_config, as ROLL's request scheduler applies it (generate_opt_level 1,
+    user_defined_rollout_loop.query_filter over the raw rewards of a prompt's responses): mean_filter drops a prompt
+    whose mean reward is ≤ threshold_down (default −1) or ≥ threshold_up (default ∞), std_filter one whose
+    unbiased std is ≤ std_threshold (default −1); a prompt with one response always passes; dropped prompts are
+    replaced by the next ones until the batch is full, without limit. With generate_opt_level 0
+    (get_batch_opt_level_0) ROLL hands query_filter all of a prompt's responses as one item, which it always keeps:
+    no filter. response_filter_config has no effect in ROLL (response_filter keeps every response)."""
+    rewards = dict(cfg.rewards or {})
+    if len(rewards) != 1 or cfg.generate_opt_level == 0:
+        return FilterSpec()
+    (key, worker), = rewards.items()
+    f = worker.query_filter_config
+    if f.type == "no_filter":
+        return FilterSpec()
+    args = f.filter_args or {}
+
+    def number(name: str, default: float) -> float:
+        value = args.get(name, default)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            _refuse(f"rewards.{key}.query_filter_config.filter_args.{name} is {value!r}; ROLL compares the rewards "
+                    "with it, so it must be a number")
+        return float(value)
+
+    if f.type == "mean_filter":
+        return FilterSpec(mean_range=(number("threshold_down", -1.0), number("threshold_up", math.inf)),
+                          dynamic="filter", max_draws=None)
+    return FilterSpec(std_min=number("std_threshold", -1.0), dynamic="filter", max_draws=None)
 
 
 def _refuse(message: str) -> None:
@@ -482,6 +534,7 @@ def _algorithm(cfg: Any) -> Algorithm:
             length_loss_weight=bool(cfg.length_loss_weight), max_len_mask=bool(cfg.max_len_mask),
             difficulty_mask=difficulty if cfg.difficulty_mask else None,
             error_max_len_clip=error_len if cfg.error_max_len_clip else None),
+        filters=_query_filter(cfg),
     )
 
 

@@ -38,10 +38,11 @@ cap; only for the losses that apply it), the KL in the loss or in the reward (wi
 responses that did not stop, overlong filtering, and the group filters. What rlcfg runs differently is refused before
 a run: by key in the schema (the run ledger), by value in skyrl_rules.run_refusals.
 
-Known differences the ledger does not catch (they need settings the runtime lacks): skyrl-train averages the
-per-micro-batch loss of `token_mean` over micro-batches (rlcfg takes one token mean over the mini-batch), reduces its
-KL-loss term by sequence (masked mean per sequence, then the mean) and its entropy bonus by token whatever
-loss_reduction says, and reduces the critic's loss by sequence; rlcfg aggregates all of them with loss_reduction.
+The losses are normalised as skyrl-train does (workers/worker.py, at every claimed release): each micro-batch's loss is
+reduced on its own (reduce_loss: `token_mean` over its tokens, `sequence_mean` over all its rows) and the gradients
+are averaged over the micro-batches and the data-parallel ranks (Algorithm.loss_normalization "micro-batch"); the
+KL-loss term is reduced by sequence (masked mean per sequence, then the mean) and the entropy bonus by token,
+whatever loss_reduction says, and the critic's loss by sequence.
 """
 
 from __future__ import annotations
@@ -215,6 +216,11 @@ TRAIN_KEYS = (("micro_batch_size", "trainer.micro_train_batch_size_per_gpu"),
 FORWARD_KEYS = TRAIN_KEYS[1:]
 
 
+def _model_keys(model: str) -> tuple[tuple[str, str], ...]:
+    # One strategy trains every model; Ulysses is sized per model.
+    return (("backend", "trainer.strategy"), ("parallelism.sp", f"trainer.{model}.sequence_parallel_size"))
+
+
 def _trained(cfg: Any, name: str, key: str) -> Role:
     """The actor (`policy`) or the critic: a model trained with its own optimizer and the trainer's batches."""
     t = cfg.trainer
@@ -225,7 +231,7 @@ def _trained(cfg: Any, name: str, key: str) -> Role:
                 optimizer=_optimizer(cfg, section), micro_batch_size=t.micro_train_batch_size_per_gpu,
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu,
                 gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing,
-                section=f"trainer.{key}", keys=TRAIN_KEYS)
+                section=f"trainer.{key}", keys=TRAIN_KEYS + _model_keys(key))
 
 
 def _actor(cfg: Any) -> Role:
@@ -242,7 +248,7 @@ def _reference(cfg: Any) -> Role:
                 offload=Offload(params=t.placement.colocate_all,
                                 cpu_offload_during_step=_cpu_offload_in_step(cfg, t.ref)),
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu, sequence_packing=t.use_sample_packing,
-                section="trainer.ref", keys=FORWARD_KEYS)
+                section="trainer.ref", keys=FORWARD_KEYS + _model_keys("ref"))
 
 
 def _critic(cfg: Any) -> Role:
@@ -260,7 +266,7 @@ def _reward(cfg: Any) -> Role:
                     offload=Offload(params=t.placement.colocate_all,
                                     cpu_offload_during_step=_cpu_offload_in_step(cfg, t.reward)),
                     forward_micro_batch_size=t.micro_forward_batch_size_per_gpu, section="trainer.reward",
-                    keys=FORWARD_KEYS)
+                    keys=FORWARD_KEYS + _model_keys("reward"))
     # The environment (environment.env_class) scores each trajectory inside the generator's process.
     return Role(name="reward", backend="rule", resources=Resources(gpus=0), section="environment")
 
@@ -312,7 +318,10 @@ def _rollout(cfg: Any) -> Role:
                 # With colocate_all the engines sleep while the models train (vLLM sleep level 2, SGLang's memory
                 # saver), dropping their weights and KV cache.
                 offload=Offload(params=t.placement.colocate_all and g.run_engines_locally),
-                engine=tuple(sorted(_engine_args(cfg).items())), section="generator")
+                engine=tuple(sorted(_engine_args(cfg).items())), section="generator",
+                keys=(("backend", "generator.backend"),
+                      ("parallelism.tp", "generator.inference_engine_tensor_parallel_size"),
+                      ("parallelism.pp", "generator.inference_engine_pipeline_parallel_size")))
 
 
 def _colocation(cfg: Any, roles: list[Role]) -> tuple[tuple[str, ...], ...]:
@@ -415,6 +424,8 @@ def _algorithm(cfg: Any) -> Algorithm:
         normalize_advantage_std=a.grpo_norm_by_std, gamma=a.gamma, lam=a.lambd, policy_loss=kind,
         clip_low=clip_low, clip_high=clip_high, clip_ratio_c=a.clip_ratio_c,
         loss_aggregation=LOSS_AGGREGATIONS.get(a.loss_reduction, "seq-mean-token-sum"), kl=_kl(cfg),
+        loss_normalization="micro-batch", kl_loss_aggregation="seq-mean-token-mean", entropy_aggregation="token-mean",
+        value_aggregation="seq-mean-token-mean",
         entropy_coef=entropy_coef if a.use_entropy_loss else 0.0,
         value_clip=a.value_clip if critic_runs(cfg) else None, ppo_epochs=cfg.trainer.update_epochs_per_batch,
         # zero_reward_on_non_stop: a response that did not stop on its own scores 0 (it stays in the loss);

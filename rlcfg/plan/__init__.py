@@ -419,6 +419,8 @@ def build_plan(experiment: Experiment, cluster: ClusterShape | None = None, gpu:
         notes.append(f"the config does not say which GPU: assuming {gpu_label} for the memory estimate "
                      "(set it with --gpu)")
     shape = ClusterShape(nodes=node_count, gpus_per_node=gpn, gpu_name=gpu_label, gpu_memory_bytes=capacity)
+    notes += [f"`{name}`, which the config places, runs no role of its own and is not in the GPU map: {why}"
+              for name, why in getattr(exp, "idle_components", ())]
 
     group_of = {r: g.index for g in groups for r in g.roles}
     placements: dict[str, RolePlacement] = {}

@@ -247,6 +247,8 @@ def sequence_lengths(exp: Experiment) -> Lengths:
         total = max(max_len, response)
     else:
         total = response
+    if exp.sampling.max_total_length:  # a limit on prompt + response bounds every sample
+        total = min(total, exp.sampling.max_total_length)
     return Lengths(total, prompt, response)
 
 
@@ -506,14 +508,28 @@ def _phase_on_gpu(active: RoleEstimate, others: list[RoleEstimate], residents: M
     return int(active.peak + others_resident), parts
 
 
+def said(exp: Experiment, role_name: str) -> str:
+    """A role as the user's config names it, rlcfg's role beside it (`policy_trainer (actor)`)."""
+    role = exp.role(role_name)
+    section = role.section if role is not None else None
+    return f"{section} ({role_name})" if section and section != role_name else role_name
+
+
+def _said_term(exp: Experiment, term: str) -> str:
+    """`actor: logits (fp32)` in the user's words: `actor_train (actor): logits (fp32)`."""
+    role_name, sep, rest = term.partition(": ")
+    return f"{said(exp, role_name)}{sep}{rest}" if sep else term
+
+
 def _advice(biggest: str, est: dict[str, RoleEstimate], over: int, capacity: int, others_resident: int,
             exp: Experiment) -> str:
     role_name, _, term = biggest.partition(": ")
     role = exp.role(role_name)
+    shown = said(exp, role_name)
     need = f"{_gib(over)} too much"
     if term == "kept resident":
-        return (f"{need}: {role_name} keeps {_gib(est[role_name].resident)} on the GPU while the others run; "
-                f"offload {role_name} between phases (weights, and the optimizer for a trainer; sleep mode for a "
+        return (f"{need}: {shown} keeps {_gib(est[role_name].resident)} on the GPU while the others run; "
+                f"offload {shown} between phases (weights, and the optimizer for a trainer; sleep mode for a "
                 "rollout engine)")
     if role is None:
         return need
@@ -523,23 +539,25 @@ def _advice(biggest: str, est: dict[str, RoleEstimate], over: int, capacity: int
         setting = "micro_batch_size" if role.trains else "forward_micro_batch_size"
         mb = (role.micro_batch_size if role.trains else role.forward_micro_batch_size or role.micro_batch_size) or 1
         key = role.key_for(setting)
-        which = f"`{key}`" if key else f"{role_name}'s {'micro-batch' if role.trains else 'forward micro-batch'}"
+        which = f"`{key}`" if key else f"{shown}'s {'micro-batch' if role.trains else 'forward micro-batch'}"
         lower = f"lower {which} ({mb} → {max(mb // 2, 1)}), " if mb > 1 else ""
         return (f"{need}: the fp32 logits grow with the tokens of a micro-batch; {lower}pack sequences with a smaller "
                 "token budget, compute log-probs in chunks, or shorten the longest response")
     if term.startswith("activations"):
         if not role.gradient_checkpointing:
-            return f"{need}: turn on gradient checkpointing (recomputation) for {role_name}"
+            return f"{need}: turn on gradient checkpointing (recomputation) for {shown}"
         mb = role.micro_batch_size or 1
-        return (f"{need}: lower {role_name}'s micro-batch ({mb} → {max(mb // 2, 1)}) or add tensor/sequence/"
+        key = role.key_for("micro_batch_size")
+        which = f"`{key}`" if key else f"{shown}'s micro-batch"
+        return (f"{need}: lower {which} ({mb} → {max(mb // 2, 1)}) or add tensor/sequence/"
                 "context parallelism")
     if term.startswith(("optimizer", "gradients", "parameters", "weights")):
         if role.name == "rollout":
             return f"{need}: raise the rollout's tensor parallel size ({role.parallelism.tp} → {role.parallelism.tp * 2})"
         if role.backend == "megatron":
-            return (f"{need}: raise {role_name}'s tensor or pipeline parallel size (TP {role.parallelism.tp}, "
+            return (f"{need}: raise {shown}'s tensor or pipeline parallel size (TP {role.parallelism.tp}, "
                     f"PP {role.parallelism.pp}) or give it more GPUs")
-        return f"{need}: shard {role_name} over more GPUs, or offload its parameters and optimizer to CPU"
+        return f"{need}: shard {shown} over more GPUs, or offload its parameters and optimizer to CPU"
     if term == "kv cache" or role.name == "rollout":
         e = est[role_name]
         if e.kind == "vllm":
@@ -662,7 +680,8 @@ def _estimate(exp: Experiment, placements: list, archs: Mapping[str, Architectur
                 pool_tokens = int(((e.engine_share or 0) - neighbours - e.weights - CONTEXT_BYTES) // e.kv_per_token)
                 if neighbours and pool_tokens < e.min_kv_tokens:
                     problems.append(("RLC500", m,
-                                     f"{m}'s SGLang KV pool would hold {max(pool_tokens, 0):,} tokens after the "
+                                     f"{said(exp, m)}'s SGLang KV pool would hold {max(pool_tokens, 0):,} tokens "
+                                     "after the "
                                      f"{_gib(neighbours)} its colocated roles keep on {_gpu_ranges(sorted(gpus))}, "
                                      f"fewer than one sequence of {e.min_kv_tokens:,}: SGLang stops with 'Not enough "
                                      "memory'", "raise mem_fraction_static, or offload the colocated roles between "
@@ -691,9 +710,11 @@ def _estimate(exp: Experiment, placements: list, archs: Mapping[str, Architectur
         if not fits:
             where = _gpu_ranges(sorted(gpus))
             problems.append(("RLC500", name.partition(":")[0] or roles[0],
-                             f"{where} ({'+'.join(roles)}) {'needs' if len(gpus) == 1 else 'need'} about "
+                             f"{where} ({' + '.join(said(exp, r) for r in roles)}) "
+                             f"{'needs' if len(gpus) == 1 else 'need'} about "
                              f"{_gib(total)} at {'its' if len(gpus) == 1 else 'their'} peak but "
-                             f"{gpu_label or 'the GPU'} has {_gib(capacity)}; the biggest term is {name} "
+                             f"{gpu_label or 'the GPU'} has {_gib(capacity)}; the biggest term is "
+                             f"{_said_term(exp, name)} "
                              f"({_gib(dict(parts_all)[name])})", advice or "", tuple(sorted(gpus))))
 
     roles_mem = tuple(RoleMemory(role=e.role, per_gpu_bytes=e.peak, terms=tuple(e.terms),
@@ -728,6 +749,17 @@ def _gpu_ranges(gpus: list[int]) -> str:
     return f"{gpus_word(gpus)} {ranges(gpus)}"
 
 
+def _given_config_name(config: Mapping[str, Any], path: str, name: str | None) -> str | None:
+    """The label of a --model-config architecture: the role's model name, unless the built-in table knows that
+    model with other layers or width; then the config's own name, or its model type. A 32B config.json given for
+    a config that names a 1.5B model is labelled as what it is."""
+    entry = lookup(path) if path else None
+    known = architecture_from_table(entry) if entry is not None else None
+    if known is None or (known.layers, known.hidden) == (config.get("num_hidden_layers"), config.get("hidden_size")):
+        return name
+    return last_component(str(config.get("_name_or_path") or "")) or None
+
+
 def resolve_architectures(exp: Experiment, model_config: Mapping[str, Any] | None, model_source: str | None,
                           model_configs: Mapping[str, Mapping[str, Any]] | None
                           ) -> tuple[dict[str, Architecture], list[tuple[str, str, str, str]]]:
@@ -743,11 +775,12 @@ def resolve_architectures(exp: Experiment, model_config: Mapping[str, Any] | Non
         arch: Architecture | None = None
         try:
             if model_config is not None and role.name in ("actor", "rollout", "reference"):
-                arch = architecture_from_config(model_config, model_source or "--model-config", name)
+                arch = architecture_from_config(model_config, model_source or "--model-config",
+                                                _given_config_name(model_config, path, name))
             elif model_configs and path in model_configs:
                 arch = architecture_from_config(model_configs[path], f"config.json in {path}", name)
         except IncompleteConfig as exc:
-            problems.append(("RLC501", role.name, f"cannot read {role.name}'s model architecture: {exc}",
+            problems.append(("RLC501", role.name, f"cannot read {said(exp, role.name)}'s model architecture: {exc}",
                              "pass --model-config with the model's config.json"))
             continue
         if arch is None:
@@ -755,7 +788,7 @@ def resolve_architectures(exp: Experiment, model_config: Mapping[str, Any] | Non
             arch = architecture_from_table(entry) if entry is not None else None
         if arch is None:
             problems.append(("RLC501", role.name,
-                             f"no memory estimate for {role.name}: its model `{path or '(none)'}` is not a local "
+                             f"no memory estimate for {said(exp, role.name)}: its model `{path or '(none)'}` is not a local "
                              "directory with a config.json and matches no model family rlcfg knows",
                              "pass --model-config with the model's config.json (read as JSON, nothing downloaded)"))
             continue

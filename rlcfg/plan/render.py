@@ -188,7 +188,7 @@ def _gpu_map(plan: ExecutionPlan) -> list[str]:
         start = 0
         for i in range(1, gpn + 1):
             if i == gpn or cells[i] != cells[start]:
-                what = "+".join(cells[start]) or "idle"
+                what = " + ".join(label(plan, r) for r in cells[start]) or "idle"
                 span = f"GPU {start}" if i - 1 == start else f"GPUs {start}-{i - 1}"
                 segments.append(f"{span} {what}")
                 start = i
@@ -308,8 +308,11 @@ def _memory(plan: ExecutionPlan) -> list[str]:
     for v in m.verdicts:
         verdict = "fits" if v.fits else (
             "fits at a typical length, NOT with every sample at its longest" if v.fits_typical else "DOES NOT FIT")
-        lines.append(f"  {gpus_word(v.gpus)} {_span(v.gpus, gpn)} {'+'.join(v.roles)}: peak {gib(v.peak_bytes)} of "
-                     f"{gib(v.capacity_bytes)}: {verdict}; biggest term {v.biggest}")
+        roles = " + ".join(label(plan, r) for r in v.roles)
+        role_name, sep, term = v.biggest.partition(": ")
+        biggest = f"{label(plan, role_name)}{sep}{term}" if sep else v.biggest
+        lines.append(f"  {gpus_word(v.gpus)} {_span(v.gpus, gpn)} {roles}: peak {gib(v.peak_bytes)} of "
+                     f"{gib(v.capacity_bytes)}: {verdict}; biggest term {biggest}")
         if v.advice:
             lines.append(f"    → {v.advice}")
     return lines

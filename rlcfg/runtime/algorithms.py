@@ -23,8 +23,8 @@ from typing import Any, Mapping, Sequence
 
 import torch
 
-from rlcfg.ir import (ActorLossSpec, AdvantageOptions, FilterSpec, KLController, PolicyLossSpec, RewardShaping,
-                      SampleWeighting)
+from rlcfg.ir import (ActorLossSpec, AdvantageOptions, FilterSpec, KLController, LrSchedule, Optimizer,
+                      PolicyLossSpec, RewardShaping, SampleWeighting)
 
 AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
 KL_ESTIMATORS = ("k1", "k2", "k3", "abs", "low_var_kl")
@@ -516,6 +516,25 @@ def aggregate(values: torch.Tensor, mask: torch.Tensor, mode: str, num_tokens: f
     return (per_seq * seq_has_tokens).sum() / denom
 
 
+def loss_denominators(normalization: str, mask: torch.Tensor, mini_batch: tuple[float, float], micro_batches: int,
+                      ranks: int) -> tuple[float, float]:
+    """The (tokens, sequences) that divide one micro-batch's loss in `aggregate`, given the step's
+    denominators of its global mini-batch (step.denominators), the number of micro-batches this rank runs in
+    that mini-batch and the number of data-parallel ranks. The backends scale each loss by `ranks` (and
+    Megatron by its micro-batch count too) to undo their own averaging, so the gradient is that of
+
+      "mini-batch": Σ loss over the global mini-batch / its tokens (sequences);
+      "micro-batch": the mean over ranks and micro-batches of each micro-batch's own reduction: Σ loss / its
+                     tokens, or Σ per-sequence values / all its rows (skyrl-train's reduce_loss, masked_mean
+                     with dim=-1 then .mean(), then 1/accumulation steps and the ranks' mean)."""
+    if normalization == "mini-batch":
+        return mini_batch
+    if normalization != "micro-batch":
+        raise ValueError(f"unknown loss normalization {normalization!r}")
+    share = float(max(micro_batches, 1) * max(ranks, 1))
+    return max(float(mask.sum()), 1.0) * share, max(float(mask.shape[0]), 1.0) * share
+
+
 # ---------------------------------------------------------------------------------------------------- losses
 
 def _clamped(log_ratio: torch.Tensor, spec: PolicyLossSpec, low: float | None, high: float | None) -> torch.Tensor:
@@ -719,15 +738,15 @@ def actor_loss(logprobs: torch.Tensor, mb: Mapping[str, Any], spec: ActorLossSpe
     loss = aggregate(pg, mask, spec.aggregation, num_tokens, num_sequences)
     out = {"pg_loss": loss.detach(), "clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
     if spec.kl_coef and "ref_logprobs" in mb:
-        kl = aggregate(kl_estimate(logprobs, mb["ref_logprobs"], spec.kl_estimator), mask, spec.aggregation,
-                       num_tokens, num_sequences)
+        kl = aggregate(kl_estimate(logprobs, mb["ref_logprobs"], spec.kl_estimator), mask,
+                       spec.kl_aggregation or spec.aggregation, num_tokens, num_sequences)
         loss = loss + spec.kl_coef * kl
         out["kl_loss"] = kl.detach()
     loss = loss * spec.policy.options.loss_coef
     if spec.entropy_coef:
         if entropy is None:
             raise ValueError("the entropy bonus needs the per-token entropy")
-        ent = aggregate(entropy, mask, spec.aggregation, num_tokens, num_sequences)
+        ent = aggregate(entropy, mask, spec.entropy_aggregation or spec.aggregation, num_tokens, num_sequences)
         loss = loss - spec.entropy_coef * ent
         out["entropy"] = ent.detach()
     stop = spec.policy.options.early_stop_ratio
@@ -769,3 +788,45 @@ def entropy_from_logits(logits: torch.Tensor) -> torch.Tensor:
     logits = logits.float()
     logz = torch.logsumexp(logits, dim=-1)
     return logz - (torch.softmax(logits, dim=-1) * logits).sum(dim=-1)
+
+
+# ------------------------------------------------------------------------------------------ learning rate
+
+
+def lr_schedule(opt: Optimizer, length: int | None) -> LrSchedule:
+    """The schedule of `opt` for a run of `length` schedule steps (optimizer or training steps, opt.schedule_unit):
+    a decay of opt.decay_steps after the warm-up when set, else one that ends with the run (transformers'
+    num_training_steps, Megatron's lr_decay_steps at the run's length); without a length, no decay."""
+    warmup = max(opt.warmup_steps, 0)
+    if opt.decay_steps is not None:
+        decay: float | None = opt.decay_steps
+    else:
+        decay = max(length - warmup, 0) if length else None
+    return LrSchedule(lr=opt.lr, shape=opt.scheduler, warmup_steps=warmup, warmup_start_lr=opt.warmup_start_lr,
+                      min_lr=opt.min_lr, decay_steps=decay)
+
+
+def lr_at(step: int, schedule: LrSchedule) -> float:
+    """The learning rate of schedule step `step` (0 for the first update).
+
+    One formula serves every framework rlcfg reads, because they agree on it:
+    - transformers' schedulers (SkyRL, ROLL's FSDP path, AReaL's FSDP engine) are LambdaLR, evaluated at 0 before the
+      first optimizer step: warm-up step/warmup (transformers/optimization.py _get_linear_schedule_with_warmup_lr_lambda
+      and the cosine and constant ones), then progress (step - warmup)/max(1, total - warmup);
+    - Megatron's OptimizerParamScheduler (ChatLearn, RLinf, ROLL, SkyRL and AReaL Megatron paths) calls step(0) at
+      construction and step(1) after each update: init_lr + (max_lr - init_lr)·step/warmup while step <= warmup,
+      then min_lr + coeff·(max_lr - min_lr) with ratio (step - warmup)/(decay_steps - warmup), min_lr past the end.
+    Both give lr at step == warmup. Past the decay's end the lr stays at min_lr (transformers' linear lambda is
+    floored at 0 there; its cosine would rise again, which no lowered run reaches: each spans its run)."""
+    s = schedule
+    if s.warmup_steps > 0 and step < s.warmup_steps:
+        return s.warmup_start_lr + (s.lr - s.warmup_start_lr) * step / s.warmup_steps
+    if s.shape == "constant" or s.decay_steps is None:
+        return s.lr
+    # transformers divides by max(1, total - warmup); Megatron asserts a decay of at least one step.
+    progress = min(1.0, max(step - s.warmup_steps, 0) / max(1, s.decay_steps))
+    if s.shape == "linear":
+        coeff = 1.0 - progress
+    else:
+        coeff = 0.5 * (1.0 + math.cos(math.pi * progress))
+    return s.min_lr + coeff * (s.lr - s.min_lr)

@@ -258,7 +258,8 @@ def read_settings(path: str) -> dict[str, Any] | None:
 # hardware (torch.distributed.checkpoint reshards onto another layout; the arithmetic is the same).
 _FREE_TO_CHANGE = (
     "name", "dialect", "variant", "checkpointing", "logging", "cluster", "colocation", "schedule.total_steps", "schedule.epochs",
-    "schedule.eval_interval", "schedule.eval_before_train", "eval_sampling", "data.eval_files",
+    "schedule.eval_interval", "schedule.eval_epoch_interval", "schedule.eval_time_interval_s",
+    "schedule.eval_before_train", "eval_sampling", "data.eval_files",
     "roles.*.resources", "roles.*.parallelism", "roles.*.offload", "roles.*.micro_batch_size",
     "roles.*.forward_micro_batch_size", "roles.*.gradient_checkpointing", "roles.*.sequence_packing",
     "roles.*.max_tokens_per_micro_batch", "roles.*.engine", "roles.*.backend",

@@ -33,7 +33,8 @@ class PromptSet:
     token_ids: tuple[tuple[int, ...], ...]
     texts: tuple[str, ...]  # the prompt as the model sees it (after the chat template)
     answers: tuple[str | None, ...]
-    dropped: int  # prompts over the length limit
+    dropped: int  # prompts over the length limit, left out
+    cut: int = 0  # prompts over the length limit, truncated to it
 
     def __len__(self) -> int:
         return len(self.token_ids)
@@ -203,12 +204,14 @@ def render_prompt(tokenizer: Any, prompt: Any, apply_chat_template: bool) -> str
 
 
 def load_prompts(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt", answer_key: str | None = None,
-                 max_prompt_length: int | None = None, apply_chat_template: bool = True) -> PromptSet:
-    """Read, template and tokenize every prompt; drop those longer than `max_prompt_length` tokens."""
+                 max_prompt_length: int | None = None, apply_chat_template: bool = True,
+                 long_prompts: str = "drop") -> PromptSet:
+    """Read, template and tokenize every prompt; drop those longer than `max_prompt_length` tokens, or with
+    `long_prompts="truncate"` keep their first `max_prompt_length` tokens."""
     if not files:
         raise DataError("no training data files are configured")
     examples = read_examples(files, prompt_key, answer_key)
-    ids, texts, answers, dropped = [], [], [], 0
+    ids, texts, answers, dropped, cut = [], [], [], 0, 0
     for ex in examples:
         try:
             text = render_prompt(tokenizer, ex.prompt, apply_chat_template)
@@ -218,15 +221,18 @@ def load_prompts(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt
         if not tokens:
             raise DataError(f"{ex.source}: the prompt tokenizes to nothing")
         if max_prompt_length is not None and len(tokens) > max_prompt_length:
-            dropped += 1
-            continue
+            if long_prompts != "truncate":
+                dropped += 1
+                continue
+            tokens = tokens[:max_prompt_length]
+            cut += 1
         ids.append(tuple(tokens))
         texts.append(text)
         answers.append(ex.answer)
     if not ids:
         raise DataError(f"all {len(examples)} prompts are longer than the prompt length limit "
                         f"({max_prompt_length} tokens); raise the limit")
-    return PromptSet(tuple(ids), tuple(texts), tuple(answers), dropped)
+    return PromptSet(tuple(ids), tuple(texts), tuple(answers), dropped, cut)
 
 
 class PromptSampler:
@@ -263,9 +269,129 @@ class PromptSampler:
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "cursor": self.cursor, "size": self.size, "seed": self.seed}
 
+    def epochs_done(self, state: dict[str, int]) -> int:
+        """Epochs completed at the position `state`: the current one counts once its last whole batch is out."""
+        return int(state["epoch"]) + (1 if int(state["cursor"]) + self.batch > self.size else 0)
+
+    def after_draw(self, state: dict[str, int]) -> dict[str, int]:
+        """The position one batch after `state`."""
+        epoch, cursor = int(state["epoch"]), int(state["cursor"])
+        if cursor + self.batch > self.size:
+            epoch, cursor = epoch + 1, 0
+        return dict(state, epoch=epoch, cursor=cursor + self.batch)
+
     def load_state_dict(self, state: dict[str, int]) -> None:
         if state.get("size") not in (None, self.size):
             raise DataError(f"the checkpoint was taken with {state['size']} prompts but the data now has "
                             f"{self.size}; resuming would not replay the same order (start a new run, or "
                             "restore the original data)")
         self.epoch, self.cursor, self._order = int(state["epoch"]), int(state["cursor"]), None
+
+
+# ---- supervised data (Experiment.kind "sft" and "reward_model") ------------------------------------------------
+
+@dataclass(frozen=True)
+class SequenceSet:
+    """Token sequences to train on with a mask of the tokens the loss reads. SFT: the prompt followed by its
+    answer and EOS, the answer's tokens (and EOS) in the loss. Preference pairs: each record gives two rows, the
+    chosen text then the rejected one (rows 2i and 2i+1), each ending in EOS; the mask marks every token."""
+
+    token_ids: tuple[tuple[int, ...], ...]
+    loss_masks: tuple[tuple[int, ...], ...]
+    too_long: int  # records left out for exceeding the length limit
+    rows_per_example: int = 1  # 2 for preference pairs
+
+    def __len__(self) -> int:
+        return len(self.token_ids) // self.rows_per_example
+
+    def rows(self, index: int) -> range:
+        """The rows of example `index`."""
+        return range(index * self.rows_per_example, (index + 1) * self.rows_per_example)
+
+
+def _encode(tokenizer: Any, text: str, templated: bool) -> list[int]:
+    # A chat template writes its own BOS into the text; plain text gets the tokenizer's special tokens as
+    # AReaL's `tokenizer.encode(text)` adds them.
+    return list(tokenizer(text, add_special_tokens=not templated)["input_ids"])
+
+
+def _eos(tokenizer: Any) -> list[int]:
+    return [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
+
+
+def _text(record: dict[str, Any], key: str, where: str, role: str) -> str:
+    value = _lookup(record, key)
+    if value is None:
+        columns = ", ".join(sorted(record)[:8]) or "(none)"
+        raise DataError(f"{where}: no `{key}` column ({role}); the record has: {columns}")
+    if not isinstance(value, str) or not value:
+        raise DataError(f"{where}: `{key}` ({role}) must be a non-empty string")
+    return value
+
+
+def load_sft(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt", answer_key: str = "answer",
+             max_length: int | None = None, apply_chat_template: bool = False) -> SequenceSet:
+    """Prompt/answer pairs for supervised fine-tuning, as AReaL's SFT loaders build them: the tokens of
+    prompt + answer followed by EOS; the loss covers what follows the prompt's own tokens (the answer and EOS);
+    a sequence longer than `max_length` is left out. With `apply_chat_template` (and a tokenizer that has one)
+    the prompt is rendered as a user turn first; AReaL's loaders use the plain text."""
+    if not files:
+        raise DataError("no training data files are configured")
+    ids, masks, too_long = [], [], 0
+    for path in files:
+        records = read_records(path)
+        if not records:
+            raise DataError(f"{path}: the file holds no records")
+        for record, where in records:
+            if prompt_key not in record:
+                columns = ", ".join(sorted(record)[:8]) or "(none)"
+                raise DataError(f"{where}: no `{prompt_key}` column (the prompt key); the record has: {columns}")
+            prompt = record[prompt_key]
+            if not isinstance(prompt, str):
+                prompt = _messages(prompt, where, prompt_key)
+            elif not prompt:
+                raise DataError(f"{where}: `{prompt_key}` is empty")
+            answer = _text(record, answer_key, where, "the answer key")
+            try:
+                text = render_prompt(tokenizer, prompt, apply_chat_template)
+            except DataError as exc:
+                raise DataError(f"{where}: {exc}") from None
+            templated = apply_chat_template and bool(getattr(tokenizer, "chat_template", None))
+            prompt_tokens = _encode(tokenizer, text, templated)
+            tokens = _encode(tokenizer, text + answer, templated) + _eos(tokenizer)
+            answer_tokens = len(tokens) - len(prompt_tokens)
+            if answer_tokens <= 0:
+                raise DataError(f"{where}: the answer adds no tokens to the prompt")
+            if max_length is not None and len(tokens) > max_length:
+                too_long += 1
+                continue
+            ids.append(tuple(tokens))
+            masks.append((0,) * len(prompt_tokens) + (1,) * answer_tokens)
+    if not ids:
+        raise DataError(f"all {too_long} examples are longer than the length limit ({max_length} tokens); raise it")
+    return SequenceSet(tuple(ids), tuple(masks), too_long)
+
+
+def load_pairs(files: Sequence[str], tokenizer: Any, chosen_key: str = "chosen", rejected_key: str = "rejected",
+               max_length: int | None = None) -> SequenceSet:
+    """Preference pairs for reward-model training, as AReaL's reward-model loader builds them: the chosen and
+    the rejected text, each followed by EOS; a pair with either side longer than `max_length` is left out."""
+    if not files:
+        raise DataError("no training data files are configured")
+    ids, masks, too_long = [], [], 0
+    for path in files:
+        records = read_records(path)
+        if not records:
+            raise DataError(f"{path}: the file holds no records")
+        for record, where in records:
+            pair = [_encode(tokenizer, _text(record, key, where, role), False) + _eos(tokenizer)
+                    for key, role in ((chosen_key, "the chosen text"), (rejected_key, "the rejected text"))]
+            if max_length is not None and max(len(p) for p in pair) > max_length:
+                too_long += 1
+                continue
+            for tokens in pair:
+                ids.append(tuple(tokens))
+                masks.append((1,) * len(tokens))
+    if not ids:
+        raise DataError(f"all {too_long} pairs are longer than the length limit ({max_length} tokens); raise it")
+    return SequenceSet(tuple(ids), tuple(masks), too_long, rows_per_example=2)

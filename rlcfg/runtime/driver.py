@@ -285,15 +285,17 @@ class Run:
                                     f"directory, and fetching it from the Hugging Face Hub failed ({reason})") from None
         d = exp.data
         self.train_data = load_prompts(d.train_files, self.tokenizer, d.prompt_key, d.answer_key,
-                                       d.max_prompt_length, d.apply_chat_template)
+                                       d.max_prompt_length, d.apply_chat_template, d.long_prompts)
         self.eval_data = (load_prompts(d.eval_files, self.tokenizer, d.prompt_key, d.answer_key,
-                                       d.max_prompt_length, d.apply_chat_template) if d.eval_files else None)
+                                       d.max_prompt_length, d.apply_chat_template, d.long_prompts)
+                          if d.eval_files else None)
         self.sampler = PromptSampler(len(self.train_data), exp.schedule.prompts_per_step, d.seed, d.shuffle)
         self.total_steps = _total_steps(exp, self.plan, len(self.train_data))
         self.megatron = self._lower_megatron()
         b = self.plan.batch
         self.step_settings = S.StepSettings(
             algorithm=self.alg, max_new_tokens=exp.sampling.max_new_tokens,
+            max_total_length=exp.sampling.max_total_length,
             pad_token_id=self.tokenizer.pad_token_id or 0, needs_reference=self._needs_reference(),
             on_policy=self.alg.ppo_epochs == 1 and b.samples_per_optimizer_step >= b.samples_per_step,
             samples_per_rank=b.samples_per_rank, micro_batch_size=b.micro_batch_size,
@@ -390,8 +392,25 @@ class Run:
                     f"cannot resume from {self.resume_path}: the config changed settings that change what the run "
                     f"computes ({shown}); restore them, or start a new run in another --output (or --overwrite)")
 
+    def data_note(self) -> str | None:
+        """What the run says about the training data it left out, if anything."""
+        if self.train_data.dropped:
+            return (f"{self.train_data.dropped} prompts longer than {self.exp.data.max_prompt_length} tokens were "
+                    "left out")
+        if self.train_data.cut:
+            return (f"{self.train_data.cut} prompts longer than {self.exp.data.max_prompt_length} tokens were cut to "
+                    "their first that many tokens")
+        return None
+
     def _optimizer_steps(self) -> int:
         return self.total_steps * max(1, self.plan.batch.optimizer_steps_per_step)
+
+    def _schedule_train_steps(self) -> int:
+        """The length, in training steps, of a learning-rate schedule advanced once per training step (AReaL's
+        FinetuneSpec.total_train_steps): with epochs, the epochs' batches, which a step cap does not shorten."""
+        if self.exp.schedule.epochs:
+            return int(self.exp.schedule.epochs) * max(1, self.sampler.size // self.sampler.batch)
+        return self.total_steps
 
     def _lower_megatron(self) -> dict[str, Any]:
         """The Megatron roles lowered to megatron-core's settings, here rather than in the workers so that a
@@ -406,8 +425,10 @@ class Run:
             try:
                 spec = M.model_spec_for(role)
                 seq = (self.exp.data.max_prompt_length or 0) + (self.exp.sampling.max_new_tokens or 0)
+                seq = min(seq, self.exp.sampling.max_total_length or seq)
                 out[role.name] = M.lower_role(role, spec, len(self.plan.placement(role.name).ranks),
-                                              self._optimizer_steps(), seq_length=seq or None)
+                                              self._optimizer_steps(), seq_length=seq or None,
+                                              schedule_train_steps=self._schedule_train_steps())
             except M.MegatronConfigError as e:
                 raise PreflightError(f"this plan cannot run here:\n  - {e}") from None
         return out
@@ -443,7 +464,8 @@ class Run:
             o = role.optimizer
             opt = {"name": o.name, "lr": o.lr, "weight_decay": o.weight_decay, "betas": list(o.betas), "eps": o.eps,
                    "grad_clip": o.grad_clip, "scheduler": o.scheduler, "warmup_steps": o.warmup_steps,
-                   "min_lr": o.min_lr}
+                   "min_lr": o.min_lr, "decay_steps": o.decay_steps, "warmup_start_lr": o.warmup_start_lr,
+                   "schedule_unit": o.schedule_unit}
         dtype = role.model.dtype if role.model else "float32"
         if self.device == "cpu" and dtype == "float16":
             dtype = "bfloat16"  # CPUs have no fast fp16 kernels; bf16 keeps the same memory
@@ -453,10 +475,13 @@ class Run:
                 "megatron": self.megatron.get(role.name), "seed": self.exp.seed,
                 "optimizer": opt,
                 "total_optimizer_steps": self._optimizer_steps(),
+                "schedule_train_steps": self._schedule_train_steps(),
                 "gradient_checkpointing": role.gradient_checkpointing,
                 "fsdp_shard": role.parallelism.fsdp_shard, "temperature": self.exp.sampling.temperature,
                 "cpu_offload": role.offload.cpu_offload_during_step, "offload_params": role.offload.params,
-                "offload_optimizer": role.offload.optimizer}
+                "offload_optimizer": role.offload.optimizer, "sequence_packing": role.sequence_packing,
+                "max_tokens_per_micro_batch": role.max_tokens_per_micro_batch,
+                "budget_key": role.key_for("max_tokens_per_micro_batch"), "disable_dropout": role.disable_dropout}
 
     def _start_trainers(self, roles: list[tuple[Role, str]], rollout_spec: dict[str, Any] | None = None) -> list[Any]:
         """One worker per rank of roles[0]; the other roles share its processes (same GPUs, same ranks)."""
@@ -631,7 +656,7 @@ class Run:
                 "min_p": s.min_p, "n": 1 if eval_mode else self.alg.group_size, "stop": list(s.stop),
                 "repetition_penalty": s.repetition_penalty, "presence_penalty": s.presence_penalty,
                 "frequency_penalty": s.frequency_penalty, "min_new_tokens": s.min_new_tokens,
-                "stop_token_ids": list(s.stop_token_ids)}
+                "stop_token_ids": list(s.stop_token_ids), "max_total_length": s.max_total_length}
 
     def _collect(self, step: int, timing: dict[str, float], first: dict[str, Any] | None = None):
         """Roll out and score one step's prompts (`first`: the draw already started while the previous step
@@ -945,11 +970,12 @@ class Run:
                 print(f"rlcfg: note: {note}", file=stream)
             if self.resume_path:
                 print(f"rlcfg: resuming from {self.resume_path} (step {start_step})", file=stream, flush=True)
-            if self.train_data.dropped:
-                print(f"rlcfg: note: {self.train_data.dropped} prompts longer than {exp.data.max_prompt_length} "
-                      "tokens were left out", file=stream)
-            interval = exp.checkpointing.interval
-            eval_every = exp.schedule.eval_interval
+            note = self.data_note()
+            if note:
+                print(f"rlcfg: note: {note}", file=stream)
+            c, sch = exp.checkpointing, exp.schedule
+            saves = Trigger(c.interval, c.epoch_interval, c.time_interval_s)
+            evals = Trigger(sch.eval_interval, sch.eval_epoch_interval, sch.eval_time_interval_s)
             if exp.schedule.eval_before_train and start_step == 0 and self.eval_data:
                 reporter.log({"step": 0, **self.evaluate()})
             last = self.total_steps
@@ -959,10 +985,14 @@ class Run:
             done = 0
             plots: list[str] = []
             for step in range(start_step + 1, last + 1):
-                evaluating = bool(eval_every and step % eval_every == 0)
+                # Whether this step completes an epoch, foreseen from where the previous one left the data (one
+                # draw: a step that draws again, with dynamic sampling, never has the next step queued behind it).
+                epochs = (self.sampler.epochs_done(self.sampler_state),
+                          self.sampler.epochs_done(self.sampler.after_draw(self.sampler_state)))
+                evaluating = bool(self.eval_data) and evals.due(step, *epochs)
                 # The last step of every invocation is saved too (a run shortened with --steps keeps its
                 # progress and exports its model); its checkpoint is where the exported model comes from.
-                saving = bool(interval and step % interval == 0) or step == last
+                saving = saves.due(step, *epochs) or step == last
                 # Prefetching starts the next step's work behind this one's: an evaluation or a checkpoint must
                 # see this step's weights, so they come first.
                 metrics = self.step(step, prefetch=step < last and not evaluating and not saving)
@@ -974,6 +1004,8 @@ class Run:
                 reporter.log(metrics)
                 done += 1
                 reporter.progress(step, self.total_steps, metrics, time.perf_counter() - t_run, done)
+                if step in (start_step + 1, last):  # what the model answers before and after
+                    reporter.show_samples(metrics, getattr(self.train_data, "texts", None))
                 if path:
                     plots = self._publish(path, step, reporter)
             elapsed = time.perf_counter() - t_run
@@ -986,6 +1018,26 @@ class Run:
         finally:
             if hasattr(self, "cluster"):
                 self.cluster.shutdown()
+
+
+class Trigger:
+    """When a periodic action (a checkpoint, an evaluation) is due, as AReaL's EpochStepTimeFreqCtl decides it:
+    after every `steps`-th step, at the end of every `epochs`-th epoch, or once `seconds` have passed since the
+    time trigger last fired (counted from the start of this invocation); each trigger counts on its own. The
+    time is read when a step starts, since a step to be saved or evaluated must not have the next one queued
+    behind it."""
+
+    def __init__(self, steps: int | None, epochs: int | None = None, seconds: float | None = None):
+        self.steps, self.epochs, self.seconds = steps, epochs, seconds
+        self.last_fired = time.monotonic()
+
+    def due(self, step: int, epochs_before: int, epochs_after: int) -> bool:
+        by_steps = bool(self.steps and step % self.steps == 0)
+        by_epochs = bool(self.epochs and epochs_after > epochs_before and epochs_after % self.epochs == 0)
+        by_time = bool(self.seconds and time.monotonic() - self.last_fired >= self.seconds)
+        if by_time:
+            self.last_fired = time.monotonic()
+        return by_steps or by_epochs or by_time
 
 
 def plan_here(exp: Experiment, address: str | None = None, machine: Machine | None = None
@@ -1063,4 +1115,8 @@ def _looks_like_hub_id(path: str) -> bool:
 
 def run(plan: ExecutionPlan, options: RunOptions) -> RunResult:
     """Execute a plan. Raises PreflightError / DataError / FileNotFoundError before any worker starts."""
+    if plan.experiment.kind != "rl":  # SFT and reward-model training: no rollout
+        from rlcfg.runtime.supervised import SupervisedRun
+
+        return SupervisedRun(plan, options).run()
     return Run(plan, options).run()

@@ -1,5 +1,7 @@
-"""What a user sees of a run: one progress line per step, metrics.jsonl (always), TensorBoard and wandb (when
-enabled and installed), PNG plots at the end (when matplotlib is installed) and a one-line summary."""
+"""What a user sees of a run: one progress line per step, a few sample responses with their rewards at the start
+and at the end, metrics.jsonl (always, every step), TensorBoard and wandb (when enabled and installed: every
+numeric metric of every step), PNG plots refreshed at every checkpoint and at the end (when matplotlib is
+installed) and a one-line summary."""
 
 from __future__ import annotations
 
@@ -7,7 +9,44 @@ import json
 import math
 import os
 import sys
-from typing import Any, Iterable, TextIO
+from dataclasses import dataclass
+from typing import Any, Iterable, Sequence, TextIO
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One figure of plots/: lines of metrics against the step; optionally a band of ± `band` around the line
+    of `band_around`, and a fraction (0 to 1) on a second axis."""
+
+    name: str
+    title: str
+    lines: tuple[tuple[str, str], ...]  # (metric, label)
+    band_around: str | None = None
+    band: str | None = None
+    band_label: str = ""
+    twin: tuple[str, str] | None = None  # (metric, label)
+
+
+# The figures a run's plots/ folder gets, each written when the run recorded any of its metrics (a supervised
+# run has no reward; a run without a KL term no KL).
+PLOTS = (
+    Plot("reward", "reward", (("reward/mean", "mean"), ("eval/reward", "evaluation")),
+         band_around="reward/mean", band="reward/group_std", band_label="± std inside a group"),
+    Plot("response_length", "response length (tokens)",
+         (("response/length_mean", "mean"), ("response/length_max", "max")),
+         twin=("response/truncated_frac", "cut at the limit (fraction)")),
+    Plot("policy_loss", "policy loss", (("actor/pg_loss", "policy loss"),)),
+    Plot("kl", "KL to the reference", (("kl", "KL"), ("actor/kl_loss", "KL in the loss"))),
+    Plot("entropy", "entropy (nats per token)",
+         (("rollout/entropy", "sampled tokens (rollout)"), ("actor/entropy", "trainer"))),
+    Plot("clip_fraction", "fraction of tokens clipped", (("actor/clip_frac", "clip fraction"),)),
+    Plot("grad_norm", "gradient norm (before clipping)", (("actor/grad_norm", "actor"), ("grad_norm", "model"))),
+    Plot("learning_rate", "learning rate", (("actor/lr", "actor"), ("lr", "model"))),
+    Plot("throughput", "samples per second", (("throughput/samples_per_s", "samples/s"),)),
+    Plot("loss", "supervised loss", (("sft/loss", "train"), ("rw/loss", "train"), ("eval/loss", "evaluation"))),
+)
+# A supervised step's loss, for the progress line and the summary (rlcfg.runtime.supervised.step_metrics).
+LOSS_KEYS = ("sft/loss", "rw/loss")
 
 
 def _duration(seconds: float) -> str:
@@ -115,18 +154,41 @@ class Reporter:
         self._elapsed = elapsed
         recent = sorted((self._step_times[1:] or self._step_times)[-20:])
         eta = recent[len(recent) // 2] * (total - step) if steps_done else float("nan")
-        parts = [f"step {step}/{total}", f"reward {metrics.get('reward/mean', float('nan')):.3f}"]
-        if "kl" in metrics:
-            parts.append(f"kl {metrics['kl']:.4f}")
-        parts += [f"len {metrics.get('response/length_mean', 0):.1f}",
-                  f"{metrics.get('throughput/samples_per_s', 0):.0f} samples/s", f"ETA {_duration(eta)}"]
+        parts = [f"step {step}/{total}"]
+        loss = next((k for k in LOSS_KEYS if k in metrics), None)
+        if "reward/mean" in metrics or loss is None:  # an RL step
+            parts.append(f"reward {metrics.get('reward/mean', float('nan')):.3f}")
+            if "kl" in metrics:
+                parts.append(f"kl {metrics['kl']:.4f}")
+            parts.append(f"len {metrics.get('response/length_mean', 0):.1f}")
+        else:  # a supervised step
+            parts.append(f"loss {metrics[loss]:.4f}")
+        parts += [f"{metrics.get('throughput/samples_per_s', 0):.0f} samples/s", f"ETA {_duration(eta)}"]
         width = 30
         filled = int(width * step / max(total, 1))
         bar = "#" * filled + "." * (width - filled)
         print(f"[{bar}] " + " | ".join(parts), file=self.stream, flush=True)
 
+    def show_samples(self, metrics: dict[str, Any], prompts: Sequence[str] | None = None) -> None:
+        """A few of the step's responses with their rewards (metrics["samples"], step.rollout_metrics), each
+        after its prompt when `prompts` (the train prompts' texts) are given; a response that stopped ends
+        in <eos>, one the length limit cut in "...". Nothing for a step without samples."""
+        samples = metrics.get("samples") or []
+        if not samples:
+            return
+        lines = [f"rlcfg: sample responses at step {metrics['step']} (prompt, response, reward):"]
+        for sample in samples:
+            index = sample.get("prompt_index")
+            prompt = prompts[index] if prompts is not None and isinstance(index, int) and index < len(prompts) else ""
+            end = "<eos>" if sample.get("finished") else "..."
+            lines.append(f"  {_one_line(prompt, 40)}  {_one_line(sample['response'], 60)}{end}  "
+                         f"{sample['reward']:g}")
+        print("\n".join(lines), file=self.stream, flush=True)
+
     def plots(self) -> list[str]:
-        """reward.png, kl.png, response_length.png under plots/; nothing (and a note) without matplotlib."""
+        """One PNG per figure of PLOTS under plots/, for the figures whose metrics the run recorded; nothing
+        without matplotlib. Each is written aside and renamed: plots are refreshed at every checkpoint, and a
+        kill mid-write must not leave a broken image behind."""
         try:
             import matplotlib
 
@@ -134,29 +196,49 @@ class Reporter:
             import matplotlib.pyplot as plt
         except ImportError:
             return []
-        series = {"reward": "reward/mean", "kl": "kl", "response_length": "response/length_mean"}
         out_dir = os.path.join(self.output_dir, "plots")
         os.makedirs(out_dir, exist_ok=True)
         written = []
-        for name, key in series.items():
-            points = [(m["step"], m[key]) for m in self.history if key in m]
-            if not points:
+        for plot in PLOTS:
+            lines = [(key, label, self._series(key)) for key, label in plot.lines]
+            lines = [line for line in lines if line[2][0]]
+            if not lines:
                 continue
             fig, ax = plt.subplots(figsize=(6, 3.5))
-            ax.plot([p[0] for p in points], [p[1] for p in points])
+            for key, label, (steps, values) in lines:
+                ax.plot(steps, values, label=label, linewidth=1.2)
+                if key == plot.band_around:
+                    band = dict(zip(*self._series(plot.band)))
+                    at = [(x, v, band[x]) for x, v in zip(steps, values) if x in band]
+                    if at:
+                        ax.fill_between([a[0] for a in at], [a[1] - a[2] for a in at], [a[1] + a[2] for a in at],
+                                        alpha=0.2, label=plot.band_label)
+            twin_steps, twin_values = self._series(plot.twin[0]) if plot.twin else ([], [])
+            if twin_steps:
+                right = ax.twinx()
+                right.plot(twin_steps, twin_values, color="tab:red", linestyle="--", linewidth=1.0,
+                           label=plot.twin[1])
+                right.set_ylabel(plot.twin[1])
+                right.set_ylim(-0.02, 1.02)
+                right.legend(loc="upper right", fontsize=8)
+            ax.set_title(plot.title)
             ax.set_xlabel("step")
-            ax.set_ylabel(key)
             ax.grid(alpha=0.3)
+            if len(lines) > 1 or plot.band_around:
+                ax.legend(loc="upper left" if twin_steps else "best", fontsize=8)
             fig.tight_layout()
-            path = os.path.join(out_dir, f"{name}.png")
-            # Written aside and renamed: a plot is refreshed at every checkpoint, and a kill mid-write must
-            # not leave a broken image behind.
+            path = os.path.join(out_dir, f"{plot.name}.png")
             tmp = f"{path}.tmp-{os.getpid()}"
             fig.savefig(tmp, dpi=100, format="png")
             plt.close(fig)
             os.replace(tmp, path)
             written.append(path)
         return written
+
+    def _series(self, key: str | None) -> tuple[list[int], list[float]]:
+        points = [(m["step"], m[key]) for m in self.history
+                  if key and isinstance(m.get(key), (int, float)) and "step" in m]
+        return [p[0] for p in points], [float(p[1]) for p in points]
 
     def close(self) -> None:
         self.file.close()
@@ -167,14 +249,32 @@ class Reporter:
 
 
 def summary_line(history: list[dict[str, Any]], elapsed: float, output_dir: str) -> str:
-    if not history:
+    """The run in one line: its steps and time, how the reward (a supervised run: the loss) and the response
+    length moved between the first and the last five steps, and its throughput."""
+    steps = [m for m in history if "step" in m and ("reward/mean" in m or any(k in m for k in LOSS_KEYS))]
+    if not steps:
         return f"rlcfg run: no steps run; output in {output_dir}"
-    last = history[-1]
-    window = history[-min(5, len(history)):]
-    head = history[:min(5, len(history))]
-    start = sum(m.get("reward/mean", 0.0) for m in head) / len(head)
-    end = sum(m.get("reward/mean", 0.0) for m in window) / len(window)
-    rates = [m.get("throughput/samples_per_s", 0.0) for m in history]
-    rate = sum(rates) / len(rates)
-    return (f"rlcfg run: {last['step']} steps in {_duration(elapsed)}, mean reward {start:.2f} -> {end:.2f} "
-            f"(first/last {len(head)} steps), {rate:.0f} samples/s; output in {output_dir}")
+    # Up to five steps at each end, never overlapping: a short run compares its first and last halves.
+    window = max(1, min(5, len(steps) // 2))
+    head, tail = steps[:window], steps[-window:]
+
+    def mean(rows: list[dict[str, Any]], key: str) -> float:
+        return sum(m.get(key, 0.0) for m in rows) / len(rows)
+
+    loss = next((k for k in LOSS_KEYS if k in steps[-1]), None)
+    if "reward/mean" in steps[-1] or loss is None:
+        moved = f"mean reward {mean(head, 'reward/mean'):.2f} -> {mean(tail, 'reward/mean'):.2f}"
+        if "response/length_mean" in steps[-1]:
+            moved += (f", response length {mean(head, 'response/length_mean'):.1f} -> "
+                      f"{mean(tail, 'response/length_mean'):.1f}")
+    else:
+        moved = f"loss {mean(head, loss):.3f} -> {mean(tail, loss):.3f}"
+    rate = mean(steps, "throughput/samples_per_s")
+    return (f"rlcfg run: {steps[-1]['step']} steps in {_duration(elapsed)}, {moved} (first/last {window} "
+            f"step{'s' if window != 1 else ''}), "
+            f"{rate:.0f} samples/s; output in {output_dir}")
+
+
+def _one_line(text: str, width: int) -> str:
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= width else text[:width - 3] + "..."

@@ -41,6 +41,7 @@ class StepSettings:
     micro_batch_size: int | None
     has_critic: bool
     forward_micro_batch: dict[str, int]  # role → micro-batch of its log-prob / value passes
+    max_total_length: int | None = None  # rlcfg.ir.Sampling.max_total_length
 
 
 @dataclass
@@ -175,6 +176,30 @@ def denominators(mask: Any, shards: int, mini: int) -> list[tuple[float, float]]
     return out
 
 
+def _response_limits(groups: list[dict[str, Any]], s: StepSettings, lengths: Any) -> Any:
+    """Each sample's response limit: max_new_tokens, or with a limit on prompt + response its prompt's own budget
+    (so that "cut at the limit" means the same for every sample)."""
+    if s.max_total_length is None:
+        return s.max_new_tokens
+    import torch
+
+    from rlcfg.ir import response_budget
+
+    limits = [response_budget(s.max_new_tokens, s.max_total_length, len(g["prompt"]))
+              for g in groups for _ in g["responses"]]
+    return torch.tensor(limits[:lengths.shape[0]], dtype=lengths.dtype)
+
+
+def shuffle_within_shards(batch: dict[str, Any], shards: int, seed: int) -> dict[str, Any]:
+    """Every shard's rows in the order of one seeded permutation of its size (Algorithm.shuffle_seed)."""
+    import torch
+
+    n = batch["response_mask"].shape[0] // shards
+    perm = torch.randperm(n, generator=torch.Generator().manual_seed(seed))
+    order = torch.cat([r * n + perm for r in range(shards)])
+    return {k: v[order] for k, v in batch.items()}
+
+
 def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
                    compute: Callable[[str, dict[str, Any]], Any], timing: dict[str, float],
                    kl_coef: float | None = None) -> Update:
@@ -197,7 +222,7 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     scores = A.shape_scores(raw_scores, lengths, finished, s.max_new_tokens, alg.reward)
     timing["advantage"] = time.perf_counter() - t0
 
-    metrics: dict[str, Any] = {}
+    metrics: dict[str, Any] = rollout_metrics(groups, raw_scores, alg.group_size)
     if s.needs_reference:
         batch["ref_logprobs"] = compute("reference", batch)
     if not s.on_policy or (s.needs_reference and alg.kl.placement == "reward"):
@@ -238,22 +263,56 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     loss_mask = A.mask_truncated(mask, finished) if alg.mask_truncated else mask
     w = alg.weighting
     if w.difficulty_mask is not None or w.error_max_len_clip is not None or w.max_len_mask:
-        loss_mask = loss_mask * A.sample_mask(raw_scores, lengths, alg.group_size, s.max_new_tokens, w).unsqueeze(1)
+        loss_mask = loss_mask * A.sample_mask(raw_scores, lengths, alg.group_size, _response_limits(groups, s, lengths),
+                                              w).unsqueeze(1)
     if live is not None:  # filtered groups kept in the batch with no loss (apply_filters)
         loss_mask = loss_mask * live.unsqueeze(1)
     batch["response_mask"] = loss_mask
+    if alg.shuffle_seed is not None:
+        batch = shuffle_within_shards(batch, shards, alg.shuffle_seed)
+        loss_mask = batch["response_mask"]
     timing["advantage"] += time.perf_counter() - t0
 
     per_shard = loss_mask.shape[0] // shards
     mini = min(s.samples_per_rank or per_shard, per_shard) or per_shard
     micro = min(s.micro_batch_size or mini, mini)
-    # "loss" is everything the actor's loss reads (algorithms.actor_loss); the critic reads aggregation and
-    # value_clip.
+    # "loss" is everything the actor's loss reads (algorithms.actor_loss); the critic reads aggregation (its own),
+    # normalization and value_clip.
     cfg = {"ppo_epochs": alg.ppo_epochs, "mini_batch": mini, "micro_batch": micro,
            "denominators": denominators(loss_mask, shards, mini), "loss": alg.actor_loss_spec(),
-           "aggregation": alg.loss_aggregation, "value_clip": alg.value_clip}
+           "aggregation": alg.value_aggregation or alg.loss_aggregation, "normalization": alg.loss_normalization,
+           "value_clip": alg.value_clip}
     return Update(batch=batch, cfg=cfg, raw_scores=raw_scores, shaped_scores=scores, finished=finished,
                   lengths=lengths, metrics=metrics, next_kl_coef=next_coef)
+
+
+# How many of a step's responses go into its metrics line (one per group, the first groups), for people to read.
+SAMPLES_PER_STEP = 4
+
+
+def rollout_metrics(groups: list[dict[str, Any]], raw_scores: Any, group_size: int) -> dict[str, Any]:
+    """What the rollout tells before any training: the spread of the rewards inside each group (GRPO learns
+    only from groups whose rewards differ), the sampling policy's entropy, and a few responses with their rewards.
+
+    The entropy is estimated from the rollout engine's own log-probs as the mean of −log π over the sampled
+    tokens (an unbiased estimate of the per-token entropy at the sampling temperature); it costs nothing, where
+    the exact entropy needs the whole vocabulary's distribution at every token (the trainer computes that one,
+    `actor/entropy`, when the loss has an entropy term)."""
+    out: dict[str, Any] = {}
+    n = int(raw_scores.shape[0])
+    if group_size > 1 and n and n % group_size == 0:
+        by_group = raw_scores.view(-1, group_size)
+        spread = by_group.std(dim=1)
+        out["reward/group_std"] = float(spread.mean())
+        out["reward/zero_std_frac"] = float((spread == 0).float().mean())
+    rows = [r[1] for g in groups for r in g["responses"] if r[1] is not None]
+    tokens = sum(len(lp) for lp in rows)
+    if tokens:
+        out["rollout/entropy"] = -sum(sum(lp) for lp in rows) / tokens
+    # Groups built without their texts (by callers that only need the arithmetic) show none.
+    out["samples"] = [{"prompt_index": g.get("index"), "response": g["texts"][0], "reward": float(g["scores"][0]),
+                       "finished": bool(g["responses"][0][2])} for g in groups[:SAMPLES_PER_STEP] if g.get("texts")]
+    return out
 
 
 def critic_cfg(update: Update, ranks: int) -> dict[str, Any]:

@@ -145,10 +145,14 @@ class TrainWorker:
                 self.engines[role] = FSDPEngine(
                     spec["kind"], spec["model_path"], dtype=spec["dtype"], device=spec["device"],
                     optimizer=spec.get("optimizer"), total_optimizer_steps=spec.get("total_optimizer_steps"),
+                    schedule_train_steps=spec.get("schedule_train_steps"),
                     gradient_checkpointing=spec.get("gradient_checkpointing", False),
                     fsdp_shard=spec.get("fsdp_shard"), temperature=spec.get("temperature", 1.0),
                     cpu_offload=spec.get("cpu_offload", False), offload_params=spec.get("offload_params", False),
-                    offload_optimizer=spec.get("offload_optimizer", False))
+                    offload_optimizer=spec.get("offload_optimizer", False),
+                    sequence_packing=spec.get("sequence_packing", False),
+                    max_tokens_per_micro_batch=spec.get("max_tokens_per_micro_batch"),
+                    budget_key=spec.get("budget_key"), disable_dropout=spec.get("disable_dropout", False))
         return time.perf_counter() - start
 
     def _run(self, role: str | None, phase: str, *args: Any) -> Any:
@@ -178,6 +182,17 @@ class TrainWorker:
         weights = self.engine.full_state_dict()
         metrics["gather_s"] = time.perf_counter() - start
         return metrics, weights
+
+    def train_supervised(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
+        """One SFT or reward-model optimizer step (rlcfg.runtime.supervised.train_step)."""
+        from rlcfg.runtime.supervised import train_step
+
+        return train_step(self.engine, _as_tensors(batch), cfg)
+
+    def evaluate_supervised(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
+        from rlcfg.runtime.supervised import evaluate_step
+
+        return evaluate_step(self.engine, _as_tensors(batch), cfg)
 
     def full_state_dict(self) -> dict[str, Any] | None:
         return self.engine.full_state_dict()
@@ -266,8 +281,9 @@ class _Generating:
             start = time.perf_counter()
             self.rollout.update_weights(weights)
             info["load_s"] = time.perf_counter() - start
-        gens = self.rollout.generate(prompt_token_ids, sampling, seed)
-        info["generate_s"] = self.rollout.last_generate_s
+        # An engine left without prompts (a step with fewer prompts than engines) only takes the weights.
+        gens = self.rollout.generate(prompt_token_ids, sampling, seed) if prompt_token_ids else []
+        info["generate_s"] = self.rollout.last_generate_s if prompt_token_ids else 0.0
         out = [(g.token_ids, g.logprobs, g.finished) for g in gens]
         if answers is not None:
             start = time.perf_counter()

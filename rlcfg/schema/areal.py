@@ -62,8 +62,6 @@ _GATEWAY = inert("AReaL 1.0's controller, gateway and inference-service plumbing
 _LORA_ONLY = inert("read only when LoRA adapters are trained or served, which rlcfg refuses (actor.use_lora)")
 _AGENT = inert("read only by AReaL's agent service, which rlcfg refuses (rollout.agent)")
 _SECTION = inert("a section whose keys each declare their own fate")
-_BY_STEPS = refused("rlcfg saves and evaluates every `freq_steps` steps only; epoch- and time-based triggers are "
-                    "not run")
 _OPTIM_STATE = refused("rlcfg's checkpoints always hold the optimizer state and a resumed run restores it")
 _FP8 = refused("rlcfg trains in the model's dtype; FP8 matmuls are not run")
 _MEGATRON_PRECISION = refused("rlcfg's Megatron backend keeps fp32 main parameters, gradients, gradient reduction "
@@ -88,22 +86,27 @@ def _names(owner: str) -> tuple[Any, Any]:
 # ---- small shared sections ---------------------------------------------------------------------------------
 
 
+# AReaL 0.3's NormConfig takes any string; its Normalization rejects other levels once the trainer builds it.
+_NORM_LATE = {"0.3": "when the trainer builds its normalization (utils/data.py Normalization)"}
+
+
 class NormConfig(Section):
     """Reward or advantage normalization."""
 
     mean_level: Literal["batch", "group"] | None = param(
         "batch", description="Level at which the mean is subtracted: `batch`, `group`, or null for no mean "
-                             "normalization. AReaL checks this in NormConfig.__post_init__.", fate=HONORED)
+                             "normalization. AReaL checks this in NormConfig.__post_init__ (1.0) or when the "
+                             "trainer builds its normalization (0.3).", fate=HONORED, late_check=_NORM_LATE)
     mean_leave1out: bool = param(False, description="Subtract the leave-one-out mean (the mean of the other "
-                                                    "members) instead of the plain mean. Not in the seed; "
-                                                    "added in later versions.", fate=HONORED)
+                                                    "members) instead of the plain mean. Not in AReaL's v0.3.4 "
+                                                    "reference; added in later versions.", fate=HONORED)
     std_level: Literal["batch", "group"] | None = param(
         "batch", description="Level at which values are divided by the standard deviation: `batch`, `group`, "
-                             "or null for no std normalization.", fate=HONORED)
-    std_unbiased: bool = param(True, description="Use the unbiased (n-1) standard deviation. Not in the seed; "
-                                                 "later versions default it to true.", fate=HONORED)
+                             "or null for no std normalization.", fate=HONORED, late_check=_NORM_LATE)
+    std_unbiased: bool = param(True, description="Use the unbiased (n-1) standard deviation. Not in AReaL's "
+                                                 "v0.3.4 reference; later versions default it to true.", fate=HONORED)
     eps: float = param(1e-5, description="Added to the standard deviation before dividing, against division by "
-                                         "zero. Not in the seed.", ge=0, fate=HONORED)
+                                         "zero. Not in AReaL's v0.3.4 reference.", ge=0, fate=HONORED)
     group_size: int = param(1, description="Number of samples per group for group-level normalization; AReaL's "
                                            "examples set `${gconfig.n_samples}`. Must be >= 1 when a level is "
                                            "`group`.", fate=HONORED)
@@ -121,11 +124,11 @@ class MicroBatchSpec(Section):
                                                             "When set, n_mbs becomes a lower bound.", ge=1,
                                           fate=HONORED)
     n_mbs_divisor: int = param(1, description="The final number of micro-batches is rounded to a multiple of "
-                                              "this. Not in the seed (later versions).", ge=1, releases=('1.0',),
+                                              "this. Added in AReaL 1.0.", ge=1, releases=('1.0',),
                                fate=_PACKING)
     packing_algorithm: Literal["ffd", "kk"] = param(
         "ffd", description="Sequence packing algorithm for micro-batches: `ffd` (first fit decreasing) or `kk` "
-                           "(Karmarkar-Karp, better balance). Not in the seed (later versions).", releases=('1.0',),
+                           "(Karmarkar-Karp, better balance). Added in AReaL 1.0.", releases=('1.0',),
         fate=_PACKING)
 
 
@@ -133,7 +136,8 @@ class OptimizerConfig(Section):
     """Optimizer and learning-rate schedule. Set `type: empty` for a model that is not trained."""
 
     type: Literal["adam", "empty", "sgd", "adam_bf16"] = param(
-        "adam", description="Optimizer type. The seed documents `adam` and `empty` (no training); AReaL 1.0 adds "
+        "adam", description="Optimizer type. AReaL's v0.3.4 reference documents `adam` and `empty` (no training); "
+                            "AReaL 1.0 adds "
                             "`sgd` and `adam_bf16`. AReaL only checks this when the engine builds the optimizer, "
                             "after the model is loaded; rlcfg checks it up front.", fate=HONORED)
     lr: float = param(2e-5, description="Peak learning rate of the optimizer.", ge=0, fate=HONORED)
@@ -173,7 +177,7 @@ class FSDPWrapPolicy(Section):
 
 
 class FSDPEngineConfig(Section):
-    """The FSDP training backend. The seed lists this section without its keys; they follow AReaL's code."""
+    """The FSDP training backend. AReaL's v0.3.4 reference lists it without its keys; they follow AReaL's code."""
 
     wrap_policy: FSDPWrapPolicy | None = section(FSDPWrapPolicy, optional=True,
                                                  description="FSDP wrap policy; null uses the model's decoder "
@@ -196,7 +200,7 @@ class FSDPEngineConfig(Section):
 class DeepSpeedAutoTPEngineConfig(Section):
     """DeepSpeed AutoTP, the experimental tensor-parallel training backend of v0.3.0 to v0.3.3 (gone in v0.3.4)."""
 
-    autotp_size: int | None = param(1, description="DeepSpeed AutoTP tensor-parallel size. The seed lists the "
+    autotp_size: int | None = param(1, description="DeepSpeed AutoTP tensor-parallel size. AReaL's reference lists the "
                                                    "section without its keys; this follows the v0.3.3 code.", ge=1,
                                     fate=refused("rlcfg trains with FSDP data parallelism (or Megatron from a "
                                                  "`megatron:` backend); DeepSpeed AutoTP tensor parallelism is not "
@@ -398,8 +402,9 @@ class TrainEngineConfig(Section):
     path: str = param("", description="Path (or HuggingFace name) of the checkpoint to load.",
                       fate=HONORED)
     attn_impl: Literal["flash_attention_2", "flash_attention_3", "sdpa", "eager", "flex_attention"] = param(
-        "flash_attention_2", description="Attention implementation of the transformers model. The seed "
-                                         "documents only `flash_attention_2`; AReaL 1.0 also accepts the other "
+        "flash_attention_2", description="Attention implementation of the transformers model. AReaL's v0.3.4 "
+                                         "reference documents only `flash_attention_2`; AReaL 1.0 also accepts the "
+                                         "other "
                                          "built-in transformers backends listed here (and Hugging Face kernel "
                                          "repository ids, which rlcfg does not accept).", fate=_TRAIN_PERF)
     use_kernels: bool = param(False, description="Kernelize the model with Hugging Face kernels (1.0).", releases=('1.0',),
@@ -413,12 +418,9 @@ class TrainEngineConfig(Section):
     mb_spec: MicroBatchSpec = section(MicroBatchSpec, description="Micro-batch splitting.", fate=HONORED)
     pad_to_maximum: bool = param(False, description="Pad every micro-batch to the length bound of mb_spec: less "
                                                     "memory fragmentation, slower training.", fate=_TRAIN_PERF)
-    disable_dropout: bool = param(False, description="Disable dropout layers while training.",
-                                  fate=refused("rlcfg trains with the model's own dropout settings (torch train mode); "
-                                               "models whose config has no dropout, such as Qwen2.5, train the same "
-                                               "either way"))
+    disable_dropout: bool = param(False, description="Disable dropout layers while training.", fate=HONORED)
     gradient_checkpointing: bool = param(True, description="Recompute activations in the backward pass to save "
-                                                           "memory. The seed's default is true (1.0: false).",
+                                                           "memory. v0.3.4's default is true (1.0: false).",
                                          fate=HONORED)
     dtype: Literal["bfloat16", "float16", "float32", "bf16", "fp16", "fp32"] = param(
         "bfloat16", description="Parameter (compute) data type. AReaL 1.0 accepts the aliases bf16, fp16 and "
@@ -430,13 +432,15 @@ class TrainEngineConfig(Section):
                                                  fate=HONORED)
     backend: str = param("", description="Backend and parallel sizes of this engine, e.g. `fsdp:d4p1t1`, "
                                          "`megatron:d2p2t2` (AReaL 1.0, where it is mandatory and replaces "
-                                         "`allocation_mode`). The seed documents it with the default \"\".",
+                                         "`allocation_mode`). AReaL's v0.3.4 reference documents it with the default "
+                                         "\"\".",
                          fate=HONORED)
     fsdp: FSDPEngineConfig = section(FSDPEngineConfig, description="FSDP backend settings.",
                                       fate=HONORED)
     ds_auto_tp: DeepSpeedAutoTPEngineConfig = section(DeepSpeedAutoTPEngineConfig, releases=("0.3",),
                                                       description="DeepSpeed AutoTP backend settings (v0.3.0 to "
-                                                                  "v0.3.3; the seed documents it, v0.3.4 dropped "
+                                                                  "v0.3.3; AReaL's reference documents it, v0.3.4 "
+                                                                  "dropped "
                                                                   "it).", fate=_SECTION)
     archon: ArchonEngineConfig = section(ArchonEngineConfig, description="Archon backend settings (1.0).", releases=('1.0',),
                                           fate=_SECTION)
@@ -478,9 +482,7 @@ class TrainEngineConfig(Section):
                                  fate=_GATEWAY)
     temperature: float = param(1.0, description="Sampling temperature the log-probabilities are computed at; "
                                                 "keep it equal to gconfig.temperature.", gt=0, releases=("1.0",),
-                               fate=inert("AReaL reads it where log-probabilities are taken: the PPO actor and "
-                                          "reference declare their own; a critic computes values, and SFT and "
-                                          "reward-model runs are refused by rlcfg run as a whole"))
+                               fate=HONORED)
 
 
 class RejectionSamplingConfig(Section):
@@ -647,6 +649,10 @@ class PPOCriticConfig(TrainEngineConfig):
     """A PPO critic (1.0 PPO experiments)."""
 
     ppo_n_minibatches: int = param(4, description="Minibatches per critic update.", ge=1, fate=HONORED)
+    temperature: float = param(1.0, description="Sampling temperature the log-probabilities are computed at; "
+                                                "keep it equal to gconfig.temperature.", gt=0, releases=("1.0",),
+                               fate=inert("a critic computes values, not log-probabilities: nothing divides its "
+                                          "outputs by a temperature"))
     eps_clip: float = param(0.5, description="Clipping range of the value loss.", gt=0, fate=HONORED)
     mask_no_eos_with_zero: bool = param(False, description="Exclude truncated generations from training.",
                                         fate=inert("AReaL's critic only logs it; the actor's mask_no_eos_with_zero "
@@ -774,7 +780,7 @@ class SGLangConfig(Section):
     skip_tokenizer_init: bool = param(False, description="Do not load the tokenizer in the server (token ids in "
                                                          "and out).")
     disable_cuda_graph: bool = param(False, description="Disable CUDA graphs.", fate=HONORED)
-    disable_radix_cache: bool = param(False, description="Disable the prefix (radix) cache. The seed's default "
+    disable_radix_cache: bool = param(False, description="Disable the prefix (radix) cache. v0.3.4's default "
                                                          "is false (later versions: true).", fate=HONORED)
     disable_cuda_graph_padding: bool = param(False, description="Disable padding when capturing CUDA graphs.")
     enable_nccl_nvls: bool = param(False, description="Use NCCL NVLink SHARP.")
@@ -853,7 +859,7 @@ class SGLangConfig(Section):
 
 
 class VLLMConfig(Section):
-    """Arguments of the vLLM servers AReaL launches (later versions; not in the seed)."""
+    """Arguments of the vLLM servers AReaL launches (added in AReaL 1.0)."""
 
     run_fate = _SERVER_PERF
 
@@ -994,7 +1000,7 @@ class ClusterSpecConfig(Section):
     cluster_name: str = param("local", description="Cluster name; selects cluster-specific environment "
                                                    "variables.", fate=_LAUNCH)
     fileroot: str = param("/home/fw/.cache/areal", description="Root of logs and checkpoints; must be shared by "
-                                                               "all nodes. (The seed's default; later versions "
+                                                               "all nodes. (v0.3.4's default; later versions "
                                                                "use /tmp/areal/.)",
                           fate=inert("rlcfg writes checkpoints under saver.fileroot and logs under "
                                      "stats_logger.fileroot, which AReaL's examples set to this"))
@@ -1105,11 +1111,11 @@ class _Timer(Section):
                                                 "write `${cluster.fileroot}`.",
                           fate=inert("where AReaL writes this component's own files"))
     freq_epochs: int | None = param(None, description="Trigger every this many epochs; null disables the "
-                                                      "epoch trigger.", ge=1, fate=_BY_STEPS)
+                                                      "epoch trigger.", ge=1, fate=HONORED)
     freq_steps: int | None = param(None, description="Trigger every this many steps; null disables the step "
                                                      "trigger.", ge=1, fate=HONORED)
     freq_secs: int | None = param(None, description="Trigger every this many seconds; null disables the time "
-                                                    "trigger.", ge=1, fate=_BY_STEPS)
+                                                    "trigger.", ge=1, fate=HONORED)
 
 
 class SaverConfig(_Timer):
@@ -1270,7 +1276,7 @@ class SFTConfig(BaseExperimentConfig):
     """Supervised fine-tuning."""
 
     model: TrainEngineConfig | None = section(TrainEngineConfig, optional=True,
-                                              description="The model being fine-tuned (v0.3 key). The seed builds "
+                                              description="The model being fine-tuned (v0.3 key). AReaL v0.3.4 builds "
                                                           "it from defaults, so its mandatory names must be "
                                                           "written; exactly one of `model` and `actor` is "
                                                           "expected.", releases=('0.3',), fate=HONORED)
@@ -1303,7 +1309,7 @@ class GRPOConfig(BaseExperimentConfig):
                                      fate=HONORED)
     ref: ReferenceConfig | None = section(ReferenceConfig, optional=True,
                                          description="The reference model of the KL penalty; built only when "
-                                                     "actor.kl_ctl > 0. The seed builds it from defaults when "
+                                                     "actor.kl_ctl > 0. AReaL v0.3.4 builds it from defaults when "
                                                      "absent (so its names must be written); 1.0 skips it.",
                                            fate=HONORED)
     critic: PPOCriticConfig | None = section(PPOCriticConfig, optional=True, description="A critic (1.0 PPO).",
@@ -1375,7 +1381,7 @@ def _overlay(model: type[Section], tree: dict, table: dict[str, dict[str, Any]])
 class AReaLDialect(Dialect):
     name = "areal"
     title = "AReaL"
-    documents = "AReaL v0.3.4 and v1.0.4 (the seed 004 documents v0.3.4)"
+    documents = "AReaL v0.3.4 and v1.0.4 (AReaL's reference documents v0.3.4)"
     override_grammar = "hydra"
     rules = RULES
     # AReaL v0.3.x and 1.0.x: the two layouts differ (allocation_mode and async_training vs per-engine backends).

@@ -339,7 +339,7 @@ def _sft_model(cfg, ctx):
 
 
 @RULES.rule("areal/rw-critic", "RLC302", "Reward-model training needs a critic (scalar-head) model: "
-            "is_critic true (AR-19).", keys=["model.is_critic", "actor.is_critic", "train_dataset.type"])
+            "is_critic true.", keys=["model.is_critic", "actor.is_critic", "train_dataset.type"])
 def _rw_critic(cfg, ctx):
     if _kind(cfg) != "rw":
         return
@@ -350,7 +350,7 @@ def _rw_critic(cfg, ctx):
                         related=["train_dataset.type"])
 
 
-@RULES.rule("areal/norm-group-size", "RLC201", "Group-level normalization needs group_size >= 1 (AR-2), and "
+@RULES.rule("areal/norm-group-size", "RLC201", "Group-level normalization needs group_size >= 1, and "
             "should group as many samples as gconfig.n_samples.",
             keys=["actor.reward_norm.group_size", "actor.adv_norm.group_size", "gconfig.n_samples"])
 def _norm_group_size(cfg, ctx):
@@ -397,7 +397,7 @@ def _temperature(cfg, ctx):
 
 
 @RULES.rule("areal/fsdp-memory-efficient-load", "RLC301", "fsdp.memory_efficient_load loads pretrained weights, "
-            "so it excludes init_from_scratch (AR-8).", keys=["actor.fsdp.memory_efficient_load"])
+            "so it excludes init_from_scratch.", keys=["actor.fsdp.memory_efficient_load"])
 def _memory_efficient_load(cfg, ctx):
     for name, engine in _engines(cfg):
         if engine.fsdp.memory_efficient_load and engine.init_from_scratch:
@@ -407,7 +407,7 @@ def _memory_efficient_load(cfg, ctx):
                             related=[f"{name}.init_from_scratch"])
 
 
-@RULES.rule("areal/scheduling-spec", "RLC201", "An engine takes one or two scheduling specs (AR-8, AR-14), and "
+@RULES.rule("areal/scheduling-spec", "RLC201", "An engine takes one or two scheduling specs, and "
             "a non-blank admin_api_key.", keys=["actor.scheduling_spec", "rollout.scheduling_spec"])
 def _scheduling_spec(cfg, ctx):
     engines = list(_engines(cfg))
@@ -423,7 +423,7 @@ def _scheduling_spec(cfg, ctx):
                             hint="leave the default `areal-admin-key` or set a real key")
 
 
-@RULES.rule("areal/archon", "RLC306", "Archon FP8 needs use_triton (AR-5); Archon's memory_budget "
+@RULES.rule("areal/archon", "RLC306", "Archon FP8 needs use_triton; Archon's memory_budget "
             "checkpointing needs enable_compile.", keys=["actor.archon.fp8_config.use_triton", "actor.archon.ac_mode"])
 def _archon(cfg, ctx):
     for name, engine in _engines(cfg):
@@ -439,7 +439,7 @@ def _archon(cfg, ctx):
 
 
 @RULES.rule("areal/megatron", "RLC302", "Megatron settings: bridge_type is mbridge or megatron-bridge; virtual "
-            "pipeline parallelism needs p > 1 (AR-25); the Megatron engine takes optimizer adam or sgd (AR-38).",
+            "pipeline parallelism needs p > 1; the Megatron engine takes optimizer adam or sgd.",
             keys=["actor.megatron", "actor.backend", "actor.optimizer.type"])
 def _megatron(cfg, ctx):
     for name, engine in _engines(cfg):
@@ -489,7 +489,7 @@ def _c_clip(cfg, ctx):
 
 
 @RULES.rule("areal/behav-imp-weight-cap", "RLC302", "behav_imp_weight_cap is > 1 and needs use_decoupled_loss "
-            "(seed).", keys=["actor.behav_imp_weight_cap", "actor.use_decoupled_loss"])
+            "(AReaL v0.3.4).", keys=["actor.behav_imp_weight_cap", "actor.use_decoupled_loss"])
 def _behav_cap(cfg, ctx):
     for name, actor in _actor_paths(cfg):
         cap = actor.behav_imp_weight_cap
@@ -505,7 +505,7 @@ def _behav_cap(cfg, ctx):
 
 
 @RULES.rule("areal/legacy-imp-weight", "RLC113", "behave_imp_weight_cap/behave_imp_weight_mode (AReaL v0.4 to v0.5) "
-            "exist in neither claimed release: AReaL 1.0 stops at load and asks for rejection_sampling (AR-21); "
+            "exist in neither claimed release: AReaL 1.0 stops at load and asks for rejection_sampling; "
             "v0.3 rejects them as unknown keys (it spells the cap behav_imp_weight_cap).",
             keys=["actor.behave_imp_weight_cap", "actor.behave_imp_weight_mode"])
 def _legacy_imp_weight(cfg, ctx):
@@ -529,8 +529,8 @@ def _legacy_imp_weight(cfg, ctx):
 
 
 @RULES.rule("areal/rejection-sampling", "RLC201", "rejection_sampling bounds are consistent: lower <= upper, a "
-            "ratio needs upper > 1 and lower > 0, k2/k3 need upper > 0, clamp needs the ratio metric (AR-10); "
-            "it only acts with use_decoupled_loss (AR-11).", keys=["actor.rejection_sampling"])
+            "ratio needs upper > 1 and lower > 0, k2/k3 need upper > 0, clamp needs the ratio metric; "
+            "it only acts with use_decoupled_loss.", keys=["actor.rejection_sampling"])
 def _rejection_sampling(cfg, ctx):
     for name, actor in _actor_paths(cfg):
         rs = actor.rejection_sampling
@@ -569,7 +569,7 @@ def _rejection_sampling(cfg, ctx):
                               f"`level` is 'token'", hint="remove agg or set `level: sequence`")
 
 
-@RULES.rule("areal/sapo", "RLC301", "SAPO needs positive temperatures and excludes the decoupled loss (AR-12).",
+@RULES.rule("areal/sapo", "RLC301", "SAPO needs positive temperatures and excludes the decoupled loss.",
             keys=["actor.use_sapo_loss", "actor.sapo_tau_pos", "actor.sapo_tau_neg", "actor.use_decoupled_loss"])
 def _sapo(cfg, ctx):
     for name, actor in _actor_paths(cfg):
@@ -599,7 +599,7 @@ def _decoupled_recompute(cfg, ctx):
 
 
 @RULES.rule("areal/overlong-penalty", "RLC302", "overlong_reward_penalty needs overlong_tokens and "
-            "overlong_penalty_factor (AR-45).", keys=["actor.overlong_reward_penalty"])
+            "overlong_penalty_factor.", keys=["actor.overlong_reward_penalty"])
 def _overlong(cfg, ctx):
     for name, actor in _actor_paths(cfg):
         if not actor.overlong_reward_penalty:
@@ -614,7 +614,7 @@ def _overlong(cfg, ctx):
 
 
 @RULES.rule("areal/reference-model", "RLC307", "The reference model is built only when actor.kl_ctl > 0 (and a "
-            "`ref` section exists); it then needs a path (AR-34).", keys=["actor.kl_ctl", "ref", "ref.path"])
+            "`ref` section exists); it then needs a path.", keys=["actor.kl_ctl", "ref", "ref.path"])
 def _reference_model(cfg, ctx):
     if _kind(cfg) != "grpo":
         return
@@ -645,7 +645,7 @@ def _reference_model(cfg, ctx):
 # ---- rollout, batches and lengths --------------------------------------------------------------------------
 
 
-@RULES.rule("areal/queue-size", "RLC300", "The rollout queue holds at least one training batch (AR-43).",
+@RULES.rule("areal/queue-size", "RLC300", "The rollout queue holds at least one training batch.",
             keys=["rollout.queue_size", "rollout.consumer_batch_size"])
 def _queue_size(cfg, ctx):
     if _kind(cfg) != "grpo" or cfg.rollout.queue_size is None:
@@ -659,7 +659,7 @@ def _queue_size(cfg, ctx):
 
 
 @RULES.rule("areal/micro-batch-granularity", "RLC300", "The sequences of a training batch divide by "
-            "mb_spec.granularity, and there are at least ppo_n_minibatches of them (AR-44).",
+            "mb_spec.granularity, and there are at least ppo_n_minibatches of them.",
             keys=["actor.mb_spec.granularity", "train_dataset.batch_size", "gconfig.n_samples",
                   "actor.ppo_n_minibatches"])
 def _granularity(cfg, ctx):
@@ -809,7 +809,7 @@ def _offpolicyness(cfg, ctx):
 
 
 @RULES.rule("areal/offload", "RLC302", "Offloading (an engine's offload, or actor-rollout colocation) needs "
-            "enable_offload (AR-29); colocating rollout with the actor needs weight_update_mode disk (AR-30).",
+            "enable_offload; colocating rollout with the actor needs weight_update_mode disk.",
             keys=["enable_offload", "actor.offload", "rollout.scheduling_strategy", "actor.weight_update_mode"])
 def _offload(cfg, ctx):
     engines = list(_engines(cfg))
@@ -840,9 +840,9 @@ def _offload(cfg, ctx):
                         hint="set `actor.weight_update_mode: disk`", related=[path])
 
 
-@RULES.rule("areal/rollout-backend-features", "RLC306", "return_routed_experts needs SGLang (AR-31); a Megatron "
-            "actor with LoRA cannot update an SGLang rollout (AR-32); LoRA hot-loading needs the single "
-            "controller (scheduler.type) (AR-36).",
+@RULES.rule("areal/rollout-backend-features", "RLC306", "return_routed_experts needs SGLang; a Megatron "
+            "actor with LoRA cannot update an SGLang rollout; LoRA hot-loading needs the single "
+            "controller (scheduler.type).",
             keys=["rollout.return_routed_experts", "actor.use_lora", "rollout.backend", "scheduler.type"])
 def _rollout_features(cfg, ctx):
     if _kind(cfg) != "grpo":
@@ -917,7 +917,7 @@ def _norm_text(norm: Any) -> str:
                   "gconfig.max_tokens", "critic.ppo_n_minibatches", "actor.optimizer.warmup_steps_proportion"])
 def _run_ledger(cfg, ctx):
     if _kind(cfg) != "grpo":
-        return  # SFT and reward-model training are refused by `rlcfg run` as a whole
+        return  # the combinations below are the RL loop's; SFT and reward-model keys are judged one by one
     a, g = cfg.actor, cfg.gconfig
     critic = cfg.critic
     reference = a.kl_ctl > 0 and cfg.ref is not None

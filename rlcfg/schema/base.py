@@ -25,6 +25,9 @@ RELEASES_KEY = "x-rlcfg-releases"  # where a field records the releases that hav
 
 
 FATE_KEY = "x-rlcfg-run"  # where a field records what `rlcfg run` does with it
+# Where a field records, per release, when the framework first rejects a value its type forbids, for the releases
+# whose loader accepts any value: rlcfg is knowingly stricter there and says so.
+LATE_CHECK_KEY = "x-rlcfg-late-check"
 
 
 @dataclass(frozen=True)
@@ -99,7 +102,8 @@ class Section(BaseModel):
 def param(default: Any = REQUIRED, *, description: str, ge: float | None = None, gt: float | None = None,
           le: float | None = None, lt: float | None = None, alias: str | None = None,
           renamed_to: str | None = None, examples: list | None = None, min_length: int | None = None,
-          releases: Iterable[str] | None = None, fate: Fate | None = None) -> Any:
+          releases: Iterable[str] | None = None, fate: Fate | None = None,
+          late_check: Mapping[str, str] | None = None) -> Any:
     """Declare one parameter.
 
     default: the documented default as a user would write it; an interpolation such as
@@ -112,8 +116,12 @@ def param(default: Any = REQUIRED, *, description: str, ge: float | None = None,
     releases: the releases of the dialect (names from `Dialect.releases`) whose loader knows this key; None means
       every release. A user who sets the key in a file judged by another release is told so (RLC113).
     fate: what `rlcfg run` does with it (HONORED, refused("..."), inert("...")); see `Fate`.
+    late_check: release → when that release's framework first fails on a value the type forbids ("when the
+      trainer builds ..."), for releases whose loader accepts any value; the type error then says so.
     """
     extra: dict[str, Any] = {}
+    if late_check:
+        extra[LATE_CHECK_KEY] = dict(late_check)
     if renamed_to:
         extra["x-rlcfg-renamed-to"] = renamed_to
     if releases is not None:
@@ -205,12 +213,44 @@ def choices_of(annotation: Any) -> list | None:
 
 def iter_fields(model: type[Section], prefix: tuple = ()) -> Iterator[tuple[tuple, FieldInfo, type[Section]]]:
     """Every parameter of a section tree, depth first: (path, field, owning section)."""
+    if not prefix:
+        # A check walks its dialect's whole tree more than once (renamed keys, run refusals), thousands of
+        # fields for ROLL and RLinf: the walk of a class is made once per process.
+        yield from _whole_tree(model)
+        return
+    yield from _walk_fields(model, prefix)
+
+
+_WHOLE_TREES: dict[type, tuple] = {}
+
+
+def _whole_tree(model: type[Section]) -> tuple:
+    if model not in _WHOLE_TREES:
+        _WHOLE_TREES[model] = tuple(_walk_fields(model, ()))
+    return _WHOLE_TREES[model]
+
+
+def _walk_fields(model: type[Section], prefix: tuple) -> Iterator[tuple[tuple, FieldInfo, type[Section]]]:
     for name, info in model.model_fields.items():
         path = prefix + (key_of(name, info),)
         yield path, info, model
         for sub in section_types(info.annotation):
             yield from iter_fields(sub, path)
             break
+
+
+_KEYED: dict[type, dict[str, tuple[str, FieldInfo]]] = {}
+
+
+def _fields_by_key(model: type[Section]) -> dict[str, tuple[str, FieldInfo]]:
+    """A section's fields by their config key (RLinf's sections have hundreds, looked up for every key a config
+    sets)."""
+    if model not in _KEYED:
+        keyed: dict[str, tuple[str, FieldInfo]] = {}
+        for name, info in model.model_fields.items():
+            keyed.setdefault(key_of(name, info), (name, info))  # the first field of a key wins, as before
+        _KEYED[model] = keyed
+    return _KEYED[model]
 
 
 def field_at(root: type[Section], path: tuple) -> tuple[FieldInfo | None, type[Section] | None]:
@@ -224,7 +264,7 @@ def field_at(root: type[Section], path: tuple) -> tuple[FieldInfo | None, type[S
         if isinstance(part, int) or pending_container:
             pending_container = False
             continue
-        found = next(((n, f) for n, f in model.model_fields.items() if key_of(n, f) == part), None)
+        found = _fields_by_key(model).get(part)
         if found is None:
             return None, model
         owner = model
@@ -409,6 +449,11 @@ class Dialect:
 
         folders, unusable = searchpath_of(tree)
         return compose(tree, base_dir, folders, unusable)
+
+    def typed_overrides(self, overrides: list, root: type[Section], release: str | None) -> tuple[list, list]:
+        """The command-line overrides with their values as `release`'s launcher reads them (given the document's
+        root), and diagnostics for values it cannot read. By default the override grammar's reading stands."""
+        return overrides, []
 
     def unknown_key_policy(self, path: tuple) -> str:
         """How the loader treats the unknown key at `path` ("error", "drop" or "open"); by default the same for

@@ -472,8 +472,8 @@ class ChatLearnMegatron(Section):
 # The model sections share ChatLearn's base classes (BaseModelConfig, PolicyTrainerConfig, ...), but a key inherited by
 # several models means a different thing in each (`seed` seeds the trainer and the rollout engines, not the rule-based
 # reward), so each concrete section declares the fate of each of its keys here, once. A section's `run_fate` covers
-# the keys it does not name. Values `rlcfg run` refuses for a key it otherwise runs (a Megatron `min_lr` below `lr`,
-# ChatLearn 1.2.0's per-prompt response budget, ...) are refused by the rule chatlearn/run-refusals below.
+# the keys it does not name. Values `rlcfg run` refuses for a key it otherwise runs (advantage groups that outlive an
+# episode) are refused by the rule chatlearn/run-refusals below.
 
 _LOG = inert("where logs, metrics, traces or profiles go, or what the run is called; nothing computed changes")
 _PERF = inert("a speed, memory or communication knob of ChatLearn's own; what is computed is the same")
@@ -653,9 +653,9 @@ declare_fates(Policy, **{
                                 "the same"),
     "max_num_batched_tokens": HONORED, "max_seq_len_to_capture": _STATIC_GRAPH, "gpu_memory_utilization": HONORED,
     "enforce_eager": HONORED,
-    "seq_length": inert("ChatLearn main overwrites it with max_prompt_tokens_length + max_response_tokens_length "
-                        "(rlcfg warns); in ChatLearn 1.2.0 it is each prompt's budget for prompt and response, which "
-                        "`rlcfg run` refuses (chatlearn/run-refusals)"),
+    # ChatLearn 1.2.0: each prompt's limit on prompt + response (rlcfg's Sampling.max_total_length); main overwrites
+    # it with max_prompt_tokens_length + max_response_tokens_length (rlcfg warns), which bounds rlcfg's run the same.
+    "seq_length": HONORED,
     "enable_stage_resume": inert("ChatLearn reloads a rollout stage's saved outputs after a restart; rlcfg resumes "
                                  "from its checkpoints, which hold no half-done step, and generates the same way"),
 })
@@ -704,35 +704,46 @@ def colocation_groups(cfg: Any) -> list[list[str]]:
     return [list(g) for g in groups]
 
 
-def _v120_lengths(cfg: Any) -> bool:
-    """Whether the document uses ChatLearn 1.2.0's lengths (it sets `max_new_tokens`, which main refuses)."""
+def _v120_lengths(cfg: Any, release: str | None = None) -> bool:
+    """Whether the document uses ChatLearn 1.2.0's lengths: judged by 1.2.0 (a document that writes only the lengths
+    main derives, `seq_length`, is), or, with the release unknown, one that sets `max_new_tokens` (main refuses it)."""
+    if release is not None:
+        return release == "1.2.0"
     return cfg.models.policy.max_new_tokens is not None
 
 
-def response_limit(cfg: Any) -> int:
+def response_limit(cfg: Any, release: str | None = None) -> int:
     """The longest response. ChatLearn main: `max_response_tokens_length`. ChatLearn 1.2.0 never reads
     `max_new_tokens`: its engines give each prompt `seq_length` minus the prompt's length (vllm_module.py
-    generate_vllm), so the longest response is `seq_length` − 1 (`rlcfg run` refuses that per-prompt budget)."""
+    generate_vllm), so the longest response is `seq_length` − 1 (each prompt's own budget: `total_limit`)."""
     p = cfg.models.policy
-    if _v120_lengths(cfg):
+    if _v120_lengths(cfg, release):
         return max(p.seq_length - 1, 1)
     return p.max_response_tokens_length
 
 
-def sequence_limit(cfg: Any) -> int:
+def total_limit(cfg: Any, release: str | None = None) -> int | None:
+    """ChatLearn 1.2.0's limit on each prompt's prompt + response, `seq_length`. None at main: it overwrites
+    seq_length with max_prompt_tokens_length + max_response_tokens_length, which the prompt and response limits
+    already keep every sample within."""
+    seq_length = cfg.models.policy.seq_length
+    return seq_length if _v120_lengths(cfg, release) else None
+
+
+def sequence_limit(cfg: Any, release: str | None = None) -> int:
     """The longest prompt + response of rollout: `seq_length` as written in ChatLearn 1.2.0; ChatLearn main overwrites
     it with max_prompt_tokens_length + max_response_tokens_length."""
     p = cfg.models.policy
-    if _v120_lengths(cfg):
+    if _v120_lengths(cfg, release):
         return p.seq_length
     return p.max_prompt_tokens_length + p.max_response_tokens_length
 
 
-def prompt_limit(cfg: Any) -> int:
+def prompt_limit(cfg: Any, release: str | None = None) -> int:
     """The longest prompt ChatLearn keeps: it drops a prompt unless it is shorter than max_prompt_tokens_length (main)
     or seq_length (1.2.0) (chatlearn/data/prompt_dataset.py PromptPipeline: `if limit > len(input_ids)`)."""
     p = cfg.models.policy
-    limit = p.seq_length if _v120_lengths(cfg) else p.max_prompt_tokens_length
+    limit = p.seq_length if _v120_lengths(cfg, release) else p.max_prompt_tokens_length
     return max(limit - 1, 1)
 
 
@@ -1389,21 +1400,12 @@ def _refusal(path: str, value: Any, instead: str) -> Finding:
 
 
 @rules.rule("chatlearn/run-refusals", "RLC118",
-            "`rlcfg run` refuses what ChatLearn computes otherwise than rlcfg can: ChatLearn 1.2.0's per-prompt "
-            "response budget (seq_length minus the prompt), advantage groups that outlive an episode "
-            "(runtime_args.num_inference_per_prompt above the rollout's), and a Megatron learning rate that drops to "
-            "min_lr after the first step.",
-            keys=[f"{POL}.seq_length", f"{RT}.num_inference_per_prompt", f"{PT}.optimizer.min_lr"])
+            "`rlcfg run` refuses what ChatLearn computes otherwise than rlcfg can: advantage groups that outlive an "
+            "episode (runtime_args.num_inference_per_prompt above the rollout's).",
+            keys=[f"{RT}.num_inference_per_prompt"])
 def _run_refusals(cfg: Any, ctx: Any):
-    r, p, t = cfg.runtime_args, cfg.models.policy, cfg.models.policy_trainer
-    if ctx.release == "1.2.0":
-        # chatlearn/models/vllm_module.py (and sglang_module.py) generate_vllm at v1.2.0: max_tokens = seq_len -
-        # len(prompt_token_ids); models.policy.max_new_tokens is never read.
-        yield _refusal(f"{POL}.seq_length", p.seq_length,
-                       "ChatLearn 1.2.0 lets each prompt's response take seq_length minus the prompt's length tokens; "
-                       "rlcfg's engines take one response limit for every prompt (ChatLearn main's "
-                       "max_response_tokens_length), so responses would be cut elsewhere")
-    elif r.num_inference_per_prompt > p.num_inference_per_prompt:
+    r, p = cfg.runtime_args, cfg.models.policy
+    if ctx.release != "1.2.0" and r.num_inference_per_prompt > p.num_inference_per_prompt:
         # chatlearn/algorithm/grpo_utils/advantage_compute.py AdvantageComputer: rewards are kept per prompt_uid until
         # runtime_args.num_inference_per_prompt of them arrived, so with fewer per episode a prompt drawn again in a
         # later epoch is normalised together with its earlier responses.
@@ -1412,14 +1414,24 @@ def _run_refusals(cfg: Any, ctx: Any):
                        f"rollout makes {p.num_inference_per_prompt} per episode, so a prompt drawn again later is "
                        f"normalised together with its earlier responses; rlcfg normalises each group of "
                        f"{p.num_inference_per_prompt} on its own (set both to {p.num_inference_per_prompt})")
+
+
+@rules.rule("chatlearn/megatron-min-lr", "RLC305",
+            "With the Megatron trainer `models.policy_trainer.optimizer.min_lr` is at most `lr`: ChatLearn's Megatron "
+            "decays the learning rate from lr to min_lr over its single training iteration, and Megatron's scheduler "
+            "refuses a floor above the peak when the trainer starts.",
+            keys=[f"{PT}.optimizer.min_lr", f"{PT}.optimizer.lr"])
+def _megatron_min_lr(cfg: Any, ctx: Any):
+    t = cfg.models.policy_trainer
     opt = t.optimizer
-    if isinstance(t, MegatronPolicyTrainer) and opt.min_lr != opt.lr:
-        # chatlearn/models/megatron_module.py sets Megatron's train_iters to 1, so Megatron's default linear decay
-        # (lr_decay_iters = train_iters) reaches min_lr after the first optimizer step.
-        yield _refusal(f"{PT}.optimizer.min_lr", opt.min_lr,
-                       f"ChatLearn's Megatron trainer decays the learning rate over a single iteration: the first "
-                       f"optimizer step uses lr ({opt.lr}) and every later one min_lr; rlcfg keeps lr constant (set "
-                       f"min_lr equal to lr, as ChatLearn's templates do)")
+    if isinstance(t, MegatronPolicyTrainer) and opt.min_lr > opt.lr:
+        # megatron/core/optimizer_param_scheduler.py OptimizerParamScheduler: `assert self.max_lr >= self.min_lr`.
+        yield ctx.error("RLC305", f"{PT}.optimizer.min_lr",
+                        f"{PT}.optimizer.min_lr ({opt.min_lr}) is above {PT}.optimizer.lr ({opt.lr}): Megatron's "
+                        f"learning-rate scheduler refuses it when ChatLearn's trainer starts (ChatLearn accepts it at "
+                        f"load; rlcfg is stricter and says so before launch)",
+                        hint=f"set min_lr to at most {opt.lr} (equal to lr keeps the rate constant)",
+                        related=[f"{PT}.optimizer.lr"])
 
 
 # ---- the dialect --------------------------------------------------------------------------------------------
@@ -1440,6 +1452,11 @@ class ChatLearnDialect(Dialect):
 
     def variants(self) -> dict[str, type[Section]]:
         return {"fsdp": ChatLearnFSDP, "megatron": ChatLearnMegatron}
+
+    def typed_overrides(self, overrides: list, root: type[Section], release: str | None) -> tuple[list, list]:
+        from rlcfg.schema.chatlearn_overrides import typed_overrides
+
+        return typed_overrides(overrides, root, release)
 
     def root(self, data: dict) -> type[Section]:
         runtime = data.get("runtime_args")

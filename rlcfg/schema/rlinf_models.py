@@ -50,7 +50,8 @@ class Cluster(extension("cluster")):
     num_nodes: int = param(1, ge=1, description="Physical nodes to use for training.")
     num_gpus_per_node: int | None = param(
         None, ge=1,
-        description="GPUs per node that the placement strategy should assume are free. The seed's example shows 1; "
+        description="GPUs per node that the placement strategy should assume are free. RLinf's configuration guide "
+                    "shows 1; "
                     "when the key is absent RLinf (2025-10 and later) counts the accelerators Ray reports on each "
                     "node, so rlcfg follows the code: null means unknown, and GPU ranks in "
                     "`component_placement` are checked against the cluster only when this is set.")
@@ -59,7 +60,8 @@ class Cluster(extension("cluster")):
         description="The placement strategy for each component: `components: ranks` lines such as "
                     "`actor,inference: 0-4` (both groups on GPUs 0 to 4), `all` for every GPU, "
                     "`resources:processes` such as `0-3:0-7` (8 processes on GPUs 0-3), or a mapping "
-                    "`{node_group: <label>, placement: <ranks>}`. The seed shows `actor,inference,rollout: all` as an "
+                    "`{node_group: <label>, placement: <ranks>}`. RLinf's configuration guide shows "
+                    "`actor,inference,rollout: all` as an "
                     "example; RLinf's code requires the key, so rlcfg does too.",
         examples=[{"actor,rollout,reward": "all"}, {"rollout": "0-3", "inference": "4-5", "actor": "6-7"}])
     node_groups: list[dict[str, Any]] | None = param(
@@ -198,7 +200,9 @@ class Algorithm(extension("algorithm")):
                                              "importance ratio before exp in the PPO loss; null: none.")
     clip_log_ratio_max: float | None = param(None, releases=("main",), description="Upper clamp of the log "
                                              "importance ratio before exp in the PPO loss; null: none.")
-    shuffle_rollout: bool = param(False, description="Shuffle rollout samples before training (2025-10 and later).")
+    shuffle_rollout: bool = param(True, description="Reorder each data-parallel rank's rollout samples before "
+                                  "splitting them into mini-batches, by one permutation seeded with actor.seed (the "
+                                  "same every step). RLinf reads it with a default of true.")
     sampling_params: SamplingParams = section(SamplingParams, description="Sampling parameters of the rollout.")
 
 
@@ -252,7 +256,8 @@ class Rollout(extension("rollout")):
                     "when the key is absent is 0.65, which rlcfg follows.")
     model_dir: str | None = param(None, releases=OLD,
                                   description="Path to the HF model used by the generation backend (the mid-2025 "
-                                              "layout). No default: the seed's path is an example, and RLinf needs "
+                                              "layout). No default: the path in RLinf's configuration guide is an "
+                                              "example, and RLinf needs "
                                               "one.")
     model_arch: str | None = param(None, releases=OLD,
                                    description="Model family served (e.g. qwen2.5), one of the release's "
@@ -315,7 +320,8 @@ class Data(extension("data")):
     validation_shuffle: bool = param(True, description="Shuffle validation data.")
     seed: int = param(1234, description="RNG seed for loaders and sampling.")
     train_data_paths: str | list | None = param(
-        None, description="List of training JSONL file paths. No default (the seed's path is an example); reasoning "
+        None, description="List of training JSONL file paths. No default (the path in RLinf's configuration guide is "
+                          "an example); reasoning "
                           "and agent training configs need it (rule rlinf/reasoning-inputs), embodied ones have no "
                           "dataset.")
     val_data_paths: str | list | None = param(None, description="List of validation JSONL file paths (or "
@@ -324,7 +330,8 @@ class Data(extension("data")):
                                                        "later).")
     answer_key: str | None = param(None, description="JSONL key of the reference answer (2025-10 and later).")
     apply_chat_template: bool = param(False, description="Wrap prompts in the tokenizer's chat template.")
-    filter_prompt_by_length: bool = param(False, description="Drop prompts longer than `max_prompt_length`.")
+    filter_prompt_by_length: bool = param(False, description="Drop prompts longer than `max_prompt_length`; "
+                                          "when false, RLinf keeps their first `max_prompt_length` tokens.")
 
 
 # ---- actor --------------------------------------------------------------------------------------------------
@@ -408,15 +415,21 @@ class Optim(extension("actor.optim")):
 
 
 class LrSched(extension("actor.lr_sched")):
-    lr_warmup_fraction: float | None = param(0.01, ge=0, le=1, description="Warm-up as a fraction of the decay "
-                                                                           "iterations.")
+    lr_warmup_fraction: float | None = param(None, ge=0, le=1, description="Warm-up as a fraction of the decay "
+                                                                           "iterations. Whenever it is set (not null), "
+                                                                           "even to 0, Megatron takes the warm-up from "
+                                                                           "it and ignores `lr_warmup_iters`. Absent "
+                                                                           "means null (RLinf's examples write 0.01).")
     lr_warmup_init: float = param(0.0, ge=0, description="Initial LR value during warm-up.")
-    lr_warmup_iters: int = param(0, ge=0, description="Warm-up iterations (overrides the fraction when > 0).")
+    lr_warmup_iters: int = param(0, ge=0, description="Warm-up iterations; used only when `lr_warmup_fraction` is "
+                                                      "null.")
     max_lr: float = param(2.0e-5, gt=0, description="Upper LR bound for the scheduler.")
     min_lr: float = param(0.0, ge=0, description="Lower LR bound for the scheduler.")
     lr_decay_style: Literal["constant", "linear", "cosine", "inverse-square-root", "WSD"] = param(
         "constant", description="Decay policy.")
-    lr_decay_iters: int | None = param(10, ge=1, description="Total decay iterations.")
+    lr_decay_iters: int | None = param(None, ge=1, description="Total decay iterations; absent or null means "
+                                                               "RLinf's fixed Megatron train_iters (100000). "
+                                                               "RLinf's examples write 10.")
     start_weight_decay: float | None = param(None, ge=0, description="Weight decay at the start (needed by every "
                                                                      "decay style but constant, 2025-10 and later).")
     end_weight_decay: float | None = param(None, ge=0, description="Weight decay at the end (needed by every decay "
@@ -426,8 +439,9 @@ class LrSched(extension("actor.lr_sched")):
 
 
 class Tokenizer(extension("actor.tokenizer")):
-    tokenizer_model: str | None = param(None, description="Path or name of the tokenizer. No default (the seed's "
-                                                             "path is an example); reasoning and agent configs need "
+    tokenizer_model: str | None = param(None, description="Path or name of the tokenizer. No default (the path in "
+                                                             "RLinf's configuration guide is an example); reasoning "
+                                                             "and agent configs need "
                                                              "it (rule rlinf/reasoning-inputs).")
     use_fast: bool = param(False, description="Use the HF fast tokenizer.")
     trust_remote_code: bool = param(True, description="Allow custom tokenizer code.")
@@ -630,7 +644,7 @@ declare_fates(Actor, _PERF, model=_SECTION, optim=_SECTION, lr_sched=_SECTION, t
 declare_fates(FsdpConfig, _PERF, mixed_precision=_SECTION, amp_autocast=_SECTION)
 declare_fates(MixedPrecision, _PERF)
 declare_fates(AmpAutocast, _PERF)
-declare_fates(LrSched, HONORED, lr_warmup_init=refused("rlcfg's warm-up starts from a learning rate of 0"),
+declare_fates(LrSched, HONORED,
        max_lr=inert("RLinf reads no lr_sched.max_lr: Megatron's scheduler peaks at actor.optim.lr, as rlcfg's does"),
        weight_decay_incr_style=_WD_SCHEDULE)
 declare_fates(Megatron, _CKPT_TOOLS, ckpt=_SECTION, ckpt_convertor=_SECTION, ddp_bucket_size=_PERF,

@@ -561,30 +561,26 @@ def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                        "reinpp, grpo_dynamic and the others compute otherwise", "use `adv_type: grpo`")
     megatron = cfg.actor.training_backend == "megatron"
     per_mb = not (megatron and alg.use_valid_token_scale)
-    one_per_mb = alg.training_batch_size_per_gpu == 1 and not cfg.runner.enable_dynamic_batch_size
-    if alg.loss_agg_func == "token-mean" and per_mb and not one_per_mb:
-        yield _refusal("algorithm.use_valid_token_scale",
-                       "a token-mean averaged per micro-batch (RLinf's FSDP actor, or its Megatron actor without "
-                       "use_valid_token_scale) over micro-batches of more than one sample: rlcfg divides by the "
-                       "mini-batch's token count", "set `use_valid_token_scale: true` (Megatron) or "
-                       "`training_batch_size_per_gpu: 1`", ("algorithm.loss_agg_func",
-                                                           "algorithm.training_batch_size_per_gpu"))
+    # Each micro-batch's loss averaged over micro-batches is run (loss_normalization "micro-batch"), over
+    # micro-batches of training_batch_size_per_gpu samples; RLinf's token-budget micro-batches are not.
+    if per_mb and cfg.runner.enable_dynamic_batch_size:
+        yield _refusal("runner.enable_dynamic_batch_size",
+                       "a loss averaged per micro-batch (RLinf's FSDP actor, or its Megatron actor without "
+                       "use_valid_token_scale) over micro-batches cut by max_tokens_per_mbs: rlcfg does not cut "
+                       "them the way RLinf does, and the mean depends on the cut", "set "
+                       "`runner.enable_dynamic_batch_size: false`, or `algorithm.use_valid_token_scale: true` "
+                       "(Megatron)", ("algorithm.use_valid_token_scale", "actor.training_backend"))
     if not per_mb and alg.n_minibatches > 1:
         yield _refusal("algorithm.use_valid_token_scale",
                        "`use_valid_token_scale` = true with several mini-batches per step: RLinf divides each "
                        "mini-batch's token losses by the tokens of the whole step, rlcfg by the mini-batch's",
-                       "set `algorithm.n_minibatches: 1`, or `use_valid_token_scale: false` with "
-                       "`training_batch_size_per_gpu: 1`", ("algorithm.n_minibatches",))
+                       "set `algorithm.n_minibatches: 1`, or `use_valid_token_scale: false`",
+                       ("algorithm.n_minibatches",))
     if alg.loss_agg_func != "token-mean" and not per_mb:
         yield _refusal("algorithm.use_valid_token_scale",
                        f"`use_valid_token_scale` = true with loss_agg_func {alg.loss_agg_func}: RLinf then weights "
                        "each micro-batch's sequence mean by its share of tokens, which rlcfg does not run",
                        "set `use_valid_token_scale: false`", ("algorithm.loss_agg_func",))
-    if alg.shuffle_rollout:
-        # (RLinf 2025-10 and later also shuffle when the key is absent; rlcfg's default for it is false.)
-        yield _refusal("algorithm.shuffle_rollout",
-                       "`algorithm.shuffle_rollout` = true: RLinf shuffles a step's samples before splitting them "
-                       "into mini-batches; rlcfg splits them in order", "set `algorithm.shuffle_rollout: false`")
     if not megatron and alg.kl_beta > 0 and alg.kl_penalty_type in ("kl", "k1", "low_var_kl", "k3"):
         yield _refusal("algorithm.kl_penalty_type",
                        f"`algorithm.kl_penalty_type` = {alg.kl_penalty_type} with the FSDP actor and kl_beta > 0: "
@@ -854,17 +850,65 @@ def lr_bounds(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                         "swap them, or lower min_lr", related=["actor.lr_sched.max_lr"])
 
 
-@rules.rule("rlinf/warmup-fraction-ignored", "RLC307",
-            "`lr_warmup_fraction` has no effect when `lr_warmup_iters` is above 0.",
-            keys=["actor.lr_sched.lr_warmup_fraction", "actor.lr_sched.lr_warmup_iters"])
-def warmup(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+# RLinf's config.py fixes Megatron's train_iters at this (its "TODO fix this"), so a schedule without
+# lr_decay_iters decays over it, whatever the run's length.
+MEGATRON_TRAIN_ITERS = 100000
+
+
+def megatron_warmup(sched: Any) -> tuple[float, int]:
+    """The warm-up and the decay end, in optimizer steps, that Megatron-LM's `get_optimizer_param_scheduler` makes of
+    `actor.lr_sched` (RLinf hands it the keys as they are, without Megatron's own argument checks): a fraction that is
+    not null wins over `lr_warmup_iters`, and its share of the decay end is not rounded."""
+    decay_end = sched.lr_decay_iters or MEGATRON_TRAIN_ITERS
+    if sched.lr_warmup_fraction is not None:
+        return sched.lr_warmup_fraction * decay_end, decay_end
+    return sched.lr_warmup_iters, decay_end
+
+
+@rules.rule("rlinf/warmup-iters-ignored", "RLC307",
+            "`actor.lr_sched.lr_warmup_iters` has no effect while `lr_warmup_fraction` is set (not null): Megatron "
+            "takes the warm-up from the fraction.",
+            keys=["actor.lr_sched.lr_warmup_iters", "actor.lr_sched.lr_warmup_fraction"])
+def warmup_iters_ignored(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     sched = cfg.actor.lr_sched
-    if sched.lr_warmup_iters > 0 and sched.lr_warmup_fraction and ctx.is_set("actor.lr_sched.lr_warmup_fraction"):
-        yield ctx.warning("RLC307", "actor.lr_sched.lr_warmup_fraction",
-                          f"`actor.lr_sched.lr_warmup_fraction` ({sched.lr_warmup_fraction}) is ignored because "
-                          f"`lr_warmup_iters` ({sched.lr_warmup_iters}) is above 0",
-                          "keep one of the two: set `lr_warmup_fraction: null` or `lr_warmup_iters: 0`",
-                          related=["actor.lr_sched.lr_warmup_iters"])
+    if cfg.actor.training_backend == "megatron" and sched.lr_warmup_iters > 0 and sched.lr_warmup_fraction is not None:
+        warmup, decay_end = megatron_warmup(sched)
+        yield ctx.warning("RLC307", "actor.lr_sched.lr_warmup_iters",
+                          f"`actor.lr_sched.lr_warmup_iters` ({sched.lr_warmup_iters}) is ignored: Megatron warms up "
+                          f"for `lr_warmup_fraction` ({sched.lr_warmup_fraction}) × {decay_end} decay iterations = "
+                          f"{warmup:g} steps whenever the fraction is set",
+                          f"to warm up for {sched.lr_warmup_iters} iterations set `lr_warmup_fraction: null`; "
+                          "otherwise remove `lr_warmup_iters`",
+                          related=["actor.lr_sched.lr_warmup_fraction"])
+
+
+@rules.rule("rlinf/warmup-within-decay", "RLC305",
+            "Megatron's warm-up ends before the LR decay does; RLinf accepts a longer one at load, and the Megatron "
+            "actor fails its start-up assertion.",
+            keys=["actor.lr_sched.lr_warmup_iters", "actor.lr_sched.lr_warmup_fraction",
+                  "actor.lr_sched.lr_decay_iters"])
+def warmup_within_decay(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    sched = cfg.actor.lr_sched
+    if cfg.actor.training_backend != "megatron" or cfg.runner.only_eval:
+        return
+    warmup, decay_end = megatron_warmup(sched)
+    if warmup < decay_end:
+        return
+    if sched.lr_warmup_fraction is not None:
+        yield ctx.error("RLC305", "actor.lr_sched.lr_warmup_fraction",
+                        f"`actor.lr_sched.lr_warmup_fraction` ({sched.lr_warmup_fraction}) makes the warm-up as long "
+                        f"as the whole decay ({decay_end} iterations); RLinf accepts it at load, but Megatron's LR "
+                        "scheduler asserts warm-up < decay when the actor starts",
+                        "use a fraction below 1, e.g. `lr_warmup_fraction: 0.01`",
+                        related=["actor.lr_sched.lr_decay_iters"])
+    else:
+        yield ctx.error("RLC305", "actor.lr_sched.lr_warmup_iters",
+                        f"`actor.lr_sched.lr_warmup_iters` ({sched.lr_warmup_iters}) is not below the decay end "
+                        f"({decay_end} iterations, `lr_decay_iters`); RLinf accepts it at load, but Megatron's LR "
+                        "scheduler asserts warm-up < decay when the actor starts",
+                        f"lower `lr_warmup_iters` below {decay_end}, or raise `lr_decay_iters` above "
+                        f"{sched.lr_warmup_iters}",
+                        related=["actor.lr_sched.lr_decay_iters"])
 
 
 @rules.rule("rlinf/precision-flags", "RLC305",

@@ -62,7 +62,8 @@ class ModelArgs(Section):
     moe_aux_loss_coef: float | None = param(
         None, description="Coefficient of the auxiliary router loss of a mixture-of-experts model.")
     disable_gradient_checkpointing: bool | None = param(
-        False, description="Disable gradient checkpointing. The seed: applies only to actor_train when "
+        False, description="Disable gradient checkpointing. ROLL's Configuration Guide: applies only to actor_train "
+                           "when "
                            "strategy_name is fsdp2_train.")
     gradient_checkpointing_use_reentrant: bool | None = param(
         None, description="torch.utils.checkpoint's reentrant switch; null picks reentrant for MoE models only.")
@@ -291,7 +292,8 @@ class MegatronConfig(_StrategyConfig):
                                              ge=1)
     moe_layer_recompute: bool = param(False, description="Checkpoint MoE layers to save activation memory.")
     moe_token_dispatcher_type: Literal["allgather", "alltoall", "flex"] = param(
-        "allgather", description="MoE token dispatcher: `allgather` or `alltoall` (the seed's options); newer "
+        "allgather", description="MoE token dispatcher: `allgather` or `alltoall` (the options ROLL's Configuration "
+                                 "Guide lists); newer "
                                  "Megatron adds `flex`. `allgather` cannot handle variable sequence lengths.")
     moe_grouped_gemm: bool = param(False, description="Grouped GEMM for the MoE experts.")
     moe_shared_expert_overlap: bool = param(
@@ -386,7 +388,8 @@ class VllmConfig(_StrategyConfig):
     max_model_len: int | None = param(
         None, description="Model context length; derived from the model config when unset.", ge=1)
     load_format: str = param(
-        "dummy", description="Weight format to load. The seed says it can be `dummy` because the weights are "
+        "dummy", description="Weight format to load. ROLL's Configuration Guide says it can be `dummy` because the "
+                             "weights are "
                              "pushed by a model update first; ROLL's code already defaults to `dummy`.")
     sleep_level: Literal[1, 2] = param(
         1, description="What vLLM frees between generations: 1 the KV cache, 2 the weights as well.")
@@ -585,7 +588,8 @@ class Worker(Section):
                           "(ROLL refuses an explicit null).",
         examples=["list(range(0,8))"])
     num_gpus_per_worker: int = param(
-        1, description="GPUs per worker. The seed: applies to actor_infer only. ROLL forces 1 for training and "
+        1, description="GPUs per worker. ROLL's Configuration Guide: applies to actor_infer only. ROLL forces 1 for "
+                       "training and "
                        "megatron/fsdp2 strategies, sets tp × pp for vLLM, and keeps the value for SGLang and "
                        "hf_infer.", ge=1)
     model_update_frequency: int = param(1, description="Frequency of model updates.", ge=1)
@@ -663,9 +667,7 @@ class RewardFilter(Section):
                                                         "std_threshold, ...).")
 
 
-declare_fates(RewardFilter,
-       type=refused("rlcfg's driver does not apply ROLL's query/response filters (it keeps every group)"),
-       filter_args=inert("only read with a filter type, which rlcfg refuses"))
+declare_fates(RewardFilter, type=HONORED, filter_args=HONORED)
 
 
 class RewardWorker(Worker):
@@ -689,8 +691,8 @@ class RewardWorker(Worker):
 # refuses what these keys would change (a reward class rlcfg has no twin for, a filter).
 _JUDGE = inert("only read by reward worker classes rlcfg refuses (it scores with ROLL's math rule)")
 declare_fates(RewardWorker, default=_JUDGE,
-       query_filter_config=refused("rlcfg's driver does not apply ROLL's query filters (it keeps every group)"),
-       response_filter_config=refused("rlcfg's driver does not apply ROLL's response filters"),
+       query_filter_config=HONORED,
+       response_filter_config=inert("ROLL's response_filter keeps every response whatever this says"),
        tag_included=inert("routes dataset tags to reward workers; rlcfg refuses more than one reward domain"),
        format_pattern=inert("MathRuleRewardWorker computes the format reward but scores with the answer check alone"),
        reward_manager_config=refused("rlcfg runs no reward plug-ins"))
@@ -1066,8 +1068,10 @@ declare_fates(RollConfig,
        global_template=HONORED, tag_to_template=HONORED, dataset_filter=SECTION, save_logging_board_dir=LOGS,
        reward_model=refused("rlcfg scores with the rule reward workers of `rewards`; it starts no shared "
                             "reward-model cluster"),
-       difficulty_loss_weight=refused("rlcfg's data loader carries no difficulty column, so it cannot weight the "
-                                      "loss by difficulty"),
+       difficulty_loss_weight=inert("ROLL never applies it: ActorWorker.compute_sample_weights turns the data's "
+                                    "`difficulty` column, which ROLL keeps as an object array (DataProto requires "
+                                    "one), into a tensor, which torch refuses; ROLL logs a warning and goes on "
+                                    "without the weight"),
        postive_loss_coef=NOWHERE, use_topr_neg_loss_coef=NOWHERE, use_policy_loss_type=NOWHERE,
        use_topr_loss=NOWHERE, val_n_sample=NOWHERE, mask_type=NOWHERE, balance_length=NOWHERE,
        minibatch_data_iter_num=NOWHERE,

@@ -292,8 +292,8 @@ def placement_fits_cluster(cfg: Any, ctx: RuleContext):
 
 
 @RULES.rule("roll/num-nodes-derived", "RLC304",
-            "ROLL ignores num_nodes and derives it from the highest GPU id and num_gpus_per_node (RO-6); "
-            "num_gpus_per_node is overwritten with the driver node's GPU count (RO-5).",
+            "ROLL ignores num_nodes and derives it from the highest GPU id and num_gpus_per_node; "
+            "num_gpus_per_node is overwritten with the driver node's GPU count.",
             keys=["num_nodes", "num_gpus_per_node"])
 def num_nodes_derived(cfg: Any, ctx: RuleContext):
     if ctx.is_set("num_gpus_per_node"):
@@ -340,7 +340,7 @@ def idle_gpus(cfg: Any, ctx: RuleContext):
 
 @RULES.rule("roll/reward-overlaps-rollout", "RLC401",
             "A reward worker with a model must not share GPUs with actor_infer (it scores while generation is "
-            "running); in async mode actor_infer sharing with training workers is only a warning (RO-28).",
+            "running); in async mode actor_infer sharing with training workers is only a warning.",
             keys=["rewards.*.device_mapping", "actor_infer.device_mapping", "async_generation_ratio"])
 def reward_overlaps_rollout(cfg: Any, ctx: RuleContext):
     infer = set(device_ids(cfg.actor_infer) or ())
@@ -396,9 +396,9 @@ def cpu_capable(cfg: Any) -> bool:
 
 
 @RULES.rule("roll/strategy-roles", "RLC306",
-            "actor_train needs a training strategy; actor_infer must use vllm or sglang (RO-8). hf_infer, which "
-            "the seed lists, only warns, and is accepted silently when every worker's strategy also runs on CPU "
-            "(fsdp2_train / fsdp2_infer / hf_infer), the CPU-only setup rlcfg run executes.",
+            "actor_train needs a training strategy; actor_infer must use vllm or sglang. hf_infer, which "
+            "ROLL's Configuration Guide lists, only warns, and is accepted silently when every worker's strategy "
+            "also runs on CPU (fsdp2_train / fsdp2_infer / hf_infer), the CPU-only setup rlcfg run executes.",
             keys=["actor_train.strategy_args.strategy_name", "actor_infer.strategy_args.strategy_name"])
 def strategy_roles(cfg: Any, ctx: RuleContext):
     train = strategy_name(cfg.actor_train)
@@ -423,8 +423,9 @@ def strategy_roles(cfg: Any, ctx: RuleContext):
         if cpu_capable(cfg):
             return
         yield ctx.warning("RLC306", "actor_infer.strategy_args.strategy_name",
-                          "`actor_infer.strategy_args.strategy_name` is hf_infer; the seed lists it, but ROLL at HEAD "
-                          "asserts that actor_infer uses vllm or sglang", hint="use vllm or sglang")
+                          "`actor_infer.strategy_args.strategy_name` is hf_infer; ROLL's Configuration Guide lists "
+                          "it, but ROLL (main) asserts that actor_infer uses vllm or sglang",
+                          hint="use vllm or sglang")
     elif infer not in ROLLOUT_STRATEGIES:
         yield ctx.error("RLC306", "actor_infer.strategy_args.strategy_name",
                         f"`actor_infer.strategy_args.strategy_name` is {infer}; ROLL requires vllm or sglang for "
@@ -468,7 +469,7 @@ def strategy_config_keys(cfg: Any, ctx: RuleContext):
 
 
 @RULES.rule("roll/megatron-parallel", "RLC400",
-            "A Megatron worker's GPU count must divide by tp × pp × cp and by etp × ep × pp (RO-7).",
+            "A Megatron worker's GPU count must divide by tp × pp × cp and by etp × ep × pp.",
             keys=["*.strategy_args.strategy_config.tensor_model_parallel_size", "*.device_mapping"])
 def megatron_parallel(cfg: Any, ctx: RuleContext):
     for path, worker, ids in placed_workers(cfg):
@@ -496,7 +497,7 @@ def megatron_parallel(cfg: Any, ctx: RuleContext):
 
 @RULES.rule("roll/megatron-options", "RLC306",
             "ROLL's Megatron strategy does not support overlap_param_gather; the allgather dispatcher cannot "
-            "handle variable sequence lengths (RO-42, RO-56).",
+            "handle variable sequence lengths.",
             keys=["*.strategy_args.strategy_config.overlap_param_gather",
                   "*.strategy_args.strategy_config.moe_token_dispatcher_type"])
 def megatron_options(cfg: Any, ctx: RuleContext):
@@ -517,7 +518,7 @@ def megatron_options(cfg: Any, ctx: RuleContext):
 
 
 @RULES.rule("roll/fsdp2-parallel", "RLC400",
-            "FSDP2: ulysses_size must divide the GPU count (RO-50) and be <= fsdp_size (RO-49); an HSDP fsdp_size "
+            "FSDP2: ulysses_size must divide the GPU count and be <= fsdp_size; an HSDP fsdp_size "
             "must divide the GPU count.", keys=["*.model_args.ulysses_size",
                                                 "*.strategy_args.strategy_config.fsdp_size"])
 def fsdp2_parallel(cfg: Any, ctx: RuleContext):
@@ -547,8 +548,8 @@ def fsdp2_parallel(cfg: Any, ctx: RuleContext):
 
 
 @RULES.rule("roll/rollout-engine-sizes", "RLC305",
-            "SGLang: tp × pp must be a multiple of num_gpus_per_worker, which ROLL does not derive (RO-51; tp "
-            "defaults to num_gpus_per_worker). vLLM: data_parallel_size must equal the worker's world size (RO-52).",
+            "SGLang: tp × pp must be a multiple of num_gpus_per_worker, which ROLL does not derive (tp "
+            "defaults to num_gpus_per_worker). vLLM: data_parallel_size must equal the worker's world size.",
             keys=["actor_infer.num_gpus_per_worker", "actor_infer.strategy_args.strategy_config.data_parallel_size"])
 def rollout_engine_sizes(cfg: Any, ctx: RuleContext):
     for path, worker, ids in placed_workers(cfg):
@@ -576,7 +577,7 @@ def rollout_engine_sizes(cfg: Any, ctx: RuleContext):
 
 
 @RULES.rule("roll/router-replay", "RLC306",
-            "router_replay.mode R2 is not implemented; R3 works with megatron_train and sglang only (RO-16).",
+            "router_replay.mode R2 is not implemented; R3 works with megatron_train and sglang only.",
             keys=["*.router_replay.mode"])
 def router_replay(cfg: Any, ctx: RuleContext):
     for path, worker in workers(cfg):
@@ -590,7 +591,7 @@ def router_replay(cfg: Any, ctx: RuleContext):
                                              f"sglang, not {strategy_name(worker)}", hint="set it to disable")
 
 
-@RULES.rule("roll/lora-strategy", "RLC306", "LoRA is not supported by the sglang and hf_infer strategies (RO-54).",
+@RULES.rule("roll/lora-strategy", "RLC306", "LoRA is not supported by the sglang and hf_infer strategies.",
             keys=["*.model_args.lora_target"])
 def lora_strategy(cfg: Any, ctx: RuleContext):
     for path, worker in workers(cfg):
@@ -654,7 +655,7 @@ def global_train_batch(cfg: Any, ctx: RuleContext):
 
 
 @RULES.rule("roll/megatron-rollout-batch", "RLC300",
-            "With a Megatron actor_train, rollout_batch_size must divide by its data-parallel size (RO-7).",
+            "With a Megatron actor_train, rollout_batch_size must divide by its data-parallel size.",
             keys=["rollout_batch_size", "actor_train.device_mapping"])
 def megatron_rollout_batch(cfg: Any, ctx: RuleContext):
     worker = cfg.actor_train
@@ -675,7 +676,7 @@ def megatron_rollout_batch(cfg: Any, ctx: RuleContext):
 
 @RULES.rule("roll/dynamic-batching", "RLC302",
             "Dynamic batching needs a token budget per micro-batch of at least sequence_length; load-balanced "
-            "sequence packing needs max_packed_sequence_length_* >= sequence_length (RO-53).",
+            "sequence packing needs max_packed_sequence_length_* >= sequence_length.",
             keys=["*.use_dynamic_batching_in_train", "*.max_tokens_per_microbatch_in_train",
                   "*.sequence_packing_args.algorithm"])
 def dynamic_batching(cfg: Any, ctx: RuleContext):
@@ -711,8 +712,8 @@ def dynamic_batching(cfg: Any, ctx: RuleContext):
 
 
 @RULES.rule("roll/lengths", "RLC203",
-            "response_length or sequence_length must be set (RO-1); val_prompt_length and val_sequence_length go "
-            "together (RO-3); sequence_length wins over response_length (RO-2).",
+            "response_length or sequence_length must be set; val_prompt_length and val_sequence_length go "
+            "together; sequence_length wins over response_length.",
             keys=["response_length", "sequence_length", "val_prompt_length", "val_sequence_length"])
 def lengths(cfg: Any, ctx: RuleContext):
     if not cfg.response_length and not cfg.sequence_length:
@@ -742,7 +743,7 @@ def lengths(cfg: Any, ctx: RuleContext):
                         hint="make sequence_length larger than prompt_length", related=["prompt_length"])
 
 
-@RULES.rule("roll/max-steps", "RLC201", "The RLVR pipeline needs max_steps > 0 (RO-43); the agentic pipeline "
+@RULES.rule("roll/max-steps", "RLC201", "The RLVR pipeline needs max_steps > 0; the agentic pipeline "
                                       "> 0 or -1 (no limit).", keys=["max_steps"])
 def max_steps(cfg: Any, ctx: RuleContext):
     if is_agentic(cfg):
@@ -755,8 +756,8 @@ def max_steps(cfg: Any, ctx: RuleContext):
                         hint="set the number of pipeline steps, e.g. max_steps: 500")
 
 
-@RULES.rule("roll/profilers-exclusive", "RLC301", "profiler_timeline and profiler_memory are mutually exclusive "
-                                                  "(RO-4).", keys=["profiler_timeline", "profiler_memory"])
+@RULES.rule("roll/profilers-exclusive", "RLC301", "profiler_timeline and profiler_memory are mutually "
+                                                  "exclusive.", keys=["profiler_timeline", "profiler_memory"])
 def profilers_exclusive(cfg: Any, ctx: RuleContext):
     if cfg.profiler_timeline and cfg.profiler_memory:
         yield ctx.error("RLC301", "profiler_memory", "profiler_timeline and profiler_memory are both true; ROLL runs "
@@ -764,8 +765,8 @@ def profilers_exclusive(cfg: Any, ctx: RuleContext):
                         hint="set one of them to false", related=["profiler_timeline"])
 
 
-@RULES.rule("roll/prompt-or-messages", "RLC301", "data_args.prompt and data_args.messages are mutually exclusive "
-                                                 "(RO-40).", keys=["*.data_args.prompt", "*.data_args.messages"])
+@RULES.rule("roll/prompt-or-messages", "RLC301", "data_args.prompt and data_args.messages are mutually "
+                                                 "exclusive.", keys=["*.data_args.prompt", "*.data_args.messages"])
 def prompt_or_messages(cfg: Any, ctx: RuleContext):
     for path, worker in workers(cfg):
         data = worker.data_args
@@ -778,7 +779,7 @@ def prompt_or_messages(cfg: Any, ctx: RuleContext):
 
 
 @RULES.rule("roll/async-generation", "RLC302",
-            "async_generation_ratio > 0 needs generate_opt_level 1 (RO-19) and a ratio >= 1 (RO-28).",
+            "async_generation_ratio > 0 needs generate_opt_level 1 and a ratio >= 1.",
             keys=["async_generation_ratio", "generate_opt_level"])
 def async_generation(cfg: Any, ctx: RuleContext):
     ratio = cfg.async_generation_ratio
@@ -805,8 +806,8 @@ def async_generation(cfg: Any, ctx: RuleContext):
 
 
 @RULES.rule("roll/num-gpus-per-worker-rewritten", "RLC304",
-            "ROLL forces num_gpus_per_worker to 1 for training/megatron/fsdp2 strategies and to tp × pp for vLLM "
-            "(RO-13); world_size is derived from device_mapping (RO-15).",
+            "ROLL forces num_gpus_per_worker to 1 for training/megatron/fsdp2 strategies and to tp × pp for vLLM; "
+            "world_size is derived from device_mapping.",
             keys=["*.num_gpus_per_worker", "*.world_size"])
 def num_gpus_per_worker_rewritten(cfg: Any, ctx: RuleContext):
     for path, worker in workers(cfg):
@@ -829,7 +830,7 @@ def num_gpus_per_worker_rewritten(cfg: Any, ctx: RuleContext):
 
 @RULES.rule("roll/generation-rewritten", "RLC304",
             "RLVR overwrites actor_infer's max_new_tokens with sequence_length − prompt_length and its "
-            "num_return_sequences with num_return_sequences_in_group (RO-26, RO-29).",
+            "num_return_sequences with num_return_sequences_in_group.",
             keys=["actor_infer.generating_args.max_new_tokens", "actor_infer.generating_args.num_return_sequences",
                   "validation.generating_args.max_new_tokens"])
 def generation_rewritten(cfg: Any, ctx: RuleContext):
@@ -866,7 +867,7 @@ def generation_rewritten(cfg: Any, ctx: RuleContext):
 
 @RULES.rule("roll/model-paths", "RLC304",
             "Unless actor_train, actor_infer and reference all set model_name_or_path, ROLL gives all three "
-            "`pretrain`; the critic falls back to reward_pretrain (RO-20).",
+            "`pretrain`; the critic falls back to reward_pretrain.",
             keys=["pretrain", "reward_pretrain", "*.model_args.model_name_or_path"])
 def model_paths(cfg: Any, ctx: RuleContext):
     trio = ("actor_train", "actor_infer", "reference")
@@ -897,9 +898,9 @@ def model_paths(cfg: Any, ctx: RuleContext):
 
 
 @RULES.rule("roll/pipeline-overrides", "RLC304",
-            "Values ROLL overwrites after loading: enable_reference (RO-21), enable_old_logprobs_recompute (RO-22), "
-            "workers' training_args.seed (RO-11), actor_infer.max_concurrency (RO-9), offload_nccl (RO-17), "
-            "checkpoint output_dir timestamps (RO-10).",
+            "Values ROLL overwrites after loading: enable_reference, enable_old_logprobs_recompute, "
+            "workers' training_args.seed, actor_infer.max_concurrency, offload_nccl, "
+            "checkpoint output_dir timestamps.",
             keys=["enable_reference", "enable_old_logprobs_recompute", "*.training_args.seed",
                   "actor_infer.max_concurrency", "*.offload_nccl", "checkpoint_config"])
 def pipeline_overrides(cfg: Any, ctx: RuleContext):

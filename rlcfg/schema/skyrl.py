@@ -208,7 +208,7 @@ class OptimizerConfig(Section):
                           "requires true.")
     num_warmup_steps: int = param(
         0, description="Learning-rate warm-up, in optimizer steps. This is where skyrl-train v0.1.0 and later read it; "
-                       "the seed's `trainer.num_warmup_steps` is the older spelling.", ge=0)
+                       "`trainer.num_warmup_steps` in SkyRL's mid-2025 docs is the older spelling.", ge=0)
     scheduler: str = param("constant_with_warmup",
                            description="Learning-rate schedule, one of transformers' scheduler names.")
 
@@ -238,7 +238,8 @@ class OffloadedFsdpConfig(FsdpConfig):
 class CriticOptimizerConfig(OptimizerConfig):
     """The critic's optimizer: the same keys, a higher default learning rate."""
 
-    lr: float = param(5.0e-6, description="Learning rate of the critic's AdamW. The YAML and the seed give 5e-6; the "
+    lr: float = param(5.0e-6, description="Learning rate of the critic's AdamW. The YAML and SkyRL's mid-2025 docs "
+                                          "give 5e-6; the "
                                           "later Python dataclass gives 1e-6; rlcfg follows the YAML.", gt=0)
 
 
@@ -476,12 +477,14 @@ class OffPolicyCorrection(Section):
 class Algorithm(Section):
     run_fate = HONORED
     advantage_estimator: str = param(
-        "grpo", description="Advantage estimator: `grpo` or `gae` (the seed); later releases add `rloo` and "
+        "grpo", description="Advantage estimator: `grpo` or `gae` (SkyRL's mid-2025 docs); later releases add `rloo` "
+                            "and "
                             "`reinforce++`, and custom estimators can be registered in code.")
     kl_ctrl: KlCtrl = section(KlCtrl, description="KL controller for use_kl_in_reward.")
     use_kl_estimator_k3: bool = param(
         False, description="Force the k3 KL estimator (non-negative, unbiased, low variance) over kl_estimator_type. "
-                           "Deprecated; false in every release's base config (the seed documented true); removed in "
+                           "Deprecated; false in every release's base config (SkyRL's mid-2025 docs said true); "
+                           "removed in "
                            "v0.4.0.", releases=UNTIL_030)
     use_abs_kl: bool = param(False, description="Use the absolute-value KL estimator. Deprecated in favour of "
                                                 "kl_estimator_type: abs; removed in v0.4.0.", releases=UNTIL_030)
@@ -503,7 +506,8 @@ class Algorithm(Section):
     value_head_prefix: str = param("value_head", description="Name of the value head in the critic model.",
         fate=_VALUE_HEAD_NAME)
     policy_loss_type: str = param(
-        "regular", description="Policy loss (the seed's ppo_loss_type): regular, dual_clip, gspo, cispo, clip_cov, "
+        "regular", description="Policy loss (`ppo_loss_type` in SkyRL's mid-2025 docs): regular, dual_clip, gspo, "
+                               "cispo, clip_cov, "
                                "kl_cov, sapo, cross_entropy, importance_sampling, or one registered in code.")
     loss_reduction: Literal["token_mean", "sequence_mean", "seq_mean_token_sum_norm"] = param(
         "token_mean", description="How token losses are reduced to one number; validate_cfg accepts these three at "
@@ -562,8 +566,9 @@ class Trainer(Section):
     sequence_parallel_backend: Literal["ulysses"] = param("ulysses", description="Sequence parallelism; only Ulysses "
                                                                                  "is implemented.", fate=_ONE_VALUE)
     strategy: Literal["fsdp", "fsdp2", "deepspeed", "megatron"] = param(
-        "fsdp2", description="Training backend: `fsdp` (FSDP1), `fsdp2` or `deepspeed` (the seed); `megatron` in "
-                             "later releases. The seed gives no default; the code's is fsdp2.")
+        "fsdp2", description="Training backend: `fsdp` (FSDP1), `fsdp2` or `deepspeed` (SkyRL's mid-2025 docs); "
+                             "`megatron` in "
+                             "later releases. Those docs give no default; the code's is fsdp2.")
     policy: Policy = section(Policy, description="The policy model and how it is trained.")
     ref: Ref = section(Ref, description="The reference model, used only when use_kl_loss or use_kl_in_reward is on.")
     critic: Critic = section(Critic, description="The critic, used when critic.model.path is set.")
@@ -629,7 +634,8 @@ class Trainer(Section):
     project_name: str = param("skyrl", description="Project name in the logger (WandB, MLflow).", fate=_LOG)
     run_name: str = param("test_run", description="Run name in the logger.", fate=_LOG)
     logger: Literal["wandb", "console", "mlflow", "tensorboard"] = param(
-        "wandb", description="Where metrics go: `wandb` (needs WANDB_API_KEY) or `console` (the seed); later releases "
+        "wandb", description="Where metrics go: `wandb` (needs WANDB_API_KEY) or `console` (SkyRL's mid-2025 docs); "
+                             "later releases "
                              "add mlflow and tensorboard.", fate=_LOG)
     dump_data_batch: bool = param(False, description="Write each training batch under export_path/dumped_data.",
         fate=_LOG)
@@ -688,7 +694,8 @@ class Generator(Section):
                           "(false, see remote_inference_engine_urls).", fate=_OWN_ENGINES)
     num_inference_engines: int = param(1, description="Number of inference engines (replicas). With remote engines, "
                                                       "the number of URLs.", ge=1)
-    backend: Literal["vllm", "sglang"] = param("vllm", description="Inference engine: vllm or sglang (the seed: sglang "
+    backend: Literal["vllm", "sglang"] = param("vllm", description="Inference engine: vllm or sglang (SkyRL's mid-2025 "
+                                                                   "docs: sglang "
                                                                    "only for remote engines).")
     weight_sync_backend: Literal["nccl", "gloo", "delta"] = param(
         "nccl", description="How policy weights reach the engines: nccl or gloo (`delta` in the newest releases).",
@@ -708,7 +715,7 @@ class Generator(Section):
     async_engine: bool = param(True, description="Use vLLM's asynchronous engine (false: the offline engine, which "
                                                  "needs batched: true).", fate=_PERF)
     batched: bool = param(False, description="Generate all single-turn prompts in one batched call. False in every "
-                                             "release's base config (the seed documented true).", fate=_PERF)
+                                             "release's base config (SkyRL's mid-2025 docs said true).", fate=_PERF)
     max_input_length: int = param(
         "${trainer.max_prompt_length}", description="Longest engine input. Single-turn: equal to "
                                                     "trainer.max_prompt_length. Multi-turn: at least that, the input "
@@ -759,8 +766,8 @@ class Generator(Section):
     sampling_params: SamplingParams = section(SamplingParams, description="Sampling during trajectory generation.")
     use_conversation_multi_turn: bool = param(
         True, description="Multi-turn: append observations as new chat turns (true) or as raw tokens after the "
-                          "assistant's response (false). True in every release's base config (the seed documented "
-                          "false).", fate=_MULTI_TURN_ONLY)
+                          "assistant's response (false). True in every release's base config (SkyRL's mid-2025 "
+                          "docs said false).", fate=_MULTI_TURN_ONLY)
     append_eos_token_after_stop_str_in_multi_turn: bool = param(
         True, description="Multi-turn with stop strings: append the EOS token after a stop string.", releases=FROM_020,
             fate=_MULTI_TURN_ONLY)

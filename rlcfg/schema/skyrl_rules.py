@@ -1088,7 +1088,7 @@ def _refusal(path: str, value: Any, instead: str) -> Finding:
 @RULES.rule("skyrl/run-refusals", "RLC118",
             "`rlcfg run` refuses values it cannot run with skyrl-train's meaning: custom advantage estimators and "
             "policy losses, the Tinker-style summed losses, the seq_mean_token_sum_norm reduction, schedulers it "
-            "lacks, engine_init_kwargs it does not pass, keys added to the sampling parameters, GRPO on groups of "
+            "lacks (on Megatron, any but constant_with_warmup), engine_init_kwargs it does not pass, keys added to the sampling parameters, GRPO on groups of "
             "one, use_tis with a loss that ignores it (up to v0.3.0), overlong filtering with stop strings or "
             "with sequence_mean, and a critic trained in several mini-batches.",
             keys=["trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type",
@@ -1132,6 +1132,10 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         if scheduler not in SCHEDULERS and (role == "policy" or critic_trained(cfg)):
             yield _refusal(f"trainer.{role}.optimizer_config.scheduler", scheduler,
                            f"rlcfg's learning-rate schedules reproduce {', '.join(SCHEDULERS)} only")
+        elif t.strategy == "megatron" and scheduler != "constant_with_warmup" and role == "policy":
+            # distributed/megatron/optimizer.py get_megatron_optimizer_param_scheduler raises on any other.
+            yield _refusal(f"trainer.{role}.optimizer_config.scheduler", scheduler,
+                           "skyrl-train's Megatron strategy stops at start unless it is constant_with_warmup")
     known = SGLANG_KWARGS if g.backend == "sglang" else VLLM_KWARGS
     for key in (g.engine_init_kwargs or {}):
         if key not in known:

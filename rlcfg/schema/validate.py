@@ -10,8 +10,8 @@ from typing import Any, Iterable
 from pydantic import ValidationError
 
 from rlcfg.diagnostics import Diagnostic, Origin, Severity, diagnostic
-from rlcfg.schema.base import (Dialect, Finding, HostFacts, RuleContext, Section, choices_of, field_at, field_releases,
-                               iter_fields, key_of, section_at)
+from rlcfg.schema.base import (LATE_CHECK_KEY, Dialect, Finding, HostFacts, RuleContext, Section, choices_of, field_at,
+                               field_releases, iter_fields, key_of, section_at)
 from rlcfg.source.tree import Path, SourceTree, copy_containers, delete_path, dotted, split_dotted
 from rlcfg.source.yaml_loader import TooLongNumber
 
@@ -74,7 +74,7 @@ def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None
             elif error["type"] == "missing" and judgement.known_keys_only:
                 found = None  # a key of the modelled pipeline that this one has no use for
             else:
-                found = _error_diagnostic(error, path, root, tree, dialect)
+                found = _error_diagnostic(error, path, root, tree, dialect, judgement.release)
             if found is not None:
                 result.diagnostics.append(found)
             if found is not None and found.severity is Severity.ERROR:
@@ -214,7 +214,7 @@ def _tree_path(loc: tuple, data: Any) -> Path:
 
 
 def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: SourceTree,
-                      dialect: Dialect | None = None) -> Diagnostic | None:
+                      dialect: Dialect | None = None, release: str | None = None) -> Diagnostic | None:
     kind = error["type"]
     name = dotted(path)
     value = error.get("input")
@@ -240,8 +240,13 @@ def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: Source
             close = get_close_matches(value, [str(a) for a in allowed], n=1, cutoff=0.6)
             suggestion = close[0] if close else None
         hint = f"did you mean `{suggestion}`?" if suggestion else f"use one of: {allowed_text}"
-        return diagnostic("RLC202", name, f"`{name}`: {_short(value)} is not one of {allowed_text}", origin=origin,
-                          hint=hint)
+        message = f"`{name}`: {_short(value)} is not one of {allowed_text}"
+        extra = info.json_schema_extra if info is not None and isinstance(info.json_schema_extra, dict) else {}
+        late = extra.get(LATE_CHECK_KEY, {}).get(release) if release is not None else None
+        if late:
+            title = dialect.title if dialect is not None else "the framework"
+            message += f"; {title} {release} accepts this at load but fails {late}"
+        return diagnostic("RLC202", name, message, origin=origin, hint=hint)
     if kind in _RANGE:
         bound = next(iter(error.get("ctx", {}).values()), "?")
         return diagnostic("RLC201", name, f"`{name}` must be {_RANGE[kind]} {bound}, got {_short(value)}", origin=origin,

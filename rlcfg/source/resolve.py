@@ -1,4 +1,5 @@
-"""Defaults, then the file, then overrides; then `${...}` interpolation resolved by OmegaConf itself.
+"""Defaults, then the file, then overrides; then `${...}` interpolation resolved as OmegaConf resolves it (plain
+references here, everything else by OmegaConf itself).
 
 Each stage records a `Layer` in the tree's history, so `rlcfg validate --explain KEY` can tell a value's
 story (default → file → override), and each resolved interpolation keeps the location where it was written
@@ -116,6 +117,14 @@ def resolve(tree: SourceTree, env: Mapping[str, str], resolvers: Mapping[str, Ca
         _drop(tree, result.missing | result.unresolved)
         return result
 
+    # A dialect that brings its own `oc.env` has it read by OmegaConf.
+    simple = None if "oc.env" in (resolvers or {}) else _resolve_plain_references(tree.data, interpolations, env,
+                                                                                     resolvers)
+    if simple is not None:
+        _record(tree, simple, env)
+        _drop(tree, result.missing | result.unresolved)
+        return result
+
     from omegaconf import OmegaConf
 
     from omegaconf.basecontainer import BaseContainer
@@ -148,7 +157,14 @@ def resolve(tree: SourceTree, env: Mapping[str, str], resolvers: Mapping[str, Ca
                 BaseContainer._resolvers[name] = previous
     result.diagnostics.extend(_failure_diagnostics(failures, tree, result.unresolved | result.missing))
     result.unresolved.update(failures)
+    _record(tree, resolved, env)
+    _drop(tree, result.missing | result.unresolved)
+    return result
 
+
+def _record(tree: SourceTree, resolved: dict[Path, tuple[Any, list[str]]], env: Mapping[str, str]) -> None:
+    """Put resolved values in place of their interpolations, each keeping where it was written and, in `via`,
+    where the values it refers to (and the environment variables it read) came from."""
     for path, (value, env_read) in resolved.items():
         raw = tree.get(path)
         via = tuple(_referenced_origins(raw, path, tree)) + tuple(
@@ -165,8 +181,184 @@ def resolve(tree: SourceTree, env: Mapping[str, str], resolvers: Mapping[str, Ca
         else:
             tree.values[path] = new_origin
         tree.history.setdefault(path, []).append(Layer(Origin("derived", via=via), value))
-    _drop(tree, result.missing | result.unresolved)
-    return result
+
+
+# ---- plain references without OmegaConf ----------------------------------------------------------------------
+# Nearly every config interpolates only plain forms: `${a.b}`, `${..b}`, `${oc.env:VAR}` or `${oc.env:VAR,word}`,
+# and a dialect's own resolvers over those or whole numbers (RLinf's `${subtract:${a.b}, ${c}}`), whole or inside a
+# string. Importing and building OmegaConf costs more than the rest of a check, so these are resolved here, to
+# the values OmegaConf gives (a test holds the two together); anything else, and any reference that fails, goes
+# to OmegaConf, whose errors the diagnostics are worded from.
+
+_RESOLVER_CALL = re.compile(r"([A-Za-z_][\w.]*):(.*)", re.S)
+_WHOLE_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)")  # what OmegaConf's grammar reads as an int ("007" it does not)
+_PLAIN_REF = re.compile(r"(\.*)([A-Za-z_]\w*(?:\.\w+)*)")
+_ENV_GROUP = re.compile(r"oc\.env:([A-Za-z_]\w*)(?:,([A-Za-z_/~][\w/.~-]*))?")
+_GRAMMAR_WORDS = frozenset({"true", "false", "null", "inf", "nan"})  # OmegaConf types these as a default's value
+
+
+class _NotPlain(Exception):
+    """The interpolation needs OmegaConf: a form the fast path does not read, or a reference that fails."""
+
+
+def _resolve_plain_references(data: dict, interpolations: list[Path], env: Mapping[str, str],
+                              resolvers: Mapping[str, Callable] | None = None
+                              ) -> dict[Path, tuple[Any, list[str]]] | None:
+    """Every interpolation's value and the environment variables it read, or None when one of them needs
+    OmegaConf."""
+    resolver = _PlainResolver(data, env, resolvers or {})
+    try:
+        return {path: resolver.top(path) for path in interpolations}
+    except (_NotPlain, RecursionError):
+        return None
+
+
+class _PlainResolver:
+    def __init__(self, data: dict, env: Mapping[str, str], resolvers: Mapping[str, Callable]):
+        self.data = data
+        self.env = env
+        self.resolvers = resolvers
+        self.read: list[str] = []
+        self.active: set = set()
+
+    def top(self, path: Path) -> tuple[Any, list[str]]:
+        self.read = []
+        value = self.value_at(path)
+        return value, list(self.read)
+
+    def value_at(self, path: Path) -> Any:
+        if path in self.active:
+            raise _NotPlain()  # a cycle: OmegaConf reports it
+        node = _get(self.data, path)
+        if node is _ABSENT or node == MISSING:
+            raise _NotPlain()
+        self.active.add(path)
+        try:
+            return self.deep(node, path)
+        finally:
+            self.active.discard(path)
+
+    def deep(self, node: Any, path: Path) -> Any:
+        if isinstance(node, dict):
+            return {k: self.deep(v, path + (k,)) if not _is_interpolation(v) else self.value_at(path + (k,))
+                    for k, v in node.items()}
+        if isinstance(node, list):
+            return [self.deep(v, path + (i,)) if not _is_interpolation(v) else self.value_at(path + (i,))
+                    for i, v in enumerate(node)]
+        if node == MISSING and path:
+            raise _NotPlain()
+        return self.string(node, path) if _is_interpolation(node) else node
+
+    def string(self, text: str, path: Path) -> Any:
+        parts = _split_groups(text)
+        if len(parts) == 1 and parts[0][0] == "group":
+            return self.group(parts[0][1], path)
+        out = ""
+        for kind, part in parts:
+            if kind == "text":
+                out += part
+                continue
+            value = self.group(part, path)
+            if isinstance(value, (dict, list)):
+                raise _NotPlain()
+            out += str(value)
+        return out
+
+    def group(self, inner: str, path: Path) -> Any:
+        call = _RESOLVER_CALL.fullmatch(inner)
+        if call is not None and call.group(1) in self.resolvers:
+            return self.call(self.resolvers[call.group(1)], call.group(2), path)
+        ref = _PLAIN_REF.fullmatch(inner)
+        if ref is not None:
+            dots, target = ref.groups()
+            if dots and any(isinstance(part, int) for part in path):
+                raise _NotPlain()
+            return self.value_at(_absolute(dots, target, path))
+        env = _ENV_GROUP.fullmatch(inner)
+        if env is None:
+            raise _NotPlain()
+        name, default = env.groups()
+        if default is not None and default.lower() in _GRAMMAR_WORDS:
+            raise _NotPlain()
+        self.read.append(name)
+        if name in self.env:
+            return self.env[name]
+        if default is None:
+            raise _NotPlain()
+        return default
+
+    def call(self, function: Callable, text: str, path: Path) -> Any:
+        """A dialect resolver over arguments that are each a whole interpolation or a whole number."""
+        args = []
+        for raw in _split_arguments(text):
+            raw = raw.strip()
+            parts = _split_groups(raw)
+            if len(parts) == 1 and parts[0][0] == "group":
+                args.append(self.group(parts[0][1], path))
+            elif _WHOLE_NUMBER.fullmatch(raw):
+                args.append(int(raw))
+            else:
+                raise _NotPlain()
+        try:
+            return function(*args)
+        except Exception:  # the resolver refuses its arguments: OmegaConf words that diagnostic
+            raise _NotPlain() from None
+
+
+def _split_groups(text: str) -> list[tuple[str, str]]:
+    """`text` as ("text", ...) and ("group", the inside of a `${...}`) parts, nested groups kept whole. Raises
+    _NotPlain for a `$`, `{`, `}` or backslash outside a well-formed group (escapes, stray braces)."""
+    parts: list[tuple[str, str]] = []
+    plain = ""
+    i, n = 0, len(text)
+    while i < n:
+        if text.startswith("${", i):
+            depth, j = 1, i + 2
+            while j < n:
+                if text.startswith("${", j):
+                    depth, j = depth + 1, j + 2
+                    continue
+                if text[j] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                elif text[j] in "${\\":
+                    raise _NotPlain()
+                j += 1
+            if depth:
+                raise _NotPlain()
+            if plain:
+                parts.append(("text", plain))
+                plain = ""
+            parts.append(("group", text[i + 2:j]))
+            i = j + 1
+            continue
+        if text[i] in "${}\\":
+            raise _NotPlain()
+        plain += text[i]
+        i += 1
+    if plain:
+        parts.append(("text", plain))
+    return parts
+
+
+def _split_arguments(text: str) -> list[str]:
+    """A resolver's arguments, split at the commas outside nested groups."""
+    args, current, depth, i = [], "", 0, 0
+    while i < len(text):
+        if text.startswith("${", i):
+            depth, current, i = depth + 1, current + "${", i + 2
+            continue
+        if text[i] == "}":
+            depth -= 1
+        if text[i] == "," and depth == 0:
+            args.append(current)
+            current = ""
+        else:
+            current += text[i]
+        i += 1
+    args.append(current)
+    return args
 
 
 def _create_config(tree: SourceTree, interpolations: list[Path], result: Resolution) -> Any:

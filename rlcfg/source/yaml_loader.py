@@ -7,7 +7,7 @@ framework loads its YAML through OmegaConf. Duplicate keys, tabs and other synta
 
 from __future__ import annotations
 
-from functools import lru_cache
+import re
 from pathlib import Path as FsPath
 from typing import Any
 
@@ -41,26 +41,93 @@ def _composer() -> Any:
         return YAML(typ="rt")
 
 
-@lru_cache(maxsize=1)
-def _omegaconf_scalar_loader() -> Any:
-    from omegaconf._yaml import get_yaml_loader
+# YAML 1.1's implicit types, as OmegaConf's loader resolves plain scalars: PyYAML's safe resolvers without
+# timestamps (a date stays a string), plus OmegaConf's float form that needs no dot (`1e-6`). Written out here so
+# that reading a file imports neither OmegaConf nor PyYAML; a test holds it to OmegaConf's own loader.
+_BOOLS = {word: value for words, value in (("yes true on", True), ("no false off", False))
+          for base in words.split() for word in (base, base.capitalize(), base.upper())}
+_NULLS = frozenset({"", "~", "null", "Null", "NULL"})
+_FLOAT = re.compile(r"""[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+    |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
+    |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN)""", re.X)
+_INT = re.compile(r"""[-+]?0b[0-1_]+
+    |[-+]?0[0-7_]+
+    |[-+]?(?:0|[1-9][0-9_]*)
+    |[-+]?0x[0-9a-fA-F_]+
+    |[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+""", re.X)
+_EXPONENT_FLOAT = re.compile(r"""[-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*[eE][-+]?[0-9]+
+    |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
+    |[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*
+    |[-+]?\.(?:inf|Inf|INF)
+    |\.(?:nan|NaN|NAN)""", re.X)
+_NUMBER_START = frozenset("-+0123456789.")
 
-    return get_yaml_loader()("")
+
+class UnreadableScalar(ValueError):
+    """A plain `<<` or `=` as a value: YAML 1.1 gives them tags (merge, value) that OmegaConf cannot construct."""
+
+
+def _sexagesimal(text: str, kind: type) -> Any:
+    total = kind(0)
+    for part in text.split(":"):
+        total = total * 60 + kind(part)
+    return total
+
+
+def _to_int(text: str) -> int:
+    sign, digits = (-1, text[1:]) if text[0] == "-" else (1, text.lstrip("+"))
+    digits = digits.replace("_", "")
+    if digits == "0":
+        return 0
+    if digits.startswith("0b"):
+        return sign * int(digits[2:], 2)
+    if digits.startswith("0x"):
+        return sign * int(digits[2:], 16)
+    if digits.startswith("0"):
+        return sign * int(digits, 8)
+    if ":" in digits:
+        return sign * _sexagesimal(digits, int)
+    return sign * int(digits)
+
+
+def _to_float(text: str) -> float:
+    sign, digits = (-1.0, text[1:]) if text[0] == "-" else (1.0, text.lstrip("+"))
+    digits = digits.replace("_", "").lower()
+    if digits == ".inf":
+        return sign * float("inf")
+    if digits == ".nan":
+        return float("nan")
+    if ":" in digits:
+        return sign * _sexagesimal(digits, float)
+    return sign * float(digits)
 
 
 def type_plain_scalar(text: str) -> Any:
     """The value OmegaConf's YAML loader gives an unquoted scalar (a TooLongNumber where it would fail on the
     number of digits, as the framework's loader would)."""
-    import yaml
-
-    loader = _omegaconf_scalar_loader()
-    tag = loader.resolve(yaml.ScalarNode, text, (True, False))
+    if text in _NULLS:
+        return None
+    if text in _BOOLS:
+        return _BOOLS[text]
+    if text in ("<<", "="):
+        raise UnreadableScalar(text)
+    if text[0] not in _NUMBER_START:
+        return text
     try:
-        return loader.construct_object(yaml.ScalarNode(tag, text))
+        if _FLOAT.fullmatch(text):
+            return _to_float(text)
+        if _INT.fullmatch(text):
+            return _to_int(text)
+        if _EXPONENT_FLOAT.fullmatch(text):
+            return _to_float(text)
     except ValueError:
         if sum(c.isdigit() for c in text) > MAX_NUMBER_DIGITS:
             return TooLongNumber(text)
         raise
+    return text
 
 
 def read_text(path: str) -> str:
@@ -112,7 +179,7 @@ class _Builder:
         elif isinstance(node, SequenceNode):
             value = [self.build(item, path + (index,)) for index, item in enumerate(node.value)]
         else:
-            value = type_plain_scalar(node.value) if not node.style else node.value
+            value = self.scalar(node, path) if not node.style else node.value
             if isinstance(value, TooLongNumber):
                 self.diagnostics.append(diagnostic(
                     "RLC200", _dotted(path), f"`{_dotted(path)}`: a number of {len(value)} characters is longer than "
@@ -120,6 +187,16 @@ class _Builder:
                     hint="write a number of a sensible size; the framework's loader would stop on this one"))
         self.tree.history[path] = [Layer(origin, value)]
         return value
+
+    def scalar(self, node: Any, path: Path) -> Any:
+        try:
+            return type_plain_scalar(node.value)
+        except UnreadableScalar:
+            self.diagnostics.append(diagnostic(
+                "RLC100", _dotted(path), f"a plain `{node.value}` is a YAML 1.1 special value that the framework's "
+                "loader (OmegaConf) cannot read", origin=self.origin(node),
+                hint=f"quote it: '{node.value}'"))
+            return node.value
 
     def mapping(self, node: Any, path: Path) -> dict:
         from ruamel.yaml.nodes import MappingNode, ScalarNode
@@ -139,7 +216,7 @@ class _Builder:
                     "RLC100", _dotted(path), "a mapping key must be a plain name, not a list or a mapping",
                     origin=self.origin(key_node), hint="write the key as a plain word, for example `num_gpu:`"))
                 continue
-            key = key_node.value if key_node.style else type_plain_scalar(key_node.value)
+            key = key_node.value if key_node.style else self.scalar(key_node, path)
             key = key if isinstance(key, str) else str(key)
             key_origin = self.origin(key_node)
             child = path + (key,)

@@ -15,7 +15,8 @@ from rlcfg.ir import to_json
 from rlcfg.lower import lower
 from tests.helpers import TEMPLATES
 
-GRPO = str(TEMPLATES / "areal-fsdp-sglang-grpo.yaml")
+# AReaL's own GSM8K examples, as users write them (the templates are rlcfg's choices).
+GRPO = str(TEMPLATES.parent / "tests" / "fixtures" / "areal" / "gsm8k-grpo-v0.3.yaml")
 SFT = str(TEMPLATES / "areal-sft.yaml")
 
 
@@ -171,7 +172,9 @@ def test_sft_on_megatron_rounds_the_batch_to_the_data_parallel_size():
     assert exp.schedule.samples_per_step == 126
     assert actor.micro_batch_size == 16 and actor.max_tokens_per_micro_batch is None
     assert exp.schedule.total_steps == 100
-    assert actor.optimizer.warmup_steps == 3  # int(0.03 × 100)
+    # AReaL warms up for int(0.03 × epochs × batches per epoch) steps (the step cap does not shorten it): the
+    # runtime resolves the share once it has read the data.
+    assert (actor.optimizer.warmup_steps, actor.optimizer.warmup_proportion) == (0, 0.03)
 
 
 # ---- allocation_mode variations -----------------------------------------------------------------------------
@@ -362,7 +365,7 @@ def test_a_cpu_cluster_says_nothing_about_gpus():
 
 # ---- the 1.0 PPO template: per-engine backends, a critic, vLLM, the decoupled loss with rejection sampling ----
 
-PPO = str(TEMPLATES / "areal-fsdp-vllm-ppo.yaml")
+PPO = str(TEMPLATES.parent / "tests" / "fixtures" / "areal" / "gsm8k-ppo-v1.0.yaml")
 
 
 def test_ppo_template_places_the_engines_in_creation_order():

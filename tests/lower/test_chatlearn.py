@@ -66,12 +66,51 @@ def test_max_response_tokens_length_moves_the_rollout_limit():
 def test_1_2_lengths_are_seq_length_minus_the_prompt():
     # ChatLearn 1.2.0 never reads max_new_tokens (3072 in the fixture): vllm_module.generate_vllm gives each prompt
     # seq_length - len(prompt) tokens, and PromptPipeline keeps prompts shorter than seq_length. The plan sizes with
-    # the longest case; `rlcfg run` refuses the per-prompt budget.
+    # the longest case; each prompt gets its own budget, and `rlcfg run` runs it.
     exp = experiment(V120_FSDP)
     assert engine(exp)["max_model_len"] == 4096
     assert exp.sampling.max_new_tokens == 4095 and exp.data.max_prompt_length == 4095
-    assert "seq_length minus the prompt's length" in notes(V120_FSDP)["models.policy.seq_length"]
-    assert "models.policy.seq_length" not in notes(FSDP)
+    assert exp.sampling.max_total_length == exp.eval_sampling.max_total_length == 4096
+    # a prompt of 1000 tokens may get 3096 response tokens, the longest kept prompt (4095) one
+    assert [exp.sampling.response_budget(p) for p in (1, 1000, 4095)] == [4095, 3096, 1]
+    assert "models.policy.seq_length" not in notes(V120_FSDP)
+
+
+def test_a_document_judged_by_1_2_has_its_lengths_without_max_new_tokens():
+    # ChatLearn's reference document writes seq_length and no key of main (nor max_new_tokens): it is judged by 1.2.0,
+    # whose engines give each prompt seq_length minus its length whatever main's length keys default to
+    from rlcfg import lower as lowering
+
+    for name in ("reference-example.yaml", "reference-example-megatron.yaml"):
+        result = checked(V120_FSDP.parent / name)
+        assert result.release == "1.2.0"
+        exp = lowering.lower("chatlearn", result.config, result.release)
+        assert (exp.sampling.max_total_length, exp.sampling.max_new_tokens, exp.data.max_prompt_length) == (
+            2048, 2047, 2047)
+        assert engine(exp)["max_model_len"] == 2048
+        # judged by main, the same keys mean main's limits: prompt 1024 (default) + response 2048
+        main = lowering.lower("chatlearn", result.config, "main")
+        assert (main.sampling.max_total_length, main.sampling.max_new_tokens, main.data.max_prompt_length) == (
+            None, 2048, 1023)
+
+
+def test_main_responses_have_one_limit_for_every_prompt():
+    exp = experiment(FSDP, "models.policy.max_prompt_tokens_length=512", "models.policy.max_response_tokens_length=1536")
+    assert exp.sampling.max_total_length is None and exp.eval_sampling.max_total_length is None
+    assert exp.sampling.response_budget(511) == exp.sampling.response_budget(3) == 1536
+
+
+def test_megatron_lr_decays_to_min_lr_after_the_first_step():
+    # megatron_module.py sets train_iters to 1, so Megatron's linear decay (lr_decay_iters = train_iters) ends at the
+    # first step: lr for it, min_lr for every later one.
+    opt = role(experiment(MEGATRON, "models.policy_trainer.optimizer.lr=2e-6",
+                          "models.policy_trainer.optimizer.min_lr=1e-7"), "actor").optimizer
+    assert (opt.lr, opt.min_lr, opt.scheduler, opt.decay_steps, opt.warmup_steps) == (2e-6, 1e-7, "linear", 1, 0)
+    constant = role(experiment(MEGATRON), "actor").optimizer  # the template keeps min_lr = lr
+    assert (constant.scheduler, constant.decay_steps, constant.min_lr) == ("constant", None, constant.lr)
+    # ChatLearn's FSDP trainer has no schedule: lr throughout, whatever min_lr says
+    fsdp = role(experiment(FSDP, "models.policy_trainer.optimizer.min_lr=0"), "actor").optimizer
+    assert fsdp.scheduler == "constant" and fsdp.decay_steps is None
 
 
 # ---- roles -----------------------------------------------------------------------------------------------------

@@ -129,9 +129,9 @@ def test_template_algorithm_and_sampling():
     exp = lowered(TEMPLATE)
     alg = exp.algorithm
     assert (alg.advantage, alg.group_size, alg.policy_loss) == ("grpo", 8, "regular")
-    # one sample per micro-batch and no use_valid_token_scale: RLinf's per-micro-batch token means average into
-    # a mean of per-sequence token means
-    assert (alg.clip_low, alg.clip_high, alg.loss_aggregation) == (0.2, 0.2, "seq-mean-token-mean")
+    # no use_valid_token_scale: RLinf takes each micro-batch's token mean, then the mean over micro-batches
+    assert (alg.clip_low, alg.clip_high, alg.loss_aggregation) == (0.2, 0.2, "token-mean")
+    assert alg.loss_normalization == "micro-batch"
     assert alg.normalize_advantage_std and alg.batch_normalize_advantage
     assert (alg.kl.placement, alg.kl.coef) == ("none", 0.0)
     assert (alg.entropy_coef, alg.ppo_epochs) == (0.0, 1)
@@ -189,7 +189,8 @@ def test_seed_layout_numbers():
     assert exp.sampling.max_new_tokens == 2048 - 1024
     opt = exp.role("actor").optimizer
     assert (opt.lr, opt.eps, opt.weight_decay) == (2e-5, 1e-5, 0.05)
-    assert opt.warmup_steps == int(0.01 * 10) == 0
+    # Megatron-LM's warm-up is lr_warmup_fraction × lr_decay_iters, unrounded: the first update runs at lr_warmup_init.
+    assert opt.warmup_steps == pytest.approx(0.01 * 10)
     # TP 1 with sequence_parallel true: nothing to split, so it is not lowered.
     assert not exp.role("actor").parallelism.sequence_parallel
     assert dp(exp, "actor") == 1
@@ -310,7 +311,19 @@ def test_warmup_and_schedule():
                   "+actor.lr_sched.start_weight_decay=0.01", "+actor.lr_sched.end_weight_decay=0.01")
     opt = exp.role("actor").optimizer
     assert (opt.scheduler, opt.warmup_steps) == ("cosine", int(0.1 * 1000))
-    assert lowered(TEMPLATE, "actor.lr_sched.lr_warmup_iters=7").role("actor").optimizer.warmup_steps == 7
+
+
+@pytest.mark.parametrize("fraction,iters,decay,warmup", [
+    ("0.05", "0", "1000", 50),  # the fraction alone: its share of lr_decay_iters
+    ("null", "7", "1000", 7),  # lr_warmup_iters counts only with the fraction null
+    ("0.05", "7", "1000", 50),  # both: Megatron takes the fraction whenever it is set...
+    ("0.0", "7", "1000", 0),  # ...even at 0, so the template's `0.0` turns a written lr_warmup_iters off
+    ("0.05", "0", "null", 0.05 * 100000),  # no lr_decay_iters: RLinf's fixed train_iters ends the decay
+])
+def test_megatron_warmup_takes_the_fraction_whenever_it_is_set(fraction, iters, decay, warmup):
+    exp = lowered(TEMPLATE, f"actor.lr_sched.lr_warmup_fraction={fraction}", f"actor.lr_sched.lr_warmup_iters={iters}",
+                  f"actor.lr_sched.lr_decay_iters={decay}")
+    assert exp.role("actor").optimizer.warmup_steps == pytest.approx(warmup)
 
 
 # ---- FSDP and a critic ------------------------------------------------------------------------------------------
@@ -488,13 +501,21 @@ def test_use_valid_token_scale_gives_rlcfgs_token_mean():
     from rlcfg.runtime.algorithms import aggregate
 
     exp = lowered(TEMPLATE, "algorithm.use_valid_token_scale=true", "algorithm.n_minibatches=1")
-    assert exp.algorithm.loss_aggregation == "token-mean"
-    # RLinf without it, one sample per micro-batch: the mean of each sequence's token mean.
-    loss, mask = torch.tensor([[1.0, 3.0, 0.0], [2.0, 0.0, 0.0]]), torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
-    per_mb = (aggregate(loss[:1], mask[:1], "token-mean") + aggregate(loss[1:], mask[1:], "token-mean")) / 2
-    assert torch.isclose(per_mb, aggregate(loss, mask, lowered(TEMPLATE).algorithm.loss_aggregation))
-    with pytest.raises(Exception, match="use_valid_token_scale"):
-        lowered(TEMPLATE, "algorithm.training_batch_size_per_gpu=2")
+    assert (exp.algorithm.loss_aggregation, exp.algorithm.loss_normalization) == ("token-mean", "mini-batch")
+    # RLinf without it, micro-batches of two samples on one rank: the mean of each micro-batch's token mean
+    # (fsdp_actor_worker.training_step: loss_agg_func, then loss / gradient_accumulation).
+    from rlcfg.runtime.algorithms import loss_denominators
+
+    alg = lowered(TEMPLATE, "algorithm.training_batch_size_per_gpu=2").algorithm
+    loss = torch.tensor([[1.0, 3.0, 0.0], [2.0, 0.0, 0.0], [5.0, 5.0, 5.0], [0.0, 0.0, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 1.0], [1.0, 0.0, 0.0]])
+    rlinf = ((1.0 + 3.0 + 2.0) / 3 + (15.0 + 0.0) / 4) / 2
+    ours = sum(aggregate(loss[i:i + 2], mask[i:i + 2], alg.loss_aggregation,
+                         *loss_denominators(alg.loss_normalization, mask[i:i + 2], (7.0, 4.0), 2, 1))
+               for i in (0, 2))
+    assert torch.isclose(ours, torch.tensor(rlinf))
+    with pytest.raises(Exception, match="enable_dynamic_batch_size"):
+        lowered(TEMPLATE, "runner.enable_dynamic_batch_size=true")
 
 
 def test_fsdp_kl_runs_only_the_symmetric_estimators():
@@ -518,3 +539,9 @@ def test_the_repetition_penalty_moves_the_sampling_when_sampling():
     assert greedy.sampling.repetition_penalty == 1.0
     # min_new_tokens never reaches RLinf's engines: nothing moves
     assert lowered(TEMPLATE, "algorithm.sampling_params.min_new_tokens=8").sampling.min_new_tokens == 0
+
+
+@pytest.mark.parametrize("filter_long, expected", [("true", "drop"), ("false", "truncate")])
+def test_long_prompts_are_dropped_or_truncated_as_rlinf_does(filter_long, expected):
+    exp = lowered(TEMPLATE, f"data.filter_prompt_by_length={filter_long}")
+    assert exp.data.long_prompts == expected

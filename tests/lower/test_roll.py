@@ -121,7 +121,7 @@ def test_quickstart_template():
     assert exp.colocation == (("actor", "rollout"),)
     assert actor.model.path == rollout.model.path == "rlcfg-quickstart/tiny-qwen2"
     assert actor.model.dtype == "float32"
-    assert actor.optimizer.lr == 2e-3 and actor.optimizer.scheduler == "constant"
+    assert actor.optimizer.lr == 5e-4 and actor.optimizer.scheduler == "constant"
     assert not actor.gradient_checkpointing and actor.micro_batch_size == 256
     assert rollout.engine_args() == {"engines": 1}
     assert reward.backend == "rule" and reward.resources.cpus == 1
@@ -129,7 +129,7 @@ def test_quickstart_template():
     # 16 prompts × 16 = 256 samples; 256 × 1 accumulation step × 1 worker = 256 per optimizer step.
     s = exp.schedule
     assert (s.prompts_per_step, s.samples_per_step, s.samples_per_optimizer_step, s.total_steps) == (16, 256, 256, 100)
-    assert exp.sampling.max_new_tokens == 1 and exp.eval_sampling is None and s.eval_interval is None
+    assert exp.sampling.max_new_tokens == 12 and exp.eval_sampling is None and s.eval_interval is None
     # A `prompt` column is tokenized as it is: ROLL applies the chat template to `messages` only.
     assert exp.data.train_files == ("rlcfg-quickstart/train.jsonl",)
     assert exp.data.prompt_key == "prompt" and not exp.data.apply_chat_template
@@ -495,7 +495,6 @@ def test_adaptive_kl_is_lowered_and_run():
 @pytest.mark.parametrize("override,key", [
     ("++critic_warmup=2", "critic_warmup"),
     ("++actor_train.pg_variant=topr", "actor_train.pg_variant"),
-    ("++difficulty_loss_weight=true", "difficulty_loss_weight"),
     ("++async_generation_ratio=1", "async_generation_ratio"),
     ("++train_infer_correction.filters=[{enabled: true}]", "train_infer_correction.filters"),
 ])
@@ -508,8 +507,8 @@ def test_settings_rlcfg_does_not_run_are_refused(override, key):
     (["++add_token_level_kl=true", "init_kl_coef=0.1", "use_kl_loss=true", "++kl_loss_coef=0.01",
       "++reference.strategy_args.strategy_name=fsdp2_infer", "++reference.device_mapping='list(range(0,1))'"],
      "both"),
-    (["++rewards.math_rule.query_filter_config.type=std_filter"], "std_filter"),
-    (["++rewards.math_rule.query_filter_config.type=mean_filter"], "mean_filter"),
+    (["++rewards.math_rule.query_filter_config.type=mean_filter",
+      "++rewards.math_rule.query_filter_config.filter_args={threshold_up: high}"], "threshold_up"),
     (["++rewards.math_rule.worker_cls=roll.pipeline.rlvr.rewards.llm_judge_reward_worker.LLMJudgeRewardWorker"],
      "LLMJudgeRewardWorker"),
     (["++rewards.code.worker_cls=roll.pipeline.rlvr.rewards.math_rule_reward_worker.MathRuleRewardWorker",

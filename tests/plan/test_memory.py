@@ -347,3 +347,29 @@ def test_memory_hints_name_the_key_that_sets_the_number():
                      colocation=(("actor", "rollout", "reference"),), prompt_len=2048, response_len=6144)
     [found] = _peak_diagnostics(build_plan(exp, gpu="h100")[1])
     assert "`reference.infer_batch_size` (16 → 8)" in found.hint
+
+
+# ---- --model-config labels what it describes -------------------------------------------------------------
+
+QWEN25_32B_CONFIG = {"model_type": "qwen2", "num_hidden_layers": 64, "hidden_size": 5120, "num_attention_heads": 40,
+                     "num_key_value_heads": 8, "intermediate_size": 27648, "vocab_size": 152064,
+                     "tie_word_embeddings": False}
+
+
+def test_a_model_config_that_contradicts_the_configs_model_is_labelled_by_itself():
+    # The config names a 7B model; the config.json given is a 32B one: the estimate is the 32B one's, and so is
+    # its label.
+    exp = experiment(trainer(gpus=8), rollout(gpus=8), colocation=(("actor", "rollout"),))
+    plan, _ = build_plan(exp, gpu="h100", model_config=QWEN25_32B_CONFIG, model_source="--model-config c.json")
+    names = {a.name for a in plan.memory.architectures}
+    assert names == {"qwen2"}
+    named = dict(QWEN25_32B_CONFIG, _name_or_path="Qwen/Qwen2.5-32B-Instruct")
+    plan, _ = build_plan(exp, gpu="h100", model_config=named, model_source="--model-config c.json")
+    assert {a.name for a in plan.memory.architectures} == {"Qwen2.5-32B-Instruct"}
+
+
+def test_a_model_config_of_the_configs_own_model_keeps_the_models_name():
+    exp = experiment(trainer(gpus=8, model="/models/Qwen2.5-32B-Instruct"),
+                     rollout(gpus=8, model="/models/Qwen2.5-32B-Instruct"), colocation=(("actor", "rollout"),))
+    plan, _ = build_plan(exp, gpu="h100", model_config=QWEN25_32B_CONFIG, model_source="--model-config c.json")
+    assert {a.name for a in plan.memory.architectures} == {"Qwen2.5-32B-Instruct"}

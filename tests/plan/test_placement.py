@@ -277,6 +277,6 @@ def test_a_thousand_nodes_fold_into_a_few_lines():
     plan, diags = build_plan(exp)
     assert plan.cluster.nodes == 1024
     text = render_text(plan, show_gpu_map=True)
-    assert "nodes 0-1023: GPUs 0-7 actor+rollout+reference" in text
+    assert "nodes 0-1023: GPUs 0-7 actor + rollout + reference" in text
     assert len(text.splitlines()) < 150
     assert "more ranks" in text and "more engines" in text

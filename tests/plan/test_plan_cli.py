@@ -183,3 +183,53 @@ def test_plan_imports_nothing_heavy(template):
                             capture_output=True, text=True, cwd=ROOT, timeout=120)
     line = next(l for l in result.stdout.splitlines() if l.startswith("PROBE "))
     assert json.loads(line[6:]) == []
+
+
+def _roll_reference_example(tmp_path, model: str, gpus: int):
+    """ROLL's documented RLVR example (tests/schema/test_roll.py) with a model, on `gpus` GPUs."""
+    from tests.schema.test_roll import SEED_YAML
+
+    text = SEED_YAML.replace("list(range(0,16))", f"list(range(0,{gpus}))")
+    path = tmp_path / "roll.yaml"
+    path.write_text(f"pretrain: {model}\n" + text)
+    return cli("plan", str(path), "--format", "json")
+
+
+def test_rolls_reference_example_plans_with_a_length_warning(tmp_path):
+    # Its reference forward holds fp32 logits for infer_batch_size samples at once: only with every sample at its
+    # longest do they overflow, so the plan stands, with a warning naming the key that sets that number.
+    result = _roll_reference_example(tmp_path, "Qwen/Qwen2.5-7B-Instruct", 16)
+    assert result.returncode == 0, result.stdout
+    report = json.loads(result.stdout)
+    memory = [d for d in report["diagnostics"] if d["code"] in ("RLC500", "RLC502")]
+    assert [(d["code"], d["severity"]) for d in memory] == [("RLC502", "warning")]
+    assert "up to about" in memory[0]["message"] and "`reference.infer_batch_size`" in memory[0]["hint"]
+    # each placement names the config's section beside rlcfg's role
+    sections = {p["role"]: p["section"] for p in report["plan"]["placements"]}
+    assert (sections["actor"], sections["rollout"], sections["reference"]) == \
+        ("actor_train", "actor_infer", "reference")
+
+
+def test_a_72b_model_on_8_gpus_is_still_a_memory_error(tmp_path):
+    result = _roll_reference_example(tmp_path, "Qwen/Qwen2.5-72B-Instruct", 8)
+    assert result.returncode == 1
+    report = json.loads(result.stdout)
+    assert any(d["code"] == "RLC500" and d["severity"] == "error" for d in report["diagnostics"])
+
+
+def test_a_placed_component_without_a_role_is_named_in_the_plan(tmp_path):
+    # RLinf's `inference` group recomputes log-probs; with kl_beta 0 it holds no role rlcfg plans, so the plan
+    # says so instead of leaving the component out of the GPU map silently.
+    text = (TEMPLATES / "rlinf-megatron-sglang.yaml").read_text()
+    assert "    actor,rollout,reward: all\n" in text
+    path = tmp_path / "rlinf.yaml"
+    path.write_text(text.replace("    actor,rollout,reward: all\n",
+                                 "    actor: 0-3\n    inference: 4-5\n    rollout,reward: 6-7\n"))
+    result = cli("plan", str(path), "--format", "json")
+    assert result.returncode == 0, result.stdout
+    plan = json.loads(result.stdout)["plan"]
+    assert not any(p["role"] == "inference" for p in plan["placements"])
+    [note] = [n for n in plan["notes"] if n.startswith("`inference`")]
+    assert "not in the GPU map" in note
+    text_out = cli("plan", str(path), "--no-color").stdout
+    assert "note: `inference`, which the config places" in text_out

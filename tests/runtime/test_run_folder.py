@@ -5,6 +5,7 @@ errors before any worker starts. Everything here runs without Ray."""
 
 import dataclasses
 import errno
+import io
 import json
 import os
 import socket
@@ -103,7 +104,7 @@ def test_settings_that_change_the_math_are_named_and_the_rest_are_free(experimen
         logging=dataclasses.replace(experiment.logging, directory="/elsewhere"),
         checkpointing=dataclasses.replace(experiment.checkpointing, interval=5))
     diffs = ckpt.math_differences(to_json(experiment), to_json(changed))
-    assert diffs == ["roles.actor.optimizer.lr: 0.002 -> 0.0001"]
+    assert diffs == ["roles.actor.optimizer.lr: 0.0005 -> 0.0001"]
     assert ckpt.math_differences(to_json(experiment), to_json(experiment)) == []
     moved = json.loads(json.dumps(to_json(experiment)))
     moved["data"]["train_files"] = [os.path.dirname(f) + "/./" + os.path.basename(f) for f in
@@ -164,7 +165,20 @@ def test_two_runs_cannot_share_a_folder(experiment, tmp_path):
 
 # ---- files built atomically --------------------------------------------------------------------------------
 
-def test_a_half_built_quickstart_model_is_rebuilt(tmp_path):
+def _instant_warm_start(monkeypatch):
+    """The warm start (an SFT run with Ray, tested in test_loop.py) replaced by a copy of the random model: these
+    tests are about how the folder is built, not what the model learns."""
+    import shutil
+
+    def copy(base, corpus, out, seed=0, stream=None):
+        shutil.copytree(base, os.path.join(out, "hf_model"))
+        return os.path.join(out, "hf_model")
+
+    monkeypatch.setattr(quickstart, "warm_start", copy)
+
+
+def test_a_half_built_quickstart_model_is_rebuilt(tmp_path, monkeypatch):
+    _instant_warm_start(monkeypatch)
     path = tmp_path / "rlcfg-quickstart" / "tiny-qwen2"
     quickstart.build_tokenizer(str(path))  # what a kill during the build used to leave
     (tmp_path / "rlcfg-quickstart" / "tiny-qwen2.tmp-999999999").mkdir()  # a killed atomic build
@@ -173,12 +187,34 @@ def test_a_half_built_quickstart_model_is_rebuilt(tmp_path):
     exp = quickstart.experiment(str(tmp_path / "out"))
     actor = dataclasses.replace(exp.role("actor"), model=dataclasses.replace(exp.role("actor").model, path=str(path)))
     exp = dataclasses.replace(exp, roles=(actor,), data=dataclasses.replace(exp.data, train_files=(str(data),)))
-    assert sorted(quickstart.materialize(exp)) == sorted([str(path), str(data)])
+    assert sorted(quickstart.materialize(exp, stream=io.StringIO())) == sorted([str(path), str(data)])
     assert quickstart.model_complete(str(path))
-    assert len(data.read_text().splitlines()) == 25
-    assert os.listdir(tmp_path / "rlcfg-quickstart") == sorted(["tiny-qwen2", "train.jsonl"]) or \
-        set(os.listdir(tmp_path / "rlcfg-quickstart")) == {"tiny-qwen2", "train.jsonl"}
+    assert len(data.read_text().splitlines()) == 169  # the table of 0..12
+    assert set(os.listdir(tmp_path / "rlcfg-quickstart")) == {"tiny-qwen2", "train.jsonl"}
     assert quickstart.materialize(exp) == []  # complete now: nothing rebuilt
+
+
+@pytest.mark.parametrize("damage", ["weights", "stamp", "older recipe"])
+def test_a_damaged_or_outdated_quickstart_model_is_rebuilt(tmp_path, monkeypatch, damage):
+    _instant_warm_start(monkeypatch)
+    path = str(tmp_path / "rlcfg-quickstart" / "tiny-qwen2")
+    assert quickstart.build_model_dir(path, stream=io.StringIO())
+    weights, stamp = os.path.join(path, "model.safetensors"), os.path.join(path, quickstart.STAMP)
+    if damage == "weights":
+        with open(weights, "r+b") as f:
+            f.seek(-8, os.SEEK_END)
+            f.write(b"\0" * 8)
+    elif damage == "stamp":
+        os.remove(stamp)
+    else:
+        with open(stamp) as f:
+            recorded = json.load(f)
+        with open(stamp, "w") as f:
+            json.dump(dict(recorded, recipe=dict(recorded["recipe"], version=1)), f)
+    assert not quickstart.model_complete(path)
+    assert quickstart.ensure_model(path, stream=io.StringIO())
+    assert quickstart.model_complete(path)
+    assert sorted(os.listdir(os.path.dirname(path))) == ["tiny-qwen2"]  # nothing left of the damaged one
 
 
 def test_the_exported_model_is_swapped_in_whole(tmp_path):

@@ -58,7 +58,7 @@ def test_rlinf_engine_settings():
 
 
 def test_areal_engine_settings():
-    plan = plan_of(TEMPLATES / "areal-fsdp-sglang-grpo.yaml")
+    plan = plan_of(TEMPLATES.parent / "tests" / "fixtures" / "areal" / "gsm8k-grpo-v0.3.yaml")  # AReaL's own example
     args = S.server_args(plan.experiment.role("rollout"), plan)
     assert args["attention_backend"] == "fa3" and args["mem_fraction_static"] == 0.8
     assert args["context_length"] == 32768 and args["random_seed"] == 1

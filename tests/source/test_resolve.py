@@ -232,3 +232,109 @@ def test_failed_interpolated_default_points_at_the_default():
     result = resolve(merged, {})
     (d,) = result.diagnostics
     assert d.code == "RLC106" and d.origin.kind == "default" and d.origin.default_of == "${trainer.batch}"
+
+
+# ---- plain references are resolved without OmegaConf, to OmegaConf's values -----------------------------------
+
+PLAIN_REFERENCE_CASES = [
+    "a:\n  b: 5\n  c: ${a.b}\n  d: ${.b}\n  e:\n    f: ${..b}\n  s: run-${a.b}-of-${a.d}\n  items: [1, '${a.b}']\n",
+    "a: {x: 1.5e-6, y: true, n: null, s: text}\nb: '${a.x}/${a.y}/${a.n}/${a.s}'\nc: ${a}\nd: ${c}\n",
+    "home: ${oc.env:HOME}\nwith_default: ${oc.env:RLCFG_UNSET,/tmp/x}\nin_text: ${oc.env:HOME}/data\n",
+    "m:\n  x: 2\n  k: ${n.v}\n  deep: {z: '${m.k}'}\nn:\n  v: [1, '${m.x}']\nw: ${m}\n",
+    "a: 3\nb: ${a}${a}\nc: pre ${a} post\nd: ${b}\n",
+]
+NEEDS_OMEGACONF = [
+    "a: ${b}\n",  # the target is absent: OmegaConf words the error
+    "a: ${b}\nb: ${a}\n",  # a cycle
+    "a: ${oc.env:RLCFG_UNSET}\n",  # an unset variable without a default
+    "a: ${oc.env:RLCFG_UNSET,true}\n",  # a default the grammar types
+    "a: ${oc.select:b,1}\n",  # another resolver
+    "a: [1, 2]\nb: ${a.0}\n",  # a list index
+    "a: {b: 1}\nc: x${a}\n",  # a mapping inside a string
+    "a: ???\nb: ${a}\n",  # a missing value
+]
+
+
+def _both_ways(text, monkeypatch, env):
+    import rlcfg.source.resolve as resolve_module
+
+    fast_tree, _ = load_yaml(text, "cfg.yaml")
+    fast = resolve(fast_tree, env)
+    with monkeypatch.context() as patched:
+        patched.setattr(resolve_module, "_resolve_plain_references", lambda *args: None)
+        slow_tree, _ = load_yaml(text, "cfg.yaml")
+        slow = resolve(slow_tree, env)
+    return (fast_tree, fast), (slow_tree, slow)
+
+
+@pytest.mark.parametrize("text", PLAIN_REFERENCE_CASES)
+def test_plain_references_resolve_as_omegaconf_resolves_them(text, monkeypatch):
+    import rlcfg.source.resolve as resolve_module
+
+    env = {"HOME": "/home/user"}
+    tree, _ = load_yaml(text, "cfg.yaml")
+    interpolations = [p for p, v in resolve_module.walk(tree.data) if resolve_module._is_interpolation(v)]
+    assert resolve_module._resolve_plain_references(tree.data, interpolations, env) is not None
+    (fast_tree, fast), (slow_tree, slow) = _both_ways(text, monkeypatch, env)
+    assert repr(fast_tree.data) == repr(slow_tree.data)
+    assert fast_tree.values == slow_tree.values and fast_tree.history == slow_tree.history
+    assert fast.diagnostics == slow.diagnostics == []
+
+
+@pytest.mark.parametrize("text", NEEDS_OMEGACONF)
+def test_other_interpolations_go_to_omegaconf(text):
+    import rlcfg.source.resolve as resolve_module
+
+    tree, _ = load_yaml(text, "cfg.yaml")
+    interpolations = [p for p, v in resolve_module.walk(tree.data) if resolve_module._is_interpolation(v)]
+    assert resolve_module._resolve_plain_references(tree.data, interpolations, {}) is None
+
+
+def test_every_template_resolves_the_same_without_omegaconf(monkeypatch):
+    from pathlib import Path
+
+    import rlcfg.source.resolve as resolve_module
+    from rlcfg.frontend import check_file
+
+    templates = sorted((Path(__file__).resolve().parents[2] / "templates").glob("*.yaml"))
+    assert templates
+    env = {"HOME": "/home/user"}
+    for template in templates:
+        fast = check_file(str(template), env=env)
+        with monkeypatch.context() as patched:
+            patched.setattr(resolve_module, "_resolve_plain_references", lambda *args: None)
+            slow = check_file(str(template), env=env)
+        assert repr(fast.tree.data) == repr(slow.tree.data), template.name
+        assert fast.tree.values == slow.tree.values, template.name
+        assert [d.message for d in fast.diagnostics] == [d.message for d in slow.diagnostics], template.name
+
+
+@pytest.mark.parametrize("text", [
+    "a: 4096\nb: 1024\nc: ${subtract:${a}, ${b}}\nd: ${not:${e}}\ne: false\nf: run-${multiply:${b},2}\n",
+    "a: 7\nb: ${int_div:${a}, 2}\nc: ${torch.dtype:${p}}\np: bf16\n",
+])
+def test_a_dialects_resolvers_over_plain_arguments_resolve_as_omegaconf_does(text, monkeypatch):
+    import rlcfg.source.resolve as resolve_module
+    from rlcfg.schema.rlinf_resolvers import RESOLVERS
+
+    tree, _ = load_yaml(text, "cfg.yaml")
+    interpolations = [p for p, v in resolve_module.walk(tree.data) if resolve_module._is_interpolation(v)]
+    assert resolve_module._resolve_plain_references(tree.data, interpolations, {}, RESOLVERS) is not None
+    fast_tree, _ = load_yaml(text, "cfg.yaml")
+    fast = resolve(fast_tree, {}, RESOLVERS)
+    with monkeypatch.context() as patched:
+        patched.setattr(resolve_module, "_resolve_plain_references", lambda *args: None)
+        slow_tree, _ = load_yaml(text, "cfg.yaml")
+        slow = resolve(slow_tree, {}, RESOLVERS)
+    assert repr(fast_tree.data) == repr(slow_tree.data)
+    assert fast_tree.values == slow_tree.values
+    assert fast.diagnostics == slow.diagnostics == []
+
+
+def test_a_resolver_that_refuses_its_arguments_is_left_to_omegaconf():
+    import rlcfg.source.resolve as resolve_module
+    from rlcfg.schema.rlinf_resolvers import RESOLVERS
+
+    tree, _ = load_yaml("a: 1\nb: ${int_div:${a}, 0}\nc: ${subtract:${a}, x}\n", "cfg.yaml")
+    for path in [("b",), ("c",)]:
+        assert resolve_module._resolve_plain_references(tree.data, [path], {}, RESOLVERS) is None

@@ -87,6 +87,43 @@ def test_type_plain_scalar_matches_omegaconf_itself():
         assert type(ours) is type(theirs) and (ours == theirs or ours != ours), text
 
 
+def test_type_plain_scalar_matches_omegaconf_on_every_short_numberlike_text():
+    """rlcfg types scalars without importing OmegaConf; over texts made of the characters YAML's numbers, booleans
+    and nulls use, it reads each one as OmegaConf's loader does (or fails where that loader fails)."""
+    import math
+    import random
+
+    import yaml
+    from omegaconf._yaml import get_yaml_loader
+
+    loader = get_yaml_loader()("")
+
+    def theirs(text):
+        tag = loader.resolve(yaml.ScalarNode, text, (True, False))
+        return loader.construct_object(yaml.ScalarNode(tag, text))
+
+    def outcome(read, text):
+        try:
+            value = read(text)
+        except Exception:
+            return "fails"
+        return type(value), ("nan" if isinstance(value, float) and math.isnan(value) else value)
+
+    shuffle = random.Random(16)
+    alphabet = "0123456789_.:+-eExXbBoaINFnfyYsSlu~<="
+    texts = {"".join(shuffle.choice(alphabet) for _ in range(shuffle.randint(1, 7))) for _ in range(30_000)}
+    texts |= {"yes", "No", "OFF", "~", "null", "Null", "<<", "=", "0o17", "0x_1f", "-0", "+.inf", "190:20:30.15"}
+    differ = [t for t in sorted(texts) if outcome(type_plain_scalar, t) != outcome(theirs, t)]
+    assert differ == []
+
+
+def test_plain_yaml_special_values_are_a_diagnostic_not_a_crash():
+    tree, diagnostics = load("a: =\nb: 1\n")
+    d = only(diagnostics)
+    assert d.code == "RLC100" and d.origin.line == 1 and "'='" in d.hint
+    assert tree.data["b"] == 1
+
+
 @pytest.mark.parametrize("text", ["'8'", '"1e-6"', "'yes'", '"null"', "'2024-01-01'"])
 def test_quoted_scalars_stay_strings(text):
     tree, _ = load(f"k: {text}\n")

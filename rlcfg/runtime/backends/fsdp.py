@@ -14,6 +14,7 @@ import time
 from typing import Any, Mapping
 
 from rlcfg.runtime import algorithms as A
+from rlcfg.runtime import packing
 from rlcfg.runtime.step import SHARE_METRICS
 
 
@@ -31,21 +32,24 @@ def init_distributed(rank: int, world: int, address: str, port: int, device: str
     dist.init_process_group(backend=backend, rank=rank, world_size=world)
 
 
-def lr_lambda(warmup: int, total: int | None, schedule: str, min_ratio: float):
-    """LR multiplier per optimizer step: linear warm-up from 0, then constant, linear or cosine decay to
-    min_lr/lr at the last step (a schedule needs the total, which the plan's step count provides)."""
+def optimizer_settings(opt: Mapping[str, Any]) -> Any:
+    """The driver's optimizer spec (the fields of ir.Optimizer) back as an ir.Optimizer."""
+    from dataclasses import fields
 
-    def factor(step: int) -> float:
-        if warmup and step < warmup:
-            return (step + 1) / warmup
-        if schedule == "constant" or not total or total <= warmup:
-            return 1.0
-        progress = min(1.0, (step - warmup) / max(1, total - warmup))
-        if schedule == "linear":
-            return min_ratio + (1.0 - min_ratio) * (1.0 - progress)
-        return min_ratio + (1.0 - min_ratio) * 0.5 * (1.0 + math.cos(math.pi * progress))
+    from rlcfg.ir import Optimizer
 
-    return factor
+    known = {f.name for f in fields(Optimizer)}
+    values = {k: (tuple(v) if k == "betas" else v) for k, v in opt.items() if k in known}
+    return Optimizer(**values)
+
+
+def lr_factor(opt: Mapping[str, Any], length: int | None):
+    """LambdaLR's multiplier of lr at each schedule step: rlcfg.runtime.algorithms.lr_at of the optimizer's
+    schedule for a run of `length` schedule steps."""
+    schedule = A.lr_schedule(optimizer_settings(opt), length)
+    if not schedule.lr:
+        return lambda step: 0.0
+    return lambda step: A.lr_at(step, schedule) / schedule.lr
 
 
 def _trim(batch: Mapping[str, Any], prompt_width: int) -> tuple[int, int]:
@@ -61,11 +65,28 @@ def _trim(batch: Mapping[str, Any], prompt_width: int) -> tuple[int, int]:
     return lo, hi
 
 
+def without_dropout(model: Any) -> None:
+    """Every dropout probability of `model` at 0 (AReaL `disable_dropout`). Dropout layers are set to p=0;
+    transformers' attention modules keep theirs as a float they pass to the attention kernel in train mode
+    (`attention_dropout`), so those floats are zeroed too."""
+    import torch
+
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        for name, value in list(vars(module).items()):
+            if name.endswith("dropout") and isinstance(value, float):
+                setattr(module, name, 0.0)
+
+
 class FSDPEngine:
     def __init__(self, kind: str, model_path: str, *, dtype: str = "float32", device: str = "cpu",
                  optimizer: Mapping[str, Any] | None = None, total_optimizer_steps: int | None = None,
+                 schedule_train_steps: int | None = None,
                  gradient_checkpointing: bool = False, fsdp_shard: int | None = None, temperature: float = 1.0,
-                 cpu_offload: bool = False, offload_params: bool = False, offload_optimizer: bool = False):
+                 cpu_offload: bool = False, offload_params: bool = False, offload_optimizer: bool = False,
+                 sequence_packing: bool = False, max_tokens_per_micro_batch: int | None = None,
+                 budget_key: str | None = None, disable_dropout: bool = False):
         import torch
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
@@ -75,13 +96,19 @@ class FSDPEngine:
         self.rank, self.world = dist.get_rank(), dist.get_world_size()
         self.device = torch.device("cuda", 0) if device == "cuda" else torch.device("cpu")
         self.temperature = temperature if temperature and temperature > 0 else 1.0
+        self.packing = sequence_packing
+        # The token budget of a packed micro-batch, and the user's key for it (for the message when a sample
+        # alone exceeds it); None: a packed micro-batch holds the samples an unpacked one would.
+        self.token_budget = max_tokens_per_micro_batch if sequence_packing else None
+        self.budget_key = budget_key
         self.offload_params, self.offload_optimizer = offload_params and device == "cuda", offload_optimizer and device == "cuda"
         compute_dtype = getattr(torch, dtype)
         trains = optimizer is not None
         # Trainable weights are kept in fp32 (the optimizer's master copy) and computed in the configured
         # dtype; a frozen reference is simply loaded in that dtype.
         load_dtype = torch.float32 if trains else compute_dtype
-        if kind == "critic":
+        # A reward model (Experiment.kind "reward_model") has the critic's scalar head.
+        if kind in ("critic", "reward_model"):
             from transformers import AutoModelForTokenClassification
 
             model = AutoModelForTokenClassification.from_pretrained(model_path, num_labels=1, dtype=load_dtype)
@@ -92,6 +119,8 @@ class FSDPEngine:
         if gradient_checkpointing and trains:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
+        if disable_dropout and trains:
+            without_dropout(model)
         if not trains:
             model.requires_grad_(False)
         model.to(self.device)
@@ -118,6 +147,7 @@ class FSDPEngine:
         self.model = model
         self.optimizer = None
         self.scheduler = None
+        self.schedule_per_train_step = False
         if trains:
             opt = dict(optimizer)
             params = [p for p in model.parameters() if p.requires_grad]
@@ -128,10 +158,10 @@ class FSDPEngine:
                 self.optimizer = cls(params, lr=opt["lr"], betas=tuple(opt.get("betas", (0.9, 0.999))),
                                      eps=opt.get("eps", 1e-8), weight_decay=opt.get("weight_decay", 0.0),
                                      foreach=True)  # one DTensor dispatch per step, not one per parameter
-            min_ratio = (opt.get("min_lr", 0.0) / opt["lr"]) if opt["lr"] else 0.0
-            self.scheduler = torch.optim.lr_scheduler.LambdaLR(
-                self.optimizer, lr_lambda(int(opt.get("warmup_steps", 0)), total_optimizer_steps,
-                                          opt.get("scheduler", "constant"), min_ratio))
+            # AReaL advances its schedule once per training step (train()), the others once per optimizer step.
+            self.schedule_per_train_step = opt.get("schedule_unit") == "train_step"
+            length = schedule_train_steps if self.schedule_per_train_step else total_optimizer_steps
+            self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor(opt, length))
             self.grad_clip = opt.get("grad_clip")
 
     # ------------------------------------------------------------------------------------------ forward
@@ -141,6 +171,8 @@ class FSDPEngine:
         it uses; returns (out, entropy or None, response columns)."""
         import torch
 
+        if self.packing:
+            return self._forward_packed(mb, prompt_width, want_entropy)
         lo, hi = _trim(mb, prompt_width)
         # The last response token predicts nothing we score, so the input stops one short of it.
         end = prompt_width + hi - 1
@@ -160,6 +192,46 @@ class FSDPEngine:
         entropy = A.entropy_from_logits(logits) if want_entropy else None
         return logprobs, entropy, hi
 
+    def _forward_packed(self, mb: Mapping[str, Any], prompt_width: int, want_entropy: bool = False):
+        """_forward with the micro-batch's samples packed into one row (packing.pack): no padding is computed,
+        and each sample sees only its own tokens."""
+        import torch
+
+        row = packing.pack(mb["input_ids"], mb["attention_mask"], prompt_width)
+        samples = mb["input_ids"].shape[0]
+        # No attention mask: transformers then reads the sample boundaries from the restarting position ids.
+        out = self.model(input_ids=row.input_ids.to(self.device), position_ids=row.position_ids.to(self.device),
+                         use_cache=False)
+        sources = row.sources.to(self.device)
+        if self.kind == "critic":
+            return row.unpack(out.logits[0, sources, 0].float(), samples), None, row.width
+        rows, cols = row.rows.to(self.device), row.cols.to(self.device)
+        logits = out.logits[0, sources].float() / self.temperature
+        targets = mb["input_ids"][:, prompt_width:].to(self.device)[rows, cols]
+        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+        entropy = row.unpack(A.entropy_from_logits(logits), samples) if want_entropy else None
+        return row.unpack(logprobs, samples), entropy, row.width
+
+    def micro_batches(self, attention_mask: Any, per_group: int) -> list[Any]:
+        """The rows of each micro-batch of a (mini-)batch (packing.micro_batch_rows); with a packing token
+        budget, as many micro-batches on every rank, since each forward pass of a sharded model is a
+        collective."""
+        import torch
+
+        rows = packing.micro_batch_rows(attention_mask, per_group, self.token_budget, self.budget_key)
+        if self.token_budget is not None and self.world > 1:
+            import torch.distributed as dist
+
+            count = torch.tensor([len(rows)], dtype=torch.int64, device=self.device)
+            dist.all_reduce(count, op=dist.ReduceOp.MAX)
+            if int(count) > len(rows):
+                rows = packing.micro_batch_rows(attention_mask, per_group, self.token_budget, self.budget_key,
+                                                min_groups=int(count))
+            if len(rows) != int(count):  # fewer samples here than micro-batches elsewhere: shares are equal
+                raise RuntimeError(f"rank {self.rank} has {attention_mask.shape[0]} samples for {int(count)} "
+                                   "packed micro-batches")
+        return rows
+
     def compute(self, batch: Mapping[str, Any], micro_batch: int) -> dict[str, Any]:
         """Log-probs (actor, reference) or values (critic) for every response token of `batch`."""
         import torch
@@ -170,10 +242,10 @@ class FSDPEngine:
         result = torch.zeros((n, width), dtype=torch.float32)
         self.model.eval()
         with torch.no_grad():
-            for i in range(0, n, micro_batch):
-                mb = {k: v[i:i + micro_batch] for k, v in batch.items()}
+            for rows in self.micro_batches(batch["attention_mask"], micro_batch):
+                mb = {k: v[rows] for k, v in batch.items()}
                 values, _, hi = self._forward(mb, prompt_width)
-                result[i:i + micro_batch, :hi] = values.cpu()
+                result[rows, :hi] = values.cpu()
         result *= batch["response_mask"]
         return {"values": result, "forward_s": time.perf_counter() - start}
 
@@ -181,7 +253,8 @@ class FSDPEngine:
 
     def train(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
         """PPO-style updates on this rank's share of a step: `ppo_epochs` passes, each over mini-batches of
-        `mini_batch` samples (one optimizer step each), accumulated over micro-batches of `micro_batch`.
+        `mini_batch` samples (one optimizer step each), accumulated over micro-batches of `micro_batch` samples
+        or, packed with a token budget, of as many samples as fit in it (micro_batches).
 
         `denominators[j]` = (tokens, sequences) of mini-batch j summed over all ranks, so a micro-batch's loss
         is its share of the global mini-batch loss; × world undoes FSDP's gradient averaging."""
@@ -197,10 +270,15 @@ class FSDPEngine:
             for j, m0 in enumerate(range(0, n, mini)):
                 tokens, seqs = denominators[j]
                 self.optimizer.zero_grad(set_to_none=True)
-                for i in range(m0, min(m0 + mini, n), micro):
-                    mb = {k: v[i:min(i + micro, m0 + mini)] for k, v in batch.items()}
+                m1 = min(m0 + mini, n)
+                micro_rows = self.micro_batches(batch["attention_mask"][m0:m1], micro)
+                for rows in micro_rows:
+                    mb = {k: v[m0:m1][rows] for k, v in batch.items()}
                     t0 = time.perf_counter()
-                    loss, stats = self._loss(mb, prompt_width, cfg, tokens, seqs)
+                    mb_tokens, mb_seqs = A.loss_denominators(cfg.get("normalization", "mini-batch"),
+                                                             mb["response_mask"], (tokens, seqs), len(micro_rows),
+                                                             self.world)
+                    loss, stats = self._loss(mb, prompt_width, cfg, mb_tokens, mb_seqs)
                     t1 = time.perf_counter()
                     (loss * self.world).backward()
                     t2 = time.perf_counter()
@@ -212,6 +290,8 @@ class FSDPEngine:
                 t0 = time.perf_counter()
                 sums["grad_norm"] = sums.get("grad_norm", 0.0) + self._step()
                 times["optimizer_s"] += time.perf_counter() - t0
+        if self.schedule_per_train_step:
+            self.scheduler.step()
         steps = max(1, int(cfg.get("ppo_epochs", 1)) * len(denominators))
         # Loss readings are each micro-batch's share of its global mini-batch: summed they give this rank's
         # part of the mini-batch loss (the driver sums the ranks); the rest are plain averages.
@@ -252,7 +332,8 @@ class FSDPEngine:
             self.optimizer.step()
         else:  # a non-finite gradient would poison the weights: skip this update (as torch's GradScaler does)
             self.optimizer.zero_grad(set_to_none=True)
-        self.scheduler.step()
+        if not self.schedule_per_train_step:
+            self.scheduler.step()
         return norm
 
     # ------------------------------------------------------------------------------------------ weights

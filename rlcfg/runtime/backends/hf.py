@@ -12,12 +12,20 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from rlcfg.ir import response_budget
+
 
 @dataclass
 class Generation:
     token_ids: list[int]  # the response only, EOS included when the model emitted it
     logprobs: list[float]  # log π(token) under the sampling temperature, one per token
-    finished: bool  # ended on EOS or a stop string (False: cut at max_new_tokens)
+    finished: bool  # ended on EOS or a stop string (False: cut at its response budget, finish reason "length")
+
+
+def budget(sampling: Mapping[str, Any], prompt_tokens: int) -> int:
+    """The response tokens a prompt may get under the sampling settings (rlcfg.ir.Sampling.response_budget)."""
+    total = sampling.get("max_total_length")
+    return response_budget(int(sampling["max_new_tokens"]), None if total is None else int(total), prompt_tokens)
 
 
 def sampling_kwargs(sampling: Mapping[str, Any]) -> dict[str, Any]:
@@ -99,6 +107,9 @@ class HFRolloutEngine:
         start = time.perf_counter()
         n = int(sampling.get("n", 1))
         rows = [ids for ids in prompt_token_ids for _ in range(n)]
+        if not rows:  # an engine left without prompts this step
+            self.last_generate_s = 0.0
+            return []
         if seed is not None:
             torch.manual_seed(seed)
         kwargs = sampling_kwargs(sampling)
@@ -111,14 +122,24 @@ class HFRolloutEngine:
         chunk = self.max_num_seqs or len(rows)
         out: list[Generation] = []
         for i in range(0, len(rows), chunk):
-            out.extend(self._generate_chunk(rows[i:i + chunk], kwargs, temperature, stop, penalties, stop_ids))
+            part = rows[i:i + chunk]
+            out.extend(self._generate_chunk(part, kwargs, temperature, stop, penalties, stop_ids,
+                                            [budget(sampling, len(r)) for r in part]))
         self.last_generate_s = time.perf_counter() - start
         return out
 
     def _generate_chunk(self, rows: list[list[int]], kwargs: dict[str, Any], temperature: float,
                         stop: tuple[str, ...], penalties: tuple[float, float, float] = (0.0, 0.0, 1.0),
-                        stop_ids: tuple[int, ...] = ()) -> list[Generation]:
+                        stop_ids: tuple[int, ...] = (), budgets: list[int] | None = None) -> list[Generation]:
+        """`budgets`: each row's response limit (max_new_tokens when None). The chunk generates to the longest and
+        cuts each row at its own: a row's tokens never depend on the rows beside it, so the kept prefix is sampled
+        as if generated alone."""
         import torch
+
+        if budgets is not None:
+            kwargs = {**kwargs, "max_new_tokens": max(budgets)}
+            if "min_new_tokens" in kwargs:
+                kwargs["min_new_tokens"] = min(kwargs["min_new_tokens"], kwargs["max_new_tokens"])
 
         width = max(len(r) for r in rows)
         # Left padding, so every row's next token sits in the last column; built as lists and converted once.
@@ -147,7 +168,9 @@ class HFRolloutEngine:
         logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
         all_tokens, all_logprobs = new.cpu().tolist(), logprobs.cpu().tolist()
         gens: list[Generation] = []
-        for tokens, row_logprobs in zip(all_tokens, all_logprobs):
+        for row, (tokens, row_logprobs) in enumerate(zip(all_tokens, all_logprobs)):
+            if budgets is not None:
+                tokens = tokens[:budgets[row]]
             finished = False
             first_end = next((j for j, t in enumerate(tokens) if t in ends), None)
             if first_end is not None:

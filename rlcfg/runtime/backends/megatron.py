@@ -113,6 +113,24 @@ class MegatronSettings:
     scheduler: dict[str, Any] | None  # OptimizerParamScheduler(optimizer, **scheduler)
     micro_batch_size: int
     notes: tuple[str, ...] = field(default_factory=tuple)
+    # Sequence packing (rlcfg.runtime.packing): a micro-batch's samples in one row, at most `token_budget` tokens
+    # when one is set; `budget_key` is the config's name for it.
+    sequence_packing: bool = False
+    token_budget: int | None = None
+    budget_key: str | None = None
+    # The learning rate of each schedule step (rlcfg.runtime.algorithms.lr_at), which the OptimizerParamScheduler
+    # sets in place of its own; per_train_step: it advances once per train() call rather than per update (AReaL).
+    lr_schedule: Any = None
+    schedule_per_train_step: bool = False
+
+
+def follow_schedule(scheduler: Any, schedule: Any) -> None:
+    """Make a megatron-core OptimizerParamScheduler set each step's lr from rlcfg's schedule (ir.LrSchedule): it
+    keeps its step count, weight decay and checkpoint state; the lr comes from the formula both backends share."""
+    from rlcfg.runtime import algorithms as A
+
+    scheduler.get_lr = lambda _group: A.lr_at(scheduler.num_steps, schedule)
+    scheduler.step(0)
 
 
 def model_spec_for(role: Any, model_config: Mapping[str, Any] | None = None,
@@ -166,7 +184,7 @@ def check_model(spec: ModelSpec, layout: MegatronLayout) -> None:
 
 
 def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: int | None = None,
-               seq_length: int | None = None) -> MegatronSettings:
+               seq_length: int | None = None, schedule_train_steps: int | None = None) -> MegatronSettings:
     """A Megatron training role of the Experiment on `world` ranks → MegatronSettings. Pure: no megatron
     import, so it also runs where megatron-core is missing (build_configs then says what to install)."""
     if role.backend != "megatron":
@@ -204,7 +222,8 @@ def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: in
            "share_embeddings_and_output_weights": spec.tied,
            "rope_scaling": spec.rope_scaling_factor is not None,
            "rope_scaling_factor": spec.rope_scaling_factor or 8.0}
-    optimizer = ddp = scheduler = None
+    optimizer = ddp = scheduler = lr_schedule = None
+    per_train_step = False
     dp = max(layout.dp, 1)
     if role.optimizer is not None:
         o = role.optimizer
@@ -222,15 +241,24 @@ def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: in
             notes.append("fp16 uses megatron-core's dynamic loss scaling (initial_loss_scale 2**32)")
         ddp = {"grad_reduce_in_fp32": True, "overlap_grad_reduce": False, "use_distributed_optimizer": distributed,
                "check_for_nan_in_grad": True}
-        decay_steps = max(total_optimizer_steps or 1, o.warmup_steps + 1)
-        scheduler = {"init_lr": 0.0 if o.warmup_steps else o.lr, "max_lr": o.lr, "min_lr": o.min_lr,
+        # ir.Optimizer.decay_steps: a decay of its own length after the warm-up instead of the run's
+        decay_steps = (o.warmup_steps + o.decay_steps if o.decay_steps
+                       else max(total_optimizer_steps or 1, o.warmup_steps + 1))
+        scheduler = {"init_lr": o.warmup_start_lr if o.warmup_steps else o.lr, "max_lr": o.lr, "min_lr": o.min_lr,
                      "lr_warmup_steps": o.warmup_steps, "lr_decay_steps": decay_steps,
                      "lr_decay_style": o.scheduler, "start_wd": o.weight_decay, "end_wd": o.weight_decay,
                      "wd_incr_steps": decay_steps, "wd_incr_style": "constant"}
+        from rlcfg.runtime import algorithms as A
+
+        per_train_step = o.schedule_unit == "train_step"
+        lr_schedule = A.lr_schedule(o, schedule_train_steps if per_train_step else total_optimizer_steps)
     micro = role.micro_batch_size or role.forward_micro_batch_size or 1
     return MegatronSettings(role=role.name, layout=layout, model=spec, transformer=transformer, gpt=gpt,
                             optimizer=optimizer, ddp=ddp, scheduler=scheduler, micro_batch_size=micro,
-                            notes=tuple(notes))
+                            notes=tuple(notes), sequence_packing=role.sequence_packing,
+                            token_budget=role.max_tokens_per_micro_batch if role.sequence_packing else None,
+                            budget_key=role.key_for("max_tokens_per_micro_batch"), lr_schedule=lr_schedule,
+                            schedule_per_train_step=per_train_step)
 
 
 def lower_plan(plan: Any, model_configs: Mapping[str, Mapping[str, Any]] | None = None,
@@ -515,17 +543,34 @@ def ppo_loss(logits: Any, mb: Mapping[str, Any], cfg: Mapping[str, Any], prompt_
     global mini-batch given by the (tokens, seqs) denominators."""
     from rlcfg.runtime import algorithms as A
 
-    width = mb["response_mask"].shape[1]
-    start = prompt_width - 1 - lo  # logits at column c predict the token at c + 1
-    resp_logits = logits[:, start:start + width]
-    targets = mb["input_ids"][:, prompt_width:prompt_width + width].to(logits.device)
-    logprobs = token_logprobs(resp_logits, targets, vocab, temperature)
-    # The actor's loss is algorithms.actor_loss, shared with the FSDP backend; only the entropy is computed
-    # here, over the vocabulary-parallel logits.
     spec = A.actor_loss_spec(cfg)
+    if "packed" in mb:
+        logprobs, entropy = packed_logprobs(logits, mb, prompt_width, vocab, temperature, bool(spec.entropy_coef))
+    else:
+        width = mb["response_mask"].shape[1]
+        start = prompt_width - 1 - lo  # logits at column c predict the token at c + 1
+        resp_logits = logits[:, start:start + width]
+        targets = mb["input_ids"][:, prompt_width:prompt_width + width].to(logits.device)
+        logprobs = token_logprobs(resp_logits, targets, vocab, temperature)
+        entropy = vocab_parallel_entropy(resp_logits, vocab, temperature) if spec.entropy_coef else None
+    # The actor's loss is algorithms.actor_loss, shared with the FSDP backend; only the log-probs and entropy
+    # are computed here, over the vocabulary-parallel logits.
     view = {k: mb[k].to(logits.device) for k in (*A.ACTOR_TOKEN_KEYS, *A.ACTOR_SAMPLE_KEYS) if k in mb}
-    entropy = vocab_parallel_entropy(resp_logits, vocab, temperature) if spec.entropy_coef else None
     return A.actor_loss(logprobs, view, spec, tokens, seqs, entropy)
+
+
+def packed_logprobs(logits: Any, mb: Mapping[str, Any], prompt_width: int, vocab: int, temperature: float,
+                    want_entropy: bool = False) -> tuple[Any, Any]:
+    """Per-response-token log-probs (and entropy) of a packed micro-batch, [samples, response columns] as the
+    padded layout has them, from the packed row's vocabulary-parallel logits [1, T, v/tp]."""
+    row = mb["packed"]
+    samples = mb["input_ids"].shape[0]
+    resp_logits = logits[:, row.sources.to(logits.device)]
+    targets = mb["input_ids"][:, prompt_width:][row.rows, row.cols][None].to(logits.device)
+    logprobs = row.unpack(token_logprobs(resp_logits, targets, vocab, temperature)[0], samples)
+    entropy = (row.unpack(vocab_parallel_entropy(resp_logits, vocab, temperature)[0], samples)
+               if want_entropy else None)
+    return logprobs, entropy
 
 
 # ---- the engine (GPU) -------------------------------------------------------------------------------------------
@@ -612,6 +657,8 @@ class MegatronEngine:
                 c.broadcast_params()
             self.optimizer = get_megatron_optimizer(opt_config, chunks)
             self.scheduler = OptimizerParamScheduler(self.optimizer, **settings.scheduler)
+            if settings.lr_schedule is not None:
+                follow_schedule(self.scheduler, settings.lr_schedule)
         else:
             for c in chunks:
                 c.requires_grad_(False)
@@ -631,6 +678,8 @@ class MegatronEngine:
 
         from rlcfg.runtime.backends.fsdp import _trim
 
+        if self.settings.sequence_packing:
+            return self._packed_micro_batches(batch, micro, prompt_width)
         lay = self.settings.layout
         lo, hi = _trim(batch, prompt_width) if lay.pp == 1 else (0, batch["response_mask"].shape[1])
         end = prompt_width + hi
@@ -660,6 +709,37 @@ class MegatronEngine:
                       real_rows=rows)
             out.append(mb)
         return out, width + pad, lo
+
+    def _packed_micro_batches(self, batch: Mapping[str, Any], micro: int, prompt_width: int
+                              ) -> tuple[list[dict], int, int]:
+        """_micro_batches with each micro-batch's samples packed into one row (packing.pack) under a
+        block-diagonal causal mask. Every row is padded to the longest one (a pipeline sizes its buffers once)
+        and to a multiple of TP with sequence parallelism. Each micro-batch carries its rows of the batch
+        (`rows`) and the PackedRow that maps the row's outputs back to them (`packed`)."""
+        import torch
+
+        from rlcfg.runtime import packing
+
+        lay = self.settings.layout
+        groups = packing.micro_batch_rows(batch["attention_mask"], micro, self.settings.token_budget,
+                                          self.settings.budget_key)
+        every = torch.arange(batch["attention_mask"].shape[0])
+        packed = [(every[rows], packing.pack(batch["input_ids"][rows], batch["attention_mask"][rows], prompt_width))
+                  for rows in groups]
+        width = max(int(row.input_ids.shape[1]) for _, row in packed)
+        width += -width % (lay.tp if lay.sequence_parallel else 1)
+        out = []
+        for rows, row in packed:
+            fill = width - int(row.input_ids.shape[1])
+            ids = torch.nn.functional.pad(row.input_ids, (0, fill))
+            pos = torch.cat([row.position_ids, torch.arange(fill, dtype=row.position_ids.dtype)[None]], dim=1)
+            mb = {k: v[rows][:, :row.width] if v.ndim == 2 and k not in ("input_ids", "attention_mask") else v[rows]
+                  for k, v in batch.items()}
+            mb.update(tokens=ids.to(self.device), position_ids=pos.to(self.device),
+                      mask=packing.block_causal_mask(row.segments, width).to(self.device), real_rows=mb[
+                          "response_mask"].shape[0], packed=row, rows=rows)
+            out.append(mb)
+        return out, width, 0
 
     def _run(self, mbs: list[dict], width: int, lo: int, prompt_width: int, forward_only: bool,
              loss_of: Any) -> list[dict]:
@@ -704,6 +784,9 @@ class MegatronEngine:
         vocab = self.settings.model.vocab
 
         def loss_of(logits: Any, mb: Mapping[str, Any]):
+            if "packed" in mb:
+                lp, _ = packed_logprobs(logits, mb, prompt_width, vocab, self.temperature)
+                return logits.new_zeros(()), {"logprobs": lp.detach().cpu(), "rows": mb["rows"]}
             resp = mb["response_mask"].shape[1]
             start_col = prompt_width - 1 - lo
             targets = mb["input_ids"][:, prompt_width:prompt_width + resp].to(logits.device)
@@ -719,6 +802,9 @@ class MegatronEngine:
             rows = 0
             for o in outs:
                 lp = o["logprobs"]
+                if "rows" in o:  # a packed micro-batch: rows of the batch wherever the budget put them
+                    result[o["rows"], :lp.shape[1]] = lp
+                    continue
                 result[rows:rows + lp.shape[0], :lp.shape[1]] = lp
                 rows += lp.shape[0]
         result = self._broadcast_from_last_stage(result) * batch["response_mask"]
@@ -746,6 +832,12 @@ class MegatronEngine:
 
                 def loss_of(logits: Any, mb: Mapping[str, Any], lo: int = lo, tokens: float = tokens,
                             seqs: float = seqs):
+                    from rlcfg.runtime import algorithms as A
+
+                    # The rows that fill a short last micro-batch under pipeline parallelism are not samples.
+                    tokens, seqs = A.loss_denominators(cfg.get("normalization", "mini-batch"),
+                                                       mb["response_mask"][:mb.get("real_rows")], (tokens, seqs),
+                                                       count, dp)
                     loss, stats = ppo_loss(logits, mb, cfg, prompt_width, lo, self.settings.model.vocab,
                                            self.temperature, tokens, seqs)
                     # The schedule divides by the micro-batch count and DDP averages over DP ranks; the loss is
@@ -757,7 +849,7 @@ class MegatronEngine:
                 self.optimizer.zero_grad()
                 outs = self._run(mbs, seq, lo, prompt_width, False, loss_of)
                 ok, grad_norm, _zeros = self.optimizer.step()
-                if ok:
+                if ok and not self.settings.schedule_per_train_step:
                     self.scheduler.step(increment=1)
                 sums["grad_norm"] = sums.get("grad_norm", 0.0) + float(grad_norm or 0.0)
                 for o in outs:
@@ -766,6 +858,8 @@ class MegatronEngine:
                         sums[k] = sums.get(k, 0.0) + float(v) * scale
                 steps += 1
         steps = max(steps, 1)
+        if self.settings.schedule_per_train_step:
+            self.scheduler.step(increment=1)
         metrics = {k: v / steps for k, v in sums.items()}
         metrics = self._broadcast_from_last_stage(metrics)
         metrics["lr"] = self.optimizer.param_groups[0]["lr"]

