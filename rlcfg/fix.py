@@ -292,14 +292,18 @@ def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]], problem: 
     steps = set(numbers)
     for i, a in enumerate(numbers):
         for b in numbers[i + 1:]:
-            steps.update(x for x in (a * b, a * b // math.gcd(a, b)) if x <= 10_000_000)
+            g = math.gcd(a, b)
+            steps.update(x for x in (a * b, a * b // g) if x <= 10_000_000)
+            # What is left of one after the other's common factor: x·a is a multiple of b exactly when x is a
+            # multiple of b / gcd(a, b) (32 prompts × n responses fill batches of 256 when n is a multiple of 8).
+            steps.update(x for x in (a // g, b // g) if x > 1)
     out: list[tuple[float, str, int]] = []
     for key in keys:
         current = values[key]
         if not current or current < 1 or current > MAX_VALUE:
             continue
         weight = _weight(key)
-        for value in _near(current, steps - {current}, suggested.get(key, set())):
+        for value in _near(current, steps - {current}, suggested.get(key, set()), set(numbers)):
             out.append((weight * abs(math.log(value / current)), key, value))
     out.sort()
     return [(key, value) for _distance, key, value in out]
@@ -321,7 +325,7 @@ def _weight(key: str) -> float:
     return GROUP_WEIGHT if _GROUP.search(name) else 1.0
 
 
-def _near(value: int, steps: set[int], suggested: set[int]) -> list[int]:
+def _near(value: int, steps: set[int], suggested: set[int], peers: set[int] = frozenset()) -> list[int]:
     found: set[int] = set(suggested)
     for step in steps | suggested:
         below = value // step * step
@@ -338,8 +342,10 @@ def _near(value: int, steps: set[int], suggested: set[int]) -> list[int]:
     found.discard(value)
     kept = [v for v in found if 1 <= v and value / MAX_RATIO <= v <= value * MAX_RATIO]
     kept.sort(key=lambda v: (abs(math.log(v / value)), v))
-    # what the rule itself proposes is always tried, however many rounder numbers lie nearer
-    return sorted(set(kept[:CANDIDATES_PER_KEY]) | (set(kept) & suggested))
+    # What the rule itself proposes is always tried, however many rounder numbers lie nearer, and so is the value
+    # of each other key involved or of a product of two of them (a mini-batch larger than the batch is fixed by
+    # making them equal; 11 prompts × 8 responses fill batches of 4 × 16 × 8 / 2 with 4 × 8 prompts).
+    return sorted(set(kept[:CANDIDATES_PER_KEY]) | (set(kept) & (suggested | peers | steps)))
 
 
 def _divisors(n: int) -> list[int]:

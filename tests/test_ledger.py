@@ -127,6 +127,8 @@ def test_every_field_declares_its_fate(name):
 # so that a field read only there is seen read.
 PROBES: dict[str, list[tuple[str, ...]]] = {
     "skyrl": [("trainer.strategy=megatron",)],
+    # lr_warmup_iters counts only where lr_warmup_fraction is null, which the RLinf template does not write
+    "rlinf": [("actor.lr_sched.lr_warmup_fraction=null",)],
 }
 # Configs beside the templates whose settings the templates leave at defaults: the AReaL templates train without
 # a reference model, and the framework-style GRPO/PPO configs give it one, with a KL term and decoupled loss.

@@ -249,7 +249,8 @@ def _execute(experiment, out: str, resume: Optional[bool], resume_from: Optional
 
     from rlcfg.runtime.quickstart import materialize
 
-    for path in _os_guard(lambda: materialize(experiment), "rlcfg-quickstart", "quickstart folder"):
+    # The quickstart model's warm start runs where the run will: this process joins one Ray, once.
+    for path in _os_guard(lambda: materialize(experiment, address=address), "rlcfg-quickstart", "quickstart folder"):
         typer.echo(f"rlcfg: built the quickstart's {'data' if path.endswith('.jsonl') else 'model'} at {path}",
                    err=True)
     plan, errors = plan_here(experiment, address)

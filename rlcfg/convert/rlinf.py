@@ -233,7 +233,8 @@ def emit(experiment: Experiment) -> Emitted:
     data: dict[str, Any] = {"type": "math", "max_prompt_length": prompt, "rollout_batch_size": s.prompts_per_step,
                             "prompt_key": d.prompt_key, "answer_key": d.answer_key,
                             "shuffle": d.shuffle, "seed": d.seed, "apply_chat_template": d.apply_chat_template,
-                            "train_data_paths": list(d.train_files)}
+                            "train_data_paths": list(d.train_files),
+                            "filter_prompt_by_length": d.long_prompts == "drop"}
     if d.eval_files:
         data["val_data_paths"] = list(d.eval_files)
     tree["data"] = data

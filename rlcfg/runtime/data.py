@@ -12,7 +12,7 @@ import csv
 import json
 import os
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 FORMATS = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "json", ".parquet": "parquet", ".csv": "csv"}
 
@@ -154,29 +154,39 @@ def _messages(value: Any, where: str, key: str) -> list[dict[str, str]]:
     return value
 
 
-def read_examples(files: Sequence[str], prompt_key: str, answer_key: str | None) -> list[Example]:
-    examples: list[Example] = []
+def _all_records(files: Sequence[str]) -> Iterator[tuple[dict[str, Any], str]]:
+    """Every record of every file, with where it came from; a file without records is an error."""
     for path in files:
         records = read_records(path)
         if not records:
             raise DataError(f"{path}: the file holds no records")
-        for record, where in records:
-            if prompt_key not in record:
-                columns = ", ".join(sorted(record)[:8]) or "(none)"
-                raise DataError(f"{where}: no `{prompt_key}` column (the prompt key); the record has: {columns}")
-            prompt = record[prompt_key]
-            if isinstance(prompt, str):
-                if not prompt:
-                    raise DataError(f"{where}: `{prompt_key}` is empty")
-            else:
-                prompt = _messages(prompt, where, prompt_key)
-            answer = None
-            if answer_key is not None:
-                value = _lookup(record, answer_key)
-                if value is None:
-                    raise DataError(f"{where}: no `{answer_key}` value (the answer key)")
-                answer = str(value)
-            examples.append(Example(prompt, answer, where))
+        yield from records
+
+
+def _prompt(record: dict[str, Any], where: str, prompt_key: str) -> Any:
+    """A record's prompt: non-empty text, or chat messages."""
+    if prompt_key not in record:
+        columns = ", ".join(sorted(record)[:8]) or "(none)"
+        raise DataError(f"{where}: no `{prompt_key}` column (the prompt key); the record has: {columns}")
+    prompt = record[prompt_key]
+    if not isinstance(prompt, str):
+        return _messages(prompt, where, prompt_key)
+    if not prompt:
+        raise DataError(f"{where}: `{prompt_key}` is empty")
+    return prompt
+
+
+def read_examples(files: Sequence[str], prompt_key: str, answer_key: str | None) -> list[Example]:
+    examples: list[Example] = []
+    for record, where in _all_records(files):
+        prompt = _prompt(record, where, prompt_key)
+        answer = None
+        if answer_key is not None:
+            value = _lookup(record, answer_key)
+            if value is None:
+                raise DataError(f"{where}: no `{answer_key}` value (the answer key)")
+            answer = str(value)
+        examples.append(Example(prompt, answer, where))
     return examples
 
 
@@ -338,35 +348,24 @@ def load_sft(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt", a
     if not files:
         raise DataError("no training data files are configured")
     ids, masks, too_long = [], [], 0
-    for path in files:
-        records = read_records(path)
-        if not records:
-            raise DataError(f"{path}: the file holds no records")
-        for record, where in records:
-            if prompt_key not in record:
-                columns = ", ".join(sorted(record)[:8]) or "(none)"
-                raise DataError(f"{where}: no `{prompt_key}` column (the prompt key); the record has: {columns}")
-            prompt = record[prompt_key]
-            if not isinstance(prompt, str):
-                prompt = _messages(prompt, where, prompt_key)
-            elif not prompt:
-                raise DataError(f"{where}: `{prompt_key}` is empty")
-            answer = _text(record, answer_key, where, "the answer key")
-            try:
-                text = render_prompt(tokenizer, prompt, apply_chat_template)
-            except DataError as exc:
-                raise DataError(f"{where}: {exc}") from None
-            templated = apply_chat_template and bool(getattr(tokenizer, "chat_template", None))
-            prompt_tokens = _encode(tokenizer, text, templated)
-            tokens = _encode(tokenizer, text + answer, templated) + _eos(tokenizer)
-            answer_tokens = len(tokens) - len(prompt_tokens)
-            if answer_tokens <= 0:
-                raise DataError(f"{where}: the answer adds no tokens to the prompt")
-            if max_length is not None and len(tokens) > max_length:
-                too_long += 1
-                continue
-            ids.append(tuple(tokens))
-            masks.append((0,) * len(prompt_tokens) + (1,) * answer_tokens)
+    for record, where in _all_records(files):
+        prompt = _prompt(record, where, prompt_key)
+        answer = _text(record, answer_key, where, "the answer key")
+        try:
+            text = render_prompt(tokenizer, prompt, apply_chat_template)
+        except DataError as exc:
+            raise DataError(f"{where}: {exc}") from None
+        templated = apply_chat_template and bool(getattr(tokenizer, "chat_template", None))
+        prompt_tokens = _encode(tokenizer, text, templated)
+        tokens = _encode(tokenizer, text + answer, templated) + _eos(tokenizer)
+        answer_tokens = len(tokens) - len(prompt_tokens)
+        if answer_tokens <= 0:
+            raise DataError(f"{where}: the answer adds no tokens to the prompt")
+        if max_length is not None and len(tokens) > max_length:
+            too_long += 1
+            continue
+        ids.append(tuple(tokens))
+        masks.append((0,) * len(prompt_tokens) + (1,) * answer_tokens)
     if not ids:
         raise DataError(f"all {too_long} examples are longer than the length limit ({max_length} tokens); raise it")
     return SequenceSet(tuple(ids), tuple(masks), too_long)
@@ -379,19 +378,15 @@ def load_pairs(files: Sequence[str], tokenizer: Any, chosen_key: str = "chosen",
     if not files:
         raise DataError("no training data files are configured")
     ids, masks, too_long = [], [], 0
-    for path in files:
-        records = read_records(path)
-        if not records:
-            raise DataError(f"{path}: the file holds no records")
-        for record, where in records:
-            pair = [_encode(tokenizer, _text(record, key, where, role), False) + _eos(tokenizer)
-                    for key, role in ((chosen_key, "the chosen text"), (rejected_key, "the rejected text"))]
-            if max_length is not None and max(len(p) for p in pair) > max_length:
-                too_long += 1
-                continue
-            for tokens in pair:
-                ids.append(tuple(tokens))
-                masks.append((1,) * len(tokens))
+    for record, where in _all_records(files):
+        pair = [_encode(tokenizer, _text(record, key, where, role), False) + _eos(tokenizer)
+                for key, role in ((chosen_key, "the chosen text"), (rejected_key, "the rejected text"))]
+        if max_length is not None and max(len(p) for p in pair) > max_length:
+            too_long += 1
+            continue
+        for tokens in pair:
+            ids.append(tuple(tokens))
+            masks.append((1,) * len(tokens))
     if not ids:
         raise DataError(f"all {too_long} pairs are longer than the length limit ({max_length} tokens); raise it")
     return SequenceSet(tuple(ids), tuple(masks), too_long, rows_per_example=2)

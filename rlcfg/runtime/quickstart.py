@@ -172,35 +172,39 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def warm_start(base: str, corpus: str, out: str, seed: int = 0, stream: TextIO | None = None) -> str:
+def warm_start(base: str, corpus: str, out: str, seed: int = 0, stream: TextIO | None = None,
+               address: str | None = None) -> str:
     """The supervised warm start: rlcfg's SFT run (Experiment.kind "sft") of the model at `base` on the
-    prompt/answer pairs of `corpus`, in the run folder `out`. Returns the trained model's folder."""
+    prompt/answer pairs of `corpus`, in the run folder `out`, on the Ray cluster at `address` when the run that
+    needs it goes there (one process joins one Ray). Returns the trained model's folder."""
     from rlcfg.runtime.driver import RunOptions, plan_here, run
     from rlcfg.runtime.supervised import sft_experiment
 
     w = WARM_START
     exp = sft_experiment(base, corpus, steps=w["steps"], batch_size=w["batch_size"], lr=w["lr"],
                          grad_clip=None, seed=w["seed"] + seed, name="quickstart-warm-start")
-    plan, errors = plan_here(exp)
+    plan, errors = plan_here(exp, address)
     if errors:
         raise ValueError("; ".join(errors))
-    run(plan, RunOptions(output_dir=out, resume=None, threads=1, stream=stream or io.StringIO()))
+    run(plan, RunOptions(output_dir=out, resume=None, threads=1, stream=stream or io.StringIO(), address=address))
     return os.path.join(out, "hf_model")
 
 
-def warm_started(base: str, work: str, seed: int = 0, stream: TextIO | None = None) -> str:
+def warm_started(base: str, work: str, seed: int = 0, stream: TextIO | None = None,
+                 address: str | None = None) -> str:
     """The model at `base` (a Hugging Face folder with the quickstart's tokenizer) after the quickstart's warm
     start, run in the folder `work`; returns the warm-started model's folder (under `work`)."""
     corpus = os.path.join(work, "warm-start.jsonl")
     write_jsonl(corpus, warm_start_examples(seed))
-    built = warm_start(base, corpus, os.path.join(work, "run"), seed, stream)
+    built = warm_start(base, corpus, os.path.join(work, "run"), seed, stream, address)
     # The export holds the weights and the tokenizer; the generation settings come from the base model.
     if os.path.isfile(os.path.join(base, "generation_config.json")):
         shutil.copy2(os.path.join(base, "generation_config.json"), built)
     return built
 
 
-def build_model_dir(path: str, seed: int = 0, stream: TextIO | None = None, warm_start: bool = True) -> bool:
+def build_model_dir(path: str, seed: int = 0, stream: TextIO | None = None, warm_start: bool = True,
+                    address: str | None = None) -> bool:
     """Build the quickstart model at `path` atomically: the random model, its warm start (unless `warm_start`
     is False) and the stamp go into `<path>.tmp-<pid>`, flushed to disk, then the model is renamed into place.
     A folder at `path` that is not a complete model of this recipe is replaced; a complete one (another run
@@ -221,7 +225,7 @@ def build_model_dir(path: str, seed: int = 0, stream: TextIO | None = None, warm
         tokenizer = build_tokenizer(base)
         build_model(base, len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id, seed)
         if warm_start:
-            built = warm_started(base, os.path.join(work, "sft"), seed, stream)
+            built = warm_started(base, os.path.join(work, "sft"), seed, stream, address)
         else:
             built = base
         stamp = {"recipe": RECIPE if warm_start else BASE_RECIPE,
@@ -247,14 +251,15 @@ def build_model_dir(path: str, seed: int = 0, stream: TextIO | None = None, warm
         shutil.rmtree(work, ignore_errors=True)
 
 
-def ensure_model(path: str, seed: int = 0, stream: TextIO | None = None, warm_start: bool = True) -> bool:
+def ensure_model(path: str, seed: int = 0, stream: TextIO | None = None, warm_start: bool = True,
+                 address: str | None = None) -> bool:
     """Build the model at `path` unless a complete one is there; returns whether it was built. Says so on
     `stream` (stderr) first: the warm start takes several seconds."""
     if model_complete(path, warm_start):
         return False
     if warm_start:
         print(building_message(path), file=stream if stream is not None else sys.stderr, flush=True)
-    return build_model_dir(path, seed, warm_start=warm_start)
+    return build_model_dir(path, seed, warm_start=warm_start, address=address)
 
 
 def building_message(path: str) -> str:
@@ -283,7 +288,7 @@ def _roll_rows(seed: int) -> list[dict[str, str]]:
     return [dict(row, ground_truth=row["answer"]) for row in task_examples(seed)]
 
 
-def materialize(exp: Experiment, seed: int = 0, stream: TextIO | None = None) -> list[str]:
+def materialize(exp: Experiment, seed: int = 0, stream: TextIO | None = None, address: str | None = None) -> list[str]:
     """Build the quickstart's model and data where a config names them and they are not there (or are not
     intact, or come from an older recipe): a model path `.../rlcfg-quickstart/tiny-qwen2` and a data file
     `.../rlcfg-quickstart/<name>.jsonl` (columns `prompt`, `answer` and `ground_truth`). This is how a dialect
@@ -292,7 +297,8 @@ def materialize(exp: Experiment, seed: int = 0, stream: TextIO | None = None) ->
     paths = {r.model.path for r in exp.roles if r.model and r.model.path}
     for path in sorted(paths):
         parent, name = os.path.split(os.path.normpath(path))
-        if os.path.basename(parent) == QUICKSTART_DIR and name == MODEL_NAME and ensure_model(path, seed, stream):
+        if (os.path.basename(parent) == QUICKSTART_DIR and name == MODEL_NAME
+                and ensure_model(path, seed, stream, address=address)):
             written.append(path)
     for path in exp.data.train_files + exp.data.eval_files:
         parent = os.path.basename(os.path.dirname(os.path.normpath(path)))
