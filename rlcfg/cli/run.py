@@ -249,8 +249,19 @@ def _execute(experiment, out: str, resume: Optional[bool], resume_from: Optional
 
     from rlcfg.runtime.quickstart import materialize
 
+    if address:
+        from rlcfg.runtime.environment import RunEnvironmentError, resolve_address
+
+        try:  # a cluster that does not answer is one line now, before anything is built on it
+            resolve_address(address)
+        except RunEnvironmentError as exc:
+            raise _fail(str(exc))
     # The quickstart model's warm start runs where the run will: this process joins one Ray, once.
-    for path in _os_guard(lambda: materialize(experiment, address=address), "rlcfg-quickstart", "quickstart folder"):
+    try:
+        built = _os_guard(lambda: materialize(experiment, address=address), "rlcfg-quickstart", "quickstart folder")
+    except PreflightError as exc:
+        raise _fail(str(exc))
+    for path in built:
         typer.echo(f"rlcfg: built the quickstart's {'data' if path.endswith('.jsonl') else 'model'} at {path}",
                    err=True)
     plan, errors = plan_here(experiment, address)

@@ -170,7 +170,7 @@ def _instant_warm_start(monkeypatch):
     tests are about how the folder is built, not what the model learns."""
     import shutil
 
-    def copy(base, corpus, out, seed=0, stream=None):
+    def copy(base, corpus, out, seed=0, stream=None, address=None):
         shutil.copytree(base, os.path.join(out, "hf_model"))
         return os.path.join(out, "hf_model")
 
