@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlcfg.convert import Emitted
-from rlcfg.convert.common import engine
+from rlcfg.convert.common import engine, megatron_sizes
 from rlcfg.ir import Experiment, Role
 
 SECTIONS = {"actor": "policy_trainer", "rollout": "policy", "reference": "ref_policy", "reward": "reward"}
@@ -91,13 +91,7 @@ def _offload(r: Role, trains: bool) -> dict[str, Any]:
 def _trainer_parallel(section: dict[str, Any], r: Role, megatron: bool) -> None:
     p = r.parallelism
     if megatron:
-        section.update(tensor_model_parallel_size=p.tp, pipeline_model_parallel_size=p.pp,
-                       context_parallel_size=p.cp, expert_model_parallel_size=p.ep,
-                       sequence_parallel=p.sequence_parallel)
-        if p.etp is not None:
-            section["expert_tensor_parallel_size"] = p.etp
-        if p.vpp is not None:
-            section["virtual_pipeline_model_parallel_size"] = p.vpp
+        section.update(megatron_sizes(p))
         section["bf16"] = r.model is None or r.model.dtype != "float32"
     else:
         section["ulysses_sequence_parallel_size"] = p.sp

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlcfg.ir import Experiment, Role
+from rlcfg.ir import Experiment, Parallelism, Role
 
 
 def engine(experiment: Experiment) -> dict[str, Any]:
@@ -80,3 +80,15 @@ def step_count(value: float) -> int:
     warm-up (a fraction of the decay length); the nearest whole step is written, and the re-lowered Experiment then
     differs, so the comparison lists it as a loss rather than hiding it."""
     return int(round(value))
+
+
+def megatron_sizes(p: Parallelism) -> dict[str, Any]:
+    """A role's parallel layout under megatron-core's own key names, which ChatLearn and RLinf write as they are."""
+    sizes: dict[str, Any] = {"tensor_model_parallel_size": p.tp, "pipeline_model_parallel_size": p.pp,
+                             "context_parallel_size": p.cp, "expert_model_parallel_size": p.ep,
+                             "sequence_parallel": p.sequence_parallel}
+    if p.etp is not None:
+        sizes["expert_tensor_parallel_size"] = p.etp
+    if p.vpp is not None:
+        sizes["virtual_pipeline_model_parallel_size"] = p.vpp
+    return sizes

@@ -14,7 +14,7 @@ import math
 from typing import Any
 
 from rlcfg.convert import ConversionError, Emitted
-from rlcfg.convert.common import engine, gpu_ids, step_count
+from rlcfg.convert.common import engine, gpu_ids, megatron_sizes, step_count
 from rlcfg.ir import Experiment
 
 PRECISIONS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -244,13 +244,7 @@ def emit(experiment: Experiment) -> Emitted:
     p = actor.parallelism
     act: dict[str, Any] = {"training_backend": "megatron" if megatron else "fsdp"}
     if megatron:
-        model.update(tensor_model_parallel_size=p.tp, pipeline_model_parallel_size=p.pp,
-                     context_parallel_size=p.cp, expert_model_parallel_size=p.ep,
-                     sequence_parallel=p.sequence_parallel)
-        if p.etp is not None:
-            model["expert_tensor_parallel_size"] = p.etp
-        if p.vpp is not None:
-            model["virtual_pipeline_model_parallel_size"] = p.vpp
+        model.update(megatron_sizes(p))
         model["recompute_granularity"] = "full" if actor.gradient_checkpointing else None
         if actor.gradient_checkpointing:
             model["recompute_method"] = "uniform"
