@@ -157,6 +157,26 @@ class Edit:
         }
 
 
+@dataclass(frozen=True)
+class Constraint:
+    """The arithmetic a batch or parallel-size error states, as data the fix solver can solve for any one key:
+    `kind` "divides" (the product of `left` divides the product of `right`) or "equal" (the two products are
+    equal). A factor is (dotted key, value), or (None, value) for a number no single integer key sets, such as a
+    data-parallel size derived from a placement."""
+
+    kind: str
+    left: tuple[tuple[str | None, int], ...]
+    right: tuple[tuple[str | None, int], ...]
+
+    @classmethod
+    def divides(cls, left: Iterable[tuple[str | None, int]], right: Iterable[tuple[str | None, int]]) -> "Constraint":
+        return cls("divides", tuple(left), tuple(right))
+
+    @classmethod
+    def equal(cls, left: Iterable[tuple[str | None, int]], right: Iterable[tuple[str | None, int]]) -> "Constraint":
+        return cls("equal", tuple(left), tuple(right))
+
+
 @dataclass
 class Diagnostic:
     code: str
@@ -169,6 +189,7 @@ class Diagnostic:
     rule: str | None = None
     # Concrete edits that clear this diagnostic without causing another (see rlcfg.fix); empty when none is known.
     edits: list[Edit] = field(default_factory=list)
+    constraint: Constraint | None = None  # what the rule states, for the fix solver; not shown
 
     def sort_key(self) -> tuple:
         origin_key = self.origin.sort_key() if self.origin else (9,)
@@ -192,11 +213,12 @@ class Diagnostic:
 
 def diagnostic(code: str, path: str, message: str, *, hint: str | None = None, origin: Origin | None = None,
                severity: Severity | None = None, related: Sequence[tuple[str, Origin | None]] = (),
-               rule: str | None = None) -> Diagnostic:
+               rule: str | None = None, constraint: Constraint | None = None) -> Diagnostic:
     """Build a diagnostic whose severity defaults to the one its code is registered with."""
     if code not in CODES:
         raise KeyError(f"diagnostic code {code} is not registered in rlcfg.diagnostics.CODES")
-    return Diagnostic(code, severity or CODES[code].severity, path, message, hint, origin, list(related), rule)
+    return Diagnostic(code, severity or CODES[code].severity, path, message, hint, origin, list(related), rule,
+                      constraint=constraint)
 
 
 def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:

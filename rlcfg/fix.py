@@ -96,6 +96,7 @@ def solve(problem: Problem, result: Any | None = None, budget: int = DEFAULT_BUD
     rule_keys = {rule.id: rule.keys for rule in spec.rules}
     before = _error_keys(result)
     original: dict[str, int] = {}
+    unwritten = {dotted(path) for path, origin in result.tree.values.items() if origin.kind == "default"}
     runs = 0
     seen: dict[tuple, _State] = {}
 
@@ -126,7 +127,7 @@ def solve(problem: Problem, result: Any | None = None, budget: int = DEFAULT_BUD
         kept = [s for s in seen.values() if s.result is not None and clean(s) and s.remaining < len(_solvable(result))]
         if not kept:
             return None
-        best = min(kept, key=lambda s: (s.remaining, _cost(s.values, original)))
+        best = min(kept, key=lambda s: (s.remaining, _cost(s.values, original, unwritten)))
         return _solution(best, result, spec, original, runs)
 
     frontier = [_State({}, result, len(_solvable(result)), 0)]
@@ -135,11 +136,16 @@ def solve(problem: Problem, result: Any | None = None, budget: int = DEFAULT_BUD
         # everything is the nearest this round can reach.
         options: list[tuple[tuple, dict[str, int], str]] = []
         for state in frontier:
-            for key, value in _candidates(state.result, rule_keys, problem):
+            for key, value, satisfied in _candidates(state.result, rule_keys, problem):
                 original.setdefault(key, _int_at(result.tree, split_dotted(key)) or value)
                 if key not in state.values:
                     values = {**state.values, key: value}
-                    options.append((_cost(values, original), values, key))
+                    # As few keys as possible; among as many, each constraint the new value satisfies counts as
+                    # a change of SATISFIED_BONUS less, in the key's own weight (a value that satisfies two errors'
+                    # constraints is tried before one 10 times nearer that satisfies none, hardware sizes too).
+                    keys_changed, change, order = _cost(values, original, unwritten)
+                    bonus = SATISFIED_BONUS * satisfied * _weight(key)
+                    options.append(((keys_changed, change - bonus, order), values, key))
         options.sort(key=lambda option: option[0])
         grown: list[_State] = []
         # A round may spend half of what is left, so that a fix of two keys is still reached when the nearest
@@ -158,7 +164,7 @@ def solve(problem: Problem, result: Any | None = None, budget: int = DEFAULT_BUD
             grown.append(new)
         # Keep the best partial assignment per key it last changed: the errors left are a poor guide to which
         # key a two-key fix starts from, so the beam must not fill up with values of one key.
-        grown.sort(key=lambda s: (s.remaining, _cost(s.values, original)))
+        grown.sort(key=lambda s: (s.remaining, _cost(s.values, original, unwritten)))
         frontier, keys_kept = [], set()
         for state in grown:
             if state.new == 0 and state.last not in keys_kept:
@@ -171,12 +177,17 @@ def solve(problem: Problem, result: Any | None = None, budget: int = DEFAULT_BUD
     return best_partial()
 
 
-def _cost(values: Mapping[str, int], original: Mapping[str, int]) -> tuple:
+def _cost(values: Mapping[str, int], original: Mapping[str, int], unwritten: Any = frozenset()) -> tuple:
     """Fewest keys first, then the smallest change in ratio (hardware sizes weigh more, and so does losing factors
-    of two the user's value had: 64 prompts become 63 only when nothing rounder is near), then by name and value."""
+    of two the user's value had: 64 prompts become 63 only when nothing rounder is near, and so does a key the
+    user left at its default), then by name and value."""
     return (len(values), sum(_weight(k) * abs(math.log(v / original[k])) + _lost_twos(original[k], v)
-                             for k, v in values.items()),
+                             + (UNWRITTEN_COST if k in unwritten else 0.0) for k, v in values.items()),
             sorted(values.items()))
+
+
+SATISFIED_BONUS = 2.5  # in units of |log(new / old)|
+UNWRITTEN_COST = 0.1  # a key the config does not write costs as much as a change of about 10 % more
 
 
 TWO_WEIGHT = 0.05  # per factor of two lost, against the log of the ratio: 64 -> 63 costs as much as 3 -> 4
@@ -270,13 +281,16 @@ def _int_at(tree: Any, path: Path) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]], problem: Problem) -> list[tuple[str, int]]:
-    """(key, value) pairs to try from this state, nearest first: for each integer key the solvable errors involve,
-    values near its own that are multiples or divisors of the other keys' values (or of their products and least
-    common multiples), and the numbers the rules' hints for that key propose."""
+def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]],
+                problem: Problem) -> list[tuple[str, int, int]]:
+    """(key, value, satisfied) to try from this state, best first: for each integer key the solvable errors
+    involve, the values that satisfy the constraints those errors state (`satisfied` counts them), values near its
+    own that are multiples or divisors of the other keys' values (or of their products and least common multiples),
+    and the numbers the rules' hints for that key propose."""
     tree = result.tree
     keys: list[str] = []
     suggested: dict[str, set[int]] = {}
+    solved: dict[str, set[int]] = {}  # values that satisfy some error's stated constraint
     for d in _solvable(result):
         named = [d.path, *(p for p, _ in d.related), *_expand(rule_keys.get(d.rule or "", ()), tree)]
         for key in named:
@@ -286,6 +300,13 @@ def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]], problem: 
         target = _edit_target(tree, d.path, result, problem)
         if target is not None:
             suggested.setdefault(target, set()).update(int(n) for n in _NUMBER.findall(d.hint or "") if int(n) > 0)
+        if d.constraint is not None:
+            for key, found in solve_constraint(d.constraint).items():
+                target = _edit_target(tree, key, result, problem)
+                if target is not None:
+                    if target not in keys:
+                        keys.append(target)
+                    solved.setdefault(target, set()).update(found)
     values = {k: _int_at(tree, split_dotted(k)) for k in keys}
     numbers = sorted({v for v in values.values() if v and v > 0})
     numbers = [n for n in numbers if n <= MAX_VALUE]
@@ -297,16 +318,69 @@ def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]], problem: 
             # What is left of one after the other's common factor: x·a is a multiple of b exactly when x is a
             # multiple of b / gcd(a, b) (32 prompts × n responses fill batches of 256 when n is a multiple of 8).
             steps.update(x for x in (a // g, b // g) if x > 1)
-    out: list[tuple[float, str, int]] = []
+    out: list[tuple[int, float, str, int]] = []
     for key in keys:
         current = values[key]
         if not current or current < 1 or current > MAX_VALUE:
             continue
         weight = _weight(key)
-        for value in _near(current, steps - {current}, suggested.get(key, set()), set(numbers)):
-            out.append((weight * abs(math.log(value / current)), key, value))
+        exact = solved.get(key, set())
+        for value in _near(current, steps - {current}, suggested.get(key, set()) | exact, set(numbers)):
+            # A value that satisfies every stated constraint on its key is tried before any mere neighbour.
+            satisfied = sum(value in found for found in _per_error(result, key, tree, problem))
+            out.append((-satisfied, weight * abs(math.log(value / current)), key, value))
     out.sort()
-    return [(key, value) for _distance, key, value in out]
+    return [(key, value, -satisfied) for satisfied, _distance, key, value in out]
+
+
+def _per_error(result: Any, key: str, tree: Any, problem: Problem) -> list[set[int]]:
+    """For each solvable error whose constraint involves `key`, the values of `key` that satisfy it."""
+    out = []
+    for d in _solvable(result):
+        if d.constraint is None:
+            continue
+        for named, found in solve_constraint(d.constraint).items():
+            if _edit_target(tree, named, result, problem) == key:
+                out.append(found)
+    return out
+
+
+def solve_constraint(constraint: Any, spread: int = 2) -> dict[str, set[int]]:
+    """For each key of a constraint, the values nearest its own (up to `spread` on each side) that satisfy the
+    constraint when every other factor keeps its value. A key that appears twice, or a constraint that no value of
+    the key can satisfy, gives none."""
+    out: dict[str, set[int]] = {}
+    sides = (constraint.left, constraint.right)
+    counts: dict[str, int] = {}
+    for side in sides:
+        for key, _ in side:
+            if key is not None:
+                counts[key] = counts.get(key, 0) + 1
+    for which, side in enumerate(sides):
+        other = math.prod(v for _, v in sides[1 - which])
+        for i, (key, value) in enumerate(side):
+            if key is None or counts[key] > 1 or value < 1:
+                continue
+            rest = math.prod(v for j, (_, v) in enumerate(side) if j != i)
+            if rest < 1 or other < 1 or other > MAX_VALUE:
+                continue
+            if constraint.kind == "equal":
+                found = {other // rest} if other % rest == 0 else set()
+            elif which == 1:  # the key is a factor of the dividend: a multiple of what the rest lacks
+                step = other // math.gcd(other, rest)
+                below = value // step * step
+                found = {m for k in range(spread) for m in (below - k * step, below + (k + 1) * step) if m >= 1}
+            else:  # a factor of the divisor: a divisor of what the dividend leaves it
+                found = set()
+                if other % rest == 0:
+                    divisors = _divisors(other // rest)
+                    smaller = [x for x in divisors if x <= value]
+                    larger = [x for x in divisors if x > value]
+                    found = set(smaller[-spread:] + larger[:spread])
+            found.discard(value)
+            if found:
+                out[key] = found
+    return out
 
 
 # Keys that size the hardware (GPU and node counts) weigh most: a fix changes them only when batch keys cannot.

@@ -153,6 +153,11 @@ class TrainWorker:
                     sequence_packing=spec.get("sequence_packing", False),
                     max_tokens_per_micro_batch=spec.get("max_tokens_per_micro_batch"),
                     budget_key=spec.get("budget_key"), disable_dropout=spec.get("disable_dropout", False))
+        import torch
+
+        # What training draws (dropout: a scalar head keeps transformers' classifier dropout, as AReaL's and
+        # ROLL's critics do) follows the config's seed, one stream per rank, so a run repeats exactly.
+        torch.manual_seed(int(self.specs[self.main].get("seed", 42)) * 1_000_003 + self.rank)
         return time.perf_counter() - start
 
     def _run(self, role: str | None, phase: str, *args: Any) -> Any:

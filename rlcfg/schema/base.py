@@ -17,7 +17,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, Mapping
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
 
-from rlcfg.diagnostics import CODES, Severity
+from rlcfg.diagnostics import CODES, Constraint, Severity
 from rlcfg.source.tree import MISSING, SourceTree, copy_containers, split_dotted
 
 REQUIRED: Any = ...  # a parameter with no default: the user must give it (OmegaConf's "???")
@@ -329,6 +329,7 @@ class Finding:
     message: str
     hint: str | None = None
     related: tuple[str, ...] = ()
+    constraint: Constraint | None = None
 
 
 @dataclass(frozen=True)
@@ -382,13 +383,16 @@ class RuleContext:
         return origin is not None and origin.kind in ("file", "override", "env")
 
     def _finding(self, code: str, severity: Severity | None, path: str, message: str, hint: str | None,
-                 related: Iterable[str]) -> Finding:
+                 related: Iterable[str], constraint: Constraint | None = None) -> Finding:
         if code not in CODES:
             raise KeyError(f"diagnostic code {code} is not registered")
-        return Finding(code, severity or CODES[code].severity, path, message, hint, tuple(related))
+        return Finding(code, severity or CODES[code].severity, path, message, hint, tuple(related), constraint)
 
-    def error(self, code: str, path: str, message: str, hint: str | None = None, related: Iterable[str] = ()) -> Finding:
-        return self._finding(code, Severity.ERROR, path, message, hint, related)
+    def error(self, code: str, path: str, message: str, hint: str | None = None, related: Iterable[str] = (),
+              constraint: Constraint | None = None) -> Finding:
+        """`constraint`: the arithmetic the error states (batch and parallel-size rules), which lets `--fix`
+        compute the values of each key that satisfy it."""
+        return self._finding(code, Severity.ERROR, path, message, hint, related, constraint)
 
     def warning(self, code: str, path: str, message: str, hint: str | None = None, related: Iterable[str] = ()) -> Finding:
         return self._finding(code, Severity.WARNING, path, message, hint, related)

@@ -12,6 +12,7 @@ from difflib import get_close_matches
 from functools import lru_cache
 from typing import Any, Iterator
 
+from rlcfg.diagnostics import Constraint
 from rlcfg.schema.base import RuleContext, RuleSet
 from rlcfg.schema.roll_device_mapping import (ACCEPTED_FORMS, DeviceMappingError, describe_ids,
                                               format_device_mapping, parse_device_mapping)
@@ -651,7 +652,13 @@ def global_train_batch(cfg: Any, ctx: RuleContext):
                         f"{path}'s global train batch: per_device_train_batch_size ({micro}) × "
                         f"gradient_accumulation_steps ({args.gradient_accumulation_steps}) × {split} = {global_batch}",
                         hint=hint, related=["rollout_batch_size", "num_return_sequences_in_group",
-                                            f"{path}.training_args.per_device_train_batch_size"])
+                                            f"{path}.training_args.per_device_train_batch_size"],
+                        constraint=Constraint.divides(
+                            [(f"{path}.training_args.per_device_train_batch_size", micro),
+                             (f"{path}.training_args.gradient_accumulation_steps", args.gradient_accumulation_steps),
+                             (None, dp)],
+                            [("rollout_batch_size", cfg.rollout_batch_size),
+                             ("num_return_sequences_in_group", cfg.num_return_sequences_in_group)]))
 
 
 @RULES.rule("roll/megatron-rollout-batch", "RLC300",
@@ -671,7 +678,8 @@ def megatron_rollout_batch(cfg: Any, ctx: RuleContext):
                         f"rollout_batch_size ({cfg.rollout_batch_size}) is not a multiple of actor_train's Megatron "
                         f"data-parallel size {dp} ({len(ids)} GPUs / (tp {tp} × pp {pp} × cp {cp}))",
                         hint=f"use a multiple of {dp}, e.g. {-(-cfg.rollout_batch_size // dp) * dp}",
-                        related=["actor_train.device_mapping"])
+                        related=["actor_train.device_mapping"],
+                        constraint=Constraint.divides([(None, dp)], [("rollout_batch_size", cfg.rollout_batch_size)]))
 
 
 @RULES.rule("roll/dynamic-batching", "RLC302",

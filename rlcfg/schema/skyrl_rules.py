@@ -14,7 +14,7 @@ import math
 from difflib import get_close_matches
 from typing import Any, Iterator
 
-from rlcfg.diagnostics import Severity
+from rlcfg.diagnostics import Constraint, Severity
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -680,7 +680,13 @@ def colocate_engines(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                             if ctx.release == "0.1.0" else ""),
                         hint=hint + ", or set colocate_all: false",
                         related=["trainer.placement.policy_num_gpus_per_node",
-                                 "generator.inference_engine_tensor_parallel_size", "trainer.placement.colocate_all"])
+                                 "generator.inference_engine_tensor_parallel_size", "trainer.placement.colocate_all"],
+                        constraint=Constraint.equal(_placement_factors(cfg, "policy"), [
+                            ("generator.num_inference_engines", g.num_inference_engines),
+                            ("generator.inference_engine_tensor_parallel_size", g.inference_engine_tensor_parallel_size),
+                            ("generator.inference_engine_pipeline_parallel_size",
+                             g.inference_engine_pipeline_parallel_size),
+                            ("generator.inference_engine_data_parallel_size", g.inference_engine_data_parallel_size)]))
 
 
 @RULES.rule("skyrl/colocate-all-models", "RLC402",
@@ -702,7 +708,8 @@ def colocate_models(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                             "this at load but fails when the trainer builds the models",
                             hint=f"set {role}_num_nodes: {p.policy_num_nodes} and {role}_num_gpus_per_node: "
                                  f"{p.policy_num_gpus_per_node}",
-                            related=["trainer.placement.policy_num_gpus_per_node", "trainer.placement.colocate_all"])
+                            related=["trainer.placement.policy_num_gpus_per_node", "trainer.placement.colocate_all"],
+                            constraint=_same_placement(cfg, "policy", role))
 
 
 @RULES.rule("skyrl/colocate-policy-ref", "RLC402",
@@ -727,7 +734,20 @@ def colocate_pairs(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                             f"must have the {first}'s nodes and GPUs per node ({_placement_text(cfg, first)})",
                             hint=f"set {second}_num_nodes: {a[0]} and {second}_num_gpus_per_node: {a[1]}, or "
                                  f"{flag}: false",
-                            related=[f"trainer.placement.{first}_num_gpus_per_node", f"trainer.placement.{flag}"])
+                            related=[f"trainer.placement.{first}_num_gpus_per_node", f"trainer.placement.{flag}"],
+                            constraint=_same_placement(cfg, first, second))
+
+
+def _placement_factors(cfg: Any, role: str) -> list[tuple[str, int]]:
+    p = cfg.trainer.placement
+    return [(f"trainer.placement.{role}_{part}", getattr(p, f"{role}_{part}")) for part in ("num_nodes", "num_gpus_per_node")]
+
+
+def _same_placement(cfg: Any, first: str, second: str) -> Constraint | None:
+    """Two roles on the same nodes and GPUs per node: as a constraint on the one count they differ in."""
+    a, b = _placement_factors(cfg, first), _placement_factors(cfg, second)
+    differ = [i for i in range(2) if a[i][1] != b[i][1]]
+    return Constraint.equal([a[differ[0]]], [b[differ[0]]]) if len(differ) == 1 else None
 
 
 # ---- generator ----------------------------------------------------------------------------------------------

@@ -390,7 +390,7 @@ def run_rules(dialect: Dialect, config: Section, tree: SourceTree, strict: bool,
             origin: Origin | None = tree.origin(path)
             related = [(p, tree.origin(split_dotted(p))) for p in f.related]
             out.append(diagnostic(f.code, f.path, f.message, hint=f.hint, origin=origin, severity=f.severity,
-                                  related=related, rule=rule.id))
+                                  related=related, rule=rule.id, constraint=f.constraint))
     out.extend(check_renames(type(config), tree, context))
     return out
 
