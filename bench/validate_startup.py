@@ -8,8 +8,9 @@ Two ratios are printed: wall time (the target, meant for a quiet machine) and CP
 child). On a machine other jobs keep busy, wall time mostly measures the wait for a core; CPU time still
 measures the work, so it is the figure to compare between runs there.
 
-A third line, the floor, is what importing the libraries every `validate` needs (pydantic, typer, ruamel.yaml)
-costs in a fresh process: the part of the ratio that no change to rlcfg's own code can remove.
+A third line, the floor, is what importing the libraries every `validate` needs (pydantic, ruamel.yaml; a plain
+`validate` call does not import typer) costs in a fresh process: the part of the ratio that no change to rlcfg's
+own code can remove.
 
     python bench/validate_startup.py [-n 9] [--templates DIR]
 """
@@ -55,7 +56,7 @@ def main() -> int:
     has_torch = importlib.util.find_spec("torch") is not None
     commands = {t.name: [sys.executable, "-m", "rlcfg", "validate", str(t)] for t in templates}
     baseline = [sys.executable, "-c", "import torch"]
-    floor = [sys.executable, "-c", "import pydantic.main, pydantic.fields, typer, ruamel.yaml"]
+    floor = [sys.executable, "-c", "import pydantic.main, pydantic.fields, ruamel.yaml"]
 
     # One untimed run of each warms the file cache and Python's bytecode cache.
     for argv in [*commands.values(), floor, *([baseline] if has_torch else [])]:
@@ -86,7 +87,7 @@ def main() -> int:
         print("torch is not installed: absolute times only (install torch to measure the ratio)")
     floor_wall = statistics.median(w for w, _ in floor_times)
     floor_cpu = statistics.median(c for _, c in floor_times)
-    line = (f'floor: python -c "import pydantic, typer, ruamel.yaml": {floor_wall * 1000:8.1f} ms wall, '
+    line = (f'floor: python -c "import pydantic, ruamel.yaml": {floor_wall * 1000:8.1f} ms wall, '
             f"{floor_cpu * 1000:8.1f} ms CPU")
     if torch_wall:
         line += f"  ratio {floor_wall / torch_wall:.3f} wall, {floor_cpu / torch_cpu:.3f} CPU"

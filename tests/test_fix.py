@@ -229,17 +229,21 @@ def test_every_edit_in_the_goldens_clears_its_error_and_adds_none(golden, monkey
 # ---- property: injected batch and parallel-size errors are fixed ----------------------------------------------
 
 
-FIXABLE_TEMPLATES = ["chatlearn-fsdp-vllm", "chatlearn-megatron-vllm", "skyrl-fsdp-vllm", "skyrl-ppo-fsdp-vllm",
-                     "roll-fsdp2-vllm", "roll-megatron-vllm", "areal-fsdp-sglang-grpo", "rlinf-megatron-sglang"]
+FIXABLE = [*(f"templates/{name}.yaml" for name in (
+    "chatlearn-fsdp-vllm", "chatlearn-megatron-vllm", "skyrl-fsdp-vllm", "skyrl-ppo-fsdp-vllm", "roll-fsdp2-vllm",
+    "roll-megatron-vllm", "areal-fsdp-sglang-grpo", "rlinf-megatron-sglang")),
+    # The examples of the frameworks' reference documents.
+    "tests/fixtures/chatlearn/reference-example.yaml", "tests/fixtures/chatlearn/reference-example-megatron.yaml",
+    "tests/fixtures/skyrl/reference-example.yaml", "tests/fixtures/roll/reference-example.yaml",
+    "tests/fixtures/rlinf/seed.yaml"]
 
 
-def rule_keys_in_file(name: str) -> tuple[str, object, list[str]]:
-    """The integer keys that the template writes itself and a batch or parallel-size rule reads."""
+def rule_keys_in_file(file: str) -> tuple[str, object, list[str]]:
+    """The integer keys that the file writes itself and a batch or parallel-size rule reads."""
     from rlcfg import schema
 
-    file = f"templates/{name}.yaml"
     text = read_text(str(ROOT / file))
-    base = check_text(text, file, base_dir=str(ROOT / "templates"), env={})
+    base = check_text(text, file, base_dir=str((ROOT / file).parent), env={})
     spec = schema.load(base.dialect)
     keys = []
     for rule in spec.rules:
@@ -252,15 +256,16 @@ def rule_keys_in_file(name: str) -> tuple[str, object, list[str]]:
     return text, base, keys
 
 
-TEMPLATE_KEYS = {name: rule_keys_in_file(name) for name in FIXABLE_TEMPLATES}
+FILE_KEYS = {file: rule_keys_in_file(file) for file in FIXABLE}
 
 
 # A fixed sample of cases, so CI is repeatable (every case this strategy can draw was checked once by hand).
-@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=120, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(data=st.data())
 def test_fix_of_injected_batch_and_parallel_errors_clears_them_all_and_adds_none(data, tmp_path_factory):
-    name = data.draw(st.sampled_from(FIXABLE_TEMPLATES), label="template")
-    text, base, keys = TEMPLATE_KEYS[name]
+    file = data.draw(st.sampled_from(FIXABLE), label="file")
+    text, base, keys = FILE_KEYS[file]
+    name = Path(file).stem
     key = data.draw(st.sampled_from(keys), label="key")
     old = base.tree.get(split_dotted(key))
     new = data.draw(st.sampled_from(sorted({old + 1, old + 3, max(old - 1, 1), old * 3, max(old // 3, 1) + 1,

@@ -8,7 +8,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from rlcfg.cli import (EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard, drop_ignored,
+from rlcfg.cli.commands import (EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard, drop_ignored,
                        ignored_codes, usage_error, use_color)
 
 
@@ -69,9 +69,9 @@ def plan(
                        "`rlcfg validate` checks what it can of it", err=True)
             raise typer.Exit(EXIT_INVALID)
         if result.errors:
-            from rlcfg.cli.validate import _json as validate_json
-            from rlcfg.cli.validate import _text as validate_text
-            from rlcfg.cli.validate import attach_fixes
+            from rlcfg.cli.validating import _json as validate_json
+            from rlcfg.cli.validating import _text as validate_text
+            from rlcfg.cli.validating import attach_fixes
 
             attach_fixes(file, overrides or [], dialect, framework_version, result)
 

@@ -14,7 +14,7 @@ from typing import List, Optional
 
 import typer
 
-from rlcfg.cli import FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, EXIT_USAGE, app, bug_guard, usage_error
+from rlcfg.cli.commands import FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, EXIT_USAGE, app, bug_guard, usage_error
 
 RUN_PACKAGES = ("torch", "ray", "transformers")
 
@@ -147,7 +147,7 @@ def _lower(file: str, overrides: list[str], dialect: Optional[str], release: Opt
         raise _fail(f"`rlcfg run` cannot run {file}: it is for the {pipeline_name(result.pipeline)}, which rlcfg does "
                     "not model")
     if result.errors:
-        from rlcfg.cli.validate import _text
+        from rlcfg.cli.validating import _text
 
         typer.echo(_text(result, None, False, False), err=True)
         raise _fail(f"{file} has errors; fix them before running (rlcfg validate {file})")

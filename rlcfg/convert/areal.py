@@ -177,7 +177,7 @@ def _gconfig(s: Any) -> dict[str, Any]:
 def emit(experiment: Experiment) -> Emitted:
     e = experiment
     tree: dict[str, Any] = {"experiment_name": e.name, "trial_name": _trial(e), "seed": e.seed}
-    s, d = e.schedule, e.data
+    s = e.schedule
     if s.epochs is not None:
         tree["total_train_epochs"] = s.epochs
     if s.total_steps is not None:

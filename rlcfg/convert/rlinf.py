@@ -88,7 +88,7 @@ def _model_type(path: str) -> str:
 
 def emit(experiment: Experiment) -> Emitted:
     e = experiment
-    actor, rollout, reference = e.role("actor"), e.role("rollout"), e.role("reference")
+    actor, rollout = e.role("actor"), e.role("rollout")
     a, s, d = e.algorithm, e.schedule, e.data
     megatron = actor.backend == "megatron"
     tree: dict[str, Any] = {}

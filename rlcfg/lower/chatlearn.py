@@ -68,7 +68,7 @@ def group_size(cfg: Any) -> int:
 
 def algorithm(cfg: Any) -> Algorithm:
     """ChatLearn's GRPO as the trainer of `runtime_args.train_backend` computes it (see the module's docstring)."""
-    rt, trainer, policy = cfg.runtime_args, cfg.models.policy_trainer, cfg.models.policy
+    rt, trainer = cfg.runtime_args, cfg.models.policy_trainer
     megatron = isinstance(trainer, MegatronPolicyTrainer)
     # The Megatron trainer back-propagates only `pg_loss` (train_helper.py: require_bp_keys); the FSDP trainer adds
     # the KL and entropy terms when their coefficients are above 0 (policy_trainer.py train_step).

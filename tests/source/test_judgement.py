@@ -162,7 +162,7 @@ def test_the_dialect_is_detected_after_the_defaults_list_is_composed(tmp_path):
 
 
 def test_the_summary_line_names_the_release(toy, capsys):
-    from rlcfg.cli.validate import _text
+    from rlcfg.cli.validating import _text
 
     result = check("launcher: {}\n")
     assert "(Toy 0.3: it has keys only 0.3 reads)" in _text(result, None, False, False)
