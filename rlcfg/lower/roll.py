@@ -37,7 +37,8 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
                       Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
                       SampleWeighting, Schedule)
 from rlcfg.schema.roll_rules import (critic_on, device_ids, effective_sequence_length, gpus_per_worker,
-                                     megatron_sizes, reference_on, rollout_only, strategy_name, strategy_value)
+                                     megatron_sizes, reference_on, rollout_only, schedule_length, strategy_name,
+                                     strategy_value, warmup_steps)
 from rlcfg.source.yaml_loader import UsageError
 
 BACKEND_OF_STRATEGY = {
@@ -132,7 +133,7 @@ def global_train_batch(worker: Any) -> int:
     return args.per_device_train_batch_size * args.gradient_accumulation_steps * data_parallel_size(worker)
 
 
-def _optimizer(cfg: Any, worker: Any, samples_per_step: int, path: str) -> Optimizer:
+def _optimizer(cfg: Any, worker: Any, path: str) -> Optimizer:
     args = worker.training_args
     if args.lr_scheduler_type not in _SCHEDULERS:
         _refuse(f"{path}.training_args.lr_scheduler_type: {args.lr_scheduler_type} has no rlcfg schedule (rlcfg has "
@@ -147,13 +148,8 @@ def _optimizer(cfg: Any, worker: Any, samples_per_step: int, path: str) -> Optim
         # ROLL hands transformers' get_scheduler no scheduler kwargs, and this one needs min_lr or min_lr_rate.
         _refuse(f"{path}.training_args.lr_scheduler_type: cosine_with_min_lr stops ROLL's {backend_of(worker)} "
                 f"strategy at start (transformers needs a min_lr it is not given)")
-    # The schedule's length is the worker's max_steps: set_max_steps (base_config.py) counts the run's backward
-    # batches per rank (ppo_epochs for the actor only), the strategy then divides by the data-parallel size.
-    per_rank_batch = args.per_device_train_batch_size * args.gradient_accumulation_steps
-    epochs = cfg.ppo_epochs if path == "actor_train" else 1
-    length = max(1, cfg.max_steps * samples_per_step * epochs // per_rank_batch) // data_parallel_size(worker)
-    # TrainingArguments.get_warmup_steps: warmup_steps when above 0, else ceil(length × warmup_ratio).
-    warmup = args.warmup_steps if args.warmup_steps > 0 else math.ceil(length * args.warmup_ratio)
+    length = schedule_length(cfg, path, data_parallel_size(worker))
+    warmup = warmup_steps(args, length)
     if name == "constant" and not megatron:
         warmup = 0  # transformers' get_constant_schedule takes no warm-up
     # transformers' polynomial schedule ends at its lr_end default, 1e-7, at its default power 1 (a line).
@@ -196,7 +192,7 @@ def _batching(worker: Any, path: str) -> tuple[dict[str, Any], str | None]:
     return {"sequence_packing": False, "max_tokens_per_micro_batch": None}, None
 
 
-def _trainer(cfg: Any, path: str, samples_per_step: int) -> Role:
+def _trainer(cfg: Any, path: str) -> Role:
     worker = getattr(cfg, path)
     resources = _resources(worker)
     backend = backend_of(worker)
@@ -213,7 +209,7 @@ def _trainer(cfg: Any, path: str, samples_per_step: int) -> Role:
         keys.append(("max_tokens_per_micro_batch", budget_key))
     return Role(name=ROLE_OF_WORKER[path], backend=backend, resources=resources, model=_model(cfg, path),
                 parallelism=_parallelism(worker, resources.gpus), offload=_offload(worker, trains=True),
-                optimizer=_optimizer(cfg, worker, samples_per_step, path),
+                optimizer=_optimizer(cfg, worker, path),
                 micro_batch_size=worker.training_args.per_device_train_batch_size,
                 forward_micro_batch_size=worker.infer_batch_size, gradient_checkpointing=checkpointing,
                 section=path, keys=tuple(keys), **batching)
@@ -555,13 +551,13 @@ def lower(cfg: Any) -> Experiment:
     seq_len = effective_sequence_length(cfg)
     max_new_tokens = (seq_len - cfg.prompt_length) if seq_len and cfg.prompt_length else seq_len or 0
 
-    roles: list[Role] = [_trainer(cfg, "actor_train", samples_per_step), _rollout(cfg)]
+    roles: list[Role] = [_trainer(cfg, "actor_train"), _rollout(cfg)]
     placed = {"actor": device_ids(cfg.actor_train) or (), "rollout": device_ids(cfg.actor_infer) or ()}
     if reference_on(cfg):
         roles.append(_reference(cfg))
         placed["reference"] = device_ids(cfg.reference) or ()
     if critic_on(cfg):
-        roles.append(_trainer(cfg, "critic", samples_per_step))
+        roles.append(_trainer(cfg, "critic"))
         placed["critic"] = device_ids(cfg.critic) or ()
     reward_role, reward_function = _reward(cfg)
     if reward_role is not None:

@@ -8,6 +8,7 @@ the seed's formulas), and a value ROLL would overwrite gives an RLC304 warning o
 
 from __future__ import annotations
 
+import math
 from difflib import get_close_matches
 from functools import lru_cache
 from typing import Any, Iterator
@@ -86,6 +87,22 @@ def megatron_sizes(worker: Any) -> tuple[int, int, int]:
     return (int(strategy_value(worker, "tensor_model_parallel_size", 1)),
             int(strategy_value(worker, "pipeline_model_parallel_size", 1)),
             int(strategy_value(worker, "context_parallel_size", 1)))
+
+
+def schedule_length(cfg: Any, path: str, data_parallel: int) -> int:
+    """The length ROLL gives a training worker's LR schedule (its max_steps): set_max_steps (base_config.py) counts
+    the run's backward batches per rank (ppo_epochs for the actor only), the strategy then divides by the
+    data-parallel size."""
+    args = getattr(cfg, path).training_args
+    per_rank_batch = args.per_device_train_batch_size * args.gradient_accumulation_steps
+    samples_per_step = cfg.rollout_batch_size * cfg.num_return_sequences_in_group
+    epochs = cfg.ppo_epochs if path == "actor_train" else 1
+    return max(1, cfg.max_steps * samples_per_step * epochs // per_rank_batch) // data_parallel
+
+
+def warmup_steps(args: Any, length: int) -> int:
+    """TrainingArguments.get_warmup_steps: warmup_steps when above 0, else ceil(length × warmup_ratio)."""
+    return args.warmup_steps if args.warmup_steps > 0 else math.ceil(length * args.warmup_ratio)
 
 
 def reference_on(cfg: Any) -> bool:
@@ -680,6 +697,42 @@ def megatron_rollout_batch(cfg: Any, ctx: RuleContext):
                         hint=f"use a multiple of {dp}, e.g. {-(-cfg.rollout_batch_size // dp) * dp}",
                         related=["actor_train.device_mapping"],
                         constraint=Constraint.divides([(None, dp)], [("rollout_batch_size", cfg.rollout_batch_size)]))
+
+
+@RULES.rule("roll/megatron-warmup-within-decay", "RLC305",
+            "A Megatron training worker's LR warm-up ends before its schedule does: ROLL hands Megatron's scheduler "
+            "the worker's max_steps as the decay length, and Megatron asserts warm-up < decay when the worker starts.",
+            keys=["*.training_args.warmup_steps", "*.training_args.warmup_ratio", "max_steps"])
+def megatron_warmup_within_decay(cfg: Any, ctx: RuleContext):
+    if is_agentic(cfg) or cfg.max_steps <= 0:
+        return  # agentic step counts are the env managers'; max_steps <= 0 has its own error
+    for path in ("actor_train", "critic"):
+        worker = getattr(cfg, path)
+        if (path == "critic" and not critic_on(cfg)) or strategy_name(worker) != "megatron_train":
+            continue
+        ids = device_ids(worker)
+        tp, pp, cp = megatron_sizes(worker)
+        if not ids or len(ids) % (tp * pp * cp):
+            continue  # reported by the parallel-size rules
+        args = worker.training_args
+        if args.per_device_train_batch_size * args.gradient_accumulation_steps <= 0:
+            continue
+        length = schedule_length(cfg, path, len(ids) // (tp * pp * cp))
+        warmup = warmup_steps(args, length)
+        if 0 < length and warmup < length:
+            continue
+        key = "warmup_steps" if args.warmup_steps > 0 else "warmup_ratio"
+        written = args.warmup_steps if args.warmup_steps > 0 else args.warmup_ratio
+        yield ctx.error("RLC305", f"{path}.training_args.{key}",
+                        f"`{path}`'s LR schedule is {length} optimizer steps long (max_steps {cfg.max_steps} × "
+                        f"{cfg.rollout_batch_size * cfg.num_return_sequences_in_group} samples per step"
+                        + (f" × ppo_epochs {cfg.ppo_epochs}" if path == "actor_train" and cfg.ppo_epochs != 1 else "")
+                        + f" / global train batch), and a warm-up of {warmup} steps ({key} {written}) does not end "
+                        "before it; ROLL accepts this at load, but Megatron's LR scheduler asserts warm-up < decay "
+                        "when the worker starts",
+                        hint=(f"use a warm-up below {length} steps" if length > 0 else
+                              "raise max_steps: the schedule needs at least one step"),
+                        related=["max_steps"])
 
 
 @RULES.rule("roll/dynamic-batching", "RLC302",

@@ -301,6 +301,12 @@ RULE_CASES = [
     ("roll/global-train-batch", FSDP2, ["actor_train.training_args.gradient_accumulation_steps=24"],
      "RLC300", "error", "actor_train.training_args.gradient_accumulation_steps"),
     ("roll/megatron-rollout-batch", MEGATRON, ["rollout_batch_size=66"], "RLC300", "error", "rollout_batch_size"),
+    # 500 steps × 512 samples / (2 × 64 per rank) / 4 data-parallel ranks = 500 schedule steps.
+    ("roll/megatron-warmup-within-decay", MEGATRON, ["actor_train.training_args.warmup_steps=500"],
+     "RLC305", "error", "actor_train.training_args.warmup_steps"),
+    ("roll/megatron-warmup-within-decay", MEGATRON,
+     ["actor_train.training_args.warmup_steps=0", "actor_train.training_args.warmup_ratio=1.0"],
+     "RLC305", "error", "actor_train.training_args.warmup_ratio"),
     ("roll/dynamic-batching", MEGATRON, ["actor_train.use_dynamic_batching_in_train=true"],
      "RLC302", "error", "actor_train.max_tokens_per_microbatch_in_train"),
     ("roll/lengths", MEGATRON, ["response_length=null"], "RLC203", "error", "response_length"),
