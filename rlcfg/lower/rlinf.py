@@ -214,10 +214,10 @@ def _optimizer(optim: Any, sched: Any, megatron: bool = True) -> Optimizer:
     _runs_only(style, tuple(SCHEDULES), "actor.lr_sched.lr_decay_style", "constant, linear and cosine schedules")
     scheduler = SCHEDULES[style]
     weight_decay = optim.weight_decay
-    end_wd = sched.end_weight_decay
-    if megatron and style != "constant" and end_wd is not None:
+    start_wd, end_wd = sched.start_weight_decay, sched.end_weight_decay
+    if megatron and style != "constant" and start_wd is not None and end_wd is not None:
         # Megatron's scheduler then sets the weight decay each step; with the (only run) constant increment style
-        # it is end_weight_decay (Megatron asserts start == end).
+        # it is end_weight_decay, equal to start_weight_decay (Megatron asserts it; rule rlinf/weight-decay-schedule).
         weight_decay = end_wd
     if not megatron:
         # RLinf's FSDP actor reads no actor.lr_sched: its schedule comes from actor.optim.lr_scheduler (constant by

@@ -815,7 +815,8 @@ def checkpoint_source(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
 
 @rules.rule("rlinf/weight-decay-schedule", "RLC302",
             "A constant LR schedule takes its weight decay from `optim.weight_decay` (start/end unset); every other "
-            "decay style needs `lr_sched.start_weight_decay` and `end_weight_decay`.",
+            "decay style needs `lr_sched.start_weight_decay` and `end_weight_decay`, equal under the constant "
+            "`weight_decay_incr_style` (Megatron asserts it when it first sets the weight decay).",
             keys=["actor.lr_sched.lr_decay_style", "actor.lr_sched.start_weight_decay",
                   "actor.lr_sched.end_weight_decay"])
 def weight_decay_schedule(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
@@ -837,6 +838,14 @@ def weight_decay_schedule(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Findin
                                  f"`actor.lr_sched.{key}`",
                                  f"add `{key}: {cfg.actor.optim.weight_decay}` under `actor.lr_sched`",
                                  related=["actor.lr_sched.lr_decay_style"])
+        start, end = sched.start_weight_decay, sched.end_weight_decay
+        if sched.weight_decay_incr_style == "constant" and start is not None and end is not None and start != end:
+            yield ctx.error("RLC305", "actor.lr_sched.end_weight_decay",
+                            f"`actor.lr_sched.start_weight_decay` ({start}) and `end_weight_decay` ({end}) differ, "
+                            "but `weight_decay_incr_style` is constant; RLinf accepts this at load, and Megatron's "
+                            "scheduler asserts they are equal at the first training step",
+                            f"set both to the same value, e.g. {end}",
+                            related=["actor.lr_sched.start_weight_decay", "actor.lr_sched.weight_decay_incr_style"])
 
 
 @rules.rule("rlinf/lr-bounds", "RLC305",

@@ -315,6 +315,8 @@ CASES = {
         ({"actor.lr_sched.lr_decay_style": "cosine", "runner.task_type": "math"}, (),
          ("RLC302", "actor.lr_sched.end_weight_decay", "warning")),
         ({"actor.lr_sched.start_weight_decay": 0.1}, (), ("RLC301", "actor.lr_sched.start_weight_decay", "error")),
+        ({"actor.lr_sched.lr_decay_style": "cosine", "actor.lr_sched.start_weight_decay": 0.0,
+          "actor.lr_sched.end_weight_decay": 0.1}, (), ("RLC305", "actor.lr_sched.end_weight_decay", "error")),
     ],
     "rlinf/lr-bounds": [
         ({"actor.lr_sched.min_lr": 1.0e-5}, (), ("RLC305", "actor.lr_sched.min_lr", "error")),
