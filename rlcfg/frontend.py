@@ -144,6 +144,9 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     diagnostics.extend(d for d in checked.diagnostics
                        if not (d.code == "RLC203" and split_dotted(d.path) in resolution.unresolved))
     if result.pipeline is not None:
+        host = HostFacts(env=env, path_exists=lambda p: os.path.exists(os.path.join(base_dir, p)))
+        diagnostics.extend(run_rules(spec, None, merged, strict, host, checked.error_paths | resolution.unresolved,
+                                     any(d.severity is Severity.ERROR for d in diagnostics), result.release))
         diagnostics.append(diagnostic(
             "RLC116", "", f"this config is for the {pipeline_name(result.pipeline)}, which rlcfg does not model: it "
             "checked the YAML, the interpolations and the keys it knows, not the pipeline's own keys and rules",

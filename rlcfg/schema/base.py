@@ -339,21 +339,25 @@ class Rule:
     summary: str
     keys: tuple[str, ...]
     check: Callable[[Any, "RuleContext"], Iterable[Finding]]
+    # A rule of the composed document itself (a plain dict), not of the typed config: it runs for every pipeline,
+    # the ones rlcfg does not model included, because the framework checks those keys whatever the pipeline.
+    on_document: bool = False
 
 
 class RuleSet:
     def __init__(self) -> None:
         self.rules: list[Rule] = []
 
-    def rule(self, id: str, code: str, summary: str, keys: Iterable[str] = ()) -> Callable:
-        """Register a rule. `summary` is one sentence for the reference docs; `keys` are the dotted keys it reads."""
+    def rule(self, id: str, code: str, summary: str, keys: Iterable[str] = (), on_document: bool = False) -> Callable:
+        """Register a rule. `summary` is one sentence for the reference docs; `keys` are the dotted keys it reads;
+        `on_document`: the check reads the composed document (a dict) and runs for every pipeline (Rule)."""
         if code not in CODES:
             raise KeyError(f"rule {id}: code {code} is not registered in rlcfg.diagnostics.CODES")
         if any(r.id == id for r in self.rules):
             raise ValueError(f"rule id {id} is registered twice")
 
         def register(function: Callable) -> Callable:
-            self.rules.append(Rule(id, code, summary, tuple(keys), function))
+            self.rules.append(Rule(id, code, summary, tuple(keys), function, on_document))
             return function
 
         return register

@@ -1076,3 +1076,39 @@ def describe(cfg: RLinfConfig) -> str:
         where = f"{nodes} node{'s' if nodes != 1 else ''}"
     mode = placement_mode(cfg) if cfg.runner.task_type in REASONING else None
     return f"{training}, {rollout}, {where}" + (f" {mode}" if mode else "")
+
+
+# The robot hardware whose config RLinf checks at load (rlinf/scheduler/hardware/robots): the keys that must hold an
+# IP address when set (RLinf may fill an unset one from the environment later).
+_ROBOT_IP_KEYS = {"Franka": ("robot_ip",), "DualFranka": ("left_robot_ip", "right_robot_ip")}
+
+
+@rules.rule("rlinf/robot-ip", "RLC201",
+            "A Franka or DualFranka robot under `cluster.node_groups[*].hardware` names its robot by IP address: "
+            "RLinf refuses anything else when it builds the cluster, whatever the pipeline (data collection too).",
+            keys=["cluster.node_groups"], on_document=True)
+def robot_ip(document: dict, ctx: RuleContext) -> Iterator[Finding]:
+    import ipaddress
+
+    cluster = document.get("cluster")
+    groups = cluster.get("node_groups") if isinstance(cluster, dict) else None
+    if ctx.release in ("2025-08", "2025-10") or not isinstance(groups, list):
+        return  # real-robot hardware arrived after these releases
+    for g, group in enumerate(groups):
+        hardware = group.get("hardware") if isinstance(group, dict) else None
+        if not isinstance(hardware, dict) or hardware.get("type") not in _ROBOT_IP_KEYS:
+            continue
+        configs = hardware.get("configs")
+        for c, config in enumerate(configs if isinstance(configs, list) else []):
+            for key in _ROBOT_IP_KEYS[hardware["type"]]:
+                value = config.get(key) if isinstance(config, dict) else None
+                if value is None:
+                    continue
+                try:
+                    ipaddress.ip_address(str(value))
+                except ValueError:
+                    yield ctx.error("RLC201", f"cluster.node_groups.{g}.hardware.configs.{c}.{key}",
+                                    f"`{key}` of the {hardware['type']} robot is {value!r}, not an IP address; "
+                                    "RLinf's loader refuses it",
+                                    "write the robot's address, such as 192.168.1.10, or leave the key out to have "
+                                    "RLinf read it from the environment")

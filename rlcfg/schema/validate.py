@@ -371,13 +371,17 @@ def check_renames(root: type[Section], tree: SourceTree, context: RuleContext) -
 # ---- rules --------------------------------------------------------------------------------------------------
 
 
-def run_rules(dialect: Dialect, config: Section, tree: SourceTree, strict: bool, host: HostFacts,
+def run_rules(dialect: Dialect, config: Section | None, tree: SourceTree, strict: bool, host: HostFacts,
               muted: set, config_has_errors: bool, release: str | None = None) -> list[Diagnostic]:
+    """The dialect's rules over `config`; without one (a pipeline rlcfg does not model), only the rules of the
+    composed document."""
     context = RuleContext(tree, strict, host, release)
     out: list[Diagnostic] = []
     for rule in dialect.rules:
+        if config is None and not rule.on_document:
+            continue
         try:
-            findings: Iterable[Finding] = list(rule.check(config, context) or ())
+            findings: Iterable[Finding] = list(rule.check(tree.data if rule.on_document else config, context) or ())
         except Exception:
             if config_has_errors:
                 continue  # the rule tripped over a value that already has an error
@@ -391,7 +395,8 @@ def run_rules(dialect: Dialect, config: Section, tree: SourceTree, strict: bool,
             related = [(p, tree.origin(split_dotted(p))) for p in f.related]
             out.append(diagnostic(f.code, f.path, f.message, hint=f.hint, origin=origin, severity=f.severity,
                                   related=related, rule=rule.id, constraint=f.constraint))
-    out.extend(check_renames(type(config), tree, context))
+    if config is not None:
+        out.extend(check_renames(type(config), tree, context))
     return out
 
 

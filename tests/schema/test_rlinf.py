@@ -357,6 +357,14 @@ CASES = {
     "rlinf/critic-backend": [
         ({"critic.use_critic_model": True}, (), ("RLC302", "critic.training_backend", "error")),
     ],
+    "rlinf/robot-ip": [
+        ({"cluster.node_groups": [{"label": "franka", "node_ranks": 0, "hardware": {
+            "type": "Franka", "configs": [{"robot_ip": "ROBOT_IP", "node_rank": 0}]}}]}, (),
+         ("RLC201", "cluster.node_groups.0.hardware.configs.0.robot_ip", "error")),
+        ({"cluster.node_groups": [{"label": "arms", "node_ranks": 0, "hardware": {
+            "type": "DualFranka", "configs": [{"left_robot_ip": "10.0.0.2", "right_robot_ip": "10.0.0.300"}]}}]}, (),
+         ("RLC201", "cluster.node_groups.0.hardware.configs.0.right_robot_ip", "error")),
+    ],
 }
 
 

@@ -48,6 +48,41 @@ def sampling_kwargs(sampling: Mapping[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+def plain_sampling(kwargs: Mapping[str, Any]) -> bool:
+    """Whether HFRolloutEngine's own decoding loop produces what transformers' generate would for these generate
+    arguments: greedy, or sampling with temperature, top-k and top-p (min_p and min_new_tokens go to generate)."""
+    return set(kwargs) <= {"max_new_tokens", "do_sample", "temperature", "top_p", "top_k"}
+
+
+def warp(logits: Any, kwargs: Mapping[str, Any]) -> Any:
+    """The scores transformers' generate samples from: the logits divided by the temperature, cut to the top k,
+    then to the smallest set whose probability exceeds top_p (the most likely token always kept); cut tokens
+    are -inf."""
+    import torch
+
+    scores = logits / float(kwargs.get("temperature", 1.0))
+    top_k = kwargs.get("top_k")
+    if top_k:
+        kth = torch.topk(scores, min(int(top_k), scores.shape[-1]), dim=-1).values[..., -1:]
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    top_p = float(kwargs.get("top_p", 1.0))
+    if top_p < 1.0:
+        ascending, order = torch.sort(scores, descending=False, dim=-1)
+        drop = ascending.softmax(dim=-1).cumsum(dim=-1) <= (1 - top_p)
+        drop[..., -1:] = False
+        scores = scores.masked_fill(drop.scatter(-1, order, drop), float("-inf"))
+    return scores
+
+
+def _sample(logits: Any, kwargs: Mapping[str, Any]) -> Any:
+    """One token per row: argmax when not sampling, else a draw from the softmax of the warped scores."""
+    import torch
+
+    if not kwargs.get("do_sample", True):
+        return logits.argmax(dim=-1)
+    return torch.multinomial(warp(logits, kwargs).softmax(dim=-1), num_samples=1).squeeze(1)
+
+
 class PenaltyProcessor:
     """The repetition, presence and frequency penalties with vLLM's definition (vllm/model_executor/layers/utils.py
     apply_penalties; presence and frequency as in OpenAI's API reference):
@@ -155,18 +190,21 @@ class HFRolloutEngine:
         # stop_token_ids end a response as EOS does (and min_new_tokens holds them back as it holds EOS).
         ends = [t for t in ([self.eos_id] if self.eos_id is not None else []) + list(stop_ids)]
         ends = list(dict.fromkeys(ends))
-        eos_arg = ends if len(ends) > 1 else (ends[0] if ends else None)
-        with torch.inference_mode():
-            result = self.model.generate(
-                input_ids=ids.to(self.device), attention_mask=mask.to(self.device), pad_token_id=self.pad_id,
-                eos_token_id=eos_arg, output_logits=True, return_dict_in_generate=True, **kwargs, **extra)
-        new = result.sequences[:, width:]
-        # Raw logits / temperature: the distribution the trainer's log-probs are computed under.
-        logits = torch.stack(result.logits, dim=1).float()
-        if temperature and temperature > 0:
-            logits = logits / temperature
-        logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
-        all_tokens, all_logprobs = new.cpu().tolist(), logprobs.cpu().tolist()
+        if not extra and plain_sampling(kwargs):
+            all_tokens, all_logprobs = self._decode(ids, mask, kwargs, temperature, ends, budgets)
+        else:
+            eos_arg = ends if len(ends) > 1 else (ends[0] if ends else None)
+            with torch.inference_mode():
+                result = self.model.generate(
+                    input_ids=ids.to(self.device), attention_mask=mask.to(self.device), pad_token_id=self.pad_id,
+                    eos_token_id=eos_arg, output_logits=True, return_dict_in_generate=True, **kwargs, **extra)
+            new = result.sequences[:, width:]
+            # Raw logits / temperature: the distribution the trainer's log-probs are computed under.
+            logits = torch.stack(result.logits, dim=1).float()
+            if temperature and temperature > 0:
+                logits = logits / temperature
+            logprobs = torch.log_softmax(logits, dim=-1).gather(-1, new.unsqueeze(-1)).squeeze(-1)
+            all_tokens, all_logprobs = new.cpu().tolist(), logprobs.cpu().tolist()
         gens: list[Generation] = []
         for row, (tokens, row_logprobs) in enumerate(zip(all_tokens, all_logprobs)):
             if budgets is not None:
@@ -184,6 +222,52 @@ class HFRolloutEngine:
                         tokens.pop()
             gens.append(Generation(tokens, row_logprobs[:len(tokens)], finished))
         return gens
+
+    def _decode(self, ids: Any, mask: Any, kwargs: Mapping[str, Any], temperature: float, ends: list[int],
+                budgets: list[int] | None) -> tuple[list[list[int]], list[list[float]]]:
+        """transformers' sampling (temperature, then top-k, then top-p, as its warpers apply them; or greedy) with
+        a KV cache that drops each row once it has ended or used its budget: after the first tokens most rows of a
+        batch have stopped, and the later steps run only the rest. Returns each row's tokens (through its end
+        token) and their log-probs under logits / temperature; a row's tokens after that are not produced."""
+        import torch
+        from transformers import DynamicCache
+
+        rows, max_new = ids.shape[0], int(kwargs["max_new_tokens"])
+        limits = torch.tensor(budgets if budgets is not None else [max_new] * rows, dtype=torch.long)
+        tokens: list[list[int]] = [[] for _ in range(rows)]
+        logprobs: list[list[float]] = [[] for _ in range(rows)]
+        if max_new <= 0:
+            return tokens, logprobs
+        ends_t = torch.tensor(ends or [-1], dtype=torch.long, device=self.device)
+        active = torch.arange(rows)
+        attention = mask.to(self.device)
+        positions = (attention.cumsum(dim=1) - 1).clamp(min=0)
+        cache = DynamicCache()
+        with torch.inference_mode():
+            out = self.model(input_ids=ids.to(self.device), attention_mask=attention, position_ids=positions,
+                             past_key_values=cache, use_cache=True)
+            last = positions[:, -1:]
+            for step in range(max_new):
+                logits = out.logits[:, -1, :].float()
+                chosen = _sample(logits, kwargs)
+                scaled = logits / temperature if temperature and temperature > 0 else logits
+                chosen_logprobs = torch.log_softmax(scaled, dim=-1).gather(-1, chosen[:, None]).squeeze(-1)
+                for row, token, logprob in zip(active.tolist(), chosen.cpu().tolist(), chosen_logprobs.cpu().tolist()):
+                    tokens[row].append(token)
+                    logprobs[row].append(logprob)
+                stopped = torch.isin(chosen, ends_t).cpu() | (step + 1 >= limits[active])
+                if bool(stopped.all()) or step + 1 == max_new:
+                    break
+                if bool(stopped.any()):
+                    keep = (~stopped).nonzero().squeeze(1)
+                    cache.batch_select_indices(keep.to(self.device))
+                    active, chosen = active[keep], chosen[keep.to(self.device)]
+                    attention, last = attention[keep.to(self.device)], last[keep.to(self.device)]
+                attention = torch.cat([attention, attention.new_ones((attention.shape[0], 1))], dim=1)
+                last = last + 1
+                out = self.model(input_ids=chosen[:, None], attention_mask=attention, position_ids=last,
+                                 past_key_values=cache, use_cache=True)
+        return tokens, logprobs
 
     def update_weights(self, named_tensors: Mapping[str, Any]) -> int:
         """Copy the trainer's weights in, by parameter name. Returns how many tensors were loaded."""
