@@ -233,11 +233,12 @@ class HFRolloutEngine:
         from transformers import DynamicCache
 
         rows, max_new = ids.shape[0], int(kwargs["max_new_tokens"])
-        limits = torch.tensor(budgets if budgets is not None else [max_new] * rows, dtype=torch.long)
-        tokens: list[list[int]] = [[] for _ in range(rows)]
-        logprobs: list[list[float]] = [[] for _ in range(rows)]
         if max_new <= 0:
-            return tokens, logprobs
+            return [[] for _ in range(rows)], [[] for _ in range(rows)]
+        limits = torch.tensor(budgets if budgets is not None else [max_new] * rows, dtype=torch.long)
+        tokens = torch.zeros((rows, max_new), dtype=torch.long)
+        logprobs = torch.zeros((rows, max_new), dtype=torch.float32)
+        lengths = torch.zeros(rows, dtype=torch.long)
         ends_t = torch.tensor(ends or [-1], dtype=torch.long, device=self.device)
         active = torch.arange(rows)
         attention = mask.to(self.device)
@@ -252,9 +253,9 @@ class HFRolloutEngine:
                 chosen = _sample(logits, kwargs)
                 scaled = logits / temperature if temperature and temperature > 0 else logits
                 chosen_logprobs = torch.log_softmax(scaled, dim=-1).gather(-1, chosen[:, None]).squeeze(-1)
-                for row, token, logprob in zip(active.tolist(), chosen.cpu().tolist(), chosen_logprobs.cpu().tolist()):
-                    tokens[row].append(token)
-                    logprobs[row].append(logprob)
+                tokens[active, step] = chosen.cpu()
+                logprobs[active, step] = chosen_logprobs.cpu()
+                lengths[active] = step + 1
                 stopped = torch.isin(chosen, ends_t).cpu() | (step + 1 >= limits[active])
                 if bool(stopped.all()) or step + 1 == max_new:
                     break
@@ -267,7 +268,9 @@ class HFRolloutEngine:
                 last = last + 1
                 out = self.model(input_ids=chosen[:, None], attention_mask=attention, position_ids=last,
                                  past_key_values=cache, use_cache=True)
-        return tokens, logprobs
+        counts = lengths.tolist()
+        return ([row[:n] for row, n in zip(tokens.tolist(), counts)],
+                [row[:n] for row, n in zip(logprobs.tolist(), counts)])
 
     def update_weights(self, named_tensors: Mapping[str, Any]) -> int:
         """Copy the trainer's weights in, by parameter name. Returns how many tensors were loaded."""
