@@ -290,7 +290,8 @@ def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]],
     tree = result.tree
     keys: list[str] = []
     suggested: dict[str, set[int]] = {}
-    solved: dict[str, set[int]] = {}  # values that satisfy some error's stated constraint
+    # For each key, one set per error whose stated constraint involves it: the key's values that satisfy it.
+    satisfying: dict[str, list[set[int]]] = {}
     for d in _solvable(result):
         named = [d.path, *(p for p, _ in d.related), *_expand(rule_keys.get(d.rule or "", ()), tree)]
         for key in named:
@@ -306,7 +307,7 @@ def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]],
                 if target is not None:
                     if target not in keys:
                         keys.append(target)
-                    solved.setdefault(target, set()).update(found)
+                    satisfying.setdefault(target, []).append(found)
     values = {k: _int_at(tree, split_dotted(k)) for k in keys}
     numbers = sorted({v for v in values.values() if v and v > 0})
     numbers = [n for n in numbers if n <= MAX_VALUE]
@@ -324,25 +325,14 @@ def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]],
         if not current or current < 1 or current > MAX_VALUE:
             continue
         weight = _weight(key)
-        exact = solved.get(key, set())
+        sets = satisfying.get(key, [])
+        exact = set().union(*sets)
         for value in _near(current, steps - {current}, suggested.get(key, set()) | exact, set(numbers)):
-            # A value that satisfies every stated constraint on its key is tried before any mere neighbour.
-            satisfied = sum(value in found for found in _per_error(result, key, tree, problem))
+            # The more stated constraints a value satisfies, the earlier it is tried.
+            satisfied = sum(value in found for found in sets)
             out.append((-satisfied, weight * abs(math.log(value / current)), key, value))
     out.sort()
     return [(key, value, -satisfied) for satisfied, _distance, key, value in out]
-
-
-def _per_error(result: Any, key: str, tree: Any, problem: Problem) -> list[set[int]]:
-    """For each solvable error whose constraint involves `key`, the values of `key` that satisfy it."""
-    out = []
-    for d in _solvable(result):
-        if d.constraint is None:
-            continue
-        for named, found in solve_constraint(d.constraint).items():
-            if _edit_target(tree, named, result, problem) == key:
-                out.append(found)
-    return out
 
 
 def solve_constraint(constraint: Any, spread: int = 2) -> dict[str, set[int]]:
