@@ -98,7 +98,10 @@ def run_trl(workdir: str, model_dir: str, train_file: str, steps: int, warmup: i
         max_completion_length=max_new_tokens, temperature=1.0, top_p=1.0, top_k=0, learning_rate=lr, beta=0.0,
         loss_type="dapo", scale_rewards="group", num_iterations=1, max_steps=steps, lr_scheduler_type="constant",
         warmup_steps=0, weight_decay=0.0, max_grad_norm=1.0, logging_steps=1, report_to="none",
-        save_strategy="no", seed=0, dataloader_num_workers=0, disable_tqdm=True)
+        save_strategy="no", seed=0, dataloader_num_workers=0, disable_tqdm=True,
+        # The quickstart trains without activation checkpointing (disable_gradient_checkpointing: true); TRL's
+        # GRPOConfig turns it on unless told otherwise, which would make TRL recompute every forward.
+        gradient_checkpointing=False)
 
     stamps: list[float] = []
     rewards: list[float] = []

@@ -65,6 +65,45 @@ def _trim(batch: Mapping[str, Any], prompt_width: int) -> tuple[int, int]:
     return lo, hi
 
 
+SPLIT_SAVING = 0.25  # a micro-batch is run as two forward passes when that computes this share fewer columns
+SPLIT_MIN_ROWS = 4  # rows a forward pass of a split micro-batch holds at least
+
+
+def length_groups(attention: Any, response_mask: Any, prompt_width: int) -> list[Any] | None:
+    """The rows of a padded micro-batch in two groups, shorter and longer responses, when computing each group
+    at its own width costs SPLIT_SAVING less than the whole at the longest row's; None otherwise. The cost of a
+    group is its rows × (its longest prompt + its longest response − 1) columns."""
+    import torch
+
+    n = attention.shape[0]
+    if n < 2 * SPLIT_MIN_ROWS:
+        return None
+    prompts = attention[:, :prompt_width].sum(dim=1)
+    used = response_mask > 0
+    columns = torch.arange(used.shape[1], device=used.device)[None, :]
+    responses = torch.where(used, columns + 1, torch.zeros_like(columns)).amax(dim=1)  # last column used
+    order = torch.argsort(responses * (prompt_width + 1) + prompts, stable=True)
+    p, r = prompts[order].tolist(), responses[order].tolist()
+    whole = n * (max(p) + max(r) - 1)
+    prefix = [0] * n
+    running = 0
+    for i, width in enumerate(p):
+        running = max(running, width)
+        prefix[i] = running
+    best, split = whole, None
+    suffix = 0
+    for k in range(n - 1, SPLIT_MIN_ROWS - 1, -1):  # the long group is rows k.. of the sorted order
+        suffix = max(suffix, p[k])
+        if n - k < SPLIT_MIN_ROWS:
+            continue
+        cost = k * (prefix[k - 1] + r[k - 1] - 1) + (n - k) * (suffix + r[-1] - 1)
+        if cost < best:
+            best, split = cost, k
+    if split is None or best > (1 - SPLIT_SAVING) * whole:
+        return None
+    return [order[:split], order[split:]]
+
+
 def without_dropout(model: Any) -> None:
     """Every dropout probability of `model` at 0 (AReaL `disable_dropout`). Dropout layers are set to p=0;
     transformers' attention modules keep theirs as a float they pass to the attention kernel in train mode
@@ -169,10 +208,33 @@ class FSDPEngine:
     def _forward(self, mb: Mapping[str, Any], prompt_width: int, want_entropy: bool = False):
         """Per-response-token log-probs (or values for the critic) of one micro-batch, trimmed to the columns
         it uses; returns (out, entropy or None, response columns)."""
-        import torch
-
         if self.packing:
             return self._forward_packed(mb, prompt_width, want_entropy)
+        groups = length_groups(mb["attention_mask"], mb["response_mask"], prompt_width)
+        if groups is None:
+            return self._forward_padded(mb, prompt_width, want_entropy)
+        # Most of a micro-batch is padding when a few responses run long: its short and its long rows are run as
+        # two forward passes, each trimmed to its own width, and their outputs put back in the micro-batch's row
+        # order, so the loss and its one backward are those of the micro-batch computed at once.
+        hi = _trim(mb, prompt_width)[1]
+        parts = [(rows, *self._forward_padded({k: mb[k][rows] for k in ("input_ids", "attention_mask",
+                                                                          "response_mask")}, prompt_width,
+                                              want_entropy)) for rows in groups]
+
+        def assembled(which: int) -> Any:
+            if parts[0][which] is None:
+                return None
+            out = parts[0][which].new_zeros((mb["input_ids"].shape[0], hi))
+            for rows, *outputs, width in parts:
+                out[rows.to(out.device), :width] = outputs[which - 1]
+            return out
+
+        return assembled(1), assembled(2), hi
+
+    def _forward_padded(self, mb: Mapping[str, Any], prompt_width: int, want_entropy: bool = False):
+        """_forward of rows padded to a common width (left-padded prompts, right-padded responses)."""
+        import torch
+
         lo, hi = _trim(mb, prompt_width)
         # The last response token predicts nothing we score, so the input stops one short of it.
         end = prompt_width + hi - 1
