@@ -82,3 +82,19 @@ def test_split_training_takes_the_whole_micro_batchs_step(model_path, monkeypatc
         assert split_metrics[key] == pytest.approx(metrics[key], rel=1e-5, abs=1e-6), key
     for key, value in weights.items():
         torch.testing.assert_close(split_weights[key], value, rtol=1e-5, atol=1e-6)
+
+
+def test_ranks_of_a_sharded_model_never_split(model_path, monkeypatch):
+    """Each forward pass of a sharded model gathers its weights from every rank, so all ranks must run as many;
+    their rows would not split alike."""
+    batch, _, _ = S.make_batch(skewed_groups(), pad=0)
+    trainer = engine(model_path)
+    passes = []
+    padded = trainer._forward_padded
+    monkeypatch.setattr(trainer, "_forward_padded", lambda mb, *a, **k: passes.append(1) or padded(mb, *a, **k))
+    trainer.compute(batch, micro_batch=32)
+    assert len(passes) == 2  # one rank: split
+    passes.clear()
+    monkeypatch.setattr(trainer, "world", 2)
+    trainer.compute(batch, micro_batch=32)
+    assert len(passes) == 1

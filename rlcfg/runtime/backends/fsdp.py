@@ -210,7 +210,9 @@ class FSDPEngine:
         it uses; returns (out, entropy or None, response columns)."""
         if self.packing:
             return self._forward_packed(mb, prompt_width, want_entropy)
-        groups = length_groups(mb["attention_mask"], mb["response_mask"], prompt_width)
+        # Sharded ranks must run the same number of forward passes (each one gathers the weights from all), and
+        # each rank's rows would split differently: only a lone rank splits.
+        groups = length_groups(mb["attention_mask"], mb["response_mask"], prompt_width) if self.world == 1 else None
         if groups is None:
             return self._forward_padded(mb, prompt_width, want_entropy)
         # Most of a micro-batch is padding when a few responses run long: its short and its long rows are run as
