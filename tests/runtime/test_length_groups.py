@@ -12,7 +12,8 @@ pytest.importorskip("transformers")
 from rlcfg.runtime import step as S  # noqa: E402
 from rlcfg.runtime.algorithms import ActorLossSpec, PolicyLossSpec  # noqa: E402
 from rlcfg.runtime.backends import fsdp as F  # noqa: E402
-from tests.runtime.test_packing import VOCAB, engine, model_path, process_group  # noqa: E402,F401
+from tests.runtime.test_packing import (VOCAB, engine, model_path, process_group,  # noqa: E402,F401
+                                        training_batch)
 
 
 def skewed_groups(seed=2, prompts=8, per_prompt=4):
@@ -59,12 +60,8 @@ def test_split_outputs_equal_the_whole_micro_batch(model_path, monkeypatch, kind
 
 
 def test_split_training_takes_the_whole_micro_batchs_step(model_path, monkeypatch):
-    batch, _, _ = S.make_batch(skewed_groups(seed=4), pad=0)
-    g = torch.Generator().manual_seed(5)
+    batch = training_batch(model_path, skewed_groups(seed=4))
     mask = batch["response_mask"]
-    current = engine(model_path).compute(batch, 32)["values"]
-    batch["advantages"] = torch.randn(mask.shape, generator=g) * mask
-    batch["old_logprobs"] = (current + 0.1 * torch.randn(mask.shape, generator=g)) * mask
     cfg = {"ppo_epochs": 1, "mini_batch": 32, "micro_batch": 32, "denominators": S.denominators(mask, 1, 32),
            "aggregation": "token-mean",
            "loss": ActorLossSpec(PolicyLossSpec(clip_low=0.05, clip_high=0.05), "token-mean", entropy_coef=0.01)}

@@ -191,17 +191,24 @@ def test_ranks_agree_on_the_number_of_packed_micro_batches(model_path, monkeypat
 # ---------------------------------------------------------------------------------------------- training
 
 
+def training_batch(path, rollout):
+    """A batch of `rollout` with seeded advantages, and old and reference log-probs near the model's own."""
+    batch, _, _ = S.make_batch(rollout, pad=0)
+    g = torch.Generator().manual_seed(5)
+    mask = batch["response_mask"]
+    current = engine(path).compute(batch, 4)["values"]
+    batch["advantages"] = torch.randn(mask.shape, generator=g) * mask
+    batch["old_logprobs"] = (current + 0.1 * torch.randn(mask.shape, generator=g)) * mask
+    batch["ref_logprobs"] = (current + 0.1 * torch.randn(mask.shape, generator=g)) * mask
+    return batch
+
+
 @pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-sum", "seq-mean-token-mean"])
 def test_packed_training_takes_the_padded_step(model_path, aggregation):
     """Same losses, gradient norm and updated weights, whichever way the micro-batches are formed: the loss
     of each micro-batch is its share of its mini-batch's (step.denominators)."""
-    batch, _, _ = S.make_batch(groups(seed=3), pad=0)
-    g = torch.Generator().manual_seed(5)
+    batch = training_batch(model_path, groups(seed=3))
     mask = batch["response_mask"]
-    current = engine(model_path).compute(batch, 4)["values"]
-    batch["advantages"] = torch.randn(mask.shape, generator=g) * mask
-    batch["old_logprobs"] = (current + 0.1 * torch.randn(mask.shape, generator=g)) * mask
-    batch["ref_logprobs"] = (current + 0.1 * torch.randn(mask.shape, generator=g)) * mask
     mini = 6
     cfg = {"ppo_epochs": 1, "mini_batch": mini, "micro_batch": 2,
            "denominators": S.denominators(mask, 1, mini), "aggregation": aggregation,
