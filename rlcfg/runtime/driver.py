@@ -266,7 +266,7 @@ class Run:
 
     def prepare(self) -> None:
         from rlcfg.runtime import rewards
-        from rlcfg.runtime.data import PromptSampler, load_prompts, load_tokenizer
+        from rlcfg.runtime.data import PromptSampler, load_prompts
 
         preflight(self.plan, self.machine, has_cluster=bool(self.opt.address or os.environ.get("RAY_ADDRESS")))
         exp = self.exp
@@ -277,12 +277,7 @@ class Run:
             path = role.model.path if role.model else ""
             if path and not os.path.exists(path) and not _looks_like_hub_id(path):
                 raise FileNotFoundError(f"the {role.name}'s model path `{path}` does not exist")
-        try:
-            self.tokenizer = load_tokenizer(self.tokenizer_path)
-        except OSError as exc:
-            reason = str(exc).strip().splitlines()[0]
-            raise FileNotFoundError(f"cannot load the tokenizer of `{self.tokenizer_path}`: it is not a local "
-                                    f"directory, and fetching it from the Hugging Face Hub failed ({reason})") from None
+        self.tokenizer = run_tokenizer(self.tokenizer_path)
         d = exp.data
         self.train_data = load_prompts(d.train_files, self.tokenizer, d.prompt_key, d.answer_key,
                                        d.max_prompt_length, d.apply_chat_template, d.long_prompts)
@@ -1100,6 +1095,18 @@ def _to_numpy(value: Any) -> Any:
             and not value.requires_grad:
         return value.numpy()
     return value
+
+
+def run_tokenizer(path: str) -> Any:
+    """The tokenizer at `path`; one that is neither local nor fetchable is a FileNotFoundError naming it."""
+    from rlcfg.runtime.data import load_tokenizer
+
+    try:
+        return load_tokenizer(path)
+    except OSError as exc:
+        reason = str(exc).strip().splitlines()[0]
+        raise FileNotFoundError(f"cannot load the tokenizer of `{path}`: it is not a local directory, and fetching "
+                                f"it from the Hugging Face Hub failed ({reason})") from None
 
 
 def _local(path: str) -> str:

@@ -32,7 +32,7 @@ from typing import Any, Mapping
 
 from rlcfg.ir import (Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Optimizer, Resources, Role,
                       Sampling, Schedule)
-from rlcfg.runtime.driver import Run, _local, _looks_like_hub_id
+from rlcfg.runtime.driver import Run, _local, _looks_like_hub_id, run_tokenizer
 
 # The role each supervised kind trains (rlcfg/lower names the reward model's role `critic`, as its value head).
 TRAINED_ROLE = {"sft": "actor", "reward_model": "critic"}
@@ -208,7 +208,7 @@ class SupervisedRun(Run):
     def prepare(self) -> None:
         from rlcfg.runtime import driver
         from rlcfg.runtime.backends import preflight
-        from rlcfg.runtime.data import DataError, PromptSampler, load_pairs, load_sft, load_tokenizer
+        from rlcfg.runtime.data import DataError, PromptSampler, load_pairs, load_sft
 
         preflight(self.plan, self.machine, has_cluster=bool(self.opt.address or os.environ.get("RAY_ADDRESS")))
         exp = self.exp
@@ -218,12 +218,7 @@ class SupervisedRun(Run):
         if not os.path.exists(model.path) and not _looks_like_hub_id(model.path):
             raise FileNotFoundError(f"the {self.trained.name}'s model path `{model.path}` does not exist")
         self.tokenizer_path = _local(model.tokenizer or model.path)
-        try:
-            self.tokenizer = load_tokenizer(self.tokenizer_path)
-        except OSError as exc:
-            reason = str(exc).strip().splitlines()[0]
-            raise FileNotFoundError(f"cannot load the tokenizer of `{self.tokenizer_path}`: it is not a local "
-                                    f"directory, and fetching it from the Hugging Face Hub failed ({reason})") from None
+        self.tokenizer = run_tokenizer(self.tokenizer_path)
         d = exp.data
 
         def load(files: tuple[str, ...]) -> Any:

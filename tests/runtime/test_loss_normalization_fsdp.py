@@ -2,8 +2,6 @@
 mini-batch's micro-batches, of each micro-batch's own reduction (reduce_loss per micro-batch, then skyrl-train's
 1/accumulation-steps scaling), written out here with the model's own log-probs."""
 
-import socket
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -12,25 +10,8 @@ pytest.importorskip("transformers")
 from rlcfg.ir import ActorLossSpec, PolicyLossSpec  # noqa: E402
 from rlcfg.runtime import algorithms as A  # noqa: E402
 from rlcfg.runtime import step as S  # noqa: E402
-from rlcfg.runtime.backends.fsdp import init_distributed  # noqa: E402
-from tests.runtime.test_packing import build, engine, groups  # noqa: E402
-
-
-@pytest.fixture(scope="module", autouse=True)
-def process_group():
-    import torch.distributed as dist
-
-    with socket.socket() as s:
-        s.bind(("", 0))
-        port = s.getsockname()[1]
-    init_distributed(0, 1, "127.0.0.1", port, "cpu")
-    yield
-    dist.destroy_process_group()
-
-
-@pytest.fixture(scope="module")
-def model_path(tmp_path_factory):
-    return build(tmp_path_factory.mktemp("qwen2"))
+# The module's one-rank process group and model come from the packing tests' fixtures.
+from tests.runtime.test_packing import engine, groups, model_path, process_group  # noqa: E402,F401
 
 
 @pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-mean"])
