@@ -4,6 +4,6 @@ import gc
 # commands that run for long (see rlcfg.cli.main).
 gc.disable()
 
-from rlcfg.cli import main  # noqa: E402
+from rlcfg.cli import console  # noqa: E402
 
-main()
+console()

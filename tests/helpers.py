@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,9 @@ def assert_golden(name: str, actual: str) -> None:
 def cli(*args: str, cwd: Path | None = None, env: dict | None = None) -> subprocess.CompletedProcess:
     """Run `rlcfg` as a user would, in a subprocess."""
     # A fixed HOME: templates write `${oc.env:HOME}/...`, and what the CLI prints must not depend on who runs it.
-    full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100", "HOME": "/home/user", **(env or {})}
+    # The compiled schemas then go to a folder of the tests' own, not under that HOME.
+    full_env = {**os.environ, "NO_COLOR": "1", "COLUMNS": "100", "HOME": "/home/user",
+                "RLCFG_CACHE_DIR": os.path.join(tempfile.gettempdir(), "rlcfg-tests-cache"), **(env or {})}
     return subprocess.run([sys.executable, "-m", "rlcfg", *args], capture_output=True, text=True,
                           cwd=cwd or ROOT, env=full_env, timeout=120)
 

@@ -5,7 +5,6 @@ guard, --ignore and colour. Typer's import costs a tenth of a `validate`, so the
 from __future__ import annotations
 
 import sys
-import traceback
 from contextlib import contextmanager
 from typing import Iterator
 
@@ -65,6 +64,8 @@ def use_color(flag: bool | None) -> bool:
 def report_bug(exc: BaseException, debug: bool) -> Exit:
     """The short 'this is a bug' message for an unexpected exception (the traceback only under --debug)."""
     if debug:
+        import traceback
+
         traceback.print_exc()
     echo(f"rlcfg: internal error: {type(exc).__name__}: {exc}", err=True)
     echo("This is a bug in rlcfg, not a problem with your config. "

@@ -25,8 +25,10 @@ def validate_config(file: str, overrides: list[str], dialect: Optional[str] = No
         except UsageError as exc:
             raise usage_error(str(exc), json_output)
         result.diagnostics = drop_ignored(result.diagnostics, silenced)
-        problem = _problem(file, overrides, dialect, framework_version)
-        solution = _solve(problem, result, thorough=fix or diff)
+        problem = solution = None
+        if result.diagnostics or fix or diff:  # a clean config has nothing to solve: the solver is not imported
+            problem = _problem(file, overrides, dialect, framework_version)
+            solution = _solve(problem, result, thorough=fix or diff)
         repair = None
         if fix or diff:
             repair = _repair(problem, result, solution, write=fix, json_output=json_output)

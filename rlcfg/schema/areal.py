@@ -24,13 +24,12 @@ Choices. AReaL attaches `choices` to many fields but only re-checks a few in `__
 documentation (research/validation-rules.md, section 5). rlcfg enforces all of them as `Literal` types.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
 import re
 from typing import Any, Iterator, Literal
 
 from rlcfg.schema.areal_rules import RULES
-from rlcfg.schema.base import (FATE_KEY, HONORED, REQUIRED, Dialect, Fate, Section, defaults_tree, field_at,
+from rlcfg.schema.base import (FATE_KEY, HONORED, REQUIRED, Dialect, Section, defaults_tree, field_at,
                                field_releases, inert, param, refused, section, section_types)
 from rlcfg.source.tree import split_dotted
 

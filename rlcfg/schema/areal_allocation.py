@@ -21,7 +21,7 @@ Nothing here evaluates the string: it is tokenized and parsed by hand.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from difflib import get_close_matches
 
 INFERENCE_BACKENDS = ("sglang", "vllm")

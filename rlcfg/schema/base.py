@@ -16,8 +16,10 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
+from pydantic_core import core_schema
 
 from rlcfg.diagnostics import CODES, Constraint, Severity
+from rlcfg.schema import compiled
 from rlcfg.source.tree import MISSING, SourceTree, copy_containers, split_dotted
 
 REQUIRED: Any = ...  # a parameter with no default: the user must give it (OmegaConf's "???")
@@ -91,12 +93,70 @@ class Section(BaseModel):
     """A mapping of a config. Unknown keys are errors; values are never coerced from another type
     (a YAML string "8" is not the integer 8), except that an integer is accepted where a float is expected.
 
+    The modules that declare sections do not postpone their annotations (no `from __future__ import
+    annotations`): pydantic would then compile and evaluate each field's annotation string as it builds the class,
+    an eighth of the time a dialect's import takes.
+
     `run_fate`, when a section sets it, is the run-ledger fate of each of its fields that declares none."""
 
     run_fate: ClassVar["Fate | None"] = None
 
     model_config = ConfigDict(strict=True, extra="forbid", protected_namespaces=(), populate_by_name=False,
                               validate_default=False, arbitrary_types_allowed=False, defer_build=True)
+
+    @classmethod
+    def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
+        super().__pydantic_init_subclass__(**kwargs)
+        compiled.register(cls)
+
+    @classmethod
+    def model_rebuild(cls, *, force: bool = False, raise_errors: bool = True, _parent_namespace_depth: int = 2,
+                      _types_namespace: Any = None) -> bool | None:
+        # A section is built on its first validation (defer_build): from the compiled schema of an earlier run
+        # when there is one (rlcfg.schema.compiled), else by pydantic, whose schema is then kept for the next run.
+        if not force and not cls.__pydantic_complete__ and compiled.install(cls):
+            return True
+        built = super().model_rebuild(force=force, raise_errors=raise_errors,
+                                      _parent_namespace_depth=_parent_namespace_depth + 1,
+                                      _types_namespace=_types_namespace)
+        if built:
+            compiled.store(cls)
+        return built
+
+
+class Deferred:
+    """The annotation of a section that pydantic builds only once a document has it.
+
+    RLinf's inventory holds some two hundred sections (simulator settings, every Megatron knob), of which a config
+    uses a handful; building them all took longer than the rest of a check. A field annotated with a Deferred
+    subclass checks its value with the Section `build()` returns, built on the first value it meets, and errors
+    inside keep their locations. Everything that reads the section tree (section_types, the docs, the JSON Schema,
+    --explain) sees that Section."""
+
+    build: ClassVar[Callable[[], type[Section]]]
+    section_name: ClassVar[str]  # module.qualname of the section build() returns
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        compiled.register(cls)
+
+    @classmethod
+    def model(cls) -> type[Section]:
+        return cls.build()
+
+    @classmethod
+    def validate_value(cls, value: Any) -> Any:
+        return cls.model().model_validate(value)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, source: Any, handler: Any) -> Any:
+        # The reference names the section as pydantic names a built one (module.class), so that the JSON Schema
+        # holds it as a definition of that name, as it holds every other section.
+        return core_schema.no_info_plain_validator_function(cls.validate_value, ref=f"{cls.section_name}:deferred")
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, schema: Any, handler: Any) -> Any:
+        return handler(cls.model().__pydantic_core_schema__)
 
 
 def param(default: Any = REQUIRED, *, description: str, ge: float | None = None, gt: float | None = None,
@@ -169,6 +229,8 @@ def section_types(annotation: Any) -> list[type[Section]]:
     """The Section classes an annotation can hold directly (X, X | None, Union of sections)."""
     if isinstance(annotation, type) and issubclass(annotation, Section):
         return [annotation]
+    if isinstance(annotation, type) and issubclass(annotation, Deferred):
+        return [annotation.model()]
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):
         out: list[type[Section]] = []
@@ -211,32 +273,63 @@ def choices_of(annotation: Any) -> list | None:
     return None
 
 
-def iter_fields(model: type[Section], prefix: tuple = ()) -> Iterator[tuple[tuple, FieldInfo, type[Section]]]:
-    """Every parameter of a section tree, depth first: (path, field, owning section)."""
+def iter_fields(model: type[Section], prefix: tuple = (), *,
+                deferred: bool = True) -> Iterator[tuple[tuple, FieldInfo, type[Section]]]:
+    """Every parameter of a section tree, depth first: (path, field, owning section). `deferred=False` leaves out
+    what lies inside Deferred sections (RLinf's inventoried ones, where no key is renamed), which are then not
+    built."""
     if not prefix:
-        # A check walks its dialect's whole tree more than once (renamed keys, run refusals), thousands of
-        # fields for ROLL and RLinf: the walk of a class is made once per process.
-        yield from _whole_tree(model)
+        # A check walks its dialect's whole tree more than once (renamed keys, --explain), thousands of fields for
+        # ROLL and RLinf: the walk of a class is made once per process.
+        yield from _whole_tree(model, deferred)
         return
-    yield from _walk_fields(model, prefix)
+    yield from _walk_fields(model, prefix, deferred)
 
 
-_WHOLE_TREES: dict[type, tuple] = {}
+_WHOLE_TREES: dict[tuple[type, bool], tuple] = {}
 
 
-def _whole_tree(model: type[Section]) -> tuple:
-    if model not in _WHOLE_TREES:
-        _WHOLE_TREES[model] = tuple(_walk_fields(model, ()))
-    return _WHOLE_TREES[model]
+def _whole_tree(model: type[Section], deferred: bool) -> tuple:
+    if (model, deferred) not in _WHOLE_TREES:
+        _WHOLE_TREES[model, deferred] = tuple(_walk_fields(model, (), deferred))
+    return _WHOLE_TREES[model, deferred]
 
 
-def _walk_fields(model: type[Section], prefix: tuple) -> Iterator[tuple[tuple, FieldInfo, type[Section]]]:
+def _walk_fields(model: type[Section], prefix: tuple,
+                 deferred: bool) -> Iterator[tuple[tuple, FieldInfo, type[Section]]]:
     for name, info in model.model_fields.items():
         path = prefix + (key_of(name, info),)
         yield path, info, model
+        if not deferred and is_deferred(info.annotation):
+            continue
         for sub in section_types(info.annotation):
-            yield from iter_fields(sub, path)
+            yield from _walk_fields(sub, path, deferred)
             break
+
+
+def is_deferred(annotation: Any) -> bool:
+    """Whether an annotation is a Deferred section (or one that may be null)."""
+    if isinstance(annotation, type):
+        return issubclass(annotation, Deferred)
+    return get_origin(annotation) in (Union, types.UnionType) and any(is_deferred(a) for a in get_args(annotation))
+
+
+def declared_field(root: type[Section], path: tuple) -> tuple[FieldInfo, type[Section]] | None:
+    """The field at `path` and its owner, where iter_fields(root) would yield it: through sections only, not into
+    lists or mappings of them. Builds only the Deferred sections on the path."""
+    model = root
+    for depth, part in enumerate(path):
+        found = _fields_by_key(model).get(part) if isinstance(part, str) else None
+        if found is None:
+            return None
+        info = found[1]
+        if depth == len(path) - 1:
+            return info, model
+        subs = section_types(info.annotation)
+        if not subs:
+            return None
+        model = subs[0]
+    return None
 
 
 _KEYED: dict[type, dict[str, tuple[str, FieldInfo]]] = {}
@@ -299,10 +392,14 @@ def defaults_tree(model: type[Section]) -> dict:
     out: dict = {}
     for name, info in model.model_fields.items():
         key = key_of(name, info)
-        subs = section_types(info.annotation)
         if info.is_required():
             out[key] = MISSING
-        elif len(subs) > 1:
+            continue
+        if is_deferred(info.annotation):  # absent unless the document has it: not built for its default
+            out[key] = copy_containers(info.default)
+            continue
+        subs = section_types(info.annotation)
+        if len(subs) > 1:
             continue  # a union of sections: which one applies depends on the document, so pydantic fills it
         elif subs and info.default_factory is not None:
             out[key] = defaults_tree(subs[0])

@@ -16,15 +16,14 @@ The defaults are ChatLearn's dataclass defaults, not the values of its templates
 out gets 0 GPUs, as in ChatLearn.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
 from math import gcd
 from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import model_validator
 
 from rlcfg.diagnostics import Severity
-from rlcfg.schema.base import (HONORED, Dialect, Fate, Finding, RuleSet, Section, declare_fates, field_at,
+from rlcfg.schema.base import (HONORED, Dialect, Finding, RuleSet, Section, declare_fates, field_at,
                                field_releases, inert, param, refused, section)
 from rlcfg.schema.chatlearn_megatron import MegatronModelCfg
 

@@ -1,12 +1,11 @@
 """ChatLearn's `megatron_model_cfg`: the Megatron-core model architecture of a Megatron trainer or reference model.
 
 ChatLearn marks this block deprecated: `update_cfg` (run when the Megatron backend starts) overwrites most of it
+# Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
 from the Hugging Face `config.json` of `models.policy.load`. Users still may set it (the dataclass accepts every
 field), so every field is declared, with ChatLearn's default at its newest release. Fields ChatLearn leaves at
 OmegaConf's MISSING are filled from the Hugging Face config; they are null here.
 """
-
-from __future__ import annotations
 
 from rlcfg.schema.base import Section, inert, param, refused
 

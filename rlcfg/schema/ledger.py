@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from rlcfg.schema.base import Fate, Section, field_fate, iter_fields
+from rlcfg.schema.base import Fate, Section, declared_field, field_fate, iter_fields
 from rlcfg.source.tree import SourceTree
 
 _USER = ("file", "override", "env")
@@ -31,14 +31,19 @@ def fates(root: type[Section]) -> Iterator[tuple[tuple, Fate | None]]:
 
 
 def refusals(root: type[Section], tree: SourceTree, defaults: dict) -> list[Refusal]:
-    """The refused parameters the user set to something other than their default."""
+    """The refused parameters the user set to something other than their default, in the document's order."""
     found = []
-    for path, info, owner in iter_fields(root):
+    for path, origin in tree.values.items():
+        if origin is None or origin.kind not in _USER or not tree.has(path):
+            continue
+        # the keys the document sets, not every field of the dialect: RLinf's inventoried sections are then built
+        # only where the document has them
+        located = declared_field(root, path)
+        if located is None:
+            continue
+        info, owner = located
         fate = field_fate(info, owner)
         if fate is None or fate.kind != "refused":
-            continue
-        origin = tree.values.get(path)
-        if origin is None or origin.kind not in _USER or not tree.has(path):
             continue
         value = tree.get(path)
         default = _lookup(defaults, path)

@@ -24,7 +24,7 @@ placement language and the resolvers have their own modules.
 
 from __future__ import annotations
 
-from typing import Any, ClassVar
+from typing import Any
 
 from rlcfg.schema.base import Dialect
 from rlcfg.schema.rlinf_models import *  # noqa: F401,F403  (the sections, importable from here as before)

@@ -21,7 +21,7 @@ from typing import Any, Optional, Union
 
 from pydantic import BaseModel, create_model
 
-from rlcfg.schema.base import Fate, Section, inert, param, refused
+from rlcfg.schema.base import Deferred, Fate, Section, inert, param, refused
 from rlcfg.schema.rlinf_fields import FIELDS
 
 _SCALARS: dict[str, Any] = {"bool": bool, "int": int, "float": float, "str": str, "list": list,
@@ -109,10 +109,10 @@ def extension(path: str) -> type[Section]:
         full = f"{path}.{key}" if path else key
         kind, default, releases, pipelines = FIELDS[full]
         if full in _CHILDREN:
-            nested = extension(full)
             # a mapping in every example is a section; one that is sometimes a scalar keeps its keys known
             # without insisting on the shape
-            annotation = Optional[nested] if kind in ("dict", "any") and kind == "dict" else Union[nested, Any]
+            nested = deferred(full)
+            annotation = Optional[nested] if kind == "dict" else Union[nested, Any]
         else:
             annotation = Optional[_SCALARS[kind]] if kind in _SCALARS else Any
         name = _python_name(key, taken)
@@ -120,3 +120,10 @@ def extension(path: str) -> type[Section]:
                                           fate=run_fate(full, pipelines),
                                           description=_description(full, kind, default, pipelines)))
     return create_model(_class_name(path), __base__=Section, **fields)
+
+
+def deferred(path: str) -> type[Deferred]:
+    """The annotation of the inventoried section at `path`, built on first use (see Deferred)."""
+    return type(_class_name(path).removesuffix("Keys") + "Deferred", (Deferred,),
+                {"__module__": __name__, "build": staticmethod(lambda: extension(path)),
+                 "section_name": f"{__name__}.{_class_name(path)}"})

@@ -6,11 +6,10 @@ example configs write or its code reads; a field declared here overrides the gen
 Keys that exist only in some releases say so with `releases=` (the names of `RLinfDialect.releases`).
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
 from typing import Any, Literal
 
-from rlcfg.schema.base import HONORED, REQUIRED, Section, declare_fates, inert, param, refused, section
+from rlcfg.schema.base import HONORED, REQUIRED, declare_fates, inert, param, refused, section
 from rlcfg.schema.rlinf_extension import extension
 
 OLD = ("2025-08", "2025-10")  # rollout.model_dir / model_arch era

@@ -19,8 +19,7 @@ tests/inventory/roll/main.json names (tools/inventory/roll.py reads them); the s
 shows example values, not defaults.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
 import copy
 import types
 from datetime import datetime
@@ -28,7 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origi
 
 from pydantic import ConfigDict, Discriminator, Tag, create_model, model_validator
 
-from rlcfg.schema.base import (HONORED, Dialect, Fate, Section, declare_fates, field_fate, inert, key_of, param, refused,
+from rlcfg.schema.base import (HONORED, Dialect, Section, declare_fates, field_fate, inert, key_of, param, refused,
                                section, section_types)
 from rlcfg.schema.roll_rules import RULES, STRATEGY_NAMES, configured, describe_config
 from rlcfg.source.tree import SourceTree

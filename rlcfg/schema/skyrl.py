@@ -14,11 +14,10 @@ skyrl-train refuses them at every claimed release, and the unknown-key hint name
 Cross-field rules live in `skyrl_rules.py`.
 """
 
-from __future__ import annotations
-
+# Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
 from typing import Any, ClassVar, Literal
 
-from rlcfg.schema.base import HONORED, Dialect, Fate, Section, inert, param, refused, section
+from rlcfg.schema.base import HONORED, Dialect, Section, inert, param, refused, section
 from rlcfg.schema.skyrl_rules import RULES
 
 # The releases whose base config has a key (tags skyrl_train-vX.Y.Z; "main" is the last commit with skyrl-train).

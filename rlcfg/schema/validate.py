@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from difflib import get_close_matches
 from functools import lru_cache
 from typing import Any, Iterable
 
@@ -120,6 +119,8 @@ def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dial
 
 
 def _close_sibling(path: Path, root: type[Section]) -> str | None:
+    from difflib import get_close_matches  # only a misspelling needs it
+
     owner = section_at(root, path[:-1])
     if owner is None:
         return None
@@ -176,11 +177,14 @@ def _release_diagnostics(root: type[Section], tree: SourceTree, dialect: Dialect
 
 
 def _lenient(model: type[Section], data: Any) -> Section:
-    from rlcfg.schema.base import section_types
+    from rlcfg.schema.base import is_deferred, section_types
 
     values = {}
     for name, info in model.model_fields.items():
         key = key_of(name, info)
+        if key not in data and is_deferred(info.annotation):
+            values[name] = info.get_default()  # absent, as in a valid config: not built
+            continue
         subs = section_types(info.annotation)
         if key in data:
             value = data[key]
@@ -215,6 +219,8 @@ def _tree_path(loc: tuple, data: Any) -> Path:
 
 def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: SourceTree,
                       dialect: Dialect | None = None, release: str | None = None) -> Diagnostic | None:
+    from difflib import get_close_matches  # only a misspelling needs it
+
     kind = error["type"]
     name = dotted(path)
     value = error.get("input")
@@ -303,6 +309,8 @@ def _other_variant(path: Path, root: type[Section], dialect: Dialect | None) -> 
 
 
 def _unknown_key(path: Path, root: type[Section], tree: SourceTree, dialect: Dialect | None = None) -> Diagnostic:
+    from difflib import get_close_matches  # only a misspelling needs it
+
     name = dotted(path)
     variant = _other_variant(path, root, dialect)
     if variant is not None:
@@ -341,7 +349,7 @@ def _unknown_key(path: Path, root: type[Section], tree: SourceTree, dialect: Dia
 @lru_cache(maxsize=None)
 def renamed_fields(root: type[Section]) -> tuple[tuple[str, str], ...]:
     out = []
-    for path, info, _owner in iter_fields(root):
+    for path, info, _owner in iter_fields(root, deferred=False):
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         target = extra.get("x-rlcfg-renamed-to")
         if target:

@@ -20,11 +20,10 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from difflib import get_close_matches
 from pathlib import Path as FsPath
 from typing import Any, Mapping, Sequence
 
-from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
+from rlcfg.diagnostics import Diagnostic, diagnostic
 from rlcfg.source.tree import Layer, Path, SourceTree, copy_containers, drop_subtree, dotted, walk
 from rlcfg.source.yaml_loader import load_yaml
 
@@ -215,6 +214,8 @@ class _Composer:
         return fragment, _header_package(text)
 
     def missing_hint(self, entry: Entry, folders: list[str]) -> str:
+        from difflib import get_close_matches  # only a misspelling needs it
+
         choices: list[str] = []
         for folder in folders:
             group_dir = FsPath(folder, *(entry.group.split("/") if entry.group else ()))

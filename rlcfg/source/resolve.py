@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field, replace
-from difflib import get_close_matches
 from typing import Any, Callable, Mapping
 
 from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
@@ -630,6 +629,8 @@ def _resolution_diagnostic(exc: Exception, path: Path, tree: SourceTree) -> Diag
 
 
 def _suggest_key(target: str, tree: SourceTree) -> str | None:
+    from difflib import get_close_matches  # only a misspelling needs it
+
     candidates = [dotted(p) for p, _ in walk(tree.data) if p and all(isinstance(x, str) for x in p)]
     match = get_close_matches(target, candidates, n=1, cutoff=0.75)
     return match[0] if match else None

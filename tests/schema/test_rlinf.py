@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import copy
 import json
+import subprocess
+import sys
 import textwrap
 from pathlib import Path
 
@@ -803,3 +805,32 @@ def test_an_fsdp_config_without_clip_ratio_c_is_refused():
                                                       "buffer_dtype": "fp32"}}}
     assert "algorithm.clip_ratio_c" in _notes(variant(fsdp, delete=("algorithm.clip_ratio_c",)))
     assert "algorithm.clip_ratio_c" not in _notes(variant(fsdp))
+
+
+# ---- inventoried sections, built when a document has them --------------------------------------------------------
+
+
+def test_a_type_error_inside_an_inventoried_section_is_reported_at_its_key():
+    result = variant({"actor.fsdp_config.amp_autocast": {"enabled": 3, "precisoin": "bf16"}})
+    assert ("RLC200", "actor.fsdp_config.amp_autocast.enabled", "error") in codes(result)
+    [typo] = [d for d in result.diagnostics if d.path == "actor.fsdp_config.amp_autocast.precisoin"]
+    assert "precision" in (typo.hint or "")
+
+
+def test_an_inventoried_section_written_as_a_scalar_where_rlinf_allows_one_is_accepted():
+    result = variant({"rollout.sampling_params": "greedy"})
+    assert not [c for c in codes(result) if c[1].startswith("rollout.sampling_params")]
+
+
+def test_validating_a_reasoning_config_builds_only_the_inventoried_sections_it_has():
+    # RLinf's inventory has about two hundred sections, most of them embodied simulator settings: a reasoning
+    # config must not pay for building them.
+    probe = ("import sys\n"
+             "from rlcfg.frontend import check_file\n"
+             "from rlcfg.schema import rlinf_extension\n"
+             "assert check_file(sys.argv[1]).ok\n"
+             "print(rlinf_extension.extension.cache_info().currsize, len(rlinf_extension._CHILDREN))\n")
+    done = subprocess.run([sys.executable, "-c", probe, str(TEMPLATE)], capture_output=True, text=True, cwd=ROOT,
+                          timeout=120)
+    built, inventoried = map(int, done.stdout.split())
+    assert built < inventoried / 3, (built, inventoried)

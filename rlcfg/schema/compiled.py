@@ -1,0 +1,310 @@
+"""Compiled section validators, kept between runs the way Python keeps a module's bytecode.
+
+Before a dialect's first check, pydantic generates the core schema of its root section, in Python: 15 to 50 ms,
+as long as everything else a `validate` does after its imports. That schema depends only on rlcfg's code and the
+pydantic release, never on the config being checked. So the first build of a section writes its schema to the
+cache folder, and every later run hands the stored schema straight to pydantic-core, which builds the validator in
+well under a millisecond. Only rlcfg's own sections are kept. The folder belongs to one description of the Python
+and pydantic releases and of every rlcfg source file (size and modification time), which it holds in a MANIFEST
+file and is named by a checksum of: an upgrade or an edit starts a fresh folder.
+
+A cache file is JSON, never pickle. It names the section classes, validator functions and default factories the
+schema refers to, and loading it only looks those names up among rlcfg's section classes and already-imported
+rlcfg and pydantic modules; it imports nothing and runs nothing. A file that does not load, or that names
+something that does not resolve, is ignored and written again.
+
+`RLCFG_CACHE_DIR` moves the cache (default: `$XDG_CACHE_HOME/rlcfg`, else `~/.cache/rlcfg`); `RLCFG_NO_CACHE=1`
+turns it off.
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import json
+import os
+import re
+import sys
+import types
+import zlib
+from typing import Any
+
+# Section classes and Deferred annotations by `module:qualname`. Generated ones (RLinf's inventory) are not module
+# attributes, so a name is looked up here first; a name two live classes share is ambiguous, and a schema that
+# refers to it is not kept.
+_SECTIONS: dict[str, type] = {}
+_AMBIGUOUS: set[str] = set()
+# Where names in a cache file may point: objects already imported by rlcfg or pydantic.
+_TRUSTED_MODULES = ("rlcfg.", "pydantic.", "pydantic_core.")
+_REF_ID = re.compile(r":(\d+)")
+
+
+class Uncacheable(Exception):
+    """A schema holds something that has no name in a new process (a closure, an object of an unknown type)."""
+
+
+def register(cls: type) -> None:
+    name = f"{cls.__module__}:{cls.__qualname__}"
+    if name in _SECTIONS and _SECTIONS[name] is not cls:
+        _AMBIGUOUS.add(name)
+    _SECTIONS[name] = cls
+
+
+def folder() -> str | None:
+    if os.environ.get("RLCFG_NO_CACHE", "") not in ("", "0"):
+        return None
+    base = os.environ.get("RLCFG_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"), "rlcfg")
+    return _checked_folder(os.path.join(base, "schemas"))
+
+
+@functools.lru_cache(maxsize=None)
+def _checked_folder(base: str) -> str:
+    """The folder for this Python, pydantic and rlcfg source. Its name is a checksum of their description, and the
+    full description is kept inside: a folder whose description differs (a checksum collision) is emptied."""
+    source = _source().encode()
+    where = os.path.join(base, f"{zlib.crc32(source):08x}{zlib.adler32(source):08x}")
+    manifest = os.path.join(where, "MANIFEST")
+    try:
+        with open(manifest, encoding="utf-8") as found:
+            if found.read() == _source():
+                return where
+    except OSError:
+        pass
+    try:
+        os.makedirs(where, exist_ok=True)
+        for stale in os.listdir(where):
+            os.remove(os.path.join(where, stale))
+        with open(manifest, "w", encoding="utf-8") as out:
+            out.write(_source())
+    except OSError:
+        pass
+    return where
+
+
+@functools.lru_cache(maxsize=None)
+def _source() -> str:
+    import pydantic
+    import pydantic_core
+
+    lines = [f"python {sys.version}", f"pydantic {pydantic.VERSION}", f"pydantic-core {pydantic_core.__version__}"]
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    for top, dirs, files in os.walk(package):
+        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+        for name in sorted(files):
+            if name.endswith(".py"):
+                stat = os.stat(os.path.join(top, name))
+                lines.append(f"{os.path.relpath(os.path.join(top, name), package)} {stat.st_size} {stat.st_mtime_ns}")
+    return "\n".join(lines) + "\n"
+
+
+def _file(cls: type) -> str | None:
+    name = f"{cls.__module__}:{cls.__qualname__}"
+    # Only rlcfg's own sections: the folder's fingerprint covers rlcfg's source, not a test's or a plugin's.
+    if not name.startswith("rlcfg.") or _SECTIONS.get(name) is not cls or name in _AMBIGUOUS:
+        return None
+    where = folder()
+    return os.path.join(where, re.sub(r"[^\w.-]", "_", name) + ".json") if where else None
+
+
+# ---- writing ------------------------------------------------------------------------------------------------
+
+
+def store(cls: type) -> None:
+    """Keep the core schema pydantic just built for `cls`; nothing happens when it cannot be kept."""
+    path = _file(cls)
+    if path is None:
+        return
+    try:
+        encoded = json.dumps(encode(cls.__pydantic_core_schema__))
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        partial = f"{path}.{os.getpid()}.tmp"
+        with open(partial, "w", encoding="utf-8") as out:
+            out.write(encoded)
+        os.replace(partial, path)  # a reader sees the whole file or none
+    except (Uncacheable, OSError, TypeError, ValueError):
+        pass
+
+
+def encode(schema: dict) -> Any:
+    """The schema as JSON-ready data; raises Uncacheable for what a new process could not find again."""
+    ids: dict[int, str] = {}
+    _collect_types(schema, ids)
+    return _encode(schema, ids, None, None)
+
+
+def _collect_types(value: Any, ids: dict[int, str]) -> None:
+    if isinstance(value, dict):
+        for item in value.values():
+            _collect_types(item, ids)
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            _collect_types(item, ids)
+    elif isinstance(value, type):
+        try:
+            ids[id(value)] = _name_of(value)
+        except Uncacheable:
+            pass
+
+
+def _encode(value: Any, ids: dict[int, str], model: type | None, field: str | None) -> Any:
+    if value is None or isinstance(value, (bool, int, float)):
+        return value
+    if isinstance(value, str):
+        # pydantic's definition references carry the id() of the class they stand for: rewritten on load
+        if _REF_ID.search(value) and any(int(m.group(1)) in ids for m in _REF_ID.finditer(value)):
+            parts, last = [], 0
+            for m in _REF_ID.finditer(value):
+                if int(m.group(1)) in ids:
+                    parts += [value[last:m.start(1)], ids[int(m.group(1))]]
+                    last = m.end(1)
+            return {"$ref": [*parts, value[last:]]}
+        return value
+    if isinstance(value, list):
+        return [_encode(v, ids, model, field) for v in value]
+    if isinstance(value, tuple):
+        return {"$tuple": [_encode(v, ids, model, field) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        return {"$set" if isinstance(value, set) else "$frozenset": [_encode(v, ids, model, field) for v in value]}
+    if isinstance(value, dict):
+        if value.get("type") == "model" and isinstance(value.get("cls"), type):
+            model = value["cls"]
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str) or key.startswith("$"):
+                return {"$dict": [[_encode(k, ids, model, field), _encode(v, ids, model, field)]
+                                  for k, v in value.items()]}
+            if key == "default_factory" and model is not None and field is not None and not isinstance(item, type):
+                out[key] = _factory(item, model, field)
+            elif key == "fields" and value.get("type") == "model-fields":
+                out[key] = {name: _encode(spec, ids, model, name) for name, spec in item.items()}
+            else:
+                out[key] = _encode(item, ids, model, field)
+        return out
+    if isinstance(value, enum.Enum):
+        return {"$enum": [_name_of(type(value)), value.name]}
+    if isinstance(value, functools.partial):
+        return {"$partial": [_encode(value.func, ids, model, field), _encode(value.args, ids, model, field),
+                             _encode(value.keywords, ids, model, field)]}
+    if isinstance(value, types.MethodType):
+        owner, name = value.__self__, value.__func__.__name__
+        if getattr(owner, name, None) != value:
+            raise Uncacheable(repr(value))
+        return {"$method": [_encode(owner, ids, model, field), name]}
+    if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
+        return {"$name": _name_of(value)}
+    raise Uncacheable(f"{type(value).__name__}: {value!r}")
+
+
+def _factory(factory: Any, model: type, field: str) -> Any:
+    """A field's default factory (a closure over the default, see base.param) as the field it belongs to."""
+    info = getattr(model, "__pydantic_fields__", {}).get(field)
+    if info is None or info.default_factory is not factory:
+        raise Uncacheable(f"default factory of {model.__qualname__}.{field}")
+    return {"$factory": [_name_of(model), field]}
+
+
+def _name_of(obj: Any) -> str:
+    module, qualname = getattr(obj, "__module__", None), getattr(obj, "__qualname__", None)
+    if not isinstance(module, str) or not isinstance(qualname, str):
+        raise Uncacheable(repr(obj))
+    name = f"{module}:{qualname}"
+    try:
+        found = _resolve(name)
+    except (LookupError, AttributeError):
+        raise Uncacheable(name) from None
+    if found is not obj:
+        raise Uncacheable(name)
+    return name
+
+
+# ---- reading ------------------------------------------------------------------------------------------------
+
+
+def _resolve(name: str) -> Any:
+    if name in _SECTIONS:
+        if name in _AMBIGUOUS:
+            raise LookupError(name)
+        return _SECTIONS[name]
+    module, _, qualname = name.partition(":")
+    if not (module + ".").startswith(_TRUSTED_MODULES) or module not in sys.modules:
+        raise LookupError(name)
+    found: Any = sys.modules[module]
+    for part in qualname.split("."):
+        if not part.isidentifier():
+            raise LookupError(name)
+        found = getattr(found, part)
+    return found
+
+
+def decode(text: str) -> Any:
+    """The schema a cache file holds (`encode`'s output as JSON text)."""
+    return json.loads(text, object_hook=_decode_tagged)
+
+
+def _decode_tagged(data: dict) -> Any:
+    # json calls this for each object, innermost first, so a tag's body is decoded already
+    if len(data) != 1:
+        return data
+    (tag, body), = data.items()
+    if tag == "$ref":
+        return "".join(part if i % 2 == 0 else str(id(_resolve(part))) for i, part in enumerate(body))
+    if tag == "$tuple":
+        return tuple(body)
+    if tag == "$set":
+        return set(body)
+    if tag == "$frozenset":
+        return frozenset(body)
+    if tag == "$dict":
+        return {key: value for key, value in body}
+    if tag == "$name":
+        return _resolve(body)
+    if tag == "$enum":
+        return getattr(_resolve(body[0]), body[1])
+    if tag == "$partial":
+        return functools.partial(body[0], *body[1], **body[2])
+    if tag == "$method":
+        return getattr(body[0], body[1])
+    if tag == "$factory":
+        return _resolve(body[0]).__pydantic_fields__[body[1]].default_factory
+    return data
+
+
+def install(cls: type) -> bool:
+    """Complete `cls` from its stored schema, as pydantic would have from a freshly generated one; False when there
+    is none to use (pydantic then builds it, and `store` keeps it)."""
+    path = _file(cls)
+    if path is None or not os.path.exists(path):
+        return False
+    try:
+        from pydantic._internal._config import ConfigWrapper
+        from pydantic._internal._signature import generate_pydantic_signature
+        from pydantic._internal._utils import LazyClassAttribute
+        from pydantic_core import SchemaSerializer, SchemaValidator
+
+        if "validate_by_alias" not in generate_pydantic_signature.__code__.co_varnames \
+                or not cls.__pydantic_fields_complete__ or cls.__pydantic_decorators__.computed_fields \
+                or any(f.deprecated for f in cls.__pydantic_fields__.values()):
+            return False
+        with open(path, encoding="utf-8") as stored:
+            schema = decode(stored.read())
+        if schema.get("type") not in ("model", "definitions"):
+            return False
+        config = ConfigWrapper(cls.model_config, check=False)
+        core_config = config.core_config(title=cls.__name__)
+        validator = SchemaValidator(schema, core_config)
+        serializer = SchemaSerializer(schema, core_config)
+    except Exception:  # noqa: BLE001 -- a cache that does not load is a cache miss, whatever broke it
+        return False
+    cls.__pydantic_computed_fields__ = {}
+    cls.__pydantic_core_schema__ = schema
+    cls.__pydantic_validator__ = validator
+    cls.__pydantic_serializer__ = serializer
+    cls.__signature__ = LazyClassAttribute("__signature__", functools.partial(
+        generate_pydantic_signature, init=cls.__init__, fields=cls.__pydantic_fields__,
+        validate_by_alias=config.validate_by_alias, extra=config.extra))
+    cls.__pydantic_complete__ = True
+    on_complete = getattr(cls, "__pydantic_on_complete__", None)
+    if on_complete is not None:
+        on_complete()
+    return True

@@ -1,0 +1,116 @@
+"""Compiled section schemas kept between runs (rlcfg.schema.compiled): a run that finds them checks a config exactly
+as one that builds them, never runs what a cache file names, and survives a broken cache."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from rlcfg import schema
+from rlcfg.schema import compiled
+from tests.helpers import ROOT, TEMPLATES, cli
+
+# Runs `rlcfg validate ARGS` in-process, as the console script would, and reports how many sections pydantic had
+# to build from their annotations (complete_model_class) instead of loading them.
+PROBE = """
+import json, sys
+import pydantic._internal._model_construction as construction
+built = []
+original = construction.complete_model_class
+def counting(cls, *args, **kwargs):
+    built.append(cls.__name__)
+    return original(cls, *args, **kwargs)
+construction.complete_model_class = counting
+sys.argv = ["rlcfg", "validate", *sys.argv[1:]]
+from rlcfg.cli import main
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+print("PROBE " + json.dumps({"code": code, "built": built}))
+"""
+
+
+def probe(cache, *args: str) -> tuple[str, dict]:
+    env = {**os.environ, "NO_COLOR": "1", "RLCFG_CACHE_DIR": str(cache)}
+    env.pop("RLCFG_NO_CACHE", None)
+    done = subprocess.run([sys.executable, "-c", PROBE, *args], capture_output=True, text=True, cwd=ROOT, env=env,
+                          timeout=120)
+    report, _, line = done.stdout.rpartition("PROBE ")
+    assert line, done.stdout + done.stderr
+    return report, json.loads(line)
+
+
+def roots() -> list:
+    out = []
+    for name in schema.names():
+        for variant, root in schema.load(name).variants().items():
+            out.append(pytest.param(root, id=f"{name}-{variant}"))
+    return out
+
+
+@pytest.mark.parametrize("root", roots())
+def test_every_root_schema_survives_the_trip_through_a_cache_file(root):
+    root.model_rebuild(force=True)
+    built = root.__pydantic_core_schema__
+    stored = json.dumps(compiled.encode(built))
+    loaded = compiled.decode(stored)
+    # the same schema, down to the validator functions and default factories it names
+    assert compiled.encode(loaded) == compiled.encode(built)
+    assert json.dumps(compiled.encode(loaded)) == stored
+
+
+@pytest.mark.parametrize("template", ["skyrl-fsdp-vllm.yaml", "areal-fsdp-sglang-grpo.yaml",
+                                      "rlinf-megatron-sglang.yaml"])
+def test_a_second_run_loads_the_schemas_and_reports_the_same(tmp_path, template):
+    first_report, first = probe(tmp_path, str(TEMPLATES / template), "--format", "json")
+    assert first["built"], "the first run builds its sections"
+    assert any(tmp_path.rglob("*.json")), "and keeps their schemas"
+    second_report, second = probe(tmp_path, str(TEMPLATES / template), "--format", "json")
+    assert second["built"] == []
+    assert (second_report, second["code"]) == (first_report, first["code"])
+
+
+def test_a_cached_run_reports_errors_exactly_as_a_fresh_one(tmp_path):
+    args = (str(TEMPLATES / "roll-fsdp2-vllm.yaml"), "rollout_batch_size=-3", "actor_train.bogus=1",
+            "actor_infer.generating_args.temperature=hot")
+    fresh = cli("validate", *args, env={"RLCFG_NO_CACHE": "1"})
+    cli("validate", *args, env={"RLCFG_CACHE_DIR": str(tmp_path)})
+    cached = cli("validate", *args, env={"RLCFG_CACHE_DIR": str(tmp_path)})
+    assert fresh.returncode == cached.returncode == 1
+    assert cached.stdout == fresh.stdout
+
+
+def test_rlcfg_no_cache_writes_nothing(tmp_path):
+    result = cli("validate", str(TEMPLATES / "skyrl-fsdp-vllm.yaml"),
+                 env={"RLCFG_CACHE_DIR": str(tmp_path), "RLCFG_NO_CACHE": "1"})
+    assert result.returncode == 0
+    assert not any(tmp_path.rglob("*.json"))
+
+
+@pytest.mark.parametrize("content", ["{not json", '{"$name": "os:system"}', '{"type": "model", "cls": '
+                                     '{"$name": "rlcfg.schema.skyrl:NoSuchSection"}}', '[]'])
+def test_a_broken_or_hostile_cache_file_is_rebuilt_and_runs_nothing(tmp_path, content):
+    probe(tmp_path, str(TEMPLATES / "skyrl-fsdp-vllm.yaml"))
+    [stored] = [p for p in tmp_path.rglob("*.json")]
+    stored.write_text(content)
+    report, found = probe(tmp_path, str(TEMPLATES / "skyrl-fsdp-vllm.yaml"))
+    assert found["code"] == 0 and "valid skyrl config" in report
+    assert found["built"] == ["SkyRLConfig"]  # built again, from the annotations
+    assert json.loads(stored.read_text())["type"] in ("model", "definitions")  # and kept again
+
+
+def test_names_resolve_only_to_loaded_rlcfg_and_pydantic_objects():
+    for name in ("os:system", "builtins:eval", "subprocess:run", "rlcfg.schema.base:__builtins__.eval",
+                 "rlcfg.never_imported:thing"):
+        with pytest.raises((LookupError, AttributeError)):
+            compiled._resolve(name)
+
+
+def test_what_a_new_process_could_not_find_again_is_not_kept():
+    with pytest.raises(compiled.Uncacheable):
+        compiled.encode({"type": "function-plain", "function": {"type": "no-info", "function": lambda v: v}})
