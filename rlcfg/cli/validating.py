@@ -180,6 +180,8 @@ def _text(result: Any, explanation: Any, color: bool, strict: bool, searched_lon
 
 
 def _unfixed(result: Any) -> bool:
+    if not result.errors:
+        return False  # (the solver is not imported for a config it has nothing to do with)
     from rlcfg.diagnostics import Severity
     from rlcfg.fix import SOLVABLE_CODES
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from difflib import get_close_matches
 
 INFERENCE_BACKENDS = ("sglang", "vllm")
 TRAIN_BACKENDS = ("fsdp", "megatron", "archon")
@@ -218,6 +217,8 @@ class _Parser:
         return tuple(members)
 
     def single(self) -> Component:
+        from difflib import get_close_matches  # only a misspelling needs it
+
         token = self.tok
         if token.kind == "punct" and token.text == "[":
             name = self.bracket_name()

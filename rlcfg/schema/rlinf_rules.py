@@ -12,7 +12,6 @@ from typing import Any, Iterator
 
 from rlcfg.diagnostics import Severity
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
-from difflib import get_close_matches
 
 from rlcfg.schema.rlinf_models import EMBODIED_MODEL_TYPES, MODEL_TYPES, TASK_TYPES, RLinfConfig
 from rlcfg.schema import rlinf_placement as lang
@@ -724,6 +723,8 @@ def engine_sections(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
             "coding_online_rl; later also embodied_eval, reasoning_eval, sft, offline).",
             keys=["runner.task_type"])
 def task_type(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    from difflib import get_close_matches  # only a misspelling needs it
+
     allowed = TASK_TYPES.get(ctx.release or "main", TASK_TYPES["main"])
     task = cfg.runner.task_type
     if task in allowed or (task == "math" and ctx.release is None):
@@ -745,6 +746,8 @@ def task_type(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
             "`actor.model.model_type` among the embodied models (later).",
             keys=["rollout.model_arch", "rollout.model.model_type", "actor.model.model_name", "actor.model.model_type"])
 def model_type(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    from difflib import get_close_matches  # only a misspelling needs it
+
     release = ctx.release or "main"
     task = cfg.runner.task_type
     model = cfg.actor.model

@@ -9,7 +9,6 @@ the seed's formulas), and a value ROLL would overwrite gives an RLC304 warning o
 from __future__ import annotations
 
 import math
-from difflib import get_close_matches
 from functools import lru_cache
 from typing import Any, Iterator
 
@@ -455,6 +454,8 @@ def strategy_roles(cfg: Any, ctx: RuleContext):
             "is an error; an option rlcfg does not list is passed to the engine unchecked (warning).",
             keys=["*.strategy_args.strategy_config"])
 def strategy_config_keys(cfg: Any, ctx: RuleContext):
+    from difflib import get_close_matches  # only a misspelling needs it
+
     from rlcfg.schema.roll import _CONFIG_OF  # the models live with the schema; imported lazily (no cycle)
 
     owners: dict[str, list[str]] = {}
@@ -1089,6 +1090,8 @@ def agentic_generating_args(cfg: Any, ctx: RuleContext):
                   "train_env_manager.num_env_groups", "val_env_manager.tags", "val_env_manager.num_groups_partition", "val_env_manager.num_env_groups",
                   "custom_envs"])
 def agentic_envs(cfg: Any, ctx: RuleContext):
+    from difflib import get_close_matches  # only a misspelling needs it
+
     if not is_agentic(cfg):
         return
     envs = cfg.custom_envs or {}
@@ -1221,6 +1224,8 @@ TRACKERS = ("tensorboard", "wandb", "stdout", "swanlab", "trackio")  # roll/util
             "track_with must name a tracker in ROLL's registry (tensorboard, wandb, stdout, swanlab, trackio) or be "
             "empty; ROLL looks it up when the pipeline starts.", keys=["track_with"])
 def tracker(cfg: Any, ctx: RuleContext):
+    from difflib import get_close_matches  # only a misspelling needs it
+
     name = cfg.track_with
     if name and name not in TRACKERS:
         close = get_close_matches(name, TRACKERS, n=1, cutoff=0.6)

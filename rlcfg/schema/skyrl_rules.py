@@ -11,7 +11,6 @@ skyrl-train accepts at load and fails on only at start-up, the message says so (
 from __future__ import annotations
 
 import math
-from difflib import get_close_matches
 from typing import Any, Iterator
 
 from rlcfg.diagnostics import Constraint, Severity
@@ -400,6 +399,8 @@ def gae_needs_critic(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             "unknown name is a warning, since a custom entrypoint registers it in code.",
             keys=["trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type"])
 def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    from difflib import get_close_matches  # only a misspelling needs it
+
     a = cfg.trainer.algorithm
     losses = POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES)
     checks = [("trainer.algorithm.advantage_estimator", a.advantage_estimator, ADVANTAGE_ESTIMATORS,
