@@ -16,7 +16,7 @@ from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, Mapping
 
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.fields import FieldInfo
-from pydantic_core import core_schema
+from pydantic_core import PydanticKnownError, core_schema
 
 from rlcfg.diagnostics import CODES, Constraint, Severity
 from rlcfg.schema import compiled
@@ -146,6 +146,9 @@ class Deferred:
 
     @classmethod
     def validate_value(cls, value: Any) -> Any:
+        if not isinstance(value, (dict, Section)):
+            # what the section would say (a default null, a scalar where RLinf sometimes writes one), unbuilt
+            raise PydanticKnownError("model_type", {"class_name": cls.section_name.rpartition(".")[2]})
         return cls.model().model_validate(value)
 
     @classmethod
