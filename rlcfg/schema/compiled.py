@@ -6,7 +6,8 @@ pydantic release, never on the config being checked. So the first build of a sec
 cache folder, and every later run hands the stored schema straight to pydantic-core, which builds the validator in
 well under a millisecond. Only rlcfg's own sections are kept. The folder belongs to one description of the Python
 and pydantic releases and of every rlcfg source file (size and modification time), which it holds in a MANIFEST
-file and is named by a checksum of: an upgrade or an edit starts a fresh folder.
+file and is named by a checksum of: an upgrade or an edit starts a fresh folder, and the oldest folders beyond
+KEPT_FOLDERS are removed.
 
 A cache file is JSON, never pickle. It names the section classes, validator functions and default factories the
 schema refers to, and loading it only looks those names up among rlcfg's section classes and already-imported
@@ -77,9 +78,30 @@ def _checked_folder(base: str) -> str:
             os.remove(os.path.join(where, stale))
         with open(manifest, "w", encoding="utf-8") as out:
             out.write(_source())
+        _prune(base, keep=where)
     except OSError:
         pass
     return where
+
+
+KEPT_FOLDERS = 8  # every edit of rlcfg's source starts a folder: the newest few are kept, for a few installs
+
+
+def _prune(base: str, keep: str) -> None:
+    """Remove all but the KEPT_FOLDERS newest folders (by their MANIFEST's time); a folder removed while another
+    process uses it costs that process a rebuild, nothing else."""
+    import shutil
+
+    folders = []
+    for entry in os.scandir(base):
+        try:
+            folders.append((os.stat(os.path.join(entry.path, "MANIFEST")).st_mtime, entry.path))
+        except OSError:
+            continue  # not a cache folder, or one being made right now
+    folders.sort(reverse=True)
+    for _, path in folders[KEPT_FOLDERS:]:
+        if path != keep:
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @functools.lru_cache(maxsize=None)

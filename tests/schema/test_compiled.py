@@ -114,3 +114,23 @@ def test_names_resolve_only_to_loaded_rlcfg_and_pydantic_objects():
 def test_what_a_new_process_could_not_find_again_is_not_kept():
     with pytest.raises(compiled.Uncacheable):
         compiled.encode({"type": "function-plain", "function": {"type": "no-info", "function": lambda v: v}})
+
+
+def test_old_cache_folders_are_pruned(tmp_path, monkeypatch):
+    base = tmp_path / "schemas"
+    for age in range(compiled.KEPT_FOLDERS + 3):
+        folder = base / f"old{age}"
+        folder.mkdir(parents=True)
+        (folder / "MANIFEST").write_text("an older rlcfg")
+        os.utime(folder / "MANIFEST", (1_000_000 + age, 1_000_000 + age))
+    (base / "not-a-cache").mkdir()
+    monkeypatch.setenv("RLCFG_CACHE_DIR", str(tmp_path))
+    monkeypatch.delenv("RLCFG_NO_CACHE", raising=False)
+    compiled._checked_folder.cache_clear()
+    current = compiled.folder()
+    left = sorted(p.name for p in base.iterdir())
+    assert os.path.basename(current) in left
+    assert len([name for name in left if name.startswith("old")]) == compiled.KEPT_FOLDERS - 1
+    assert "old0" not in left and f"old{compiled.KEPT_FOLDERS + 2}" in left  # the oldest go first
+    assert "not-a-cache" in left
+    compiled._checked_folder.cache_clear()
