@@ -553,6 +553,8 @@ class Dialect:
     def compose(self, tree: SourceTree, base_dir: str) -> tuple[SourceTree, list]:
         """Combine a multi-file config (Hydra defaults lists, looked up beside the file and on `hydra.searchpath`)
         into one tree."""
+        if not isinstance(tree.data, dict) or "defaults" not in tree.data:
+            return tree, []  # a single file: the composer is not even imported
         from rlcfg.source.compose import compose, searchpath_of
 
         folders, unusable = searchpath_of(tree)
