@@ -181,7 +181,7 @@ def _text(result: Any, explanation: Any, color: bool, strict: bool, searched_lon
 
 def _unfixed(result: Any) -> bool:
     if not result.errors:
-        return False  # (the solver is not imported for a config it has nothing to do with)
+        return False  # nothing to solve, and the solver stays unimported
     from rlcfg.diagnostics import Severity
     from rlcfg.fix import SOLVABLE_CODES
 

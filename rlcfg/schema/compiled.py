@@ -292,6 +292,28 @@ def _decode_tagged(data: dict) -> Any:
     return data
 
 
+def _model_class(schema: Any) -> Any:
+    """The class a section's core schema builds: its root `model` schema's, found behind definitions and the
+    section's own model validators."""
+    definitions: dict = {}
+    for _ in range(16):
+        if not isinstance(schema, dict):
+            return None
+        kind = schema.get("type")
+        if kind == "model":
+            return schema.get("cls")
+        if kind == "definitions":
+            definitions.update((d.get("ref"), d) for d in schema.get("definitions", ()) if isinstance(d, dict))
+            schema = schema.get("schema")
+        elif kind == "definition-ref":
+            schema = definitions.get(schema.get("schema_ref"))
+        elif kind in ("function-before", "function-after", "function-wrap"):
+            schema = schema.get("schema")
+        else:
+            return None
+    return None
+
+
 def install(cls: type) -> bool:
     """Complete `cls` from its stored schema, as pydantic would have from a freshly generated one; False when there
     is none to use (pydantic then builds it, and `store` keeps it)."""
@@ -310,7 +332,7 @@ def install(cls: type) -> bool:
             return False
         with open(path, encoding="utf-8") as stored:
             schema = decode(stored.read())
-        if schema.get("type") not in ("model", "definitions"):
+        if _model_class(schema) is not cls:  # a file of another section's (or of nothing's) schema
             return False
         config = ConfigWrapper(cls.model_config, check=False)
         core_config = config.core_config(title=cls.__name__)

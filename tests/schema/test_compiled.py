@@ -64,7 +64,7 @@ def test_every_root_schema_survives_the_trip_through_a_cache_file(root):
     assert json.dumps(compiled.encode(loaded)) == stored
 
 
-@pytest.mark.parametrize("template", ["skyrl-fsdp-vllm.yaml", "areal-fsdp-sglang-grpo.yaml",
+@pytest.mark.parametrize("template", ["skyrl-fsdp-vllm.yaml", "areal-fsdp-sglang-grpo.yaml", "roll-fsdp2-vllm.yaml",
                                       "rlinf-megatron-sglang.yaml"])
 def test_a_second_run_loads_the_schemas_and_reports_the_same(tmp_path, template):
     first_report, first = probe(tmp_path, str(TEMPLATES / template), "--format", "json")
@@ -93,7 +93,9 @@ def test_rlcfg_no_cache_writes_nothing(tmp_path):
 
 
 @pytest.mark.parametrize("content", ["{not json", '{"$name": "os:system"}', '{"type": "model", "cls": '
-                                     '{"$name": "rlcfg.schema.skyrl:NoSuchSection"}}', '[]'])
+                                     '{"$name": "rlcfg.schema.skyrl:NoSuchSection"}}', '[]',
+                                     '{"type": "model", "cls": {"$name": "rlcfg.schema.skyrl:Trainer"}, '
+                                     '"schema": {"type": "model-fields", "fields": {}}}'])
 def test_a_broken_or_hostile_cache_file_is_rebuilt_and_runs_nothing(tmp_path, content):
     probe(tmp_path, str(TEMPLATES / "skyrl-fsdp-vllm.yaml"))
     [stored] = [p for p in tmp_path.rglob("*.json")]
