@@ -174,14 +174,12 @@ def _encode(value: Any, ids: dict[int, str], model: type | None, field: str | No
         return value
     if isinstance(value, str):
         # pydantic's definition references carry the id() of the class they stand for: rewritten on load
-        if _REF_ID.search(value) and any(int(m.group(1)) in ids for m in _REF_ID.finditer(value)):
-            parts, last = [], 0
-            for m in _REF_ID.finditer(value):
-                if int(m.group(1)) in ids:
-                    parts += [value[last:m.start(1)], ids[int(m.group(1))]]
-                    last = m.end(1)
-            return {"$ref": [*parts, value[last:]]}
-        return value
+        parts, last = [], 0
+        for m in _REF_ID.finditer(value):
+            if int(m.group(1)) in ids:
+                parts += [value[last:m.start(1)], ids[int(m.group(1))]]
+                last = m.end(1)
+        return {"$ref": [*parts, value[last:]]} if parts else value
     if isinstance(value, list):
         return [_encode(v, ids, model, field) for v in value]
     if isinstance(value, tuple):
@@ -318,7 +316,7 @@ def install(cls: type) -> bool:
     """Complete `cls` from its stored schema, as pydantic would have from a freshly generated one; False when there
     is none to use (pydantic then builds it, and `store` keeps it)."""
     path = _file(cls)
-    if path is None or not os.path.exists(path):
+    if path is None:
         return False
     try:
         from pydantic._internal._config import ConfigWrapper
