@@ -7,8 +7,6 @@ registered on the dialect's `RuleSet`; they read the validated config and yield 
 `RuleContext`, which knows where each value came from.
 """
 
-from __future__ import annotations
-
 import types
 import typing
 from dataclasses import dataclass, field
@@ -93,13 +91,13 @@ class Section(BaseModel):
     """A mapping of a config. Unknown keys are errors; values are never coerced from another type
     (a YAML string "8" is not the integer 8), except that an integer is accepted where a float is expected.
 
-    The modules that declare sections do not postpone their annotations (no `from __future__ import
-    annotations`): pydantic would then compile and evaluate each field's annotation string as it builds the class,
-    an eighth of the time a dialect's import takes.
+    The modules that declare sections, this one included, do not postpone their annotations (no `from __future__
+    import annotations`): pydantic would then compile and evaluate each field's annotation string as it builds the
+    class, an eighth of the time a dialect's import takes, and this class's own for every section declared.
 
     `run_fate`, when a section sets it, is the run-ledger fate of each of its fields that declares none."""
 
-    run_fate: ClassVar["Fate | None"] = None
+    run_fate: ClassVar[Fate | None] = None
 
     model_config = ConfigDict(strict=True, extra="forbid", protected_namespaces=(), populate_by_name=False,
                               validate_default=False, arbitrary_types_allowed=False, defer_build=True)
@@ -108,6 +106,8 @@ class Section(BaseModel):
     def __pydantic_init_subclass__(cls, **kwargs: Any) -> None:
         super().__pydantic_init_subclass__(**kwargs)
         compiled.register(cls)
+        if not cls.__pydantic_complete__:
+            compiled.defer_full_schema(cls)
 
     @classmethod
     def model_rebuild(cls, *, force: bool = False, raise_errors: bool = True, _parent_namespace_depth: int = 2,
@@ -228,21 +228,32 @@ def key_of(name: str, info: FieldInfo) -> str:
     return info.alias or name
 
 
-def section_types(annotation: Any) -> list[type[Section]]:
+def section_types(annotation: Any) -> tuple[type[Section], ...]:
     """The Section classes an annotation can hold directly (X, X | None, Union of sections)."""
+    # Asked for every field a check walks, thousands of times with the same few hundred annotations.
+    try:
+        return _SECTION_TYPES[annotation]
+    except KeyError:
+        found = _SECTION_TYPES[annotation] = _section_types(annotation)
+        return found
+    except TypeError:  # an unhashable annotation (Annotated with unhashable metadata)
+        return _section_types(annotation)
+
+
+_SECTION_TYPES: dict[Any, tuple[type[Section], ...]] = {}
+
+
+def _section_types(annotation: Any) -> tuple[type[Section], ...]:
     if isinstance(annotation, type) and issubclass(annotation, Section):
-        return [annotation]
+        return (annotation,)
     if isinstance(annotation, type) and issubclass(annotation, Deferred):
-        return [annotation.model()]
+        return (annotation.model(),)
     origin = get_origin(annotation)
     if origin in (Union, types.UnionType):
-        out: list[type[Section]] = []
-        for arg in get_args(annotation):
-            out.extend(section_types(arg))
-        return out
+        return tuple(section for arg in get_args(annotation) for section in section_types(arg))
     if origin is typing.Annotated:
         return section_types(get_args(annotation)[0])
-    return []
+    return ()
 
 
 def container_section(annotation: Any) -> type[Section] | None:
@@ -351,18 +362,25 @@ def _fields_by_key(model: type[Section]) -> dict[str, tuple[str, FieldInfo]]:
 
 def field_at(root: type[Section], path: tuple) -> tuple[FieldInfo | None, type[Section] | None]:
     """The field a path names, and the section that owns it (list indices and mapping keys are skipped)."""
+    return fields_along(root, path)[-1] if path else (None, None)
+
+
+def fields_along(root: type[Section], path: tuple) -> list[tuple[FieldInfo | None, type[Section] | None]]:
+    """field_at(root, path[:depth]) for each depth from 1 to len(path), in one walk."""
+    out: list[tuple[FieldInfo | None, type[Section] | None]] = []
     model: type[Section] | None = root
     info: FieldInfo | None = None
     pending_container = False
-    for part in path:
+    for depth, part in enumerate(path):
         if model is None:
-            return None, None
+            return out + [(None, None)] * (len(path) - depth)
         if isinstance(part, int) or pending_container:
             pending_container = False
+            out.append((info, None))
             continue
         found = _fields_by_key(model).get(part)
         if found is None:
-            return None, model
+            return out + [(None, model)] * (len(path) - depth)
         owner = model
         info = found[1]
         subs = section_types(info.annotation)
@@ -375,9 +393,8 @@ def field_at(root: type[Section], path: tuple) -> tuple[FieldInfo | None, type[S
                 get_origin(a) is dict for a in get_args(info.annotation))
         else:
             model = None
-        if part == path[-1]:
-            return info, owner
-    return info, None
+        out.append((info, owner))
+    return out
 
 
 def section_at(root: type[Section], path: tuple) -> type[Section] | None:

@@ -9,6 +9,10 @@ and pydantic releases and of every rlcfg source file (size and modification time
 file and is named by a checksum of: an upgrade or an edit starts a fresh folder, and the oldest folders beyond
 KEPT_FOLDERS are removed.
 
+A cache file holds what validation needs: the schema without its `metadata`, which only JSON Schema generation
+reads and which is half of its size. An installed section's `__pydantic_core_schema__` is therefore a placeholder
+that has pydantic build the full schema again when something asks for it (`rlcfg schema`, the docs).
+
 A cache file is JSON, never pickle. It names the section classes, validator functions and default factories the
 schema refers to, and loading it only looks those names up among rlcfg's section classes and already-imported
 rlcfg and pydantic modules; it imports nothing and runs nothing. A file that does not load, or that names
@@ -110,14 +114,20 @@ def _source() -> str:
     import pydantic_core
 
     lines = [f"python {sys.version}", f"pydantic {pydantic.VERSION}", f"pydantic-core {pydantic_core.__version__}"]
-    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    for top, dirs, files in os.walk(package):
-        dirs[:] = sorted(d for d in dirs if d != "__pycache__")
-        for name in sorted(files):
-            if name.endswith(".py"):
-                stat = os.stat(os.path.join(top, name))
-                lines.append(f"{os.path.relpath(os.path.join(top, name), package)} {stat.st_size} {stat.st_mtime_ns}")
+    _describe_sources(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "", lines)
     return "\n".join(lines) + "\n"
+
+
+def _describe_sources(folder: str, prefix: str, lines: list[str]) -> None:
+    # every run reads this description: scandir, not os.walk and relpath, keeps it to a few hundred microseconds
+    with os.scandir(folder) as found:
+        entries = sorted(found, key=lambda entry: entry.name)
+    for entry in entries:
+        if entry.name.endswith(".py") and entry.is_file():
+            stat = entry.stat()
+            lines.append(f"{prefix}{entry.name} {stat.st_size} {stat.st_mtime_ns}")
+        elif entry.is_dir() and entry.name != "__pycache__":
+            _describe_sources(entry.path, f"{prefix}{entry.name}/", lines)
 
 
 def _file(cls: type) -> str | None:
@@ -138,7 +148,7 @@ def store(cls: type) -> None:
     if path is None:
         return
     try:
-        encoded = json.dumps(encode(cls.__pydantic_core_schema__))
+        encoded = json.dumps(encode(cls.__pydantic_core_schema__, validation_only=True), separators=(",", ":"))
         os.makedirs(os.path.dirname(path), exist_ok=True)
         partial = f"{path}.{os.getpid()}.tmp"
         with open(partial, "w", encoding="utf-8") as out:
@@ -148,11 +158,17 @@ def store(cls: type) -> None:
         pass
 
 
-def encode(schema: dict) -> Any:
-    """The schema as JSON-ready data; raises Uncacheable for what a new process could not find again."""
+def encode(schema: dict, *, validation_only: bool = False) -> Any:
+    """The schema as JSON-ready data; raises Uncacheable for what a new process could not find again.
+    `validation_only` leaves out each schema node's `metadata` (JSON Schema hints pydantic-core never reads)."""
     ids: dict[int, str] = {}
     _collect_types(schema, ids)
-    return _encode(schema, ids, None, None)
+    return _encode(schema, ids, None, None, validation_only)
+
+
+# Keys of a schema node whose value is the user's data (a default, a literal's values, an error's context), not
+# schema nodes: a `metadata` key inside them is data too.
+_DATA_KEYS = frozenset({"default", "expected", "custom_error_context", "members"})
 
 
 def _collect_types(value: Any, ids: dict[int, str]) -> None:
@@ -169,7 +185,7 @@ def _collect_types(value: Any, ids: dict[int, str]) -> None:
             pass
 
 
-def _encode(value: Any, ids: dict[int, str], model: type | None, field: str | None) -> Any:
+def _encode(value: Any, ids: dict[int, str], model: type | None, field: str | None, strip: bool = False) -> Any:
     if value is None or isinstance(value, (bool, int, float)):
         return value
     if isinstance(value, str):
@@ -181,25 +197,29 @@ def _encode(value: Any, ids: dict[int, str], model: type | None, field: str | No
                 last = m.end(1)
         return {"$ref": [*parts, value[last:]]} if parts else value
     if isinstance(value, list):
-        return [_encode(v, ids, model, field) for v in value]
+        return [_encode(v, ids, model, field, strip) for v in value]
     if isinstance(value, tuple):
-        return {"$tuple": [_encode(v, ids, model, field) for v in value]}
+        return {"$tuple": [_encode(v, ids, model, field, strip) for v in value]}
     if isinstance(value, (set, frozenset)):
         return {"$set" if isinstance(value, set) else "$frozenset": [_encode(v, ids, model, field) for v in value]}
     if isinstance(value, dict):
         if value.get("type") == "model" and isinstance(value.get("cls"), type):
             model = value["cls"]
+        node = strip and isinstance(value.get("type"), str)  # a schema node, not a mapping of names
         out: dict[str, Any] = {}
         for key, item in value.items():
             if not isinstance(key, str) or key.startswith("$"):
                 return {"$dict": [[_encode(k, ids, model, field), _encode(v, ids, model, field)]
                                   for k, v in value.items()]}
+            if node and key == "metadata":
+                continue
             if key == "default_factory" and model is not None and field is not None and not isinstance(item, type):
                 out[key] = _factory(item, model, field)
-            elif key == "fields" and value.get("type") == "model-fields":
-                out[key] = {name: _encode(spec, ids, model, name) for name, spec in item.items()}
+            elif key == "fields" and isinstance(item, dict) and value.get("type") in ("model-fields", "typed-dict"):
+                out[key] = {name: _encode(spec, ids, model, name if value["type"] == "model-fields" else field, strip)
+                            for name, spec in item.items()}
             else:
-                out[key] = _encode(item, ids, model, field)
+                out[key] = _encode(item, ids, model, field, strip and key not in _DATA_KEYS)
         return out
     if isinstance(value, enum.Enum):
         return {"$enum": [_name_of(type(value)), value.name]}
@@ -339,7 +359,7 @@ def install(cls: type) -> bool:
     except Exception:  # noqa: BLE001 -- a cache that does not load is a cache miss, whatever broke it
         return False
     cls.__pydantic_computed_fields__ = {}
-    cls.__pydantic_core_schema__ = schema
+    defer_full_schema(cls)
     cls.__pydantic_validator__ = validator
     cls.__pydantic_serializer__ = serializer
     cls.__signature__ = LazyClassAttribute("__signature__", functools.partial(
@@ -350,3 +370,21 @@ def install(cls: type) -> bool:
     if on_complete is not None:
         on_complete()
     return True
+
+
+def defer_full_schema(cls: type) -> None:
+    """Make `cls.__pydantic_core_schema__` a placeholder that has pydantic build the full schema when something
+    reads it. A stored schema lacks the metadata that JSON Schema generation needs, so an installed section gets
+    one; and so does every section as it is declared, replacing pydantic's own placeholder, whose rebuild would
+    install the stored schema. pydantic treats the placeholder as no schema when it builds another section around
+    this one, and rebuilds through it before it generates a JSON Schema."""
+    from pydantic._internal._mock_val_ser import MockCoreSchema
+
+    cls.__pydantic_core_schema__ = MockCoreSchema(
+        f"{cls.__qualname__}'s full core schema is built on demand", code="class-not-fully-defined",
+        attempt_rebuild=functools.partial(_full_schema, cls))
+
+
+def _full_schema(cls: type, **_: Any) -> Any:
+    cls.model_rebuild(force=True, _parent_namespace_depth=0)
+    return cls.__pydantic_core_schema__

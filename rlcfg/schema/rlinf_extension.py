@@ -5,8 +5,10 @@ per pipeline (an embodied config's simulator settings, a Megatron actor's every 
 its rules and lowering use by hand, in rlinf_models.py, with their constraints and full descriptions. Every
 other key that RLinf's examples write or its code reads, at any claimed release, comes from the inventory
 (tools/inventory/rlinf.py) as one row: its type as seen in the examples and the code, and the releases that
-have it. `extension(path)` turns the rows under `path` into a Section that the hand-written class of that
-path inherits, so a hand-written field overrides the generated one of the same key.
+have it. A hand-written section names its path (`class Cluster(Inventoried, inventory="cluster")`) and is
+declared with the rows under that path as fields of its own, in the inventory's order; a hand-written field
+overrides the generated one of the same key, in its place. `extension(path)` makes a section of the rows alone,
+for the paths nothing is written for by hand (the Deferred ones).
 
 Knowing these keys matters twice: a key RLinf reads is not reported as unknown, and a misspelling of one is
 caught as close to a known key (RLinf would silently drop it).
@@ -103,6 +105,44 @@ def run_fate(full: str, pipelines: tuple = ("reasoning",)) -> Fate:
 @lru_cache(maxsize=None)
 def extension(path: str) -> type[Section]:
     """A Section holding every inventoried key directly under `path` ("" is the top level)."""
+    return create_model(_class_name(path), __base__=Section, **_inventoried_fields(path))
+
+
+class _InventoriedMeta(type(Section)):  # type: ignore[misc]
+    def __new__(mcs, name: str, bases: tuple, namespace: dict, inventory: str | None = None, **kwargs: Any) -> Any:
+        if inventory is not None:
+            namespace = _with_inventory(namespace, inventory)
+        return super().__new__(mcs, name, bases, namespace, **kwargs)
+
+
+class Inventoried(Section, metaclass=_InventoriedMeta):
+    """The base of a hand-written RLinf section: `class X(Inventoried, inventory="path")` declares X with the
+    inventoried keys under `path` too.
+
+    It used to inherit a generated section of those keys instead. pydantic then built every inventoried field twice,
+    once in the generated class and once as a copy in the hand-written one, on every RLinf check."""
+
+
+def _with_inventory(namespace: dict, path: str) -> dict:
+    """The class namespace with the inventoried fields of `path` added before the hand-written ones, each
+    hand-written field taking the place of the generated one it overrides (where inheriting put it)."""
+    own = namespace.get("__annotations__", {})
+    annotations: dict[str, Any] = {}
+    namespace = dict(namespace)
+    for name, (annotation, info) in _inventoried_fields(path).items():
+        if name in own:
+            annotations[name] = own[name]
+        else:
+            annotations[name] = annotation
+            namespace[name] = info
+    for name, annotation in own.items():
+        annotations.setdefault(name, annotation)
+    namespace["__annotations__"] = annotations
+    return namespace
+
+
+def _inventoried_fields(path: str) -> dict[str, tuple[Any, Any]]:
+    """The inventoried keys directly under `path` as pydantic field definitions, by attribute name."""
     fields: dict[str, Any] = {}
     taken: set[str] = set()
     for key in _CHILDREN.get(path, ()):
@@ -119,7 +159,7 @@ def extension(path: str) -> type[Section]:
         fields[name] = (annotation, param(None, alias=None if name == key else key, releases=releases,
                                           fate=run_fate(full, pipelines),
                                           description=_description(full, kind, default, pipelines)))
-    return create_model(_class_name(path), __base__=Section, **fields)
+    return fields
 
 
 def deferred(path: str) -> type[Deferred]:

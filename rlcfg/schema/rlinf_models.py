@@ -1,8 +1,9 @@
 """RLinf's config sections, as rlcfg models them by hand: the keys its rules and lowering read, with their types,
 defaults (RLinf's code defaults where the code fills a missing key), constraints and descriptions.
 
-Each class inherits the generated section of its path (rlinf_extension.py), which holds every other key RLinf's
-example configs write or its code reads; a field declared here overrides the generated one of the same key.
+Each class is declared with the inventoried keys of its path too (rlinf_extension.Inventoried): every other key
+RLinf's example configs write or its code reads; a field declared here overrides the generated one of the same
+key.
 Keys that exist only in some releases say so with `releases=` (the names of `RLinfDialect.releases`).
 """
 
@@ -10,7 +11,7 @@ Keys that exist only in some releases say so with `releases=` (the names of `RLi
 from typing import Any, Literal
 
 from rlcfg.schema.base import HONORED, REQUIRED, declare_fates, inert, param, refused, section
-from rlcfg.schema.rlinf_extension import extension
+from rlcfg.schema.rlinf_extension import Inventoried
 
 OLD = ("2025-08", "2025-10")  # rollout.model_dir / model_arch era
 LATER = ("2025-10", "main")  # task_type reasoning, rollout.sglang / rollout.vllm sections
@@ -45,7 +46,7 @@ Activation = Literal["gelu", "geglu", "reglu", "swiglu", "squared-relu", "fast-g
 # ---- cluster ------------------------------------------------------------------------------------------------
 
 
-class Cluster(extension("cluster")):
+class Cluster(Inventoried, inventory="cluster"):
     num_nodes: int = param(1, ge=1, description="Physical nodes to use for training.")
     num_gpus_per_node: int | None = param(
         None, ge=1,
@@ -75,18 +76,18 @@ class Cluster(extension("cluster")):
 # ---- runner -------------------------------------------------------------------------------------------------
 
 
-class Tensorboard(extension("runner.logger.tensorboard")):
+class Tensorboard(Inventoried, inventory="runner.logger.tensorboard"):
     enable: bool = param(True, description="Write TensorBoard event files under `runner.logger.path`.")
     queue_size: int = param(10, ge=1, description="Events buffered before the TensorBoard writer flushes.")
 
 
-class Wandb(extension("runner.logger.wandb")):
+class Wandb(Inventoried, inventory="runner.logger.wandb"):
     enable: bool = param(False, description="Log metrics to Weights & Biases.")
     project_name: str = param("infini-rl", description="The W&B project to log into.")
     experiment_name: str | None = param("${runner.experiment_name}", description="The W&B run name.")
 
 
-class Logger(extension("runner.logger")):
+class Logger(Inventoried, inventory="runner.logger"):
     path: str | None = param("${runner.output_dir}/${runner.experiment_name}/tensorboard",
                              description="Folder for the logs (the mid-2025 layout).")
     tensorboard: Tensorboard = section(Tensorboard, description="TensorBoard logging (the mid-2025 layout).")
@@ -98,7 +99,7 @@ class Logger(extension("runner.logger")):
         None, description="Logging backends to write to (2025-10 and later), e.g. [tensorboard, wandb].")
 
 
-class Runner(extension("runner")):
+class Runner(Inventoried, inventory="runner"):
     task_type: str = param(
         "math",
         description="What kind of job this is: `math` (2025-08's name of reasoning RL), `reasoning`, "
@@ -130,7 +131,7 @@ class Runner(extension("runner")):
 # ---- algorithm ----------------------------------------------------------------------------------------------
 
 
-class SamplingParams(extension("algorithm.sampling_params")):
+class SamplingParams(Inventoried, inventory="algorithm.sampling_params"):
     use_greedy: bool = param(False, releases=("2025-08", "2025-10"),
                              description="Deterministic (greedy) decoding if true (2025-12 replaced it with "
                                          "`do_sample`).")
@@ -146,7 +147,7 @@ class SamplingParams(extension("algorithm.sampling_params")):
     min_new_tokens: int = param(1, ge=0, description="Minimum generated tokens.")
 
 
-class Algorithm(extension("algorithm")):
+class Algorithm(Inventoried, inventory="algorithm"):
     group_size: int = param(2, ge=1, description="Responses per prompt (set > 1 to enable group baselines).")
     n_minibatches: int = param(4, ge=1, description="Number of gradient updates per rollout batch; the actor's "
                                                     "global batch is rollout_batch_size × group_size / n_minibatches.")
@@ -208,20 +209,20 @@ class Algorithm(extension("algorithm")):
 # ---- inference, rollout -------------------------------------------------------------------------------------
 
 
-class InferenceModel(extension("inference.model")):
+class InferenceModel(Inventoried, inventory="inference.model"):
     tensor_model_parallel_size: int = param(1, ge=1, description="TP degree inside the inference engine.")
     pipeline_model_parallel_size: int = param(1, ge=1, description="PP degree inside the inference engine.")
     sequence_parallel: bool = param(False, description="Enable Megatron sequence parallelism for inference.")
 
 
-class Inference(extension("inference")):
+class Inference(Inventoried, inventory="inference"):
     group_name: str = param("InferenceGroup", description="Logical name for the inference worker group (which "
                                                           "recomputes log-probs in disaggregated placements).")
     load_from_actor: bool = param(True, description="Initialize inference weights from the actor.")
     model: InferenceModel = section(InferenceModel, description="Parallelism of the inference model.")
 
 
-class RolloutModel(extension("rollout.model")):
+class RolloutModel(Inventoried, inventory="rollout.model"):
     model_path: str | None = param(None, description="Path to the HF model the rollout engine serves "
                                                      "(from 2025-12; was `rollout.model_dir`). RLinf also reads "
                                                      "its config.json to fill the actor's architecture.")
@@ -229,7 +230,7 @@ class RolloutModel(extension("rollout.model")):
                                                      "(from 2025-12; was `rollout.model_arch`).")
 
 
-class SGLang(extension("rollout.sglang")):
+class SGLang(Inventoried, inventory="rollout.sglang"):
     attention_backend: str = param("triton", description="SGLang attention kernel backend (e.g. triton, "
                                                          "flashinfer).")
     decode_log_interval: int = param(500000, ge=1, description="Interval for SGLang to log decode stats.")
@@ -237,7 +238,7 @@ class SGLang(extension("rollout.sglang")):
     torch_compile_max_bs: int = param(128, ge=1, description="Max batch size eligible for torch.compile.")
 
 
-class VLLM(extension("rollout.vllm")):
+class VLLM(Inventoried, inventory="rollout.vllm"):
     attention_backend: str = param("FLASH_ATTN", description="vLLM attention backend (e.g. FLASH_ATTN, XFORMERS).")
     enable_chunked_prefill: bool = param(True, description="Let vLLM split long prefills into chunks.")
     enable_prefix_caching: bool = param(True, description="Let vLLM reuse the KV cache of shared prefixes.")
@@ -247,7 +248,7 @@ class VLLM(extension("rollout.vllm")):
     torch_profiler_dir: str | None = param(None, description="Enable vLLM's torch profiler, writing here.")
 
 
-class Rollout(extension("rollout")):
+class Rollout(Inventoried, inventory="rollout"):
     group_name: str = param("RolloutGroup", description="Logical name for the rollout workers.")
     gpu_memory_utilization: float = param(
         0.65, gt=0, le=1,
@@ -306,7 +307,7 @@ class Rollout(extension("rollout")):
 # ---- data ---------------------------------------------------------------------------------------------------
 
 
-class Data(extension("data")):
+class Data(Inventoried, inventory="data"):
     type: str = param("math", description="Dataset/task family (e.g. math).")
     max_prompt_length: int = param(1024, ge=1, description="Maximum tokens allowed for prompts.")
     rollout_batch_size: int = param(64, ge=1, description="Global rollout batch size (prompts per step) across "
@@ -336,7 +337,7 @@ class Data(extension("data")):
 # ---- actor --------------------------------------------------------------------------------------------------
 
 
-class ActorModel(extension("actor.model")):
+class ActorModel(Inventoried, inventory="actor.model"):
     precision: Precision | None = param("fp16", description="Numerical precision for training (bf16, fp16, fp32 or the "
                                                      "Lightning spellings RLinf maps to a torch dtype).")
     add_bias_linear: bool = param(False, description="Add bias terms to linear layers.")
@@ -387,7 +388,7 @@ class ActorModel(extension("actor.model")):
                                                                        "from config.json.")
 
 
-class Optim(extension("actor.optim")):
+class Optim(Inventoried, inventory="actor.optim"):
     optimizer: Literal["adam", "sgd"] = param("adam", description="Optimizer choice.")
     bf16: bool | None = param(None, description="BF16 mixed precision flag. RLinf derives it from "
                                                 "`actor.model.precision` (2025-08 and 2025-10 always, overwriting "
@@ -413,7 +414,7 @@ class Optim(extension("actor.optim")):
     loss_scale: float | None = param(None, gt=0, description="Static FP16 loss scale; null uses dynamic scaling.")
 
 
-class LrSched(extension("actor.lr_sched")):
+class LrSched(Inventoried, inventory="actor.lr_sched"):
     lr_warmup_fraction: float | None = param(None, ge=0, le=1, description="Warm-up as a fraction of the decay "
                                                                            "iterations. Whenever it is set (not null), "
                                                                            "even to 0, Megatron takes the warm-up from "
@@ -437,7 +438,7 @@ class LrSched(extension("actor.lr_sched")):
                                                                                                    "decay changes.")
 
 
-class Tokenizer(extension("actor.tokenizer")):
+class Tokenizer(Inventoried, inventory="actor.tokenizer"):
     tokenizer_model: str | None = param(None, description="Path or name of the tokenizer. No default (the path in "
                                                              "RLinf's configuration guide is an example); reasoning "
                                                              "and agent configs need "
@@ -447,7 +448,7 @@ class Tokenizer(extension("actor.tokenizer")):
     padding_side: Literal["left", "right"] = param("right", description="Left or right padding.")
 
 
-class MegatronCkpt(extension("actor.megatron.ckpt_convertor")):
+class MegatronCkpt(Inventoried, inventory="actor.megatron.ckpt_convertor"):
     model: str | None = param("DeepSeek-R1-Distill-Qwen-1.5B", description="Model name for the converter metadata.")
     model_type: str | None = param(None, description="Model type; inferred from the HF config when null.")
     hf_model_path: str | None = param("${rollout.model_dir}", description="Source HF model path.")
@@ -462,7 +463,7 @@ class MegatronCkpt(extension("actor.megatron.ckpt_convertor")):
                                               description="PP degree for converted checkpoints.")
 
 
-class Megatron(extension("actor.megatron")):
+class Megatron(Inventoried, inventory="actor.megatron"):
     ddp_bucket_size: int | None = param(None, ge=1, description="DDP gradient bucket size, in parameters.")
     distributed_backend: Literal["nccl", "gloo"] = param("nccl", description="Collective backend for Megatron's process groups (nccl on GPUs, gloo on "
                                                                  "CPU).")
@@ -480,20 +481,20 @@ class Megatron(extension("actor.megatron")):
                                                   description="The checkpoint converter (2025-10 and later name).")
 
 
-class MixedPrecision(extension("actor.fsdp_config.mixed_precision")):
+class MixedPrecision(Inventoried, inventory="actor.fsdp_config.mixed_precision"):
     param_dtype: str | None = param(None, description="Dtype FSDP keeps parameters in for compute (bf16, fp16, "
                                                       "fp32); null with the other two null means no mixed precision.")
     reduce_dtype: str | None = param(None, description="Dtype of gradient reduction.")
     buffer_dtype: str | None = param(None, description="Dtype of buffers.")
 
 
-class AmpAutocast(extension("actor.fsdp_config.amp_autocast")):
+class AmpAutocast(Inventoried, inventory="actor.fsdp_config.amp_autocast"):
     enabled: bool = param(False, description="Run the forward pass under torch autocast. RLinf refuses it together "
                                              "with FSDP mixed precision (a `mixed_precision` dtype other than fp32).")
     precision: str = param("bf16", description="Autocast dtype: fp16, bf16 or fp32.")
 
 
-class FsdpConfig(extension("actor.fsdp_config")):
+class FsdpConfig(Inventoried, inventory="actor.fsdp_config"):
     mixed_precision: MixedPrecision | None = section(MixedPrecision, optional=True,
                                                      description="FSDP mixed precision (required by RLinf).")
     amp_autocast: AmpAutocast | None = section(AmpAutocast, optional=True, releases=("main",),
@@ -501,7 +502,7 @@ class FsdpConfig(extension("actor.fsdp_config")):
     backward_prefetch: str | None = param(None, description="FSDP backward prefetch: null, pre or post.")
 
 
-class Actor(extension("actor")):
+class Actor(Inventoried, inventory="actor"):
     group_name: str = param("ActorGroup", description="Logical name for the training (actor) workers.")
     training_backend: Literal["megatron", "fsdp"] = param("megatron", description="Library that trains the actor: Megatron-LM "
                                                                                   "(megatron) or torch FSDP (fsdp).")
@@ -534,14 +535,14 @@ class Actor(extension("actor")):
 # ---- reward, critic -----------------------------------------------------------------------------------------
 
 
-class RewardTokenizer(extension("reward.tokenizer")):
+class RewardTokenizer(Inventoried, inventory="reward.tokenizer"):
     tokenizer_model: str | None = param(None, description="Tokenizer for decoding responses to score.")
     use_fast: bool = param(False, description="Use the HF fast tokenizer.")
     trust_remote_code: bool = param(True, description="Allow custom tokenizer code.")
     padding_side: Literal["left", "right"] = param("right", description="Left or right padding.")
 
 
-class Reward(extension("reward")):
+class Reward(Inventoried, inventory="reward"):
     group_name: str = param("RewardGroup", description="Logical name for the reward workers (2025-10 and later).")
     use_reward_model: bool = param(False, description="Whether to use a reward model.")
     reward_type: str = param("math", description="Which reward function to use for training.")
@@ -551,7 +552,7 @@ class Reward(extension("reward")):
                                                 description="Tokenizer of the reward worker (2025-10 and later).")
 
 
-class Critic(extension("critic")):
+class Critic(Inventoried, inventory="critic"):
     use_critic_model: bool = param(False, description="Whether to use a critic model.")
     training_backend: Literal["megatron", "fsdp"] | None = param(None, description="Critic training backend "
                                                                                    "(needed with a critic).")
@@ -560,7 +561,7 @@ class Critic(extension("critic")):
     micro_batch_size: int | None = param(None, ge=1, description="Overwritten by RLinf like the actor's.")
 
 
-class RLinfConfig(extension("")):
+class RLinfConfig(Inventoried, inventory=""):
     hydra: dict[str, Any] | None = param(None, description="Hydra's own settings (run dir, search path); not part "
                                                            "of the job's config.")
     cluster: Cluster = section(Cluster, description="The cluster and where each component runs.")

@@ -10,7 +10,8 @@ from pydantic import ValidationError
 
 from rlcfg.diagnostics import Diagnostic, Origin, Severity, diagnostic
 from rlcfg.schema.base import (LATE_CHECK_KEY, Dialect, Finding, HostFacts, RuleContext, Section, choices_of, field_at,
-                               field_releases, iter_fields, key_of, section_at)
+                               field_releases, fields_along, is_deferred, iter_fields, key_of, section_at,
+                               section_types)
 from rlcfg.source.tree import Path, SourceTree, copy_containers, delete_path, dotted, split_dotted
 from rlcfg.source.yaml_loader import TooLongNumber
 
@@ -143,8 +144,7 @@ def _release_diagnostics(root: type[Section], tree: SourceTree, dialect: Dialect
         # The outermost key of the path that the release lacks: a key below a section that only some releases
         # have is missing from the others too.
         found_gap = None
-        for depth in range(1, len(path) + 1):
-            info, _owner = field_at(root, path[:depth])
+        for depth, (info, _owner) in enumerate(fields_along(root, path), start=1):
             releases = field_releases(info) if info is not None else None
             if releases is not None and release not in releases:
                 found_gap = (path[:depth], info, releases)
@@ -348,12 +348,25 @@ def _unknown_key(path: Path, root: type[Section], tree: SourceTree, dialect: Dia
 
 @lru_cache(maxsize=None)
 def renamed_fields(root: type[Section]) -> tuple[tuple[str, str], ...]:
-    out = []
-    for path, info, _owner in iter_fields(root, deferred=False):
+    return tuple((".".join(path), target) for path, target in _renamed_below(root))
+
+
+@lru_cache(maxsize=None)
+def _renamed_below(model: type[Section]) -> tuple[tuple[tuple[str, ...], str], ...]:
+    # Every check asks: a walk of iter_fields would visit a section once per place it is used (ROLL's strategy
+    # options under each worker, thousands of fields); this visits each section class once.
+    out: list[tuple[tuple[str, ...], str]] = []
+    for name, info in model.model_fields.items():
+        key = key_of(name, info)
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         target = extra.get("x-rlcfg-renamed-to")
         if target:
-            out.append((".".join(path), target))
+            out.append(((key,), target))
+        if is_deferred(info.annotation):
+            continue  # RLinf's inventoried sections rename nothing, and stay unbuilt
+        for sub in section_types(info.annotation):
+            out.extend(((key, *path), target) for path, target in _renamed_below(sub))
+            break
     return tuple(out)
 
 

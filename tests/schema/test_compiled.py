@@ -136,3 +136,49 @@ def test_old_cache_folders_are_pruned(tmp_path, monkeypatch):
     assert "old0" not in left and f"old{compiled.KEPT_FOLDERS + 2}" in left  # the oldest go first
     assert "not-a-cache" in left
     compiled._checked_folder.cache_clear()
+
+
+def test_a_cache_file_keeps_what_validation_needs_and_not_the_json_schema_hints():
+    schema = {"type": "model", "cls": schema_root(), "metadata": {"pydantic_js_updates": {"description": "x"}},
+              "schema": {"type": "model-fields", "metadata": {}, "fields": {
+                  "metadata": {"type": "model-field", "metadata": {"js": 1},
+                               "schema": {"type": "default", "default": {"type": "cosine", "metadata": [1]},
+                                          "schema": {"type": "any"}}}}}}
+    stored = compiled.encode(schema, validation_only=True)
+    assert "metadata" not in stored and "metadata" not in stored["schema"]
+    field = stored["schema"]["fields"]["metadata"]  # a field may be called `metadata`
+    assert "metadata" not in field
+    assert field["schema"]["default"] == {"type": "cosine", "metadata": [1]}  # and a default may hold one: data
+
+
+def schema_root():
+    return next(iter(schema.load("skyrl").variants().values()))
+
+
+JSON_SCHEMAS = """
+import json, sys
+from rlcfg import schema
+from rlcfg.frontend import check_file
+for template in sys.argv[1:]:
+    check_file(template)  # installs every section it validates from the cache, when there is one
+print(json.dumps({f"{name}:{variant}": root.model_json_schema() for name in schema.names()
+                  for variant, root in schema.load(name).variants().items()}, sort_keys=True))
+"""
+
+
+def test_sections_installed_from_the_cache_still_give_their_full_json_schema(tmp_path):
+    # The cache leaves out the descriptions and the rest of what JSON Schema generation reads: after a cached check,
+    # in the same process, `rlcfg schema` and the docs must still see all of it.
+    templates = [str(TEMPLATES / name) for name in ("skyrl-fsdp-vllm.yaml", "areal-fsdp-sglang-grpo.yaml",
+                                                    "areal-rw.yaml", "roll-fsdp2-vllm.yaml",
+                                                    "rlinf-megatron-sglang.yaml", "chatlearn-fsdp-vllm.yaml")]
+    outputs = []
+    for extra in ({"RLCFG_CACHE_DIR": str(tmp_path)}, {"RLCFG_CACHE_DIR": str(tmp_path)}, {"RLCFG_NO_CACHE": "1"}):
+        env = {key: value for key, value in os.environ.items() if key not in ("RLCFG_NO_CACHE", "RLCFG_CACHE_DIR")}
+        done = subprocess.run([sys.executable, "-c", JSON_SCHEMAS, *templates], capture_output=True, text=True,
+                              cwd=ROOT, env={**env, **extra}, timeout=300)
+        assert done.returncode == 0, done.stderr
+        outputs.append(done.stdout)
+    assert any(tmp_path.rglob("*.json"))
+    assert outputs[1] == outputs[2]  # the second run found every section in the cache
+    assert outputs[0] == outputs[2]
