@@ -9,9 +9,11 @@ documented in docs/diagnostics.md (`JSON_FORMAT_VERSION`).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import Enum
 from typing import Any, Iterable, Mapping, Sequence
+
+from rlcfg.records import record
 
 JSON_FORMAT_VERSION = 1
 
@@ -22,7 +24,7 @@ class Severity(str, Enum):
     NOTE = "note"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Origin:
     """Where a value came from.
 
@@ -69,7 +71,7 @@ class Origin:
         return out
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CodeInfo:
     title: str
     severity: Severity
@@ -123,7 +125,7 @@ CODES: dict[str, CodeInfo] = {
 }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Edit:
     """A hint that is a concrete change: give `key` (dotted, in the dialect's own names) the value `value`.
 
@@ -157,7 +159,7 @@ class Edit:
         }
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Constraint:
     """The arithmetic a batch or parallel-size error states, as data the fix solver can solve for any one key:
     `kind` "divides" (the product of `left` divides the product of `right`) or "equal" (the two products are
@@ -177,7 +179,7 @@ class Constraint:
         return cls("equal", tuple(left), tuple(right))
 
 
-@dataclass
+@record
 class Diagnostic:
     code: str
     severity: Severity

@@ -9,16 +9,17 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from pathlib import Path as FsPath
 from typing import Any, Mapping, Sequence
 
 from rlcfg.diagnostics import Diagnostic, Origin, Severity, count, diagnostic, sort_diagnostics
+from rlcfg.records import record
 from rlcfg.source.tree import SourceTree, dotted, split_dotted
 from rlcfg.source.yaml_loader import UsageError, load_yaml, read_text
 
 
-@dataclass
+@record
 class CheckResult:
     file: str
     dialect: str | None = None
@@ -276,7 +277,7 @@ def _redact_environment(diagnostics: list[Diagnostic], tree: SourceTree, env: Ma
                 setattr(d, attr, text)
 
 
-@dataclass
+@record
 class Explanation:
     key: str
     value: Any

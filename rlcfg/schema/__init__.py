@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
-from dataclasses import dataclass
 from functools import lru_cache
 
+from rlcfg.records import record
 from rlcfg.schema.base import Dialect
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class DialectEntry:
     name: str
     module: str
@@ -66,7 +66,7 @@ def load(name: str) -> Dialect:
     return module.DIALECT
 
 
-@dataclass
+@record
 class Detection:
     name: str | None
     reason: str  # why it was chosen, or why none was

@@ -21,7 +21,8 @@ Nothing here evaluates the string: it is tokenized and parsed by hand.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+
+from rlcfg.records import record
 
 INFERENCE_BACKENDS = ("sglang", "vllm")
 TRAIN_BACKENDS = ("fsdp", "megatron", "archon")
@@ -52,7 +53,7 @@ class AllocationSyntaxError(ValueError):
         self.hint = hint
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Dims:
     """Parallel sizes in the order written: (("d", 4), ("p", 1), ("t", 1))."""
 
@@ -70,7 +71,7 @@ class Dims:
         return "".join(f"{name}{size}" for name, size in self.items)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Component:
     kind: str  # "inference", "train" or "eval"
     backend: str | None  # None: a training part whose backend AReaL picks itself
@@ -110,7 +111,7 @@ class Component:
         return f"{head}{self.separator}{body}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Allocation:
     """`+`-separated groups (disaggregated), each a `|`-separated tuple of colocated components."""
 
@@ -139,7 +140,7 @@ class Allocation:
 _TOKEN = re.compile(r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_\-]*)|(?P<int>[0-9]+)|(?P<punct>[+|:.\[\]()]))")
 
 
-@dataclass
+@record
 class _Token:
     kind: str  # word, int, punct, end
     text: str
@@ -358,7 +359,7 @@ def format_allocation(allocation: Allocation) -> str:
 # ---- semantic checks ---------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Problem:
     code: str
     message: str

@@ -7,11 +7,11 @@ trip them) and warnings otherwise (DESIGN rule 5).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterator
 
-from rlcfg.schema import areal_allocation as alloc
 from rlcfg.diagnostics import Severity
+from rlcfg.records import record
+from rlcfg.schema import areal_allocation as alloc
 from rlcfg.schema.base import Finding, RuleSet
 
 RULES = RuleSet()
@@ -149,7 +149,7 @@ def _backend_required(cfg, ctx):
                                  + (" (or `${actor.backend}`)" if name in ("ref", "critic", "teacher") else ""))
 
 
-@dataclass
+@record
 class _Placement:
     source: str  # "allocation_mode" or "backends"
     world: int

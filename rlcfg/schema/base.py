@@ -9,7 +9,7 @@ registered on the dialect's `RuleSet`; they read the validated config and yield 
 
 import types
 import typing
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, Mapping, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,6 +17,7 @@ from pydantic.fields import FieldInfo
 from pydantic_core import PydanticKnownError, core_schema
 
 from rlcfg.diagnostics import CODES, Constraint, Severity
+from rlcfg.records import record
 from rlcfg.schema import compiled
 from rlcfg.source.tree import MISSING, SourceTree, copy_containers, split_dotted
 
@@ -30,7 +31,7 @@ FATE_KEY = "x-rlcfg-run"  # where a field records what `rlcfg run` does with it
 LATE_CHECK_KEY = "x-rlcfg-late-check"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Fate:
     """What `rlcfg run` does with a parameter (the run ledger).
 
@@ -438,7 +439,7 @@ def defaults_tree(model: type[Section]) -> dict:
 # ---- rules --------------------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Finding:
     code: str
     severity: Severity
@@ -449,7 +450,7 @@ class Finding:
     constraint: Constraint | None = None
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Rule:
     id: str
     code: str
@@ -483,7 +484,7 @@ class RuleSet:
         return iter(self.rules)
 
 
-@dataclass
+@record
 class HostFacts:
     """Facts about the machine rlcfg runs on, handed to rules explicitly (schemas never read them)."""
 

@@ -8,16 +8,16 @@ them as notes (RLC118) and `rlcfg run` stops on them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterator
 
+from rlcfg.records import record
 from rlcfg.schema.base import Fate, Section, declared_field, field_fate, iter_fields
 from rlcfg.source.tree import SourceTree
 
 _USER = ("file", "override", "env")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Refusal:
     path: tuple
     value: Any

@@ -22,8 +22,10 @@ Nothing here reads a file or the machine: the cluster's size is passed in.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Iterable, Mapping
+
+from rlcfg.records import record
 
 ACCEPTED_FORMS = ("`all`, `0-7`, `3`, `0-3,4-7`, `0-1:0-3` (GPUs 0-1 running processes 0-3), or the mapping "
                   "`{node_group: <label>, placement: 0-3}`")
@@ -39,7 +41,7 @@ class PlacementSyntaxError(ValueError):
         self.position = position
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Span:
     """An inclusive range of ranks."""
 
@@ -56,7 +58,7 @@ class Span:
         return str(self.start) if self.start == self.end else f"{self.start}-{self.end}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Part:
     resources: Span | None  # None means `all`
     processes: Span | None = None  # None means numbered on implicitly, one per resource
@@ -66,7 +68,7 @@ class Part:
         return head if self.processes is None else f"{head}:{self.processes.text()}"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RankMap:
     parts: tuple[Part, ...]
 
@@ -186,7 +188,7 @@ class PlacementRangeError(ValueError):
         self.available = available
 
 
-@dataclass
+@record
 class Expanded:
     """What one rank string means: each process's GPU ranks (relative to its node group)."""
 
@@ -313,7 +315,7 @@ def is_contiguous(ranks: Iterable[int]) -> bool:
 
 # ---- a whole `component_placement` mapping ----------------------------------------------------------------
 
-@dataclass
+@record
 class Issue:
     code: str  # RLC204 (malformed), RLC403 (beyond the cluster), RLC401 (placed twice)
     key: tuple  # path under cluster.component_placement, e.g. ("actor,rollout",) or ("actor", "placement")
@@ -321,7 +323,7 @@ class Issue:
     hint: str | None = None
 
 
-@dataclass
+@record
 class Component:
     name: str
     key: str  # the YAML key that places it
@@ -332,7 +334,7 @@ class Component:
     takes_all: bool = False  # `all` of the whole cluster (comparable even when the cluster's size is unknown)
 
 
-@dataclass
+@record
 class Analysis:
     components: dict[str, Component] = field(default_factory=dict)
     issues: list[Issue] = field(default_factory=list)

@@ -16,7 +16,7 @@ else are errors that say where the parser stopped and which forms it accepts.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from rlcfg.records import record
 
 ACCEPTED_FORMS = "`list(range(0,8))`, `list(range(0,16,2))`, `[0, 1, 2, 3]` or a YAML list"
 MAX_DEVICES = 65536  # far beyond any cluster; stops `range(0,10**12)`-sized lists from being built
@@ -32,7 +32,7 @@ class DeviceMappingError(ValueError):
         self.column = column
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class _Token:
     kind: str  # "name", "int", "punct", "bad" (a character outside the language; text is the message), "end"
     text: str

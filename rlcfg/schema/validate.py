@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from functools import lru_cache
 from typing import Any, Iterable
 
 from pydantic import ValidationError
 
 from rlcfg.diagnostics import Diagnostic, Origin, Severity, diagnostic
+from rlcfg.records import record
 from rlcfg.schema.base import (LATE_CHECK_KEY, Dialect, Finding, HostFacts, RuleContext, Section, choices_of, field_at,
                                field_releases, fields_along, is_deferred, iter_fields, key_of, section_at,
                                section_types)
@@ -37,14 +38,14 @@ def _short(value: Any) -> str:
     return text if len(text) <= 60 else text[:57] + "..."
 
 
-@dataclass
+@record
 class SchemaResult:
     config: Section | None
     diagnostics: list[Diagnostic] = field(default_factory=list)
     error_paths: set = field(default_factory=set)  # paths that carry an error; rules touching them are muted
 
 
-@dataclass
+@record
 class Judgement:
     """How the document is judged beyond its types: by which release, and what the user's overrides did."""
 

@@ -11,17 +11,18 @@ no `+`/`~` prefixes: there they would become literal key names.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from rlcfg.diagnostics import Diagnostic, Edit, Origin, diagnostic
+from rlcfg.records import record
 from rlcfg.source.yaml_loader import MAX_DEPTH, MAX_NUMBER_DIGITS
 from rlcfg.source.tree import Layer, SourceTree, copy_containers, delete_path, dotted, drop_subtree, walk
 
 _KEY = re.compile(r"^[A-Za-z_][\w\-]*(\.[A-Za-z_0-9][\w\-]*)*$")
 
 
-@dataclass
+@record
 class Override:
     op: str  # "set" (a.b=c), "add" (+a.b=c), "force" (++a.b=c), "delete" (~a.b)
     path: tuple
@@ -290,7 +291,7 @@ def parse_hydra_value(raw: str) -> Any:
 # ---- applying -----------------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class AppliedOverrides:
     diagnostics: list[Diagnostic]
     created: dict[tuple, Override]  # paths a plain `a.b=c` created although Hydra would want `+a.b=c`

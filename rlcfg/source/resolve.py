@@ -9,10 +9,11 @@ plus, in `Origin.via`, where the values it refers to came from.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, Callable, Mapping
 
 from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
+from rlcfg.records import record
 from rlcfg.source.tree import (MISSING, Layer, Path, SourceTree, copy_containers, delete_path, dotted, drop_subtree,
                                walk)
 
@@ -64,7 +65,7 @@ def _is_interpolation(value: Any) -> bool:
 # ---- interpolation ------------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class Resolution:
     tree: SourceTree
     diagnostics: list[Diagnostic] = field(default_factory=list)

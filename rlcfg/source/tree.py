@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Iterator
 
 from rlcfg.diagnostics import Origin
+from rlcfg.records import record
 
 Path = tuple  # of str (mapping keys) and int (list indices)
 MISSING = "???"  # OmegaConf's mark for a value the user must give
@@ -38,7 +39,7 @@ def split_dotted(text: str) -> Path:
     return tuple(parts)
 
 
-@dataclass
+@record
 class Layer:
     """One value a key took on its way to the final config: a default, the file, then each override."""
 
@@ -46,7 +47,7 @@ class Layer:
     value: Any
 
 
-@dataclass
+@record
 class SourceTree:
     data: dict
     values: dict[Path, Origin] = field(default_factory=dict)
