@@ -74,7 +74,9 @@ def declare_fates(model: type["Section"], /, default: Fate | None = None, **by_n
     each class holds its own copy of a field. A misspelt name fails at import. (`model` is positional-only, because
     sections have fields called `model`.)"""
     for name, fate in by_name.items():
-        info = model.model_fields[name]
+        info = model.field_named(name)
+        if info is None:
+            raise KeyError(f"{model.__qualname__} has no field {name!r}")
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         info.json_schema_extra = {**extra, FATE_KEY: fate.to_json()}
     if default is not None:
@@ -110,6 +112,29 @@ class Section(BaseModel):
         if not cls.__pydantic_complete__:
             compiled.defer_full_schema(cls)
 
+    # How rlcfg's own introspection reads a section's fields. A section that builds some fields only when asked
+    # (rlinf_extension.Inventoried) answers these without building them; `model_fields` has them all.
+
+    @classmethod
+    def hand_written_fields(cls) -> dict[str, FieldInfo]:
+        """The fields declared in Python, without fields generated from an inventory."""
+        return cls.model_fields
+
+    @classmethod
+    def field_named(cls, name: str) -> FieldInfo | None:
+        return cls.model_fields.get(name)
+
+    @classmethod
+    def keyed_field(cls, key: str) -> tuple[str, FieldInfo] | None:
+        """The (attribute name, field) of a config key; the first field of a key wins."""
+        return _fields_by_key(cls).get(key)
+
+    @classmethod
+    def default_entries(cls) -> Iterator[tuple[str, FieldInfo | None]]:
+        """(key, field) in field order; None for a field whose default is null and whose field is not built."""
+        for name, info in cls.model_fields.items():
+            yield key_of(name, info), info
+
     @classmethod
     def model_rebuild(cls, *, force: bool = False, raise_errors: bool = True, _parent_namespace_depth: int = 2,
                       _types_namespace: Any = None) -> bool | None:
@@ -117,12 +142,19 @@ class Section(BaseModel):
         # when there is one (rlcfg.schema.compiled), else by pydantic, whose schema is then kept for the next run.
         if not force and not cls.__pydantic_complete__ and compiled.install(cls):
             return True
+        for prepare in BEFORE_SCHEMA:
+            prepare()
         built = super().model_rebuild(force=force, raise_errors=raise_errors,
                                       _parent_namespace_depth=_parent_namespace_depth + 1,
                                       _types_namespace=_types_namespace)
         if built:
             compiled.store(cls)
         return built
+
+
+# Called before pydantic generates a section's schema from its annotations (a cache miss, or the full schema for
+# JSON Schema): rlinf_extension completes its sections' fields there.
+BEFORE_SCHEMA: list[Callable[[], None]] = []
 
 
 class Deferred:
@@ -334,7 +366,7 @@ def declared_field(root: type[Section], path: tuple) -> tuple[FieldInfo, type[Se
     lists or mappings of them. Builds only the Deferred sections on the path."""
     model = root
     for depth, part in enumerate(path):
-        found = _fields_by_key(model).get(part) if isinstance(part, str) else None
+        found = model.keyed_field(part) if isinstance(part, str) else None
         if found is None:
             return None
         info = found[1]
@@ -379,7 +411,7 @@ def fields_along(root: type[Section], path: tuple) -> list[tuple[FieldInfo | Non
             pending_container = False
             out.append((info, None))
             continue
-        found = _fields_by_key(model).get(part)
+        found = model.keyed_field(part)
         if found is None:
             return out + [(None, model)] * (len(path) - depth)
         owner = model
@@ -411,8 +443,10 @@ def section_at(root: type[Section], path: tuple) -> type[Section] | None:
 def defaults_tree(model: type[Section]) -> dict:
     """The documented defaults of a section tree as a plain tree; REQUIRED values are MISSING ("???")."""
     out: dict = {}
-    for name, info in model.model_fields.items():
-        key = key_of(name, info)
+    for key, info in model.default_entries():
+        if info is None:
+            out[key] = None
+            continue
         if info.is_required():
             out[key] = MISSING
             continue

@@ -48,6 +48,15 @@ class Uncacheable(Exception):
     """A schema holds something that has no name in a new process (a closure, an object of an unknown type)."""
 
 
+# Modules whose objects a cache file may name before they exist: a function that makes the object of a qualname
+# (rlinf_extension's Deferred annotations, made when first named), or raises LookupError.
+_LOOKUPS: dict[str, Any] = {}
+
+
+def register_lookup(module: str, lookup: Any) -> None:
+    _LOOKUPS[module] = lookup
+
+
 def register(cls: type) -> None:
     name = f"{cls.__module__}:{cls.__qualname__}"
     if name in _SECTIONS and _SECTIONS[name] is not cls:
@@ -269,6 +278,11 @@ def _resolve(name: str) -> Any:
     module, _, qualname = name.partition(":")
     if not (module + ".").startswith(_TRUSTED_MODULES) or module not in sys.modules:
         raise LookupError(name)
+    if module in _LOOKUPS and not hasattr(sys.modules[module], qualname.partition(".")[0]):
+        made = _LOOKUPS[module](qualname)
+        if _SECTIONS.get(name) is not made or name in _AMBIGUOUS:  # only a registered class of that very name
+            raise LookupError(name)
+        return made
     found: Any = sys.modules[module]
     for part in qualname.split("."):
         if not part.isidentifier():
@@ -362,9 +376,8 @@ def install(cls: type) -> bool:
     defer_full_schema(cls)
     cls.__pydantic_validator__ = validator
     cls.__pydantic_serializer__ = serializer
-    cls.__signature__ = LazyClassAttribute("__signature__", functools.partial(
-        generate_pydantic_signature, init=cls.__init__, fields=cls.__pydantic_fields__,
-        validate_by_alias=config.validate_by_alias, extra=config.extra))
+    cls.__signature__ = LazyClassAttribute("__signature__", lambda: generate_pydantic_signature(
+        init=cls.__init__, fields=cls.model_fields, validate_by_alias=config.validate_by_alias, extra=config.extra))
     cls.__pydantic_complete__ = True
     on_complete = getattr(cls, "__pydantic_on_complete__", None)
     if on_complete is not None:

@@ -19,11 +19,13 @@ from __future__ import annotations
 import keyword
 import re
 from functools import lru_cache
-from typing import Any, Optional, Union
+from typing import Any, Iterator, Optional, Union
 
 from pydantic import BaseModel, create_model
+from pydantic.fields import FieldInfo
 
-from rlcfg.schema.base import Deferred, Fate, Section, inert, param, refused
+from rlcfg.schema import base, compiled
+from rlcfg.schema.base import Deferred, Fate, Section, inert, key_of, param, refused
 from rlcfg.schema.rlinf_fields import FIELDS
 
 _SCALARS: dict[str, Any] = {"bool": bool, "int": int, "float": float, "str": str, "list": list,
@@ -110,60 +112,183 @@ def extension(path: str) -> type[Section]:
 
 class _InventoriedMeta(type(Section)):  # type: ignore[misc]
     def __new__(mcs, name: str, bases: tuple, namespace: dict, inventory: str | None = None, **kwargs: Any) -> Any:
+        cls = super().__new__(mcs, name, bases, namespace, **kwargs)
         if inventory is not None:
-            namespace = _with_inventory(namespace, inventory)
-        return super().__new__(mcs, name, bases, namespace, **kwargs)
+            cls._inventory_path = inventory
+            cls._inventory_fields = {}  # the inventoried fields built so far, by attribute name
+            cls._inventory_complete = False
+            _DECLARED.append(cls)
+        return cls
+
+    @property
+    def model_fields(cls) -> dict[str, FieldInfo]:  # type: ignore[override]
+        complete_inventory(cls)
+        return cls.__pydantic_fields__
 
 
 class Inventoried(Section, metaclass=_InventoriedMeta):
     """The base of a hand-written RLinf section: `class X(Inventoried, inventory="path")` declares X with the
-    inventoried keys under `path` too.
+    inventoried keys under `path` too, in the inventory's order, a hand-written field taking the place of the
+    inventoried one it overrides.
 
-    It used to inherit a generated section of those keys instead. pydantic then built every inventoried field twice,
-    once in the generated class and once as a copy in the hand-written one, on every RLinf check."""
+    Those keys are hundreds, and a check reads almost none of them: a reasoning config writes none, and the
+    compiled schema (rlcfg.schema.compiled) validates them all without their pydantic fields. So pydantic declares
+    the class with its hand-written fields, and an inventoried field is built when something asks for it: by its
+    key (`keyed_field`, which a check uses for the keys a document sets), or all of them when the class's
+    `model_fields` are read (the docs, --explain, a did-you-mean) or its schema is generated."""
+
+    # Set by the metaclass: _inventory_path (the dotted path), _inventory_fields (the inventoried fields built so
+    # far, by attribute name) and _inventory_complete. Not annotated: pydantic would evaluate the annotations of
+    # this class again for every section declared on it.
+
+    @classmethod
+    def hand_written_fields(cls) -> dict[str, FieldInfo]:
+        return {name: info for name, info in cls.__pydantic_fields__.items() if name not in cls._inventory_fields}
+
+    @classmethod
+    def field_named(cls, name: str) -> FieldInfo | None:
+        if name in cls.__pydantic_fields__:
+            return cls.__pydantic_fields__[name]
+        return _inventory_field(cls, name) if name in _keys_by_name(cls._inventory_path) else None
+
+    @classmethod
+    def keyed_field(cls, key: str) -> tuple[str, FieldInfo] | None:
+        hand_written = _hand_written_by_key(cls).get(key)
+        if hand_written is not None:
+            return hand_written
+        name = _layout(cls._inventory_path).get(key)
+        if name is None or name in cls.__pydantic_fields__ and cls.__pydantic_fields__[name] is not \
+                cls._inventory_fields.get(name):
+            return None  # not inventoried, or a hand-written field of that name holds another key
+        return name, _inventory_field(cls, name)
+
+    @classmethod
+    def default_entries(cls) -> Iterator[tuple[str, FieldInfo | None]]:
+        # every inventoried key defaults to null: its field is not needed to say so
+        own = cls.__pydantic_fields__
+        for key, name in _layout(cls._inventory_path).items():
+            info = own.get(name)
+            yield (key_of(name, info), info) if info is not None and name not in cls._inventory_fields \
+                else (key, None)
+        for name, info in own.items():
+            if name not in _keys_by_name(cls._inventory_path):
+                yield key_of(name, info), info
+
+    def __eq__(self, other: Any) -> bool:
+        complete_inventory(type(self))  # pydantic compares the fields it knows of
+        return super().__eq__(other)
+
+    def __repr_args__(self) -> Any:
+        complete_inventory(type(self))
+        return super().__repr_args__()
 
 
-def _with_inventory(namespace: dict, path: str) -> dict:
-    """The class namespace with the inventoried fields of `path` added before the hand-written ones, each
-    hand-written field taking the place of the generated one it overrides (where inheriting put it)."""
-    own = namespace.get("__annotations__", {})
-    annotations: dict[str, Any] = {}
-    namespace = dict(namespace)
-    for name, (annotation, info) in _inventoried_fields(path).items():
-        if name in own:
-            annotations[name] = own[name]
+_DECLARED: list[type[Inventoried]] = []
+
+
+def complete_inventory(cls: type) -> None:
+    """Give `cls` all its inventoried fields, in the inventory's order (see Inventoried)."""
+    if getattr(cls, "_inventory_complete", True):
+        return
+    own = cls.__pydantic_fields__
+    fields: dict[str, FieldInfo] = {}
+    for name in _layout(cls._inventory_path).values():
+        if name in own and name not in cls._inventory_fields:
+            fields[name] = own[name]  # hand-written, in the place of the inventoried field it overrides
         else:
-            annotations[name] = annotation
-            namespace[name] = info
-    for name, annotation in own.items():
-        annotations.setdefault(name, annotation)
-    namespace["__annotations__"] = annotations
-    return namespace
+            fields[name] = _inventory_field(cls, name)
+    for name, info in own.items():
+        fields.setdefault(name, info)
+    cls.__pydantic_fields__ = fields
+    cls._inventory_complete = True
+
+
+def complete_every_inventory() -> None:
+    """Before pydantic generates the schema of any section: the inventoried fields are part of it."""
+    for cls in _DECLARED:
+        complete_inventory(cls)
+
+
+base.BEFORE_SCHEMA.append(complete_every_inventory)
+
+
+def _inventory_field(cls: type, name: str) -> FieldInfo:
+    if name not in cls._inventory_fields:
+        # pydantic makes the field, as it would have in the class: a model of this one field, with the same config
+        annotation, assigned = _definition(cls._inventory_path, name)
+        made = create_model(f"{cls.__name__}Key", __config__=Section.model_config, **{name: (annotation, assigned)})
+        cls._inventory_fields[name] = made.__pydantic_fields__[name]
+    return cls._inventory_fields[name]
+
+
+_HAND_WRITTEN_KEYS: dict[type, dict[str, tuple[str, FieldInfo]]] = {}
+
+
+def _hand_written_by_key(cls: type) -> dict[str, tuple[str, FieldInfo]]:
+    if cls not in _HAND_WRITTEN_KEYS:
+        keyed: dict[str, tuple[str, FieldInfo]] = {}
+        for name, info in cls.hand_written_fields().items():
+            keyed.setdefault(key_of(name, info), (name, info))
+        _HAND_WRITTEN_KEYS[cls] = keyed
+    return _HAND_WRITTEN_KEYS[cls]
+
+
+@lru_cache(maxsize=None)
+def _layout(path: str) -> dict[str, str]:
+    """The inventoried keys directly under `path`, in order, with the attribute name of each."""
+    taken: set[str] = set()
+    return {key: _python_name(key, taken) for key in _CHILDREN.get(path, ())}
+
+
+@lru_cache(maxsize=None)
+def _keys_by_name(path: str) -> dict[str, str]:
+    return {name: key for key, name in _layout(path).items()}
 
 
 def _inventoried_fields(path: str) -> dict[str, tuple[Any, Any]]:
     """The inventoried keys directly under `path` as pydantic field definitions, by attribute name."""
-    fields: dict[str, Any] = {}
-    taken: set[str] = set()
-    for key in _CHILDREN.get(path, ()):
-        full = f"{path}.{key}" if path else key
-        kind, default, releases, pipelines = FIELDS[full]
-        if full in _CHILDREN:
-            # a mapping in every example is a section; one that is sometimes a scalar keeps its keys known
-            # without insisting on the shape
-            nested = deferred(full)
-            annotation = Optional[nested] if kind == "dict" else Union[nested, Any]
-        else:
-            annotation = Optional[_SCALARS[kind]] if kind in _SCALARS else Any
-        name = _python_name(key, taken)
-        fields[name] = (annotation, param(None, alias=None if name == key else key, releases=releases,
-                                          fate=run_fate(full, pipelines),
-                                          description=_description(full, kind, default, pipelines)))
-    return fields
+    return {name: _definition(path, name) for name in _layout(path).values()}
 
 
+def _definition(path: str, name: str) -> tuple[Any, Any]:
+    """The annotation and the `param` of the inventoried field `name` under `path`."""
+    key = _keys_by_name(path)[name]
+    full = f"{path}.{key}" if path else key
+    kind, default, releases, pipelines = FIELDS[full]
+    if full in _CHILDREN:
+        # a mapping in every example is a section; one that is sometimes a scalar keeps its keys known
+        # without insisting on the shape
+        nested = deferred(full)
+        annotation = Optional[nested] if kind == "dict" else Union[nested, Any]
+    else:
+        annotation = Optional[_SCALARS[kind]] if kind in _SCALARS else Any
+    return annotation, param(None, alias=None if name == key else key, releases=releases,
+                             fate=run_fate(full, pipelines), description=_description(full, kind, default, pipelines))
+
+
+@lru_cache(maxsize=None)
 def deferred(path: str) -> type[Deferred]:
     """The annotation of the inventoried section at `path`, built on first use (see Deferred)."""
-    return type(_class_name(path).removesuffix("Keys") + "Deferred", (Deferred,),
+    return type(_deferred_name(path), (Deferred,),
                 {"__module__": __name__, "build": staticmethod(lambda: extension(path)),
                  "section_name": f"{__name__}.{_class_name(path)}"})
+
+
+def _deferred_name(path: str) -> str:
+    return _class_name(path).removesuffix("Keys") + "Deferred"
+
+
+@lru_cache(maxsize=None)
+def _deferred_paths() -> dict[str, str]:
+    return {_deferred_name(path): path for path in _CHILDREN if path}
+
+
+def _lookup(qualname: str) -> Any:
+    """A compiled schema names the Deferred annotations of inventoried sections; they are made when named."""
+    path = _deferred_paths().get(qualname)
+    if path is None:
+        raise LookupError(qualname)
+    return deferred(path)
+
+
+compiled.register_lookup(__name__, _lookup)

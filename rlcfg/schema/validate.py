@@ -357,7 +357,7 @@ def _renamed_below(model: type[Section]) -> tuple[tuple[tuple[str, ...], str], .
     # Every check asks: a walk of iter_fields would visit a section once per place it is used (ROLL's strategy
     # options under each worker, thousands of fields); this visits each section class once.
     out: list[tuple[tuple[str, ...], str]] = []
-    for name, info in model.model_fields.items():
+    for name, info in model.hand_written_fields().items():  # an inventory renames nothing
         key = key_of(name, info)
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         target = extra.get("x-rlcfg-renamed-to")

@@ -834,3 +834,37 @@ def test_validating_a_reasoning_config_builds_only_the_inventoried_sections_it_h
                           timeout=120)
     built, inventoried = map(int, done.stdout.split())
     assert built < inventoried / 3, (built, inventoried)
+
+
+def test_a_reasoning_config_is_checked_without_building_the_inventoried_fields_of_its_sections():
+    # The hand-written sections hold some nine hundred inventoried keys, which a reasoning config does not write;
+    # their fields are built when asked for (Inventoried): here, from the compiled schema, never.
+    probe = ("import sys\n"
+             "from rlcfg.frontend import check_file\n"
+             "from rlcfg.schema import rlinf_extension\n"
+             "result = check_file(sys.argv[1])\n"
+             "assert result.ok and not result.diagnostics, result.diagnostics\n"
+             "print(sum(len(c._inventory_fields) for c in rlinf_extension._DECLARED))\n"
+             "print(sum(c._inventory_complete for c in rlinf_extension._DECLARED))\n")
+    for run in range(2):  # the first run may build the schemas; the second loads them
+        done = subprocess.run([sys.executable, "-c", probe, str(TEMPLATE)], capture_output=True, text=True, cwd=ROOT,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+    fields, completed = map(int, done.stdout.split())
+    assert (fields, completed) == (0, 0)
+
+
+def test_an_inventoried_key_is_found_by_its_key_without_building_its_neighbours():
+    from rlcfg.schema import rlinf_extension
+    from rlcfg.schema.base import declared_field
+
+    root = RLinfConfig
+    cluster = declared_field(root, ("cluster",))[0].annotation
+    key = next(k for k, name in rlinf_extension._layout("cluster").items()
+               if name not in cluster.hand_written_fields())
+    info, owner = declared_field(root, ("cluster", key))
+    assert owner is cluster and (info.alias or key) == key and "A key of RLinf" in info.description
+    # the full field list, built later, holds the very same field, in the inventory's order
+    assert list(cluster.model_fields.values()).count(info) == 1
+    assert list(cluster.model_fields)[:len(rlinf_extension._layout("cluster"))] == \
+        list(rlinf_extension._layout("cluster").values())
