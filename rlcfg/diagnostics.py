@@ -223,6 +223,13 @@ def diagnostic(code: str, path: str, message: str, *, hint: str | None = None, o
                       constraint=constraint)
 
 
+def close_matches(word: str, possibilities: Iterable[str], n: int = 1, cutoff: float = 0.6) -> list[str]:
+    """difflib.get_close_matches, imported only when a value is wrong: a clean check never needs difflib."""
+    from difflib import get_close_matches
+
+    return get_close_matches(word, list(possibilities), n=n, cutoff=cutoff)
+
+
 def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
     unique: dict[tuple, Diagnostic] = {}
     for d in diagnostics:

@@ -111,7 +111,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     apply_overrides(preview, parsed, "dotlist")
     root = spec.root(preview.data)
     result.root = root
-    result.variant = next((name for name, model in spec.variants().items() if model is root), None)
+    result.variant = spec.variant_of(root)
     if release is not None:
         if release not in spec.releases:
             claimed = ", ".join(spec.releases) or "none (this dialect does not tell releases apart)"

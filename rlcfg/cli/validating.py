@@ -26,7 +26,8 @@ def validate_config(file: str, overrides: list[str], dialect: Optional[str] = No
             raise usage_error(str(exc), json_output)
         result.diagnostics = drop_ignored(result.diagnostics, silenced)
         problem = solution = None
-        if result.diagnostics or fix or diff:  # a clean config has nothing to solve: the solver is not imported
+        if fix or diff or any(_solver_may_help(d) for d in result.diagnostics):
+            # the solver (rlcfg.fix) is not even imported for a clean config, or one with warnings only
             problem = _problem(file, overrides, dialect, framework_version)
             solution = _solve(problem, result, thorough=fix or diff)
         repair = None
@@ -45,6 +46,11 @@ def validate_config(file: str, overrides: list[str], dialect: Optional[str] = No
                 echo(_repair_text(repair, file))
             echo(_text(result, explanation, use_color(color), strict, searched_longer=repair is not None))
         return EXIT_INVALID if failed else EXIT_OK
+
+
+def _solver_may_help(diagnostic: Any) -> bool:
+    # rlcfg.fix solves errors, and makes a did-you-mean of a value (RLC202) an edit
+    return diagnostic.severity.value == "error" or diagnostic.code == "RLC202"
 
 
 def attach_fixes(file: str, overrides: list[str], dialect: Optional[str], release: Optional[str], result: Any) -> None:

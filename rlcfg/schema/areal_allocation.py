@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import re
 
+from rlcfg.diagnostics import close_matches
 from rlcfg.records import record
 
 INFERENCE_BACKENDS = ("sglang", "vllm")
@@ -218,8 +219,6 @@ class _Parser:
         return tuple(members)
 
     def single(self) -> Component:
-        from difflib import get_close_matches  # only a misspelling needs it
-
         token = self.tok
         if token.kind == "punct" and token.text == "[":
             name = self.bracket_name()
@@ -256,7 +255,7 @@ class _Parser:
             return Component("eval", lower)
         if _DIMS.match(word):
             return Component("train", None, dims=self.dims(TRAIN_DIMS, "the training part"))
-        close = get_close_matches(lower, INFERENCE_BACKENDS + TRAIN_BACKENDS + EVAL_WORDS, n=1, cutoff=0.6)
+        close = close_matches(lower, INFERENCE_BACKENDS + TRAIN_BACKENDS + EVAL_WORDS, n=1, cutoff=0.6)
         hint = (f"did you mean `{close[0]}`? " if close else "") + ACCEPTED_FORMS
         raise AllocationSyntaxError(
             f"`{word}` at position {token.pos + 1} is not a backend (sglang, vllm, fsdp, megatron, archon) "

@@ -592,6 +592,10 @@ class Dialect:
         """Every root model, by variant name (one entry when the dialect has no variants)."""
         raise NotImplementedError
 
+    def variant_of(self, root: type[Section]) -> str | None:
+        """The name of the variant whose root model `root` is."""
+        return next((name for name, model in self.variants().items() if model is root), None)
+
     def root(self, data: dict) -> type[Section]:
         """The root model for this document (ChatLearn, for one, picks it by `runtime_args.train_backend`)."""
         variants = self.variants()

@@ -22,7 +22,7 @@ from typing import Any, Literal, Union, get_args, get_origin
 
 from pydantic import model_validator
 
-from rlcfg.diagnostics import Severity
+from rlcfg.diagnostics import Severity, close_matches
 from rlcfg.schema.base import (HONORED, Dialect, Finding, RuleSet, Section, declare_fates, field_at,
                                field_releases, inert, param, refused, section)
 from rlcfg.schema.chatlearn_megatron import MegatronModelCfg
@@ -1199,9 +1199,7 @@ def _colocation_names(cfg: Any, ctx: Any):
     for index, group in enumerate(colocation_groups(cfg)):
         for name in group:
             if name not in MODEL_NAMES:
-                from difflib import get_close_matches
-
-                close = get_close_matches(name, MODEL_NAMES, n=1)
+                close = close_matches(name, MODEL_NAMES, n=1)
                 yield ctx.error("RLC202", f"{RT}.colocation",
                                 f"runtime_args.colocation names `{name}`, which is not a model "
                                 f"(models are {', '.join(MODEL_NAMES)}): ChatLearn accepts this at load but fails "
@@ -1253,15 +1251,13 @@ _CHOICES: dict[str, tuple[tuple[str, ...], str, str]] = {
             "String keys that ChatLearn reads as a choice (rollout_backend, task_type, wandb_resume, ...) hold one "
             "of its values.", keys=list(_CHOICES))
 def _choices(cfg: Any, ctx: Any):
-    from difflib import get_close_matches
-
     for path, (choices, severity, effect) in _CHOICES.items():
         value: Any = cfg
         for part in path.split("."):
             value = getattr(value, part)
         if value in choices or not ctx.is_set(path):
             continue
-        close = get_close_matches(str(value), choices, n=1)
+        close = close_matches(str(value), choices, n=1)
         message = (f"{path}: `{value}` is not one of {', '.join(choices)}; ChatLearn accepts this at load but "
                    f"{effect}")
         hint = f"did you mean `{close[0]}`?" if close else f"use one of {', '.join(choices)}"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from rlcfg.diagnostics import Severity
+from rlcfg.diagnostics import Severity, close_matches
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 from rlcfg.schema.rlinf_models import EMBODIED_MODEL_TYPES, MODEL_TYPES, TASK_TYPES, RLinfConfig
@@ -723,8 +723,6 @@ def engine_sections(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
             "coding_online_rl; later also embodied_eval, reasoning_eval, sft, offline).",
             keys=["runner.task_type"])
 def task_type(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
-    from difflib import get_close_matches  # only a misspelling needs it
-
     allowed = TASK_TYPES.get(ctx.release or "main", TASK_TYPES["main"])
     task = cfg.runner.task_type
     if task in allowed or (task == "math" and ctx.release is None):
@@ -732,7 +730,7 @@ def task_type(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if task == "math":
         hint = "write `task_type: reasoning` (RLinf 2025-10 renamed it), or pin `--framework-version 2025-08`"
     else:
-        close = get_close_matches(str(task), allowed, n=1)
+        close = close_matches(str(task), allowed, n=1)
         hint = f"did you mean `{close[0]}`?" if close else f"use one of {', '.join(allowed)}"
     yield ctx.error("RLC202", "runner.task_type",
                     f"`runner.task_type`: {task!r} is not a task type RLinf {ctx.release or 'main'} runs "
@@ -746,8 +744,6 @@ def task_type(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
             "`actor.model.model_type` among the embodied models (later).",
             keys=["rollout.model_arch", "rollout.model.model_type", "actor.model.model_name", "actor.model.model_type"])
 def model_type(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
-    from difflib import get_close_matches  # only a misspelling needs it
-
     release = ctx.release or "main"
     task = cfg.runner.task_type
     model = cfg.actor.model
@@ -772,7 +768,7 @@ def model_type(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
         return
     if value in allowed:
         return
-    close = get_close_matches(str(value), allowed, n=1)
+    close = close_matches(str(value), allowed, n=1)
     hint = f"did you mean `{close[0]}`?" if close else f"use one of {', '.join(allowed)}"
     what = "not set, so it is not" if value is None else f"{value!r}, which is not"
     yield ctx.error("RLC202", path, f"`{path}` is {what} a model family RLinf {release} supports for "

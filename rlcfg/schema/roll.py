@@ -1128,6 +1128,10 @@ class Roll(Dialect):
 
         return {"rlvr": RollConfig, "agentic": AgenticConfig}
 
+    def variant_of(self, root: type[Section]) -> str | None:
+        # an RLVR document does not import the agentic pipeline's sections to be told it is not agentic
+        return "rlvr" if root is RollConfig else super().variant_of(root)
+
     def root(self, data: dict) -> type[Section]:
         # SFT, DPO and distill are not modelled: their documents are checked against the keys every pipeline
         # shares (BaseConfig), and the front end drops the rest with its single "not modelled" warning.

@@ -12,7 +12,7 @@ import math
 from functools import lru_cache
 from typing import Any, Iterator
 
-from rlcfg.diagnostics import Constraint
+from rlcfg.diagnostics import Constraint, close_matches
 from rlcfg.schema.base import RuleContext, RuleSet
 from rlcfg.schema.roll_device_mapping import (ACCEPTED_FORMS, DeviceMappingError, describe_ids,
                                               format_device_mapping, parse_device_mapping)
@@ -454,8 +454,6 @@ def strategy_roles(cfg: Any, ctx: RuleContext):
             "is an error; an option rlcfg does not list is passed to the engine unchecked (warning).",
             keys=["*.strategy_args.strategy_config"])
 def strategy_config_keys(cfg: Any, ctx: RuleContext):
-    from difflib import get_close_matches  # only a misspelling needs it
-
     from rlcfg.schema.roll import _CONFIG_OF  # the models live with the schema; imported lazily (no cycle)
 
     owners: dict[str, list[str]] = {}
@@ -471,12 +469,12 @@ def strategy_config_keys(cfg: Any, ctx: RuleContext):
         for key in (config.model_extra or {}):
             where = f"`{path}.strategy_args.strategy_config`"
             full = _sc_path(path, key)
-            close = get_close_matches(key, known, n=1, cutoff=0.75)
+            close = close_matches(key, known, n=1, cutoff=0.75)
             if close:
                 yield ctx.error("RLC102", full, f"unknown key `{key}` in {where} (strategy {name})",
                                 hint=f"did you mean `{close[0]}`?")
             elif key in owners:
-                alike = get_close_matches(key, known, n=1, cutoff=0.5)
+                alike = close_matches(key, known, n=1, cutoff=0.5)
                 hint = f"`{key}` is an option of {', '.join(owners[key])}"
                 hint += f"; {name} takes `{alike[0]}`" if alike else f", not of {name}"
                 yield ctx.error("RLC102", full, f"`{key}` is not an option of strategy {name} ({where})", hint=hint)
@@ -1090,8 +1088,6 @@ def agentic_generating_args(cfg: Any, ctx: RuleContext):
                   "train_env_manager.num_env_groups", "val_env_manager.tags", "val_env_manager.num_groups_partition", "val_env_manager.num_env_groups",
                   "custom_envs"])
 def agentic_envs(cfg: Any, ctx: RuleContext):
-    from difflib import get_close_matches  # only a misspelling needs it
-
     if not is_agentic(cfg):
         return
     envs = cfg.custom_envs or {}
@@ -1100,7 +1096,7 @@ def agentic_envs(cfg: Any, ctx: RuleContext):
         pairs = list(zip(manager.tags, manager.num_groups_partition))
         for tag, _groups in pairs:
             if tag not in envs:
-                close = get_close_matches(str(tag), [str(k) for k in envs], n=1, cutoff=0.6)
+                close = close_matches(str(tag), [str(k) for k in envs], n=1, cutoff=0.6)
                 yield ctx.error("RLC302", f"{path}.tags",
                                 f"`{path}.tags` names {tag!r}, which is not an entry of custom_envs"
                                 + (f" (it has {', '.join(sorted(map(str, envs)))})" if envs else " (it is empty)"),
@@ -1224,11 +1220,9 @@ TRACKERS = ("tensorboard", "wandb", "stdout", "swanlab", "trackio")  # roll/util
             "track_with must name a tracker in ROLL's registry (tensorboard, wandb, stdout, swanlab, trackio) or be "
             "empty; ROLL looks it up when the pipeline starts.", keys=["track_with"])
 def tracker(cfg: Any, ctx: RuleContext):
-    from difflib import get_close_matches  # only a misspelling needs it
-
     name = cfg.track_with
     if name and name not in TRACKERS:
-        close = get_close_matches(name, TRACKERS, n=1, cutoff=0.6)
+        close = close_matches(name, TRACKERS, n=1, cutoff=0.6)
         yield ctx.error("RLC202", "track_with",
                         f"`track_with` is {name!r}, which is not one of ROLL's trackers ({', '.join(TRACKERS)}); "
                         "ROLL accepts this at load but fails when the pipeline creates its tracker",

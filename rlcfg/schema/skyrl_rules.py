@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-from rlcfg.diagnostics import Constraint, Severity
+from rlcfg.diagnostics import Constraint, Severity, close_matches
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -399,8 +399,6 @@ def gae_needs_critic(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             "unknown name is a warning, since a custom entrypoint registers it in code.",
             keys=["trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type"])
 def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
-    from difflib import get_close_matches  # only a misspelling needs it
-
     a = cfg.trainer.algorithm
     losses = POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES)
     checks = [("trainer.algorithm.advantage_estimator", a.advantage_estimator, ADVANTAGE_ESTIMATORS,
@@ -409,13 +407,13 @@ def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     for path, value, known, registry in checks:
         if value in known:
             continue
-        typo = get_close_matches(value, known, n=1, cutoff=0.8)
+        typo = close_matches(value, known, n=1, cutoff=0.8)
         if typo:
             yield ctx.error("RLC202", path, f"`{path}`: {_v(value)} is not one of skyrl-train's built-ins "
                                             f"({', '.join(known)}); validate_cfg stops on it",
                             hint=f"did you mean `{typo[0]}`?")
             continue
-        close = get_close_matches(value, known, n=1, cutoff=0.6)
+        close = close_matches(value, known, n=1, cutoff=0.6)
         hint = (f"did you mean `{close[0]}`?" if close else f"built-ins: {', '.join(known)}") + \
             f"; a custom name must be registered with {registry} before validate_cfg runs (a custom entrypoint)"
         yield ctx.warning("RLC202", path, f"`{path}`: {_v(value)} is not a built-in ({', '.join(known)}); "

@@ -8,7 +8,7 @@ from typing import Any, Iterable
 
 from pydantic import ValidationError
 
-from rlcfg.diagnostics import Diagnostic, Origin, Severity, diagnostic
+from rlcfg.diagnostics import Diagnostic, Origin, Severity, close_matches, diagnostic
 from rlcfg.records import record
 from rlcfg.schema.base import (LATE_CHECK_KEY, Dialect, Finding, HostFacts, RuleContext, Section, choices_of, field_at,
                                field_releases, fields_along, is_deferred, iter_fields, key_of, section_at,
@@ -121,13 +121,11 @@ def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dial
 
 
 def _close_sibling(path: Path, root: type[Section]) -> str | None:
-    from difflib import get_close_matches  # only a misspelling needs it
-
     owner = section_at(root, path[:-1])
     if owner is None:
         return None
     siblings = [key_of(n, f) for n, f in owner.model_fields.items()]
-    close = get_close_matches(str(path[-1]), siblings, n=1, cutoff=0.8)
+    close = close_matches(str(path[-1]), siblings, n=1, cutoff=0.8)
     return close[0] if close else None
 
 
@@ -220,8 +218,6 @@ def _tree_path(loc: tuple, data: Any) -> Path:
 
 def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: SourceTree,
                       dialect: Dialect | None = None, release: str | None = None) -> Diagnostic | None:
-    from difflib import get_close_matches  # only a misspelling needs it
-
     kind = error["type"]
     name = dotted(path)
     value = error.get("input")
@@ -244,7 +240,7 @@ def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: Source
         allowed_text = ", ".join(_short(a) for a in allowed) if allowed else error.get("ctx", {}).get("expected", "")
         suggestion = None
         if allowed and isinstance(value, str):
-            close = get_close_matches(value, [str(a) for a in allowed], n=1, cutoff=0.6)
+            close = close_matches(value, [str(a) for a in allowed], n=1, cutoff=0.6)
             suggestion = close[0] if close else None
         hint = f"did you mean `{suggestion}`?" if suggestion else f"use one of: {allowed_text}"
         message = f"`{name}`: {_short(value)} is not one of {allowed_text}"
@@ -310,8 +306,6 @@ def _other_variant(path: Path, root: type[Section], dialect: Dialect | None) -> 
 
 
 def _unknown_key(path: Path, root: type[Section], tree: SourceTree, dialect: Dialect | None = None) -> Diagnostic:
-    from difflib import get_close_matches  # only a misspelling needs it
-
     name = dotted(path)
     variant = _other_variant(path, root, dialect)
     if variant is not None:
@@ -324,7 +318,7 @@ def _unknown_key(path: Path, root: type[Section], tree: SourceTree, dialect: Dia
     parent = path[:-1]
     owner = section_at(root, parent)
     siblings = [key_of(n, f) for n, f in owner.model_fields.items()] if owner is not None else []
-    close = get_close_matches(key, siblings, n=1, cutoff=0.7)
+    close = close_matches(key, siblings, n=1, cutoff=0.7)
     elsewhere = [p for p in _all_keys(root).get(key, []) if p != name]
     where = f"`{dotted(parent)}`" if parent else "the top level"
     if close:
@@ -335,7 +329,7 @@ def _unknown_key(path: Path, root: type[Section], tree: SourceTree, dialect: Dia
         hint = f"this key exists under `{elsewhere[0].rsplit('.', 1)[0]}`" + (
             f" (and {len(elsewhere) - 1} more places)" if len(elsewhere) > 1 else "")
     else:
-        cross = get_close_matches(key, list(_all_keys(root)), n=1, cutoff=0.8)
+        cross = close_matches(key, list(_all_keys(root)), n=1, cutoff=0.8)
         if cross:
             target = _all_keys(root)[cross[0]][0]
             hint = f"did you mean `{target}`?"
