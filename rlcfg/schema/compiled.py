@@ -354,6 +354,7 @@ def install(cls: type) -> bool:
         return False
     try:
         from pydantic._internal._config import ConfigWrapper
+        from pydantic._internal._mock_val_ser import MockValSer
         from pydantic._internal._signature import generate_pydantic_signature
         from pydantic._internal._utils import LazyClassAttribute
         from pydantic_core import SchemaSerializer, SchemaValidator
@@ -369,13 +370,20 @@ def install(cls: type) -> bool:
         config = ConfigWrapper(cls.model_config, check=False)
         core_config = config.core_config(title=cls.__name__)
         validator = SchemaValidator(schema, core_config)
-        serializer = SchemaSerializer(schema, core_config)
     except Exception:  # noqa: BLE001 -- a cache that does not load is a cache miss, whatever broke it
         return False
     cls.__pydantic_computed_fields__ = {}
     defer_full_schema(cls)
     cls.__pydantic_validator__ = validator
-    cls.__pydantic_serializer__ = serializer
+
+    def serializer() -> Any:
+        # a check never dumps a section: the serializer is built the first time something does (`rlcfg plan`)
+        cls.__pydantic_serializer__ = SchemaSerializer(schema, core_config)
+        return cls.__pydantic_serializer__
+
+    cls.__pydantic_serializer__ = MockValSer(f"{cls.__qualname__}'s serializer is built on first use",
+                                             code="class-not-fully-defined", val_or_ser="serializer",
+                                             attempt_rebuild=serializer)
     cls.__signature__ = LazyClassAttribute("__signature__", lambda: generate_pydantic_signature(
         init=cls.__init__, fields=cls.model_fields, validate_by_alias=config.validate_by_alias, extra=config.extra))
     cls.__pydantic_complete__ = True

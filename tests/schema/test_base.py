@@ -1,0 +1,65 @@
+"""rlcfg.schema.base.param and section make the FieldInfo that pydantic's Field() makes for the same arguments: they
+skip Field() only because a dialect declares hundreds of fields on every check."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import Field
+
+from rlcfg.schema.base import FATE_KEY, RELEASES_KEY, Section, inert, param, section
+
+
+class Inner(Section):
+    x: int = param(1, description="x")
+
+
+def through_field(default=..., *, alias=None, description, examples=None, extra=None, factory=None, **bounds):
+    kwargs = {k: v for k, v in dict(description=description, alias=alias, examples=examples, **bounds).items()
+              if v is not None}
+    if extra:
+        kwargs["json_schema_extra"] = extra
+    return Field(default_factory=factory, **kwargs) if factory is not None else Field(default, **kwargs)
+
+
+def same(mine, theirs) -> None:
+    assert repr(mine) == repr(theirs)
+    assert list(mine._attributes_set.items()) == list(theirs._attributes_set.items())  # in the same order
+    assert repr(mine.metadata) == repr(theirs.metadata)
+    assert mine.json_schema_extra == theirs.json_schema_extra
+
+
+@pytest.mark.parametrize("arguments", [
+    dict(default=1, description="a count", ge=1),
+    dict(default=0.5, description="a share", gt=0, lt=1, le=1, ge=0),
+    dict(default=None, description="aliased", alias="not-an-identifier", examples=[1, 2]),
+    dict(default="x", description="short", min_length=1),
+    dict(default=3, description="with everything", releases=("a", "b"), fate=inert("why"), renamed_to="b.c",
+         late_check={"a": "when it starts"}),
+])
+def test_param_makes_what_field_makes(arguments):
+    mine = param(arguments.pop("default"), **arguments)
+    extra = {}
+    if "late_check" in arguments:
+        extra["x-rlcfg-late-check"] = dict(arguments.pop("late_check"))
+    if "renamed_to" in arguments:
+        extra["x-rlcfg-renamed-to"] = arguments.pop("renamed_to")
+    if "releases" in arguments:
+        extra[RELEASES_KEY] = list(arguments.pop("releases"))
+    if "fate" in arguments:
+        extra[FATE_KEY] = arguments.pop("fate").to_json()
+    same(mine, through_field(mine.default, extra=extra, **arguments))
+
+
+def test_a_container_default_is_a_fresh_copy_as_with_a_field_factory():
+    mine = param({"a": [1]}, description="a mapping")
+    theirs = through_field(description="a mapping", factory=mine.default_factory)
+    same(mine, theirs)
+    assert mine.default_factory() == {"a": [1]} and mine.default_factory() is not mine.default_factory()
+
+
+@pytest.mark.parametrize("optional", [False, True])
+def test_section_makes_what_field_makes(optional):
+    mine = section(Inner, description="inner", alias="in-ner", optional=optional, releases=("a",))
+    theirs = through_field(None, factory=None if optional else Inner, description="inner", alias="in-ner",
+                           extra={RELEASES_KEY: ["a"]})
+    same(mine, theirs)
