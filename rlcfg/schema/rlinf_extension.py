@@ -191,6 +191,8 @@ def complete_inventory(cls: type) -> None:
     if getattr(cls, "_inventory_complete", True):
         return
     own = cls.__pydantic_fields__
+    _build_inventory_fields(cls, [name for name in _layout(cls._inventory_path).values()
+                                  if name not in own and name not in cls._inventory_fields])
     fields: dict[str, FieldInfo] = {}
     for name in _layout(cls._inventory_path).values():
         if name in own and name not in cls._inventory_fields:
@@ -214,11 +216,18 @@ base.BEFORE_SCHEMA.append(complete_every_inventory)
 
 def _inventory_field(cls: type, name: str) -> FieldInfo:
     if name not in cls._inventory_fields:
-        # pydantic makes the field, as it would have in the class: a model of this one field, with the same config
-        annotation, assigned = _definition(cls._inventory_path, name)
-        made = create_model(f"{cls.__name__}Key", __config__=Section.model_config, **{name: (annotation, assigned)})
-        cls._inventory_fields[name] = made.__pydantic_fields__[name]
+        _build_inventory_fields(cls, [name])
     return cls._inventory_fields[name]
+
+
+def _build_inventory_fields(cls: type, names: list[str]) -> None:
+    if not names:
+        return
+    # pydantic makes the fields, as it would have in the class: a model of just these fields, with the same config
+    made = create_model(f"{cls.__name__}Keys", __config__=Section.model_config,
+                        **{name: _definition(cls._inventory_path, name) for name in names})
+    for name in names:
+        cls._inventory_fields[name] = made.__pydantic_fields__[name]
 
 
 _HAND_WRITTEN_KEYS: dict[type, dict[str, tuple[str, FieldInfo]]] = {}
