@@ -243,7 +243,17 @@ def section(model: type[Section], *, description: str, alias: str | None = None,
         extra[FATE_KEY] = fate.to_json()
     if optional:
         return _field(None, None, alias=alias or None, description=description, extra=extra)
-    return _field(PydanticUndefined, model, alias=alias or None, description=description, extra=extra)
+    return _field(PydanticUndefined, _defaults_of(model), alias=alias or None, description=description, extra=extra)
+
+
+def _defaults_of(model: type[Section]) -> Callable[[], Section]:
+    """What makes an absent section: its defaults. pydantic would validate an empty mapping for it, which takes the
+    section's validator, built (or loaded) just for that. Without validators of its own, the section is the same
+    built field by field (model_construct: defaults are not validated either way), and a check whose document never
+    has the section never builds its validator."""
+    if model.__pydantic_decorators__.model_validators or model.model_post_init is not BaseModel.model_post_init:
+        return model
+    return model.model_construct
 
 
 def _field(default: Any, factory: Callable[[], Any] | None, *, alias: str | None = None, description: str | None,

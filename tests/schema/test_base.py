@@ -4,7 +4,7 @@ skip Field() only because a dialect declares hundreds of fields on every check."
 from __future__ import annotations
 
 import pytest
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from rlcfg.schema.base import FATE_KEY, RELEASES_KEY, Section, inert, param, section
 
@@ -60,6 +60,21 @@ def test_a_container_default_is_a_fresh_copy_as_with_a_field_factory():
 @pytest.mark.parametrize("optional", [False, True])
 def test_section_makes_what_field_makes(optional):
     mine = section(Inner, description="inner", alias="in-ner", optional=optional, releases=("a",))
-    theirs = through_field(None, factory=None if optional else Inner, description="inner", alias="in-ner",
+    theirs = through_field(None, factory=mine.default_factory, description="inner", alias="in-ner",
                            extra={RELEASES_KEY: ["a"]})
     same(mine, theirs)
+
+
+def test_an_absent_section_is_its_defaults_with_or_without_validators_of_its_own():
+    class Checked(Section):
+        y: int = param(2, description="y")
+
+        @model_validator(mode="after")
+        def positive(self):
+            return self
+
+    # without validators of its own, the default is made field by field, the very instance validation would make
+    made = section(Inner, description="inner").default_factory()
+    assert made == Inner() and made.model_fields_set == Inner().model_fields_set == set()
+    # with them, by validation, so that they run
+    assert section(Checked, description="checked").default_factory is Checked
