@@ -15,7 +15,8 @@ that has pydantic build the full schema again when something asks for it (`rlcfg
 
 A cache file is JSON, never pickle. It names the section classes, validator functions and default factories the
 schema refers to, and loading it only looks those names up among rlcfg's section classes and already-imported
-rlcfg and pydantic modules; it imports nothing and runs nothing. A file that does not load, or that names
+rlcfg and pydantic modules, or has rlinf_extension make the Deferred annotation of an inventoried RLinf section it
+names (`register_lookup`); it imports nothing and runs nothing else. A file that does not load, or that names
 something that does not resolve, is ignored and written again.
 
 `RLCFG_CACHE_DIR` moves the cache (default: `$XDG_CACHE_HOME/rlcfg`, else `~/.cache/rlcfg`); `RLCFG_NO_CACHE=1`

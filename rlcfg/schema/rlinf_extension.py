@@ -5,10 +5,11 @@ per pipeline (an embodied config's simulator settings, a Megatron actor's every 
 its rules and lowering use by hand, in rlinf_models.py, with their constraints and full descriptions. Every
 other key that RLinf's examples write or its code reads, at any claimed release, comes from the inventory
 (tools/inventory/rlinf.py) as one row: its type as seen in the examples and the code, and the releases that
-have it. A hand-written section names its path (`class Cluster(Inventoried, inventory="cluster")`) and is
-declared with the rows under that path as fields of its own, in the inventory's order; a hand-written field
-overrides the generated one of the same key, in its place. `extension(path)` makes a section of the rows alone,
-for the paths nothing is written for by hand (the Deferred ones).
+have it. A hand-written section names its path (`class Cluster(Inventoried, inventory="cluster")`); the rows
+under that path are fields of its own, in the inventory's order, built when something asks for them (see
+`Inventoried`), and a hand-written field overrides the generated one of the same key, in its place.
+`extension(path)` makes a section of the rows alone, for the paths nothing is written for by hand (the Deferred
+ones).
 
 Knowing these keys matters twice: a key RLinf reads is not reported as unknown, and a misspelling of one is
 caught as close to a known key (RLinf would silently drop it).
