@@ -384,6 +384,19 @@ def _walk_fields(model: type[Section], prefix: tuple,
 
 def is_deferred(annotation: Any) -> bool:
     """Whether an annotation is a Deferred section (or one that may be null)."""
+    try:  # asked, like section_types, for every field a walk passes
+        return _DEFERRED[annotation]
+    except KeyError:
+        found = _DEFERRED[annotation] = _is_deferred(annotation)
+        return found
+    except TypeError:
+        return _is_deferred(annotation)
+
+
+_DEFERRED: dict[Any, bool] = {}
+
+
+def _is_deferred(annotation: Any) -> bool:
     if isinstance(annotation, type):
         return issubclass(annotation, Deferred)
     return get_origin(annotation) in (Union, types.UnionType) and any(is_deferred(a) for a in get_args(annotation))
