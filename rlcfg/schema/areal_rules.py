@@ -443,8 +443,8 @@ def _archon(cfg, ctx):
             keys=["actor.megatron", "actor.backend", "actor.optimizer.type"])
 def _megatron(cfg, ctx):
     for name, engine in _engines(cfg):
-        megatron = engine.megatron.model_dump()
-        bridge = megatron.get("bridge_type")
+        megatron = engine.megatron
+        bridge = getattr(megatron, "bridge_type", None)
         if bridge is not None and bridge not in ("mbridge", "megatron-bridge"):
             yield ctx.error("RLC202", f"{name}.megatron.bridge_type", f"`{name}.megatron.bridge_type`: {bridge!r} "
                             "is not one of mbridge, megatron-bridge", hint="use `mbridge` or `megatron-bridge`")
@@ -455,7 +455,7 @@ def _megatron(cfg, ctx):
             component = trains[0] if trains else None
         if component is None or component.effective_backend != "megatron":
             continue
-        vpp = megatron.get("virtual_pipeline_parallel_size", 1)
+        vpp = getattr(megatron, "virtual_pipeline_parallel_size", 1)
         pp = component.hybrid[0].get("p") if component.hybrid else component.dims.get("p")
         if isinstance(vpp, int) and vpp > 1 and pp <= 1:
             yield ctx.error("RLC302", f"{name}.megatron.virtual_pipeline_parallel_size",
