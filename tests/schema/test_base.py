@@ -78,3 +78,19 @@ def test_an_absent_section_is_its_defaults_with_or_without_validators_of_its_own
     assert made == Inner() and made.model_fields_set == Inner().model_fields_set == set()
     # with them, by validation, so that they run
     assert section(Checked, description="checked").default_factory is Checked
+
+
+class Leaf(Section):
+    model: int = param(1, description="the leaf's model")
+
+
+class Branch(Section):
+    model: Leaf = section(Leaf, description="a section named like its own key")
+
+
+def test_a_path_that_repeats_a_key_names_the_field_at_its_end():
+    from rlcfg.schema.base import field_at, fields_along
+
+    info, owner = field_at(Branch, ("model", "model"))
+    assert owner is Leaf and info.annotation is int
+    assert [owner for _info, owner in fields_along(Branch, ("model", "model"))] == [Branch, Leaf]
