@@ -7,6 +7,7 @@ registered on the dialect's `RuleSet`; they read the validated config and yield 
 `RuleContext`, which knows where each value came from.
 """
 
+import functools
 import types
 import typing
 from dataclasses import field
@@ -289,22 +290,28 @@ def key_of(name: str, info: FieldInfo) -> str:
     return info.alias or name
 
 
+def _by_annotation(question: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """`question` asked once per annotation: a check's walks ask it for every field they pass, thousands of times
+    with the same few hundred annotations. An unhashable annotation (Annotated with unhashable metadata) is asked
+    every time."""
+    answers: dict[Any, Any] = {}
+
+    @functools.wraps(question)
+    def ask(annotation: Any) -> Any:
+        try:
+            return answers[annotation]
+        except KeyError:
+            found = answers[annotation] = question(annotation)
+            return found
+        except TypeError:
+            return question(annotation)
+
+    return ask
+
+
+@_by_annotation
 def section_types(annotation: Any) -> tuple[type[Section], ...]:
     """The Section classes an annotation can hold directly (X, X | None, Union of sections)."""
-    # Asked for every field a check walks, thousands of times with the same few hundred annotations.
-    try:
-        return _SECTION_TYPES[annotation]
-    except KeyError:
-        found = _SECTION_TYPES[annotation] = _section_types(annotation)
-        return found
-    except TypeError:  # an unhashable annotation (Annotated with unhashable metadata)
-        return _section_types(annotation)
-
-
-_SECTION_TYPES: dict[Any, tuple[type[Section], ...]] = {}
-
-
-def _section_types(annotation: Any) -> tuple[type[Section], ...]:
     if isinstance(annotation, type) and issubclass(annotation, Section):
         return (annotation,)
     if isinstance(annotation, type) and issubclass(annotation, Deferred):
@@ -382,21 +389,9 @@ def _walk_fields(model: type[Section], prefix: tuple,
             break
 
 
+@_by_annotation
 def is_deferred(annotation: Any) -> bool:
     """Whether an annotation is a Deferred section (or one that may be null)."""
-    try:  # asked, like section_types, for every field a walk passes
-        return _DEFERRED[annotation]
-    except KeyError:
-        found = _DEFERRED[annotation] = _is_deferred(annotation)
-        return found
-    except TypeError:
-        return _is_deferred(annotation)
-
-
-_DEFERRED: dict[Any, bool] = {}
-
-
-def _is_deferred(annotation: Any) -> bool:
     if isinstance(annotation, type):
         return issubclass(annotation, Deferred)
     return get_origin(annotation) in (Union, types.UnionType) and any(is_deferred(a) for a in get_args(annotation))
@@ -424,11 +419,11 @@ _KEYED: dict[type, dict[str, tuple[str, FieldInfo]]] = {}
 
 
 def _fields_by_key(model: type[Section]) -> dict[str, tuple[str, FieldInfo]]:
-    """A section's fields by their config key (RLinf's sections have hundreds, looked up for every key a config
-    sets)."""
+    """A section's hand-written fields (all of them but RLinf's inventoried ones) by their config key, looked up for
+    every key a config sets."""
     if model not in _KEYED:
         keyed: dict[str, tuple[str, FieldInfo]] = {}
-        for name, info in model.model_fields.items():
+        for name, info in model.hand_written_fields().items():
             keyed.setdefault(key_of(name, info), (name, info))  # the first field of a key wins, as before
         _KEYED[model] = keyed
     return _KEYED[model]

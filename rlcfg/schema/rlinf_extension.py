@@ -116,6 +116,7 @@ class _InventoriedMeta(type(Section)):  # type: ignore[misc]
         cls = super().__new__(mcs, name, bases, namespace, **kwargs)
         if inventory is not None:
             cls._inventory_path = inventory
+            cls._hand_written = dict.fromkeys(cls.__pydantic_fields__)  # names in order, all pydantic declared
             cls._inventory_fields = {}  # the inventoried fields built so far, by attribute name
             cls._inventory_complete = False
             _DECLARED.append(cls)
@@ -138,42 +139,39 @@ class Inventoried(Section, metaclass=_InventoriedMeta):
     key (`keyed_field`, which a check uses for the keys a document sets), or all of them when the class's
     `model_fields` are read (the docs, --explain, a did-you-mean) or its schema is generated."""
 
-    # Set by the metaclass: _inventory_path (the dotted path), _inventory_fields (the inventoried fields built so
-    # far, by attribute name) and _inventory_complete. Not annotated: pydantic would evaluate the annotations of
+    # Set by the metaclass: _inventory_path (the dotted path), _hand_written (the names of the hand-written fields),
+    # _inventory_fields (the inventoried fields built so far, by attribute name) and _inventory_complete. Not annotated: pydantic would evaluate the annotations of
     # this class again for every section declared on it.
 
     @classmethod
     def hand_written_fields(cls) -> dict[str, FieldInfo]:
-        return {name: info for name, info in cls.__pydantic_fields__.items() if name not in cls._inventory_fields}
+        return {name: cls.__pydantic_fields__[name] for name in cls._hand_written}
 
     @classmethod
     def field_named(cls, name: str) -> FieldInfo | None:
-        if name in cls.__pydantic_fields__:
+        if name in cls._hand_written:
             return cls.__pydantic_fields__[name]
         return _inventory_field(cls, name) if name in _keys_by_name(cls._inventory_path) else None
 
     @classmethod
     def keyed_field(cls, key: str) -> tuple[str, FieldInfo] | None:
-        hand_written = _hand_written_by_key(cls).get(key)
-        if hand_written is not None:
-            return hand_written
+        found = super().keyed_field(key)  # a hand-written field of that key
+        if found is not None:
+            return found
         name = _layout(cls._inventory_path).get(key)
-        if name is None or name in cls.__pydantic_fields__ and cls.__pydantic_fields__[name] is not \
-                cls._inventory_fields.get(name):
+        if name is None or name in cls._hand_written:
             return None  # not inventoried, or a hand-written field of that name holds another key
         return name, _inventory_field(cls, name)
 
     @classmethod
     def default_entries(cls) -> Iterator[tuple[str, FieldInfo | None]]:
         # every inventoried key defaults to null: its field is not needed to say so
-        own = cls.__pydantic_fields__
+        fields = cls.__pydantic_fields__
         for key, name in _layout(cls._inventory_path).items():
-            info = own.get(name)
-            yield (key_of(name, info), info) if info is not None and name not in cls._inventory_fields \
-                else (key, None)
-        for name, info in own.items():
+            yield (key_of(name, fields[name]), fields[name]) if name in cls._hand_written else (key, None)
+        for name in cls._hand_written:
             if name not in _keys_by_name(cls._inventory_path):
-                yield key_of(name, info), info
+                yield key_of(name, fields[name]), fields[name]
 
     def __eq__(self, other: Any) -> bool:
         complete_inventory(type(self))  # pydantic compares the fields it knows of
@@ -193,15 +191,13 @@ def complete_inventory(cls: type) -> None:
         return
     own = cls.__pydantic_fields__
     _build_inventory_fields(cls, [name for name in _layout(cls._inventory_path).values()
-                                  if name not in own and name not in cls._inventory_fields])
+                                  if name not in cls._hand_written and name not in cls._inventory_fields])
     fields: dict[str, FieldInfo] = {}
     for name in _layout(cls._inventory_path).values():
-        if name in own and name not in cls._inventory_fields:
-            fields[name] = own[name]  # hand-written, in the place of the inventoried field it overrides
-        else:
-            fields[name] = _inventory_field(cls, name)
-    for name, info in own.items():
-        fields.setdefault(name, info)
+        # a hand-written field takes the place of the inventoried one it overrides
+        fields[name] = own[name] if name in cls._hand_written else cls._inventory_fields[name]
+    for name in cls._hand_written:
+        fields.setdefault(name, own[name])
     cls.__pydantic_fields__ = fields
     cls._inventory_complete = True
 
@@ -229,18 +225,6 @@ def _build_inventory_fields(cls: type, names: list[str]) -> None:
                         **{name: _definition(cls._inventory_path, name) for name in names})
     for name in names:
         cls._inventory_fields[name] = made.__pydantic_fields__[name]
-
-
-_HAND_WRITTEN_KEYS: dict[type, dict[str, tuple[str, FieldInfo]]] = {}
-
-
-def _hand_written_by_key(cls: type) -> dict[str, tuple[str, FieldInfo]]:
-    if cls not in _HAND_WRITTEN_KEYS:
-        keyed: dict[str, tuple[str, FieldInfo]] = {}
-        for name, info in cls.hand_written_fields().items():
-            keyed.setdefault(key_of(name, info), (name, info))
-        _HAND_WRITTEN_KEYS[cls] = keyed
-    return _HAND_WRITTEN_KEYS[cls]
 
 
 @lru_cache(maxsize=None)
