@@ -13,7 +13,7 @@ from dataclasses import field
 from pathlib import Path as FsPath
 from typing import Any, Mapping, Sequence
 
-from rlcfg.diagnostics import Diagnostic, Origin, Severity, count, diagnostic, sort_diagnostics
+from rlcfg.diagnostics import Diagnostic, Origin, Severity, close_matches, count, diagnostic, sort_diagnostics
 from rlcfg.records import record
 from rlcfg.source.tree import SourceTree, dotted, split_dotted
 from rlcfg.source.yaml_loader import UsageError, load_yaml, read_text
@@ -302,10 +302,8 @@ def explain(result: CheckResult, key: str) -> Explanation:
         info, owner = field_at(result.root, path)
     present = tree is not None and tree.has(path)
     if info is None and not present:
-        from difflib import get_close_matches
-
         known = [".".join(p) for p, _i, _o in iter_fields(result.root)] if result.root is not None else []
-        close = get_close_matches(key, known, n=1, cutoff=0.6)
+        close = close_matches(key, known, n=1, cutoff=0.6)
         raise KeyError(close[0] if close else None)
     layers = list(tree.history.get(path, [])) if tree is not None else []
     value = tree.get(path) if present else None

@@ -1171,13 +1171,15 @@ def _without_unused_fragment_keys(tree: SourceTree, primary: str | None) -> Sour
     if not isinstance(tree.data, dict) or primary is None:
         return tree
     read = {path[0] for path in interpolation_targets(tree.data) if path}
-    unused = [key for key in tree.data if key not in _root_keys(RollConfig) and key not in read and key != "defaults"
+    rlvr_keys = _root_keys(RollConfig)
+    unused = [key for key in tree.data if key not in rlvr_keys and key not in read and key != "defaults"
               and (origin := tree.key_origin((key,)) or tree.origin((key,))) is not None
               and origin.kind == "file" and origin.file != primary]
     if unused:  # only then are the agentic pipeline's sections needed
         from rlcfg.schema.roll_agentic import AgenticConfig
 
-        unused = [key for key in unused if key not in _root_keys(AgenticConfig)]
+        agentic_keys = _root_keys(AgenticConfig)
+        unused = [key for key in unused if key not in agentic_keys]
     if not unused:
         return tree
     tree = tree.copy()

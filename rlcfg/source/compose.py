@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path as FsPath
 from typing import Any, Mapping, Sequence
 
-from rlcfg.diagnostics import Diagnostic, diagnostic
+from rlcfg.diagnostics import Diagnostic, close_matches, diagnostic
 from rlcfg.source.tree import Layer, Path, SourceTree, copy_containers, drop_subtree, dotted, walk
 from rlcfg.source.yaml_loader import load_yaml
 
@@ -214,14 +214,12 @@ class _Composer:
         return fragment, _header_package(text)
 
     def missing_hint(self, entry: Entry, folders: list[str]) -> str:
-        from difflib import get_close_matches  # only a misspelling needs it
-
         choices: list[str] = []
         for folder in folders:
             group_dir = FsPath(folder, *(entry.group.split("/") if entry.group else ()))
             if group_dir.is_dir():
                 choices.extend(sorted(p.stem for p in group_dir.glob("*.yaml")))
-        close = get_close_matches(str(entry.name), choices, n=1, cutoff=0.6)
+        close = close_matches(str(entry.name), choices, n=1, cutoff=0.6)
         if close:
             hint = f"did you mean `{entry.group + '/' if entry.group else ''}{close[0]}`?"
         elif choices:

@@ -12,7 +12,7 @@ import re
 from dataclasses import field, replace
 from typing import Any, Callable, Mapping
 
-from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
+from rlcfg.diagnostics import Diagnostic, Origin, close_matches, diagnostic
 from rlcfg.records import record
 from rlcfg.source.tree import (MISSING, Layer, Path, SourceTree, copy_containers, delete_path, dotted, drop_subtree,
                                walk)
@@ -630,8 +630,6 @@ def _resolution_diagnostic(exc: Exception, path: Path, tree: SourceTree) -> Diag
 
 
 def _suggest_key(target: str, tree: SourceTree) -> str | None:
-    from difflib import get_close_matches  # only a misspelling needs it
-
     candidates = [dotted(p) for p, _ in walk(tree.data) if p and all(isinstance(x, str) for x in p)]
-    match = get_close_matches(target, candidates, n=1, cutoff=0.75)
+    match = close_matches(target, candidates, n=1, cutoff=0.75)
     return match[0] if match else None
