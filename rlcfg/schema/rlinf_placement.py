@@ -41,6 +41,10 @@ class PlacementSyntaxError(ValueError):
         self.position = position
 
 
+# Ranks are expanded into lists: a typo such as `0-5183723386` must be an error, not billions of ranks in memory.
+MAX_RANK = (1 << 20) - 1
+
+
 @record(frozen=True)
 class Span:
     """An inclusive range of ranks."""
@@ -137,7 +141,10 @@ class _Parser:
             found = f"`{c}`" if c else "the end of the text"
             raise self.fail(f"expected {what} (a number, a range `a-b`{', or `all`' if what == 'GPU ranks' else ''}), "
                             f"found {found}", start)
-        return int(self.text[start:self.pos])
+        number = int(self.text[start:self.pos])
+        if number > MAX_RANK:
+            raise self.fail(f"{what} go up to {MAX_RANK:,} here; {number:,} is beyond any cluster", start)
+        return number
 
     def range(self, what: str) -> Span:
         begin = self.pos

@@ -574,6 +574,13 @@ def test_any_text_parses_or_fails_cleanly(text):
         pass
 
 
+def test_a_rank_beyond_any_cluster_is_an_error_not_a_list_of_billions():
+    # hypothesis found `9-5183723386`: expanding it took 40 GB and the test process was killed
+    with pytest.raises(lang.PlacementSyntaxError, match="beyond any cluster"):
+        lang.parse_rank_map("9-5183723386")
+    assert len(lang.expand(lang.parse_rank_map(f"0-{lang.MAX_RANK}"), None).parts[0][0]) == lang.MAX_RANK + 1
+
+
 # ---- golden diagnostics -----------------------------------------------------------------------------------------
 
 
