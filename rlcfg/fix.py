@@ -17,11 +17,11 @@ import difflib
 import fnmatch
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from rlcfg.diagnostics import Diagnostic, Edit, Origin, Severity
+from rlcfg.patterns import lazy
 from rlcfg.source.tree import Path, dotted, split_dotted
 
 # The codes whose errors are arithmetic over integer keys: batches that must divide, parallel sizes that must
@@ -215,7 +215,7 @@ def make_edit(spec: Any, result: Any, key: str, value: Any, old_value: Any) -> E
     return Edit(key, value, old_value, origin, _override_text(spec, result.tree, path, value), in_file)
 
 
-_PLAIN = re.compile(r"^[A-Za-z_][\w\-./]*$")
+_PLAIN = lazy(r"^[A-Za-z_][\w\-./]*$")
 _YAML_WORDS = {"true", "false", "yes", "no", "on", "off", "null", "none", "~", "nan", "inf"}
 
 
@@ -247,7 +247,7 @@ def attach(result: Any, solution: Solution) -> None:
             d.edits = list(solution.edits)
 
 
-_DID_YOU_MEAN = re.compile(r"did you mean `([^`]+)`\?")
+_DID_YOU_MEAN = lazy(r"did you mean `([^`]+)`\?")
 
 
 def value_suggestions(problem: Problem, result: Any) -> None:
@@ -272,8 +272,8 @@ def value_suggestions(problem: Problem, result: Any) -> None:
 
 # ---- candidate values ---------------------------------------------------------------------------------------
 
-_NUMBER = re.compile(r"(?<![\w.])(\d{1,7})(?![\w.])")
-_REFERENCE = re.compile(r"^\$\{\s*([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)\s*\}$")
+_NUMBER = lazy(r"(?<![\w.])(\d{1,7})(?![\w.])")
+_REFERENCE = lazy(r"^\$\{\s*([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)\s*\}$")
 
 
 def _int_at(tree: Any, path: Path) -> int | None:
@@ -376,8 +376,8 @@ def solve_constraint(constraint: Any, spread: int = 2) -> dict[str, set[int]]:
 # Keys that size the hardware (GPU and node counts) weigh most: a fix changes them only when batch keys cannot.
 # The number of responses per prompt is the advantage group of GRPO, part of the algorithm, so it weighs more
 # than a batch size too.
-_RESOURCE = re.compile(r"gpu|node|device|world")
-_GROUP = re.compile(r"n_samples|per_prompt|group_size|return_sequences")
+_RESOURCE = lazy(r"gpu|node|device|world")
+_GROUP = lazy(r"n_samples|per_prompt|group_size|return_sequences")
 RESOURCE_WEIGHT = 4.0
 GROUP_WEIGHT = 2.0
 

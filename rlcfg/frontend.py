@@ -8,12 +8,12 @@ shows all problems at once, ordered by location.
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import field
 from pathlib import Path as FsPath
 from typing import Any, Mapping, Sequence
 
 from rlcfg.diagnostics import Diagnostic, Origin, Severity, close_matches, count, diagnostic, sort_diagnostics
+from rlcfg.patterns import lazy
 from rlcfg.records import record
 from rlcfg.source.tree import SourceTree, dotted, split_dotted
 from rlcfg.source.yaml_loader import UsageError, load_yaml, read_text
@@ -190,7 +190,7 @@ def _composed_for_detection(tree: SourceTree, base_dir: str) -> SourceTree:
     return composed if isinstance(composed.data, dict) and composed.data else tree
 
 
-_NODE_REFERENCE = re.compile(r"\$\{\s*([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)\s*\}")
+_NODE_REFERENCE = lazy(r"\$\{\s*([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)\s*\}")
 
 
 def interpolation_targets(data: Any) -> set[tuple]:

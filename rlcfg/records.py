@@ -4,8 +4,10 @@ Every `rlcfg validate` declares a few dozen dataclasses on its way to a verdict 
 results). Before Python 3.13, the standard decorator compiles each generated method on its own: six compilations for
 a frozen class, about half a millisecond. Together they were a fifth of what rlcfg's own code adds to a check's
 start-up (bench/validate_startup.py). `record` has the standard decorator find the fields, their defaults and the
-match args, with no method of its own to generate, then compiles `__init__`, `__repr__` and `__eq__` (and, when
-frozen, `__hash__`, `__setattr__` and `__delattr__`) from one source: what Python 3.13's decorator does too.
+match args, with no method of its own to generate. It writes the source of `__init__`, `__repr__` and `__eq__` (and
+`__hash__` of a frozen record) and compiles each the first time it is called: a check makes most of its records and
+reads them, and never prints, compares or hashes them. A frozen record's `__setattr__` and `__delattr__` need no
+source of their own.
 
 The result is a dataclass in every way rlcfg relies on: `dataclasses.fields`, `replace`, `asdict` and
 `is_dataclass` work, the methods behave as the standard ones (tests/test_records.py holds them side by side).
@@ -51,9 +53,7 @@ def _declare(cls: T, frozen: bool) -> T:
         what = ", ".join(unsupported) or "an InitVar or ClassVar"
         raise TypeError(f"record {cls.__qualname__}: only plain fields are supported ({what}); declare it with "
                         "dataclasses.dataclass")
-    namespace: dict[str, Any] = {"NO_VALUE": _NO_VALUE, "FrozenInstanceError": dataclasses.FrozenInstanceError,
-                                 "set_attribute": object.__setattr__, "FIELDS": frozenset(f.name for f in fields),
-                                 "cls": cls}
+    namespace: dict[str, Any] = {"NO_VALUE": _NO_VALUE, "set_attribute": object.__setattr__}
     parameters, body = [], []
     for f in fields:
         value = f.name
@@ -72,41 +72,62 @@ def _declare(cls: T, frozen: bool) -> T:
     shown = ", ".join(f"{f.name}={{self.{f.name}!r}}" for f in fields if f.repr)
     compared = [f.name for f in fields if f.compare]
     mine, theirs = (f"({''.join(f'{who}.{name},' for name in compared)})" for who in ("self", "other"))
-    source = [
-        f"def __init__(self, {', '.join(parameters)}):", *(body or ["    pass"]),
-        "def __repr__(self):",
-        f"    return self.__class__.__qualname__ + f\"({shown})\"",
-        "def __eq__(self, other):",
-        "    if other.__class__ is self.__class__:",
-        f"        return {mine} == {theirs}",
-        "    return NotImplemented",
-    ]
-    methods = ["__init__", "__repr__", "__eq__"]
+    sources = {
+        "__init__": [f"def __init__(self, {', '.join(parameters)}):", *(body or ["    pass"])],
+        "__repr__": ["def __repr__(self):", f"    return self.__class__.__qualname__ + f\"({shown})\""],
+        "__eq__": ["def __eq__(self, other):",
+                   "    if other.__class__ is self.__class__:",
+                   f"        return {mine} == {theirs}",
+                   "    return NotImplemented"],
+    }
     if frozen:
         hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
-        source += [
-            "def __hash__(self):",
-            f"    return hash(({''.join(f'self.{name},' for name in hashed)}))",
-            "def __setattr__(self, name, value):",
-            "    if type(self) is cls or name in FIELDS:",
-            "        raise FrozenInstanceError(f'cannot assign to field {name!r}')",
-            "    super(cls, self).__setattr__(name, value)",
-            "def __delattr__(self, name):",
-            "    if type(self) is cls or name in FIELDS:",
-            "        raise FrozenInstanceError(f'cannot delete field {name!r}')",
-            "    super(cls, self).__delattr__(name)",
-        ]
-        methods += ["__hash__", "__setattr__", "__delattr__"]
-    written = [name for name in (*methods, "__hash__") if name in cls.__dict__]
+        sources["__hash__"] = ["def __hash__(self):", f"    return hash(({''.join(f'self.{name},' for name in hashed)}))"]
+    assignment = ("__setattr__", "__delattr__") if frozen else ()
+    written = [name for name in dict.fromkeys((*sources, *assignment, "__hash__")) if name in cls.__dict__]
     if written:
         raise TypeError(f"record {cls.__qualname__} writes {', '.join(written)} itself; declare it with "
                         "dataclasses.dataclass")
-    exec("\n".join(source), namespace)  # noqa: S102 -- the source is built above from field names only
-    for name in methods:
-        method = namespace[name]
-        method.__qualname__ = f"{cls.__qualname__}.{name}"
-        setattr(cls, name, method)
+    for name, lines in sources.items():
+        setattr(cls, name, _compiled_on_first_call(cls, name, lines, namespace))
+    if frozen:
+        _forbid_assignment(cls, frozenset(f.name for f in fields))
     if not frozen:
         cls.__hash__ = None  # type: ignore[assignment]  # mutable and compared by value: unhashable, as standard
     cls.__doc__ = cls.__doc__ if cls.__doc__ != cls.__name__ else f"{cls.__name__}({', '.join(f.name for f in fields)})"
     return cls
+
+
+def _compiled_on_first_call(cls: type, name: str, lines: list[str], namespace: dict[str, Any]) -> Callable:
+    """A stand-in for the method `lines` define, which compiles it, puts it on `cls` and calls it. Most records of a
+    check are made and read, never printed, compared or hashed: compiling only `__init__`, and only for the records a
+    check makes, is a quarter of compiling every method of every record."""
+
+    def first_call(self: Any, *args: Any, **kwargs: Any) -> Any:
+        method = cls.__dict__[name]
+        if method is first_call:
+            exec("\n".join(lines), namespace)  # noqa: S102 -- the source is built in _declare from field names only
+            method = namespace[name]
+            method.__qualname__ = f"{cls.__qualname__}.{name}"
+            setattr(cls, name, method)
+        return method(self, *args, **kwargs)
+
+    first_call.__name__, first_call.__qualname__ = name, f"{cls.__qualname__}.{name}"
+    return first_call
+
+
+def _forbid_assignment(cls: type, fields: frozenset) -> None:
+    # as the standard frozen dataclass: a subclass that is not a record may set attributes of its own
+    def __setattr__(self: Any, name: str, value: Any) -> None:
+        if type(self) is cls or name in fields:
+            raise dataclasses.FrozenInstanceError(f"cannot assign to field {name!r}")
+        super(cls, self).__setattr__(name, value)
+
+    def __delattr__(self: Any, name: str) -> None:
+        if type(self) is cls or name in fields:
+            raise dataclasses.FrozenInstanceError(f"cannot delete field {name!r}")
+        super(cls, self).__delattr__(name)
+
+    for method in (__setattr__, __delattr__):
+        method.__qualname__ = f"{cls.__qualname__}.{method.__name__}"
+        setattr(cls, method.__name__, method)

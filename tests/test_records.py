@@ -96,3 +96,36 @@ def test_post_init_runs_and_inherited_fields_come_first():
 
     assert Child(1) == Child(1, 2) and seen == [(1, 2), (1, 2)]
     assert repr(Child(1)).endswith("Child(a=1, b=2)")
+
+
+def test_each_method_is_compiled_the_first_time_it_is_called(monkeypatch):
+    compiled = []
+    real_exec = exec
+
+    def counting_exec(source, namespace):
+        compiled.append(source.split("(", 1)[0])
+        real_exec(source, namespace)
+
+    monkeypatch.setattr("builtins.exec", counting_exec)
+    Point = declare(record(frozen=True))
+    assert compiled == []  # declaring compiles nothing
+    point = Point(1, tags=())
+    assert compiled == ["def __init__"]
+    assert Point(2).x == 2 and compiled == ["def __init__"]  # once per record class
+    assert hash(point) == hash(Point(1, tags=())) and point == Point(1, tags=()) and "x=1" in repr(point)
+    assert sorted(compiled) == ["def __eq__", "def __hash__", "def __init__", "def __repr__"]
+    assert Point.__init__.__qualname__.endswith("Point.__init__")
+
+
+def test_a_plain_subclass_of_a_record_uses_its_methods():
+    Point = declare(record(frozen=True))
+
+    class Marked(Point):
+        pass
+
+    marked = Marked(1, "a")
+    assert (marked.x, marked.label) == (1, "a") and repr(marked).endswith("Marked(x=1, label='a', tags=[])")
+    assert marked == Marked(1, "a") and marked != Point(1, "a")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        marked.x = 2
+    marked.note = "subclasses may add attributes"  # as with the standard frozen dataclass

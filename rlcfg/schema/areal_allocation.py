@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 
 from rlcfg.diagnostics import close_matches
+from rlcfg.patterns import lazy
 from rlcfg.records import record
 
 INFERENCE_BACKENDS = ("sglang", "vllm")
@@ -138,7 +139,7 @@ class Allocation:
 
 # ---- tokenizer ---------------------------------------------------------------------------------------------
 
-_TOKEN = re.compile(r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_\-]*)|(?P<int>[0-9]+)|(?P<punct>[+|:.\[\]()]))")
+_TOKEN = lazy(r"\s*(?:(?P<word>[A-Za-z_][A-Za-z0-9_\-]*)|(?P<int>[0-9]+)|(?P<punct>[+|:.\[\]()]))")
 
 
 @record
@@ -168,8 +169,8 @@ def _tokenize(text: str) -> list[_Token]:
 
 # ---- parser ------------------------------------------------------------------------------------------------
 
-_DIMS = re.compile(r"^(?:[A-Za-z][0-9]+)+$")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_DIMS = lazy(r"^(?:[A-Za-z][0-9]+)+$")
+_NAME = lazy(r"^[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class _Parser:

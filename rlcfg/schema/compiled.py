@@ -35,6 +35,8 @@ import types
 import zlib
 from typing import Any
 
+from rlcfg.patterns import lazy
+
 # Section classes and Deferred annotations by `module:qualname`. Generated ones (RLinf's inventory) are not module
 # attributes, so a name is looked up here first; a name two live classes share is ambiguous, and a schema that
 # refers to it is not kept.
@@ -42,7 +44,7 @@ _SECTIONS: dict[str, type] = {}
 _AMBIGUOUS: set[str] = set()
 # Where names in a cache file may point: objects already imported by rlcfg or pydantic.
 _TRUSTED_MODULES = ("rlcfg.", "pydantic.", "pydantic_core.")
-_REF_ID = re.compile(r":(\d+)")
+_REF_ID = lazy(r":(\d+)")
 
 
 class Uncacheable(Exception):

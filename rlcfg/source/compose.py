@@ -24,12 +24,13 @@ from pathlib import Path as FsPath
 from typing import Any, Mapping, Sequence
 
 from rlcfg.diagnostics import Diagnostic, close_matches, diagnostic
+from rlcfg.patterns import lazy
 from rlcfg.source.tree import Layer, Path, SourceTree, copy_containers, drop_subtree, dotted, walk
 from rlcfg.source.yaml_loader import load_yaml
 
 MAX_DEPTH = 16  # fragments including fragments; far beyond real configs, stops include cycles early
-_PACKAGE_HEADER = re.compile(r"^\s*#\s*@package\s+(\S+)\s*$")
-_ENV = re.compile(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
+_PACKAGE_HEADER = lazy(r"^\s*#\s*@package\s+(\S+)\s*$")
+_ENV = lazy(r"\$\{oc\.env:([A-Za-z_][A-Za-z0-9_]*)(?:,([^}]*))?\}")
 
 
 @dataclass

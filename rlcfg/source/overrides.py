@@ -10,16 +10,16 @@ no `+`/`~` prefixes: there they would become literal key names.
 
 from __future__ import annotations
 
-import re
 from dataclasses import field
 from typing import Any
 
 from rlcfg.diagnostics import Diagnostic, Edit, Origin, diagnostic
+from rlcfg.patterns import lazy
 from rlcfg.records import record
 from rlcfg.source.yaml_loader import MAX_DEPTH, MAX_NUMBER_DIGITS
 from rlcfg.source.tree import Layer, SourceTree, copy_containers, delete_path, dotted, drop_subtree, walk
 
-_KEY = re.compile(r"^[A-Za-z_][\w\-]*(\.[A-Za-z_0-9][\w\-]*)*$")
+_KEY = lazy(r"^[A-Za-z_][\w\-]*(\.[A-Za-z_0-9][\w\-]*)*$")
 
 
 @record
@@ -132,8 +132,8 @@ def _depth(value: Any) -> int:
 
 # ---- Hydra values -------------------------------------------------------------------------------------------
 
-_INT = re.compile(r"^[+-]?\d(_?\d)*$")
-_FLOAT = re.compile(r"^[+-]?((\d(_?\d)*)?\.\d(_?\d)*([eE][+-]?\d+)?|\d(_?\d)*\.?([eE][+-]?\d+)|\d(_?\d)*\.)$")
+_INT = lazy(r"^[+-]?\d(_?\d)*$")
+_FLOAT = lazy(r"^[+-]?((\d(_?\d)*)?\.\d(_?\d)*([eE][+-]?\d+)?|\d(_?\d)*\.?([eE][+-]?\d+)|\d(_?\d)*\.)$")
 _SPECIAL_FLOATS = {"inf": float("inf"), "+inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
 
 

@@ -13,6 +13,7 @@ from dataclasses import field, replace
 from typing import Any, Callable, Mapping
 
 from rlcfg.diagnostics import Diagnostic, Origin, close_matches, diagnostic
+from rlcfg.patterns import lazy
 from rlcfg.records import record
 from rlcfg.source.tree import (MISSING, Layer, Path, SourceTree, copy_containers, delete_path, dotted, drop_subtree,
                                walk)
@@ -73,8 +74,8 @@ class Resolution:
     unresolved: set = field(default_factory=set)  # interpolations that failed (already reported or missing-dependent)
 
 
-_REF = re.compile(r"\$\{(\.*)([A-Za-z_][\w\-]*(?:\.[\w\-]+|\[\d+\])*)\}")
-_ENV_REF = re.compile(r"\$\{oc\.env:([^,}]+)")
+_REF = lazy(r"\$\{(\.*)([A-Za-z_][\w\-]*(?:\.[\w\-]+|\[\d+\])*)\}")
+_ENV_REF = lazy(r"\$\{oc\.env:([^,}]+)")
 
 
 class _EnvReader:
@@ -190,10 +191,10 @@ def _record(tree: SourceTree, resolved: dict[Path, tuple[Any, list[str]]], env: 
 # the values OmegaConf gives (a test holds the two together); anything else, and any reference that fails, goes
 # to OmegaConf, whose errors the diagnostics are worded from.
 
-_RESOLVER_CALL = re.compile(r"([A-Za-z_][\w.]*):(.*)", re.S)
-_WHOLE_NUMBER = re.compile(r"-?(?:0|[1-9][0-9]*)")  # what OmegaConf's grammar reads as an int ("007" it does not)
-_PLAIN_REF = re.compile(r"(\.*)([A-Za-z_]\w*(?:\.\w+)*)")
-_ENV_GROUP = re.compile(r"oc\.env:([A-Za-z_]\w*)(?:,([A-Za-z_/~][\w/.~-]*))?")
+_RESOLVER_CALL = lazy(r"([A-Za-z_][\w.]*):(.*)", re.S)
+_WHOLE_NUMBER = lazy(r"-?(?:0|[1-9][0-9]*)")  # what OmegaConf's grammar reads as an int ("007" it does not)
+_PLAIN_REF = lazy(r"(\.*)([A-Za-z_]\w*(?:\.\w+)*)")
+_ENV_GROUP = lazy(r"oc\.env:([A-Za-z_]\w*)(?:,([A-Za-z_/~][\w/.~-]*))?")
 _GRAMMAR_WORDS = frozenset({"true", "false", "null", "inf", "nan"})  # OmegaConf types these as a default's value
 
 
@@ -423,7 +424,7 @@ def _oversized(data: dict, interpolations: list[Path]) -> list[Path]:
             if cost.get(p, (0, 0))[0] > MAX_EXPANSION or cost.get(p, (0, 0))[1] > MAX_SUBSTITUTIONS]
 
 
-_UNTRACKABLE = re.compile(r"\$\{oc\.(select|dict|deprecated|create)\b")
+_UNTRACKABLE = lazy(r"\$\{oc\.(select|dict|deprecated|create)\b")
 
 
 def _reachable(data: dict, interpolations: list[Path]) -> dict:

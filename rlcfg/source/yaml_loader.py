@@ -13,6 +13,7 @@ from pathlib import Path as FsPath
 from typing import Any
 
 from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
+from rlcfg.patterns import lazy
 from rlcfg.source.tree import Layer, Path, SourceTree
 
 MAX_NODES = 200_000  # far above any real config; stops alias bombs
@@ -70,17 +71,17 @@ def _merge_keys_resolver() -> type:
 _BOOLS = {word: value for words, value in (("yes true on", True), ("no false off", False))
           for base in words.split() for word in (base, base.capitalize(), base.upper())}
 _NULLS = frozenset({"", "~", "null", "Null", "NULL"})
-_FLOAT = re.compile(r"""[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
+_FLOAT = lazy(r"""[-+]?(?:[0-9][0-9_]*)\.[0-9_]*(?:[eE][-+][0-9]+)?
     |\.[0-9][0-9_]*(?:[eE][-+][0-9]+)?
     |[-+]?[0-9][0-9_]*(?::[0-5]?[0-9])+\.[0-9_]*
     |[-+]?\.(?:inf|Inf|INF)
     |\.(?:nan|NaN|NAN)""", re.X)
-_INT = re.compile(r"""[-+]?0b[0-1_]+
+_INT = lazy(r"""[-+]?0b[0-1_]+
     |[-+]?0[0-7_]+
     |[-+]?(?:0|[1-9][0-9_]*)
     |[-+]?0x[0-9a-fA-F_]+
     |[-+]?[1-9][0-9_]*(?::[0-5]?[0-9])+""", re.X)
-_EXPONENT_FLOAT = re.compile(r"""[-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
+_EXPONENT_FLOAT = lazy(r"""[-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
     |[-+]?[0-9]+(?:_[0-9]+)*[eE][-+]?[0-9]+
     |\.[0-9]+(?:_[0-9]+)*(?:[eE][-+][0-9]+)?
     |[-+]?[0-9]+(?:_[0-9]+)*(?::[0-5]?[0-9])+\.[0-9_]*
