@@ -8,7 +8,6 @@ documented in docs/diagnostics.md (`JSON_FORMAT_VERSION`).
 
 from __future__ import annotations
 
-import json
 from dataclasses import field
 from enum import Enum
 from typing import Any, Iterable, Mapping, Sequence
@@ -143,6 +142,8 @@ class Edit:
 
     def describe(self) -> str:
         if self.in_file:
+            import json  # a clean check needs no JSON: its import is a millisecond of every `validate`
+
             return f"set `{self.key}` to {json.dumps(self.value)}"
         if self.origin is not None and self.origin.kind == "override":
             return f"change override {self.origin.override_index} to `{self.override}`"
@@ -311,4 +312,6 @@ def _clip(text: str) -> str:
 
 
 def render_json(payload: dict) -> str:
+    import json
+
     return json.dumps({"format_version": JSON_FORMAT_VERSION, **payload}, indent=2, sort_keys=False)

@@ -13,11 +13,14 @@ A cache file holds what validation needs: the schema without its `metadata`, whi
 reads and which is half of its size. An installed section's `__pydantic_core_schema__` is therefore a placeholder
 that has pydantic build the full schema again when something asks for it (`rlcfg schema`, the docs).
 
-A cache file is JSON, never pickle. It names the section classes, validator functions and default factories the
-schema refers to, and loading it only looks those names up among rlcfg's section classes and already-imported
-rlcfg and pydantic modules, or has rlinf_extension make the Deferred annotation of an inventoried RLinf section it
-names (`register_lookup`); it imports nothing and runs nothing else. A file that does not load, or that names
-something that does not resolve, is ignored and written again.
+A cache file is plain data in `marshal`'s format, the one Python reads its own bytecode files with, and never
+pickle: strings, numbers, lists, tuples, sets and mappings, which loading neither imports nor runs anything for.
+Where the schema holds an object (a section class, a validator function, a default factory), the data holds a
+placeholder, and a list of links gives its place and its name. Loading looks those names up among rlcfg's section
+classes and already-imported rlcfg and pydantic modules, or has rlinf_extension make the Deferred annotation of an
+inventoried RLinf section it names (`register_lookup`), and puts them in place: a few dozen lookups, where reading
+JSON had Python visit each of the schema's thousands of nodes. A checksum guards the data. A file that does not
+load, fails its checksum, or names something that does not resolve, is ignored and written again.
 
 `RLCFG_CACHE_DIR` moves the cache (default: `$XDG_CACHE_HOME/rlcfg`, else `~/.cache/rlcfg`); `RLCFG_NO_CACHE=1`
 turns it off.
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import enum
 import functools
-import json
+import marshal
 import os
 import re
 import sys
@@ -148,10 +151,14 @@ def _file(cls: type) -> str | None:
     if not name.startswith("rlcfg.") or _SECTIONS.get(name) is not cls or name in _AMBIGUOUS:
         return None
     where = folder()
-    return os.path.join(where, re.sub(r"[^\w.-]", "_", name) + ".json") if where else None
+    return os.path.join(where, re.sub(r"[^\w.-]", "_", name) + SUFFIX) if where else None
 
 
 # ---- writing ------------------------------------------------------------------------------------------------
+
+SUFFIX = ".schema"
+# A cache file: this line, a CRC-32 of the rest, and the rest: `marshal` data of the schema and its links.
+FORMAT = b"rlcfg compiled schema 2\n"
 
 
 def store(cls: type) -> None:
@@ -160,27 +167,38 @@ def store(cls: type) -> None:
     if path is None:
         return
     try:
-        encoded = json.dumps(encode(cls.__pydantic_core_schema__, validation_only=True), separators=(",", ":"))
+        blob = dumps(cls.__pydantic_core_schema__, validation_only=True)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         partial = f"{path}.{os.getpid()}.tmp"
-        with open(partial, "w", encoding="utf-8") as out:
-            out.write(encoded)
+        with open(partial, "wb") as out:
+            out.write(blob)
         os.replace(partial, path)  # a reader sees the whole file or none
     except (Uncacheable, OSError, TypeError, ValueError):
         pass
 
 
-def encode(schema: dict, *, validation_only: bool = False) -> Any:
-    """The schema as JSON-ready data; raises Uncacheable for what a new process could not find again.
+def dumps(schema: dict, *, validation_only: bool = False) -> bytes:
+    """A cache file's bytes for `schema`; raises Uncacheable for what a new process could not find again."""
+    data, links = encode(schema, validation_only=validation_only)
+    body = marshal.dumps((data, links))
+    return FORMAT + zlib.crc32(body).to_bytes(4, "big") + body
+
+
+def encode(schema: dict, *, validation_only: bool = False) -> tuple[Any, list]:
+    """The schema as plain data, and its links: where the schema holds an object (a section class, a validator
+    function, a default factory), the data holds None and a link gives its path and its name, as a small tagged
+    value (`_tagged`). Loading looks up only the links, a few dozen, and never walks the thousands of plain nodes.
     `validation_only` leaves out each schema node's `metadata` (JSON Schema hints pydantic-core never reads)."""
     ids: dict[int, str] = {}
     _collect_types(schema, ids)
-    return _encode(schema, ids, None, None, validation_only)
+    links: list = []
+    return _plain(schema, _Context(ids, None, None, validation_only, links), ()), links
 
 
 # Keys of a schema node whose value is the user's data (a default, a literal's values, an error's context), not
 # schema nodes: a `metadata` key inside them is data too.
 _DATA_KEYS = frozenset({"default", "expected", "custom_error_context", "members"})
+_SCALARS = (type(None), bool, int, float, str)
 
 
 def _collect_types(value: Any, ids: dict[int, str]) -> None:
@@ -197,52 +215,96 @@ def _collect_types(value: Any, ids: dict[int, str]) -> None:
             pass
 
 
-def _encode(value: Any, ids: dict[int, str], model: type | None, field: str | None, strip: bool = False) -> Any:
-    if value is None or isinstance(value, (bool, int, float)):
-        return value
+class _Context:
+    """Where `_plain` and `_tagged` are in a schema: the section whose fields they are under, the field, and
+    whether `metadata` keys are still left out (not inside data)."""
+
+    __slots__ = ("ids", "model", "field", "strip", "links")
+
+    def __init__(self, ids: dict[int, str], model: type | None, field: str | None, strip: bool,
+                 links: list) -> None:
+        self.ids, self.model, self.field, self.strip, self.links = ids, model, field, strip, links
+
+    def inside(self, model: type | None = None, field: str | None = None, strip: bool | None = None) -> "_Context":
+        return _Context(self.ids, model or self.model, field if field is not None else self.field,
+                        self.strip if strip is None else strip, self.links)
+
+
+def _stable_ref(text: str, ids: dict[int, str]) -> str:
+    # pydantic's definition references carry the id() of the class they stand for, which a new process does not
+    # share: the class's name stands in for it. A reference only has to match its definition inside one schema.
+    return _REF_ID.sub(lambda m: ":" + ids[int(m.group(1))] if int(m.group(1)) in ids else m.group(0), text)
+
+
+def _children(value: dict, context: _Context) -> Any:
+    """(key, item, context of the item, whether the item maps field names to their schemas and whose fields those
+    are) for each entry of a schema mapping, the `metadata` of a node left out."""
+    model = value["cls"] if value.get("type") == "model" and isinstance(value.get("cls"), type) else None
+    node = context.strip and isinstance(value.get("type"), str)  # a schema node, not a mapping of names
+    for key, item in value.items():
+        if node and key == "metadata":
+            continue
+        if key == "fields" and isinstance(item, dict) and value.get("type") in ("model-fields", "typed-dict"):
+            yield key, item, context.inside(model), value["type"]
+        else:
+            yield key, item, context.inside(model, strip=context.strip and key not in _DATA_KEYS), None
+
+
+def _plain(value: Any, context: _Context, path: tuple) -> Any:
     if isinstance(value, str):
-        # pydantic's definition references carry the id() of the class they stand for: rewritten on load
-        parts, last = [], 0
-        for m in _REF_ID.finditer(value):
-            if int(m.group(1)) in ids:
-                parts += [value[last:m.start(1)], ids[int(m.group(1))]]
-                last = m.end(1)
-        return {"$ref": [*parts, value[last:]]} if parts else value
+        return _stable_ref(value, context.ids)
+    if isinstance(value, _SCALARS):
+        return value
     if isinstance(value, list):
-        return [_encode(v, ids, model, field, strip) for v in value]
-    if isinstance(value, tuple):
-        return {"$tuple": [_encode(v, ids, model, field, strip) for v in value]}
-    if isinstance(value, (set, frozenset)):
-        return {"$set" if isinstance(value, set) else "$frozenset": [_encode(v, ids, model, field) for v in value]}
-    if isinstance(value, dict):
-        if value.get("type") == "model" and isinstance(value.get("cls"), type):
-            model = value["cls"]
-        node = strip and isinstance(value.get("type"), str)  # a schema node, not a mapping of names
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            if not isinstance(key, str) or key.startswith("$"):
-                return {"$dict": [[_encode(k, ids, model, field), _encode(v, ids, model, field)]
-                                  for k, v in value.items()]}
-            if node and key == "metadata":
-                continue
-            if key == "default_factory" and model is not None and field is not None and not isinstance(item, type):
-                out[key] = _factory(item, model, field)
-            elif key == "fields" and isinstance(item, dict) and value.get("type") in ("model-fields", "typed-dict"):
-                out[key] = {name: _encode(spec, ids, model, name if value["type"] == "model-fields" else field, strip)
-                            for name, spec in item.items()}
+        return [_plain(item, context, (*path, i)) for i, item in enumerate(value)]
+    if isinstance(value, dict) and all(isinstance(key, _SCALARS) for key in value):
+        out: dict[Any, Any] = {}
+        for key, item, inner, fields_of in _children(value, context):
+            if key == "default_factory" and inner.model is not None and inner.field is not None \
+                    and not isinstance(item, type):
+                out[key] = None
+                context.links.append(((*path, key), _factory(item, inner.model, inner.field)))
+            elif fields_of is not None:  # a model's fields are named for its default factories
+                out[key] = {name: _plain(spec, inner.inside(field=name) if fields_of == "model-fields" else inner,
+                                         (*path, key, name)) for name, spec in item.items()}
             else:
-                out[key] = _encode(item, ids, model, field, strip and key not in _DATA_KEYS)
+                out[key] = _plain(item, inner, (*path, key))
         return out
+    if isinstance(value, (tuple, set, frozenset)) and _only_scalars(value):
+        return type(value)(_stable_ref(v, context.ids) if isinstance(v, str) else v for v in value)
+    # an object, or a container that holds one: linked, by name
+    context.links.append((path, _tagged(value, context)))
+    return None
+
+
+def _only_scalars(items: Any) -> bool:
+    return all(isinstance(item, _SCALARS) for item in items)
+
+
+def _tagged(value: Any, context: _Context) -> Any:
+    """A link's value: plain data in which each object is a one-key mapping, its tag and what names it."""
+    if isinstance(value, str):
+        return _stable_ref(value, context.ids)
+    if isinstance(value, _SCALARS):
+        return value
+    if isinstance(value, list):
+        return [_tagged(v, context) for v in value]
+    if isinstance(value, tuple):
+        return {"$tuple": [_tagged(v, context) for v in value]}
+    if isinstance(value, (set, frozenset)):
+        return {"$set" if isinstance(value, set) else "$frozenset": [_tagged(v, context) for v in value]}
+    if isinstance(value, dict):
+        return {"$dict": [[_tagged(k, context), _tagged(v, context)] for k, v in value.items()]}
     if isinstance(value, enum.Enum):
         return {"$enum": [_name_of(type(value)), value.name]}
     if isinstance(value, functools.partial):
-        return {"$partial": [_encode(value.func, ids, model, field), _encode(value.args, ids, model, field),
-                             _encode(value.keywords, ids, model, field)]}
+        return {"$partial": [_tagged(value.func, context), _tagged(value.args, context),
+                             _tagged(value.keywords, context)]}
     if isinstance(value, types.MethodType):
         owner, name = value.__self__, value.__func__.__name__
         if getattr(owner, name, None) != value:
             raise Uncacheable(repr(value))
-        return {"$method": [_encode(owner, ids, model, field), name]}
+        return {"$method": [_tagged(owner, context), name]}
     if isinstance(value, (type, types.FunctionType, types.BuiltinFunctionType)):
         return {"$name": _name_of(value)}
     raise Uncacheable(f"{type(value).__name__}: {value!r}")
@@ -294,37 +356,58 @@ def _resolve(name: str) -> Any:
     return found
 
 
-def decode(text: str) -> Any:
-    """The schema a cache file holds (`encode`'s output as JSON text)."""
-    return json.loads(text, object_hook=_decode_tagged)
+def loads(blob: bytes) -> Any:
+    """The schema a cache file holds (`dumps`'s bytes). Raises ValueError (or another exception: a damaged file
+    breaks in many ways) for a file that is not one."""
+    head = len(FORMAT)
+    if blob[:head] != FORMAT:
+        raise ValueError("not an rlcfg schema file of this release")
+    body = blob[head + 4:]
+    if zlib.crc32(body) != int.from_bytes(blob[head:head + 4], "big"):
+        raise ValueError("damaged schema file")
+    data, links = marshal.loads(body)
+    for path, tagged in links:
+        value = _untagged(tagged)
+        if not path:
+            data = value
+            continue
+        *parents, last = path
+        container = data
+        for key in parents:
+            container = container[key]
+        if not isinstance(container, (dict, list)) or container[last] is not None:
+            raise ValueError(f"a link to {path!r} points at no placeholder")
+        container[last] = value
+    return data
 
 
-def _decode_tagged(data: dict) -> Any:
-    # json calls this for each object, innermost first, so a tag's body is decoded already
-    if len(data) != 1:
-        return data
-    (tag, body), = data.items()
-    if tag == "$ref":
-        return "".join(part if i % 2 == 0 else str(id(_resolve(part))) for i, part in enumerate(body))
+def _untagged(value: Any) -> Any:
+    if isinstance(value, list):
+        return [_untagged(v) for v in value]
+    if not isinstance(value, dict):
+        return value
+    if len(value) != 1:
+        raise ValueError("a link's mapping has one key, its tag")
+    (tag, body), = value.items()
     if tag == "$tuple":
-        return tuple(body)
+        return tuple(_untagged(body))
     if tag == "$set":
-        return set(body)
+        return set(_untagged(body))
     if tag == "$frozenset":
-        return frozenset(body)
+        return frozenset(_untagged(body))
     if tag == "$dict":
-        return {key: value for key, value in body}
+        return {_untagged(key): _untagged(item) for key, item in body}
     if tag == "$name":
         return _resolve(body)
     if tag == "$enum":
         return getattr(_resolve(body[0]), body[1])
     if tag == "$partial":
-        return functools.partial(body[0], *body[1], **body[2])
+        return functools.partial(_untagged(body[0]), *_untagged(body[1]), **_untagged(body[2]))
     if tag == "$method":
-        return getattr(body[0], body[1])
+        return getattr(_untagged(body[0]), body[1])
     if tag == "$factory":
         return _resolve(body[0]).__pydantic_fields__[body[1]].default_factory
-    return data
+    raise ValueError(f"unknown tag {tag!r}")
 
 
 def _model_class(schema: Any) -> Any:
@@ -366,8 +449,8 @@ def install(cls: type) -> bool:
                 or not cls.__pydantic_fields_complete__ or cls.__pydantic_decorators__.computed_fields \
                 or any(f.deprecated for f in cls.__pydantic_fields__.values()):
             return False
-        with open(path, encoding="utf-8") as stored:
-            schema = decode(stored.read())
+        with open(path, "rb") as stored:
+            schema = loads(stored.read())
         if _model_class(schema) is not cls:  # a file of another section's (or of nothing's) schema
             return False
         config = ConfigWrapper(cls.model_config, check=False)

@@ -3,10 +3,13 @@ as one that builds them, never runs what a cache file names, and survives a brok
 
 from __future__ import annotations
 
+import functools
 import json
+import marshal
 import os
 import subprocess
 import sys
+import zlib
 
 import pytest
 
@@ -57,11 +60,35 @@ def roots() -> list:
 def test_every_root_schema_survives_the_trip_through_a_cache_file(root):
     root.model_rebuild(force=True)
     built = root.__pydantic_core_schema__
-    stored = json.dumps(compiled.encode(built))
-    loaded = compiled.decode(stored)
+    stored = compiled.dumps(built)
+    loaded = compiled.loads(stored)
     # the same schema, down to the validator functions and default factories it names
     assert compiled.encode(loaded) == compiled.encode(built)
-    assert json.dumps(compiled.encode(loaded)) == stored
+    assert_same_objects(loaded, built)
+
+
+def assert_same_objects(loaded, built, path=()):
+    """The loaded schema holds the very objects the built one does (classes, functions, factories, enums), and
+    plain data equal to its, except the id() in a definition reference, which names its class instead."""
+    if isinstance(built, dict):
+        assert isinstance(loaded, dict) and list(loaded) == list(built), path
+        for key in loaded:
+            assert_same_objects(loaded[key], built[key], (*path, key))
+    elif isinstance(built, (list, tuple)):
+        assert type(loaded) is type(built) and len(loaded) == len(built), path
+        for i, (a, b) in enumerate(zip(loaded, built)):
+            assert_same_objects(a, b, (*path, i))
+    elif isinstance(built, str):
+        assert isinstance(loaded, str) and (loaded == built or ":" in built), path
+    elif isinstance(built, (int, float, bool)) or built is None:
+        assert loaded == built and type(loaded) is type(built), path
+    elif isinstance(built, (set, frozenset)):
+        assert loaded == built and type(loaded) is type(built), path
+    elif isinstance(built, functools.partial):  # made again, of the same function and arguments
+        assert isinstance(loaded, functools.partial) and loaded.func is built.func, path
+        assert (loaded.args, loaded.keywords) == (built.args, built.keywords), path
+    else:
+        assert loaded is built or loaded == built, path
 
 
 @pytest.mark.parametrize("template", ["skyrl-fsdp-vllm.yaml", "areal-fsdp-sglang-grpo.yaml", "roll-fsdp2-vllm.yaml",
@@ -69,7 +96,7 @@ def test_every_root_schema_survives_the_trip_through_a_cache_file(root):
 def test_a_second_run_loads_the_schemas_and_reports_the_same(tmp_path, template):
     first_report, first = probe(tmp_path, str(TEMPLATES / template), "--format", "json")
     assert first["built"], "the first run builds its sections"
-    assert any(tmp_path.rglob("*.json")), "and keeps their schemas"
+    assert any(tmp_path.rglob("*" + compiled.SUFFIX)), "and keeps their schemas"
     second_report, second = probe(tmp_path, str(TEMPLATES / template), "--format", "json")
     assert second["built"] == []
     assert (second_report, second["code"]) == (first_report, first["code"])
@@ -89,21 +116,40 @@ def test_rlcfg_no_cache_writes_nothing(tmp_path):
     result = cli("validate", str(TEMPLATES / "skyrl-fsdp-vllm.yaml"),
                  env={"RLCFG_CACHE_DIR": str(tmp_path), "RLCFG_NO_CACHE": "1"})
     assert result.returncode == 0
-    assert not any(tmp_path.rglob("*.json"))
+    assert not any(tmp_path.rglob("*" + compiled.SUFFIX))
 
 
-@pytest.mark.parametrize("content", ["{not json", '{"$name": "os:system"}', '{"type": "model", "cls": '
-                                     '{"$name": "rlcfg.schema.skyrl:NoSuchSection"}}', '[]',
-                                     '{"type": "model", "cls": {"$name": "rlcfg.schema.skyrl:Trainer"}, '
-                                     '"schema": {"type": "model-fields", "fields": {}}}'])
+def cache_file(data, links=()) -> bytes:
+    body = marshal.dumps((data, list(links)))
+    return compiled.FORMAT + zlib.crc32(body).to_bytes(4, "big") + body
+
+
+MODEL = {"type": "model", "cls": None, "schema": {"type": "model-fields", "fields": {}}}
+HOSTILE = {
+    "not a cache file": b"{not json",
+    "an empty file": b"",
+    "a truncated file": cache_file(MODEL)[:-3],
+    "a damaged file": cache_file(MODEL).replace(b"model-fields", b"model-fieldz"),
+    "a file of an older format": b"rlcfg compiled schema 1\n" + cache_file(MODEL)[len(compiled.FORMAT):],
+    "a name outside rlcfg": cache_file(MODEL, [(("cls",), {"$name": "os:system"})]),
+    "a name that does not resolve": cache_file(MODEL, [(("cls",), {"$name": "rlcfg.schema.skyrl:NoSuchSection"})]),
+    "a link to a value that is no placeholder": cache_file({**MODEL, "cls": "x"},
+                                                          [(("cls",), {"$name": "rlcfg.schema.skyrl:Trainer"})]),
+    "an unknown tag": cache_file(MODEL, [(("cls",), {"$eval": "1"})]),
+    "not a schema": cache_file([]),
+    "another section's schema": cache_file(MODEL, [(("cls",), {"$name": "rlcfg.schema.skyrl:Trainer"})]),
+}
+
+
+@pytest.mark.parametrize("content", HOSTILE.values(), ids=HOSTILE.keys())
 def test_a_broken_or_hostile_cache_file_is_rebuilt_and_runs_nothing(tmp_path, content):
     probe(tmp_path, str(TEMPLATES / "skyrl-fsdp-vllm.yaml"))
-    [stored] = [p for p in tmp_path.rglob("*.json")]
-    stored.write_text(content)
+    [stored] = [p for p in tmp_path.rglob("*" + compiled.SUFFIX)]
+    stored.write_bytes(content)
     report, found = probe(tmp_path, str(TEMPLATES / "skyrl-fsdp-vllm.yaml"))
     assert found["code"] == 0 and "valid skyrl config" in report
     assert found["built"] == ["SkyRLConfig"]  # built again, from the annotations
-    assert json.loads(stored.read_text())["type"] in ("model", "definitions")  # and kept again
+    assert compiled.loads(stored.read_bytes())["type"] in ("model", "definitions")  # and kept again
 
 
 def test_names_resolve_only_to_loaded_rlcfg_and_pydantic_objects():
@@ -144,7 +190,7 @@ def test_a_cache_file_keeps_what_validation_needs_and_not_the_json_schema_hints(
                   "metadata": {"type": "model-field", "metadata": {"js": 1},
                                "schema": {"type": "default", "default": {"type": "cosine", "metadata": [1]},
                                           "schema": {"type": "any"}}}}}}
-    stored = compiled.encode(schema, validation_only=True)
+    stored, _ = compiled.encode(schema, validation_only=True)
     assert "metadata" not in stored and "metadata" not in stored["schema"]
     field = stored["schema"]["fields"]["metadata"]  # a field may be called `metadata`
     assert "metadata" not in field
@@ -179,6 +225,6 @@ def test_sections_installed_from_the_cache_still_give_their_full_json_schema(tmp
                               cwd=ROOT, env={**env, **extra}, timeout=300)
         assert done.returncode == 0, done.stderr
         outputs.append(done.stdout)
-    assert any(tmp_path.rglob("*.json"))
+    assert any(tmp_path.rglob("*" + compiled.SUFFIX))
     assert outputs[1] == outputs[2]  # the second run found every section in the cache
     assert outputs[0] == outputs[2]
