@@ -113,6 +113,9 @@ def test_type_plain_scalar_matches_omegaconf_on_every_short_numberlike_text():
     alphabet = "0123456789_.:+-eExXbBoaINFnfyYsSlu~<="
     texts = {"".join(shuffle.choice(alphabet) for _ in range(shuffle.randint(1, 7))) for _ in range(30_000)}
     texts |= {"yes", "No", "OFF", "~", "null", "Null", "<<", "=", "0o17", "0x_1f", "-0", "+.inf", "190:20:30.15"}
+    # the forms type_plain_scalar reads without the grammar's patterns, and their near misses
+    texts |= {"8", "1024", "+12", "0", "00", "007", "0.5", "-0.5", "01.5", "1.", "1e-6", "1E5", "1e+5", "1.e5",
+              "3.0e+2", "1.0e-06", "1e", "1e+", ".5", "-.5", "1..2", "1.2.3", "1e5e5", "9" * 40, "1." + "0" * 40}
     differ = [t for t in sorted(texts) if outcome(type_plain_scalar, t) != outcome(theirs, t)]
     assert differ == []
 
