@@ -51,10 +51,15 @@ def _class_name(path: str) -> str:
     return "RLinf" + "".join(w[:1].upper() + w[1:] for w in words if w) + "Keys"
 
 
+# What `hasattr(BaseModel, name)` finds: the model's attributes and its metaclass's. Asking hasattr for each of
+# the 800 inventoried keys went through pydantic's metaclass __getattr__ and its AttributeError every time.
+_MODEL_ATTRIBUTES = frozenset(dir(BaseModel)) | frozenset(dir(type(BaseModel)))
+
+
 def _python_name(key: str, taken: set[str]) -> str:
     """The attribute name of a generated field: the key itself where Python and pydantic allow it."""
     if key.isidentifier() and not keyword.iskeyword(key) and not key.startswith("_") \
-            and not hasattr(BaseModel, key):
+            and key not in _MODEL_ATTRIBUTES:
         name = key
     else:
         name = "key_" + re.sub(r"\W", "_", key)
