@@ -88,6 +88,8 @@ _EXPONENT_FLOAT = lazy(r"""[-+]?[0-9]+(?:_[0-9]+)*\.[0-9_]*(?:[eE][-+]?[0-9]+)?
     |[-+]?\.(?:inf|Inf|INF)
     |\.(?:nan|NaN|NAN)""", re.X)
 _NUMBER_START = frozenset("-+0123456789.")
+# Every character the three patterns above can match: a text with any other (a path, `./output`) is no number.
+_NUMBER_CHARACTERS = frozenset("0123456789+-._:eEbxabcdefABCDEFinIN")
 
 
 class UnreadableScalar(ValueError):
@@ -138,7 +140,7 @@ def type_plain_scalar(text: str) -> Any:
         return _BOOLS[text]
     if text in ("<<", "="):
         raise UnreadableScalar(text)
-    if text[0] not in _NUMBER_START:
+    if text[0] not in _NUMBER_START or not _NUMBER_CHARACTERS.issuperset(text) or text in (".", "+", "-"):
         return text
     try:
         number = _common_number(text)
