@@ -290,7 +290,7 @@ def key_of(name: str, info: FieldInfo) -> str:
     return info.alias or name
 
 
-def _by_annotation(question: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def by_annotation(question: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """`question` asked once per annotation: a check's walks ask it for every field they pass, thousands of times
     with the same few hundred annotations. An unhashable annotation (Annotated with unhashable metadata) is asked
     every time."""
@@ -309,7 +309,7 @@ def _by_annotation(question: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return ask
 
 
-@_by_annotation
+@by_annotation
 def section_types(annotation: Any) -> tuple[type[Section], ...]:
     """The Section classes an annotation can hold directly (X, X | None, Union of sections)."""
     if isinstance(annotation, type) and issubclass(annotation, Section):
@@ -389,7 +389,7 @@ def _walk_fields(model: type[Section], prefix: tuple,
             break
 
 
-@_by_annotation
+@by_annotation
 def is_deferred(annotation: Any) -> bool:
     """Whether an annotation is a Deferred section (or one that may be null)."""
     if isinstance(annotation, type):

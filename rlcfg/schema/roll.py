@@ -27,8 +27,8 @@ from typing import Annotated, Any, ClassVar, Literal, Union, get_args, get_origi
 
 from pydantic import ConfigDict, Discriminator, Tag, create_model, model_validator
 
-from rlcfg.schema.base import (HONORED, Dialect, Section, declare_fates, inert, key_of, param, refused,
-                               section, section_types)
+from rlcfg.schema.base import (HONORED, Dialect, Section, by_annotation, declare_fates, inert, key_of, param,
+                               refused, section, section_types)
 from rlcfg.schema.roll_rules import RULES, STRATEGY_NAMES, configured, describe_config
 from rlcfg.source.tree import SourceTree
 
@@ -1192,6 +1192,7 @@ def _root_keys(root: type[Section]) -> set[str]:
     return {key_of(name, info) for name, info in root.model_fields.items()}
 
 
+@by_annotation  # asked for every null default of every check
 def _accepts_null(annotation: Any) -> bool:
     if annotation is type(None) or annotation is Any:
         return True
