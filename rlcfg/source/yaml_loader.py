@@ -154,17 +154,17 @@ def type_plain_scalar(text: str) -> Any:
 def _common_number(text: str) -> int | float | None:
     """The numbers configs write, `8`, `-1`, `0.5`, `1e-6`, `3.0e+2`, read without the grammar's patterns (compiling
     them is a millisecond of a check); None for any other text, which _number_by_grammar reads. tests/source holds
-    the two to the same value for every text."""
+    type_plain_scalar to OmegaConf's own loader, these forms and their near misses included."""
     body = text[1:] if text[0] in "+-" else text
     if not body.isascii() or "_" in body or ":" in body:
         return None
     if body.isdigit():  # YAML 1.1 reads a leading zero as octal: the grammar's case
         return int(text) if body == "0" or body[0] != "0" else None
-    mantissa, _, exponent = body.replace("E", "e").partition("e")
-    if _ and not (exponent[1:] if exponent[:1] in "+-" else exponent).isdigit():
+    mantissa, e, exponent = body.replace("E", "e").partition("e")
+    if e and not (exponent[1:] if exponent[:1] in "+-" else exponent).isdigit():
         return None
     whole, dot, fraction = mantissa.partition(".")
-    if not whole.isdigit() or (fraction and not fraction.isdigit()) or not (dot or _):
+    if not whole.isdigit() or (fraction and not fraction.isdigit()) or not (dot or e):
         return None
     return float(text)
 
