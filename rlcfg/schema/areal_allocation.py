@@ -21,6 +21,7 @@ Nothing here evaluates the string: it is tokenized and parsed by hand.
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from rlcfg.diagnostics import close_matches
 from rlcfg.patterns import lazy
@@ -325,8 +326,13 @@ def parse(text: str) -> Allocation:
     """Parse an `allocation_mode` string in any of its historical forms."""
     if not isinstance(text, str):
         raise AllocationSyntaxError("the allocation must be a string", 0)
-    parser = _Parser(text)
-    return parser.allocation()
+    return _parsed(text)
+
+
+@lru_cache(maxsize=256)
+def _parsed(text: str) -> Allocation:
+    # a check's rules read the same string a dozen times; an Allocation is frozen, so they can share it
+    return _Parser(text).allocation()
 
 
 def parse_backend(text: str) -> Component:

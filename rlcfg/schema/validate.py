@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import field
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any, Iterable, Iterator
 
 from pydantic import ValidationError
 
@@ -341,35 +341,30 @@ def _unknown_key(path: Path, root: type[Section], tree: SourceTree, dialect: Dia
 # ---- renamed keys -------------------------------------------------------------------------------------------
 
 
-@lru_cache(maxsize=None)
-def renamed_fields(root: type[Section]) -> tuple[tuple[str, str], ...]:
-    return tuple((".".join(path), target) for path, target in _renamed_below(root))
-
-
-@lru_cache(maxsize=None)
-def _renamed_below(model: type[Section]) -> tuple[tuple[tuple[str, ...], str], ...]:
-    # Every check asks: a walk of iter_fields would visit a section once per place it is used (ROLL's strategy
-    # options under each worker, thousands of fields); this visits each section class once.
-    out: list[tuple[tuple[str, ...], str]] = []
+def _written_renames(model: type[Section], prefix: Path, written: set[Path],
+                     context: RuleContext) -> Iterator[tuple[str, str]]:
+    """(old key, its new name) for each renamed key the user set, in the order the sections declare them. Only
+    sections the user wrote something under are visited: a check no longer walks every section of the dialect."""
     for name, info in model.hand_written_fields().items():  # an inventory renames nothing
-        key = key_of(name, info)
+        path = (*prefix, key_of(name, info))
+        if path not in written:
+            continue
         extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
         target = extra.get("x-rlcfg-renamed-to")
-        if target:
-            out.append(((key,), target))
+        if target and context.is_set(".".join(path)):
+            yield ".".join(path), target
         if is_deferred(info.annotation):
             continue  # RLinf's inventoried sections rename nothing, and stay unbuilt
         for sub in section_types(info.annotation):
-            out.extend(((key, *path), target) for path, target in _renamed_below(sub))
+            yield from _written_renames(sub, path, written, context)
             break
-    return tuple(out)
 
 
 def check_renames(root: type[Section], tree: SourceTree, context: RuleContext) -> list[Diagnostic]:
+    written = {path[:depth] for path, origin in tree.values.items()
+               if origin is not None and origin.kind in ("file", "override", "env") for depth in range(1, len(path) + 1)}
     found = []
-    for old, new in renamed_fields(root):
-        if not context.is_set(old):
-            continue
+    for old, new in _written_renames(root, (), written, context):
         old_path, new_path = split_dotted(old), split_dotted(new)
         if context.is_set(new) and tree.get(old_path) != tree.get(new_path):
             found.append(diagnostic(

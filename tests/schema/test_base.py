@@ -94,3 +94,34 @@ def test_a_path_that_repeats_a_key_names_the_field_at_its_end():
     info, owner = field_at(Branch, ("model", "model"))
     assert owner is Leaf and info.annotation is int
     assert [owner for _info, owner in fields_along(Branch, ("model", "model"))] == [Branch, Leaf]
+
+
+class RenamedInner(Section):
+    new_rate: float = param(0.1, description="The rate.")
+    old_rate: float = param(0.1, description="The rate, as older releases call it.", renamed_to="inner.new_rate")
+
+
+class RenamedRoot(Section):
+    inner: RenamedInner = section(RenamedInner, description="A section with a renamed key.")
+    other: RenamedInner = section(RenamedInner, description="The same section under another key.")
+
+
+def test_a_renamed_key_is_reported_where_the_user_wrote_it_and_only_there():
+    from rlcfg.schema.base import HostFacts, RuleContext, defaults_tree
+    from rlcfg.schema.validate import check_renames
+    from rlcfg.source.resolve import merge_over_defaults
+    from rlcfg.source.yaml_loader import load_yaml
+
+    def report(text):
+        tree, problems = load_yaml(text, "renamed.yaml")
+        assert problems == []
+        merged = merge_over_defaults(defaults_tree(RenamedRoot), tree)  # the defaults set every key, the user few
+        found = check_renames(RenamedRoot, merged, RuleContext(merged, False, HostFacts()))
+        return [(d.code, d.path, d.origin.line if d.origin else None) for d in found]
+
+    assert report("inner:\n  new_rate: 0.2\n") == []
+    assert report("inner:\n  old_rate: 0.2\n") == [("RLC111", "inner.old_rate", 2)]
+    assert report("inner:\n  old_rate: 0.2\n  new_rate: 0.2\n") == [("RLC111", "inner.old_rate", 2)]
+    assert report("inner:\n  old_rate: 0.2\n  new_rate: 0.3\n") == [("RLC305", "inner.old_rate", 2)]
+    assert report("other:\n  old_rate: 0.2\ninner:\n  old_rate: 0.1\n") == [
+        ("RLC111", "inner.old_rate", 4), ("RLC111", "other.old_rate", 2)]  # in the order the sections declare them
