@@ -82,7 +82,8 @@ def _declare(cls: T, frozen: bool) -> T:
     }
     if frozen:
         hashed = [f.name for f in fields if (f.compare if f.hash is None else f.hash)]
-        sources["__hash__"] = ["def __hash__(self):", f"    return hash(({''.join(f'self.{name},' for name in hashed)}))"]
+        sources["__hash__"] = ["def __hash__(self):",
+                               f"    return hash(({''.join(f'self.{name},' for name in hashed)}))"]
     assignment = ("__setattr__", "__delattr__") if frozen else ()
     written = [name for name in dict.fromkeys((*sources, *assignment, "__hash__")) if name in cls.__dict__]
     if written:

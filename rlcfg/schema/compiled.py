@@ -18,7 +18,7 @@ pickle: strings, numbers, lists, tuples, sets and mappings, which loading neithe
 Where the schema holds an object (a section class, a validator function, a default factory), the data holds a
 placeholder, and a list of links gives its place and its name. Loading looks those names up among rlcfg's section
 classes and already-imported rlcfg and pydantic modules, or has rlinf_extension make the Deferred annotation of an
-inventoried RLinf section it names (`register_lookup`), and puts them in place: a few dozen lookups, where reading
+inventoried RLinf section it names (`register_lookup`), and puts them in place: about a hundred lookups, where reading
 JSON had Python visit each of the schema's thousands of nodes. A checksum guards the data. A file that does not
 load, fails its checksum, or names something that does not resolve, is ignored and written again.
 
@@ -187,7 +187,7 @@ def dumps(schema: dict, *, validation_only: bool = False) -> bytes:
 def encode(schema: dict, *, validation_only: bool = False) -> tuple[Any, list]:
     """The schema as plain data, and its links: where the schema holds an object (a section class, a validator
     function, a default factory), the data holds None and a link gives its path and its name, as a small tagged
-    value (`_tagged`). Loading looks up only the links, a few dozen, and never walks the thousands of plain nodes.
+    value (`_tagged`). Loading looks up only the links, about a hundred, and never walks the thousands of plain nodes.
     `validation_only` leaves out each schema node's `metadata` (JSON Schema hints pydantic-core never reads)."""
     ids: dict[int, str] = {}
     _collect_types(schema, ids)

@@ -362,7 +362,8 @@ def _written_renames(model: type[Section], prefix: Path, written: set[Path],
 
 def check_renames(root: type[Section], tree: SourceTree, context: RuleContext) -> list[Diagnostic]:
     written = {path[:depth] for path, origin in tree.values.items()
-               if origin is not None and origin.kind in ("file", "override", "env") for depth in range(1, len(path) + 1)}
+               if origin is not None and origin.kind in ("file", "override", "env")
+               for depth in range(1, len(path) + 1)}
     found = []
     for old, new in _written_renames(root, (), written, context):
         old_path, new_path = split_dotted(old), split_dotted(new)
