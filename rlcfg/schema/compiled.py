@@ -198,7 +198,8 @@ def encode(schema: dict, *, validation_only: bool = False) -> tuple[Any, list]:
 # Keys of a schema node whose value is the user's data (a default, a literal's values, an error's context), not
 # schema nodes: a `metadata` key inside them is data too.
 _DATA_KEYS = frozenset({"default", "expected", "custom_error_context", "members"})
-_SCALARS = (type(None), bool, int, float, str)
+# Exactly these types: a subclass (an enum of str or int) would come back from the file as its base type.
+_SCALARS = frozenset({type(None), bool, int, float, str})
 
 
 def _collect_types(value: Any, ids: dict[int, str]) -> None:
@@ -251,13 +252,13 @@ def _children(value: dict, context: _Context) -> Any:
 
 
 def _plain(value: Any, context: _Context, path: tuple) -> Any:
-    if isinstance(value, str):
+    if type(value) is str:
         return _stable_ref(value, context.ids)
-    if isinstance(value, _SCALARS):
+    if type(value) in _SCALARS:
         return value
-    if isinstance(value, list):
+    if type(value) is list:
         return [_plain(item, context, (*path, i)) for i, item in enumerate(value)]
-    if isinstance(value, dict) and all(isinstance(key, _SCALARS) for key in value):
+    if type(value) is dict and _only_scalars(value):
         out: dict[Any, Any] = {}
         for key, item, inner, fields_of in _children(value, context):
             if key == "default_factory" and inner.model is not None and inner.field is not None \
@@ -270,33 +271,33 @@ def _plain(value: Any, context: _Context, path: tuple) -> Any:
             else:
                 out[key] = _plain(item, inner, (*path, key))
         return out
-    if isinstance(value, (tuple, set, frozenset)) and _only_scalars(value):
-        return type(value)(_stable_ref(v, context.ids) if isinstance(v, str) else v for v in value)
+    if type(value) in (tuple, set, frozenset) and _only_scalars(value):
+        return type(value)(_stable_ref(v, context.ids) if type(v) is str else v for v in value)
     # an object, or a container that holds one: linked, by name
     context.links.append((path, _tagged(value, context)))
     return None
 
 
 def _only_scalars(items: Any) -> bool:
-    return all(isinstance(item, _SCALARS) for item in items)
+    return all(type(item) in _SCALARS for item in items)
 
 
 def _tagged(value: Any, context: _Context) -> Any:
     """A link's value: plain data in which each object is a one-key mapping, its tag and what names it."""
-    if isinstance(value, str):
-        return _stable_ref(value, context.ids)
-    if isinstance(value, _SCALARS):
-        return value
-    if isinstance(value, list):
-        return [_tagged(v, context) for v in value]
-    if isinstance(value, tuple):
-        return {"$tuple": [_tagged(v, context) for v in value]}
-    if isinstance(value, (set, frozenset)):
-        return {"$set" if isinstance(value, set) else "$frozenset": [_tagged(v, context) for v in value]}
-    if isinstance(value, dict):
-        return {"$dict": [[_tagged(k, context), _tagged(v, context)] for k, v in value.items()]}
     if isinstance(value, enum.Enum):
         return {"$enum": [_name_of(type(value)), value.name]}
+    if type(value) is str:
+        return _stable_ref(value, context.ids)
+    if type(value) in _SCALARS:
+        return value
+    if type(value) is list:
+        return [_tagged(v, context) for v in value]
+    if type(value) is tuple:
+        return {"$tuple": [_tagged(v, context) for v in value]}
+    if type(value) in (set, frozenset):
+        return {"$set" if type(value) is set else "$frozenset": [_tagged(v, context) for v in value]}
+    if type(value) is dict:
+        return {"$dict": [[_tagged(k, context), _tagged(v, context)] for k, v in value.items()]}
     if isinstance(value, functools.partial):
         return {"$partial": [_tagged(value.func, context), _tagged(value.args, context),
                              _tagged(value.keywords, context)]}

@@ -228,3 +228,15 @@ def test_sections_installed_from_the_cache_still_give_their_full_json_schema(tmp
     assert any(tmp_path.rglob("*" + compiled.SUFFIX))
     assert outputs[1] == outputs[2]  # the second run found every section in the cache
     assert outputs[0] == outputs[2]
+
+
+def test_an_enum_member_comes_back_as_itself_not_as_its_value():
+    from rlcfg.diagnostics import Severity
+
+    schema = {"type": "model", "cls": schema_root(), "schema": {
+        "type": "literal", "expected": [Severity.ERROR, "error", 3], "default": (Severity.NOTE, 1)}}
+    loaded = compiled.loads(compiled.dumps(schema))
+    expected, default = loaded["schema"]["expected"], loaded["schema"]["default"]
+    assert expected[0] is Severity.ERROR and type(expected[1]) is str and expected[1:] == ["error", 3]
+    assert type(default) is tuple and default[0] is Severity.NOTE and default[1] == 1
+    assert loaded["cls"] is schema_root()
