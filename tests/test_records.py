@@ -9,7 +9,7 @@ from dataclasses import field
 
 import pytest
 
-from rlcfg.records import record
+from rlcfg.records import MADE_BEFORE_COMPILING, record
 
 
 def declare(decorator):
@@ -109,12 +109,54 @@ def test_each_method_is_compiled_the_first_time_it_is_called(monkeypatch):
     monkeypatch.setattr("builtins.exec", counting_exec)
     Point = declare(record(frozen=True))
     assert compiled == []  # declaring compiles nothing
+    made = [Point(i, tags=()) for i in range(MADE_BEFORE_COMPILING)]
+    assert compiled == []  # a class made a few times binds its arguments without compiling
     point = Point(1, tags=())
-    assert compiled == ["def __init__"]
+    assert compiled == ["def __init__"]  # made often: compiled
     assert Point(2).x == 2 and compiled == ["def __init__"]  # once per record class
+    assert made[1] == point and [p.x for p in made] == list(range(MADE_BEFORE_COMPILING))
     assert hash(point) == hash(Point(1, tags=())) and point == Point(1, tags=()) and "x=1" in repr(point)
     assert sorted(compiled) == ["def __eq__", "def __hash__", "def __init__", "def __repr__"]
     assert Point.__init__.__qualname__.endswith("Point.__init__")
+
+
+@pytest.mark.parametrize("frozen", [False, True])
+def test_a_record_binds_arguments_as_the_standard_dataclass_before_and_after_compiling(frozen):
+    def error(cls, *args, **kwargs):
+        with pytest.raises(TypeError) as caught:
+            cls(*args, **kwargs)
+        return str(caught.value)
+
+    calls = [((), {}), ((1, "a", [], 2.0, 9), {}), ((1,), {"nope": 2}), ((1,), {"x": 2}),
+             ((), {"label": "a"}), ((1,), {"label": "a", "tags": [1], "weight": 3.0})]
+    mine, standard = declare(record(frozen=frozen)), declare(dataclasses.dataclass(frozen=frozen))
+    for stage in ("bound in Python", "compiled"):
+        for args, kwargs in calls[:-1]:
+            assert error(mine, *args, **kwargs) == error(standard, *args, **kwargs), (stage, args, kwargs)
+        args, kwargs = calls[-1]
+        assert repr(mine(*args, **kwargs)) == repr(standard(*args, **kwargs))
+        for _ in range(MADE_BEFORE_COMPILING):
+            mine(1)
+
+
+def test_a_record_of_three_required_fields_names_them_as_python_does():
+    @record
+    class Three:
+        a: int
+        b: int
+        c: int
+
+    @dataclasses.dataclass
+    class Standard:
+        a: int
+        b: int
+        c: int
+
+    with pytest.raises(TypeError) as mine:
+        Three()
+    with pytest.raises(TypeError) as standard:
+        Standard()
+    assert str(mine.value).split("()", 1)[1] == str(standard.value).split("()", 1)[1]
 
 
 def test_a_plain_subclass_of_a_record_uses_its_methods():
