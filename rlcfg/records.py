@@ -103,8 +103,7 @@ def _declare(cls: T, frozen: bool) -> T:
 
 def _compiled_on_first_call(cls: type, name: str, lines: list[str], namespace: dict[str, Any]) -> Callable:
     """A stand-in for the method `lines` define, which compiles it, puts it on `cls` and calls it. Most records of a
-    check are made and read, never printed, compared or hashed: compiling only `__init__`, and only for the records a
-    check makes, is a quarter of compiling every method of every record."""
+    check are made and read, never printed, compared or hashed, so most of these methods are never compiled."""
 
     compiled: list[Callable] = []
 
