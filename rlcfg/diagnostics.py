@@ -70,6 +70,10 @@ class Origin:
         return out
 
 
+# The origins of values the user wrote, as opposed to defaults and values rlcfg derived.
+WRITTEN_BY_USER = frozenset({"file", "override", "env"})
+
+
 @record(frozen=True)
 class CodeInfo:
     title: str

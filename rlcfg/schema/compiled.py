@@ -258,7 +258,7 @@ def _plain(value: Any, context: _Context, path: tuple) -> Any:
         return value
     if type(value) is list:
         return [_plain(item, context, (*path, i)) for i, item in enumerate(value)]
-    if type(value) is dict and _only_scalars(value):
+    if type(value) is dict and _only_scalars(value.keys()):
         out: dict[Any, Any] = {}
         for key, item, inner, fields_of in _children(value, context):
             if key == "default_factory" and inner.model is not None and inner.field is not None \

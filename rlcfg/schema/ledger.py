@@ -10,11 +10,10 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
+from rlcfg.diagnostics import WRITTEN_BY_USER
 from rlcfg.records import record
 from rlcfg.schema.base import Fate, Section, declared_field, field_fate, iter_fields
 from rlcfg.source.tree import SourceTree
-
-_USER = ("file", "override", "env")
 
 
 @record(frozen=True)
@@ -34,7 +33,7 @@ def refusals(root: type[Section], tree: SourceTree, defaults: dict) -> list[Refu
     """The refused parameters the user set to something other than their default, in the document's order."""
     found = []
     for path, origin in tree.values.items():
-        if origin is None or origin.kind not in _USER or not tree.has(path):
+        if origin is None or origin.kind not in WRITTEN_BY_USER or not tree.has(path):
             continue
         # the keys the document sets, not every field of the dialect: RLinf's inventoried sections are then built
         # only where the document has them

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any, Iterator
 
-from rlcfg.diagnostics import Constraint, Severity, close_matches
+from rlcfg.diagnostics import WRITTEN_BY_USER, Constraint, Severity, close_matches
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -1171,7 +1171,7 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         known_keys = set(type(getattr(g, block)).model_fields)
         added = sorted({path[2] for path, origin in ctx.tree.values.items()
                         if len(path) >= 3 and path[:2] == ("generator", block) and path[2] not in known_keys
-                        and origin.kind in ("file", "override", "env")}, key=str)
+                        and origin.kind in WRITTEN_BY_USER}, key=str)
         for key in added:
             yield _refusal(f"generator.{block}.{key}", ctx.tree.get(("generator", block, key)),
                            "skyrl-train hands it to the engine's sampling parameters; rlcfg's rollout samples with "
