@@ -20,7 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from rlcfg.diagnostics import WRITTEN_BY_USER, Diagnostic, Edit, Origin, Severity
+from rlcfg.diagnostics import Diagnostic, Edit, Origin, Severity
 from rlcfg.patterns import lazy
 from rlcfg.source.tree import Path, dotted, split_dotted
 
@@ -234,8 +234,7 @@ def _override_text(spec: Any, tree: Any, path: Path, value: Any) -> str:
     if spec.override_grammar != "hydra" or spec.overrides_see_defaults:
         return text
     # Hydra overrides a key only where the composed config has it; a key left at its default needs `++`.
-    origin = tree.values.get(path)
-    return text if origin is not None and origin.kind in WRITTEN_BY_USER else f"++{text}"
+    return text if tree.written(path) else f"++{text}"
 
 
 def attach(result: Any, solution: Solution) -> None:

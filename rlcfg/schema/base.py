@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticKnownError, PydanticUndefined, core_schema
 
-from rlcfg.diagnostics import CODES, WRITTEN_BY_USER, Constraint, Severity
+from rlcfg.diagnostics import CODES, Constraint, Severity
 from rlcfg.records import record
 from rlcfg.schema import compiled
 from rlcfg.source.tree import MISSING, SourceTree, copy_containers, split_dotted
@@ -571,8 +571,7 @@ class RuleContext:
 
     def is_set(self, path: str) -> bool:
         """Whether the user wrote this key (in the file or an override), as opposed to taking its default."""
-        origin = self.tree.values.get(split_dotted(path))
-        return origin is not None and origin.kind in WRITTEN_BY_USER
+        return self.tree.written(split_dotted(path))
 
     def _finding(self, code: str, severity: Severity | None, path: str, message: str, hint: str | None,
                  related: Iterable[str], constraint: Constraint | None = None) -> Finding:

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Any, Iterator
 
-from rlcfg.diagnostics import WRITTEN_BY_USER
 from rlcfg.records import record
 from rlcfg.schema.base import Fate, Section, declared_field, field_fate, iter_fields
 from rlcfg.source.tree import SourceTree
@@ -32,8 +31,8 @@ def fates(root: type[Section]) -> Iterator[tuple[tuple, Fate | None]]:
 def refusals(root: type[Section], tree: SourceTree, defaults: dict) -> list[Refusal]:
     """The refused parameters the user set to something other than their default, in the document's order."""
     found = []
-    for path, origin in tree.values.items():
-        if origin is None or origin.kind not in WRITTEN_BY_USER or not tree.has(path):
+    for path in tree.written_paths():
+        if not tree.has(path):
             continue
         # the keys the document sets, not every field of the dialect: RLinf's inventoried sections are then built
         # only where the document has them

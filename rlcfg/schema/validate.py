@@ -8,7 +8,7 @@ from typing import Any, Iterable, Iterator
 
 from pydantic import ValidationError
 
-from rlcfg.diagnostics import WRITTEN_BY_USER, Diagnostic, Origin, Severity, close_matches, diagnostic
+from rlcfg.diagnostics import Diagnostic, Origin, Severity, close_matches, diagnostic
 from rlcfg.records import record
 from rlcfg.schema.base import (LATE_CHECK_KEY, Dialect, Finding, HostFacts, RuleContext, Section, choices_of, field_at,
                                field_releases, fields_along, is_deferred, iter_fields, key_of, section_at,
@@ -135,8 +135,7 @@ def _release_diagnostics(root: type[Section], tree: SourceTree, dialect: Dialect
     label = dialect.release_label(release)
     found: list[Diagnostic] = []
     reported: list[Path] = []
-    user_paths = sorted((p for p, o in tree.values.items() if o is not None and o.kind in WRITTEN_BY_USER),
-                        key=lambda p: (len(p), tuple(map(str, p))))
+    user_paths = sorted(tree.written_paths(), key=lambda p: (len(p), tuple(map(str, p))))
     for path in user_paths:
         if any(path[: len(r)] == r for r in reported) or any(isinstance(part, int) for part in path):
             continue
@@ -361,9 +360,7 @@ def _written_renames(model: type[Section], prefix: Path, written: set[Path],
 
 
 def check_renames(root: type[Section], tree: SourceTree, context: RuleContext) -> list[Diagnostic]:
-    written = {path[:depth] for path, origin in tree.values.items()
-               if origin is not None and origin.kind in WRITTEN_BY_USER
-               for depth in range(1, len(path) + 1)}
+    written = {path[:depth] for path in tree.written_paths() for depth in range(1, len(path) + 1)}
     found = []
     for old, new in _written_renames(root, (), written, context):
         old_path, new_path = split_dotted(old), split_dotted(new)

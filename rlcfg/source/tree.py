@@ -6,7 +6,7 @@ import copy
 from dataclasses import field
 from typing import Any, Iterator
 
-from rlcfg.diagnostics import Origin
+from rlcfg.diagnostics import WRITTEN_BY_USER, Origin
 from rlcfg.records import record
 
 Path = tuple  # of str (mapping keys) and int (list indices)
@@ -78,6 +78,17 @@ class SourceTree:
             else:
                 return default
         return node
+
+    def written(self, path: Path) -> bool:
+        """Whether the user wrote the value at `path` (in a file, an override or the environment), rather than
+        leaving it at its default or having rlcfg derive it."""
+        origin = self.values.get(path)
+        return origin is not None and origin.kind in WRITTEN_BY_USER
+
+    def written_paths(self) -> Iterator[Path]:
+        """Every path whose value the user wrote, in the tree's order."""
+        return (path for path, origin in self.values.items()
+                if origin is not None and origin.kind in WRITTEN_BY_USER)
 
     def has(self, path: Path) -> bool:
         sentinel = object()

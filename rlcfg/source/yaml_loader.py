@@ -140,6 +140,8 @@ def type_plain_scalar(text: str) -> Any:
         return _BOOLS[text]
     if text in ("<<", "="):
         raise UnreadableScalar(text)
+    # `-`, `+` and `.` alone are text, and configs write them (a placeholder, a folder): answered here, they do not
+    # have the grammar's patterns compiled only to say so.
     if text[0] not in _NUMBER_START or not _NUMBER_CHARACTERS.issuperset(text) or text in (".", "+", "-"):
         return text
     try:
