@@ -4,6 +4,7 @@ others, and `rlcfg validate --fix` / `--diff`."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -87,6 +88,23 @@ def test_skyrl_micro_batch_hint_speaks_of_the_fixed_mini_batch():
     assert "375" not in micro["hint"] and "policy_mini_batch_size 256" in micro["hint"]
     assert {(e["key"], e["value"]) for d in payload["diagnostics"] for e in d["edits"]} == {
         ("trainer.policy_mini_batch_size", 256)}
+
+
+@pytest.mark.parametrize("train_batch, mini", [(1000, 256), (1024, 300), (960, 100), (1000, 7), (768, 500)])
+def test_skyrl_mini_batch_hints_offer_only_values_the_per_gpu_rules_accept(train_batch, mini):
+    """The template has 5 samples per prompt, 4 policy DP ranks and a micro batch of 16: most divisors of the
+    train batch would break the per-GPU rules, and a hint that offered one would lead to the next error."""
+    overrides = [f"trainer.train_batch_size={train_batch}", f"trainer.policy_mini_batch_size={mini}"]
+    hints = [d["hint"] for d in validate_json(str(SKYRL), *overrides)["diagnostics"]
+             if d["path"] in ("trainer.train_batch_size", "trainer.micro_train_batch_size_per_gpu")]
+    assert hints
+    for hint in hints:
+        if "change train_batch_size too" in hint:
+            continue
+        offered = int(re.search(r"mini batch that divides \d+, e\.g\. (\d+)|policy_mini_batch_size (\d+)", hint)
+                      .group(1, 2)[hint.startswith("with")])
+        after = validate_json(str(SKYRL), overrides[0], f"trainer.policy_mini_batch_size={offered}")
+        assert not [d for d in after["diagnostics"] if d["severity"] == "error"], (hint, after["diagnostics"])
 
 
 def test_roll_device_mapping_override_is_quoted_not_bracketed():

@@ -11,9 +11,9 @@ skyrl-train accepts at load and fails on only at start-up, the message says so (
 from __future__ import annotations
 
 import math
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from rlcfg.diagnostics import WRITTEN_BY_USER, Constraint, Severity, close_matches
+from rlcfg.diagnostics import Constraint, Severity, close_matches
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -157,33 +157,62 @@ def policy_mini_batch(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.error("RLC300", "trainer.train_batch_size",
                         f"`trainer.train_batch_size` ({t.train_batch_size}) is not a multiple of "
                         f"`trainer.policy_mini_batch_size` ({t.policy_mini_batch_size})",
-                        hint=f"use a mini batch that divides {t.train_batch_size}, e.g. "
-                             f"{_divisor_near(t.train_batch_size, t.policy_mini_batch_size)}",
+                        hint=_mini_hint(cfg, "policy", "policy_mini_batch_size"),
                         related=["trainer.policy_mini_batch_size"])
 
 
-def _divisor_near(total: int, wanted: int) -> int:
-    """The divisor of `total` closest to `wanted` (the larger one on a tie), in O(sqrt(total))."""
+def _divisor_near(total: int, wanted: int, fits: Callable[[int], bool] = lambda d: True) -> int | None:
+    """The divisor of `total` that `fits` closest to `wanted` (the larger one on a tie), in O(sqrt(total)); None
+    when no divisor fits."""
     divisors = set()
     for d in range(1, math.isqrt(total) + 1):
         if total % d == 0:
             divisors.update((d, total // d))
-    return min(divisors, key=lambda d: (abs(d - wanted), -d))
+    return min((d for d in divisors if fits(d)), key=lambda d: (abs(d - wanted), -d), default=None)
 
 
-def _micro_hint(train_batch: int, mini: int, mini_key: str, n: int, dp: int, mbs: int) -> str:
+def _fitting_mini(cfg: Any, role: str, mini_key: str) -> int | None:
+    """The divisor of train_batch_size nearest the role's mini batch that also passes the role's per-GPU rules (a
+    whole number of samples per DP rank, a multiple of the micro batch): the mini batch a hint can offer without
+    its value raising the next error. None when no divisor does."""
+    t = cfg.trainer
+    n, mbs, dp = cfg.generator.n_samples_per_prompt, t.micro_train_batch_size_per_gpu, dp_size(cfg, role)
+    if n <= 0 or mbs <= 0 or dp <= 0:  # reported by their own rules; the divisor alone is all there is to offer
+        return _divisor_near(t.train_batch_size, getattr(t, mini_key))
+    return _divisor_near(t.train_batch_size, getattr(t, mini_key),
+                         lambda mini: mini * n % dp == 0 and (mini * n // dp) % mbs == 0)
+
+
+def _no_fitting_mini(cfg: Any, role: str) -> str:
+    t = cfg.trainer
+    return (f"no mini batch that divides train_batch_size {t.train_batch_size} gives each of the {role}'s "
+            f"{dp_size(cfg, role)} DP ranks a multiple of the micro batch {t.micro_train_batch_size_per_gpu} "
+            f"(with n_samples_per_prompt {cfg.generator.n_samples_per_prompt}): change train_batch_size too")
+
+
+def _mini_hint(cfg: Any, role: str, mini_key: str) -> str:
+    """The hint of a mini batch that does not divide train_batch_size."""
+    fitting = _fitting_mini(cfg, role, mini_key)
+    if fitting is None:
+        return _no_fitting_mini(cfg, role)
+    return f"use a{' critic' if role == 'critic' else ''} mini batch that divides {cfg.trainer.train_batch_size}, " \
+           f"e.g. {fitting}"
+
+
+def _micro_hint(cfg: Any, role: str, mini_key: str) -> str:
     """The micro-batch hint, for the mini batch the user will have once the mini-batch error is fixed too: a hint
     about the per-GPU share of a mini batch that does not divide train_batch_size would be stale after that fix."""
+    t = cfg.trainer
+    train_batch, mini, mbs = t.train_batch_size, getattr(t, mini_key), t.micro_train_batch_size_per_gpu
+    n, dp = cfg.generator.n_samples_per_prompt, dp_size(cfg, role)
     if train_batch % mini == 0:
         per_gpu = mini * n // dp
         return f"use a micro batch that divides {per_gpu}, e.g. {_divisor_near(per_gpu, mbs)}"
-    fixed_mini = _divisor_near(train_batch, mini)
-    per_gpu = fixed_mini * n // dp
-    if per_gpu and per_gpu % mbs == 0:
-        return (f"with {mini_key} {fixed_mini} (a divisor of train_batch_size {train_batch}) each GPU gets {per_gpu}, "
-                f"which the micro batch {mbs} divides")
-    return (f"with {mini_key} {fixed_mini} (a divisor of train_batch_size {train_batch}) each GPU gets {per_gpu}; "
-            f"use a micro batch that divides it, e.g. {_divisor_near(per_gpu, mbs) if per_gpu else 1}")
+    fixed_mini = _fitting_mini(cfg, role, mini_key)
+    if fixed_mini is None:
+        return _no_fitting_mini(cfg, role)
+    return (f"with {mini_key} {fixed_mini} (a divisor of train_batch_size {train_batch}) each GPU gets "
+            f"{fixed_mini * n // dp}, which the micro batch {mbs} divides")
 
 
 def _per_gpu_checks(cfg: Any, ctx: RuleContext, role: str, mini_key: str) -> Iterator[Finding]:
@@ -212,7 +241,7 @@ def _per_gpu_checks(cfg: Any, ctx: RuleContext, role: str, mini_key: str) -> Ite
         yield ctx.error("RLC300", "trainer.micro_train_batch_size_per_gpu",
                         f"the {role}'s per-GPU mini batch ({mini_key} {mini} × n_samples_per_prompt {n} // DP {dp} = "
                         f"{mini_per_gpu}) is not a multiple of `trainer.micro_train_batch_size_per_gpu` ({mbs})",
-                        hint=_micro_hint(t.train_batch_size, mini, mini_key, n, dp, mbs),
+                        hint=_micro_hint(cfg, role, mini_key),
                         related=[mini_path, "generator.n_samples_per_prompt"])
     train_per_gpu = t.train_batch_size * n // dp
     if train_per_gpu % mini_per_gpu and t.train_batch_size % mini == 0:
@@ -258,8 +287,7 @@ def critic_batches(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         yield ctx.error("RLC300", "trainer.critic_mini_batch_size",
                         f"`trainer.train_batch_size` ({t.train_batch_size}) is not a multiple of "
                         f"`trainer.critic_mini_batch_size` ({t.critic_mini_batch_size})",
-                        hint=f"use a critic mini batch that divides {t.train_batch_size}, e.g. "
-                             f"{_divisor_near(t.train_batch_size, t.critic_mini_batch_size)}",
+                        hint=_mini_hint(cfg, "critic", "critic_mini_batch_size"),
                         related=["trainer.train_batch_size"])
         return
     yield from _per_gpu_checks(cfg, ctx, "critic", "critic_mini_batch_size")
@@ -1169,9 +1197,8 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     # key of the block to the engine's SamplingParams (get_vllm_sampling_params, get_sglang_sampling_params).
     for block in ("sampling_params", "eval_sampling_params"):
         known_keys = set(type(getattr(g, block)).model_fields)
-        added = sorted({path[2] for path, origin in ctx.tree.values.items()
-                        if len(path) >= 3 and path[:2] == ("generator", block) and path[2] not in known_keys
-                        and origin.kind in WRITTEN_BY_USER}, key=str)
+        added = sorted({path[2] for path in ctx.tree.written_paths()
+                        if len(path) >= 3 and path[:2] == ("generator", block) and path[2] not in known_keys}, key=str)
         for key in added:
             yield _refusal(f"generator.{block}.{key}", ctx.tree.get(("generator", block, key)),
                            "skyrl-train hands it to the engine's sampling parameters; rlcfg's rollout samples with "
