@@ -169,7 +169,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         if not has_errors and not any(d.severity is Severity.ERROR for d in diagnostics):
             result.config = checked.config
             result.summary = spec.describe(checked.config)
-            diagnostics.extend(_refusal_notes(root, merged, defaults))
+            diagnostics.extend(_refusal_notes(root, merged, defaults, spec.resolvers))
     return _finish(result, diagnostics, env)
 
 
@@ -205,14 +205,24 @@ def interpolation_targets(data: Any) -> set[tuple]:
     return found
 
 
-def _refusal_notes(root: Any, tree: SourceTree, defaults: dict) -> list[Diagnostic]:
+def _refusal_notes(root: Any, tree: SourceTree, defaults: dict, resolvers: Mapping[str, Any] | None = None
+                   ) -> list[Diagnostic]:
     from rlcfg.schema.ledger import refusals
     from rlcfg.schema.validate import describe_value
+
+    def resolved_defaults() -> dict:
+        # The environment is left out: a default read from it is not one the release fixes.
+        from rlcfg.source.resolve import resolve
+        from rlcfg.source.tree import copy_containers
+
+        own = SourceTree(copy_containers(defaults))
+        resolve(own, {}, resolvers)
+        return own.data
 
     return [diagnostic("RLC118", dotted(r.path), f"`rlcfg run` refuses `{dotted(r.path)}` = {describe_value(r.value)}: "
                        f"{r.instead}", origin=tree.origin(r.path),
                        hint="`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, leave it at its default")
-            for r in refusals(root, tree, defaults)]
+            for r in refusals(root, tree, defaults, resolved_defaults)]
 
 
 def _deleted_but_read(deleted: Mapping[tuple, Any], root: Any, spec: Any) -> list[Diagnostic]:

@@ -78,6 +78,35 @@ def test_a_refused_setting_left_at_its_default_is_not_refused(toy):
     assert not [d for d in result.diagnostics if d.code == "RLC118"]
 
 
+SKYRL_ROPE = """\
+trainer:
+  rope_scaling: {scaling}
+generator:
+  rope_scaling: {engine}
+"""
+
+
+@pytest.mark.parametrize("engine", ["${{trainer.rope_scaling}}", "null"])
+def test_a_refusal_judges_the_resolved_value_not_the_written_text(engine):
+    # skyrl-train 0.3.0's own base config writes `generator.rope_scaling: ${trainer.rope_scaling}`, which resolves
+    # to the default (null): it sets nothing, so it refuses nothing.
+    text = SKYRL_ROPE.format(scaling="null", engine=engine)
+    result = frontend.check_text(text, "ppo.yaml", dialect="skyrl", env={"HOME": "/home/u"}, release="0.3.0")
+    assert not [d for d in result.diagnostics if d.code == "RLC118" and "rope" in d.path], result.diagnostics
+
+
+def test_an_interpolation_that_resolves_to_a_refused_value_is_refused():
+    text = SKYRL_ROPE.format(scaling="{type: yarn, factor: 4.0}", engine="${trainer.rope_scaling}")
+    result = frontend.check_text(text, "ppo.yaml", dialect="skyrl", env={"HOME": "/home/u"}, release="0.3.0")
+    refused = {d.path for d in result.diagnostics if d.code == "RLC118"}
+    assert {"trainer.rope_scaling", "generator.rope_scaling"} <= refused
+
+
+def test_a_deleted_refused_key_is_not_refused(toy):
+    result = frontend.check_text("algo:\n  lr: 0.1\n", "toy.yaml", ["~algo.outlier_mask"], dialect="toy", env={})
+    assert not [d for d in result.diagnostics if d.code == "RLC118"]
+
+
 # ---- the dialects that declare their ledger complete ------------------------------------------------------------
 
 @contextmanager

@@ -8,7 +8,7 @@ them as notes (RLC118) and `rlcfg run` stops on them.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 from rlcfg.records import record
 from rlcfg.schema.base import Fate, Section, declared_field, field_fate, iter_fields
@@ -28,9 +28,16 @@ def fates(root: type[Section]) -> Iterator[tuple[tuple, Fate | None]]:
         yield path, field_fate(info, owner)
 
 
-def refusals(root: type[Section], tree: SourceTree, defaults: dict) -> list[Refusal]:
-    """The refused parameters the user set to something other than their default, in the document's order."""
+def refusals(root: type[Section], tree: SourceTree, defaults: dict,
+             resolved_defaults: Callable[[], dict] | None = None) -> list[Refusal]:
+    """The refused parameters the user set to something other than their default, in the document's order.
+
+    Both sides are compared resolved: a release whose default is an interpolation (SkyRL's
+    `generator.rope_scaling: ${trainer.rope_scaling}`) defaults to what that resolves to, so a config that writes the
+    same interpolation, or the value it resolves to, sets nothing. `resolved_defaults` gives the defaults with their
+    interpolations resolved; it is asked only when such a default is met."""
     found = []
+    resolved: list[dict] = []
     for path in tree.written_paths():
         if not tree.has(path):
             continue
@@ -45,6 +52,10 @@ def refusals(root: type[Section], tree: SourceTree, defaults: dict) -> list[Refu
             continue
         value = tree.get(path)
         default = _lookup(defaults, path)
+        if isinstance(default, str) and "${" in default:
+            if not resolved:
+                resolved.append(resolved_defaults() if resolved_defaults is not None else {})
+            default = _lookup(resolved[0], path)
         if default is _ABSENT and not info.is_required():
             # A key inside a section that is absent by default (an optional section such as AReaL's `ref`): the
             # key's own default.
