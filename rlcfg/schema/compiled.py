@@ -463,8 +463,9 @@ def install(cls: type) -> bool:
     defer_full_schema(cls)
     cls.__pydantic_validator__ = validator
 
-    def serializer() -> Any:
-        # a check never dumps a section: the serializer is built the first time something does (`rlcfg plan`)
+    def serializer(**_rebuild_options: Any) -> Any:
+        # a check never dumps a section: the serializer is built the first time something does (`rlcfg plan`).
+        # pydantic passes its rebuild options (parent_namespace_depth, from 2.14 on), which a stored schema needs not.
         cls.__pydantic_serializer__ = SchemaSerializer(schema, core_config)
         return cls.__pydantic_serializer__
 

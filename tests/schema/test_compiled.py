@@ -240,3 +240,36 @@ def test_an_enum_member_comes_back_as_itself_not_as_its_value():
     assert expected[0] is Severity.ERROR and type(expected[1]) is str and expected[1:] == ["error", 3]
     assert type(default) is tuple and default[0] is Severity.NOTE and default[1] == 1
     assert loaded["cls"] is schema_root()
+
+
+DUMP = """
+import sys
+from rlcfg.frontend import check_file
+from rlcfg.schema.base import Section
+result = check_file(sys.argv[1], sys.argv[2:], env={"HOME": "/home/user"})
+assert result.ok, result.diagnostics
+sections, pending = 0, [result.config]
+while pending:
+    section = pending.pop()
+    stand_in = type(section).__pydantic_serializer__
+    if hasattr(type(stand_in), "rebuild"):  # pydantic rebuilds it so when a model that holds it is built
+        stand_in.rebuild(parent_namespace_depth=2)
+    section.model_dump()  # what the lowerings and `rlcfg plan` do; the serializer is built here, from the cache
+    sections += 1
+    pending.extend(v for v in vars(section).values() if isinstance(v, Section))
+print(sections)
+"""
+
+
+def test_sections_installed_from_the_cache_can_be_dumped(tmp_path):
+    # pydantic asks the stand-in serializer to rebuild itself with options of its own (parent_namespace_depth, from
+    # 2.14 on); a section from the cache must dump as a freshly built one does.
+    env = {key: value for key, value in os.environ.items() if key not in ("RLCFG_NO_CACHE", "RLCFG_CACHE_DIR")}
+    for _ in range(2):  # the first run fills the cache, the second installs from it
+        # RLinf's FSDP section: its lowering dumps it (an open section the cache installs with a stand-in serializer).
+        done = subprocess.run([sys.executable, "-c", DUMP, str(TEMPLATES / "rlinf-megatron-sglang.yaml"),
+                               "actor.training_backend=fsdp", "++actor.fsdp_config.mixed_precision.param_dtype=bf16"],
+                              capture_output=True, text=True, cwd=ROOT, env={**env, "RLCFG_CACHE_DIR": str(tmp_path)},
+                              timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert int(done.stdout) > 5
