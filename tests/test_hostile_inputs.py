@@ -107,3 +107,24 @@ def test_a_value_read_from_the_environment_is_never_shown():
                     "--format", "json", env=env)
     assert "hunter2" not in explained.stdout
     assert json.loads(explained.stdout)["explain"]["value"] == "<value of $MY_SECRET, not shown>"
+
+
+@pytest.mark.parametrize("command", [["validate"], ["plan"], ["convert", "--to", "skyrl"], ["validate", "--diff"]])
+@pytest.mark.parametrize("where", ["file", "override"])
+def test_malformed_interpolations_in_a_nested_list_are_errors_at_their_place(tmp_path, command, where):
+    # Issue #25: the second malformed `${...}` of one list ended every command in an internal error
+    config = tmp_path / "c.yaml"
+    if where == "file":
+        config.write_text(ROLL.read_text() + "notes: [[ok, '${}', '${a.}'], '${pretrain}']\n")
+        args = [str(config)]
+    else:
+        config.write_text(ROLL.read_text())
+        args = [str(config), "+notes=[[ok, '${}', '${a.}'], '${pretrain}']"]
+    result = cli(command[0], *args, *command[1:])
+    no_traceback(result)
+    assert result.returncode == 1
+    out = result.stdout + result.stderr
+    assert "`${}` is not a valid interpolation" in out and "`${a.}` is not a valid interpolation" in out
+    assert "RLC106" not in out  # the valid `${pretrain}` after them still resolves
+    if where == "file" and command[0] != "convert":
+        assert f"{config}:{len(ROLL.read_text().splitlines()) + 1}:" in out

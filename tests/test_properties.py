@@ -7,7 +7,7 @@ import math
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from rlcfg import schema
@@ -19,6 +19,12 @@ from tests.helpers import TEMPLATES
 
 TEMPLATE_FILES = sorted(TEMPLATES.glob("*.yaml"))
 SETTINGS = dict(deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+def examples(n: int) -> int:
+    """`n` under the default profile, which keeps hypothesis's default of 100 examples a test; more under `fuzz`,
+    in proportion to its own max_examples (tests/conftest.py)."""
+    return max(1, n * settings.default.max_examples // 100)
 
 
 def _template_data() -> list[tuple[str, str, dict]]:
@@ -172,7 +178,21 @@ def overrides(draw):
 pytestmark = pytest.mark.skipif(not TEMPLATES_DATA, reason="no templates to mutate")
 
 
-@settings(max_examples=40, **SETTINGS)
+def _roll_with(path: tuple, value) -> tuple[str, dict]:
+    """The ROLL template's data with `value` at `path` (an example the fuzzer once found)."""
+    name, _text, data = next((t for t in TEMPLATES_DATA if t[0] == "roll-fsdp2-vllm.yaml"), ("x", "", {}))
+    data = _copy(data)
+    node = data
+    for part in path[:-1]:
+        node = node.setdefault(part, {})
+    node[path[-1]] = value
+    return name, data
+
+
+# issue #25: a second malformed interpolation in one list escaped as OmegaConf's GrammarParseError
+@example(_roll_with(("rewards", "math_rule", "tag_included"), ["math", ["${a.}", "${}"]]), [])
+@example(_roll_with(("seed",), 1), ["+notes=[[1, '${}', '${[}'], '${pretrain}']"])
+@settings(max_examples=examples(40), **SETTINGS)
 @given(mutated(), overrides())
 def test_mutated_templates_give_only_diagnostics(case, extra):
     name, data = case
@@ -181,7 +201,7 @@ def test_mutated_templates_give_only_diagnostics(case, extra):
     assert_only_diagnostics(result)
 
 
-@settings(max_examples=25, **SETTINGS)
+@settings(max_examples=examples(25), **SETTINGS)
 @given(st.sampled_from(TEMPLATES_DATA or [("x", "", {})]), st.data())
 def test_template_text_edits_give_only_diagnostics(template, data):
     name, text, _ = template
@@ -209,13 +229,13 @@ def test_template_text_edits_give_only_diagnostics(template, data):
     assert_only_diagnostics(result)
 
 
-@settings(max_examples=80, **SETTINGS)
+@settings(max_examples=examples(80), **SETTINGS)
 @given(st.text(max_size=200))
 def test_arbitrary_text_gives_only_diagnostics(text):
     assert_only_diagnostics(check_text(text, "random.yaml", env={}))
 
 
-@settings(max_examples=10, **SETTINGS)
+@settings(max_examples=examples(10), **SETTINGS)
 @given(st.sampled_from(TEMPLATES_DATA or [("x", "", {})]), overrides())
 def test_random_overrides_in_each_grammar_give_only_diagnostics(template, extra):
     name, text, _ = template
@@ -233,7 +253,7 @@ hydra_values = st.recursive(
     max_leaves=10)
 
 
-@settings(max_examples=300, **SETTINGS)
+@settings(max_examples=examples(300), **SETTINGS)
 @given(hydra_values)
 def test_hydra_values_round_trip(value):
     assert parse_hydra_value(hydra_text(value)) == value
@@ -242,7 +262,7 @@ def test_hydra_values_round_trip(value):
 override_chars = st.sampled_from(list("ab.=+~[]{}:,'\"$\\ _-0129") + ["${", "}", "oc.env:", "\n", "é"])
 
 
-@settings(max_examples=60, **SETTINGS)
+@settings(max_examples=examples(60), **SETTINGS)
 @given(st.sampled_from(TEMPLATES_DATA or [("x", "", {})]), st.lists(
     st.lists(override_chars, max_size=30).map("".join), min_size=1, max_size=3))
 def test_free_form_override_strings_give_only_diagnostics(template, extra):
@@ -250,7 +270,7 @@ def test_free_form_override_strings_give_only_diagnostics(template, extra):
     assert_only_diagnostics(check_text(text, name, extra, env={}))
 
 
-@settings(max_examples=40, **SETTINGS)
+@settings(max_examples=examples(40), **SETTINGS)
 @given(st.sampled_from(TEMPLATES_DATA or [("x", "", {})]), st.data())
 def test_byte_level_mutations_of_whole_files_give_only_diagnostics(template, data):
     """Flipped, inserted and deleted characters anywhere in a real config, as a damaged copy or a bad paste
@@ -271,3 +291,12 @@ def test_byte_level_mutations_of_whole_files_give_only_diagnostics(template, dat
             else:
                 chars.insert(at, new)
     assert_only_diagnostics(check_text("".join(chars), name, env={}))
+
+
+def test_the_default_profile_draws_the_same_examples_on_every_run():
+    # issue #25: randomized draws made CI pass or fail by chance; `HYPOTHESIS_PROFILE=fuzz` explores on purpose
+    import os
+
+    if os.environ.get("HYPOTHESIS_PROFILE", "ci") != "ci":
+        pytest.skip("another hypothesis profile was chosen")
+    assert settings.default.derandomize and settings.default.database is None and settings.default.deadline is None

@@ -141,7 +141,7 @@ def resolve(tree: SourceTree, env: Mapping[str, str], resolvers: Mapping[str, Ca
         for name, function in ours.items():
             OmegaConf.register_resolver(name, function, replace=True, use_cache=False, annotation_validation="off")
         cfg = _create_config(tree, interpolations, result)
-        interpolations = [p for p in interpolations if p not in result.unresolved]
+        interpolations = [p for p in interpolations if p not in result.unresolved]  # empty when cfg is None
         for path in interpolations:
             reader.read.clear()
             try:
@@ -364,27 +364,44 @@ def _split_arguments(text: str) -> list[str]:
 
 def _create_config(tree: SourceTree, interpolations: list[Path], result: Resolution) -> Any:
     """An OmegaConf config of the part of the tree the interpolations can reach (building one of a whole
-    dialect's defaults costs more than all the rest of a check). A malformed interpolation is reported and left
-    out; OmegaConf finds those as it builds, so each string is parsed once."""
+    dialect's defaults costs more than all the rest of a check), or None when OmegaConf cannot build it. A
+    malformed interpolation is reported and stood in for; OmegaConf finds those as it builds, so a config
+    without one has each string parsed once."""
     from omegaconf import OmegaConf
     from omegaconf.errors import GrammarParseError
 
-    data = _reachable(tree.data, interpolations)
-    while True:
-        try:
-            return OmegaConf.create(data, flags={"allow_objects": True})
-        except GrammarParseError as exc:
-            from rlcfg.source.tree import split_dotted
+    from rlcfg.source.tree import set_path
 
-            key = getattr(exc, "full_key", None)
-            path = split_dotted(str(key)) if key else None
-            if path is None or path not in interpolations or path in result.unresolved:
-                bad = [p for p in interpolations if p not in result.unresolved and not _grammar_ok(tree.get(p))]
-                if not bad:
-                    raise
-                path = bad[0]
+    data = _reachable(tree.data, interpolations)
+    try:
+        return OmegaConf.create(data, flags={"allow_objects": True})
+    except GrammarParseError:
+        pass
+    # OmegaConf stops at the first malformed string and names it by a key that may not read back as a path (a
+    # key holding a dot or a bracket), so every string is checked here. Each malformed one becomes MISSING
+    # rather than being deleted: the items after it in a list keep their indices, and an interpolation that
+    # refers to it fails as one that refers to a missing value, which is not reported a second time.
+    for path in interpolations:
+        if path not in result.unresolved and not _grammar_ok(tree.get(path)) and _get(data, path) is not _ABSENT:
             _report_grammar(path, tree, result)
-            delete_path(data, path)
+            set_path(data, path, MISSING)
+    try:
+        return OmegaConf.create(data, flags={"allow_objects": True})
+    except GrammarParseError as exc:  # a string this OmegaConf refuses though its parser reads it
+        from rlcfg.source.tree import split_dotted
+
+        pending = [p for p in interpolations if p not in result.unresolved]
+        if not pending:
+            return None
+        named = split_dotted(str(getattr(exc, "full_key", None) or ""))
+        culprit = named if named in pending else min(pending, key=lambda p: _order(tree, p))
+        result.unresolved.update(pending)
+        text = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        result.diagnostics.append(diagnostic(
+            "RLC109", dotted(culprit), f"`{tree.get(culprit)}` is not a valid interpolation ({text}); OmegaConf "
+            f"stops there, so no interpolation of this config was resolved", origin=tree.origin(culprit),
+            hint="an interpolation looks like `${section.key}` or `${oc.env:VAR,default}`; check the braces"))
+        return None
 
 
 MAX_EXPANSION = 1_000_000  # characters one interpolated string may grow to; a config value never comes close
@@ -536,7 +553,9 @@ def _cycle_diagnostic(members: list[Path], tree: SourceTree, edges: dict[Path, l
 
 
 def _drop(tree: SourceTree, paths: set) -> None:
-    for path in sorted(paths, key=len, reverse=True):
+    # Deepest first, and within one list the last item first, so a deletion never shifts an index still to go.
+    for path in sorted(paths, key=lambda p: (len(p), [(0, x) if isinstance(x, int) else (1, str(x)) for x in p]),
+                       reverse=True):
         delete_path(tree.data, path)
 
 

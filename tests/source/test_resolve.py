@@ -146,6 +146,40 @@ def test_malformed_interpolation(value):
     assert d.code == "RLC109" and d.path == "k.v" and d.origin.line == 2
 
 
+@pytest.mark.parametrize("bad", ["${}", "${", "${foo:}", "${a.}", "${[}", "${a..b}", "x${}y", "${${}}"])
+def test_malformed_interpolations_in_one_list_are_each_reported_where_written(bad):
+    # Issue #25: a second malformed item in the same list escaped as OmegaConf's GrammarParseError, and the
+    # valid interpolation after them was reported as unresolvable.
+    quoted = bad.replace("'", "''")
+    tree, result = resolved(f"x: 1\nk:\n  l: [['{quoted}', '{quoted}'], ok, '{quoted}', '${{x}}']\n")
+    assert codes(result) == [("RLC109", "k.l[0][0]"), ("RLC109", "k.l[0][1]"), ("RLC109", "k.l[2]")]
+    assert all(d.origin.line == 3 for d in result.diagnostics)
+    assert tree.data["k"]["l"] == [[], "ok", 1]
+
+
+def test_malformed_interpolation_under_a_key_with_a_dot_is_reported_there():
+    # OmegaConf names the culprit `k.a.b[1]`, which does not read back as the path of key "a.b"
+    _, result = resolved("k:\n  'a.b': [ok, '${}', '${', '${x}']\nx: 2\n")
+    assert codes(result) == [("RLC109", "k.a.b[1]"), ("RLC109", "k.a.b[2]")]
+
+
+def test_a_reference_to_a_malformed_interpolation_is_not_reported_again():
+    tree, result = resolved("a: ['${}', 5]\nb: ${a[1]}\nc: ${a}\n")
+    assert codes(result) == [("RLC109", "a[0]")]
+    assert tree.data["b"] == 5
+
+
+def test_a_string_omegaconf_refuses_that_its_parser_reads_is_one_diagnostic(monkeypatch):
+    # OmegaConf releases differ in what their grammar accepts; whatever its build refuses is still a diagnostic
+    from rlcfg.source import resolve as resolve_module
+
+    monkeypatch.setattr(resolve_module, "_grammar_ok", lambda value: True)
+    tree, result = resolved("x: 1\nl: [ok, '${}']\ny: ${oc.select:x}\n")
+    assert codes(result) == [("RLC109", "l[1]")]
+    assert "not a valid interpolation" in result.diagnostics[0].message
+    assert result.unresolved == {("l", 1), ("y",)}
+
+
 def test_unknown_resolver():
     _, result = resolved("a: ${subtract:3,1}\n")
     (d,) = result.diagnostics
