@@ -103,6 +103,7 @@ CODES: dict[str, CodeInfo] = {
     "RLC116": CodeInfo("pipeline rlcfg does not model", Severity.WARNING, "this is a ROLL SFT pipeline config; rlcfg checked its YAML, interpolations and the keys it shares with the RL pipelines only"),
     "RLC117": CodeInfo("deleted key the framework reads", Severity.ERROR, "`~trainer.epochs` deletes a key skyrl-train reads; it stops with ConfigAttributeError"),
     "RLC118": CodeInfo("setting `rlcfg run` does not run", Severity.NOTE, "`trainer.algorithm.off_policy_correction.outlier_token_is_threshold_low` (0.001): rlcfg run refuses it; it runs no outlier masking"),
+    "RLC119": CodeInfo("what `rlcfg run` cannot launch on the planned cluster", Severity.NOTE, "role `actor`: Ulysses sequence parallel (sp=2) on the fsdp2 backend: rlcfg's training backends run no Ulysses sequence parallelism; set `actor_train.model_args.ulysses_size` (sp=2) to 1"),
     "RLC200": CodeInfo("wrong type", Severity.ERROR, "models.policy.num_gpu: expected an integer, got 8.5 (a float)"),
     "RLC201": CodeInfo("value out of range", Severity.ERROR, "models.policy.temperature: must be >= 0, got -1"),
     "RLC202": CodeInfo("not one of the allowed values", Severity.ERROR, "runtime_args.train_backend: `fdsp` is not one of fsdp, megatron; did you mean `fsdp`?"),

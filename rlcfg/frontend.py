@@ -34,6 +34,7 @@ class CheckResult:
     release_label: str = ""  # e.g. "AReaL 1.0", for the summary line
     release_reason: str = ""  # why that release ("pinned with --framework-version", or the keys that tell)
     pipeline: str | None = None  # set when the document is a pipeline the dialect does not model
+    unrun: tuple[str, str] | None = None  # (pipeline, why) for a modelled pipeline `rlcfg run` does not run
 
     @property
     def errors(self) -> int:
@@ -169,7 +170,18 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         if not has_errors and not any(d.severity is Severity.ERROR for d in diagnostics):
             result.config = checked.config
             result.summary = spec.describe(checked.config)
-            diagnostics.extend(_refusal_notes(root, merged, defaults, spec.resolvers))
+            unrun = spec.unrun_pipeline(checked.config)
+            if unrun is None:
+                diagnostics.extend(_refusal_notes(root, merged, defaults, spec.resolvers))
+            else:
+                # One word for the whole pipeline: the settings a run of another pipeline would refuse say nothing.
+                name, why = unrun
+                result.unrun = unrun
+                diagnostics = [d for d in diagnostics if d.code != "RLC118"]
+                diagnostics.append(diagnostic(
+                    "RLC116", "", f"this config is for the {pipeline_name(name)}, which rlcfg validates but "
+                    f"`rlcfg run` does not run: {why}", origin=Origin("file", file=filename, line=1, column=1),
+                    hint="`rlcfg plan` describes what it can; run it with the framework itself"))
     return _finish(result, diagnostics, env)
 
 

@@ -123,6 +123,14 @@ class Role:
     sequence_packing: bool = False
     max_tokens_per_micro_batch: int | None = None  # with packing
     disable_dropout: bool = False  # train with every dropout probability of the model at 0
+    # Parameters left out of training: every parameter whose name, as the Hugging Face model names it
+    # (`model.embed_tokens.weight`), starts with one of these (ROLL freeze_module_prefix). A prefix that matches
+    # nothing freezes nothing; the run warns.
+    frozen_prefixes: tuple[str, ...] = ()
+    # Environment variables of this role's worker processes, as (name, value), set before the process starts
+    # (Ray runtime_env), so even what libraries read at import sees them. Roles share a process only when their
+    # environments are equal.
+    env: tuple[tuple[str, str], ...] = ()
     engine: tuple[tuple[str, Any], ...] = ()  # rollout engine settings in rlcfg's names (see ENGINE_KEYS)
     # The user's words for this role, so that plans and hints speak the dialect: the config section it comes from
     # (ChatLearn `policy_trainer`, ROLL `actor_train`), and for a setting of this Role (`micro_batch_size`,
@@ -140,6 +148,9 @@ class Role:
 
     def engine_args(self) -> dict[str, Any]:
         return dict(self.engine)
+
+    def env_vars(self) -> dict[str, str]:
+        return dict(self.env)
 
 
 # The rollout engine settings a lowering may fill (Role.engine), in rlcfg's names.
@@ -354,6 +365,10 @@ class Algorithm:
     entropy_coef: float = 0.0
     value_clip: float | None = None
     ppo_epochs: int = 1  # passes over each step's samples
+    # Where the PPO ratio's old log-probs come from. "trainer": the actor recomputes them before the update (an
+    # on-policy update takes its own forward pass). "rollout": the rollout engine's log-probs of the sampled tokens,
+    # at the sampling temperature, with no recompute pass (RLinf recompute_logprobs: false).
+    old_logprobs: Literal["trainer", "rollout"] = "trainer"
     reward: RewardShaping = field(default_factory=RewardShaping)
     dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal
     mask_truncated: bool = False  # drop responses cut at the length limit from the loss

@@ -116,7 +116,7 @@ def test_roll_device_mapping_override_is_quoted_not_bracketed():
     assert edit["override"] == "actor_train.device_mapping='list(range(0,7))'"
     followed = validate_json(str(ROLL), edit["override"])
     codes = {d["code"] for d in followed["diagnostics"] if d["severity"] == "error"}
-    assert codes == {"RLC400"}  # 7 GPUs is a real problem for ulysses_size 2, and that error has its own fix
+    assert codes == {"RLC300"}  # 7 GPUs is a real problem for the batch of 256, and that error has its own fix
     assert all(d["edits"] for d in followed["diagnostics"] if d["severity"] == "error")
 
 

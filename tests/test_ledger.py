@@ -158,11 +158,15 @@ PROBES: dict[str, list[tuple[str, ...]]] = {
     "skyrl": [("trainer.strategy=megatron",)],
     # lr_warmup_iters counts only where lr_warmup_fraction is null, which the RLinf template does not write
     "rlinf": [("actor.lr_sched.lr_warmup_fraction=null",)],
+    # the importance weight's settings count only where it is on
+    "roll": [("++train_infer_correction.is_weight.enabled=true", "++train_infer_correction.is_weight.upper_bound=2.0")],
 }
 # Configs beside the templates whose settings the templates leave at defaults: the AReaL templates train without
 # a reference model, and the framework-style GRPO/PPO configs give it one, with a KL term and decoupled loss.
 EXTRA_CONFIGS: dict[str, list[Path]] = {
     "areal": [FIXTURES / "areal" / "gsm8k-grpo-v0.3.yaml", FIXTURES / "areal" / "gsm8k-ppo-v1.0.yaml"],
+    # The 2025-08 layout, whose math runner reads rollout.recompute_logprobs.
+    "rlinf": [FIXTURES / "rlinf" / "seed.yaml"],
 }
 
 

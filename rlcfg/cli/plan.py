@@ -18,7 +18,8 @@ from rlcfg.cli.commands import (EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, I
            "  rlcfg plan grpo.yaml --nodes 4 --gpus-per-node 8 --gpu h200\n\n"
            "  rlcfg plan grpo.yaml --model-config ~/models/Qwen3-8B/config.json --format json\n\n"
            "Exit codes: 0 the plan holds, 1 the config or the plan has errors (a placement that overlaps or does "
-           "not fit the cluster, a GPU that runs out of memory), 2 usage error, 101 a bug in rlcfg.",
+           "not fit the cluster, a GPU that runs out of memory) or rlcfg has no plan for its pipeline, 2 usage "
+           "error, 101 a bug in rlcfg. What `rlcfg run` would not launch is a note beside the map, not an error.",
 )
 def plan(
     file: str = typer.Argument(..., help="The YAML config to plan.", metavar="FILE"),
@@ -79,17 +80,21 @@ def plan(
                        else validate_text(result, None, use_color(color), False), color=use_color(color))
             raise typer.Exit(EXIT_INVALID)
 
-        from rlcfg.lower import available, lower
         from rlcfg.plan import build_plan
+        from rlcfg.preflight import backend_blockers, lower_result
 
-        if not available(result.dialect):
-            raise usage_error(f"planning is not available for dialect {result.dialect} yet "
-                              "(its lowering to rlcfg's Experiment has not been written); `rlcfg validate` works",
-                              json_output)
-        try:
-            experiment = lower(result.dialect, result.config, result.release)
-        except UsageError as exc:  # a pipeline the dialect validates but cannot plan yet (ROLL agentic, say)
-            raise usage_error(str(exc), json_output)
+        experiment, blockers = (None, []) if result.unrun is not None else lower_result(result)
+        if experiment is None:
+            # Valid, but rlcfg has no Experiment for it: say so as validate would, and why there is no map.
+            from rlcfg.cli.validating import _json as validate_json
+            from rlcfg.cli.validating import _text as validate_text
+
+            why = (f"the {pipeline_name(result.unrun[0])} has no rlcfg plan: {result.unrun[1]}" if result.unrun
+                   else blockers[0].message)
+            typer.echo(validate_json(result, None, False) if output is OutputFormat.json
+                       else validate_text(result, None, use_color(color), False), color=use_color(color))
+            typer.echo(f"rlcfg plan: {file}: no GPU map: {why}", err=True)
+            raise typer.Exit(EXIT_INVALID)
         policy_config, source = _read_model_config(model_config, json_output) if model_config else (None, None)
         local = {} if policy_config is not None else _local_model_configs(experiment)
         try:
@@ -98,6 +103,14 @@ def plan(
                                                 model_source=source)
         except ValueError as exc:  # an unknown --gpu
             raise usage_error(str(exc), json_output)
+        # What `rlcfg run` would not launch on this cluster, said once, beside the map (the plan still describes it).
+        launch = backend_blockers(execution)
+        if launch:
+            from rlcfg.diagnostics import diagnostic
+
+            diagnostics.append(diagnostic(
+                "RLC119", "", "`rlcfg run` would not launch this plan: " + "; ".join(b.message for b in launch),
+                hint=f"`rlcfg run {file} --dry-run` lists everything that stops a run"))
         everything = drop_ignored(list(result.diagnostics) + diagnostics, silenced)
         if output is OutputFormat.json:
             typer.echo(_json(result, execution, everything))
@@ -123,20 +136,9 @@ def _read_model_config(path: str, json_output: bool = False) -> tuple[dict, str]
 
 
 def _local_model_configs(experiment: Any) -> dict[str, dict]:
-    """config.json of every model path that is a local directory (unreadable ones are left to the table)."""
-    found: dict[str, dict] = {}
-    for role in experiment.roles:
-        path = role.model.path if role.model else ""
-        if not path or path in found:
-            continue
-        candidate = Path(path).expanduser() / "config.json"
-        try:
-            data = json.loads(candidate.read_text()) if candidate.is_file() else None
-        except (OSError, UnicodeDecodeError, json.JSONDecodeError):
-            data = None
-        if isinstance(data, dict):
-            found[path] = data
-    return found
+    from rlcfg.preflight import local_model_configs
+
+    return local_model_configs(experiment)
 
 
 def _text(result: Any, execution: Any, diagnostics: list, show_gpu_map: bool, color: bool = False) -> str:

@@ -10,11 +10,13 @@ from __future__ import annotations
 import importlib.util
 import os
 import re
+from dataclasses import replace
 from typing import List, Optional
 
 import typer
 
-from rlcfg.cli.commands import FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, EXIT_USAGE, app, bug_guard, usage_error
+from rlcfg.cli.commands import (FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, EXIT_USAGE, OutputFormat, app,
+                                bug_guard, usage_error)
 
 RUN_PACKAGES = ("torch", "ray", "transformers")
 
@@ -40,8 +42,10 @@ def _fail(message: str) -> typer.Exit:
            "  rlcfg run grpo.yaml trainer.epochs=1 --output runs/grpo\n\n"
            "  rlcfg run grpo.yaml --address auto   (join the Ray cluster this node belongs to)\n\n"
            "  rlcfg run grpo.yaml --smoke   (3 steps of the config's algorithm on this machine, with a tiny model)\n\n"
-           "Exit codes: 0 finished, 1 the config has errors or cannot run here, 2 usage error (or the run "
-           "extra is missing), 101 a bug in rlcfg.",
+           "  rlcfg run grpo.yaml --dry-run   (would it launch on the config's cluster? no GPU, torch or Ray needed)\n\n"
+           "  rlcfg run grpo.yaml --dry-run --nodes 2 --gpus-per-node 8 --format json\n\n"
+           "Exit codes: 0 finished (with --dry-run: it would launch), 1 the config has errors or cannot run (there, "
+           "or here), 2 usage error (or the run extra is missing), 101 a bug in rlcfg.",
 )
 def run(
     file: Optional[str] = typer.Argument(None, metavar="[FILE]", help="The YAML config to run."),
@@ -81,8 +85,26 @@ def run(
                                     "machine lacks: a tiny model of the same family, generated data when the config's "
                                     "is not here, CPU workers for GPUs, hf for a rollout engine that does not run here, "
                                     "batches divided by one factor and short sequences. Every substitution is printed "
-                                    "first; nothing is downloaded; settings rlcfg does not run are still refused. "
+                                    "first, with each setting `rlcfg run` refuses, set here to a value it runs; "
+                                    "nothing is downloaded. "
                                     "Default output: ./rlcfg-runs/smoke-<name>, started over each time."),
+    dry_run: bool = typer.Option(False, "--dry-run",
+                                 help="Do everything `run` does before a worker starts, for the cluster the config "
+                                      "describes (or --nodes/--gpus-per-node), and say whether it would launch: "
+                                      "validation, the settings `run` refuses, the lowering, the plan and its memory "
+                                      "verdict, the backend checks as on the cluster's nodes, and the model and data "
+                                      "paths. Every reason it would not launch is listed at once, with the key to "
+                                      "change. Needs no GPU, torch or Ray. Exit 0: it would launch; 1: it would not."),
+    nodes: Optional[int] = typer.Option(None, "--nodes", min=1,
+                                        help="With --dry-run: nodes in the cluster (default: the config's, else the "
+                                             "fewest that hold the roles)."),
+    gpus_per_node: Optional[int] = typer.Option(None, "--gpus-per-node", min=1,
+                                                help="With --dry-run: GPUs per node (default: the config's, else 8)."),
+    gpu: Optional[str] = typer.Option(None, "--gpu", metavar="NAME",
+                                      help="With --dry-run: the GPU kind for the memory verdict (h100, h200, "
+                                           "a100-80g, ... or a size such as 96GB; default h100)."),
+    output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f",
+                                               help="With --dry-run: text for people, json for tools."),
     debug: bool = typer.Option(False, "--debug", help="Show worker logs, and the traceback if rlcfg itself fails."),
 ) -> None:
     """Run a config (or the quickstart) on Ray: GRPO/PPO with FSDP training and hf/vLLM/SGLang rollout.
@@ -100,6 +122,20 @@ def run(
         raise usage_error("--smoke runs a config FILE; the quickstart is small already")
     if smoke and address:
         raise usage_error("--smoke runs on this machine; it cannot go with --address")
+    cluster_flags = [name for name, value in (("--nodes", nodes), ("--gpus-per-node", gpus_per_node), ("--gpu", gpu))
+                     if value is not None]
+    if output_format is OutputFormat.json:
+        cluster_flags.append("--format")
+    if dry_run:
+        if quickstart or smoke:
+            raise usage_error("--dry-run checks a config FILE for its cluster; it cannot go with "
+                              f"{'--quickstart' if quickstart else '--smoke'}")
+        with bug_guard(debug):
+            _dry_run(file, overrides or [], dialect, framework_version, nodes, gpus_per_node, gpu,
+                     output_format is OutputFormat.json)
+    if cluster_flags:
+        raise usage_error(f"{', '.join(cluster_flags)} go with --dry-run; a run uses the machine or the Ray cluster "
+                          "it starts on")
     _require_run_extra()
     # A smoke run is planned for this machine, so it never joins the cluster RAY_ADDRESS names.
     address = None if smoke else (address or os.environ.get("RAY_ADDRESS") or None)
@@ -113,15 +149,16 @@ def run(
             experiment = _os_guard(lambda: qs.experiment(out, warm_start=True), out, "output folder")
             threads = 1  # a tiny model gains nothing from intra-op threads, and loses to their contention
         else:
-            experiment = _lower(file, overrides or [], dialect, framework_version)
             if smoke:
                 from rlcfg.runtime.smoke import DEFAULT_STEPS
 
-                experiment = _smoke(experiment, file)
+                experiment = _smoke(file, overrides or [], dialect, framework_version)
                 steps = steps or DEFAULT_STEPS
                 if output is None and resume is None and resume_from is None:
                     # A smoke run is a check, not a run to continue: its default folder starts over each time.
                     output, overwrite = os.path.join("rlcfg-runs", f"smoke-{experiment.name or 'run'}"), True
+            else:
+                experiment = _lower(file, overrides or [], dialect, framework_version)
             out = output or experiment.logging.directory or os.path.join("rlcfg-runs", experiment.name or "run")
             threads = None
         # With --output the run is that folder, checkpoints included, whatever the config's checkpoint
@@ -132,50 +169,91 @@ def run(
     raise typer.Exit(EXIT_OK)
 
 
+def _dry_run(file: Optional[str], overrides: list[str], dialect: Optional[str], release: Optional[str],
+             nodes: Optional[int], gpus_per_node: Optional[int], gpu: Optional[str], json_output: bool) -> None:
+    import json
+
+    from rlcfg.preflight import dry_run, render_json, render_text
+    from rlcfg.source.yaml_loader import UsageError
+
+    if file is None:
+        raise usage_error("--dry-run needs a config FILE", json_output)
+    try:
+        report = dry_run(file, overrides, dialect=dialect, release=release, nodes=nodes, gpus_per_node=gpus_per_node,
+                         gpu=gpu)
+    except UsageError as exc:
+        raise usage_error(str(exc), json_output)
+    except ValueError as exc:  # an unknown --gpu
+        raise usage_error(str(exc), json_output)
+    if not report.result.ok:
+        from rlcfg.cli.validating import _json, _text
+
+        typer.echo(_json(report.result, None, False) if json_output else _text(report.result, None, False, False))
+        raise typer.Exit(EXIT_INVALID)
+    if json_output:
+        typer.echo(json.dumps(render_json(report), indent=2))
+    else:
+        typer.echo(render_text(report, file))
+    raise typer.Exit(EXIT_OK if report.launches else EXIT_INVALID)
+
+
 def _lower(file: str, overrides: list[str], dialect: Optional[str], release: Optional[str] = None):
-    from rlcfg import lower
     from rlcfg.frontend import check_file
+    from rlcfg.preflight import lower_result, setting_blockers
     from rlcfg.source.yaml_loader import UsageError
 
     try:
         result = check_file(file, overrides, dialect=dialect, release=release)
     except UsageError as exc:
         raise usage_error(str(exc))
-    if result.pipeline is not None and not result.errors:
-        from rlcfg.frontend import pipeline_name
-
-        raise _fail(f"`rlcfg run` cannot run {file}: it is for the {pipeline_name(result.pipeline)}, which rlcfg does "
-                    "not model")
     if result.errors:
         from rlcfg.cli.validating import _text
 
         typer.echo(_text(result, None, False, False), err=True)
         raise _fail(f"{file} has errors; fix them before running (rlcfg validate {file})")
-    refused = [d for d in result.diagnostics if d.code == "RLC118"]
-    if refused:
-        raise _fail(f"{file} sets what `rlcfg run` does not run, so it would not do what the config says:\n"
-                    + "\n".join(f"  {d.message} ({d.origin.describe() if d.origin else 'default'})" for d in refused)
-                    + "\n(leave them at their defaults to run with rlcfg; `rlcfg validate` and `rlcfg plan` check them)")
+    blockers = setting_blockers(result)
+    if not blockers:
+        experiment, blockers = lower_result(result)
+    if blockers:
+        raise _fail(f"`rlcfg run` would not do what {file} says, so it does not start:\n"
+                    + "\n".join(f"  {b.message}" + (f" ({b.where})" if b.where else "") for b in blockers)
+                    + f"\n(`rlcfg run {file} --dry-run` lists everything that stops it on its cluster; `--smoke` "
+                      "runs it here with the values rlcfg runs)")
     for d in result.diagnostics:  # what validate would warn about is said before a run starts, not skipped
         if d.severity.value == "warning":
             typer.echo(f"rlcfg: warning[{d.code}]: {d.message}", err=True)
-    if not lower.available(result.dialect):
-        raise _fail(f"`rlcfg run` cannot run {result.dialect} configs yet: there is no lowering for that dialect")
-    try:
-        return lower.lower(result.dialect, result.config, result.release)
-    except UsageError as exc:  # a pipeline the dialect validates but cannot run yet (ROLL agentic, say)
-        raise _fail(str(exc))
+    return experiment
 
 
-def _smoke(experiment, file: str):
-    """The smoke Experiment for this machine; its substitutions printed, its tiny models and data built."""
+def _smoke(file: str, overrides: list[str], dialect: Optional[str], release: Optional[str]):
+    """The smoke Experiment for this machine; its substitutions printed, its tiny models and data built.
+
+    The settings `rlcfg run` refuses are set first, in the config, to values it runs (rlcfg.smoke_settings), so
+    that the lowering sees only those; each is listed with the other substitutions."""
+    from rlcfg.frontend import check_file
     from rlcfg.runtime.backends import MEGATRON_ON_CPU_ENV, detect_machine
     from rlcfg.runtime import smoke
+    from rlcfg.smoke_settings import settle
+    from rlcfg.source.yaml_loader import UsageError
 
+    changes, extra = (), ()
+    try:
+        first = check_file(file, overrides, dialect=dialect, release=release)
+    except UsageError:
+        first = None  # _lower says why, as without --smoke
+    if first is not None:
+        settled = settle(lambda more: check_file(file, [*overrides, *more], dialect=dialect, release=release), first)
+        changes, extra = settled.changes, settled.overrides
+    experiment = _lower(file, [*overrides, *extra], dialect, release)
     machine = detect_machine()
     result = smoke.smoke_experiment(experiment, smoke.describe_host(experiment, gpus=machine.gpus))
+    if changes:
+        refused = tuple(smoke.Substitution(c.key, c.old, f"{c.new} ({c.reason})") for c in changes)
+        result = replace(result, substitutions=refused + result.substitutions)
     typer.echo(smoke.summary(result, file), err=True)
-    for path in _os_guard(lambda: smoke.materialize(result), smoke.default_cache(), "smoke cache folder"):
+    import sys
+
+    for path in _os_guard(lambda: smoke.materialize(result, sys.stderr), smoke.default_cache(), "smoke cache folder"):
         typer.echo(f"rlcfg: built {path}", err=True)
     if result.megatron_on_cpu:
         # Megatron roles run through megatron-core's CPU path (the workers inherit the switch).

@@ -42,13 +42,14 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
                       Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
                       Schedule)
 from rlcfg.schema import areal_allocation as alloc
-from rlcfg.schema.areal_rules import legacy_backend_name
+# Where each engine runs is read once, in the schema layer, so that areal/run-ledger judges the same layout.
+from rlcfg.schema.areal_rules import backend_key, engine_roles
+from rlcfg.schema.areal_rules import layout as _layout
 
 # AReaL's FSDP engine shards with torch's FSDP2 (fully_shard); Archon is its torchtitan-style engine, FSDP2 with
 # TP/PP/EP on top, the closest of rlcfg's backends.
 TRAIN_BACKEND = {"fsdp": "fsdp2", "megatron": "megatron", "archon": "fsdp2"}
 DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-ROLE_OF_NAME = {"actor": "actor", "ref": "reference", "critic": "critic", "rollout": "rollout"}
 # The seed's ClusterSpecConfig defaults (32 nodes × 8 GPUs) describe no real machine; the rules only check a
 # written cluster, and so the lowering only passes on a node count that differs from that placeholder.
 SEED_DEFAULT_CLUSTER = (32, 8)
@@ -66,129 +67,6 @@ def _dtype(text: str) -> str:
 
 
 # ---- where each engine runs ----------------------------------------------------------------------------------
-
-
-def _component(text: str) -> alloc.Component | None:
-    """A 1.0 backend string as a component; None when empty, a v0.3 bare backend name, or malformed."""
-    if not text or legacy_backend_name(text):
-        return None
-    try:
-        return alloc.parse_backend(text)
-    except alloc.AllocationSyntaxError:
-        return None
-
-
-def _layout(cfg: Any, roles: list[str]) -> tuple[dict[str, alloc.Component | None], list[tuple[str, ...]],
-                                                  list[int]]:
-    """Each role's component (its backend and parallel sizes), the groups of roles that share GPUs in the order
-    AReaL hands GPUs out, and each group's GPU count."""
-    engines = {"actor": "actor", "critic": "critic", "reference": "ref", "rollout": "rollout"}
-    if _kind(cfg) != "grpo":
-        engines = {roles[0]: "actor" if getattr(cfg, "actor", None) is not None else "model"}
-    backends = {role: _component(getattr(getattr(cfg, section, None), "backend", "") or "")
-                for role, section in engines.items() if role in roles}
-    # With a deprecated allocation_mode and no scheduler (1.0's single controller), an SPMD launcher starts the
-    # engines: servers first.
-    spmd = bool(cfg.allocation_mode) and cfg.scheduler.type is None
-    if any(c is not None for c in backends.values()):
-        return _layout_backends(cfg, roles, engines, backends, spmd)
-    return _layout_allocation(cfg, roles)
-
-
-def _layout_backends(cfg: Any, roles: list[str], engines: dict[str, str],
-                     backends: dict[str, alloc.Component | None], spmd: bool):
-    primary = roles[0]  # the trained model: actor, or SFT's/RW's model
-    shares: dict[str, str] = {}
-    for role in roles:
-        if role not in engines or role == primary:
-            continue
-        strategy = getattr(getattr(cfg, engines[role], None), "scheduling_strategy", None)
-        kind, named = (strategy.type, strategy.target) if strategy is not None else ("separation", None)
-        target = ROLE_OF_NAME.get(named) if kind == "colocation" and named else None
-        if target in roles and target != role:
-            shares[role] = target
-        elif backends.get(role) is None and role != "rollout":
-            # A reference or critic without a backend of its own runs in the trainer's processes.
-            shares[role] = primary
-    order = ["rollout", "actor", "critic", "reference"] if spmd else ["actor", "critic", "reference", "rollout"]
-    order = [r for r in order if r in roles]
-    groups: list[list[str]] = []
-    for role in order:
-        if role in shares:
-            continue
-        groups.append([role])
-
-    def root(role: str) -> str:
-        seen = set()
-        while role in shares and role not in seen:
-            seen.add(role)
-            role = shares[role]
-        return role
-
-    for role in order:
-        if role in shares:
-            home = root(role)
-            host = next((g for g in groups if home in g), None)
-            if host is None:  # engines colocated only with each other in a cycle: they get GPUs of their own
-                host = [home] if home != role else []
-                groups.append(host)
-            host.append(role)
-    components = dict(backends)
-    sizes = [max((components[r].world for r in g if components.get(r) is not None), default=0) for g in groups]
-    for group in groups:
-        # An engine that shares GPUs without naming its own sizes runs with its host's layout.
-        host = next((components[r] for r in group if components.get(r) is not None), None)
-        for r in group:
-            if components.get(r) is None and host is not None and (host.kind == "train") == (r != "rollout"):
-                components[r] = host
-    return components, [tuple(g) for g in groups], sizes
-
-
-def _layout_allocation(cfg: Any, roles: list[str]):
-    primary = roles[0]
-    components: dict[str, alloc.Component | None] = {r: None for r in roles}
-    try:
-        parsed = alloc.parse(cfg.allocation_mode) if cfg.allocation_mode else None
-    except alloc.AllocationSyntaxError:
-        parsed = None
-    if parsed is None or parsed.keyword:
-        # No allocation, or the pre-pattern `manual`/`heuristic` modes: nothing says how many GPUs each engine
-        # gets (the validator already warned), so the roles ask for none and the plan places nothing.
-        return components, [(r,) for r in roles if r != "reward"], [0] * len([r for r in roles if r != "reward"])
-    placed: dict[str, int] = {}
-    groups: list[list[str]] = []
-    sizes: list[int] = []
-    # The launchers start the servers before the trainer, whatever the order written.
-    ordered = sorted(parsed.groups, key=lambda g: not any(c.kind == "inference" for c in g))
-    for group in ordered:
-        members: list[str] = []
-        for c in group:
-            if c.kind == "eval":
-                continue  # `+eval` / `+cpu`: evaluation beside the servers, on no GPU of its own
-            if c.kind == "inference":
-                role = "rollout"
-            else:
-                role = ROLE_OF_NAME.get(c.name or "", primary)
-                if role == "actor" and primary != "actor":
-                    role = primary
-            if role not in roles or role in placed:
-                continue  # an engine this experiment does not build (or a second server pool): no role for it
-            components[role] = c
-            placed[role] = len(groups)
-            members.append(role)
-        if members:
-            groups.append(members)
-            sizes.append(max(c.world for c in group))
-    for role in roles:
-        if role in placed or role == "reward":
-            continue
-        if role in ("reference", "critic") and primary in placed:
-            groups[placed[primary]].append(role)  # inside the trainer processes, on the actor's GPUs
-            components[role] = components[primary]
-        else:
-            groups.append([role])
-            sizes.append(0)
-    return components, [tuple(g) for g in groups], sizes
 
 
 def _gpu_ids(groups: list[tuple[str, ...]], sizes: list[int]) -> dict[str, tuple[int, ...]]:
@@ -354,13 +232,7 @@ def _rollout_role(cfg: Any, c: alloc.Component | None, gpu_ids: tuple[int, ...],
 def _with_backend_keys(cfg: Any, role: Role) -> Role:
     """The role with the key where its backend and parallel sizes are written: the engine's own 1.0 `backend`
     string, the trainer's when it runs in the trainer's processes, or the deprecated allocation_mode."""
-    section = role.section or "actor"
-    if _component(getattr(getattr(cfg, section, None), "backend", "") or "") is not None:
-        key = f"{section}.backend"
-    elif role.name != "rollout" and _component(getattr(getattr(cfg, "actor", None), "backend", "") or ""):
-        key = "actor.backend"
-    else:
-        key = "allocation_mode"
+    key = backend_key(cfg, role.name, role.section or "actor")
     # One string holds the backend and every parallel size (the FSDP engine reads `c` as Ulysses).
     return dataclasses.replace(role, keys=role.keys + tuple((setting, key) for setting in (
         "backend", "parallelism.sp", "parallelism.tp", "parallelism.pp")))
@@ -548,8 +420,7 @@ def _lower_rl(cfg: Any) -> Experiment:
     # The runtime takes the trainer's (and the reference's) log-probabilities at the sampling temperature; the rule
     # areal/run-ledger refuses an actor.temperature / ref.temperature that differs, so in every run that starts these
     # are that temperature.
-    roles = ["actor", "rollout"] + (["reference"] if reference_built else []) + (
-        ["critic"] if cfg.critic is not None else [])
+    roles = engine_roles(cfg)
     components, groups, sizes = _layout(cfg, roles)
     ids = _gpu_ids(groups, sizes)
     dp = _data_parallel(components["actor"])
@@ -603,7 +474,7 @@ def _lower_supervised(cfg: Any) -> Experiment:
     step (AReaL's train_lm / reward-model step on the whole batch); rlcfg.runtime.supervised runs them."""
     engine = cfg.actor if cfg.actor is not None else cfg.model
     reward_model = _kind(cfg) == "rw"
-    name = "critic" if reward_model else "actor"
+    [name] = engine_roles(cfg)
     components, groups, sizes = _layout(cfg, [name])
     ids = _gpu_ids(groups, sizes)
     dp = _data_parallel(components[name])

@@ -17,20 +17,24 @@ What RLinf derives, and the lowering reproduces:
   `actor,inference,rollout: all`) RLinf lets the actor do that work and starts no inference worker at all;
 - there is no separate reference model: with `algorithm.kl_beta > 0` the worker that computes log-probs keeps the
   initial weights in CPU memory and swaps them in for the reference forward. The lowering therefore adds a
-  `reference` role exactly when kl_beta > 0, on the GPUs of that worker (the inference group's when it has a
-  dedicated one, otherwise the actor's), with its parameters offloaded;
+  `reference` role exactly when that KL runs (kl_runs: kl_beta > 0, and see recompute_logprobs below), on the
+  GPUs of that worker (the inference group's when it has a dedicated one, otherwise the actor's), with its
+  parameters offloaded;
 - `algorithm.kl_beta` is a KL term added to the loss (never to the reward);
 - the old log-probs come from the actor's recomputation when `recompute_logprobs` is on (read from
   `rollout.recompute_logprobs` in the mid-2025 layout, `algorithm.recompute_logprobs` later, and forced on by
-  `algorithm.importance_sampling_fix`), otherwise from the rollout engine; the Experiment cannot say which, and
-  rlcfg's runtime always recomputes;
+  `algorithm.importance_sampling_fix`), otherwise from the rollout engine (Algorithm.old_logprobs "rollout"): the
+  actor's loss then takes its ratio against the engine's log-probs. From 2025-10 on that also drops the KL term:
+  the reasoning runner skips the whole inference pass, reference log-probs included, and the actor adds the KL
+  only when it has them, so no reference role is lowered (rlinf/kl-needs-recompute warns). The 2025-08 math runner
+  computes the reference log-probs either way;
 - `cluster.auto_scheduler` lets RLinf move GPUs between actor and rollout at run time; the lowering keeps the
   static disaggregated placement the run starts from;
 - the loss is RLinf's PPO clip loss (2025-08 reads no `loss_type`; later releases' `actor`), with dual clip when
   `clip_ratio_c` is set, `clip_log_ratio_min/max` clamping the log-ratio, `importance_sampling_fix` as the
   detached weight min(π_recomputed/π_rollout, importance_sampling_clip) and `early_stop_imp_ratio` zeroing a
   micro-batch's loss (Megatron actor only: RLinf's FSDP actor never stops early). RLinf has no GSPO loss; every
-  other loss_type, and every adv_type but grpo, is refused (rlinf/run-refusals, and `_runs_only` here);
+  other loss_type, and every adv_type but grpo, is refused (rlinf/run-refusals);
 - RLinf's reasoning runners compute the validation flag of `runner.val_check_interval` and discard it (validation
   is a separate `reasoning_eval` job), so no periodic evaluation is lowered.
 """
@@ -53,9 +57,6 @@ DTYPES = {"bf16": "bfloat16", "bf16-mixed": "bfloat16", "fp16": "float16", "16":
 KL_ESTIMATORS = {"kl": "k1", "k1": "k1", "abs": "abs", "mse": "k2", "k2": "k2", "low_var_kl": "k3", "k3": "k3"}
 # The advantage estimators rlcfg runs with RLinf's meaning; rlinf/run-refusals refuses every other adv_type.
 ADVANTAGES = {"grpo": "grpo"}
-# RLinf 2025-08 reads no loss_type (its math actor runs the PPO clip loss); later releases look it up in their
-# registry, where `actor` is that loss (the seed's `ppo` is kept for configs written for 2025-08).
-RUN_LOSSES = ("actor", "ppo")
 SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
 # rlcfg's runtime verifiers that have an RLinf reward type of the same meaning (RLinf's registry: math, vqa,
 # code_offline, searchr1, rstar2; only math has an rlcfg counterpart).
@@ -64,13 +65,9 @@ REWARD_FUNCTIONS = {"math": "math"}
 TOP_K_OFF = 1_000_000
 
 
-def _runs_only(value: Any, allowed: tuple, key: str, what: str) -> None:
-    """Refuse a value rlcfg would compute otherwise (rlinf/run-refusals says so before a run; this guards the
-    lowering itself, so that no caller gets an Experiment that silently runs something else)."""
-    if value not in allowed:
-        from rlcfg.source.yaml_loader import UsageError
-
-        raise UsageError(f"`{key}` = {value}: rlcfg runs only {what} for RLinf reasoning configs")
+# A setting rlcfg computes otherwise is refused by the rule rlinf/run-refusals (an RLC118 note, on which `rlcfg run`
+# stops before it lowers); the lowering itself then describes the nearest experiment rlcfg runs, so that `plan` can
+# draw its map and `convert` carry the rest over.
 
 
 def _dtype(precision: Any) -> str:
@@ -166,6 +163,12 @@ def _recompute_logprobs(cfg: Any) -> bool:
     return bool(recompute or cfg.algorithm.importance_sampling_fix)
 
 
+def kl_runs(cfg: Any) -> bool:
+    """Whether RLinf adds the KL term: kl_beta > 0, and from 2025-10 on only with recomputed log-probs (without
+    them the reasoning runner computes no reference log-probs, and the actor skips a KL it has nothing for)."""
+    return cfg.algorithm.kl_beta > 0 and (not _later(cfg) or _recompute_logprobs(cfg))
+
+
 def per_micro_batch_mean(cfg: Any, megatron: bool) -> bool:
     """Whether RLinf averages the loss of each micro-batch on its own (loss_agg_func over the micro-batch's tokens,
     then a mean over micro-batches and ranks): its FSDP actor always, its Megatron actor unless
@@ -184,23 +187,10 @@ def _aggregation(cfg: Any, megatron: bool) -> str:
     its share of the step's tokens: with token-mean that is the token mean of the step (rlcfg's "mini-batch"
     normalisation with one mini-batch per step); the seq-mean aggregations it reweights, which rlcfg does not run
     (rlinf/run-refusals refuses both)."""
-    agg = cfg.algorithm.loss_agg_func
-    per_mb = per_micro_batch_mean(cfg, megatron)
-    if per_mb and cfg.runner.enable_dynamic_batch_size:
-        from rlcfg.source.yaml_loader import UsageError
-
-        raise UsageError("`runner.enable_dynamic_batch_size`: RLinf averages the loss per micro-batch "
-                         "(FSDP, or Megatron without algorithm.use_valid_token_scale) over micro-batches it cuts "
-                         "by max_tokens_per_mbs, which rlcfg does not reproduce; set use_valid_token_scale: true "
-                         "(Megatron) or enable_dynamic_batch_size: false")
-    if agg != "token-mean":
-        _runs_only(per_mb, (True,), "algorithm.use_valid_token_scale (true)", f"{agg} without it")
-    # use_valid_token_scale divides by the tokens of the whole step (every mini-batch's), rlcfg by the mini-batch's:
-    # the same only with one mini-batch per step.
-    if not per_mb:
-        _runs_only(cfg.algorithm.n_minibatches, (1,), "algorithm.n_minibatches (with use_valid_token_scale)",
-                   "one mini-batch per step")
-    return agg
+    # Refused (rlinf/run-refusals): the per-micro-batch mean over RLinf's token-budget micro-batches, a seq-mean
+    # aggregation reweighted by use_valid_token_scale, and use_valid_token_scale over several mini-batches (RLinf
+    # divides by the tokens of the whole step, rlcfg by the mini-batch's).
+    return cfg.algorithm.loss_agg_func
 
 
 def _optimizer(optim: Any, sched: Any, megatron: bool = True) -> Optimizer:
@@ -211,8 +201,7 @@ def _optimizer(optim: Any, sched: Any, megatron: bool = True) -> Optimizer:
     megatron_min_lr, fsdp_min_lr = sched.min_lr, optim.min_lr
     min_lr = megatron_min_lr if megatron else fsdp_min_lr
     style = sched.lr_decay_style
-    _runs_only(style, tuple(SCHEDULES), "actor.lr_sched.lr_decay_style", "constant, linear and cosine schedules")
-    scheduler = SCHEDULES[style]
+    scheduler = SCHEDULES.get(style, "constant")  # any other style is refused (rlinf/run-refusals)
     weight_decay = optim.weight_decay
     start_wd, end_wd = sched.start_weight_decay, sched.end_weight_decay
     if megatron and style != "constant" and start_wd is not None and end_wd is not None:
@@ -312,24 +301,15 @@ def _checkpointing(cfg: Any) -> Checkpointing:
 
 
 def lower(cfg: Any) -> Experiment:
-    task = cfg.runner.task_type
-    refusal = None
-    if task in ("embodied", "embodied_eval"):
-        refusal = ("rlcfg validates RLinf embodied configs but cannot plan or run them: its runtime has no "
-                   "simulator environments or VLA policies; run them with RLinf's examples/embodiment scripts")
-    elif task in ("reasoning_eval",) or cfg.runner.only_eval:
-        refusal = "this RLinf config only evaluates (no training); rlcfg plans and runs training pipelines only"
-    elif task == "coding_online_rl" or getattr(cfg, "agentloop", None) is not None:
-        refusal = ("rlcfg validates RLinf agent configs (agent loops, tools, online coding RL) but cannot plan or "
-                   "run them: its runtime has no agent loop or tool workers; run them with RLinf's examples/agent "
-                   "scripts")
-    if refusal is not None:
+    from rlcfg.schema.rlinf import unrun_pipeline
+
+    unrun = unrun_pipeline(cfg)
+    if unrun is not None:  # validate says so (RLC116); this guards the lowering's other callers
         from rlcfg.source.yaml_loader import UsageError
 
-        raise UsageError(refusal)
+        raise UsageError(f"rlcfg validates the {unrun[0]} but cannot plan or run it: {unrun[1]}")
     placed = _placed(cfg)
     actor_cfg, alg, rollout_cfg = cfg.actor, cfg.algorithm, cfg.rollout
-    _runs_only(cfg.reward.reward_type, tuple(REWARD_FUNCTIONS), "reward.reward_type", "the `math` verifier")
     group = alg.group_size
     samples = cfg.data.rollout_batch_size * group
     # rollout.model.model_path from 2025-12 on, rollout.model_dir before.
@@ -399,7 +379,7 @@ def lower(cfg: Any) -> Experiment:
     on_gpus: dict[str, lang.Component | None] = {"actor": actor_component, "rollout": rollout_component}
 
     # ---- reference (the initial weights, swapped in by whichever worker computes log-probs) -----------------
-    if alg.kl_beta > 0:
+    if kl_runs(cfg):
         if dedicated_inference:
             inf = cfg.inference.model
             inf_tp = inf.tensor_model_parallel_size
@@ -490,19 +470,14 @@ def lower(cfg: Any) -> Experiment:
     colocation = tuple(tuple(g) for g in groups if len(g) > 1)
 
     # ---- algorithm, sampling, data, schedule ---------------------------------------------------------------
-    kl_on = alg.kl_beta > 0
+    kl_on = kl_runs(cfg)
     estimator = KL_ESTIMATORS.get(alg.kl_penalty_type, "k3")
-    if kl_on and not megatron:
-        # RLinf's FSDP actor calls kl_penalty(ref_logprobs, logprobs): only the symmetric estimators mean the same.
-        _runs_only(estimator, ("k2", "abs"), "algorithm.kl_penalty_type (FSDP, kl_beta > 0)",
-                   "the symmetric estimators mse/k2 and abs")
+    # RLinf's FSDP actor calls kl_penalty(ref_logprobs, logprobs): only the symmetric estimators mean the same there,
+    # and rlinf/run-refusals refuses the others.
     entropy_bonus = alg.entropy_bonus
     # The loss: RLinf's PPO clip loss (2025-08 reads no loss_type; later releases' `actor`); RLinf has no GSPO or
     # other loss rlcfg could run, and rlinf/run-refusals refuses every other loss_type. Dual clip when clip_ratio_c
     # is set.
-    _runs_only(alg.loss_type if _later(cfg) else "ppo", RUN_LOSSES, "algorithm.loss_type",
-               "RLinf's PPO clip loss (`actor`)")
-    _runs_only(alg.adv_type, tuple(ADVANTAGES), "algorithm.adv_type", "RLinf's GRPO advantage")
     policy_loss = "dual_clip" if alg.clip_ratio_c is not None else "regular"
     # importance_sampling_fix multiplies the advantages by min(π_recomputed/π_rollout, importance_sampling_clip)
     # (RLinf main), which is the detached truncated-importance weight on the loss.
@@ -534,6 +509,7 @@ def lower(cfg: Any) -> Experiment:
         # The actor subtracts the entropy bonus only when it computes entropy at all.
         entropy_coef=entropy_bonus if alg.calculate_entropy else 0.0,
         ppo_epochs=1,  # n_minibatches updates walk the step's samples once
+        old_logprobs="trainer" if _recompute_logprobs(cfg) else "rollout",
         # A correct answer earns +reward_scale and a wrong one −reward_scale: from a 0/1 verifier that is
         # 2·scale·r − scale.
         reward=RewardShaping(scale=2 * cfg.reward.reward_scale, bias=-cfg.reward.reward_scale),
@@ -563,5 +539,5 @@ def lower(cfg: Any) -> Experiment:
         cluster=Cluster(nodes=cfg.cluster.num_nodes, gpus_per_node=cfg.cluster.num_gpus_per_node),
         roles=tuple(roles), colocation=colocation, algorithm=algorithm, sampling=sampling, eval_sampling=None,
         data=data, schedule=schedule, checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=actor_cfg.seed,
-        reward_function=REWARD_FUNCTIONS[cfg.reward.reward_type], idle_components=tuple(idle),
+        reward_function=REWARD_FUNCTIONS.get(cfg.reward.reward_type, "math"), idle_components=tuple(idle),
     )

@@ -24,7 +24,9 @@ group mean and std normalisation, reward_clip clamps the normalised reward, a KL
 token from the normalised score, the sample masks, length weights, advantage clip and rl_loss_coef are ROLL's.
 Settings rlcfg's runtime does not compute are refused by the run ledger (their fates in rlcfg/schema/roll.py);
 combinations of honored settings that the runtime would compute with another meaning, and values it has no
-implementation for, stop plan and run here with a usage error (`_refuse`).
+implementation for, are refused by the rule roll/run-refusals (rlcfg/schema/roll_rules.py), and the pipelines
+`rlcfg run` does not run by roll_rules.unrun_pipeline. `rlcfg run` stops on those notes before it lowers; `plan`
+and `convert` lower such a config to the nearest Experiment rlcfg runs, which they describe.
 """
 
 from __future__ import annotations
@@ -36,35 +38,15 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
                       KLController, Logging,
                       Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
                       SampleWeighting, Schedule)
-from rlcfg.schema.roll_rules import (critic_on, device_ids, effective_sequence_length, gpus_per_worker,
-                                     megatron_sizes, reference_on, rollout_only, schedule_length, strategy_name,
-                                     strategy_value, warmup_steps)
+from rlcfg.schema.roll_rules import (BACKEND_OF_STRATEGY, FILTER_THRESHOLDS, KL_ESTIMATORS, REWARD_FUNCTIONS,
+                                     SCHEDULERS, chosen_reward_domain, critic_on, device_ids, effective_sequence_length,
+                                     frozen_prefixes, gpus_per_worker, megatron_sizes, reference_on, reward_class,
+                                     reward_kl_on, schedule_length, strategy_name, strategy_value, unrun_pipeline,
+                                     warmup_steps, worker_env)
 from rlcfg.source.yaml_loader import UsageError
 
-BACKEND_OF_STRATEGY = {
-    "megatron_train": "megatron", "megatron_infer": "megatron",
-    "fsdp2_train": "fsdp2", "fsdp2_infer": "fsdp2",
-    "deepspeed_train": "deepspeed", "deepspeed_infer": "deepspeed", "diffusion_deepspeed_train": "deepspeed",
-    "vllm": "vllm", "sglang": "sglang", "hf_infer": "hf",
-}
 ROLE_OF_WORKER = {"actor_train": "actor", "actor_infer": "rollout", "reference": "reference", "critic": "critic"}
 _DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
-# Hugging Face scheduler names (training_args.lr_scheduler_type) → rlcfg's three shapes. Warmup is separate in
-# rlcfg, so constant_with_warmup is constant; polynomial decays linearly at its default power 1.0. Schedules
-# rlcfg has no shape for (inverse_sqrt, reduce_lr_on_plateau, warmup_stable_decay) are refused.
-_SCHEDULERS = {"linear": "linear", "polynomial": "linear", "cosine": "cosine", "cosine_with_restarts": "cosine",
-               "cosine_with_min_lr": "cosine", "constant": "constant", "constant_with_warmup": "constant"}
-# The names mcore_adapter's get_megatron_lr_scheduler maps to Megatron's constant, linear and cosine decay styles.
-_MEGATRON_SCHEDULERS = ("constant", "constant_with_warmup", "linear", "cosine", "cosine_with_min_lr")
-# ROLL's kl_penalty names for the reward-side KL (functionals.compute_approx_kl). `full` (F.kl_div summed over the
-# last axis) has no rlcfg estimator and is refused.
-_KL_ESTIMATORS = {"kl": "k1", "abs": "abs", "mse": "k2"}
-# ROLL's reward workers that score with a rule rlcfg also has. The others (code sandbox, IFEval and the general
-# rule worker, CrossThinkQA, LLM judges) have no rlcfg equivalent and are refused.
-_REWARD_FUNCTIONS = {"MathRuleRewardWorker": "math"}
-# ROLL's chat templates that are the tokenizer's own apply_chat_template (roll/datasets/chat_template.py registers
-# both names on native_chat_template).
-_TOKENIZER_TEMPLATES = ("native", "qwen2_5")
 
 
 def backend_of(worker: Any, default: str = "fsdp2_train") -> str:
@@ -135,26 +117,16 @@ def global_train_batch(worker: Any) -> int:
 
 def _optimizer(cfg: Any, worker: Any, path: str) -> Optimizer:
     args = worker.training_args
-    if args.lr_scheduler_type not in _SCHEDULERS:
-        _refuse(f"{path}.training_args.lr_scheduler_type: {args.lr_scheduler_type} has no rlcfg schedule (rlcfg has "
-                f"{', '.join(sorted(_SCHEDULERS))})")
+    # A schedule rlcfg has no shape for (roll/run-refusals) is described as constant.
     name = args.lr_scheduler_type
     megatron = backend_of(worker) == "megatron"
-    if megatron and name not in _MEGATRON_SCHEDULERS:
-        # mcore_adapter's get_megatron_lr_scheduler raises on the others.
-        _refuse(f"{path}.training_args.lr_scheduler_type: {name} is not one ROLL's Megatron strategy runs (it runs "
-                f"{', '.join(_MEGATRON_SCHEDULERS)})")
-    if not megatron and name == "cosine_with_min_lr":
-        # ROLL hands transformers' get_scheduler no scheduler kwargs, and this one needs min_lr or min_lr_rate.
-        _refuse(f"{path}.training_args.lr_scheduler_type: cosine_with_min_lr stops ROLL's {backend_of(worker)} "
-                f"strategy at start (transformers needs a min_lr it is not given)")
     length = schedule_length(cfg, path, data_parallel_size(worker))
     warmup = warmup_steps(args, length)
     if name == "constant" and not megatron:
         warmup = 0  # transformers' get_constant_schedule takes no warm-up
     # transformers' polynomial schedule ends at its lr_end default, 1e-7, at its default power 1 (a line).
     min_lr = 1e-7 if name == "polynomial" else 0.0
-    shape = _SCHEDULERS.get(name, "constant")
+    shape = SCHEDULERS.get(name, "constant")
     return Optimizer(lr=args.learning_rate, name="adamw", weight_decay=args.weight_decay,
                      betas=(args.adam_beta1, args.adam_beta2), grad_clip=cfg.max_grad_norm,
                      scheduler=shape, warmup_steps=warmup, min_lr=min_lr,
@@ -207,12 +179,25 @@ def _trainer(cfg: Any, path: str) -> Role:
             ("forward_micro_batch_size", f"{path}.infer_batch_size")] + list(_worker_keys(path))
     if budget_key is not None:
         keys.append(("max_tokens_per_micro_batch", budget_key))
+    frozen = _frozen_prefixes(worker)
+    if frozen:
+        keys.append(("frozen_prefixes", f"{path}.model_args.freeze_module_prefix"))
     return Role(name=ROLE_OF_WORKER[path], backend=backend, resources=resources, model=_model(cfg, path),
                 parallelism=_parallelism(worker, resources.gpus), offload=_offload(worker, trains=True),
                 optimizer=_optimizer(cfg, worker, path),
                 micro_batch_size=worker.training_args.per_device_train_batch_size,
                 forward_micro_batch_size=worker.infer_batch_size, gradient_checkpointing=checkpointing,
-                section=path, keys=tuple(keys), **batching)
+                frozen_prefixes=frozen, env=_env(cfg, worker), section=path, keys=tuple(keys), **batching)
+
+
+def _frozen_prefixes(worker: Any) -> tuple[str, ...]:
+    # An empty item (every name starts with it) and a Megatron worker are refused by
+    # roll/run-refusals-of-worker-settings; the Experiment describes the other items.
+    return tuple(p for p in frozen_prefixes(worker) if p)
+
+
+def _env(cfg: Any, worker: Any) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(worker_env(cfg, worker).items()))
 
 
 def _worker_keys(path: str) -> tuple[tuple[str, str], ...]:
@@ -227,7 +212,7 @@ def _reference(cfg: Any) -> Role:
     # full fine-tuning run, which needs the reference model as a role of its own.
     return Role(name="reference", backend=backend_of(worker), resources=resources, model=_model(cfg, "reference"),
                 parallelism=_parallelism(worker, resources.gpus), offload=_offload(worker, trains=False),
-                forward_micro_batch_size=worker.infer_batch_size, section="reference",
+                forward_micro_batch_size=worker.infer_batch_size, env=_env(cfg, worker), section="reference",
                 keys=(("forward_micro_batch_size", "reference.infer_batch_size"),) + _worker_keys("reference"))
 
 
@@ -266,7 +251,7 @@ def _rollout(cfg: Any) -> Role:
     return Role(name="rollout", backend=backend, resources=resources, model=_model(cfg, "actor_infer"),
                 parallelism=_parallelism(worker, resources.gpus), offload=_offload(worker, trains=False),
                 forward_micro_batch_size=worker.infer_batch_size, engine=tuple(sorted(engine.items())),
-                section="actor_infer", keys=(("forward_micro_batch_size", "actor_infer.infer_batch_size"),)
+                env=_env(cfg, worker), section="actor_infer", keys=(("forward_micro_batch_size", "actor_infer.infer_batch_size"),)
                 + _worker_keys("actor_infer")
                 + (("parallelism.tp", "actor_infer.strategy_args.strategy_config.tensor_parallel_size"),
                    ("parallelism.pp", "actor_infer.strategy_args.strategy_config.pipeline_parallel_size")))
@@ -278,30 +263,26 @@ def _reward(cfg: Any) -> tuple[Role | None, str]:
     ROLL runs one reward cluster per domain and normalises, whitens and clips each domain's batch on its own
     (rlvr_pipeline.py groups the batch by domain); rlcfg scores every sample with one function over one batch, so
     it runs a single reward worker of a class it has a twin for. A worker with a model (a strategy and GPUs)
-    becomes a model reward role; a rule worker, which needs no model, runs on CPU with its world size."""
-    rewards = dict(cfg.rewards or {})
-    if not rewards:
+    becomes a model reward role; a rule worker, which needs no model, runs on CPU with its world size. Several
+    domains, or a class without a twin, are refused by roll/run-refusals; the Experiment then describes one domain
+    (roll_rules.chosen_reward_domain) scored by the math rule."""
+    key = chosen_reward_domain(cfg)
+    if key is None:
         return None, "math"
-    if len(rewards) > 1:
-        _refuse(f"`rewards` has {len(rewards)} domains ({', '.join(rewards)}); rlcfg scores every sample with one "
-                "reward function over one batch (ROLL normalises each domain on its own). Keep one")
-    (key, worker), = rewards.items()
-    cls = (worker.worker_cls or "").rsplit(".", 1)[-1]
-    if cls not in _REWARD_FUNCTIONS:
-        _refuse(f"rewards.{key}.worker_cls is {worker.worker_cls}; rlcfg scores with ROLL's math rule only "
-                f"({', '.join(_REWARD_FUNCTIONS)})")
-    function = _REWARD_FUNCTIONS[cls]
+    worker = cfg.rewards[key]
+    function = REWARD_FUNCTIONS.get(reward_class(worker), "math")
     section = f"rewards.{key}"
     ids = device_ids(worker)
+    env = _env(cfg, worker)
     if worker.strategy_args is not None and ids:
         return Role(name="reward", backend=backend_of(worker), resources=Resources(gpus=len(ids), gpu_ids=ids),
                     model=Model(path=worker.model_args.model_name_or_path or "",
                                 dtype=_DTYPES.get(worker.model_args.dtype or "", "bfloat16")),
                     parallelism=_parallelism(worker, len(ids)), offload=_offload(worker, trains=False),
-                    forward_micro_batch_size=worker.infer_batch_size, section=section,
+                    forward_micro_batch_size=worker.infer_batch_size, env=env, section=section,
                     keys=(("forward_micro_batch_size", f"{section}.infer_batch_size"),)), function
     return Role(name="reward", backend="rule", resources=Resources(gpus=0, cpus=worker.world_size or 1),
-                section=section), function
+                env=env, section=section), function
 
 
 def _colocation(placed: dict[str, tuple[int, ...]]) -> tuple[tuple[str, ...], ...]:
@@ -343,21 +324,18 @@ def _query_filter(cfg: Any) -> FilterSpec:
     replaced by the next ones until the batch is full, without limit. With generate_opt_level 0
     (get_batch_opt_level_0) ROLL hands query_filter all of a prompt's responses as one item, which it always keeps:
     no filter. response_filter_config has no effect in ROLL (response_filter keeps every response)."""
-    rewards = dict(cfg.rewards or {})
-    if len(rewards) != 1 or cfg.generate_opt_level == 0:
+    key = chosen_reward_domain(cfg)
+    if key is None or cfg.generate_opt_level == 0:
         return FilterSpec()
-    (key, worker), = rewards.items()
-    f = worker.query_filter_config
-    if f.type == "no_filter":
+    f = cfg.rewards[key].query_filter_config
+    if f.type not in FILTER_THRESHOLDS:
         return FilterSpec()
     args = f.filter_args or {}
 
     def number(name: str, default: float) -> float:
+        # a threshold that is not a number is an error (roll/query-filter-args)
         value = args.get(name, default)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            _refuse(f"rewards.{key}.query_filter_config.filter_args.{name} is {value!r}; ROLL compares the rewards "
-                    "with it, so it must be a number")
-        return float(value)
+        return default if isinstance(value, bool) or not isinstance(value, (int, float)) else float(value)
 
     if f.type == "mean_filter":
         return FilterSpec(mean_range=(number("threshold_down", -1.0), number("threshold_up", math.inf)),
@@ -365,53 +343,23 @@ def _query_filter(cfg: Any) -> FilterSpec:
     return FilterSpec(std_min=number("std_threshold", -1.0), dynamic="filter", max_draws=None)
 
 
-def _refuse(message: str) -> None:
-    # A combination of settings, each honored alone, that rlcfg's runtime would compute with another meaning than
-    # ROLL's: plan and run stop on it (a usage error) instead of running something else.
-    raise UsageError(f"rlcfg cannot run this ROLL config as ROLL would: {message}")
-
-
-# ROLL's standard RLVR workers (RLVRConfig.__post_init__ picks them when worker_cls is null); rlcfg runs its own
-# equivalents of these and of nothing else.
-_STANDARD_WORKERS = {
-    "actor_train": "roll.pipeline.rlvr.actor_worker.ActorWorker",
-    "actor_infer": "roll.pipeline.base_worker.InferWorker",
-    "reference": "roll.pipeline.rlvr.actor_worker.ActorWorker",
-    "critic": "roll.pipeline.base_worker.CriticWorker",
-}
-
-
-def _check_workers(cfg: Any) -> None:
-    for path, standard in _STANDARD_WORKERS.items():
-        cls = getattr(cfg, path).worker_cls
-        if cls is not None and cls != standard:
-            _refuse(f"{path}.worker_cls is {cls}; rlcfg runs ROLL's standard {standard.rsplit('.', 1)[-1]} "
-                    "(the loss variants of ActorPGWorker, pg_variant, are not implemented)")
-
-
 def _kl(cfg: Any) -> KL:
     """ROLL's two KL terms (actor_worker.loss_func's KL loss, compute_token_reward's reward penalty) as one KL."""
-    # The reward penalty is subtracted whenever add_token_level_kl is set; without a reference model ROLL mocks
-    # the reference log-probs with the old ones, so the penalty is then 0.
-    reward_kl = cfg.add_token_level_kl and reference_on(cfg) and cfg.init_kl_coef > 0
-    estimator = _KL_ESTIMATORS.get(cfg.kl_penalty)
+    reward_kl = reward_kl_on(cfg)
+    # `full` (refused by roll/run-refusals) is described by the plain log-ratio
+    estimator = KL_ESTIMATORS.get(cfg.kl_penalty, "k1")
     # target_kl turns on ROLL's AdaptiveKLController (roll/utils/kl_controller.py get_kl_controller), updated once
     # per step (one domain) in compute_token_reward with the batch's mean sequence KL and n_steps = batch size; the
     # driver carries its coefficient from step to step. It moves only the reward penalty's beta.
     horizon = cfg.kl_horizon
     controller = (KLController(kind="adaptive", target=cfg.target_kl, horizon=horizon)
                   if cfg.target_kl is not None else KLController())
-    if cfg.use_kl_loss and reward_kl:
-        _refuse("use_kl_loss and add_token_level_kl (with init_kl_coef > 0) are both set; ROLL applies both a KL "
-                "loss and a KL reward penalty, rlcfg runs one KL term. Set one of them")
     if cfg.use_kl_loss:
         # The KL loss in actor_worker.loss_func is always the k3 estimator (clamped to ±10), aggregated like the
-        # policy loss and inside rl_loss_coef.
+        # policy loss and inside rl_loss_coef. With a KL reward penalty as well (refused by roll/run-refusals:
+        # rlcfg runs one KL term) the Experiment describes the loss.
         return KL(placement="loss", coef=cfg.kl_loss_coef, estimator="k3")
     if reward_kl:
-        if estimator is None:
-            _refuse(f"kl_penalty: {cfg.kl_penalty} (ROLL's full-vocabulary KL) has no rlcfg estimator; use kl, abs "
-                    "or mse")
         # compute_token_reward: the normalised score on the last token, minus init_kl_coef × KL per token, and the
         # advantage is the per-token reward-to-go: the "token" meaning of a KL in the reward.
         return KL(placement="reward", coef=cfg.init_kl_coef, estimator=estimator, controller=controller,
@@ -423,31 +371,21 @@ def _kl(cfg: Any) -> KL:
 def _importance_weights(cfg: Any) -> tuple[float | None, str]:
     """train_infer_correction.is_weight as truncated importance sampling (the filters are refused by the ledger)."""
     weight = cfg.train_infer_correction.is_weight
-    enabled, level, bound, detach = weight.enabled, weight.weight_type, weight.upper_bound, weight.detach
-    if not enabled:
-        return None, "token"
+    if not weight.enabled or weight.upper_bound is None:
+        return None, "token"  # an unbounded weight is refused by roll/run-refusals, and described as none
     # roll/utils/train_infer_corrections.py compute_train_infer_correction: the token ratio exp(old − infer) or the
     # sequence's exp(Σ(old − infer)), clamped to upper_bound and detached, multiplies the per-token policy loss:
-    # algorithms.tis_weights with the same cap.
-    if level not in ("token", "sequence"):
-        _refuse(f"train_infer_correction.is_weight.weight_type: {level} has no rlcfg equivalent; rlcfg weighs by the "
-                "token or the sequence ratio")
-    if bound is None:
-        _refuse("train_infer_correction.is_weight.upper_bound: null (an unbounded weight); rlcfg caps the weight")
-    if not detach:
-        _refuse("train_infer_correction.is_weight.detach: false; rlcfg's importance weight carries no gradient")
-    return float(bound), level
+    # algorithms.tis_weights with the same cap. Other weight types and an undetached weight are refused by
+    # roll/run-refusals and described as the token ratio, detached.
+    level = weight.weight_type if weight.weight_type in ("token", "sequence") else "token"
+    return float(weight.upper_bound), level
 
 
 def _algorithm(cfg: Any) -> Algorithm:
     """ROLL's PPO/GRPO settings as rlcfg's typed algorithm, with ROLL's meanings (rlvr_pipeline.py: per domain,
     get_sample_level_mask → reward_postprocess → compute_token_reward → compute_advantage; the loss is
     actor_worker.ActorWorker.loss_func)."""
-    _check_workers(cfg)
     estimator = cfg.adv_estimator
-    if estimator == "agentic_reinforce":
-        _refuse("adv_estimator: agentic_reinforce belongs to the agentic pipeline; ROLL's RLVR compute_advantage "
-                "refuses it too")
     # grpo: reward_postprocess forces group mean and std normalisation, which is rlcfg's grpo estimator; reinforce
     # (and gigpo / step_reinforce, which RLVR computes the same way) discount the token rewards
     # (compute_reinforce_return) after the reward normalisation norm_mean_type / norm_std_type picks: rlcfg's
@@ -456,46 +394,16 @@ def _algorithm(cfg: Any) -> Algorithm:
     mean_type, std_type = cfg.norm_mean_type, cfg.norm_std_type
     if advantage == "grpo":
         mean_type = std_type = None  # the estimator itself is the group normalisation
-    if "running" in (mean_type, std_type):
-        _refuse("norm_mean_type / norm_std_type: running (statistics carried across steps) are not offered; use "
-                "batch or group")
+    # Running statistics (refused by roll/run-refusals) are described as the batch's.
+    mean_type, std_type = ("batch" if t == "running" else t for t in (mean_type, std_type))
     kl = _kl(cfg)
-    per_token = kl.placement == "reward" or cfg.whiten_rewards  # rewards on more than the last token
-    if advantage == "grpo" and cfg.gamma != 1 and not per_token:
-        # ROLL discounts the normalised score back from the last token; rlcfg's GRPO advantage is the score on
-        # every token (the same only for gamma 1).
-        _refuse(f"gamma: {cfg.gamma} with adv_estimator grpo; rlcfg discounts GRPO advantages only with a KL in the "
-                "reward or whiten_rewards. Use gamma 1")
-    if (advantage != "grpo" and cfg.reward_clip is not None and mean_type is None and std_type is None
-            and kl.placement == "reward"):
-        _refuse("reward_clip with a KL in the reward and no reward normalisation; rlcfg clamps the score only "
-                "after the KL penalty, ROLL before and after")
-
-    sample_masks = cfg.max_len_mask or cfg.difficulty_mask or cfg.error_max_len_clip
-    if sample_masks and (cfg.whiten_rewards or cfg.whiten_advantages):
-        _refuse("max_len_mask / difficulty_mask / error_max_len_clip with whiten_rewards or whiten_advantages; ROLL "
-                "whitens over the samples the masks keep, rlcfg over all samples")
-    if sample_masks and (cfg.length_loss_weight or cfg.entropy_loss_coef > 0):
-        _refuse("max_len_mask / difficulty_mask / error_max_len_clip with length_loss_weight or entropy_loss_coef; "
-                "ROLL measures lengths and entropy over all samples, rlcfg over the samples the masks keep")
-
-    if advantage == "gae" and cfg.loss_agg_mode != "seq-mean-token-mean":
-        # base_worker.CriticWorker.loss_func averages the value loss per sequence, then over sequences, whatever
-        # loss_agg_mode says; rlcfg's critic aggregates like the actor.
-        _refuse(f"adv_estimator gae with loss_agg_mode {cfg.loss_agg_mode}; ROLL's critic always averages its loss "
-                "per sequence (seq-mean-token-mean), rlcfg's critic follows loss_agg_mode. Use seq-mean-token-mean")
-    if cfg.loss_agg_mode == "seq-mean-token-sum-norm":
-        _refuse("loss_agg_mode: seq-mean-token-sum-norm divides by the padded width of each micro-batch; rlcfg "
-                "has no such aggregation")
+    # The combinations roll/run-refusals refuses (gamma < 1 with GRPO on the last token only, sample masks with
+    # whitening or length weights, reward_clip with a KL in the reward and no normalisation, a critic with another
+    # loss_agg_mode, seq-mean-token-sum-norm, sequence ratios with per-token advantages or dual clip) are
+    # described with rlcfg's meaning of each setting.
+    loss_aggregation = "seq-mean-token-sum" if cfg.loss_agg_mode == "seq-mean-token-sum-norm" else cfg.loss_agg_mode
     policy_loss = "dual_clip" if cfg.dual_clip_loss else "regular"
     if cfg.importance_sampling == "seq":
-        # ROLL's sequence ratio exp(mean log-ratio) with its gradient equals GSPO-token's gradient when every token
-        # of a sequence has the same advantage; it differs otherwise.
-        if advantage == "gae" or per_token or cfg.gamma != 1:
-            _refuse("importance_sampling: seq with per-token advantages (gae, a KL in the reward, whiten_rewards or "
-                    "gamma < 1); rlcfg's sequence ratio matches ROLL's only for one advantage per sequence")
-        if cfg.dual_clip_loss:
-            _refuse("importance_sampling: seq with dual_clip_loss; rlcfg's sequence-ratio loss has no dual clip")
         policy_loss = "gspo"
     # loss_func: pg_clip_low / pg_clip_high with use_pg_clip_range, else pg_clip on both sides.
     ranged, single = (cfg.pg_clip_low, cfg.pg_clip_high), (cfg.pg_clip, cfg.pg_clip)
@@ -515,7 +423,7 @@ def _algorithm(cfg: Any) -> Algorithm:
         clip_high=float(clip_high if clip_high is not None else 0.2),
         # actor_worker's dual clip bounds negative-advantage losses at (1 + 2 × pg_clip) × advantage.
         clip_ratio_c=1.0 + 2.0 * float(cfg.pg_clip if cfg.pg_clip is not None else 0.2),
-        loss_aggregation=cfg.loss_agg_mode, kl=kl,
+        loss_aggregation=loss_aggregation, kl=kl,
         # loss_func adds the entropy bonus only when entropy_loss_coef > 0.
         entropy_coef=float(cfg.entropy_loss_coef) if cfg.entropy_loss_coef > 0 else 0.0,
         value_clip=cfg.value_clip, ppo_epochs=cfg.ppo_epochs,
@@ -535,17 +443,9 @@ def _algorithm(cfg: Any) -> Algorithm:
 
 
 def lower(cfg: Any) -> Experiment:
-    # Pipelines rlcfg validates but cannot run: plan and run report these as usage errors.
-    if not hasattr(cfg, "num_return_sequences_in_group"):
-        # the agentic pipeline (AgenticConfig): rlcfg's runtime has no environment managers
-        raise UsageError("rlcfg validates ROLL agentic configs but cannot plan or run them: its runtime has no "
-                         "environment managers; run them with ROLL's examples/start_agentic_pipeline.py")
-    if cfg.is_pure_opd or cfg.use_opd:
-        raise UsageError("rlcfg validates ROLL on-policy distillation configs (is_pure_opd / use_opd) but cannot plan "
-                         "or run them: its runtime has no teacher-KL reward")
-    if rollout_only(cfg):
-        raise UsageError("this ROLL config only generates (actor_train has no GPUs and no strategy: ROLL's rollout-"
-                         "only pipeline); rlcfg plans and runs training pipelines only")
+    unrun = unrun_pipeline(cfg)
+    if unrun is not None:  # validate says so (RLC116); this guards the lowering's other callers
+        raise UsageError(f"rlcfg validates the {unrun[0]} but cannot plan or run it: {unrun[1]}")
     group = cfg.num_return_sequences_in_group
     samples_per_step = cfg.rollout_batch_size * group
     seq_len = effective_sequence_length(cfg)
@@ -585,22 +485,14 @@ def lower(cfg: Any) -> Experiment:
         eval_sampling = _sampling(val_gen, val_new, val_n, greedy=cfg.val_greedy)
 
     train_data = cfg.actor_train.data_args
-    domains = dict(train_data.domain_interleave_probs or {}) if train_data is not None else {}
-    if sum(1 for share in domains.values() if share) > 1:
-        _refuse("actor_train.data_args.domain_interleave_probs mixes several domains; rlcfg draws prompts uniformly "
-                "from one dataset scored by one reward worker")
+    # Several domains of domain_interleave_probs (refused by roll/run-refusals) are described as one dataset.
     val_files = _files(validation.data_args.file_name) if validation is not None and validation.data_args else ()
     # rlvr_pipeline.get_encode_function formats a messages column with global_template, else
     # actor_train.data_args.template, or a tag's own template from tag_to_template (validation uses the same).
-    template = cfg.global_template or (train_data.template if train_data is not None else None) or "native"
-    templates = {template, *dict(cfg.tag_to_template or {}).values()}
+    # ROLL's `native` and `qwen2_5` are the tokenizer's own chat template, which is what rlcfg applies; other names
+    # are refused by roll/run-refusals and described as the tokenizer's.
     if train_data is not None and train_data.messages:
         prompt_key, chat = train_data.messages, True
-        # ROLL's `native` and `qwen2_5` are the tokenizer's own chat template, which is what rlcfg applies.
-        other = sorted(t for t in templates if t not in _TOKENIZER_TEMPLATES)
-        if other:
-            _refuse(f"chat template {', '.join(other)} (global_template / data_args.template / tag_to_template); "
-                    "rlcfg formats messages with the tokenizer's own chat template, ROLL's `native` or `qwen2_5`")
     else:
         # A prompt column is tokenized as it is, without the chat template (rlvr_pipeline's encode_function).
         prompt_key = train_data.prompt if train_data is not None and train_data.prompt else "prompt"

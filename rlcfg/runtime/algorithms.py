@@ -199,6 +199,19 @@ def select_groups(passed: Sequence[bool], wanted: int, draws: int, spec: FilterS
     raise ValueError(f"unknown dynamic sampling {spec.dynamic!r}; expected filter or replace")
 
 
+def evaluation_metrics(scores: Sequence[float], samples_per_prompt: int) -> dict[str, float]:
+    """An evaluation's figures from its scores, prompt-major (prompt i's samples at [i·n, (i+1)·n)): the mean
+    reward, and with several samples per prompt skyrl-train's pass@n (the share of prompts with a positive reward
+    among their n samples) and mean positive reward (the mean of max(reward, 0))."""
+    n = max(1, samples_per_prompt)
+    out = {"eval/reward": sum(scores) / max(1, len(scores)), "eval/samples": len(scores)}
+    if n > 1:  # with one sample pass@1 and the positive mean repeat eval/reward for a 0/1 verifier
+        prompts = [scores[i:i + n] for i in range(0, len(scores), n)]
+        out[f"eval/pass_at_{n}"] = sum(1 for p in prompts if any(r > 0 for r in p)) / max(1, len(prompts))
+        out["eval/mean_positive_reward"] = sum(max(r, 0.0) for r in scores) / max(1, len(scores))
+    return out
+
+
 def mask_truncated(mask: torch.Tensor, finished: torch.Tensor) -> torch.Tensor:
     """The loss mask with every response cut at the length limit (finished = False) removed entirely: a cut
     response's score judges an unfinished answer, so it teaches nothing reliable."""

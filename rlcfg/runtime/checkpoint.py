@@ -255,14 +255,15 @@ def read_settings(path: str) -> dict[str, Any] | None:
 
 # Settings of a run that a checkpoint may be continued with when they differ: where things are written and
 # logged, how often checkpoints are kept, how long the run goes on, and how the work is laid out on the
-# hardware (torch.distributed.checkpoint reshards onto another layout; the arithmetic is the same).
+# hardware (torch.distributed.checkpoint reshards onto another layout; the arithmetic is the same). A role's
+# environment variables tune the machine (NCCL, hub mirrors, allocators) far more often than the arithmetic.
 _FREE_TO_CHANGE = (
     "name", "dialect", "variant", "checkpointing", "logging", "cluster", "colocation", "schedule.total_steps", "schedule.epochs",
     "schedule.eval_interval", "schedule.eval_epoch_interval", "schedule.eval_time_interval_s",
     "schedule.eval_before_train", "eval_sampling", "data.eval_files",
     "roles.*.resources", "roles.*.parallelism", "roles.*.offload", "roles.*.micro_batch_size",
     "roles.*.forward_micro_batch_size", "roles.*.gradient_checkpointing", "roles.*.sequence_packing",
-    "roles.*.max_tokens_per_micro_batch", "roles.*.engine", "roles.*.backend",
+    "roles.*.max_tokens_per_micro_batch", "roles.*.engine", "roles.*.backend", "roles.*.env",
 )
 
 

@@ -213,9 +213,11 @@ class Cluster:
                 "<head>:6379` on each) or plan for fewer (`rlcfg plan --show-gpu-map`)")
         return [n["NodeID"] for n in alive[:plan.cluster.nodes]]
 
-    def spawn(self, cls: type, role: str, group: int, slot: int, args: tuple) -> Any:
-        """An actor of `cls` on the bundle of `slot`. Its share of the bundle assumes every role of the group
-        has a process there, so fused workers reserve less than the bundle holds, never more."""
+    def spawn(self, cls: type, role: str, group: int, slot: int, args: tuple,
+              env: dict[str, str] | None = None) -> Any:
+        """An actor of `cls` on the bundle of `slot`, its process started with the environment variables `env`
+        (the role's, Role.env). Its share of the bundle assumes every role of the group has a process there, so
+        fused workers reserve less than the bundle holds, never more."""
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         g, bundle = self.bundle_of[slot]
@@ -224,10 +226,12 @@ class Cluster:
             "scheduling_strategy": PlacementGroupSchedulingStrategy(self.groups[g], placement_group_bundle_index=bundle),
             "max_concurrency": 1,  # calls run in submission order: the phases of a step never interleave
         }
-        # rlcfg's own switches reach the workers even on a cluster started before this driver's environment.
+        # rlcfg's own switches reach the workers even on a cluster started before this driver's environment; they
+        # win over the role's variables, which win over the job's (Ray merges a job's env_vars under an actor's).
         switches = {k: v for k, v in os.environ.items() if k in FORWARDED_ENV}
-        if switches:
-            options["runtime_env"] = {"env_vars": switches}
+        env_vars = {**(env or {}), **switches}
+        if env_vars:
+            options["runtime_env"] = {"env_vars": env_vars}
         if self.use_gpu:
             options.update(num_gpus=1.0 / sharing, num_cpus=1.0 / sharing)
         else:
@@ -476,7 +480,8 @@ class Run:
                 "cpu_offload": role.offload.cpu_offload_during_step, "offload_params": role.offload.params,
                 "offload_optimizer": role.offload.optimizer, "sequence_packing": role.sequence_packing,
                 "max_tokens_per_micro_batch": role.max_tokens_per_micro_batch,
-                "budget_key": role.key_for("max_tokens_per_micro_batch"), "disable_dropout": role.disable_dropout}
+                "budget_key": role.key_for("max_tokens_per_micro_batch"), "disable_dropout": role.disable_dropout,
+                "frozen_prefixes": list(role.frozen_prefixes)}
 
     def _start_trainers(self, roles: list[tuple[Role, str]], rollout_spec: dict[str, Any] | None = None) -> list[Any]:
         """One worker per rank of roles[0]; the other roles share its processes (same GPUs, same ranks)."""
@@ -486,15 +491,21 @@ class Run:
         world = len(placement.ranks)
         specs = {role.name: self._train_spec(role, kind) for role, kind in roles}
         cls, extra = (HybridWorker, (rollout_spec, self.exp.reward_function)) if rollout_spec else (TrainWorker, ())
+        env = roles[0][0].env_vars()
+        if any(role.env_vars() != env for role, _ in roles):
+            raise AssertionError("roles with different environments were given one process (see _beside_actor)")
         return [self.cluster.spawn(cls, roles[0][0].name, placement.group, slot.gpu,
-                                   (specs, slot.rank, world, self.cluster.threads, *extra))
+                                   (specs, slot.rank, world, self.cluster.threads, *extra), env)
                 for slot in placement.ranks]
 
     def _beside_actor(self, name: str) -> bool:
-        """Whether a role sits on exactly the actor's GPUs (slots), rank for rank, so it can share the actor's
-        worker processes."""
+        """Whether a role sits on exactly the actor's GPUs (slots), rank for rank, and asks for the same
+        environment variables, so it can share the actor's worker processes (a process has one environment,
+        fixed when it starts)."""
         ap, other = self.plan.placement("actor"), self.plan.placement(name)
         if ap is None or other is None or ap.group != other.group:
+            return False
+        if self.exp.role(name).env != self.exp.role("actor").env:
             return False
         return [s.gpu for s in ap.ranks] == [s.gpu for s in other.ranks]
 
@@ -513,6 +524,22 @@ class Run:
             address, port = ray.get(workers[0].rendezvous.remote())
             calls += [w.setup.remote(address, port) for w in workers]
         ray.get(calls)
+        if any(role.frozen_prefixes for role in self.exp.roles):
+            self._warn_unmatched_prefixes(groups)
+
+    def _warn_unmatched_prefixes(self, groups: list[list[Any]]) -> None:
+        """A frozen prefix that names no parameter freezes nothing, silently in ROLL; said here, once the models
+        are loaded (every rank holds the same names)."""
+        unmatched: dict[str, list[str]] = {}
+        for found in self.cluster.ray.get([workers[0].unmatched_frozen_prefixes.remote() for workers in groups]):
+            unmatched.update(found)
+        stream = self.opt.stream or sys.stderr
+        for name, prefixes in sorted(unmatched.items()):
+            role = self.exp.role(name)
+            key = (role.key_for("frozen_prefixes") if role is not None else None) or f"the {name}'s frozen prefixes"
+            print(f"rlcfg: warning: {key}: {', '.join(repr(p) for p in prefixes)} "
+                  f"match{'es' if len(prefixes) == 1 else ''} no parameter of the {name}'s model, so "
+                  f"{'it freezes' if len(prefixes) == 1 else 'they freeze'} nothing", file=stream, flush=True)
 
     def start(self) -> None:
         from rlcfg.runtime.workers import RolloutWorker
@@ -561,7 +588,8 @@ class Run:
             per_engine = max(1, len(rp.ranks) // max(1, rp.dp))
             engine_slots = [s for s in rp.ranks if s.rank % per_engine == 0]
             self.rollout = [self.cluster.spawn(RolloutWorker, "rollout", rp.group, s.gpu,
-                                               (rollout_spec, self.cluster.threads, exp.reward_function))
+                                               (rollout_spec, self.cluster.threads, exp.reward_function),
+                                               rollout_role.env_vars())
                             for s in engine_slots]
         groups = [self.actor] + [g for g in (self.reference, self.critic) if g and g is not self.actor]
         self._setup_trainers(groups)
@@ -647,8 +675,10 @@ class Run:
 
     def _sampling(self, eval_mode: bool = False) -> dict[str, Any]:
         s = self.exp.eval_sampling if eval_mode and self.exp.eval_sampling else self.exp.sampling
+        # An evaluation samples its own n per prompt; one without sampling settings of its own, one response.
+        n = (self.exp.eval_sampling.n if self.exp.eval_sampling else 1) if eval_mode else self.alg.group_size
         return {"max_new_tokens": s.max_new_tokens, "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
-                "min_p": s.min_p, "n": 1 if eval_mode else self.alg.group_size, "stop": list(s.stop),
+                "min_p": s.min_p, "n": n, "stop": list(s.stop),
                 "repetition_penalty": s.repetition_penalty, "presence_penalty": s.presence_penalty,
                 "frequency_penalty": s.frequency_penalty, "min_new_tokens": s.min_new_tokens,
                 "stop_token_ids": list(s.stop_token_ids), "max_total_length": s.max_total_length}
@@ -820,10 +850,14 @@ class Run:
     def evaluate(self) -> dict[str, float]:
         if not self.eval_data:
             return {}
+        from rlcfg.runtime import algorithms as A
+
         ids = list(self.eval_data.token_ids)
-        _gens, scores, _texts, _times = self._rollout(ids, self._sampling(eval_mode=True), self.exp.seed,
-                                                      list(self.eval_data.answers))
-        return {"eval/reward": sum(scores) / max(1, len(scores)), "eval/samples": len(scores)}
+        sampling = self._sampling(eval_mode=True)
+        n = sampling["n"]
+        _gens, scores, _texts, _times = self._rollout(ids, sampling, self.exp.seed,
+                                                      [a for a in self.eval_data.answers for _ in range(n)])
+        return A.evaluation_metrics(scores, n)
 
     def save(self, step: int, metrics: dict[str, Any], t0: float, final: bool) -> str:
         """Checkpoint `step`: the workers' sharded states, the exported model in Hugging Face format (hf/) when
@@ -998,7 +1032,8 @@ class Run:
                 path = self.save(step, metrics, time.perf_counter(), final=step == last) if saving else None
                 reporter.log(metrics)
                 done += 1
-                reporter.progress(step, self.total_steps, metrics, time.perf_counter() - t_run, done)
+                # The bar and the ETA count to where this invocation stops (--steps), not the config's total.
+                reporter.progress(step, last, metrics, time.perf_counter() - t_run, done)
                 if step in (start_step + 1, last):  # what the model answers before and after
                     reporter.show_samples(metrics, getattr(self.train_data, "texts", None))
                 if path:

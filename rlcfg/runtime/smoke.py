@@ -13,8 +13,11 @@ What changes, and why each change leaves the algorithm alone:
 
 - the model: a tiny model of the same family (Qwen2, Qwen3 or Llama; 2 layers, hidden 128, head_dim 32 so that
   vLLM's CPU build can run it, untied embeddings so that its engine takes weight updates) with a
-  character-level tokenizer and a plain chat template; every role that named one model gets the same tiny one;
-- the data: the config's file when it exists here, else a generated arithmetic task ("12+7=" → "19") written in
+  character-level tokenizer and a plain chat template, warm-started (rlcfg's own SFT, as the quickstart's model)
+  on the generated task until it answers some prompts right and stops: a random model scores 0 on every
+  response, so every GRPO advantage would be 0 and the policy loss would have no gradient, and a loss setting
+  could not change a single metric; every role that named one model gets the same tiny one;
+- the data: the config's file when it exists here, else a generated arithmetic task ("3+7=" → "10") written in
   the columns the config names (nested for dotted answer keys, chat messages when the config applies a chat
   template), which the config's reward function (math-verify or exact match) scores;
 - the rollout engine: vLLM when it runs here, else `hf`; SGLang (GPUs only) likewise; Megatron training stays
@@ -53,7 +56,7 @@ PROMPT_TOKENS = 64
 PROMPT_TOKENS_OWN_DATA = 256
 MAX_WORKERS = 2
 # Bumped when the tiny models or the generated data change, so that an older cache is not reused.
-CACHE_VERSION = "v1"
+CACHE_VERSION = "v2"
 # The tiny architecture: head_dim 32 (vLLM's CPU attention needs 32, 64, 80, ...), 4 heads and 2 KV heads so
 # that Megatron's tensor parallelism of 2 divides both.
 TINY = {"hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 32, "intermediate": 256}
@@ -600,47 +603,100 @@ def build_model(directory: str, family: str, seed: int = 0) -> None:
 
 # Written last into a built model folder: a folder without it is the leftover of a killed build.
 BUILT_MARKER = "rlcfg-smoke-model.json"
+# The warm start of every tiny model: SFT on the generated task (plain and chat-rendered prompts both, since the
+# config decides which the run shows it), short enough to take seconds and to leave the model right on only some
+# of its sampled answers, so that the rewards of one prompt's group differ.
+WARM_START = {"steps": 100, "batch_size": 64, "lr": 3e-3, "examples": 4096, "seed": 0}
+
+
+def warm_start_rows(seed: int = 0, examples: int = WARM_START["examples"]) -> list[dict[str, str]]:
+    """Prompt/answer pairs of the generated task, each prompt written as the plain question and as the tiny chat
+    template renders it (the SFT corpus is plain text: no template is applied to it again)."""
+    rng = random.Random(seed)
+    rows = []
+    for i in range(examples):
+        question, answer = _problem(rng)
+        prompt = question if i % 2 else f"<user>{question}\n<assistant>"
+        rows.append({"prompt": prompt, "answer": answer})
+    return rows
+
+
+def _problem(rng: random.Random) -> tuple[str, str]:
+    a, b = rng.randint(0, 9), rng.randint(0, 9)
+    return f"{a}+{b}=", str(a + b)
+
+
+def warm_start(base: str, work: str, seed: int = 0) -> str:
+    """rlcfg's SFT run of the model at `base` on `warm_start_rows`, in the folder `work`; returns the trained
+    model's folder (weights, tokenizer and the base's generation settings)."""
+    import io
+    import shutil
+
+    from rlcfg.runtime.checkpoint import write_atomic
+    from rlcfg.runtime.driver import RunOptions, plan_here, run
+    from rlcfg.runtime.supervised import sft_experiment
+
+    w = WARM_START
+    corpus = os.path.join(work, "warm-start.jsonl")
+    os.makedirs(work, exist_ok=True)
+    write_atomic(corpus, "".join(json.dumps(row) + "\n" for row in warm_start_rows(w["seed"] + seed)))
+    exp = sft_experiment(base, corpus, steps=w["steps"], batch_size=w["batch_size"], lr=w["lr"], grad_clip=None,
+                         seed=w["seed"] + seed, name="smoke-warm-start")
+    plan, errors = plan_here(exp)
+    if errors:
+        raise ValueError("; ".join(errors))
+    out = os.path.join(work, "run")
+    run(plan, RunOptions(output_dir=out, resume=None, threads=1, stream=io.StringIO()))
+    built = os.path.join(out, "hf_model")
+    shutil.copy2(os.path.join(base, "generation_config.json"), built)
+    return built
 
 
 def _model_complete(path: str) -> bool:
     return os.path.isfile(os.path.join(path, BUILT_MARKER))
 
 
-def build_model_dir(tiny: TinyModel) -> bool:
-    """Build one tiny model atomically (into a temporary folder, then renamed); False when it was there."""
+def build_model_dir(tiny: TinyModel, warm: bool = True) -> bool:
+    """Build one tiny model atomically (into a temporary folder, then renamed), warm-started unless `warm` is
+    False; False when it was there."""
     import shutil
 
     if _model_complete(tiny.path):
         return False
     os.makedirs(os.path.dirname(tiny.path), exist_ok=True)
-    tmp = f"{tiny.path}.tmp-{os.getpid()}"
-    shutil.rmtree(tmp, ignore_errors=True)
-    build_model(tmp, tiny.family)
-    with open(os.path.join(tmp, BUILT_MARKER), "w", encoding="utf-8") as f:
-        json.dump({"family": tiny.family, "version": CACHE_VERSION, **TINY}, f)
-    if os.path.exists(tiny.path):
-        shutil.rmtree(tiny.path, ignore_errors=True)
+    work = f"{tiny.path}.tmp-{os.getpid()}"
+    shutil.rmtree(work, ignore_errors=True)
     try:
-        os.rename(tmp, tiny.path)
-    except OSError:  # another smoke run published it first
-        shutil.rmtree(tmp, ignore_errors=True)
+        base = os.path.join(work, "base")
+        build_model(base, tiny.family)
+        built = warm_start(base, os.path.join(work, "sft")) if warm else base
+        with open(os.path.join(built, BUILT_MARKER), "w", encoding="utf-8") as f:
+            json.dump({"family": tiny.family, "version": CACHE_VERSION, **TINY,
+                       "warm_start": WARM_START if warm else None}, f)
+        if os.path.exists(tiny.path):
+            shutil.rmtree(tiny.path, ignore_errors=True)
+        try:
+            os.rename(built, tiny.path)
+        except OSError:  # another smoke run published it first
+            pass
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     return True
 
 
 def task_rows(data: GeneratedData) -> list[dict[str, Any]]:
-    """Additions of two numbers up to 99, in the columns the config names."""
+    """Additions of two digits, in the columns the config names."""
     rng = random.Random(data.seed)
     rows = []
     for _ in range(data.rows):
-        a, b = rng.randint(0, 99), rng.randint(0, 99)
-        question = f"{a}+{b}="
+        question, answer = _problem(rng)
         prompt: Any = [{"role": "user", "content": question}] if data.chat else question
         row: dict[str, Any] = {data.prompt_key: prompt}
         if data.kind == "reward_model":
-            row[data.chosen_key] = str(a + b)
-            row[data.rejected_key] = str(a + b + rng.randint(1, 9))
+            row[data.chosen_key] = answer
+            row[data.rejected_key] = str(int(answer) + rng.randint(1, 9))
         elif data.answer_key:
-            _put(row, data.answer_key, str(a + b))
+            _put(row, data.answer_key, answer)
         rows.append(row)
     return rows
 
@@ -653,13 +709,17 @@ def _put(row: dict[str, Any], dotted: str, value: str) -> None:
     node[last] = value
 
 
-def materialize(smoke: Smoke) -> list[str]:
-    """Build the tiny models and write the generated data the smoke run names (each once; cached). Returns what
-    was written."""
+def materialize(smoke: Smoke, stream: Any = None) -> list[str]:
+    """Build the tiny models and write the generated data the smoke run names (each once; cached), saying so on
+    `stream` before a model's warm start (it takes a while the first time). Returns what was written."""
     from rlcfg.runtime.checkpoint import write_atomic
 
     written = []
     for tiny in smoke.models:
+        if stream is not None and not _model_complete(tiny.path):
+            print(f"rlcfg: building the smoke model at {tiny.path}: a random tiny {tiny.family} model, then a "
+                  f"supervised warm start ({WARM_START['steps']} steps of rlcfg's SFT on the generated task), once",
+                  file=stream, flush=True)
         if build_model_dir(tiny):
             written.append(tiny.path)
     for data in smoke.data:

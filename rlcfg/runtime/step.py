@@ -149,7 +149,8 @@ class DynamicSamplingExhausted(DataError, RuntimeError):
 
 def rollout_logprobs(groups: list[dict[str, Any]], width: int):
     """The rollout engine's per-token log-probs, [samples, width] like the response mask (0 on padding): the
-    behaviour policy for truncated importance sampling and AReaL's decoupled loss."""
+    behaviour policy for truncated importance sampling and AReaL's decoupled loss, and the old policy's with
+    Algorithm.old_logprobs "rollout"."""
     import torch
 
     rows = [r[1] for g in groups for r in g["responses"]]
@@ -211,6 +212,11 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     batch, raw_scores, finished = make_batch(groups, s.pad_token_id)
     if opts.tis_cap is not None or opts.decoupled:
         batch["rollout_logprobs"] = rollout_logprobs(groups, batch["response_mask"].shape[1])
+    from_rollout = alg.old_logprobs == "rollout"
+    if from_rollout:
+        # Even an on-policy update takes its ratio against the engine's log-probs, not its own forward pass, so
+        # the engine/trainer mismatch shows in the ratio and its clipping (RLinf's actors without recomputation).
+        batch["old_logprobs"] = rollout_logprobs(groups, batch["response_mask"].shape[1])
     usable = (raw_scores.shape[0] // shards) * shards
     if usable < raw_scores.shape[0]:  # dynamic sampling can leave a count the shards cannot share evenly
         batch = {k: v[:usable] for k, v in batch.items()}
@@ -225,7 +231,7 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     metrics: dict[str, Any] = rollout_metrics(groups, raw_scores, alg.group_size)
     if s.needs_reference:
         batch["ref_logprobs"] = compute("reference", batch)
-    if not s.on_policy or (s.needs_reference and alg.kl.placement == "reward"):
+    if not from_rollout and (not s.on_policy or (s.needs_reference and alg.kl.placement == "reward")):
         batch["old_logprobs"] = compute("actor", batch)
     if s.has_critic:
         batch["old_values"] = compute("critic", batch)

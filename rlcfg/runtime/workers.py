@@ -152,13 +152,19 @@ class TrainWorker:
                     offload_optimizer=spec.get("offload_optimizer", False),
                     sequence_packing=spec.get("sequence_packing", False),
                     max_tokens_per_micro_batch=spec.get("max_tokens_per_micro_batch"),
-                    budget_key=spec.get("budget_key"), disable_dropout=spec.get("disable_dropout", False))
+                    budget_key=spec.get("budget_key"), disable_dropout=spec.get("disable_dropout", False),
+                    frozen_prefixes=tuple(spec.get("frozen_prefixes") or ()))
         import torch
 
         # What training draws (dropout: a scalar head keeps transformers' classifier dropout, as AReaL's and
         # ROLL's critics do) follows the config's seed, one stream per rank, so a run repeats exactly.
         torch.manual_seed(int(self.specs[self.main].get("seed", 42)) * 1_000_003 + self.rank)
         return time.perf_counter() - start
+
+    def unmatched_frozen_prefixes(self) -> dict[str, list[str]]:
+        """Per role, the frozen prefixes (Role.frozen_prefixes) that name no parameter of its model."""
+        return {role: list(engine.unmatched_prefixes) for role, engine in self.engines.items()
+                if getattr(engine, "unmatched_prefixes", ())}
 
     def _run(self, role: str | None, phase: str, *args: Any) -> Any:
         """Run one phase of one role; colocated roles that offload give it the device meanwhile."""

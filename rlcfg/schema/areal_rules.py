@@ -12,6 +12,7 @@ from typing import Any, Iterator
 from rlcfg.diagnostics import Severity
 from rlcfg.records import record
 from rlcfg.schema import areal_allocation as alloc
+from rlcfg.schema import run_limits
 from rlcfg.schema.base import Finding, RuleSet
 
 RULES = RuleSet()
@@ -891,6 +892,135 @@ def _recover_mode(cfg, ctx):
                           f"disabled, auto, fault and resume", hint="use `auto` or `disabled`")
 
 
+# ---- where each engine runs (lower/areal.py plans it; areal/run-ledger refuses what the runtime does not run) --
+
+ROLE_OF_NAME = {"actor": "actor", "ref": "reference", "critic": "critic", "rollout": "rollout"}
+
+
+def engine_component(text: str) -> alloc.Component | None:
+    """A 1.0 backend string as a component; None when empty, a v0.3 bare backend name, or malformed."""
+    if not text or legacy_backend_name(text):
+        return None
+    try:
+        return alloc.parse_backend(text)
+    except alloc.AllocationSyntaxError:
+        return None
+
+
+def layout(cfg: Any, roles: list[str]) -> tuple[dict[str, alloc.Component | None], list[tuple[str, ...]],
+                                                 list[int]]:
+    """Each role's component (its backend and parallel sizes), the groups of roles that share GPUs in the order
+    AReaL hands GPUs out, and each group's GPU count. `roles` are rlcfg's names of the engines the experiment builds
+    (lower/areal.py), the trained one first."""
+    engines = {"actor": "actor", "critic": "critic", "reference": "ref", "rollout": "rollout"}
+    if _kind(cfg) != "grpo":
+        engines = {roles[0]: "actor" if getattr(cfg, "actor", None) is not None else "model"}
+    backends = {role: engine_component(getattr(getattr(cfg, section, None), "backend", "") or "")
+                for role, section in engines.items() if role in roles}
+    # With a deprecated allocation_mode and no scheduler (1.0's single controller), an SPMD launcher starts the
+    # engines: servers first.
+    spmd = bool(cfg.allocation_mode) and cfg.scheduler.type is None
+    if any(c is not None for c in backends.values()):
+        return _layout_backends(cfg, roles, engines, backends, spmd)
+    return _layout_allocation(cfg, roles)
+
+
+def _layout_backends(cfg: Any, roles: list[str], engines: dict[str, str],
+                     backends: dict[str, alloc.Component | None], spmd: bool):
+    primary = roles[0]  # the trained model: actor, or SFT's/RW's model
+    shares: dict[str, str] = {}
+    for role in roles:
+        if role not in engines or role == primary:
+            continue
+        strategy = getattr(getattr(cfg, engines[role], None), "scheduling_strategy", None)
+        kind, named = (strategy.type, strategy.target) if strategy is not None else ("separation", None)
+        target = ROLE_OF_NAME.get(named) if kind == "colocation" and named else None
+        if target in roles and target != role:
+            shares[role] = target
+        elif backends.get(role) is None and role != "rollout":
+            # A reference or critic without a backend of its own runs in the trainer's processes.
+            shares[role] = primary
+    order = ["rollout", "actor", "critic", "reference"] if spmd else ["actor", "critic", "reference", "rollout"]
+    order = [r for r in order if r in roles]
+    groups: list[list[str]] = []
+    for role in order:
+        if role in shares:
+            continue
+        groups.append([role])
+
+    def root(role: str) -> str:
+        seen = set()
+        while role in shares and role not in seen:
+            seen.add(role)
+            role = shares[role]
+        return role
+
+    for role in order:
+        if role in shares:
+            home = root(role)
+            host = next((g for g in groups if home in g), None)
+            if host is None:  # engines colocated only with each other in a cycle: they get GPUs of their own
+                host = [home] if home != role else []
+                groups.append(host)
+            host.append(role)
+    components = dict(backends)
+    sizes = [max((components[r].world for r in g if components.get(r) is not None), default=0) for g in groups]
+    for group in groups:
+        # An engine that shares GPUs without naming its own sizes runs with its host's layout.
+        host = next((components[r] for r in group if components.get(r) is not None), None)
+        for r in group:
+            if components.get(r) is None and host is not None and (host.kind == "train") == (r != "rollout"):
+                components[r] = host
+    return components, [tuple(g) for g in groups], sizes
+
+
+def _layout_allocation(cfg: Any, roles: list[str]):
+    primary = roles[0]
+    components: dict[str, alloc.Component | None] = {r: None for r in roles}
+    try:
+        parsed = alloc.parse(cfg.allocation_mode) if cfg.allocation_mode else None
+    except alloc.AllocationSyntaxError:
+        parsed = None
+    if parsed is None or parsed.keyword:
+        # No allocation, or the pre-pattern `manual`/`heuristic` modes: nothing says how many GPUs each engine
+        # gets (the validator already warned), so the roles ask for none and the plan places nothing.
+        return components, [(r,) for r in roles if r != "reward"], [0] * len([r for r in roles if r != "reward"])
+    placed: dict[str, int] = {}
+    groups: list[list[str]] = []
+    sizes: list[int] = []
+    # The launchers start the servers before the trainer, whatever the order written.
+    ordered = sorted(parsed.groups, key=lambda g: not any(c.kind == "inference" for c in g))
+    for group in ordered:
+        members: list[str] = []
+        for c in group:
+            if c.kind == "eval":
+                continue  # `+eval` / `+cpu`: evaluation beside the servers, on no GPU of its own
+            if c.kind == "inference":
+                role = "rollout"
+            else:
+                role = ROLE_OF_NAME.get(c.name or "", primary)
+                if role == "actor" and primary != "actor":
+                    role = primary
+            if role not in roles or role in placed:
+                continue  # an engine this experiment does not build (or a second server pool): no role for it
+            components[role] = c
+            placed[role] = len(groups)
+            members.append(role)
+        if members:
+            groups.append(members)
+            sizes.append(max(c.world for c in group))
+    for role in roles:
+        if role in placed or role == "reward":
+            continue
+        if role in ("reference", "critic") and primary in placed:
+            groups[placed[primary]].append(role)  # inside the trainer processes, on the actor's GPUs
+            components[role] = components[primary]
+        else:
+            groups.append([role])
+            sizes.append(0)
+    return components, [tuple(g) for g in groups], sizes
+
+
 # ---- the run ledger ----------------------------------------------------------------------------------------
 #
 # Each key declares what `rlcfg run` does with it (rlcfg/schema/areal.py). Some keys are honored alone but not in
@@ -902,6 +1032,80 @@ def _refusal(path: str, message: str, hint: str, related: tuple[str, ...] = ()) 
     return Finding("RLC118", Severity.NOTE, path, f"`rlcfg run` refuses {message}", hint, related)
 
 
+def engine_roles(cfg: Any) -> list[str]:
+    """The engines an experiment builds, in rlcfg's names, the trained one first: GRPO's actor and rollout, the
+    reference when actor.kl_ctl > 0 (AReaL builds it only then), the critic when configured; SFT's model (`actor`)
+    or the reward model (a `critic`, its scalar head) alone."""
+    if _kind(cfg) == "grpo":
+        return (["actor", "rollout"] + (["reference"] if cfg.actor.kl_ctl > 0 and cfg.ref is not None else [])
+                + (["critic"] if cfg.critic is not None else []))
+    return ["critic" if _kind(cfg) == "rw" else "actor"]
+
+
+def engine_section(cfg: Any, role: str) -> str:
+    if _kind(cfg) != "grpo":
+        return "actor" if getattr(cfg, "actor", None) is not None else "model"
+    return {"reference": "ref"}.get(role, role)
+
+
+def backend_key(cfg: Any, role: str, section: str) -> str:
+    """The key where a role's backend and parallel sizes are written: the engine's own 1.0 `backend` string, the
+    trainer's when it runs in the trainer's processes, or the deprecated allocation_mode."""
+    if engine_component(getattr(getattr(cfg, section, None), "backend", "") or "") is not None:
+        return f"{section}.backend"
+    if role != "rollout" and engine_component(getattr(getattr(cfg, "actor", None), "backend", "") or ""):
+        return "actor.backend"
+    return "allocation_mode"
+
+
+def _runtime_limits(cfg: Any) -> Iterator[Finding]:
+    """What the runtime's preflight refuses of the training engines, laid out as lower/areal.py lays them out: AReaL's
+    FSDP (and Archon) engines read `c` as Ulysses and run t, p and e on top of FSDP; its Megatron engine takes them
+    all. The letters are the sizes of the engine's allocation (the attention part's, and the FFN's `e`, of a hybrid
+    MoE allocation)."""
+    roles = engine_roles(cfg)
+    components, _groups, _sizes = layout(cfg, roles)
+    said: set[str] = set()  # a reference or critic in the trainer's processes shares its component and key
+    for finding in _limits_of_roles(cfg, roles, components):
+        if finding.message not in said:
+            said.add(finding.message)
+            yield finding
+
+
+def _limits_of_roles(cfg: Any, roles: list[str], components: dict) -> Iterator[Finding]:
+    for role in roles:
+        c = components.get(role)
+        if role == "rollout" or c is None or c.kind != "train":
+            continue
+        key = backend_key(cfg, role, engine_section(cfg, role))
+        attn, ffn = c.hybrid if c.hybrid is not None else (c.dims, c.dims)
+        size = {"t": attn.get("t"), "p": attn.get("p"), "c": attn.get("c"), "e": ffn.get("e")}
+
+        def refuse(letter: str, limit: str) -> Finding:
+            return _refusal(key, f"the `{letter}` size {size[letter]} in `{key}`: {limit}",
+                            f"write {letter}1 in `{key}` (or leave the letter out)")
+
+        if c.effective_backend == "megatron":
+            if _kind(cfg) != "grpo":
+                what = "reward-model training" if _kind(cfg) == "rw" else "SFT"
+                yield _refusal(key, f"{what} on the Megatron backend of `{key}`: {run_limits.MEGATRON_SUPERVISED}",
+                               f"write `fsdp` for `megatron` in `{key}`")
+                continue
+            if role == "critic":
+                yield _refusal(key, f"the critic on the Megatron backend of `{key}`: {run_limits.MEGATRON_CRITIC}",
+                               f"give the critic an fsdp backend (`critic.backend: fsdp:...`)")
+            if size["c"] > 1:
+                yield refuse("c", run_limits.CONTEXT_PARALLEL)
+            if size["e"] > 1:
+                yield refuse("e", run_limits.EXPERT_PARALLEL)
+            continue
+        if size["c"] > 1:
+            yield refuse("c", run_limits.ULYSSES)
+        for letter in ("t", "p", "e"):
+            if size[letter] > 1:
+                yield refuse(letter, run_limits.FSDP_MODEL_PARALLEL)
+
+
 def _norm_text(norm: Any) -> str:
     return "null" if norm is None else f"mean_level {norm.mean_level}, std_level {norm.std_level}"
 
@@ -910,12 +1114,15 @@ def _norm_text(norm: Any) -> str:
             "rlcfg's runtime (π_old from the inference engine's log-probabilities, normalisations other than "
             "GRPO's, RLOO's or a batch whitening, a trainer temperature other than the sampling one, an overlong "
             "penalty measured from another length, off-policy rollouts through consumer_batch_size, ...), although "
-            "each key alone is honored.",
-            keys=["actor.recompute_logprob", "actor.use_decoupled_loss", "actor.rejection_sampling",
+            "each key alone is honored; and the parallel sizes and backends rlcfg's runtime does not run "
+            "(schema/run_limits.py): on Megatron expert and context parallelism, a critic, SFT and reward-model "
+            "training; on FSDP Ulysses (`c`) and the t, p and e sizes.",
+            keys=["allocation_mode", "actor.backend", "critic.backend", "actor.recompute_logprob", "actor.use_decoupled_loss", "actor.rejection_sampling",
                   "actor.reward_norm", "actor.adv_norm", "actor.temperature", "actor.discount", "actor.gae_lambda",
                   "actor.mask_no_eos_with_zero", "actor.overlong_reward_penalty", "rollout.consumer_batch_size",
                   "gconfig.max_tokens", "critic.ppo_n_minibatches", "actor.optimizer.warmup_steps_proportion"])
 def _run_ledger(cfg, ctx):
+    yield from _runtime_limits(cfg)
     if _kind(cfg) != "grpo":
         return  # the combinations below are the RL loop's; SFT and reward-model keys are judged one by one
     a, g = cfg.actor, cfg.gconfig

@@ -679,6 +679,13 @@ class Dialect:
         single warning that says only the YAML, the interpolations and the known keys were checked."""
         return None
 
+    def unrun_pipeline(self, config: Any) -> tuple[str, str] | None:
+        """For a valid config of a pipeline this dialect models but `rlcfg run` does not run (RLinf embodied, ROLL
+        agentic): the pipeline's name and why, e.g. ("RLinf embodied pipeline", "rlcfg's runtime has no simulator
+        environments"); None when `rlcfg run` runs it. `validate` then says it once (RLC116) instead of listing the
+        settings a run of another pipeline would refuse, and `plan`, `convert` and `run` agree."""
+        return None
+
     def describe(self, config: Any) -> str:
         """A short phrase for a valid config's summary line, e.g. "FSDP training, vLLM rollout"."""
         return ""

@@ -25,6 +25,7 @@ from pydantic import model_validator
 from rlcfg.diagnostics import Severity, close_matches
 from rlcfg.schema.base import (HONORED, Dialect, Finding, RuleSet, Section, declare_fates, field_at,
                                field_releases, inert, param, refused, section)
+from rlcfg.schema import run_limits
 from rlcfg.schema.chatlearn_megatron import MegatronModelCfg
 
 MODEL_NAMES = ("policy_trainer", "ref_policy", "policy", "reward", "rollout_manager", "partial_rollout_manager")
@@ -1388,16 +1389,34 @@ def _trainer_ignores(cfg: Any, ctx: Any):
                           related=[f"{RT}.train_backend"])
 
 
-def _refusal(path: str, value: Any, instead: str) -> Finding:
+def _refusal(path: str, value: Any, instead: str, hint: str | None = None) -> Finding:
     shown = "null" if value is None else str(value).lower() if isinstance(value, bool) else value
     return Finding("RLC118", Severity.NOTE, path, f"`rlcfg run` refuses `{path}` = {shown}: {instead}",
-                   "`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, choose a value it runs")
+                   hint or "`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, choose a value it runs")
+
+
+def _runtime_limits(cfg: Any):
+    """What the runtime's preflight refuses of the roles lower/chatlearn.py builds: the policy trainer, and the
+    reference when a KL term reads it (kl_coef > 0, which only the FSDP trainer back-propagates)."""
+    trainer, ref = cfg.models.policy_trainer, cfg.models.ref_policy
+    if isinstance(trainer, MegatronPolicyTrainer):
+        for name, limit in (("context_parallel_size", run_limits.CONTEXT_PARALLEL),
+                            ("expert_model_parallel_size", run_limits.EXPERT_PARALLEL)):
+            if getattr(trainer, name) > 1:
+                yield _refusal(f"{PT}.{name}", getattr(trainer, name), limit, run_limits.SIZE_THAT_RUNS)
+        return
+    for path, model in ((PT, trainer), (REF, ref if trainer.kl_coef > 0 else None)):
+        if model is not None and model.ulysses_sequence_parallel_size > 1:
+            yield _refusal(f"{path}.ulysses_sequence_parallel_size", model.ulysses_sequence_parallel_size,
+                           run_limits.ULYSSES, run_limits.SIZE_THAT_RUNS)
 
 
 @rules.rule("chatlearn/run-refusals", "RLC118",
             "`rlcfg run` refuses what ChatLearn computes otherwise than rlcfg can: advantage groups that outlive an "
-            "episode (runtime_args.num_inference_per_prompt above the rollout's).",
-            keys=[f"{RT}.num_inference_per_prompt"])
+            "episode (runtime_args.num_inference_per_prompt above the rollout's), and what rlcfg's runtime does not "
+            "do (schema/run_limits.py): expert and context parallelism on Megatron, Ulysses sequence parallelism.",
+            keys=[f"{RT}.num_inference_per_prompt", f"{PT}.expert_model_parallel_size", f"{PT}.context_parallel_size",
+                  f"{PT}.ulysses_sequence_parallel_size"])
 def _run_refusals(cfg: Any, ctx: Any):
     r, p = cfg.runtime_args, cfg.models.policy
     if ctx.release != "1.2.0" and r.num_inference_per_prompt > p.num_inference_per_prompt:
@@ -1409,6 +1428,7 @@ def _run_refusals(cfg: Any, ctx: Any):
                        f"rollout makes {p.num_inference_per_prompt} per episode, so a prompt drawn again later is "
                        f"normalised together with its earlier responses; rlcfg normalises each group of "
                        f"{p.num_inference_per_prompt} on its own (set both to {p.num_inference_per_prompt})")
+    yield from _runtime_limits(cfg)
 
 
 @rules.rule("chatlearn/megatron-min-lr", "RLC305",

@@ -51,12 +51,12 @@ def refusals(root: type[Section], tree: SourceTree, defaults: dict,
         if fate is None or fate.kind != "refused":
             continue
         value = tree.get(path)
-        default = _lookup(defaults, path)
+        default = lookup(defaults, path)
         if isinstance(default, str) and "${" in default:
             if not resolved:
                 resolved.append(resolved_defaults() if resolved_defaults is not None else {})
-            default = _lookup(resolved[0], path)
-        if default is _ABSENT and not info.is_required():
+            default = lookup(resolved[0], path)
+        if default is ABSENT and not info.is_required():
             # A key inside a section that is absent by default (an optional section such as AReaL's `ref`): the
             # key's own default.
             default = info.get_default(call_default_factory=True)
@@ -66,12 +66,13 @@ def refusals(root: type[Section], tree: SourceTree, defaults: dict,
     return found
 
 
-_ABSENT = object()
+ABSENT = object()  # what `lookup` gives for a path the tree does not hold
 
 
-def _lookup(tree: Any, path: tuple) -> Any:
+def lookup(tree: Any, path: tuple) -> Any:
+    """The value at `path` in a tree of plain mappings (a dialect's defaults), else ABSENT."""
     for part in path:
         if not isinstance(tree, dict) or part not in tree:
-            return _ABSENT
+            return ABSENT
         tree = tree[part]
     return tree

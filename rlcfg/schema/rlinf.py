@@ -54,6 +54,21 @@ def _has(data: Any, *path: str) -> bool:
     return isinstance(data, dict) and path[-1] in data
 
 
+def unrun_pipeline(cfg: RLinfConfig) -> tuple[str, str] | None:
+    """The RLinf pipelines rlcfg validates but `rlcfg run` does not run, with why (Dialect.unrun_pipeline)."""
+    task = cfg.runner.task_type
+    if task in ("embodied", "embodied_eval"):
+        return ("RLinf embodied pipeline", "rlcfg's runtime has no simulator environments or VLA policies; run it "
+                                           "with RLinf's examples/embodiment scripts")
+    if task == "reasoning_eval" or cfg.runner.only_eval:
+        return ("RLinf evaluation pipeline", "it only evaluates (`runner.task_type: reasoning_eval` or "
+                                             "`runner.only_eval: true`), and rlcfg runs training pipelines only")
+    if task == "coding_online_rl" or getattr(cfg, "agentloop", None) is not None:
+        return ("RLinf agent pipeline", "rlcfg's runtime has no agent loop or tool workers (agent loops, tools, "
+                                        "online coding RL); run it with RLinf's examples/agent scripts")
+    return None
+
+
 class RLinfDialect(Dialect):
     name = "rlinf"
     title = "RLinf"
@@ -100,6 +115,9 @@ class RLinfDialect(Dialect):
 
     def variants(self) -> dict:
         return {"rlinf": RLinfConfig}
+
+    def unrun_pipeline(self, config: RLinfConfig) -> tuple[str, str] | None:
+        return unrun_pipeline(config)
 
     def describe(self, config: RLinfConfig) -> str:
         return rlinf_rules.describe(config)

@@ -188,7 +188,11 @@ class Algorithm(Inventoried, inventory="algorithm"):
                                         "FSDP actor ignores it.")
     recompute_logprobs: bool = param(True, releases=LATER,
                                      description="Recompute the old policy's log-probs with the actor "
-                                                 "(2025-10 and later; was `rollout.recompute_logprobs`).")
+                                                 "(2025-10 and later; was `rollout.recompute_logprobs`). false: "
+                                                 "the PPO ratio is taken against the rollout engine's log-probs "
+                                                 "of the sampled tokens, with no recompute pass; RLinf then "
+                                                 "computes no reference log-probs either, so `kl_beta` adds no "
+                                                 "KL term.")
     importance_sampling_fix: bool = param(False, description="Correct for the rollout/training mismatch with "
                                                              "importance sampling; RLinf then turns on both "
                                                              "`recompute_logprobs` and `rollout.return_logprobs`.")
@@ -280,7 +284,9 @@ class Rollout(Inventoried, inventory="rollout"):
     recompute_logprobs: bool = param(True,
                                      description="Recompute log-probs for sampled sequences with the actor (the "
                                                  "2025-08 reasoning key; later reasoning configs use "
-                                                 "`algorithm.recompute_logprobs`, embodied ones still read this).")
+                                                 "`algorithm.recompute_logprobs`, embodied ones still read this). "
+                                                 "false: the PPO ratio is taken against the engine's log-probs "
+                                                 "of the sampled tokens (2025-08 still computes the reference's).")
     return_logprobs: bool = param(False, description="Have the engine return the sampled tokens' log-probs "
                                                      "(2025-10 and later); examples write "
                                                      "`${not:${algorithm.recompute_logprobs}}`.")
@@ -594,8 +600,6 @@ _ARCH = inert("RLinf overwrites or checks it against the HF model's config.json;
 _NO_EVAL = inert("validation: RLinf's reasoning runners run none during training (a separate reasoning_eval job "
                  "does), and rlcfg lowers none")
 _NO_CRITIC = inert("read only with `critic.use_critic_model`, which rlcfg refuses")
-_RECOMPUTE = refused("rlcfg always recomputes the old log-probabilities with the trainer; RLinf's `false` takes "
-                     "them from the rollout engine")
 _FROM_HF = refused("rlcfg starts the actor from the HF model (rollout.model.model_path / rollout.model_dir), "
                    "not from another checkpoint")
 _WD_SCHEDULE = refused("rlcfg keeps the weight decay constant (Megatron's constant increment style: "
@@ -615,7 +619,7 @@ declare_fates(SamplingParams, HONORED,
        min_new_tokens=inert("RLinf's rollout workers never pass it to SGLang or vLLM (sglang_worker and "
                             "vllm_worker _get_sampling_params): a response may end at any token, as in rlcfg"))
 declare_fates(Algorithm, HONORED, sampling_params=_SECTION, rollout_batch_size_per_gpu=_PERF,
-       val_rollout_batch_size_per_gpu=_NO_EVAL, recompute_logprobs=_RECOMPUTE,
+       val_rollout_batch_size_per_gpu=_NO_EVAL,
 )
 declare_fates(Inference, _PERF, model=_SECTION,
        load_from_actor=refused("rlcfg recomputes log-probabilities with the actor's current weights"))
@@ -624,9 +628,10 @@ declare_fates(RolloutModel, HONORED, model_type=_ARCH)
 declare_fates(SGLang, _PERF, decode_log_interval=_LOGS)
 declare_fates(VLLM, _PERF, torch_profiler_dir=_LOGS)
 declare_fates(Rollout, _PERF, model=_SECTION, sglang=_SECTION, vllm=_SECTION, model_dir=HONORED, model_arch=_ARCH,
-       precision=HONORED, rollout_backend=HONORED, recompute_logprobs=_RECOMPUTE,
-       return_logprobs=inert("whether the engine returns the sampled tokens' log-probabilities: rlcfg recomputes "
-                             "them and keeps the engine's where importance_sampling_fix needs them"),
+       precision=HONORED, rollout_backend=HONORED, recompute_logprobs=HONORED,
+       return_logprobs=inert("whether the engine returns the sampled tokens' log-probabilities: rlcfg's engines "
+                             "always return them, and the run uses them where recompute_logprobs is false (as the "
+                             "old log-probs) or importance_sampling_fix is on"),
        disable_log_stats=_LOGS, sglang_decode_log_interval=_LOGS, print_outputs=_LOGS, detokenize=_LOGS,
        validate_weight=_LOGS, validate_save_dir=_LOGS,
        padding=refused("rlcfg pads with the tokenizer's pad id"),

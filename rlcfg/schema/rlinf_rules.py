@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from rlcfg.diagnostics import Severity, close_matches
+from rlcfg.schema import run_limits
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 from rlcfg.schema.rlinf_models import EMBODIED_MODEL_TYPES, MODEL_TYPES, TASK_TYPES, RLinfConfig
@@ -492,7 +493,8 @@ def recomputed_batches(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
             keys=["algorithm.recompute_logprobs", "rollout.recompute_logprobs", "rollout.return_logprobs",
                   "algorithm.importance_sampling_fix"])
 def logprobs_source(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
-    if cfg.runner.task_type not in TRAINING:
+    # 2025-08 has no return_logprobs: its SGLang worker returns the log-probs exactly when recompute is off.
+    if cfg.runner.task_type not in TRAINING or not _later(ctx):
         return
     recompute, key = _recompute(cfg, ctx)
     returned = cfg.rollout.return_logprobs or cfg.algorithm.importance_sampling_fix
@@ -526,6 +528,34 @@ def importance_sampling(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]
                               related=["algorithm.importance_sampling_fix"])
 
 
+def _kl_dropped(cfg: RLinfConfig, ctx: RuleContext) -> str | None:
+    """The recompute key whose `false` makes RLinf's reasoning runner (2025-10 on; not 2025-08's math runner) skip
+    the KL of kl_beta > 0: it runs no inference pass, so no reference log-probs, and the actor adds the KL only
+    with them. None when the KL runs."""
+    recompute, key = _recompute(cfg, ctx)
+    if cfg.algorithm.kl_beta <= 0 or cfg.runner.task_type == "math" or recompute \
+            or cfg.algorithm.importance_sampling_fix:
+        return None
+    return key
+
+
+@rules.rule("rlinf/kl-needs-recompute", "RLC304",
+            "Without `recompute_logprobs` RLinf computes no reference log-probs, so `algorithm.kl_beta` adds no KL "
+            "term (2025-10 and later).",
+            keys=["algorithm.kl_beta", "algorithm.recompute_logprobs"])
+def kl_needs_recompute(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.runner.task_type not in TRAINING:
+        return
+    key = _kl_dropped(cfg, ctx)
+    if key is not None:
+        yield ctx.warning("RLC304", "algorithm.kl_beta",
+                          f"`algorithm.kl_beta` is {cfg.algorithm.kl_beta}, but `{key}` is false: RLinf then skips "
+                          f"the inference pass that computes the reference log-probs, and its actor adds the KL "
+                          f"term only when it has them, so the run trains without KL",
+                          f"set `algorithm.kl_beta: 0` to say what runs, or `{key}: true` to train with the KL",
+                          related=[key])
+
+
 # The reasoning losses and advantage estimators rlcfg runs with RLinf's meaning (rlcfg/lower/rlinf.py). RLinf 2025-08
 # reads no loss_type (its math actor always runs the PPO clip loss); later releases look it up in their registry,
 # where `actor` is that loss (2025-10 and later have no `ppo` entry and no GSPO loss at all).
@@ -537,13 +567,41 @@ def _refusal(path: str, message: str, hint: str, related: tuple[str, ...] = ()) 
     return Finding("RLC118", Severity.NOTE, path, f"`rlcfg run` refuses {message}", hint, tuple(related))
 
 
+def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
+    """What the runtime's preflight refuses of the roles lower/rlinf.py builds: the actor's Megatron sizes (which a
+    reference that shares the actor's workers inherits) and a critic (use_critic_model) trained with Megatron."""
+    actor = cfg.actor
+    if actor.training_backend == "megatron":
+        for name, limit in (("context_parallel_size", run_limits.CONTEXT_PARALLEL),
+                            ("expert_model_parallel_size", run_limits.EXPERT_PARALLEL)):
+            size = getattr(actor.model, name)
+            if size > 1:
+                yield _refusal(f"actor.model.{name}", f"`actor.model.{name}` = {size}: {limit}",
+                               run_limits.SIZE_THAT_RUNS, ("actor.training_backend",))
+    critic = cfg.critic
+    key = "critic.training_backend" if critic.training_backend else "actor.training_backend"
+    if critic.use_critic_model and (critic.training_backend or actor.training_backend) == "megatron":
+        yield _refusal(key, f"`{key}` = megatron for the critic (critic.use_critic_model): "
+                       f"{run_limits.MEGATRON_CRITIC}", "set `critic.training_backend: fsdp`",
+                       ("critic.use_critic_model",))
+        model = getattr(critic, "model", None)
+        model = model.model_dump(by_alias=True) if hasattr(model, "model_dump") else dict(model or {})
+        size = model.get("context_parallel_size") or 1
+        if isinstance(size, int) and size > 1:
+            yield _refusal("critic.model.context_parallel_size", f"`critic.model.context_parallel_size` = {size}: "
+                           f"{run_limits.CONTEXT_PARALLEL}", run_limits.SIZE_THAT_RUNS, (key,))
+
+
 @rules.rule("rlinf/run-refusals", "RLC118",
             "`rlcfg run` refuses the RLinf reasoning settings whose values it would compute otherwise: a loss_type "
             "other than the PPO clip loss (`actor`), an adv_type other than grpo, importance_sampling_fix "
-            "without RLinf main's capped weight, a reward_type other than math and a Megatron learning-rate "
-            "schedule other than constant, linear or cosine.",
+            "without RLinf main's capped weight, a reward_type other than math, a Megatron learning-rate "
+            "schedule other than constant, linear or cosine, and what rlcfg's runtime does not do "
+            "(schema/run_limits.py): expert and context parallelism on Megatron, a critic on Megatron.",
             keys=["algorithm.loss_type", "algorithm.adv_type", "algorithm.importance_sampling_fix",
-                  "algorithm.importance_sampling_clip", "reward.reward_type", "actor.lr_sched.lr_decay_style"])
+                  "algorithm.importance_sampling_clip", "reward.reward_type", "actor.lr_sched.lr_decay_style",
+                  "actor.model.expert_model_parallel_size", "actor.model.context_parallel_size",
+                  "critic.training_backend"])
 def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if not _training(cfg):
         return  # embodied, agent, evaluation, SFT and offline configs are refused by `rlcfg run` as a whole
@@ -580,7 +638,8 @@ def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                        f"`use_valid_token_scale` = true with loss_agg_func {alg.loss_agg_func}: RLinf then weights "
                        "each micro-batch's sequence mean by its share of tokens, which rlcfg does not run",
                        "set `use_valid_token_scale: false`", ("algorithm.loss_agg_func",))
-    if not megatron and alg.kl_beta > 0 and alg.kl_penalty_type in ("kl", "k1", "low_var_kl", "k3"):
+    kl_on = alg.kl_beta > 0 and _kl_dropped(cfg, ctx) is None
+    if not megatron and kl_on and alg.kl_penalty_type in ("kl", "k1", "low_var_kl", "k3"):
         yield _refusal("algorithm.kl_penalty_type",
                        f"`algorithm.kl_penalty_type` = {alg.kl_penalty_type} with the FSDP actor and kl_beta > 0: "
                        "RLinf's FSDP actor calls kl_penalty(ref_logprobs, logprobs), the estimator of the reverse "
@@ -614,6 +673,7 @@ def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                            "RLinf clamps the weight with it (and fails without it); rlcfg needs the cap",
                            "set `algorithm.importance_sampling_clip` (2.0 is common)",
                            ("algorithm.importance_sampling_clip",))
+    yield from _runtime_limits(cfg)
 
 
 @rules.rule("rlinf/sequence-lengths", "RLC303",

@@ -29,7 +29,7 @@ from pydantic import ConfigDict, Discriminator, Tag, create_model, model_validat
 
 from rlcfg.schema.base import (HONORED, Dialect, Section, by_annotation, declare_fates, inert, key_of, param,
                                refused, section, section_types)
-from rlcfg.schema.roll_rules import RULES, STRATEGY_NAMES, configured, describe_config
+from rlcfg.schema.roll_rules import RULES, STRATEGY_NAMES, configured, describe_config, unrun_pipeline
 from rlcfg.source.tree import SourceTree
 
 # ---- the run ledger -----------------------------------------------------------------------------------------
@@ -76,7 +76,12 @@ class ModelArgs(Section):
     num_labels: int | None = param(1, description="Number of labels of a token/sequence classification head.", ge=1)
     model_config_kwargs: dict[str, Any] = param({}, description="Extra keyword arguments for the model config.")
     freeze_module_prefix: str | None = param(
-        None, description="Comma-separated prefixes of modules to freeze (partial-parameter fine-tuning).")
+        None, description="Comma-separated prefixes of parameter names to freeze (partial-parameter fine-tuning): "
+                          "each item, stripped of spaces, freezes every parameter whose name starts with it, as "
+                          "the Hugging Face model names them (`model.embed_tokens`, `model.layers.0.`). It acts "
+                          "where the worker trains (actor_train, critic); a prefix that matches no parameter "
+                          "freezes nothing (rlcfg run warns). rlcfg refuses it with the Megatron strategy, whose "
+                          "parameters ROLL names otherwise.")
     ulysses_size: int | None = param(
         1, description="Ulysses context-parallel group size (FSDP2 strategies). Must divide the "
                        "worker's GPU count, and the number of attention heads.", ge=1)
@@ -104,7 +109,7 @@ declare_fates(ModelArgs,
                           "value head"),
        num_labels=inert("only read with a classification model_type, which rlcfg refuses"),
        model_config_kwargs=refused("rlcfg builds the model from its own config.json, without extra options"),
-       freeze_module_prefix=refused("rlcfg trains every parameter of the model"),
+       freeze_module_prefix=HONORED,
        lora_target=refused("rlcfg fine-tunes the full model; it has no LoRA adapters"),
        lora_rank=_ONLY_LORA, lora_alpha=_ONLY_LORA, lora_dropout=_ONLY_LORA, additional_target=_ONLY_LORA,
        autocast_adapter_dtype=_ONLY_LORA)
@@ -594,8 +599,11 @@ class Worker(Section):
     model_update_frequency: int = param(1, description="Frequency of model updates.", ge=1)
     infer_batch_size: int = param(16, description="Batch size for inference or computing log-probs.", ge=1)
     backend_timeout: int = param(30, description="Timeout of the distributed backend, in minutes.", ge=1)
-    system_envs: dict[str, Any] = param({}, description="Environment variables for this worker; they win over the "
-                                                        "pipeline's system_envs.")
+    system_envs: dict[str, str] = param(
+        {}, description="Environment variables of this worker's processes, set before each process starts; they "
+                        "win over the pipeline's system_envs. Values are strings (quote numbers: `'1'`), as ROLL "
+                        "hands them to Ray's runtime_env. Roles that rlcfg runs in one process (a colocated actor "
+                        "and rollout, for one) get processes of their own when their variables differ.")
     topr_positive_weight: float = param(1.0, description="Weight of positive samples in the TOPR loss.")
     topr_negative_weight: float = param(1.0, description="Weight of negative samples in the TOPR loss.")
     max_concurrency: int = param(
@@ -646,7 +654,7 @@ declare_fates(Worker,
                           "the ActorPGWorker variants are not implemented"),
        model_update_frequency=inert("the RLVR pipeline reads it nowhere (only the agentic one does)"),
        backend_timeout=PERF, max_concurrency=PERF, offload_nccl=PERF, logits_in_fp32=PERF,
-       system_envs=refused("rlcfg's workers do not receive ROLL's per-worker environment variables"),
+       system_envs=HONORED,
        topr_positive_weight=inert("only read by ActorPGWorker's topr variant, which rlcfg refuses"),
        topr_negative_weight=inert("only read by ActorPGWorker's topr variant, which rlcfg refuses"),
        max_tokens_per_microbatch_in_train=_BATCHING, sequence_length_round_in_train=_BATCHING,
@@ -686,8 +694,9 @@ class RewardWorker(Worker):
     reward_manager_config: list[dict[str, Any]] = param([], description="Reward plug-in configuration.")
 
 
-# `rewards` is a mapping of user-named workers, which the run ledger's walk does not enter: the lowering itself
-# refuses what these keys would change (a reward class rlcfg has no twin for, a filter).
+# `rewards` is a mapping of user-named workers, which the run ledger's walk does not enter: the rule
+# roll/run-refusals refuses what these keys would change (several domains, a reward class rlcfg has no twin for,
+# reward plug-ins).
 _JUDGE = inert("only read by reward worker classes rlcfg refuses (it scores with ROLL's math rule)")
 declare_fates(RewardWorker, default=_JUDGE,
        query_filter_config=HONORED,
@@ -817,8 +826,10 @@ class _BaseRoot(Section):
         False, description="Offload optimizer states to CPU during forward/backward.")
     length_profiler_dir: str = param("./output/profiler", description="Where length/reward metrics are written.")
     profiler_output_dir: str = param("./output/profiler", description="Where profiler logs are written.")
-    system_envs: dict[str, Any] = param({}, description="Environment variables, merged into every worker's "
-                                                        "system_envs (the worker's values win).")
+    system_envs: dict[str, str] = param(
+        {}, description="Environment variables of every worker's processes: merged into each worker's "
+                        "system_envs (the worker's own values win). Values are strings (quote numbers: `'1'`): "
+                        "ROLL puts them in os.environ as it loads the config, which takes nothing else.")
     model_update_buffer_size_mb: int = param(1024, description="Buffer for model updates, in MB.", ge=1)
     num_nodes: int = param(
         1, description="Number of nodes. ROLL ignores the value and derives it from the highest GPU id in any "
@@ -863,7 +874,7 @@ declare_fates(_BaseRoot,
        profiler_timeline=LOGS, profiler_memory=LOGS, report_length_and_rewards=LOGS, length_profiler_dir=LOGS,
        profiler_output_dir=LOGS, base_dir=LOGS, otlp_output_dir=LOGS,
        is_offload_states=PERF, is_offload_optimizer_states_in_train_step=PERF, model_update_buffer_size_mb=PERF,
-       system_envs=refused("rlcfg's workers do not receive ROLL's environment variables"),
+       system_envs=HONORED,
        num_nodes=inert("ROLL ignores it and counts nodes from the device mappings, as rlcfg does"),
        model_download_type=inert("where models are downloaded from: the weights are the same"),
        generate_opt_level=PERF,
@@ -1156,6 +1167,9 @@ class Roll(Dialect):
 
     def describe(self, config: Any) -> str:
         return describe_config(config)
+
+    def unrun_pipeline(self, config: Any) -> tuple[str, str] | None:
+        return unrun_pipeline(config)
 
 
 def _without_unused_fragment_keys(tree: SourceTree, primary: str | None) -> SourceTree:

@@ -12,8 +12,8 @@ import math
 from functools import lru_cache
 from typing import Any, Iterator
 
-from rlcfg.diagnostics import Constraint, close_matches
-from rlcfg.schema.base import RuleContext, RuleSet
+from rlcfg.diagnostics import Constraint, Severity, close_matches
+from rlcfg.schema.base import Finding, RuleContext, RuleSet
 from rlcfg.schema.roll_device_mapping import (ACCEPTED_FORMS, DeviceMappingError, describe_ids,
                                               format_device_mapping, parse_device_mapping)
 
@@ -1258,3 +1258,443 @@ def checkpoint_config(cfg: Any, ctx: RuleContext):
                         "joins a timestamp onto it at load and stops",
                         hint="set checkpoint_config.output_dir (e.g. ./output/checkpoints)",
                         related=["checkpoint_config.type"])
+
+
+# ---- what `rlcfg run` runs of ROLL's pipelines and names (read by lower/roll.py; the rest is refused) ----------
+
+
+def unrun_pipeline(cfg: Any) -> tuple[str, str] | None:
+    """The ROLL pipelines rlcfg validates but `rlcfg run` does not run, with why (Dialect.unrun_pipeline); the
+    lowering refuses the same ones."""
+    if is_agentic(cfg):
+        return ("ROLL agentic pipeline", "rlcfg's runtime has no environment managers; run it with ROLL's "
+                                         "examples/start_agentic_pipeline.py")
+    if cfg.is_pure_opd or cfg.use_opd:
+        return ("ROLL on-policy distillation pipeline", "`is_pure_opd` / `use_opd` score with the teacher's KL, and "
+                                                        "rlcfg's runtime has no teacher-KL reward")
+    if rollout_only(cfg):
+        return ("ROLL rollout-only pipeline", "actor_train has no GPUs and no strategy, so nothing trains; rlcfg "
+                                              "runs training pipelines only")
+    return None
+
+
+# Hugging Face scheduler names (training_args.lr_scheduler_type) → rlcfg's three shapes. Warmup is separate in
+# rlcfg, so constant_with_warmup is constant; polynomial decays linearly at its default power 1.0. Schedules
+# rlcfg has no shape for (inverse_sqrt, reduce_lr_on_plateau, warmup_stable_decay) are refused.
+SCHEDULERS = {"linear": "linear", "polynomial": "linear", "cosine": "cosine", "cosine_with_restarts": "cosine",
+              "cosine_with_min_lr": "cosine", "constant": "constant", "constant_with_warmup": "constant"}
+# The names mcore_adapter's get_megatron_lr_scheduler maps to Megatron's constant, linear and cosine decay styles.
+MEGATRON_SCHEDULERS = ("constant", "constant_with_warmup", "linear", "cosine", "cosine_with_min_lr")
+# ROLL's kl_penalty names for the reward-side KL (functionals.compute_approx_kl). `full` (F.kl_div summed over the
+# last axis) has no rlcfg estimator and is refused.
+KL_ESTIMATORS = {"kl": "k1", "abs": "abs", "mse": "k2"}
+# ROLL's reward workers that score with a rule rlcfg also has. The others (code sandbox, IFEval and the general
+# rule worker, CrossThinkQA, LLM judges) have no rlcfg equivalent and are refused.
+REWARD_FUNCTIONS = {"MathRuleRewardWorker": "math"}
+# ROLL's chat templates that are the tokenizer's own apply_chat_template (roll/datasets/chat_template.py registers
+# both names on native_chat_template).
+TOKENIZER_TEMPLATES = ("native", "qwen2_5")
+# ROLL's standard RLVR workers (RLVRConfig.__post_init__ picks them when worker_cls is null); rlcfg runs its own
+# equivalents of these and of nothing else.
+STANDARD_WORKERS = {
+    "actor_train": "roll.pipeline.rlvr.actor_worker.ActorWorker",
+    "actor_infer": "roll.pipeline.base_worker.InferWorker",
+    "reference": "roll.pipeline.rlvr.actor_worker.ActorWorker",
+    "critic": "roll.pipeline.base_worker.CriticWorker",
+}
+SAMPLE_MASKS = ("max_len_mask", "difficulty_mask", "error_max_len_clip")
+
+
+def reward_kl_on(cfg: Any) -> bool:
+    """Whether compute_token_reward subtracts a KL penalty: add_token_level_kl with a reference (without one ROLL
+    mocks the reference log-probs with the old ones, so the penalty is 0) and init_kl_coef > 0."""
+    return bool(cfg.add_token_level_kl and reference_on(cfg) and cfg.init_kl_coef > 0)
+
+
+def reward_class(worker: Any) -> str:
+    return (worker.worker_cls or "").rsplit(".", 1)[-1]
+
+
+def chosen_reward_domain(cfg: Any) -> str | None:
+    """The reward domain the lowering describes when `rewards` has several (which `rlcfg run` refuses): the one
+    with the largest share of actor_train.data_args.domain_interleave_probs (by its name or a tag it scores),
+    else the first."""
+    rewards = dict(cfg.rewards or {})
+    if not rewards:
+        return None
+    train_data = cfg.actor_train.data_args
+    shares = dict(train_data.domain_interleave_probs or {}) if train_data is not None else {}
+
+    def share(key: str) -> float:
+        names = [key, *(rewards[key].tag_included or [])]
+        return max((float(shares.get(name) or 0) for name in names), default=0.0)
+
+    return max(rewards, key=share)  # the first of equal shares
+
+
+def _run_refusal(path: str, value: Any, why: str, hint: str, related: Iterator[str] | tuple[str, ...] = ()
+                 ) -> Finding:
+    """An RLC118 note worded as the run ledger's own (frontend._refusal_notes), with the value that runs as hint."""
+    from rlcfg.schema.validate import describe_value
+
+    return Finding("RLC118", Severity.NOTE, path, f"`rlcfg run` refuses `{path}` = {describe_value(value)}: {why}",
+                   hint, tuple(related))
+
+
+@RULES.rule("roll/run-refusals", "RLC118",
+            "`rlcfg run` refuses the RLVR settings its runtime would compute otherwise than ROLL: reward domains "
+            "beyond one, reward workers other than the math rule and reward plug-ins, worker classes other than "
+            "ROLL's standard ones, learning-rate schedules it has no shape for, a KL both in the loss and in the reward or the "
+            "`full` KL, running reward statistics, gamma < 1 with GRPO, reward_clip with a KL in the reward and no "
+            "normalisation, sample masks with whitening or length weights, seq-mean-token-sum-norm, a critic with "
+            "another loss_agg_mode than seq-mean-token-mean, sequence importance sampling with per-token "
+            "advantages or dual clip, train-infer weights other than capped and detached token or sequence "
+            "ratios, mixed domain_interleave_probs and chat templates other than the tokenizer's.",
+            keys=["rewards", "actor_train.worker_cls", "actor_infer.worker_cls", "reference.worker_cls",
+                  "critic.worker_cls", "actor_train.training_args.lr_scheduler_type",
+                  "critic.training_args.lr_scheduler_type", "adv_estimator", "norm_mean_type", "norm_std_type",
+                  "gamma", "reward_clip", "max_len_mask", "difficulty_mask", "error_max_len_clip",
+                  "loss_agg_mode", "importance_sampling", "add_token_level_kl", "use_kl_loss", "kl_penalty",
+                  "train_infer_correction.is_weight", "actor_train.data_args.domain_interleave_probs",
+                  "global_template", "actor_train.data_args.template", "tag_to_template"])
+def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    if unrun_pipeline(cfg) is not None:
+        return  # validate says once that `rlcfg run` does not run the whole pipeline (RLC116)
+    yield from _worker_refusals(cfg)
+    yield from _reward_refusals(cfg)
+    yield from _schedule_refusals(cfg)
+    yield from _algorithm_refusals(cfg)
+    yield from _data_refusals(cfg)
+
+
+def _worker_refusals(cfg: Any) -> Iterator[Finding]:
+    running = {"reference": reference_on(cfg), "critic": critic_on(cfg)}
+    for path, standard in STANDARD_WORKERS.items():
+        cls = getattr(cfg, path).worker_cls
+        if running.get(path, True) and cls is not None and cls != standard:
+            yield _run_refusal(f"{path}.worker_cls", cls,
+                               f"rlcfg runs ROLL's standard {standard.rsplit('.', 1)[-1]} (the loss variants of "
+                               "ActorPGWorker, pg_variant, are not implemented)",
+                               f"leave it unset (ROLL then runs {standard})")
+
+
+def _reward_refusals(cfg: Any) -> Iterator[Finding]:
+    # ROLL runs one reward cluster per domain and normalises, whitens and clips each domain's batch on its own
+    # (rlvr_pipeline.py groups the batch by domain); rlcfg scores every sample with one function over one batch.
+    rewards = dict(cfg.rewards or {})
+    if len(rewards) > 1:
+        yield _run_refusal("rewards", list(rewards),
+                           f"{len(rewards)} reward domains; rlcfg scores every sample with one reward function over "
+                           "one batch (ROLL normalises each domain on its own), and `rlcfg plan` describes the "
+                           f"domain `{chosen_reward_domain(cfg)}` only", "keep one domain")
+    for key, worker in rewards.items():
+        if reward_class(worker) not in REWARD_FUNCTIONS:
+            yield _run_refusal(f"rewards.{key}.worker_cls", worker.worker_cls,
+                               f"rlcfg scores with ROLL's math rule only ({', '.join(REWARD_FUNCTIONS)})",
+                               "use roll.pipeline.rlvr.rewards.math_rule_reward_worker.MathRuleRewardWorker")
+        if worker.reward_manager_config:
+            yield _run_refusal(f"rewards.{key}.reward_manager_config", worker.reward_manager_config,
+                               "rlcfg runs no reward plug-ins", "remove it")
+
+
+def _schedule_refusals(cfg: Any) -> Iterator[Finding]:
+    for path in ("actor_train", "critic") if critic_on(cfg) else ("actor_train",):
+        worker = getattr(cfg, path)
+        name = worker.training_args.lr_scheduler_type
+        key = f"{path}.training_args.lr_scheduler_type"
+        megatron = strategy_name(worker) == "megatron_train"
+        if name not in SCHEDULERS:
+            yield _run_refusal(key, name, f"rlcfg has no such schedule (it has {', '.join(sorted(SCHEDULERS))})",
+                               "use linear, cosine or constant")
+        elif megatron and name not in MEGATRON_SCHEDULERS:
+            # mcore_adapter's get_megatron_lr_scheduler raises on the others.
+            yield _run_refusal(key, name, "ROLL's Megatron strategy does not run it (it runs "
+                                          f"{', '.join(MEGATRON_SCHEDULERS)})", "use linear, cosine or constant")
+        elif not megatron and name == "cosine_with_min_lr":
+            # ROLL hands transformers' get_scheduler no scheduler kwargs, and this one needs min_lr or min_lr_rate.
+            yield _run_refusal(key, name, f"it stops ROLL's {strategy_name(worker) or 'fsdp2_train'} strategy at "
+                                          "start (transformers needs a min_lr it is not given)", "use cosine")
+
+
+def _algorithm_refusals(cfg: Any) -> Iterator[Finding]:
+    estimator = cfg.adv_estimator
+    if estimator == "agentic_reinforce":
+        yield _run_refusal("adv_estimator", estimator, "it belongs to the agentic pipeline; ROLL's RLVR "
+                                                       "compute_advantage refuses it too", "use reinforce or grpo")
+    grpo = estimator == "grpo"
+    if not grpo:  # grpo: the estimator itself is the group normalisation, and these are not read
+        for key in ("norm_mean_type", "norm_std_type"):
+            if getattr(cfg, key) == "running":
+                yield _run_refusal(key, "running", "statistics carried across steps are not offered",
+                                   "use batch or group")
+    reward_kl = reward_kl_on(cfg)
+    if cfg.use_kl_loss and reward_kl:
+        yield _run_refusal("add_token_level_kl", True, "with use_kl_loss and init_kl_coef > 0 ROLL applies both a KL "
+                                                       "loss and a KL reward penalty; rlcfg runs one KL term",
+                           "set one of add_token_level_kl and use_kl_loss", ("use_kl_loss", "init_kl_coef"))
+    if reward_kl and cfg.kl_penalty not in KL_ESTIMATORS:
+        yield _run_refusal("kl_penalty", cfg.kl_penalty, "ROLL's full-vocabulary KL has no rlcfg estimator",
+                           "use kl, abs or mse", ("add_token_level_kl",))
+    kl_in_reward = reward_kl and not cfg.use_kl_loss
+    per_token = kl_in_reward or cfg.whiten_rewards  # rewards on more than the last token
+    if grpo and cfg.gamma != 1 and not per_token:
+        # ROLL discounts the normalised score back from the last token; rlcfg's GRPO advantage is the score on
+        # every token (the same only for gamma 1).
+        yield _run_refusal("gamma", cfg.gamma, "with adv_estimator grpo rlcfg discounts the advantages only with a "
+                                               "KL in the reward or whiten_rewards", "use gamma 1",
+                           ("adv_estimator",))
+    unnormalised = cfg.norm_mean_type is None and cfg.norm_std_type is None
+    if not grpo and cfg.reward_clip is not None and unnormalised and kl_in_reward:
+        yield _run_refusal("reward_clip", cfg.reward_clip, "with a KL in the reward and no reward normalisation "
+                                                           "rlcfg clamps the score only after the KL penalty, ROLL "
+                                                           "before and after",
+                           "remove reward_clip, or set norm_mean_type / norm_std_type",
+                           ("add_token_level_kl", "norm_mean_type", "norm_std_type"))
+    masks = [key for key in SAMPLE_MASKS if getattr(cfg, key)]
+    whitening = [key for key in ("whiten_rewards", "whiten_advantages") if getattr(cfg, key)]
+    if masks and whitening:
+        yield _run_refusal(masks[0], getattr(cfg, masks[0]), f"with {' and '.join(whitening)} ROLL whitens over the "
+                                                             "samples the masks keep, rlcfg over all samples",
+                           f"set {' and '.join(masks)} to false, or {' and '.join(whitening)} to false",
+                           (*masks[1:], *whitening))
+    weights = [key for key in ("length_loss_weight",) if cfg.length_loss_weight]
+    weights += ["entropy_loss_coef"] if cfg.entropy_loss_coef > 0 else []
+    if masks and weights:
+        yield _run_refusal(masks[0], getattr(cfg, masks[0]), f"with {' and '.join(weights)} ROLL measures lengths "
+                                                             "and entropy over all samples, rlcfg over the samples "
+                                                             "the masks keep",
+                           f"set {' and '.join(masks)} to false, or turn off {' and '.join(weights)}",
+                           (*masks[1:], *weights))
+    if cfg.loss_agg_mode == "seq-mean-token-sum-norm":
+        yield _run_refusal("loss_agg_mode", cfg.loss_agg_mode, "it divides by the padded width of each "
+                                                               "micro-batch; rlcfg has no such aggregation",
+                           "use seq-mean-token-sum, seq-mean-token-mean or token-mean")
+    elif estimator == "gae" and cfg.loss_agg_mode != "seq-mean-token-mean":
+        # base_worker.CriticWorker.loss_func averages the value loss per sequence, then over sequences, whatever
+        # loss_agg_mode says; rlcfg's critic aggregates like the actor.
+        yield _run_refusal("loss_agg_mode", cfg.loss_agg_mode, "with adv_estimator gae ROLL's critic always averages "
+                                                               "its loss per sequence (seq-mean-token-mean), rlcfg's "
+                                                               "critic follows loss_agg_mode",
+                           "use seq-mean-token-mean", ("adv_estimator",))
+    if cfg.importance_sampling == "seq":
+        # ROLL's sequence ratio exp(mean log-ratio) with its gradient equals GSPO-token's gradient when every token
+        # of a sequence has the same advantage; it differs otherwise.
+        if estimator == "gae" or per_token or cfg.gamma != 1:
+            yield _run_refusal("importance_sampling", "seq", "with per-token advantages (gae, a KL in the reward, "
+                                                             "whiten_rewards or gamma < 1) rlcfg's sequence ratio "
+                                                             "differs from ROLL's, which it matches only for one "
+                                                             "advantage per sequence", "use token")
+        elif cfg.dual_clip_loss:
+            yield _run_refusal("importance_sampling", "seq", "with dual_clip_loss: rlcfg's sequence-ratio loss has "
+                                                             "no dual clip", "use token, or dual_clip_loss false",
+                               ("dual_clip_loss",))
+    yield from _importance_weight_refusals(cfg)
+
+
+def _importance_weight_refusals(cfg: Any) -> Iterator[Finding]:
+    # roll/utils/train_infer_corrections.py compute_train_infer_correction: the token ratio exp(old − infer) or the
+    # sequence's exp(Σ(old − infer)), clamped to upper_bound and detached, multiplies the per-token policy loss;
+    # rlcfg runs that as truncated importance sampling (the filters are refused by the ledger).
+    weight = cfg.train_infer_correction.is_weight
+    if not weight.enabled:
+        return
+    key = "train_infer_correction.is_weight"
+    if weight.weight_type not in ("token", "sequence"):
+        yield _run_refusal(f"{key}.weight_type", weight.weight_type, "rlcfg weighs by the token or the sequence "
+                                                                     "ratio only", "use token or sequence")
+    if weight.upper_bound is None:
+        yield _run_refusal(f"{key}.upper_bound", None, "an unbounded weight; rlcfg caps the weight",
+                           "set a cap (ROLL's default is 1.2)")
+    if not weight.detach:
+        yield _run_refusal(f"{key}.detach", False, "rlcfg's importance weight carries no gradient", "use true")
+
+
+def _data_refusals(cfg: Any) -> Iterator[Finding]:
+    train_data = cfg.actor_train.data_args
+    if train_data is None:
+        return
+    shares = dict(train_data.domain_interleave_probs or {})
+    if sum(1 for share in shares.values() if share) > 1:
+        yield _run_refusal("actor_train.data_args.domain_interleave_probs", shares,
+                           "it mixes several domains; rlcfg draws prompts uniformly from one dataset scored by one "
+                           "reward worker", "give one domain all of the share")
+    if not train_data.messages:
+        return  # a prompt column is tokenized as it is, without a chat template
+    # rlvr_pipeline.get_encode_function formats a messages column with global_template, else
+    # actor_train.data_args.template, or a tag's own template from tag_to_template; ROLL's `native` and `qwen2_5`
+    # are the tokenizer's own chat template, which is what rlcfg applies.
+    hint = "use native (the tokenizer's own chat template) or qwen2_5"
+    why = "rlcfg formats messages with the tokenizer's own chat template, ROLL's `native` or `qwen2_5`"
+    template_key = "global_template" if cfg.global_template else "actor_train.data_args.template"
+    template = cfg.global_template or train_data.template or "native"
+    if template not in TOKENIZER_TEMPLATES:
+        yield _run_refusal(template_key, template, why, hint)
+    for tag, name in dict(cfg.tag_to_template or {}).items():
+        if name not in TOKENIZER_TEMPLATES:
+            yield _run_refusal(f"tag_to_template.{tag}", name, why, hint)
+
+
+FILTER_THRESHOLDS = {"mean_filter": ("threshold_down", "threshold_up"), "std_filter": ("std_threshold",)}
+
+
+@RULES.rule("roll/query-filter-args", "RLC200",
+            "The thresholds of a reward worker's query_filter_config (threshold_down, threshold_up, std_threshold) "
+            "must be numbers: ROLL's request scheduler compares the rewards with them (generate_opt_level 1).",
+            keys=["rewards"])
+def query_filter_args(cfg: Any, ctx: RuleContext):
+    if is_agentic(cfg) or cfg.generate_opt_level == 0:
+        return  # at level 0 query_filter gets all of a prompt's responses as one item and keeps it unread
+    for key, worker in dict(cfg.rewards or {}).items():
+        config = worker.query_filter_config
+        args = config.filter_args or {}
+        for name in FILTER_THRESHOLDS.get(config.type, ()):
+            value = args.get(name)
+            if name in args and (isinstance(value, bool) or not isinstance(value, (int, float))):
+                yield ctx.error("RLC200", f"rewards.{key}.query_filter_config.filter_args.{name}",
+                                f"`rewards.{key}.query_filter_config.filter_args.{name}` is {value!r}, not a number; "
+                                "ROLL accepts it at load but fails when its scheduler compares the rewards with it",
+                                hint="give a number, or remove it for ROLL's default")
+
+
+def worker_env(cfg: Any, worker: Any) -> dict[str, str]:
+    """A worker's environment variables as ROLL starts it: BaseConfig.__post_init__ adds the pipeline's
+    system_envs to the worker's where the worker does not set the name, and Cluster._create_workers hands them to
+    Ray's runtime_env env_vars. (ROLL copies them only into actor_train, actor_infer, reference and critic; its
+    reward workers get the pipeline's too, from the environment of the driver that starts Ray after loading the
+    config.) rlcfg/lower/roll.py carries the same mapping into each Role."""
+    return {**dict(cfg.system_envs or {}), **dict(worker.system_envs or {})}
+
+
+def frozen_prefixes(worker: Any) -> tuple[str, ...]:
+    """model_args.freeze_module_prefix as ROLL reads it: ModelArguments.__post_init__ splits it at commas and
+    strips each item, and model_providers.freeze_model turns off requires_grad of every parameter whose name
+    starts with one of them (a prefix that matches nothing freezes nothing, silently)."""
+    written = worker.model_args.freeze_module_prefix
+    return () if written is None else tuple(item.strip() for item in written.split(","))
+
+
+@RULES.rule("roll/run-refusals-of-worker-settings", "RLC118",
+            "`rlcfg run` refuses a freeze_module_prefix with an empty item (every parameter name starts with it, so "
+            "nothing would train) or on a Megatron worker (ROLL matches it against mcore_adapter's parameter "
+            "names), and a rule reward worker whose environment variables (system_envs) differ from actor_infer's "
+            "(rlcfg scores rule rewards inside the rollout workers' processes).",
+            keys=["actor_train.model_args.freeze_module_prefix", "critic.model_args.freeze_module_prefix",
+                  "system_envs", "actor_infer.system_envs", "rewards"])
+def run_refusals_of_worker_settings(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    if unrun_pipeline(cfg) is not None:
+        return
+    # Only a worker that trains reads freeze_module_prefix (the others load their model frozen).
+    for path in ("actor_train", "critic") if critic_on(cfg) else ("actor_train",):
+        worker = getattr(cfg, path)
+        prefixes = frozen_prefixes(worker)
+        key = f"{path}.model_args.freeze_module_prefix"
+        if "" in prefixes:
+            yield _run_refusal(key, worker.model_args.freeze_module_prefix,
+                               "it has an empty item, and every parameter name starts with the empty string: ROLL "
+                               "would freeze the whole model, leaving nothing to train",
+                               "remove the empty item (a stray comma)")
+        elif prefixes and strategy_name(worker) in ("megatron_train", "megatron_infer"):
+            yield _run_refusal(key, worker.model_args.freeze_module_prefix,
+                               "with the Megatron strategy ROLL matches it against mcore_adapter's parameter names, "
+                               "which rlcfg's Megatron trainer does not have; rlcfg freezes parameters with the "
+                               "FSDP2 strategy", "train with strategy_name fsdp2_train, or remove it",
+                               (f"{path}.strategy_args.strategy_name",))
+    rollout_env = worker_env(cfg, cfg.actor_infer)
+    for key, worker in dict(cfg.rewards or {}).items():
+        if worker.strategy_args is not None and device_ids(worker):
+            continue  # a reward model runs in processes of its own (and is refused as such)
+        env = worker_env(cfg, worker)
+        differing = sorted(n for n in env.keys() | rollout_env.keys() if env.get(n) != rollout_env.get(n))
+        if differing:
+            name = differing[0]
+
+            def shown(value: str | None) -> str:
+                return "unset" if value is None else repr(value)
+
+            yield _run_refusal(f"rewards.{key}.system_envs", dict(worker.system_envs or {}),
+                               f"it gives {name} another value than actor_infer.system_envs ({shown(env.get(name))} "
+                               f"and {shown(rollout_env.get(name))}); rlcfg scores rule rewards inside the rollout "
+                               "workers' processes, so the two need one environment",
+                               "set the variable the same in both, or only in the pipeline's system_envs",
+                               ("actor_infer.system_envs",))
+
+
+# ---- what rlcfg's runtime does not run (schema/run_limits.py), said before the preflight says it ------------------
+
+# rlcfg's backend of each ROLL strategy (lower/roll.py builds its roles with it, and the runtime's preflight names a
+# strategy back from it).
+BACKEND_OF_STRATEGY = {
+    "megatron_train": "megatron", "megatron_infer": "megatron",
+    "fsdp2_train": "fsdp2", "fsdp2_infer": "fsdp2",
+    "deepspeed_train": "deepspeed", "deepspeed_infer": "deepspeed", "diffusion_deepspeed_train": "deepspeed",
+    "vllm": "vllm", "sglang": "sglang", "hf_infer": "hf",
+}
+_MODEL_BACKENDS = ("fsdp2", "megatron")  # the runtime's backends for a model it does not roll out with
+
+
+def _limited_workers(cfg: Any) -> Iterator[tuple[str, Any, str]]:
+    """(path, worker, rlcfg backend) of each worker lower/roll.py makes a model role of, the rollout aside: actor_train,
+    the reference when a KL reads it, the critic for GAE, and the chosen reward domain's worker when it has a model
+    (strategy_args and GPUs; a rule worker scores on CPU)."""
+    workers = [("actor_train", "fsdp2_train")] + ([("reference", "fsdp2_train")] if reference_on(cfg) else []) + (
+        [("critic", "fsdp2_train")] if critic_on(cfg) else [])
+    for path, default in workers:
+        worker = getattr(cfg, path)
+        yield path, worker, BACKEND_OF_STRATEGY.get(strategy_name(worker) or default, "")
+    key = chosen_reward_domain(cfg)
+    worker = cfg.rewards[key] if key is not None else None
+    if worker is not None and worker.strategy_args is not None and device_ids(worker):
+        yield f"rewards.{key}", worker, BACKEND_OF_STRATEGY.get(strategy_name(worker) or "fsdp2_train", "")
+
+
+@RULES.rule("roll/run-refusals-of-runtime-limits", "RLC118",
+            "`rlcfg run` refuses what its runtime does not do (schema/run_limits.py), as its preflight would: a "
+            "model worker on a strategy other than fsdp2 or megatron (deepspeed is not wired in; hf_infer, vllm and "
+            "sglang roll out only), Ulysses sequence parallelism, expert and context parallelism on Megatron, a "
+            "critic on Megatron, an actor_infer on a training strategy, and an hf_infer rollout spread over several "
+            "GPUs.",
+            keys=["actor_train.strategy_args.strategy_name", "actor_train.model_args.ulysses_size",
+                  "actor_train.strategy_args.strategy_config.expert_model_parallel_size",
+                  "actor_train.strategy_args.strategy_config.context_parallel_size",
+                  "critic.strategy_args.strategy_name", "actor_infer.strategy_args.strategy_name",
+                  "actor_infer.num_gpus_per_worker"])
+def run_refusals_of_runtime_limits(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    from rlcfg.schema import run_limits
+
+    if unrun_pipeline(cfg) is not None:
+        return
+    for path, worker, backend in _limited_workers(cfg):
+        strategy_key = f"{path}.strategy_args.strategy_name"
+        if backend == "deepspeed":
+            yield _run_refusal(strategy_key, strategy_name(worker), run_limits.DEEPSPEED,
+                               f"use fsdp2_{'train' if path in ('actor_train', 'critic') else 'infer'}")
+            continue
+        if backend not in _MODEL_BACKENDS:
+            yield _run_refusal(strategy_key, strategy_name(worker), run_limits.TRAINING_BACKENDS,
+                               f"use fsdp2_{'train' if path in ('actor_train', 'critic') else 'infer'} or "
+                               f"megatron_{'train' if path in ('actor_train', 'critic') else 'infer'}")
+            continue
+        ulysses = worker.model_args.ulysses_size or 1
+        if backend == "fsdp2" and ulysses > 1:
+            yield _run_refusal(f"{path}.model_args.ulysses_size", ulysses, run_limits.ULYSSES,
+                               run_limits.SIZE_THAT_RUNS)
+        if backend != "megatron":
+            continue
+        if path == "critic":
+            yield _run_refusal(strategy_key, strategy_name(worker), run_limits.MEGATRON_CRITIC,
+                               "use fsdp2_train for the critic")
+        for name, limit in (("context_parallel_size", run_limits.CONTEXT_PARALLEL),
+                            ("expert_model_parallel_size", run_limits.EXPERT_PARALLEL)):
+            size = int(strategy_value(worker, name, 1))
+            if size > 1:
+                yield _run_refusal(_sc_path(path, name), size, limit, run_limits.SIZE_THAT_RUNS)
+    rollout = cfg.actor_infer
+    rollout_backend = BACKEND_OF_STRATEGY.get(strategy_name(rollout) or "vllm")
+    if rollout_backend not in ("hf", "vllm", "sglang"):
+        yield _run_refusal("actor_infer.strategy_args.strategy_name", strategy_name(rollout),
+                           run_limits.ROLLOUT_BACKENDS, "use vllm, sglang or hf_infer")
+    elif rollout_backend == "hf" and gpus_per_worker(rollout) > 1:
+        # A transformers worker spreads its layers over its GPUs: the stages of a pipeline.
+        yield _run_refusal("actor_infer.num_gpus_per_worker", gpus_per_worker(rollout),
+                           run_limits.HF_ROLLOUT_PARALLEL, "set it to 1, or use the vllm or sglang strategy",
+                           ("actor_infer.strategy_args.strategy_name",))

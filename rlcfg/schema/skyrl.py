@@ -82,7 +82,6 @@ _SINGLE_TURN_INPUT = inert("the input limit of later turns in multi-turn generat
                            "single-turn prompts are limited by trainer.max_prompt_length")
 _SINGLE_TURN = refused("rlcfg generates one response per prompt (single-turn); environments are not stepped")
 _NO_TEMPLATE_KWARGS = refused("rlcfg renders the chat template without extra arguments")
-_ONE_EVAL_SAMPLE = refused("rlcfg evaluates one response per prompt")
 _HF_EXPORT = inert("exports the weights in Hugging Face format beside the run; nothing computed changes (rlcfg "
                    "writes them with its checkpoints)")
 _EXPERT_LAYOUT = inert("how an engine lays its experts over its GPUs; the generated tokens are the same (rlcfg's "
@@ -775,8 +774,10 @@ class Generator(Section):
     chat_template_kwargs: dict[str, Any] = param({}, description="Arguments for the chat template (not with batched).",
         releases=FROM_020, fate=_NO_TEMPLATE_KWARGS)
     eval_sampling_params: EvalSamplingParams = section(EvalSamplingParams, description="Sampling during evaluation.")
-    eval_n_samples_per_prompt: int = param(1, description="Samples per prompt in evaluation.", ge=1,
-        fate=_ONE_EVAL_SAMPLE)
+    eval_n_samples_per_prompt: int = param(1, description="Samples per prompt in evaluation: each prompt gets this "
+                                                 "many responses, and evaluation reports the mean reward and "
+                                                 "pass@n (the share of prompts with a positive reward among their "
+                                                 "n responses).", ge=1, fate=HONORED)
     zero_reward_on_non_stop: bool = param(False, description="Give 0 reward to responses that did not stop on their "
                                                              "own (truncated or aborted).")
     apply_overlong_filtering: bool = param(False, description="DAPO overlong filtering: mask the loss of truncated "

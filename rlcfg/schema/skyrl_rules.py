@@ -14,6 +14,7 @@ import math
 from typing import Any, Callable, Iterator
 
 from rlcfg.diagnostics import Constraint, Severity, close_matches
+from rlcfg.schema import run_limits
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -1124,12 +1125,38 @@ def critic_trained(cfg: Any) -> bool:
     return critic_in_use(cfg) and cfg.trainer.algorithm.advantage_estimator == "gae"
 
 
-def _refusal(path: str, value: Any, instead: str) -> Finding:
+def _refusal(path: str, value: Any, instead: str, hint: str | None = None) -> Finding:
     """An RLC118 note worded as the ledger's own (frontend._refusal_notes)."""
     from rlcfg.schema.validate import describe_value
 
     return Finding("RLC118", Severity.NOTE, path, f"`rlcfg run` refuses `{path}` = {describe_value(value)}: {instead}",
-                   "`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, choose a value it runs")
+                   hint or "`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, choose a value it runs")
+
+
+def _runtime_limits(cfg: Any) -> Iterator[Finding]:
+    """What the runtime's preflight refuses of the roles lower/skyrl.py builds: the policy, the reference when its
+    log-probs count (kl_loss_coef > 0) and the critic when GAE trains it, each on trainer.strategy (a critic on
+    Megatron is an error of its own: skyrl-train does not build one)."""
+    t = cfg.trainer
+    if t.strategy == "deepspeed":
+        yield _refusal("trainer.strategy", t.strategy, run_limits.DEEPSPEED, "set `trainer.strategy: fsdp2`")
+        return
+    models = ["policy"] + (["ref"] if ref_in_use(cfg) and t.algorithm.kl_loss_coef > 0 else [])
+    if t.strategy == "megatron":
+        for model in models:
+            sizes = getattr(t, model).megatron_config
+            for name, limit in (("context_parallel_size", run_limits.CONTEXT_PARALLEL),
+                                ("expert_model_parallel_size", run_limits.EXPERT_PARALLEL)):
+                if getattr(sizes, name) > 1:
+                    yield _refusal(f"trainer.{model}.megatron_config.{name}", getattr(sizes, name), limit,
+                                   run_limits.SIZE_THAT_RUNS)
+    # The Megatron strategy reads Ulysses sizes only of the models it does not build with Megatron: the critic.
+    ulysses = (models if t.strategy != "megatron" else []) + (["critic"] if critic_trained(cfg) else [])
+    for model in ulysses:
+        size = getattr(t, model).sequence_parallel_size
+        if size > 1:
+            yield _refusal(f"trainer.{model}.sequence_parallel_size", size, run_limits.ULYSSES,
+                           run_limits.SIZE_THAT_RUNS)
 
 
 @RULES.rule("skyrl/run-refusals", "RLC118",
@@ -1137,11 +1164,15 @@ def _refusal(path: str, value: Any, instead: str) -> Finding:
             "policy losses, the Tinker-style summed losses, the seq_mean_token_sum_norm reduction, schedulers it "
             "lacks (on Megatron, any but constant_with_warmup), engine_init_kwargs it does not pass, keys added to the sampling parameters, GRPO on groups of "
             "one, use_tis with a loss that ignores it (up to v0.3.0), overlong filtering with stop strings or "
-            "with sequence_mean, and a critic trained in several mini-batches.",
+            "with sequence_mean, a critic trained in several mini-batches, and what rlcfg's runtime does not do "
+            "(schema/run_limits.py): the deepspeed strategy, expert and context parallelism on Megatron, Ulysses "
+            "sequence parallelism.",
             keys=["trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type",
                   "trainer.algorithm.loss_reduction", "trainer.policy.optimizer_config.scheduler",
                   "generator.engine_init_kwargs", "generator.sampling_params", "generator.apply_overlong_filtering",
-                  "trainer.critic_mini_batch_size"])
+                  "trainer.critic_mini_batch_size", "trainer.strategy",
+                  "trainer.policy.megatron_config.expert_model_parallel_size",
+                  "trainer.policy.megatron_config.context_parallel_size", "trainer.policy.sequence_parallel_size"])
 def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t, a, g = cfg.trainer, cfg.trainer.algorithm, cfg.generator
     if a.advantage_estimator not in ADVANTAGE_ESTIMATORS:
@@ -1212,3 +1243,4 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                        f"skyrl-train takes train_batch_size / critic_mini_batch_size "
                        f"({t.train_batch_size} / {t.critic_mini_batch_size}) critic optimizer steps per epoch; rlcfg "
                        "trains the critic in one optimizer step per epoch over the whole batch")
+    yield from _runtime_limits(cfg)

@@ -100,11 +100,15 @@ def test_fsdp2_template():
     exp = experiment(FSDP2)
     actor, rollout, ref = exp.role("actor"), exp.role("rollout"), exp.role("reference")
     assert actor.backend == "fsdp2" and ref.backend == "fsdp2"
-    # ulysses_size 2; fsdp_size 8 == world size 8 is pure FSDP2 (shards over every rank).
-    assert actor.parallelism.sp == 2 and actor.parallelism.fsdp_shard is None
-    assert ref.parallelism.sp == 1
-    # DP = 8 / ulysses 2 = 4; global train batch = 4 × 16 × 4 = 256 = 32 prompts × 8.
+    # fsdp_size 8 == world size 8 is pure FSDP2 (shards over every rank).
+    assert actor.parallelism.sp == 1 and actor.parallelism.fsdp_shard is None
+    # DP = 8; global train batch = 4 × 8 × 8 = 256 = 32 prompts × 8.
     assert (exp.schedule.samples_per_step, exp.schedule.samples_per_optimizer_step) == (256, 256)
+    # With ROLL's Ulysses layout (which `rlcfg run` refuses, RLC118) DP = 8 / ulysses 2 = 4: 4 × 16 × 4 = 256.
+    ulysses = experiment(FSDP2, "+actor_train.model_args.ulysses_size=2",
+                         "actor_train.training_args.gradient_accumulation_steps=16")
+    assert ulysses.role("actor").parallelism.sp == 2 and ulysses.role("reference").parallelism.sp == 1
+    assert ulysses.schedule.samples_per_optimizer_step == 256
     assert actor.micro_batch_size == 4 and actor.forward_micro_batch_size == 8
     assert rollout.parallelism.tp == 1 and rollout.engine_args()["engines"] == 8
     assert exp.colocation == (("actor", "rollout", "reference"),)
@@ -503,50 +507,88 @@ def test_settings_rlcfg_does_not_run_are_refused(override, key):
     assert key in [d.path for d in result.diagnostics if d.code == "RLC118"]
 
 
-@pytest.mark.parametrize("overrides,words", [
-    (["++add_token_level_kl=true", "init_kl_coef=0.1", "use_kl_loss=true", "++kl_loss_coef=0.01",
-      "++reference.strategy_args.strategy_name=fsdp2_infer", "++reference.device_mapping='list(range(0,1))'"],
-     "both"),
-    (["++rewards.math_rule.query_filter_config.type=mean_filter",
-      "++rewards.math_rule.query_filter_config.filter_args={threshold_up: high}"], "threshold_up"),
-    (["++rewards.math_rule.worker_cls=roll.pipeline.rlvr.rewards.llm_judge_reward_worker.LLMJudgeRewardWorker"],
-     "LLMJudgeRewardWorker"),
-    (["++rewards.code.worker_cls=roll.pipeline.rlvr.rewards.math_rule_reward_worker.MathRuleRewardWorker",
-      "++rewards.code.tag_included=[code]", "++rewards.code.world_size=1"], "2 domains"),
-    (["adv_estimator=reinforce", "norm_mean_type=running"], "running"),
-    (["++add_token_level_kl=true", "init_kl_coef=0.1", "++kl_penalty=full",
-      "++reference.strategy_args.strategy_name=fsdp2_infer", "++reference.device_mapping='list(range(0,1))'"],
-     "full"),
-    (["++gamma=0.9"], "gamma"),
-    (["loss_agg_mode=seq-mean-token-sum-norm"], "seq-mean-token-sum-norm"),
-    (["adv_estimator=gae", "loss_agg_mode=token-mean", "++critic.strategy_args.strategy_name=fsdp2_train",
-      "++critic.device_mapping='list(range(0,1))'"], "critic always averages"),
-    (["++actor_train.worker_cls=roll.pipeline.rlvr.actor_pg_worker.ActorPGWorker"], "ActorPGWorker"),
-    (["actor_train.training_args.lr_scheduler_type=inverse_sqrt"], "inverse_sqrt"),
-    (["++importance_sampling=seq", "adv_estimator=reinforce", "++gamma=0.9"], "importance_sampling"),
-    (["++max_len_mask=true", "++whiten_advantages=true"], "whiten"),
-    (["++train_infer_correction.is_weight.enabled=true",
-      "++train_infer_correction.is_weight.weight_type=geometric"], "geometric"),
-    (["++train_infer_correction.is_weight.enabled=true", "++train_infer_correction.is_weight.detach=false"],
-     "detach"),
-])
-def test_combinations_rlcfg_would_compute_differently_are_refused(overrides, words):
-    from rlcfg.source.yaml_loader import UsageError
+_REFERENCE = ("++reference.strategy_args.strategy_name=fsdp2_infer", "++reference.device_mapping='list(range(0,1))'")
+_CRITIC = ("++critic.strategy_args.strategy_name=fsdp2_train", "++critic.device_mapping='list(range(0,1))'")
+_CODE_DOMAIN = ("++rewards.code.worker_cls=roll.pipeline.rlvr.rewards.math_rule_reward_worker.MathRuleRewardWorker",
+                "++rewards.code.tag_included=[code]", "++rewards.code.world_size=1")
 
+
+@pytest.mark.parametrize("overrides,path", [
+    (["++add_token_level_kl=true", "init_kl_coef=0.1", "use_kl_loss=true", "++kl_loss_coef=0.01", *_REFERENCE],
+     "add_token_level_kl"),
+    (["++rewards.math_rule.worker_cls=roll.pipeline.rlvr.rewards.llm_judge_reward_worker.LLMJudgeRewardWorker"],
+     "rewards.math_rule.worker_cls"),
+    ([*_CODE_DOMAIN], "rewards"),
+    (["++rewards.math_rule.reward_manager_config=[{name: length_penalty}]"], "rewards.math_rule.reward_manager_config"),
+    (["adv_estimator=reinforce", "norm_mean_type=running"], "norm_mean_type"),
+    (["adv_estimator=agentic_reinforce"], "adv_estimator"),
+    (["++add_token_level_kl=true", "init_kl_coef=0.1", "++kl_penalty=full", *_REFERENCE], "kl_penalty"),
+    (["++gamma=0.9"], "gamma"),
+    (["adv_estimator=reinforce", "++add_token_level_kl=true", "init_kl_coef=0.1", "++reward_clip=2",
+      "norm_mean_type=null", "norm_std_type=null", *_REFERENCE], "reward_clip"),
+    (["loss_agg_mode=seq-mean-token-sum-norm"], "loss_agg_mode"),
+    (["adv_estimator=gae", "loss_agg_mode=token-mean", *_CRITIC], "loss_agg_mode"),
+    (["++actor_train.worker_cls=roll.pipeline.rlvr.actor_pg_worker.ActorPGWorker"], "actor_train.worker_cls"),
+    (["actor_train.training_args.lr_scheduler_type=inverse_sqrt"], "actor_train.training_args.lr_scheduler_type"),
+    (["actor_train.training_args.lr_scheduler_type=cosine_with_min_lr"],
+     "actor_train.training_args.lr_scheduler_type"),
+    (["adv_estimator=gae", "++critic.training_args.lr_scheduler_type=inverse_sqrt", *_CRITIC],
+     "critic.training_args.lr_scheduler_type"),
+    (["++importance_sampling=seq", "adv_estimator=reinforce", "++gamma=0.9"], "importance_sampling"),
+    (["++importance_sampling=seq", "++dual_clip_loss=true"], "importance_sampling"),
+    (["++max_len_mask=true", "++whiten_advantages=true"], "max_len_mask"),
+    (["++difficulty_mask=true", "++entropy_loss_coef=0.01"], "difficulty_mask"),
+    (["++train_infer_correction.is_weight.enabled=true",
+      "++train_infer_correction.is_weight.weight_type=geometric"], "train_infer_correction.is_weight.weight_type"),
+    (["++train_infer_correction.is_weight.enabled=true", "++train_infer_correction.is_weight.detach=false"],
+     "train_infer_correction.is_weight.detach"),
+    (["++train_infer_correction.is_weight.enabled=true", "++train_infer_correction.is_weight.upper_bound=null"],
+     "train_infer_correction.is_weight.upper_bound"),
+    (["++actor_train.data_args.domain_interleave_probs={math: 0.5, code: 0.5}"],
+     "actor_train.data_args.domain_interleave_probs"),
+])
+def test_combinations_rlcfg_would_compute_differently_are_noted_by_validate_and_still_lowered(overrides, path):
+    # `rlcfg validate` says what `rlcfg run` refuses (RLC118, at the key to change); the lowering that `plan` and
+    # `convert` describe does not stop on it.
     result = check_file(str(QUICKSTART), overrides, env={})
     assert result.config is not None, [f"{d.path}: {d.message}" for d in result.diagnostics]
-    with pytest.raises(UsageError, match=words):
-        lower(result.config)
+    notes = [(d.path, d.rule) for d in result.diagnostics if d.code == "RLC118"]
+    assert (path, "roll/run-refusals") in notes, notes
+    assert isinstance(lower(result.config), Experiment)
+    assert isinstance(lower_any("roll", result.config), Experiment)
+
+
+def test_the_settings_rlcfg_runs_get_no_run_refusal():
+    for path in (QUICKSTART, FSDP2, MEGATRON):
+        result = check_file(str(path), env={})
+        assert not [d.path for d in result.diagnostics if d.rule == "roll/run-refusals"]
+
+
+def test_several_reward_domains_are_described_by_the_one_with_the_largest_share():
+    result = check_file(str(QUICKSTART), [*_CODE_DOMAIN, "++rewards.code.world_size=3",
+                                          "++actor_train.data_args.domain_interleave_probs={math_rule: 0.2, code: 0.8}"],
+                        env={})
+    notes = {d.path: d.message for d in result.diagnostics if d.code == "RLC118"}
+    assert "2 reward domains" in notes["rewards"] and "`code`" in notes["rewards"]
+    assert lower(result.config).role("reward").resources.cpus == 3
+
+
+def test_a_query_filter_threshold_that_is_not_a_number_is_an_error():
+    result = check_file(str(QUICKSTART), ["++rewards.math_rule.query_filter_config.type=mean_filter",
+                                          "++rewards.math_rule.query_filter_config.filter_args={threshold_up: high}"],
+                        env={})
+    assert [(d.code, d.path) for d in result.diagnostics if d.severity.value == "error"] == [
+        ("RLC200", "rewards.math_rule.query_filter_config.filter_args.threshold_up")]
 
 
 def test_named_chat_templates():
     # ROLL's native and qwen2_5 are the tokenizer's own chat template; others are refused with a messages column.
     assert experiment(FSDP2).data.apply_chat_template
-    from rlcfg.source.yaml_loader import UsageError
-
-    result = check_file(str(FSDP2), ["actor_train.data_args.template=qwen3"], env={})
-    with pytest.raises(UsageError, match="qwen3"):
-        lower(result.config)
+    result = check_file(str(FSDP2), ["actor_train.data_args.template=qwen3", "++tag_to_template={math: chatml}"],
+                        env={})
+    assert {d.path for d in result.diagnostics if d.rule == "roll/run-refusals"} == {
+        "actor_train.data_args.template", "tag_to_template.math"}
+    assert lower(result.config).data.apply_chat_template
     # a prompt column is tokenized as it is: the template is not used
     assert not experiment(QUICKSTART, "actor_train.data_args.template=qwen3").data.apply_chat_template
 

@@ -777,3 +777,10 @@ def test_the_repetition_penalty_moves_the_sampling():
     assert exp.sampling.repetition_penalty == 1.1 and exp.eval_sampling.repetition_penalty == 1.2
     assert not [d for d in checked(PPO, "generator.sampling_params.repetition_penalty=1.1").diagnostics
                 if d.code == "RLC118"]
+
+
+def test_eval_n_samples_per_prompt_is_the_evaluations_samples_per_prompt():
+    result = checked(FSDP2, "generator.eval_n_samples_per_prompt=4")
+    assert not any(d.code == "RLC118" for d in result.diagnostics), [d.message for d in result.diagnostics]
+    exp = lower(result.config)
+    assert exp.eval_sampling.n == 4 and exp.sampling.n == exp.algorithm.group_size

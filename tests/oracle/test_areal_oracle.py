@@ -361,6 +361,14 @@ def _mutations(tree: Path, release: str, out_dir: Path) -> list[tuple[str, Path,
     return found
 
 
+def example_files(tree: Path) -> list[tuple[str, Path]]:
+    """(path relative to examples/, file) of every AReaL experiment config in a release's tree; also the corpus of
+    tests/coverage."""
+    examples = tree / "examples"
+    found = ((str(path.relative_to(examples)), path) for path in sorted(examples.rglob("*.yaml")))
+    return [(rel, path) for rel, path in found if rel not in SKIP]
+
+
 def _agreement(oracle_dir: Path) -> Agreement:
     agreement = Agreement()
     agreement.causes = []  # (corpus, id, rlcfg's errors, the loader's error) of the files both reject
@@ -368,10 +376,7 @@ def _agreement(oracle_dir: Path) -> Agreement:
     for release in RELEASES:
         tree = _tree(oracle_dir, release)
         cases, local = [], {}
-        for path in sorted((tree / "examples").rglob("*.yaml")):
-            rel = str(path.relative_to(tree / "examples"))
-            if rel in SKIP:
-                continue
+        for rel, path in example_files(tree):
             cls = _shim(tree, CLASSES[release].get(rel, "areal.api.cli_args:GRPOConfig"),
                         _home() / "run" / f"areal-shims-{release}")
             cases.append(dict(id=rel, path=str(path), cls=cls, root=str(tree)))

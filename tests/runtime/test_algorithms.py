@@ -675,3 +675,14 @@ def test_gspo_sequence_form_is_areals():
     close(loss.detach(), [[-2 * r, -2 * r]], tol=1e-5)
     loss.sum().backward()
     close(logp.grad, [[-2 * r, -2 * r]], tol=1e-5)
+
+
+def test_evaluation_metrics_are_skyrl_trains_pass_at_n_and_means():
+    # skyrl-train get_metrics_from_generator_output: a prompt passes when any of its n rewards is positive.
+    scores = [1.0, 0.0, -1.0, 0.0, 0.0, -0.5, -1.0, 0.5, 1.0]  # three prompts, three samples each
+    got = A.evaluation_metrics(scores, 3)
+    assert got["eval/pass_at_3"] == pytest.approx(2 / 3)
+    assert got["eval/reward"] == pytest.approx(sum(scores) / 9)
+    assert got["eval/mean_positive_reward"] == pytest.approx(2.5 / 9)
+    assert got["eval/samples"] == 9
+    assert A.evaluation_metrics([1.0, 0.0], 1) == {"eval/reward": 0.5, "eval/samples": 2}

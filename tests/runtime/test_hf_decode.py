@@ -96,3 +96,26 @@ def test_features_the_loop_does_not_have_go_to_generate():
     assert H.plain_sampling(H.sampling_kwargs({"max_new_tokens": 4, "temperature": 0.0}))
     assert not H.plain_sampling(H.sampling_kwargs({"max_new_tokens": 4, "min_p": 0.1}))
     assert not H.plain_sampling(H.sampling_kwargs({"max_new_tokens": 4, "min_new_tokens": 2}))
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.7])
+@pytest.mark.parametrize("through", ["loop", "generate"])
+def test_the_returned_log_probs_are_a_forward_pass_of_the_model_at_the_sampling_temperature(
+        engine, monkeypatch, temperature, through):
+    """What the engine returns serves as the old policy's log-probs without a recompute pass (Algorithm.old_logprobs
+    "rollout"): they must be the trainer's, log_softmax(logits / temperature) of each sampled token, whatever
+    top-k and top-p cut from the distribution sampled."""
+    rows = prompt_ids(engine)[:4]
+    sampling = {"max_new_tokens": 6, "temperature": temperature, "top_p": 0.9, "top_k": 20, "n": 2}
+    if through == "loop":
+        gens = engine.generate(rows, sampling, seed=5)
+    else:
+        gens = through_generate(engine, monkeypatch, rows, sampling, seed=5)
+    assert len(gens) == 8 and all(g.token_ids for g in gens)
+    for i, g in enumerate(gens):
+        prompt = rows[i // 2]
+        ids = torch.tensor([list(prompt) + list(g.token_ids)])
+        with torch.no_grad():
+            logits = engine.model(input_ids=ids).logits[0, len(prompt) - 1:-1].float() / temperature
+        expected = torch.log_softmax(logits, dim=-1).gather(-1, torch.tensor(g.token_ids)[:, None]).squeeze(-1)
+        assert torch.allclose(torch.tensor(g.logprobs), expected, atol=1e-4), (g.logprobs, expected)

@@ -207,3 +207,31 @@ def test_ppo_runs_are_reproducible_the_value_head_is_seeded(tmp_path, qs):
                                                           stream=io.StringIO()))
         losses.append(result.history[0]["critic/value_loss"])
     assert losses[0] == losses[1] and losses[0] > 0
+
+
+def test_old_log_probs_from_the_rollout_engine_and_evaluation_with_several_samples(tmp_path, qs):
+    """Algorithm.old_logprobs "rollout" (RLinf recompute_logprobs: false): two PPO epochs would need a recompute
+    pass, which never runs; the update trains against the engine's log-probs. An evaluation with n samples per
+    prompt (SkyRL eval_n_samples_per_prompt) rolls out n responses for each prompt and reports pass@n."""
+    from rlcfg.ir import Sampling
+
+    out = str(tmp_path / "run")
+    base = qs(out, steps=2, checkpoint_interval=None, prompts_per_step=4, group_size=4)
+    with open(base.data.train_files[0]) as f:
+        head = [next(f) for _ in range(6)]
+    eval_file = tmp_path / "eval.jsonl"
+    eval_file.write_text("".join(head))
+    exp = dataclasses.replace(
+        base, algorithm=dataclasses.replace(base.algorithm, ppo_epochs=2, old_logprobs="rollout"),
+        eval_sampling=Sampling(max_new_tokens=base.sampling.max_new_tokens, temperature=1.0, n=3),
+        data=dataclasses.replace(base.data, eval_files=(str(eval_file),)),
+        schedule=dataclasses.replace(base.schedule, eval_before_train=True))
+    result = run(quickstart.plan_for(exp), RunOptions(output_dir=out, resume=None, threads=1, stream=io.StringIO()))
+    history = metrics(out)
+    first = history[0]
+    assert first["step"] == 0 and first["eval/samples"] == 18  # 6 prompts × 3
+    assert 0.0 <= first["eval/reward"] <= first["eval/pass_at_3"] <= 1.0
+    assert first["eval/mean_positive_reward"] == pytest.approx(first["eval/reward"])  # 0/1 rewards
+    trained = [m for m in history if "actor/pg_loss" in m]
+    assert [m["step"] for m in trained] == [1, 2] and result.steps == 2
+    assert not any(k.startswith("time/old_logprob") for m in trained for k in m)

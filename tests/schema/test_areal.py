@@ -806,3 +806,36 @@ def test_a_v0_3_config_rlcfg_runs_as_written_has_no_refusal():
                             "evaluator.freq_epochs=null", "evaluator.freq_steps=50", "+ref.experiment_name=x",
                             "+ref.trial_name=y")
     assert refused == set()
+
+
+# ---- what rlcfg's runtime does not run (areal/run-ledger, rlcfg/schema/run_limits.py) ----------------------------
+
+
+def _limits(template: Path, *overrides: str) -> list[tuple[str, str]]:
+    """(key, first words after the size) of the run-ledger notes about parallel sizes and backends."""
+    result = check_file(str(template), list(overrides))
+    assert result.ok, [(d.code, d.path, d.message) for d in result.diagnostics if d.severity.value == "error"]
+    words = ("Ulysses", "shards data-parallel", "expert parallelism", "context parallelism", "no value head",
+             "SFT and reward-model")
+    return [(d.path, next(w for w in words if w in d.message)) for d in result.diagnostics
+            if d.code == "RLC118" and d.rule == "areal/run-ledger" and any(w in d.message for w in words)]
+
+
+@pytest.mark.parametrize("template,overrides,expected", [
+    # The FSDP engine reads `c` as Ulysses; a critic without a backend of its own shares the actor's layout.
+    (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["actor.backend=fsdp:d2c2", "critic.backend=fsdp:d4"],
+     [("actor.backend", "Ulysses")]),
+    # A bare training part with e > 1 is Megatron (AReaL's own choice), where e is expert parallelism.
+    (GRPO_TEMPLATE, ["allocation_mode=sglang.d2p1t1+d2e2"], [("allocation_mode", "expert parallelism")]),
+    (GRPO_TEMPLATE, ["allocation_mode=sglang.d2p1t1+d1t2"], [("allocation_mode", "shards data-parallel")]),
+    (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["critic.backend=megatron:d4"], [("critic.backend", "no value head")]),
+    (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["actor.backend=megatron:d2c2", "critic.backend=fsdp:d4"],
+     [("actor.backend", "context parallelism")]),
+    (SFT_TEMPLATE, ["allocation_mode=megatron:d8p1t1"], [("allocation_mode", "SFT and reward-model")]),
+    (TEMPLATES / "areal-rw.yaml", ["allocation_mode=megatron:d4p1t1"], [("allocation_mode", "SFT and reward-model")]),
+    # Megatron runs t and p; FSDP runs d alone.
+    (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["actor.backend=megatron:d1t2p2", "critic.backend=fsdp:d4"], []),
+    (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", [], []),
+])
+def test_run_ledger_refuses_the_layouts_the_runtime_does_not_run(template, overrides, expected):
+    assert _limits(template, *overrides) == expected

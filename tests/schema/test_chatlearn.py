@@ -464,6 +464,18 @@ def test_advantage_groups_that_outlive_an_episode_are_refused():
     assert key not in refusals(FSDP_TEMPLATE, f"{key}=64")  # both 64
 
 
+def test_parallel_sizes_the_runtime_does_not_run_are_refused_where_the_backend_reads_them():
+    for name in ("expert_model_parallel_size", "context_parallel_size"):
+        key = f"models.policy_trainer.{name}"
+        assert key in refusals(MEGATRON_TEMPLATE, f"{key}=2")
+    ulysses = "models.policy_trainer.ulysses_sequence_parallel_size"
+    assert ulysses in refusals(FSDP_TEMPLATE, f"{ulysses}=2")
+    # The reference's Ulysses size counts only when a KL term reads the reference (kl_coef > 0).
+    ref = "models.ref_policy.ulysses_sequence_parallel_size"
+    assert ref in refusals(FSDP_TEMPLATE, f"{ref}=2", "models.policy_trainer.kl_coef=0.001")
+    assert ref not in refusals(FSDP_TEMPLATE, f"{ref}=2", "models.policy_trainer.kl_coef=0")
+
+
 def test_megatron_min_lr_below_lr_runs_and_above_lr_is_an_error():
     # rlcfg runs ChatLearn's one-step decay (lr, then min_lr); Megatron's scheduler refuses a floor above the peak
     key = "models.policy_trainer.optimizer.min_lr"

@@ -262,6 +262,11 @@ CASES = {
                                                     "buffer_dtype": "fp32"}}}, (),
          ("RLC118", "algorithm.kl_penalty_type", "note")),
         ({"actor.lr_sched.lr_decay_style": "WSD"}, (), ("RLC118", "actor.lr_sched.lr_decay_style", "note")),
+        ({"actor.model.expert_model_parallel_size": 2}, (),
+         ("RLC118", "actor.model.expert_model_parallel_size", "note")),
+        ({"actor.model.context_parallel_size": 2}, (), ("RLC118", "actor.model.context_parallel_size", "note")),
+        ({"critic.use_critic_model": True, "critic.training_backend": "megatron"}, (),
+         ("RLC118", "critic.training_backend", "note")),
     ],
     "rlinf/group-size": [
         ({"algorithm.group_size": 1}, (), ("RLC302", "algorithm.group_size", "error")),
@@ -277,6 +282,10 @@ CASES = {
     ],
     "rlinf/importance-sampling-overrides": [
         ({"algorithm.importance_sampling_fix": True}, (), ("RLC304", "rollout.return_logprobs", "warning")),
+    ],
+    "rlinf/kl-needs-recompute": [
+        ({"algorithm.recompute_logprobs": False, "rollout.return_logprobs": True, "algorithm.kl_beta": 0.01}, (),
+         ("RLC304", "algorithm.kl_beta", "warning")),
     ],
     "rlinf/sequence-lengths": [
         ({"runner.seq_length": 1024}, (), ("RLC303", "runner.seq_length", "error")),
@@ -384,6 +393,18 @@ def test_rule(rule_id, changes, deleted, expected):
     assert any(d.rule == rule_id for d in matching), [d.rule for d in matching]
     for d in matching:
         assert d.hint and d.message, "every finding says what is wrong and how to fix it"
+
+
+@pytest.mark.parametrize("changes", [
+    # An FSDP actor reads no Megatron sizes; a critic is judged only when one is used.
+    {"actor.training_backend": "fsdp", "actor.model.expert_model_parallel_size": 2,
+     "actor.model.context_parallel_size": 2},
+    {"critic.training_backend": "megatron"},
+])
+def test_megatron_limits_only_where_megatron_runs_them(changes):
+    result = variant(changes)
+    limits = ("expert parallelism", "context parallelism", "no value head")
+    assert not [d for d in result.diagnostics if d.code == "RLC118" and any(w in d.message for w in limits)]
 
 
 def test_an_absent_warmup_fraction_is_null_so_lr_warmup_iters_counts():

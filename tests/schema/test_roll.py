@@ -202,7 +202,7 @@ def test_template_is_clean(path):
     assert any(f"rlcfg validate templates/{path.name}" in line for line in lines[:8])
     result = check_file(str(path), env={})
     assert result.dialect == "roll"
-    assert result.diagnostics == []
+    assert [(d.code, d.path) for d in result.diagnostics] == []
 
 
 def test_quickstart_says_how_to_run_it():
@@ -357,6 +357,31 @@ RULE_CASES = [
      "RLC302", "error", "checkpoint_config.output_dir"),
     ("roll/rlvr-generating-args", MEGATRON, ["~actor_infer.generating_args"],
      "RLC302", "error", "actor_infer.generating_args"),
+    ("roll/run-refusals", MEGATRON, ["actor_train.training_args.lr_scheduler_type=polynomial"],
+     "RLC118", "note", "actor_train.training_args.lr_scheduler_type"),
+    ("roll/run-refusals", MEGATRON, ["++rewards.code.worker_cls=roll.pipeline.rlvr.rewards.code_sandbox_reward_worker."
+                                     "CodeSandboxRewardWorker", "++rewards.code.world_size=1"],
+     "RLC118", "note", "rewards"),
+    ("roll/run-refusals", MEGATRON, ["++rewards.code.worker_cls=roll.pipeline.rlvr.rewards.code_sandbox_reward_worker."
+                                     "CodeSandboxRewardWorker", "++rewards.code.world_size=1"],
+     "RLC118", "note", "rewards.code.worker_cls"),
+    ("roll/run-refusals-of-worker-settings", MEGATRON, ["+actor_train.model_args.freeze_module_prefix=vision_model"],
+     "RLC118", "note", "actor_train.model_args.freeze_module_prefix"),
+    ("roll/run-refusals-of-worker-settings", MEGATRON, ["+rewards.math_rule.system_envs={A: '1'}"],
+     "RLC118", "note", "rewards.math_rule.system_envs"),
+    ("roll/run-refusals-of-runtime-limits", MEGATRON,
+     ["actor_train.strategy_args.strategy_config.context_parallel_size=2"],
+     "RLC118", "note", "actor_train.strategy_args.strategy_config.context_parallel_size"),
+    ("roll/run-refusals-of-runtime-limits", MEGATRON,
+     ["+actor_train.strategy_args.strategy_config.expert_model_parallel_size=2"],
+     "RLC118", "note", "actor_train.strategy_args.strategy_config.expert_model_parallel_size"),
+    ("roll/run-refusals-of-runtime-limits", FSDP2, ["+actor_train.model_args.ulysses_size=2"], "RLC118", "note", "actor_train.model_args.ulysses_size"),
+    ("roll/run-refusals-of-runtime-limits", MEGATRON, ["adv_estimator=gae", "++critic.device_mapping='list(range(0,8))'",
+                                                        "++critic.strategy_args.strategy_name=megatron_train"],
+     "RLC118", "note", "critic.strategy_args.strategy_name"),
+    ("roll/query-filter-args", MEGATRON, ["++rewards.math_rule.query_filter_config.type=std_filter",
+                                          "++rewards.math_rule.query_filter_config.filter_args={std_threshold: '0'}"],
+     "RLC200", "error", "rewards.math_rule.query_filter_config.filter_args.std_threshold"),
 ]
 
 
@@ -643,6 +668,48 @@ def test_rollout_only_configs_need_no_training_gpus(tmp_path):
     assert ("RLC203", "actor_train.device_mapping") in errors_of(MEGATRON, "~actor_train.device_mapping")
 
 
+def _codes(result) -> list[str]:
+    return [d.code for d in result.diagnostics if d.code in ("RLC116", "RLC118")]
+
+
+def test_an_agentic_config_gets_one_note_for_the_whole_pipeline_and_none_per_setting():
+    # actor_train.pg_variant alone is a setting `rlcfg run` refuses; in an agentic config the pipeline is said once
+    result = check_file(str(AGENTIC), ["++actor_train.pg_variant=topr"], env={})
+    assert result.ok and _codes(result) == ["RLC116"]
+    [note] = [d for d in result.diagnostics if d.code == "RLC116"]
+    assert "ROLL agentic pipeline" in note.message and "environment managers" in note.message
+    assert result.unrun is not None
+
+
+def test_a_rollout_only_config_is_validated_but_not_run(tmp_path):
+    path = written(tmp_path, AGENTIC, actor_train={"model_args": {"dtype": "bf16"}})
+    assert _codes(check_file(str(path), env={})) == ["RLC116"]
+    rlvr = check_file(str(QUICKSTART), ["~actor_train.device_mapping", "~actor_train.strategy_args"], env={})
+    assert rlvr.ok and _codes(rlvr) == ["RLC116"]
+    assert any("ROLL rollout-only pipeline" in d.message for d in rlvr.diagnostics if d.code == "RLC116")
+
+
+def test_the_lowering_refuses_exactly_the_pipelines_validate_names():
+    from rlcfg.lower.roll import lower
+    from rlcfg.source.yaml_loader import UsageError
+
+    result = check_file(str(AGENTIC), env={})
+    with pytest.raises(UsageError, match="ROLL agentic pipeline"):
+        lower(result.config)
+    assert DIALECT.unrun_pipeline(check_file(str(QUICKSTART), env={}).config) is None
+
+
+def test_a_multi_domain_config_plans_with_its_notes(tmp_path):
+    # ROLL's own five-domain examples used to stop `rlcfg plan`; the plan now draws the map of one domain and says
+    # what `rlcfg run` refuses
+    run = cli("plan", str(QUICKSTART), "--show-gpu-map",
+              "++rewards.code.worker_cls=roll.pipeline.rlvr.rewards.code_sandbox_reward_worker."
+              "CodeSandboxRewardWorker", "++rewards.code.world_size=1")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "GPU map" in run.stdout or "placement" in run.stdout
+    assert "RLC118" in run.stdout and "`rewards`" in run.stdout and "rewards.code.worker_cls" in run.stdout
+
+
 def test_hydra_now_resolver(tmp_path):
     path = written(tmp_path, AGENTIC, model_name="${exp_name}-${now:%Y%m%d}")
     assert check_file(str(path), env={}).ok
@@ -663,3 +730,12 @@ def test_pure_opd_runs_the_students_and_the_teacher(tmp_path, many):
     # without actor_train / actor_infer the registry cannot detect ROLL (see the report on detection)
     result = check_file(str(path), dialect="roll", env={})
     assert result.ok, [d.message for d in result.diagnostics if d.severity.value == "error"]
+
+
+def test_runtime_limits_only_on_the_backend_that_meets_them():
+    # The Megatron strategy reads no ulysses_size, FSDP2 no Megatron sizes; the reference is judged only when it runs.
+    rule = "roll/run-refusals-of-runtime-limits"
+    assert not [f for f in findings(MEGATRON, "++actor_train.model_args.ulysses_size=2") if f[3] == rule]
+    assert not [f for f in findings(FSDP2, "+actor_train.model_args.ulysses_size=1",
+                                    "++actor_train.strategy_args.strategy_config.context_parallel_size=2")
+                if f[3] == rule]

@@ -289,6 +289,12 @@ RULE_CASES = [
     ("skyrl/run-refusals", ["trainer.critic.model.path=critic", "trainer.algorithm.advantage_estimator=gae",
                             "trainer.placement.critic_num_gpus_per_node=4"],
      "RLC118", "note", "trainer.critic_mini_batch_size", ["1024 / 256", "one optimizer step"]),
+    ("skyrl/run-refusals", ["trainer.strategy=megatron", "trainer.policy.megatron_config.expert_model_parallel_size=2"],
+     "RLC118", "note", "trainer.policy.megatron_config.expert_model_parallel_size", ["= 2", "dense models only"]),
+    ("skyrl/run-refusals", ["trainer.strategy=megatron", "trainer.policy.megatron_config.context_parallel_size=2"],
+     "RLC118", "note", "trainer.policy.megatron_config.context_parallel_size", ["= 2", "no context parallelism"]),
+    ("skyrl/run-refusals", ["trainer.policy.sequence_parallel_size=2"],
+     "RLC118", "note", "trainer.policy.sequence_parallel_size", ["= 2", "no Ulysses sequence parallelism"]),
 
     ("skyrl/kl-controller", ["trainer.algorithm.kl_ctrl.type=adaptive", "trainer.algorithm.kl_ctrl.horizon=0"],
      "RLC201", "error", "trainer.algorithm.kl_ctrl.horizon", ["got 0"]),
@@ -410,6 +416,33 @@ def test_tis_outside_the_clipped_losses_is_refused_up_to_030():
     assert not [d for d in new.diagnostics if d.code == "RLC118"]
 
 
+@pytest.mark.parametrize("overrides", [
+    # Sizes the strategy does not read: the Megatron block under FSDP.
+    ["trainer.policy.megatron_config.expert_model_parallel_size=2"],
+    # The reference's sizes count only when its log-probs do (kl_loss_coef > 0).
+    ["trainer.strategy=megatron", "trainer.ref.megatron_config.context_parallel_size=2",
+     "trainer.algorithm.kl_loss_coef=0"],
+])
+def test_runtime_limits_only_where_the_runtime_meets_them(overrides):
+    result = check_file(str(TEMPLATE), overrides, env=HOST_ENV)
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"]
+
+
+def test_the_reference_sizes_are_refused_when_its_log_probs_count():
+    result = check_file(str(TEMPLATE), ["trainer.strategy=megatron", "trainer.algorithm.use_kl_loss=true",
+                                        "trainer.algorithm.kl_loss_coef=0.001",
+                                        "trainer.ref.megatron_config.context_parallel_size=2"], env=HOST_ENV)
+    assert [d.path for d in result.diagnostics if d.code == "RLC118"] == [
+        "trainer.ref.megatron_config.context_parallel_size"]
+
+
+def test_deepspeed_is_refused_where_the_release_accepts_it():
+    result = check_file(str(TEMPLATE), ["trainer.strategy=deepspeed"], env=HOST_ENV, release="0.3.0")
+    [note] = [d for d in result.diagnostics if d.code == "RLC118"]
+    assert note.path == "trainer.strategy" and "not wired into `rlcfg run`" in note.message
+    assert note.hint == "set `trainer.strategy: fsdp2`"
+
+
 def test_the_critic_in_one_mini_batch_is_run():
     """critic_mini_batch_size equal to train_batch_size is the one critic schedule rlcfg runs as skyrl-train does."""
     result = check_file(str(TEMPLATES / "skyrl-ppo-fsdp-vllm.yaml"), [], env=HOST_ENV)
@@ -457,9 +490,8 @@ def test_the_ledger_of_each_algorithm_setting():
                "trainer.algorithm.kl_ctrl.horizon", "trainer.algorithm.zero_variance_filter",
                "trainer.algorithm.dynamic_sampling.type", "trainer.algorithm.dynamic_sampling.max_sample_batches",
                "trainer.algorithm.dynamic_sampling.min_replace_ratio"]
-    honored.append("generator.sampling_params.repetition_penalty")
-    refused = ["trainer.algorithm.advantage_batch_normalize", "generator.eval_n_samples_per_prompt",
-               "trainer.update_ref_every_epoch"]
+    honored += ["generator.sampling_params.repetition_penalty", "generator.eval_n_samples_per_prompt"]
+    refused = ["trainer.algorithm.advantage_batch_normalize", "trainer.update_ref_every_epoch"]
     inert = ["trainer.algorithm.normalize_reward", "trainer.log_path", "trainer.algorithm.max_seq_len"]
     assert [fate(k) for k in honored] == ["honored"] * len(honored)
     assert [fate(k) for k in refused] == ["refused"] * len(refused)

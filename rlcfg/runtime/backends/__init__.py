@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass
+from typing import Callable
 
 from rlcfg.ir import Role
 from rlcfg.plan.model import ExecutionPlan
+from rlcfg.schema import run_limits
 
 TRAIN_BACKENDS = {"fsdp": "fsdp", "fsdp2": "fsdp", "megatron": "megatron"}
 ROLLOUT_BACKENDS = ("hf", "vllm", "sglang")
@@ -21,8 +23,8 @@ ROLLOUT_BACKENDS = ("hf", "vllm", "sglang")
 PACKAGES = {"vllm": "vllm", "sglang": "sglang", "megatron": "megatron.core", "deepspeed": "deepspeed"}
 # vLLM is left out: its CPU build runs the same engine without a GPU.
 GPU_ONLY = {"sglang", "megatron", "deepspeed"}
-# Backends the runtime has no engine wiring for yet.
-NOT_WIRED = {"deepspeed"}
+# Backends the runtime has no engine wiring for yet, and what says so.
+NOT_WIRED = {"deepspeed": run_limits.DEEPSPEED}
 # Training backends (the rest of PACKAGES are rollout backends).
 TRAINING_PACKAGES = {"megatron", "deepspeed"}
 ALTERNATIVE = {"vllm": "hf", "sglang": "hf", "megatron": "fsdp", "deepspeed": "fsdp"}
@@ -150,9 +152,13 @@ def _installed(module: str) -> bool:
         return False
 
 
-def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = False) -> list[str]:
+def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = False,
+               installed: Callable[[str], bool] | None = None) -> list[str]:
     """Every reason this plan cannot start here; empty when it can. `has_cluster`: joining an existing Ray
-    cluster, whose GPUs this machine cannot see, so GPU-only backends are not refused for lack of local GPUs."""
+    cluster, whose GPUs this machine cannot see, so GPU-only backends are not refused for lack of local GPUs.
+    `installed`: whether a backend's module can be imported where the workers run (default: here); a dry run
+    judges a cluster whose nodes have the extras."""
+    installed = installed or _installed
     exp = plan.experiment
     dialect = exp.dialect
     cpu_only = not machine.gpus and not has_cluster
@@ -161,7 +167,7 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
         where = f"role `{role.name}`"
         if role.backend == "rule":
             if role.model is not None and role.model.path:
-                problems.append(f"{where}: a reward model ({role.model.path}) is not supported by `rlcfg run` yet; "
+                problems.append(f"{where}: a reward model ({role.model.path}): {run_limits.REWARD_MODEL}; "
                                 "use a rule-based reward (Experiment.reward_function)")
             continue
         if role.backend in PACKAGES:
@@ -169,7 +175,8 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
             training = role.backend in TRAINING_PACKAGES
             if training == (role.name == "rollout"):
                 problems.append(f"{where}: `{role.backend}` is a {'training' if training else 'rollout'} backend"
-                                f"{_written(role)}; use "
+                                f"{_written(role)}: "
+                                f"{run_limits.ROLLOUT_BACKENDS if training else run_limits.TRAINING_BACKENDS}; use "
                                 f"{'`hf`, `vllm` or `sglang`' if training else '`fsdp` or `megatron`'} for "
                                 f"{'the rollout' if training else 'training roles'}")
                 continue
@@ -180,15 +187,15 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
                                 f"this machine has none; to run here, "
                                 f"{_remedy(_runs_here(dialect, role, cpu_only))}{debug}")
                 continue
-            if not _installed(module):
+            if not installed(module):
                 extra = _vllm_extra(cpu_only) if role.backend == "vllm" else role.backend
                 problems.append(f"{where} uses the `{role.backend}` backend{_written(role)}, but `{module}` is not "
                                 f"installed; install it (pip install 'rlcfg[{extra}]'), or "
                                 f"{_remedy(_runs_here(dialect, role, cpu_only))}")
                 continue
             if role.backend in NOT_WIRED:
-                problems.append(f"{where}: the `{role.backend}` backend{_written(role)} is not wired into `rlcfg run` "
-                                f"yet; {_remedy(_runs_here(dialect, role, cpu_only))}")
+                problems.append(f"{where}: the `{role.backend}` backend{_written(role)}: {NOT_WIRED[role.backend]}; "
+                                f"{_remedy(_runs_here(dialect, role, cpu_only))}")
                 continue
             if role.backend == "vllm" and cpu_only and (role.parallelism.tp > 1 or role.parallelism.pp > 1):
                 # A multi-slot engine would start its own Ray workers; on CPU slots that path is untried.
@@ -202,31 +209,31 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
                 continue
         if role.name == "rollout":
             if role.backend not in ROLLOUT_BACKENDS:
-                problems.append(f"{where}: unknown rollout backend `{role.backend}`{_written(role)}; use `hf`, `vllm` "
-                                "or `sglang`")
+                problems.append(f"{where}: unknown rollout backend `{role.backend}`{_written(role)}: "
+                                f"{run_limits.ROLLOUT_BACKENDS}; use `hf`, `vllm` or `sglang`")
             elif role.parallelism.tp > 1 or role.parallelism.pp > 1:
-                problems.append(f"{where}: the `hf` rollout backend runs one whole model per engine; tensor/pipeline "
-                                f"parallel sizes (tp={role.parallelism.tp}, pp={role.parallelism.pp}) need vLLM or "
-                                "SGLang; set them to 1")
+                problems.append(f"{where}: tensor/pipeline parallel sizes (tp={role.parallelism.tp}, "
+                                f"pp={role.parallelism.pp}) on the `hf` rollout backend{_written(role)}: "
+                                f"{run_limits.HF_ROLLOUT_PARALLEL}; set them to 1")
             continue
         if role.backend not in TRAIN_BACKENDS:
-            problems.append(f"{where}: unknown training backend `{role.backend}`{_written(role)}; use `fsdp` or "
-                            "`megatron`")
+            problems.append(f"{where}: unknown training backend `{role.backend}`{_written(role)}: "
+                            f"{run_limits.TRAINING_BACKENDS}; use `fsdp` or `megatron`")
             continue
         par = role.parallelism
         if par.sp > 1:
             keyed = _sizes(dialect, role, {"sp": par.sp}) if role.key_for("parallelism.sp") else "it"
-            problems.append(f"{where}: Ulysses sequence parallel (sp={par.sp}) is not supported by the "
-                            f"{role.backend} backend of `rlcfg run` yet; set {keyed} to 1, or {SMOKE_HINT}")
+            problems.append(f"{where}: Ulysses sequence parallel (sp={par.sp}) on the {role.backend} backend: "
+                            f"{run_limits.ULYSSES}; set {keyed} to 1, or {SMOKE_HINT}")
         if role.backend == "megatron":
-            problems += _megatron_problems(role)
+            problems += _megatron_problems(dialect, role)
         else:
             for name in ("tp", "pp", "cp", "ep"):
                 if getattr(par, name) > 1:
                     keyed = _sizes(dialect, role, {name: getattr(par, name)}) if role.key_for(
                         f"parallelism.{name}") else "it"
-                    problems.append(f"{where}: {name}={getattr(par, name)} is a Megatron parallel size; the fsdp "
-                                    f"backend only shards data-parallel; set {keyed} to 1, or train with `megatron`")
+                    problems.append(f"{where}: {name}={getattr(par, name)} on the {role.backend} backend: "
+                                    f"{run_limits.FSDP_MODEL_PARALLEL}; set {keyed} to 1, or train with `megatron`")
         if role.model is None or not role.model.path:
             problems.append(f"{where} has no model path")
     # SFT trains the actor; a reward model is trained in the `critic` role (its scalar head); only RL rolls out.
@@ -238,8 +245,8 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
         problems.append("the experiment has no `rollout` role")
     if exp.kind != "rl" and model is not None and model.backend == "megatron":
         what = "SFT" if exp.kind == "sft" else "reward-model training"
-        problems.append(f"role `{trained}`: {what} runs on the fsdp backend of `rlcfg run` only; train it with "
-                        "`fsdp`")
+        problems.append(f"role `{trained}`: {what} on the megatron backend{_written(model)}: "
+                        f"{run_limits.MEGATRON_SUPERVISED}; train it with `fsdp`")
     alg = exp.algorithm
     if alg.advantage == "gae" and exp.role("critic") is None:
         problems.append("advantage `gae` needs a `critic` role (a value model); add one, or use grpo/rloo/reinforce++")
@@ -264,17 +271,23 @@ def _on_cpu_allowed(role: Role) -> bool:
     return role.backend == "megatron" and megatron_on_cpu_requested()
 
 
-def _megatron_problems(role: Role) -> list[str]:
+def _megatron_problems(dialect: str, role: Role) -> list[str]:
     where = f"role `{role.name}`"
+    par = role.parallelism
     out = []
     if role.name == "critic":
-        out.append(f"{where}: the megatron backend has no value head yet; train the critic with `fsdp`")
-    if role.parallelism.cp > 1:
-        out.append(f"{where}: context parallel size {role.parallelism.cp} needs the batch split along the sequence, "
-                   "which the RL update of `rlcfg run` does not do yet; set it to 1")
-    if role.parallelism.ep > 1:
-        out.append(f"{where}: expert parallel size {role.parallelism.ep}: the megatron backend's weight converter "
-                   "handles dense models only; set it to 1")
+        out.append(f"{where}: a critic on the megatron backend{_written(role)}: {run_limits.MEGATRON_CRITIC}; train "
+                   "the critic with `fsdp`")
+    for name, what, limit in (("cp", "context", run_limits.CONTEXT_PARALLEL),
+                              ("ep", "expert", run_limits.EXPERT_PARALLEL)):
+        size = getattr(par, name)
+        if size > 1:
+            keyed = _sizes(dialect, role, {name: size}) if role.key_for(f"parallelism.{name}") else "it"
+            out.append(f"{where}: {what} parallel size {size}: {limit}; set {keyed} to 1")
+    if role.frozen_prefixes:
+        key = role.key_for("frozen_prefixes")
+        out.append(f"{where}: frozen parameters{f' (`{key}`)' if key else ''} on the megatron backend: "
+                   f"{run_limits.MEGATRON_FROZEN}; train it with `fsdp`")
     return out
 
 

@@ -118,6 +118,18 @@ def without_dropout(model: Any) -> None:
                 setattr(module, name, 0.0)
 
 
+def freeze(model: Any, prefixes: tuple[str, ...]) -> tuple[str, ...]:
+    """Turn off requires_grad of every parameter whose name starts with one of `prefixes` (ROLL
+    model_providers.freeze_model); returns the prefixes that matched no parameter."""
+    matched: set[str] = set()
+    for name, param in model.named_parameters():
+        hits = [p for p in prefixes if name.startswith(p)]
+        if hits:
+            param.requires_grad_(False)
+            matched.update(hits)
+    return tuple(p for p in prefixes if p not in matched)
+
+
 class FSDPEngine:
     def __init__(self, kind: str, model_path: str, *, dtype: str = "float32", device: str = "cpu",
                  optimizer: Mapping[str, Any] | None = None, total_optimizer_steps: int | None = None,
@@ -125,7 +137,8 @@ class FSDPEngine:
                  gradient_checkpointing: bool = False, fsdp_shard: int | None = None, temperature: float = 1.0,
                  cpu_offload: bool = False, offload_params: bool = False, offload_optimizer: bool = False,
                  sequence_packing: bool = False, max_tokens_per_micro_batch: int | None = None,
-                 budget_key: str | None = None, disable_dropout: bool = False):
+                 budget_key: str | None = None, disable_dropout: bool = False,
+                 frozen_prefixes: tuple[str, ...] = ()):
         import torch
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
@@ -162,6 +175,9 @@ class FSDPEngine:
             without_dropout(model)
         if not trains:
             model.requires_grad_(False)
+        # Before sharding (the names are the Hugging Face ones) and before the optimizer, which takes only the
+        # parameters that still require gradients.
+        self.unmatched_prefixes = freeze(model, frozen_prefixes) if trains else ()
         model.to(self.device)
 
         if fsdp_shard and fsdp_shard < self.world:

@@ -1,0 +1,122 @@
+"""`rlcfg run FILE --dry-run`: would `rlcfg run` launch this config on its cluster? And `plan` and `convert`, which
+describe a valid config whatever `run` would do with it."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.helpers import assert_golden, cli
+from tests.test_light_imports import probe
+
+# Relative to the checkout (where `cli` runs), so that what the goldens hold does not depend on where it is.
+RLINF = "templates/rlinf-megatron-sglang.yaml"
+SKYRL = "templates/skyrl-fsdp-vllm.yaml"
+
+
+def test_a_config_that_would_launch_exits_0_and_says_what_the_nodes_need():
+    done = cli("run", SKYRL, "--dry-run")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "would launch" in done.stdout and "rlcfg[vllm]" in done.stdout
+    # The data lives on the cluster, not here: said, not refused.
+    assert "note: the training data `/home/user/data/gsm8k/train.parquet` is not on this machine" in done.stdout
+
+
+def test_every_refusal_is_listed_at_once_with_the_key_and_the_value_that_runs():
+    done = cli("run", RLINF, "algorithm.loss_type=gspo", "algorithm.adv_type=gae", "--dry-run")
+    assert done.returncode == 1
+    assert_golden("dry_run/rlinf-refusals.txt", done.stdout)
+
+
+def test_json_for_tools():
+    done = cli("run", RLINF, "algorithm.adv_type=gae", "--dry-run", "--format", "json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["launches"] is False and report["dialect"] == "rlinf"
+    [blocker] = report["blockers"]
+    assert (blocker["code"], blocker["key"]) == ("RLC118", "algorithm.adv_type")
+    assert blocker["fix"] == "use `adv_type: grpo`"
+    assert report["cluster"] == {"nodes": 1, "gpus_per_node": 8}
+
+
+def test_the_plan_of_the_cluster_is_judged_memory_included():
+    done = cli("run", SKYRL, "--dry-run", "--gpu", "4GB")
+    assert done.returncode == 1
+    assert "RLC500" in done.stdout and "does not fit in memory" in done.stdout
+
+
+def test_a_backend_the_cluster_cannot_run_is_named_by_its_key():
+    done = cli("run", SKYRL, "trainer.policy.sequence_parallel_size=2", "--dry-run", "--format", "json")
+    report = json.loads(done.stdout)
+    refusals = [b for b in report["blockers"] if b["code"] == "RLC119"]
+    assert refusals and "trainer.policy.sequence_parallel_size" in refusals[0]["message"], report
+
+
+def test_a_config_with_errors_is_answered_as_validate_answers_it():
+    done = cli("run", RLINF, "algorithm.group_size=0", "--dry-run")
+    assert done.returncode == 1
+    assert "error[" in done.stdout and "would launch" not in done.stdout
+
+
+@pytest.mark.parametrize("args,message", [
+    (("--dry-run", "--smoke"), "cannot go with --smoke"),
+    (("--nodes", "2"), "go with --dry-run"),
+    (("--format", "json"), "go with --dry-run"),
+])
+def test_flags_that_do_not_go_together_are_a_usage_error(args, message):
+    done = cli("run", SKYRL, *args)
+    assert done.returncode == 2 and message in done.stderr
+
+
+def test_a_missing_file_is_a_usage_error():
+    done = cli("run", "no-such.yaml", "--dry-run")
+    assert done.returncode == 2 and "no-such.yaml" in done.stderr
+
+
+def test_the_dry_run_needs_no_torch_or_ray():
+    found = probe("run", SKYRL, "--dry-run")
+    assert found["code"] == 0 and found["heavy"] == [], found
+
+
+def test_an_embodied_config_gets_one_word_for_its_pipeline(tmp_path):
+    from tests.schema.test_rlinf import EMBODIED
+
+    config = tmp_path / "embodied.yaml"
+    config.write_text(EMBODIED)
+    checked = cli("validate", str(config), "--format", "json")
+    codes = [d["code"] for d in json.loads(checked.stdout)["diagnostics"]]
+    assert codes.count("RLC116") == 1 and "RLC118" not in codes
+    dry = cli("run", str(config), "--dry-run", "--format", "json")
+    assert dry.returncode == 1
+    assert [b["code"] for b in json.loads(dry.stdout)["blockers"]] == ["RLC116"]
+    planned = cli("plan", str(config))
+    assert planned.returncode == 1 and "no GPU map" in planned.stderr
+
+
+def test_plan_draws_the_map_of_a_config_run_refuses():
+    # RLinf's own qwen2.5-7b-grpo-megatron.yaml: several mini-batches with use_valid_token_scale, which `run` refuses.
+    done = cli("plan", RLINF, "algorithm.n_minibatches=2", "algorithm.use_valid_token_scale=true",
+               "--show-gpu-map")
+    assert done.returncode == 0, done.stderr
+    assert "note[RLC118]" in done.stdout and "algorithm.use_valid_token_scale" in done.stdout
+    assert "GPU" in done.stdout and "plan for 8 GPUs" in done.stdout
+
+
+def test_plan_says_once_what_run_would_not_launch():
+    done = cli("plan", SKYRL, "trainer.policy.sequence_parallel_size=2")
+    assert done.returncode == 0
+    assert done.stdout.count("note[RLC119]") == 1
+
+
+def test_convert_converts_a_config_run_refuses():
+    done = cli("convert", RLINF, "algorithm.adv_type=gae", "--to", "skyrl")
+    assert done.returncode == 0, done.stderr
+    assert "algorithm.adv_type" in done.stderr  # named as a setting that is not carried over
+
+
+def test_run_stops_on_every_refusal_at_once_and_points_at_the_dry_run():
+    done = cli("run", RLINF, "algorithm.loss_type=gspo", "algorithm.adv_type=gae")
+    assert done.returncode == 1
+    assert "algorithm.loss_type" in done.stderr and "algorithm.adv_type" in done.stderr
+    assert "--dry-run" in done.stderr

@@ -1,0 +1,81 @@
+"""`rlcfg validate` and `rlcfg run --dry-run` agree on what rlcfg's runtime does not run (rlcfg/schema/run_limits.py):
+for each limit, a template with the override that trips it gets an RLC118 note from validate at the dialect's own key,
+and the dry run's backend preflight refuses it too (RLC119), with the same sentence. Without an override that trips a
+limit, neither says anything about it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rlcfg.preflight import PREFLIGHT_CODE, dry_run
+from rlcfg.schema import run_limits
+
+TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
+
+# (template, overrides, release, the key validate's RLC118 is at, the limit)
+CASES = [
+    pytest.param("skyrl-fsdp-vllm", ["trainer.strategy=megatron",
+                                     "trainer.policy.megatron_config.expert_model_parallel_size=2"], None,
+                 "trainer.policy.megatron_config.expert_model_parallel_size", run_limits.EXPERT_PARALLEL,
+                 id="skyrl-ep"),
+    pytest.param("skyrl-fsdp-vllm", ["trainer.strategy=megatron",
+                                     "trainer.policy.megatron_config.context_parallel_size=2"], None,
+                 "trainer.policy.megatron_config.context_parallel_size", run_limits.CONTEXT_PARALLEL,
+                 id="skyrl-cp"),
+    pytest.param("skyrl-fsdp-vllm", ["trainer.strategy=deepspeed"], "0.3.0", "trainer.strategy",
+                 run_limits.DEEPSPEED, id="skyrl-deepspeed"),
+    pytest.param("skyrl-fsdp-vllm", ["trainer.policy.sequence_parallel_size=2"], None,
+                 "trainer.policy.sequence_parallel_size", run_limits.ULYSSES, id="skyrl-ulysses"),
+    pytest.param("rlinf-megatron-sglang", ["+actor.model.expert_model_parallel_size=2"], None,
+                 "actor.model.expert_model_parallel_size", run_limits.EXPERT_PARALLEL, id="rlinf-ep"),
+    pytest.param("rlinf-megatron-sglang", ["+actor.model.context_parallel_size=2"], None,
+                 "actor.model.context_parallel_size", run_limits.CONTEXT_PARALLEL, id="rlinf-cp"),
+    pytest.param("chatlearn-megatron-vllm", ["models.policy_trainer.expert_model_parallel_size=2"], None,
+                 "models.policy_trainer.expert_model_parallel_size", run_limits.EXPERT_PARALLEL, id="chatlearn-ep"),
+    pytest.param("chatlearn-megatron-vllm", ["models.policy_trainer.context_parallel_size=2"], None,
+                 "models.policy_trainer.context_parallel_size", run_limits.CONTEXT_PARALLEL, id="chatlearn-cp"),
+    pytest.param("chatlearn-fsdp-vllm", ["models.policy_trainer.ulysses_sequence_parallel_size=2"], None,
+                 "models.policy_trainer.ulysses_sequence_parallel_size", run_limits.ULYSSES, id="chatlearn-ulysses"),
+    pytest.param("areal-fsdp-vllm-ppo", ["actor.backend=fsdp:d2c2"], None, "actor.backend", run_limits.ULYSSES,
+                 id="areal-ulysses"),
+    pytest.param("areal-fsdp-vllm-ppo", ["actor.backend=megatron:d4e2", "critic.backend=fsdp:d4"], None,
+                 "actor.backend", run_limits.EXPERT_PARALLEL, id="areal-ep"),
+    pytest.param("areal-fsdp-vllm-ppo", ["critic.backend=megatron:d4"], None, "critic.backend",
+                 run_limits.MEGATRON_CRITIC, id="areal-megatron-critic"),
+    pytest.param("areal-sft", ["allocation_mode=megatron:d8p1t1"], None, "allocation_mode",
+                 run_limits.MEGATRON_SUPERVISED, id="areal-megatron-sft"),
+    pytest.param("areal-fsdp-sglang-grpo", ["allocation_mode=sglang.d4p1t1+d2t2"], None, "allocation_mode",
+                 run_limits.FSDP_MODEL_PARALLEL, id="areal-fsdp-tp"),
+    pytest.param("roll-megatron-vllm", ["actor_train.strategy_args.strategy_config.context_parallel_size=2"], None,
+                 "actor_train.strategy_args.strategy_config.context_parallel_size", run_limits.CONTEXT_PARALLEL,
+                 id="roll-cp"),
+    pytest.param("roll-megatron-vllm", ["+actor_train.strategy_args.strategy_config.expert_model_parallel_size=2"],
+                 None, "actor_train.strategy_args.strategy_config.expert_model_parallel_size",
+                 run_limits.EXPERT_PARALLEL, id="roll-ep"),
+    pytest.param("roll-fsdp2-vllm", ["+actor_train.model_args.ulysses_size=2"], None,
+                 "actor_train.model_args.ulysses_size", run_limits.ULYSSES, id="roll-ulysses"),
+]
+
+
+@pytest.mark.parametrize("template,overrides,release,key,limit", CASES)
+def test_validate_says_what_the_dry_run_refuses(template, overrides, release, key, limit):
+    report = dry_run(str(TEMPLATES / f"{template}.yaml"), overrides, release=release)
+    assert report.result.ok, [d.message for d in report.result.diagnostics if d.severity.name == "ERROR"]
+    notes = [d for d in report.result.diagnostics if d.code == "RLC118" and limit in d.message]
+    assert key in [d.path for d in notes]
+    assert all(d.hint for d in notes), "each note says what runs"
+    preflight = [b.message for b in report.blockers if b.code == PREFLIGHT_CODE]
+    assert any(limit in message for message in preflight), preflight
+
+
+@pytest.mark.parametrize("template", ["skyrl-fsdp-vllm", "rlinf-megatron-sglang", "chatlearn-megatron-vllm",
+                                      "chatlearn-fsdp-vllm", "areal-fsdp-vllm-ppo", "areal-sft", "areal-rw",
+                                      "roll-megatron-vllm"])
+def test_a_config_within_the_limits_gets_neither_refusal(template):
+    report = dry_run(str(TEMPLATES / f"{template}.yaml"))
+    limits = [value for name, value in vars(run_limits).items() if name.isupper() and name != "SIZE_THAT_RUNS"]
+    said = [d.message for d in report.result.diagnostics if d.code == "RLC118"]
+    said += [b.message for b in report.blockers]
+    assert not [m for m in said if any(limit in m for limit in limits)]
