@@ -84,6 +84,29 @@ def dry_run(file: str, overrides: Sequence[str] = (), *, dialect: str | None = N
     return report
 
 
+def cluster_at(address: str) -> tuple[int, int, str | None]:
+    """The shape of the Ray cluster at `address` (`auto`, host:port or ray://...): its nodes with GPUs, the GPUs of
+    the smallest of them, and their GPU kind where Ray knows it (`accelerator_type:H100` → "h100"). Joining a cluster
+    needs Ray, which only this path of a dry run imports. Raises RunEnvironmentError when the cluster does not
+    answer or has no GPUs."""
+    from rlcfg.runtime.environment import RunEnvironmentError, resolve_address
+
+    target = resolve_address(address)
+    import ray
+
+    ray.init(address=target, log_to_driver=False, logging_level="ERROR")
+    try:
+        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    finally:
+        ray.shutdown()
+    with_gpus = [r for r in nodes if r.get("GPU", 0) >= 1]
+    if not with_gpus:
+        raise RunEnvironmentError(f"the Ray cluster at {address} has no node with GPUs; `rlcfg run` would have none "
+                                  "to place the roles on")
+    kinds = {key.split(":", 1)[1].lower() for r in with_gpus for key in r if key.startswith("accelerator_type:")}
+    return len(with_gpus), int(min(r["GPU"] for r in with_gpus)), kinds.pop() if len(kinds) == 1 else None
+
+
 def setting_blockers(result: CheckResult) -> list[Blocker]:
     """What `validate` already says a run refuses: the pipeline as a whole (RLC116) or a setting (RLC118)."""
     blockers = []

@@ -120,3 +120,25 @@ def test_run_stops_on_every_refusal_at_once_and_points_at_the_dry_run():
     assert done.returncode == 1
     assert "algorithm.loss_type" in done.stderr and "algorithm.adv_type" in done.stderr
     assert "--dry-run" in done.stderr
+
+
+def test_with_address_the_ray_cluster_as_it_is_is_judged():
+    cluster_utils = pytest.importorskip("ray.cluster_utils")
+    # Declared (fake) GPUs: two nodes of one, where the template's colocated roles ask for four.
+    cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "num_gpus": 1})
+    cluster.add_node(num_cpus=1, num_gpus=1)
+    cluster.wait_for_nodes()
+    try:
+        done = cli("run", SKYRL, "--dry-run", "--address", cluster.address, "--format", "json")
+    finally:
+        cluster.shutdown()
+    report = json.loads(done.stdout)
+    assert report["cluster"] == {"nodes": 2, "gpus_per_node": 1}, done.stderr
+    assert done.returncode == 1 and report["launches"] is False
+    assert {b["code"] for b in report["blockers"]} == {"RLC403"}  # the placement exceeds the cluster
+
+
+def test_with_address_a_cluster_that_does_not_answer_is_one_line():
+    done = cli("run", SKYRL, "--dry-run", "--address", "127.0.0.1:9")
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "127.0.0.1:9" in done.stderr

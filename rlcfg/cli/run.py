@@ -90,7 +90,8 @@ def run(
                                     "Default output: ./rlcfg-runs/smoke-<name>, started over each time."),
     dry_run: bool = typer.Option(False, "--dry-run",
                                  help="Do everything `run` does before a worker starts, for the cluster the config "
-                                      "describes (or --nodes/--gpus-per-node), and say whether it would launch: "
+                                      "describes (or --nodes/--gpus-per-node, or the Ray cluster at --address as Ray "
+                                      "reports it), and say whether it would launch: "
                                       "validation, the settings `run` refuses, the lowering, the plan and its memory "
                                       "verdict, the backend checks as on the cluster's nodes, and the model and data "
                                       "paths. Every reason it would not launch is listed at once, with the key to "
@@ -130,9 +131,12 @@ def run(
         if quickstart or smoke:
             raise usage_error("--dry-run checks a config FILE for its cluster; it cannot go with "
                               f"{'--quickstart' if quickstart else '--smoke'}")
+        if address and (nodes or gpus_per_node):
+            raise usage_error("--address judges that Ray cluster as it is; --nodes and --gpus-per-node describe "
+                              "another: give one or the other")
         with bug_guard(debug):
             _dry_run(file, overrides or [], dialect, framework_version, nodes, gpus_per_node, gpu,
-                     output_format is OutputFormat.json)
+                     output_format is OutputFormat.json, address)
     if cluster_flags:
         raise usage_error(f"{', '.join(cluster_flags)} go with --dry-run; a run uses the machine or the Ray cluster "
                           "it starts on")
@@ -170,7 +174,8 @@ def run(
 
 
 def _dry_run(file: Optional[str], overrides: list[str], dialect: Optional[str], release: Optional[str],
-             nodes: Optional[int], gpus_per_node: Optional[int], gpu: Optional[str], json_output: bool) -> None:
+             nodes: Optional[int], gpus_per_node: Optional[int], gpu: Optional[str], json_output: bool,
+             address: Optional[str] = None) -> None:
     import json
 
     from rlcfg.preflight import dry_run, render_json, render_text
@@ -178,6 +183,19 @@ def _dry_run(file: Optional[str], overrides: list[str], dialect: Optional[str], 
 
     if file is None:
         raise usage_error("--dry-run needs a config FILE", json_output)
+    if address:  # the cluster as Ray sees it, instead of the one the config describes
+        if importlib.util.find_spec("ray") is None:
+            raise usage_error("--dry-run --address asks the Ray cluster for its nodes and GPUs, and Ray is not "
+                              "installed here: pip install 'rlcfg[run]', or give --nodes and --gpus-per-node",
+                              json_output)
+        from rlcfg.preflight import cluster_at
+        from rlcfg.runtime.environment import RunEnvironmentError
+
+        try:
+            nodes, gpus_per_node, kind = cluster_at(address)
+        except RunEnvironmentError as exc:
+            raise _fail(str(exc))
+        gpu = gpu or _known_gpu(kind)
     try:
         report = dry_run(file, overrides, dialect=dialect, release=release, nodes=nodes, gpus_per_node=gpus_per_node,
                          gpu=gpu)
@@ -195,6 +213,19 @@ def _dry_run(file: Optional[str], overrides: list[str], dialect: Optional[str], 
     else:
         typer.echo(render_text(report, file))
     raise typer.Exit(EXIT_OK if report.launches else EXIT_INVALID)
+
+
+def _known_gpu(kind: Optional[str]) -> Optional[str]:
+    """Ray's accelerator type as a GPU name the memory verdict knows, else None (the default GPU)."""
+    if kind is None:
+        return None
+    from rlcfg.plan.memory import gpu_capacity
+
+    try:
+        gpu_capacity(kind)
+    except ValueError:
+        return None
+    return kind
 
 
 def _lower(file: str, overrides: list[str], dialect: Optional[str], release: Optional[str] = None):
