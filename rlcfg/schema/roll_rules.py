@@ -1698,3 +1698,31 @@ def run_refusals_of_runtime_limits(cfg: Any, ctx: RuleContext) -> Iterator[Findi
         yield _run_refusal("actor_infer.num_gpus_per_worker", gpus_per_worker(rollout),
                            run_limits.HF_ROLLOUT_PARALLEL, "set it to 1, or use the vllm or sglang strategy",
                            ("actor_infer.strategy_args.strategy_name",))
+
+
+@RULES.rule("roll/run-refusals-of-partly-shared-gpus", "RLC118",
+            "`rlcfg run` refuses workers whose device_mapping shares some GPUs without naming the same ones: ROLL "
+            "time-shares the GPUs they have in common, and rlcfg runs two roles either on exactly the same GPUs "
+            "(colocated, taking turns) or on disjoint ones.",
+            keys=["*.device_mapping"])
+def run_refusals_of_partly_shared_gpus(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    # The roles the lowering places on GPUs: rule-based reward workers score on CPUs, whatever their mapping says.
+    placed = [(path, ids) for path, worker, ids in placed_workers(cfg)
+              if not (path.startswith("rewards.") or path in ("reward_model", "reward")) or worker.strategy_args]
+    groups: dict[frozenset[int], list[str]] = {}
+    for path, ids in placed:
+        groups.setdefault(frozenset(ids), []).append(path)
+    sets = list(groups.items())
+    for index, (ids, paths) in enumerate(sets):
+        for other_ids, other_paths in sets[:index]:
+            shared = ids & other_ids
+            if not shared:
+                continue
+            path, other = paths[0], other_paths[0]
+            yield _run_refusal(
+                f"{path}.device_mapping", ctx.tree.get((*path.split("."), "device_mapping")),
+                f"it shares {_ids_text(shared)} with `{other}` ({_ids_text(other_ids)}) without naming the same "
+                "GPUs; ROLL time-shares the GPUs they have in common, rlcfg runs two roles either on the same GPUs "
+                "(colocated, taking turns) or on disjoint ones",
+                f"give `{path}` the device_mapping of `{other}`, or GPUs of its own",
+                (f"{other}.device_mapping",))

@@ -246,6 +246,8 @@ def findings(path: Path, *overrides: str) -> list[tuple[str, str, str, str | Non
 
 # (rule, template, overrides, code, severity, path)
 RULE_CASES = [
+    ("roll/run-refusals-of-partly-shared-gpus", MEGATRON, ["reference.device_mapping='list(range(0,4))'"],
+     "RLC118", "note", "reference.device_mapping"),
     ("roll/device-mapping-syntax", MEGATRON, ["actor_train.device_mapping='list(range(0,8)).copy()'"],
      "RLC204", "error", "actor_train.device_mapping"),
     ("roll/device-mapping-syntax", MEGATRON, ["actor_train.device_mapping=[0,1,2,3,4,5,6,7]"],
