@@ -95,7 +95,8 @@ def run(
                                       "validation, the settings `run` refuses, the lowering, the plan and its memory "
                                       "verdict, the backend checks as on the cluster's nodes, and the model and data "
                                       "paths. Every reason it would not launch is listed at once, with the key to "
-                                      "change. Needs no GPU, torch or Ray. Exit 0: it would launch; 1: it would not."),
+                                      "change. Needs no GPU or torch, and Ray only with --address. Exit 0: it would "
+                                      "launch; 1: it would not."),
     nodes: Optional[int] = typer.Option(None, "--nodes", min=1,
                                         help="With --dry-run: nodes in the cluster (default: the config's, else the "
                                              "fewest that hold the roles)."),
