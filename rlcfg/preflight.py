@@ -167,26 +167,23 @@ def local_model_configs(experiment: Any) -> dict[str, dict]:
 def _path_notes(experiment: Any) -> list[str]:
     """Model and data paths that are not on this machine: the cluster's nodes must have them (or, for a model,
     reach the Hugging Face Hub). Not a refusal: a login node often does not mount the data the nodes read."""
-    from rlcfg.runtime.quickstart import MODEL_NAME, QUICKSTART_DIR
-
-    def built_by_rlcfg(path: str) -> bool:  # the quickstart's model and data, which `run` builds where they are named
-        parent, name = os.path.split(os.path.normpath(path))
-        return os.path.basename(parent) == QUICKSTART_DIR and (name == MODEL_NAME or name.endswith(".jsonl"))
+    from rlcfg.runtime.environment import looks_like_hub_id
+    from rlcfg.runtime.quickstart import builds  # the quickstart's model and data, which `run` builds where named
 
     notes = []
     seen = set()
     for role in experiment.roles:
         path = role.model.path if role.model else ""
-        if path and path not in seen and not os.path.exists(os.path.expanduser(path)) and not built_by_rlcfg(path):
+        if path and path not in seen and not os.path.exists(os.path.expanduser(path)) and not builds(path):
             seen.add(path)
-            hub = len(path.split("/")) == 2 and not path.startswith((".", "/", "~"))
+            hub = looks_like_hub_id(path)
             notes.append(f"the {role.name}'s model `{path}` is not on this machine"
                          + ("; the nodes load it from the Hugging Face Hub unless they have it" if hub
                             else "; the cluster's nodes must have it"))
     data = experiment.data
     for kind, files in (("training", data.train_files), ("evaluation", data.eval_files)):
         for path in files or ():
-            if path and not os.path.exists(os.path.expanduser(path)) and not built_by_rlcfg(path):
+            if path and not os.path.exists(os.path.expanduser(path)) and not builds(path):
                 notes.append(f"the {kind} data `{path}` is not on this machine; the cluster's nodes must have it")
     return notes
 

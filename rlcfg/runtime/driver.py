@@ -30,6 +30,7 @@ from rlcfg.plan.model import ExecutionPlan
 from rlcfg.runtime import checkpoint as ckpt
 from rlcfg.runtime import step as S
 from rlcfg.runtime.backends import MEGATRON_ON_CPU_ENV, Machine, detect_machine, preflight
+from rlcfg.runtime.environment import looks_like_hub_id
 
 
 # Environment switches the workers read.
@@ -279,7 +280,7 @@ class Run:
         self.tokenizer_path = _local(actor.model.tokenizer or actor.model.path)
         for role in exp.roles:
             path = role.model.path if role.model else ""
-            if path and not os.path.exists(path) and not _looks_like_hub_id(path):
+            if path and not os.path.exists(path) and not looks_like_hub_id(path):
                 raise FileNotFoundError(f"the {role.name}'s model path `{path}` does not exist")
         self.tokenizer = run_tokenizer(self.tokenizer_path)
         d = exp.data
@@ -1148,11 +1149,6 @@ def _local(path: str) -> str:
     """A model path as the workers must see it: a local folder made absolute (on a cluster a worker's working
     directory is its raylet's, not the driver's), a Hub id as it is."""
     return os.path.abspath(path) if path and os.path.exists(path) else path
-
-
-def _looks_like_hub_id(path: str) -> bool:
-    parts = path.split("/")
-    return len(parts) == 2 and all(parts) and not path.startswith((".", "/", "~"))
 
 
 def run(plan: ExecutionPlan, options: RunOptions) -> RunResult:

@@ -106,6 +106,13 @@ def _probe(host: str, port: int, timeout: float) -> str | None:
         return (exc.strerror or str(exc)).lower()
 
 
+
+def looks_like_hub_id(path: str) -> bool:
+    """Whether a model path that is not on this machine reads as a Hugging Face Hub id (`owner/name`)."""
+    parts = path.split("/")
+    return len(parts) == 2 and all(parts) and not path.startswith((".", "/", "~"))
+
+
 def resolve_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> str:
     """The address to give ray.init for `--address`, checked to answer within `timeout`: `auto` must find a
     cluster this machine belongs to, host:port (or ray://host:port) must accept a connection. Ray's own

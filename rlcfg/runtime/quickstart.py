@@ -288,6 +288,15 @@ def _roll_rows(seed: int) -> list[dict[str, str]]:
     return [dict(row, ground_truth=row["answer"]) for row in task_examples(seed)]
 
 
+def builds(path: str) -> str | None:
+    """"model" or "data" when `path` names what `materialize` builds (a `.../rlcfg-quickstart/tiny-qwen2` model, a
+    `.../rlcfg-quickstart/<name>.jsonl` data file), else None."""
+    parent, name = os.path.split(os.path.normpath(path))
+    if os.path.basename(parent) != QUICKSTART_DIR:
+        return None
+    return "model" if name == MODEL_NAME else "data" if name.endswith(".jsonl") else None
+
+
 def materialize(exp: Experiment, seed: int = 0, stream: TextIO | None = None, address: str | None = None) -> list[str]:
     """Build the quickstart's model and data where a config names them and they are not there (or are not
     intact, or come from an older recipe): a model path `.../rlcfg-quickstart/tiny-qwen2` and a data file
@@ -296,13 +305,10 @@ def materialize(exp: Experiment, seed: int = 0, stream: TextIO | None = None, ad
     written = []
     paths = {r.model.path for r in exp.roles if r.model and r.model.path}
     for path in sorted(paths):
-        parent, name = os.path.split(os.path.normpath(path))
-        if (os.path.basename(parent) == QUICKSTART_DIR and name == MODEL_NAME
-                and ensure_model(path, seed, stream, address=address)):
+        if builds(path) == "model" and ensure_model(path, seed, stream, address=address):
             written.append(path)
     for path in exp.data.train_files + exp.data.eval_files:
-        parent = os.path.basename(os.path.dirname(os.path.normpath(path)))
-        if parent == QUICKSTART_DIR and path.endswith(".jsonl"):
+        if builds(path) == "data":
             rows = _roll_rows(seed)
             if not _file_is(path, jsonl_text(rows)):
                 write_jsonl(path, rows)

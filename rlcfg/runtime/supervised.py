@@ -32,7 +32,8 @@ from typing import Any, Mapping
 
 from rlcfg.ir import (Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Optimizer, Resources, Role,
                       Sampling, Schedule)
-from rlcfg.runtime.driver import Run, _local, _looks_like_hub_id, run_tokenizer
+from rlcfg.runtime.driver import Run, _local, run_tokenizer
+from rlcfg.runtime.environment import looks_like_hub_id
 
 # The role each supervised kind trains (rlcfg/lower names the reward model's role `critic`, as its value head).
 TRAINED_ROLE = {"sft": "actor", "reward_model": "critic"}
@@ -215,7 +216,7 @@ class SupervisedRun(Run):
         self.kind = exp.kind
         self.trained = exp.role(TRAINED_ROLE[self.kind])
         model = self.trained.model
-        if not os.path.exists(model.path) and not _looks_like_hub_id(model.path):
+        if not os.path.exists(model.path) and not looks_like_hub_id(model.path):
             raise FileNotFoundError(f"the {self.trained.name}'s model path `{model.path}` does not exist")
         self.tokenizer_path = _local(model.tokenizer or model.path)
         self.tokenizer = run_tokenizer(self.tokenizer_path)
