@@ -94,11 +94,15 @@ def cluster_at(address: str) -> tuple[int, int, str | None]:
     target = resolve_address(address)
     import ray
 
-    ray.init(address=target, log_to_driver=False, logging_level="ERROR")
     try:
-        nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
-    finally:
-        ray.shutdown()
+        ray.init(address=target, log_to_driver=False, logging_level="ERROR")
+        try:
+            nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+        finally:
+            ray.shutdown()
+    except (ConnectionError, RuntimeError, TimeoutError) as exc:  # it answered the probe, then went away
+        line = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise RunEnvironmentError(f"joining the Ray cluster at {address} failed: {line}") from None
     with_gpus = [r for r in nodes if r.get("GPU", 0) >= 1]
     if not with_gpus:
         raise RunEnvironmentError(f"the Ray cluster at {address} has no node with GPUs; `rlcfg run` would have none "

@@ -132,6 +132,7 @@ def test_with_address_the_ray_cluster_as_it_is_is_judged():
         done = cli("run", SKYRL, "--dry-run", "--address", cluster.address, "--format", "json")
     finally:
         cluster.shutdown()
+    assert done.stdout, done.stderr
     report = json.loads(done.stdout)
     assert report["cluster"] == {"nodes": 2, "gpus_per_node": 1}, done.stderr
     assert done.returncode == 1 and report["launches"] is False
@@ -142,3 +143,10 @@ def test_with_address_a_cluster_that_does_not_answer_is_one_line():
     done = cli("run", SKYRL, "--dry-run", "--address", "127.0.0.1:9")
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "127.0.0.1:9" in done.stderr
+
+
+def test_with_address_and_json_a_cluster_that_does_not_answer_is_json_too():
+    done = cli("run", SKYRL, "--dry-run", "--address", "127.0.0.1:9", "--format", "json")
+    assert done.returncode == 1
+    report = json.loads(done.stdout)
+    assert report["launches"] is False and "127.0.0.1:9" in report["environment_error"]

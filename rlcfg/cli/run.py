@@ -30,8 +30,13 @@ def _require_run_extra() -> None:
         raise typer.Exit(EXIT_USAGE)
 
 
-def _fail(message: str) -> typer.Exit:
+def _fail(message: str, json_output: bool = False) -> typer.Exit:
+    """A run that cannot start (exit 1); tools that asked for JSON get the reason on stdout too."""
     typer.echo(f"rlcfg: error: {message}", err=True)
+    if json_output:
+        import json
+
+        typer.echo(json.dumps({"format_version": 1, "launches": False, "environment_error": message}, indent=2))
     return typer.Exit(EXIT_INVALID)
 
 
@@ -195,7 +200,7 @@ def _dry_run(file: Optional[str], overrides: list[str], dialect: Optional[str], 
         try:
             nodes, gpus_per_node, kind = cluster_at(address)
         except RunEnvironmentError as exc:
-            raise _fail(str(exc))
+            raise _fail(str(exc), json_output)
         gpu = gpu or _known_gpu(kind)
     try:
         report = dry_run(file, overrides, dialect=dialect, release=release, nodes=nodes, gpus_per_node=gpus_per_node,

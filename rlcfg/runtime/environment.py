@@ -151,28 +151,39 @@ def resolve_address(address: str, timeout: float = CONNECT_TIMEOUT_S) -> str:
     return address if address != "auto" else target
 
 
-_GCS_PROBE = """
-import sys
+_PROBE_TIMED_OUT = 3
+_GCS_PROBE = f"""
+import os, sys, threading
 from ray._raylet import GcsClient
+def give_up():
+    os._exit({_PROBE_TIMED_OUT})
+# The clock starts once Ray is imported: on a loaded machine the import alone can take longer than the wait.
+threading.Timer(float(sys.argv[2]), give_up).start()
 GcsClient(address=sys.argv[1])
+os._exit(0)
 """
+# How long the probe may take to import Ray before its own clock starts: a cold import on a busy node.
+_RAY_IMPORT_ALLOWANCE_S = 120.0
 
 
 def _probe_gcs(address: str, timeout: float) -> str | None:
     """None when a Ray GCS answers at `address`; else why not. Something listening is not enough (a proxy, a
     cluster that wants a token): ray.init would then retry for tens of seconds, printing a line of Ray's C++
     log each second. The probe runs in a child process, so its log stays out of the user's terminal and a
-    hung connection is killed at `timeout`."""
+    hung connection is ended at `timeout`."""
     import subprocess
     import sys
 
+    waited = f"no Ray cluster answered within {timeout:.0f} s"
     try:
-        proc = subprocess.run([sys.executable, "-c", _GCS_PROBE, address], capture_output=True, text=True,
-                              timeout=timeout + 5)  # + Ray's import time
+        proc = subprocess.run([sys.executable, "-c", _GCS_PROBE, address, str(timeout)], capture_output=True,
+                              text=True, timeout=timeout + _RAY_IMPORT_ALLOWANCE_S)
     except subprocess.TimeoutExpired:
-        return f"no Ray cluster answered within {timeout:.0f} s"
+        return waited
     if proc.returncode == 0:
         return None
+    if proc.returncode == _PROBE_TIMED_OUT:
+        return waited
     lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
     last = lines[-1] if lines else f"exit {proc.returncode}"
     # "ray.exceptions.RpcError: RPC error: Received http2 header ..." → what follows the exception's name, to
