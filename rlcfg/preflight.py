@@ -79,7 +79,10 @@ def dry_run(file: str, overrides: Sequence[str] = (), *, dialect: str | None = N
         if d.severity is Severity.ERROR:
             report.blockers.append(_from_diagnostic(d, result))
     report.blockers.extend(backend_blockers(plan))
-    report.extras = sorted({EXTRA_OF_BACKEND[r.backend] for r in experiment.roles if r.backend in EXTRA_OF_BACKEND})
+    extras = {EXTRA_OF_BACKEND[r.backend] for r in experiment.roles if r.backend in EXTRA_OF_BACKEND}
+    if "sglang" in extras:  # it brings the runtime with the torch SGLang needs, which `run`'s pin is not
+        extras.discard("run")
+    report.extras = sorted(extras)
     report.notes.extend(_path_notes(experiment))
     return report
 

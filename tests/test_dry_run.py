@@ -150,3 +150,10 @@ def test_with_address_and_json_a_cluster_that_does_not_answer_is_json_too():
     assert done.returncode == 1
     report = json.loads(done.stdout)
     assert report["launches"] is False and "127.0.0.1:9" in report["environment_error"]
+
+
+def test_an_sglang_config_names_the_sglang_extra_alone_which_brings_its_own_torch():
+    done = cli("run", "templates/areal-fsdp-sglang-grpo.yaml", "--dry-run", "--format", "json")
+    report = json.loads(done.stdout)
+    # `run` pins the torch vLLM needs; SGLang needs another, so `rlcfg[run,sglang]` would not install.
+    assert report["extras"] == ["sglang"], report

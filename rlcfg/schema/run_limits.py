@@ -26,6 +26,7 @@ HF_ROLLOUT_PARALLEL = ("rlcfg's `hf` rollout backend runs one whole model per en
 TRAINING_BACKENDS = ("rlcfg runs the models it does not roll out with (trained or not) on its fsdp or megatron "
                      "backend only")
 ROLLOUT_BACKENDS = "rlcfg rolls out with its hf, vllm or sglang backend only"
+SGLANG_ACROSS_NODES = "rlcfg starts each SGLang engine on one node, so its GPUs (tp × pp) must fit in one"
 REWARD_MODEL = "rlcfg scores responses with a rule-based reward and runs no reward model"
 
 # The hint of a parallel size the runtime does not run: the value that runs.

@@ -1,11 +1,14 @@
 """The SGLang rollout backend. Its lowering is tested everywhere; against SGLang's own ServerArgs (every name a
 field, every value of the field's type and among its choices, the object constructed for real) where
-`sglang.srt.server_args` imports. SGLang's engine needs a GPU (its kernels load libcuda), so generation,
-weight updates and memory release are skipped without one.
+`sglang.srt.server_args` imports. SGLang's engine needs a GPU (its kernels load libcuda), so the real engine's
+generation, weight updates and memory release are skipped without one; the order of the backend's memory calls is
+tested everywhere, on a stand-in that keeps SGLang's scheduler bookkeeping.
 """
 
 from __future__ import annotations
 
+import sys
+import types
 import typing
 
 import pytest
@@ -80,6 +83,148 @@ def test_sampling_params_one_request_per_sample():
     assert S.sampling_params({"max_new_tokens": 8, "temperature": 0.6, "top_k": 0, "stop": ["</s>"]}, 7) == {
         "max_new_tokens": 8, "temperature": 0.6, "top_p": 1.0, "top_k": -1, "min_p": 0.0, "stop": ["</s>"],
         "sampling_seed": 7}
+
+
+def test_a_sampled_run_is_told_that_sglang_ignores_its_per_sample_seeds():
+    plan = plan_of(TEMPLATES / "rlinf-megatron-sglang.yaml")  # actor.seed: 1234, sampled rollouts
+    role = plan.experiment.role("rollout")
+    args = S.server_args(role, plan)
+    # The seed reaches SGLang as the frameworks give it, the engine's random_seed; deterministic inference (the
+    # only mode in which SGLang samples with a request's sampling_seed) stays off, as in the framework.
+    assert args["random_seed"] == 1234 and "enable_deterministic_inference" not in args
+    warning = S.unseeded_sampling_warning(role, plan, args)
+    assert warning.startswith("rlcfg: warning: ") and "\n" not in warning
+    assert "enable_deterministic_inference" in warning and "random_seed 1234" in warning
+    assert warning.endswith("for per-sample seeds, set `rollout.rollout_backend: vllm`")  # in RLinf's words
+
+
+def test_greedy_decoding_needs_no_seed_warning():
+    import dataclasses
+
+    plan = plan_of(TEMPLATES / "rlinf-megatron-sglang.yaml")
+    exp = plan.experiment
+    greedy = dataclasses.replace(exp, sampling=dataclasses.replace(exp.sampling, temperature=0.0), eval_sampling=None)
+    plan = dataclasses.replace(plan, experiment=greedy)
+    role = greedy.role("rollout")
+    assert S.unseeded_sampling_warning(role, plan, S.server_args(role, plan)) is None
+
+
+# ---- memory release and resume, against SGLang's scheduler ------------------------------------------------------
+
+# What release_memory_occupation() with no tags frees (sglang/srt/constants.py): 0.5.23's GPU_MEMORY_ALL_TYPES, and
+# 0.5.1's two tags, from before that list existed.
+SGLANG_0_5_23_TAGS = ("kv_cache", "weights", "cuda_graph")
+SGLANG_0_5_1_TAGS = ("weights", "kv_cache")
+
+
+class SchedulerStandIn:
+    """sglang.Engine as far as memory goes, with its scheduler's bookkeeping (0.5.23,
+    managers/scheduler_components/weight_updater.py): a set of released tags, no tags meaning every tag; a resume
+    removes each tag from the set (KeyError for one not released); a release adds them, and pausing memory that is
+    already paused ends the scheduler process (torch_memory_saver: "Cannot pause allocation that is not active").
+    Loading weights into released weight memory, or generating with anything released, is an illegal memory
+    access on a GPU: refused here too."""
+
+    every_tag: tuple[str, ...] = SGLANG_0_5_23_TAGS
+
+    def __init__(self, **server_args):
+        self.server_args = server_args
+        self.offload_tags: set[str] = set()
+        self.weights = None
+
+    def release_memory_occupation(self, tags=None):
+        tags = tags or self.every_tag
+        for tag in tags:
+            if tag in self.offload_tags:
+                raise RuntimeError(f"[torch_memory_saver.cpp] Cannot pause allocation that is not active ({tag})")
+        self.offload_tags.update(tags)
+
+    def resume_memory_occupation(self, tags=None):
+        for tag in tags or self.every_tag:
+            self.offload_tags.remove(tag)
+
+    def update_weights_from_tensor(self, named_tensors, load_format=None, flush_cache=True):
+        if "weights" in self.offload_tags:
+            raise RuntimeError("illegal memory access: weights loaded into released memory")
+        self.weights = dict(named_tensors)
+        return True, "Success"
+
+    def generate(self, input_ids, sampling_params, return_logprob=False):
+        if self.offload_tags:
+            raise RuntimeError(f"illegal memory access: generating with {sorted(self.offload_tags)} released")
+        return [{"output_ids": [2], "meta_info": {"output_token_logprobs": [(-0.5, 2, None)],
+                                                  "finish_reason": {"type": "stop"}}} for _ in input_ids]
+
+    def shutdown(self):
+        pass
+
+
+@pytest.fixture(params=[SGLANG_0_5_23_TAGS, SGLANG_0_5_1_TAGS], ids=["sglang-0.5.23", "sglang-0.5.1"])
+def sglang_engine(request, monkeypatch, tmp_path):
+    """Builds the backend's own SGLangRolloutEngine from server args, on the stand-in for SGLang's engine of one
+    release."""
+    from rlcfg.runtime.quickstart import build_tokenizer
+
+    tags = request.param
+    stand_in = type("Engine", (SchedulerStandIn,), {"every_tag": tags})
+    constants = types.ModuleType("sglang.srt.constants")
+    constants.GPU_MEMORY_TYPE_WEIGHTS, constants.GPU_MEMORY_TYPE_KV_CACHE = "weights", "kv_cache"
+    if "cuda_graph" in tags:
+        constants.GPU_MEMORY_ALL_TYPES = list(tags)
+    srt = types.ModuleType("sglang.srt")
+    srt.constants = constants
+    sglang = types.ModuleType("sglang")
+    sglang.Engine, sglang.srt = stand_in, srt
+    for name, module in (("sglang", sglang), ("sglang.srt", srt), ("sglang.srt.constants", constants)):
+        monkeypatch.setitem(sys.modules, name, module)
+    build_tokenizer(str(tmp_path))
+    return lambda **args: S.SGLangRolloutEngine({"model_path": str(tmp_path), **args})
+
+
+GREEDY = {"max_new_tokens": 2, "temperature": 0.0, "n": 1}
+WEIGHTS = {"model.embed_tokens.weight": "new"}
+
+ORDERS = {
+    # HybridWorker: asleep after start, the first sync, then each step: generate, sleep, train, sync.
+    "hybrid steps": ["sleep", "update_weights", "generate", "sleep", "update_weights", "generate", "sleep"],
+    # the GPU test's order: a sync while asleep, then an explicit wake
+    "sync asleep, wake_up": ["sleep", "update_weights", "wake_up", "generate"],
+    # a sync while asleep, then back to sleep before any generation
+    "sync asleep, sleep again": ["sleep", "update_weights", "sleep", "generate"],
+    "repeated calls": ["sleep", "sleep", "wake_up", "wake_up", "update_weights", "update_weights", "generate"],
+    "sync awake": ["update_weights", "generate", "sleep", "wake_up", "update_weights", "generate"],
+}
+
+
+@pytest.mark.parametrize("order", ORDERS.values(), ids=ORDERS.keys())
+def test_colocated_engine_takes_turns_with_training(sglang_engine, order):
+    engine = sglang_engine(enable_memory_saver=True)  # what server_args gives an engine colocated with training
+    scheduler = engine.engine
+    every = set(scheduler.every_tag)
+    for call in order:
+        if call == "generate":
+            assert len(engine.generate([[3, 4]], GREEDY, seed=1)) == 1
+            assert not scheduler.offload_tags
+        elif call == "update_weights":
+            asleep = bool(scheduler.offload_tags)
+            assert engine.update_weights(WEIGHTS) == 1 and scheduler.weights == WEIGHTS
+            # the weights come back for the sync; the KV cache stays with training until generation
+            assert scheduler.offload_tags == (every - {"weights"} if asleep else set())
+        elif call == "sleep":
+            engine.sleep()
+            assert scheduler.offload_tags == every  # all of the engine's memory is training's
+        else:
+            engine.wake_up()
+            assert not scheduler.offload_tags
+
+
+def test_an_engine_on_gpus_of_its_own_keeps_its_memory(sglang_engine):
+    engine = sglang_engine()  # no enable_memory_saver: the driver still puts it to sleep after start
+    engine.sleep()
+    engine.update_weights(WEIGHTS)
+    engine.generate([[3, 4]], GREEDY)
+    engine.wake_up()
+    assert not engine.engine.offload_tags
 
 
 # ---- against SGLang's ServerArgs ----------------------------------------------------------------------------

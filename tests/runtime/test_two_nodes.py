@@ -1,4 +1,4 @@
-"""A two-node Ray cluster on one machine (a head and a second node, each with one declared GPU), joined with
+"""A two-node Ray cluster on one machine (a head and a second node, CPUs only), joined with
 `rlcfg run --address`: a config whose plan puts the actor on node 0 and the rollout engine on node 1 runs each
 worker on the node the plan placed it on, completes, and resumes like a local run."""
 
@@ -37,9 +37,9 @@ def _two_node_config(tmp_path):
 
 @pytest.fixture
 def two_nodes():
-    # Declared (fake) GPUs: the CPU build of torch ignores the CUDA_VISIBLE_DEVICES Ray sets for them.
-    cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 2, "num_gpus": 1})
-    worker = cluster.add_node(num_cpus=2, num_gpus=1)
+    # No declared GPUs: on a cluster with GPUs the workers compute on CUDA, which the CPU build of torch has not.
+    cluster = cluster_utils.Cluster(initialize_head=True, head_node_args={"num_cpus": 2})
+    worker = cluster.add_node(num_cpus=2)
     cluster.wait_for_nodes()
     try:
         yield cluster, cluster.head_node.node_id, worker.node_id

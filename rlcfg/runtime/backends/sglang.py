@@ -96,6 +96,28 @@ def server_args(role: Role, plan: ExecutionPlan, *, fields: Collection[str] | No
     return args
 
 
+def unseeded_sampling_warning(role: Role, plan: ExecutionPlan, args: Mapping[str, Any]) -> str | None:
+    """What the driver says when it starts engines with `args` (from server_args) for a run that samples.
+
+    SGLang samples with a request's sampling_seed only when the engine runs with enable_deterministic_inference
+    (sglang/srt/sampling/sampling_batch_info.py); otherwise every request draws from the engine's one generator,
+    seeded once from random_seed. rlcfg leaves that mode off because no framework's config turns it on (they give
+    SGLang their seed as random_seed alone), and it slows rollouts by 25-45% (SGLang's own measurement), swaps in
+    SGLang's pytorch sampler and refuses some attention backends. The seeds rlcfg sends are therefore ignored, and
+    the run is told so once instead of silently."""
+    exp = plan.experiment
+    if all(s.temperature == 0 for s in (exp.sampling, exp.eval_sampling) if s is not None):
+        return None  # greedy decoding draws no random numbers
+    from rlcfg.runtime.backends import _switch_to
+
+    switch = _switch_to(exp.dialect, role, "vllm")
+    return ("rlcfg: warning: SGLang ignores the per-sample seeds rlcfg gives its requests unless the engine runs "
+            "with enable_deterministic_inference, which rlcfg leaves off as no framework's config turns it on (it "
+            "slows rollouts by 25-45%): every sample comes from the engine's one generator "
+            f"(random_seed {args['random_seed']}), so a rerun or a resumed run samples other responses"
+            + (f"; for per-sample seeds, {switch}" if switch else ""))
+
+
 def sampling_params(sampling: Mapping[str, Any], seed: int | None = None,
                     prompt_tokens: int | None = None) -> dict[str, Any]:
     """SGLang's sampling_params for one sample of a prompt of `prompt_tokens` tokens (its response budget; None:
@@ -116,9 +138,20 @@ def sampling_params(sampling: Mapping[str, Any], seed: int | None = None,
     stop = list(sampling.get("stop", ()) or ())
     if stop:
         params["stop"] = stop
-    if seed is not None:
+    if seed is not None:  # used only by an engine with enable_deterministic_inference (unseeded_sampling_warning)
         params["sampling_seed"] = int(seed)
     return params
+
+
+def _memory_tags() -> tuple[tuple[str, ...], str]:
+    """The installed SGLang's memory tags: every one that release_memory_occupation() frees when given none
+    (0.5.23: KV cache, weights and CUDA graphs, its GPU_MEMORY_ALL_TYPES; releases without that list free the
+    weights and the KV cache), and the weights' own."""
+    from sglang.srt import constants
+
+    weights = constants.GPU_MEMORY_TYPE_WEIGHTS
+    every = getattr(constants, "GPU_MEMORY_ALL_TYPES", (weights, constants.GPU_MEMORY_TYPE_KV_CACHE))
+    return tuple(every), weights
 
 
 def _server_args_fields() -> frozenset[str] | None:
@@ -148,14 +181,17 @@ class SGLangRolloutEngine:
         self.engine = sglang.Engine(**self.args)
         self.tokenizer = load_tokenizer(tokenizer_path or self.args.get("tokenizer_path") or self.args["model_path"])
         self.memory_saver = bool(self.args.get("enable_memory_saver"))
-        self.asleep = False
+        self.memory_tags, self.weights_tag = _memory_tags()
+        # The tags whose memory SGLang holds released now. Its scheduler keeps the same set and fails on a resume
+        # of a tag that is not in it (KeyError) or a release of one that is (torch_memory_saver ends the process
+        # when asked to pause paused memory): every call names exactly the tags that change state.
+        self.released: set[str] = set()
         self.last_generate_s = 0.0
 
     def generate(self, prompt_token_ids: list[list[int]], sampling: Mapping[str, Any],
                  seed: int | None = None) -> list[Generation]:
         """n samples for every prompt, the n of prompt i at [i·n, (i+1)·n)."""
-        if self.asleep:
-            self.wake_up()
+        self.wake_up()
         start = time.perf_counter()
         n = int(sampling.get("n", 1))
         rows = [list(ids) for ids in prompt_token_ids for _ in range(n)]
@@ -176,9 +212,9 @@ class SGLangRolloutEngine:
 
     def update_weights(self, named_tensors: Mapping[str, Any]) -> int:
         """Load the trainer's weights (Hugging Face names) from tensors in this process; SGLang serializes
-        them to its TP workers (CUDA IPC on the same GPUs) and flushes its radix cache."""
-        if self.asleep:
-            self.engine.resume_memory_occupation(tags=["weights"])
+        them to its TP workers (CUDA IPC on the same GPUs) and flushes its radix cache. Asleep, only the weights
+        come back: the KV cache stays released while colocated training may still hold the GPU."""
+        self._resume([self.weights_tag])
         result = self.engine.update_weights_from_tensor(list(named_tensors.items()), flush_cache=True)
         _check(result, "update_weights_from_tensor")
         return len(named_tensors)
@@ -197,6 +233,7 @@ class SGLangRolloutEngine:
 
     def receive_weights(self, metas: Sequence[tuple[str, str, tuple[int, ...]]]) -> int:
         """Receive one broadcast of the tensors in `metas` ((name, dtype, shape), the trainer's sending order)."""
+        self._resume([self.weights_tag])
         result = self.engine.update_weights_from_distributed(
             names=[m[0] for m in metas], dtypes=[m[1] for m in metas], shapes=[list(m[2]) for m in metas],
             group_name=GROUP_NAME, flush_cache=True)
@@ -204,16 +241,23 @@ class SGLangRolloutEngine:
         return len(metas)
 
     def sleep(self) -> None:
-        """Release the GPU memory of weights and KV cache to colocated training (needs enable_memory_saver,
-        which server_args sets for a colocated engine)."""
-        if self.memory_saver and not self.asleep:
-            self.engine.release_memory_occupation()
-        self.asleep = True
+        """Release the GPU memory of weights, KV cache (and CUDA graphs) to colocated training (needs
+        enable_memory_saver, which server_args sets for a colocated engine); what is already released stays so."""
+        held = [tag for tag in self.memory_tags if tag not in self.released]
+        if self.memory_saver and held:
+            self.engine.release_memory_occupation(tags=held)
+            self.released.update(held)
 
     def wake_up(self) -> None:
-        if self.memory_saver and self.asleep:
-            self.engine.resume_memory_occupation()
-        self.asleep = False
+        self._resume(self.memory_tags)
+
+    def _resume(self, tags: Sequence[str]) -> None:
+        """Take back the memory of those of `tags` that are released (a weight update while asleep has already
+        taken back the weights)."""
+        missing = [tag for tag in tags if tag in self.released]
+        if missing:
+            self.engine.resume_memory_occupation(tags=missing)
+            self.released.difference_update(missing)
 
     def shutdown(self) -> None:
         self.engine.shutdown()

@@ -97,8 +97,8 @@ def engine_args(role: Role, plan: ExecutionPlan, *, device: str = "cuda") -> dic
     if length:
         args["max_model_len"] = length
     if par.tp * par.pp > 1:
-        # The engine is one Ray actor; vLLM starts its other workers on the bundles of that actor's
-        # placement group (the GPUs the plan gave this engine).
+        # The engine is one Ray actor; vLLM starts a Ray worker per GPU in that actor's placement group, on the
+        # bundles ray_worker_env names (the GPUs the plan gave this engine).
         args["distributed_executor_backend"] = "ray"
     if device == "cpu":
         args["enforce_eager"] = True
@@ -106,6 +106,15 @@ def engine_args(role: Role, plan: ExecutionPlan, *, device: str = "cuda") -> dic
     elif colocated_with_training(role, plan):
         args["enable_sleep_mode"] = True
     return args
+
+
+def ray_worker_env(bundles: Sequence[int], gpu_share: float) -> dict[str, str]:
+    """The environment of an engine's process that places the Ray workers of its `ray` executor: rank i on
+    `bundles[i]` of the placement group the process runs in, each reserving `gpu_share` of its bundle's GPU.
+    vLLM reads both when it starts the workers (vllm/envs.py); without them it takes the group's first GPU
+    bundles and a whole GPU per worker."""
+    return {"VLLM_RAY_BUNDLE_INDICES": ",".join(str(int(b)) for b in bundles),
+            "VLLM_RAY_PER_WORKER_GPUS": repr(float(gpu_share))}
 
 
 def penalties(sampling: Mapping[str, Any], min_tokens_key: str, max_tokens: int | None = None) -> dict[str, Any]:
@@ -285,7 +294,8 @@ class WeightBroadcaster:
     StatelessProcessGroup so that neither side's torch.distributed state is touched. NCCL on GPUs; 'store'
     (vLLM's TCP store) carries the same protocol on CPU.
 
-    The driver, per sync: engines.receive_weights(metas) and broadcaster.send(weights) at the same time."""
+    Per sync, engines.receive_weights(metas) and broadcaster.send(weights) run at the same time. `rlcfg run` does
+    not call either yet: its engines get their weights through Ray's object store (docs/running.md)."""
 
     def __init__(self, host: str, port: int, world_size: int, backend: str = "nccl", device: Any = None):
         from rlcfg.runtime.backends.vllm_worker import Channel
