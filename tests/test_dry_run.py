@@ -4,6 +4,7 @@ describe a valid config whatever `run` would do with it."""
 from __future__ import annotations
 
 import json
+import os
 
 import pytest
 
@@ -129,12 +130,15 @@ def test_with_address_the_ray_cluster_as_it_is_is_judged():
     cluster.add_node(num_cpus=1, num_gpus=1)
     cluster.wait_for_nodes()
     try:
-        done = cli("run", SKYRL, "--dry-run", "--address", cluster.address, "--format", "json")
+        # This user's HOME: a Ray that an earlier ray.init in this process set to token authentication
+        # (RAY_AUTH_MODE=token) starts a cluster that asks for the token kept there.
+        done = cli("run", SKYRL, "--dry-run", "--address", cluster.address, "--format", "json",
+                   env={"HOME": os.path.expanduser("~")})
     finally:
         cluster.shutdown()
     assert done.stdout, done.stderr
     report = json.loads(done.stdout)
-    assert report["cluster"] == {"nodes": 2, "gpus_per_node": 1}, done.stderr
+    assert report.get("cluster") == {"nodes": 2, "gpus_per_node": 1}, report
     assert done.returncode == 1 and report["launches"] is False
     assert {b["code"] for b in report["blockers"]} == {"RLC403"}  # the placement exceeds the cluster
 
@@ -157,3 +161,36 @@ def test_an_sglang_config_names_the_sglang_extra_alone_which_brings_its_own_torc
     report = json.loads(done.stdout)
     # `run` pins the torch vLLM needs; SGLang needs another, so `rlcfg[run,sglang]` would not install.
     assert report["extras"] == ["sglang"], report
+
+
+# What the GCS probe's process writes when the cluster wants a token this machine lacks: with this machine's
+# RAY_AUTH_MODE=token, Ray's C++ client ends on a failed check followed by its stack trace; without, Ray raises.
+FATAL_CHECK = """[2026-11-28 20:46:40,692 C 14865 14865] authentication_token_loader.cc:115:  An unexpected system state \
+has occurred. Check failed: has_token || ignore_auth_mode Token authentication is enabled but Ray couldn't find an \
+authentication token. Create a token file at ~/.ray/auth_token, or set the RAY_AUTH_TOKEN environment variable.
+*** StackTrace Information ***
+/venv/lib/python3.11/site-packages/ray/_raylet.so(+0x1812b9a) [0x7f113a612b9a] ray::operator<<()
+/venv/bin/python(_start+0x21) [0x5629b19c3081] _start
+"""
+RAISED = """[2026-11-28 20:46:41,281 W 14875 14875] gcs_client.cc:210: Failed to get cluster ID from GCS server
+Traceback (most recent call last):
+  File "python/ray/includes/common.pxi", line 119, in ray._raylet.check_status
+ray.exceptions.AuthenticationError: RPC error: InvalidAuthToken: Authentication token is missing or incorrect. \
+Note: RAY_AUTH_MODE is currently 'disabled' (not 'token').
+"""
+
+
+@pytest.mark.parametrize("stderr", [FATAL_CHECK, RAISED], ids=["fatal-check", "raised"])
+def test_a_cluster_that_wants_a_token_this_machine_lacks_is_said_so(stderr):
+    from rlcfg.runtime.environment import probe_failure
+
+    reason = probe_failure(stderr, 1)
+    assert "authentication token" in reason and "RAY_AUTH_TOKEN" in reason and "_start" not in reason
+
+
+def test_a_probe_that_dies_on_a_check_gives_the_check_not_the_stack_trace():
+    from rlcfg.runtime.environment import probe_failure
+
+    stderr = "[2026-11-28 C 1 1] gcs_client.cc:9: Check failed: cluster_id_ready The GCS did not reply. More.\n" \
+             "*** StackTrace Information ***\n/venv/bin/python(_start+0x21) [0x5629b19c3081] _start\n"
+    assert probe_failure(stderr, 1) == "no Ray cluster answers there: cluster_id_ready The GCS did not reply"

@@ -184,9 +184,25 @@ def _probe_gcs(address: str, timeout: float) -> str | None:
         return None
     if proc.returncode == _PROBE_TIMED_OUT:
         return waited
-    lines = [line.strip() for line in proc.stderr.splitlines() if line.strip()]
-    last = lines[-1] if lines else f"exit {proc.returncode}"
+    return probe_failure(proc.stderr, proc.returncode)
+
+
+# Ray's words when a cluster wants a token that this machine does not have: as a Python exception when this
+# machine's RAY_AUTH_MODE is not `token`, as a fatal check of its C++ client when it is.
+_NO_TOKEN = ("InvalidAuthToken", "couldn't find an authentication token")
+
+
+def probe_failure(stderr: str, returncode: int) -> str:
+    """Why the GCS probe failed, in a line, from what it wrote: Ray's exception, or the check that ended its C++
+    client, not the stack trace after it."""
+    if any(words in stderr for words in _NO_TOKEN):
+        return ("the cluster asks for a Ray authentication token and none was found here; give it the cluster's "
+                "token (RAY_AUTH_TOKEN, a file named by RAY_AUTH_TOKEN_PATH, or ~/.ray/auth_token)")
+    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
+    check = next((line.split("Check failed: ", 1)[1] for line in lines if "Check failed: " in line), None)
     # "ray.exceptions.RpcError: RPC error: Received http2 header ..." → what follows the exception's name, to
     # the end of its first sentence
+    raised = next((line for line in reversed(lines) if re.match(r"^[\w.]*(Error|Exception): ", line)), None)
+    last = check or raised or (lines[-1] if lines else f"exit {returncode}")
     detail = re.sub(r"^[\w.]*(Error|Exception): ", "", last).split(". ", 1)[0]
     return f"no Ray cluster answers there: {detail}"
