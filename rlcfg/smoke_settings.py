@@ -7,7 +7,9 @@ the user's, and the config is checked again with it, so that the lowering sees o
 comes from the refusal itself: the field's default (a refused key), then the `key: value` the refusal's hint
 proposes, the other boolean, the value of a key the refusal names with it, or that key's default (a refused
 combination). The validator is the judge, as for `rlcfg validate --fix`: a candidate is kept only when the
-refusal of its key is gone, no error appears and no more refusals than before are left; a key is changed once.
+refusal of its key is gone, no error is left and no more refusals than before are left; a key is changed once. A
+candidate that breaks a rule tying its key to another (single-turn generation makes SkyRL's input limit equal its
+prompt limit) brings that other key along, found the same way from the error (`repair`), and both are listed.
 What no candidate clears is still refused, as without --smoke. A pipeline rlcfg does not model (RLC116) is not
 touched: the caller refuses it before.
 """
@@ -26,6 +28,7 @@ REFUSED = "RLC118"
 # Validator runs per smoke run (each takes 10-300 ms); a config with more refusals than this allows keeps the rest.
 MAX_CHECKS = 60
 MAX_ENTRIES = 8  # entries of a refused mapping tried alone
+MAX_REPAIRS = 3  # keys changed to keep one change valid; more is a different config, not a value that runs
 _DELETE = object()  # the candidate that removes a key the defaults do not have (a key added to an open mapping)
 # A `key: value` or `key=value` the hint of a refusal proposes, in backquotes.
 _HINT_SETTING = lazy(r"`([A-Za-z_][\w.]*)(?::\s+|=)([^`]+)`")
@@ -83,26 +86,90 @@ def settle(check: Callable[[Sequence[str]], Any], result: Any, max_checks: int =
                     continue
                 checks += 1
                 trial = check([*overrides, override])
+                repairs: tuple[Change, ...] = ()
+                if errors(trial):
+                    # The value that runs may break a rule that ties the key to another (single-turn generation
+                    # makes the input limit equal the prompt limit): that other key follows, or the value is out.
+                    repaired = repair(spec, lambda more: check([*overrides, override, *more]), trial,
+                                      changed | {key, refusal.path}, max_checks - checks, len(before))
+                    checks += repaired.checks
+                    if repaired.changes is None:
+                        continue
+                    trial, repairs = repaired.result, repaired.changes
                 left = refusals(trial) if trial.config is not None else None
-                if trial.errors or left is None or any(d.path == refusal.path for d in left) \
-                        or len(left) > len(before):
+                if left is None or any(d.path == refusal.path for d in left) or len(left) > len(before):
                     continue
                 if best is None or len(left) < best[0]:
-                    best = (len(left), key, override, trial)
+                    best = (len(left), key, override, trial, repairs)
                 if not left:
                     break
             if best is None:
                 continue
-            _, key, override, trial = best
+            _, key, override, trial, repairs = best
             old = _value(result, split_dotted(key))
             cause = old if key == refusal.path else _value(result, split_dotted(refusal.path))
             changes.append(Change(key, show(old), show(_value(trial, split_dotted(key))), reason(refusal, cause),
                                   override))
-            overrides.append(override)
-            changed.add(key)
+            changes += repairs
+            overrides += [override, *(c.override for c in repairs)]
+            changed.update([key, *(c.key for c in repairs)])
             result, progress = trial, True
             break  # the refusals are read again from the config as it now is
     return Settled(result, tuple(overrides), tuple(changes))
+
+
+@dataclass(frozen=True)
+class Repaired:
+    result: Any  # the check with the repairs laid over it
+    changes: tuple[Change, ...] | None  # None: the errors stayed
+    checks: int  # validator runs spent
+
+
+def errors(result: Any) -> list[Any]:
+    return [d for d in result.diagnostics if d.severity.value == "error"]
+
+
+def repair(spec: Any, check: Callable[[Sequence[str]], Any], result: Any, frozen: set[str], budget: int,
+           most_refusals: int, max_repairs: int = MAX_REPAIRS) -> Repaired:
+    """Clear the errors that a change made, one key at a time, leaving the keys in `frozen` alone: each error's
+    own candidates (its key's default, its hint's `key: value`, the value of a key it names). A repair is kept when
+    it leaves fewer errors and at most `most_refusals` refusals (a config with errors is not judged for refusals, so
+    the count before the change is the measure)."""
+    changes: list[Change] = []
+    extra: list[str] = []
+    checks = 0
+    while errors(result):
+        if len(changes) >= max_repairs or checks >= budget:
+            return Repaired(result, None, checks)
+        found = None
+        for error in errors(result):
+            for key, value, text in candidates(spec, result, error):
+                if key in frozen or checks >= budget:
+                    continue
+                override = override_text(spec, result, key, value, text)
+                if override is None:
+                    continue
+                checks += 1
+                trial = check([*extra, override])
+                if _better(trial, result, most_refusals):
+                    found = (trial, key, override, error)
+                    break
+            if found:
+                break
+        if found is None:
+            return Repaired(result, None, checks)
+        trial, key, override, error = found
+        path = split_dotted(key)
+        changes.append(Change(key, show(_value(result, path)), show(_value(trial, path)),
+                              f"so that the config still validates: {error.message}", override))
+        extra.append(override)
+        frozen = frozen | {key}
+        result = trial
+    return Repaired(result, tuple(changes), checks)
+
+
+def _better(trial: Any, than: Any, most_refusals: int) -> bool:
+    return len(errors(trial)) < len(errors(than)) and len(refusals(trial)) <= most_refusals
 
 
 def candidates(spec: Any, result: Any, refusal: Any) -> list[tuple[str, Any, str | None]]:
@@ -216,4 +283,5 @@ def _value(result: Any, path: tuple) -> Any:
     return tree.get(path)
 
 
-__all__ = ["Change", "Settled", "candidates", "default_value", "override_text", "reason", "refusals", "settle"]
+__all__ = ["Change", "Repaired", "Settled", "candidates", "default_value", "errors", "override_text", "reason",
+           "refusals", "repair", "settle"]

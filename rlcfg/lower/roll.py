@@ -40,9 +40,9 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
                       SampleWeighting, Schedule)
 from rlcfg.schema.roll_rules import (BACKEND_OF_STRATEGY, FILTER_THRESHOLDS, KL_ESTIMATORS, REWARD_FUNCTIONS,
                                      SCHEDULERS, chosen_reward_domain, critic_on, device_ids, effective_sequence_length,
-                                     frozen_prefixes, gpus_per_worker, megatron_sizes, reference_on, reward_class,
-                                     reward_kl_on, schedule_length, strategy_name, strategy_value, unrun_pipeline,
-                                     warmup_steps, worker_env)
+                                     frozen_prefixes, gpus_per_worker, loads_reward_model, megatron_sizes, reference_on,
+                                     reward_class, reward_kl_on, schedule_length, strategy_name, strategy_value,
+                                     unrun_pipeline, warmup_steps, worker_env)
 from rlcfg.source.yaml_loader import UsageError
 
 ROLE_OF_WORKER = {"actor_train": "actor", "actor_infer": "rollout", "reference": "reference", "critic": "critic"}
@@ -262,10 +262,10 @@ def _reward(cfg: Any) -> tuple[Role | None, str]:
 
     ROLL runs one reward cluster per domain and normalises, whitens and clips each domain's batch on its own
     (rlvr_pipeline.py groups the batch by domain); rlcfg scores every sample with one function over one batch, so
-    it runs a single reward worker of a class it has a twin for. A worker with a model (a strategy and GPUs)
-    becomes a model reward role; a rule worker, which needs no model, runs on CPU with its world size. Several
-    domains, or a class without a twin, are refused by roll/run-refusals; the Experiment then describes one domain
-    (roll_rules.chosen_reward_domain) scored by the math rule."""
+    it runs a single reward worker of a class it has a twin for. A worker with a model (a strategy and GPUs, and a
+    class that is no rule) becomes a model reward role; a rule worker, which needs no model, runs on CPU with its
+    world size. Several domains, or a class without a twin, are refused by roll/run-refusals; the Experiment then
+    describes one domain (roll_rules.chosen_reward_domain) scored by the math rule."""
     key = chosen_reward_domain(cfg)
     if key is None:
         return None, "math"
@@ -274,7 +274,7 @@ def _reward(cfg: Any) -> tuple[Role | None, str]:
     section = f"rewards.{key}"
     ids = device_ids(worker)
     env = _env(cfg, worker)
-    if worker.strategy_args is not None and ids:
+    if loads_reward_model(worker):
         return Role(name="reward", backend=backend_of(worker), resources=Resources(gpus=len(ids), gpu_ids=ids),
                     model=Model(path=worker.model_args.model_name_or_path or "",
                                 dtype=_DTYPES.get(worker.model_args.dtype or "", "bfloat16")),

@@ -1092,8 +1092,12 @@ def _limits_of_roles(cfg: Any, roles: list[str], components: dict) -> Iterator[F
                                f"write `fsdp` for `megatron` in `{key}`")
                 continue
             if role == "critic":
+                own = getattr(getattr(cfg, "critic", None), "backend", None) or ""
+                hint = (f"give the critic an fsdp backend: `critic.backend: {own.replace('megatron', 'fsdp', 1)}`"
+                        if own.startswith("megatron") else
+                        "give the critic an fsdp backend of its own (`critic.backend: fsdp:d…`)")
                 yield _refusal(key, f"the critic on the Megatron backend of `{key}`: {run_limits.MEGATRON_CRITIC}",
-                               f"give the critic an fsdp backend (`critic.backend: fsdp:...`)")
+                               hint)
             if size["c"] > 1:
                 yield refuse("c", run_limits.CONTEXT_PARALLEL)
             if size["e"] > 1:

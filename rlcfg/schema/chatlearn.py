@@ -1427,7 +1427,9 @@ def _run_refusals(cfg: Any, ctx: Any):
                        f"ChatLearn keeps a prompt's rewards until {r.num_inference_per_prompt} have arrived, but "
                        f"rollout makes {p.num_inference_per_prompt} per episode, so a prompt drawn again later is "
                        f"normalised together with its earlier responses; rlcfg normalises each group of "
-                       f"{p.num_inference_per_prompt} on its own (set both to {p.num_inference_per_prompt})")
+                       f"{p.num_inference_per_prompt} on its own",
+                       f"set `{RT}.num_inference_per_prompt: {p.num_inference_per_prompt}`, the rollout's count, so "
+                       "that each prompt's group is one episode's")
     yield from _runtime_limits(cfg)
 
 

@@ -86,7 +86,7 @@ class ModelArgs(Section):
         1, description="Ulysses context-parallel group size (FSDP2 strategies). Must divide the "
                        "worker's GPU count, and the number of attention heads.", ge=1)
     vision_dp: bool = param(False, description="Distribute the vision tower across the Ulysses ranks.")
-    lora_target: str = param(
+    lora_target: str | None = param(
         None, description="Comma-separated modules to put LoRA adapters on (`all` for every linear layer); null "
                           "trains the full model. Not supported by the sglang and hf_infer strategies.")
     lora_rank: int | None = param(8, description="Inner dimension (rank) of the LoRA adapter matrices.", ge=1)

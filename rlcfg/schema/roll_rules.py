@@ -363,7 +363,7 @@ def reward_overlaps_rollout(cfg: Any, ctx: RuleContext):
     infer = set(device_ids(cfg.actor_infer) or ())
     placed = list(placed_workers(cfg))
     gpu_rewards = [(p, w, ids) for p, w, ids in placed
-                   if (p.startswith("rewards.") or p in ("reward_model", "reward")) and w.strategy_args is not None]
+                   if (p.startswith("rewards.") or p in ("reward_model", "reward")) and loads_reward_model(w)]
     for path, _worker, ids in gpu_rewards:
         shared = infer & set(ids)
         if shared:
@@ -1291,6 +1291,7 @@ KL_ESTIMATORS = {"kl": "k1", "abs": "abs", "mse": "k2"}
 # ROLL's reward workers that score with a rule rlcfg also has. The others (code sandbox, IFEval and the general
 # rule worker, CrossThinkQA, LLM judges) have no rlcfg equivalent and are refused.
 REWARD_FUNCTIONS = {"MathRuleRewardWorker": "math"}
+MATH_RULE_WORKER = "roll.pipeline.rlvr.rewards.math_rule_reward_worker.MathRuleRewardWorker"
 # ROLL's chat templates that are the tokenizer's own apply_chat_template (roll/datasets/chat_template.py registers
 # both names on native_chat_template).
 TOKENIZER_TEMPLATES = ("native", "qwen2_5")
@@ -1313,6 +1314,13 @@ def reward_kl_on(cfg: Any) -> bool:
 
 def reward_class(worker: Any) -> str:
     return (worker.worker_cls or "").rsplit(".", 1)[-1]
+
+
+def loads_reward_model(worker: Any) -> bool:
+    """Whether `rlcfg run` runs a reward worker as a model on GPUs: one with a strategy and GPUs, unless it is a rule
+    rlcfg scores with (the math rule), which ROLL runs without building its strategy, whatever strategy_args say."""
+    return (worker.strategy_args is not None and bool(device_ids(worker))
+            and reward_class(worker) not in REWARD_FUNCTIONS)
 
 
 def chosen_reward_domain(cfg: Any) -> str | None:
@@ -1391,7 +1399,7 @@ def _reward_refusals(cfg: Any) -> Iterator[Finding]:
         if reward_class(worker) not in REWARD_FUNCTIONS:
             yield _run_refusal(f"rewards.{key}.worker_cls", worker.worker_cls,
                                f"rlcfg scores with ROLL's math rule only ({', '.join(REWARD_FUNCTIONS)})",
-                               "use roll.pipeline.rlvr.rewards.math_rule_reward_worker.MathRuleRewardWorker")
+                               f"set `worker_cls: {MATH_RULE_WORKER}`")
         if worker.reward_manager_config:
             yield _run_refusal(f"rewards.{key}.reward_manager_config", worker.reward_manager_config,
                                "rlcfg runs no reward plug-ins", "remove it")
@@ -1643,7 +1651,7 @@ def _limited_workers(cfg: Any) -> Iterator[tuple[str, Any, str]]:
         yield path, worker, BACKEND_OF_STRATEGY.get(strategy_name(worker) or default, "")
     key = chosen_reward_domain(cfg)
     worker = cfg.rewards[key] if key is not None else None
-    if worker is not None and worker.strategy_args is not None and device_ids(worker):
+    if worker is not None and loads_reward_model(worker):
         yield f"rewards.{key}", worker, BACKEND_OF_STRATEGY.get(strategy_name(worker) or "fsdp2_train", "")
 
 
@@ -1708,7 +1716,7 @@ def run_refusals_of_runtime_limits(cfg: Any, ctx: RuleContext) -> Iterator[Findi
 def run_refusals_of_partly_shared_gpus(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     # The roles the lowering places on GPUs: rule-based reward workers score on CPUs, whatever their mapping says.
     placed = [(path, ids) for path, worker, ids in placed_workers(cfg)
-              if not (path.startswith("rewards.") or path in ("reward_model", "reward")) or worker.strategy_args]
+              if not (path.startswith("rewards.") or path in ("reward_model", "reward")) or loads_reward_model(worker)]
     groups: dict[frozenset[int], list[str]] = {}
     for path, ids in placed:
         groups.setdefault(frozenset(ids), []).append(path)

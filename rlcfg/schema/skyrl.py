@@ -70,8 +70,6 @@ _UNREAD_010 = inert("read only by skyrl-train 0.1.0's reward-model worker (its c
                     "normalize_reward=False), and `rlcfg run` refuses reward models")
 _SEQ_NORM_ONLY = inert("it only scales the seq_mean_token_sum_norm reduction, which `rlcfg run` refuses")
 _ONE_VALUE = inert("ulysses is its only value")
-_CRITIC_ONE_STEP = refused("rlcfg trains the critic in one optimizer step per epoch over the whole batch, which "
-                           "is skyrl-train's meaning only with the default 256 and train_batch_size 256")
 _FROZEN_REF = refused("rlcfg keeps the reference model at its starting weights for the whole run")
 _LOGPROBS = inert("rlcfg's engines return the sampled tokens' log-probs whenever the algorithm needs them "
                   "(truncated importance sampling)")
@@ -606,7 +604,8 @@ class Trainer(Section):
     policy_mini_batch_size: int = param(
         256, description="Prompts per policy optimizer step (global, over all DP ranks). Must divide train_batch_size.")
     critic_mini_batch_size: int = param(
-        256, description="Prompts per critic optimizer step. Must divide train_batch_size.", fate=_CRITIC_ONE_STEP)
+        256, description="Prompts per critic optimizer step. Must divide train_batch_size. rlcfg runs one critic step "
+                         "over the whole batch, so with a critic it refuses a value below train_batch_size.")
     micro_train_batch_size_per_gpu: int = param(
         1, description="Samples per GPU per gradient-accumulation step (policy and critic).", ge=1)
     micro_forward_batch_size_per_gpu: int = param(

@@ -1234,13 +1234,11 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             yield _refusal(f"generator.{block}.{key}", ctx.tree.get(("generator", block, key)),
                            "skyrl-train hands it to the engine's sampling parameters; rlcfg's rollout samples with "
                            "max_generate_length, temperature, top_p, top_k, min_p and stop only")
-    # Another critic_mini_batch_size than the default is refused by its key (the run ledger); the default is refused
-    # here when it splits the batch.
-    default_mini = type(t).model_fields["critic_mini_batch_size"].default
-    if critic_trained(cfg) and t.critic_mini_batch_size == default_mini \
-            and t.critic_mini_batch_size < t.train_batch_size:
+    # A mini-batch as large as the batch is rlcfg's one critic step per epoch; a smaller one splits the batch.
+    if critic_trained(cfg) and t.critic_mini_batch_size < t.train_batch_size:
         yield _refusal("trainer.critic_mini_batch_size", t.critic_mini_batch_size,
                        f"skyrl-train takes train_batch_size / critic_mini_batch_size "
                        f"({t.train_batch_size} / {t.critic_mini_batch_size}) critic optimizer steps per epoch; rlcfg "
-                       "trains the critic in one optimizer step per epoch over the whole batch")
+                       "trains the critic in one optimizer step per epoch over the whole batch",
+                       f"set `trainer.critic_mini_batch_size: {t.train_batch_size}` (train_batch_size), one step")
     yield from _runtime_limits(cfg)

@@ -1,9 +1,12 @@
-"""The run-coverage suite: the frameworks' own example configs and launch scripts through `rlcfg validate` and
-`rlcfg run --dry-run`, to find what validate passes and a run would still refuse.
+"""The coverage suites over the frameworks' own example configs and launch scripts:
 
-Every test here is marked `run_coverage`; the default test run deselects them (pyproject's addopts) because they
-need bare clones of the five frameworks and take minutes. Run them with
-`MIRROR_ROOT=/work/.mirror python -m pytest -m run_coverage tests/coverage -s -q` (`-s` shows the table).
+- run coverage (`-m run_coverage`, under a minute): `rlcfg validate` and `rlcfg run --dry-run`, to find what validate
+  passes and a run would still refuse;
+- smoke coverage (`-m smoke_coverage`, hours of CPU): `rlcfg run --smoke --steps 2` on every config that validates.
+
+The default test run deselects both (pyproject's addopts) because they need bare clones of the five frameworks.
+Run them with `MIRROR_ROOT=/work/.mirror python -m pytest -m run_coverage tests/coverage -s -q` (`-s` shows the
+table), or `-m smoke_coverage`.
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ HERE = Path(__file__).parent
 def pytest_collection_modifyitems(items):
     # pytest calls this hook with every collected test, not only this folder's
     for item in items:
-        if HERE in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.run_coverage)
+        path = Path(str(item.fspath))
+        if HERE in path.parents:
+            item.add_marker(pytest.mark.smoke_coverage if path.name == "test_smoke_coverage.py"
+                            else pytest.mark.run_coverage)
 
 
 @pytest.fixture(scope="session")

@@ -155,6 +155,13 @@ def test_seed_layout_on_sixteen_gpus_spans_two_nodes():
     assert exp.role("rollout").engine_args()["engines"] == 8
 
 
+def test_a_math_rule_reward_worker_on_gpus_is_a_rule_on_cpus():
+    exp = experiment(FSDP2, "++rewards.math_rule.strategy_args.strategy_name=vllm",
+                     '++rewards.math_rule.device_mapping="list(range(0,2))"', "~rewards.math_rule.world_size")
+    reward = exp.role("reward")
+    assert reward.backend == "rule" and reward.resources.gpus == 0 and reward.model is None
+
+
 def test_disjoint_rollout_gpus_are_not_colocated():
     exp = experiment(MEGATRON, "actor_infer.device_mapping='list(range(8,16))'")
     assert exp.role("rollout").resources.gpu_ids == tuple(range(8, 16))
@@ -291,8 +298,11 @@ def test_reward_shaping_and_masks():
 
 
 def test_reward_model_on_its_own_gpus():
+    # a worker with a model (an LLM judge, which `rlcfg run` refuses but `plan` describes)
     exp = experiment(MEGATRON, "++rewards.math_rule.strategy_args.strategy_name=hf_infer",
-                     "++rewards.math_rule.device_mapping='list(range(8,10))'", "~rewards.math_rule.world_size")
+                     "++rewards.math_rule.device_mapping='list(range(8,10))'", "~rewards.math_rule.world_size",
+                     "++rewards.math_rule.worker_cls=roll.pipeline.rlvr.rewards.llm_judge_reward_worker."
+                     "LLMJudgeRewardWorker")
     reward = exp.role("reward")
     assert reward.backend == "hf" and reward.resources.gpu_ids == (8, 9)
     assert exp.cluster.nodes == 2

@@ -54,6 +54,41 @@ def test_a_rule_refusal_gets_the_value_the_rule_runs():
     assert result.refused == []
 
 
+def test_a_value_that_breaks_a_tied_rule_brings_the_tied_key_along():
+    # Single-turn generation makes skyrl-train's input limit the prompt limit: max_turns 1 alone would be an error.
+    result = settled(TEMPLATES / "skyrl-fsdp-vllm.yaml", ["generator.max_turns=4", "generator.max_input_length=4096"])
+    assert [(c.key, c.old, c.new) for c in result.changes] == [("generator.max_turns", "4", "1"),
+                                                               ("generator.max_input_length", "4096", "512")]
+    tied = result.changes[1]
+    assert tied.reason.startswith("so that the config still validates: `generator.max_input_length` (4096) must "
+                                  "equal `trainer.max_prompt_length` (512)")
+    assert result.refused == [] and not result.result.errors
+
+
+def test_a_change_whose_error_is_not_cleared_is_not_made():
+    # One validator run allowed: the change itself, none left to clear the error it makes.
+    overrides = ["generator.max_turns=4", "generator.max_input_length=4096"]
+    path = str(TEMPLATES / "skyrl-fsdp-vllm.yaml")
+    first = check_file(path, overrides)
+    result = settle(lambda more: check_file(path, [*overrides, *more]), first, max_checks=1)
+    assert result.changes == () and result.overrides == ()
+    assert [d.path for d in result.refused] == ["generator.max_turns"] and not result.result.errors
+
+
+@pytest.mark.parametrize("template, overrides, key, old, new", [
+    # a refusal whose hint gives the value that runs, computed from the config
+    ("chatlearn-fsdp-vllm.yaml", ["models.policy.num_inference_per_prompt=8"],
+     "runtime_args.num_inference_per_prompt", "32", "8"),
+    ("skyrl-ppo-fsdp-vllm.yaml", ["trainer.train_batch_size=512"], "trainer.critic_mini_batch_size", "256", "512"),
+    ("areal-fsdp-vllm-ppo.yaml", ["critic.backend=megatron:d4p1t1"], "critic.backend", "'megatron:d4p1t1'",
+     "'fsdp:d4p1t1'"),
+])
+def test_a_refusal_whose_hint_names_the_value_gets_it(template, overrides, key, old, new):
+    result = settled(TEMPLATES / template, overrides)
+    assert [(c.key, c.old, c.new) for c in result.changes] == [(key, old, new)]
+    assert result.refused == [] and not result.result.errors
+
+
 def test_a_config_without_refusals_is_left_alone():
     first = check_file(str(TEMPLATES / "skyrl-fsdp-vllm.yaml"))
     done = settle(lambda more: pytest.fail("checked again"), first)

@@ -266,8 +266,11 @@ RULE_CASES = [
     ("roll/num-nodes-derived", MEGATRON, ["num_nodes=2"], "RLC304", "warning", "num_nodes"),
     ("roll/idle-gpus", MEGATRON, ["reference.device_mapping='list(range(10,18))'"],
      "RLC404", "warning", "reference.device_mapping"),
+    # a reward worker with a model: an LLM judge (the math rule builds none, whatever its strategy says)
     ("roll/reward-overlaps-rollout", MEGATRON, ["++rewards.math_rule.strategy_args.strategy_name=hf_infer",
-                                                "++rewards.math_rule.device_mapping='list(range(6,8))'"],
+                                                "++rewards.math_rule.device_mapping='list(range(6,8))'",
+                                                "++rewards.math_rule.worker_cls=roll.pipeline.rlvr.rewards."
+                                                "llm_judge_reward_worker.LLMJudgeRewardWorker"],
      "RLC401", "error", "rewards.math_rule.device_mapping"),
     ("roll/reward-overlaps-rollout", MEGATRON, ["async_generation_ratio=1"],
      "RLC401", "warning", "actor_infer.device_mapping"),
@@ -608,6 +611,30 @@ def test_explicit_null_of_a_non_optional_field_is_refused():
     assert errors_of(MEGATRON, "+reward_clip=5.0") == []
     assert ("RLC200", "actor_train.model_args.model_name_or_path") in errors_of(
         MEGATRON, "+actor_train.model_args.model_name_or_path=null")
+
+
+def test_lora_target_may_be_written_as_null():
+    # ROLL types it Optional[str] with None meaning the full model, as an unset key does
+    assert errors_of(FSDP2, "++actor_train.model_args.lora_target=null") == []
+
+
+MATH_RULE_ON_GPUS = ["++rewards.math_rule.strategy_args.strategy_name=vllm",
+                     '++rewards.math_rule.device_mapping="list(range(0,2))"', "~rewards.math_rule.world_size"]
+
+
+def test_a_math_rule_reward_worker_given_gpus_and_a_strategy_loads_no_model():
+    # ROLL's MathRuleRewardWorker never builds its strategy: neither its GPUs nor its strategy make it a reward model
+    # that competes with the rollout for memory, and rlcfg runs it as the rule it is.
+    result = check_file(str(FSDP2), MATH_RULE_ON_GPUS, env={})
+    assert result.ok, [(d.code, d.path) for d in result.diagnostics if d.severity.value == "error"]
+    assert not [d for d in result.diagnostics if d.code in ("RLC118", "RLC401")]
+    llm_judge = ("++rewards.math_rule.worker_cls=roll.pipeline.rlvr.rewards.llm_judge_reward_worker."
+                 "LLMJudgeRewardWorker")
+    judged = check_file(str(FSDP2), [*MATH_RULE_ON_GPUS, llm_judge], env={})
+    assert ("RLC401", "rewards.math_rule.device_mapping") in {(d.code, d.path) for d in judged.diagnostics}
+    refusal = next(d for d in judged.diagnostics if d.path == "rewards.math_rule.worker_cls")
+    assert refusal.hint == ("set `worker_cls: roll.pipeline.rlvr.rewards.math_rule_reward_worker."
+                            "MathRuleRewardWorker`")
 
 
 def test_deepspeed_strategies_are_gone_from_roll_main():
