@@ -17,7 +17,7 @@ touched: the caller refuses it before.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from rlcfg.patterns import lazy
 from rlcfg.schema.ledger import ABSENT as _ABSENT
@@ -70,29 +70,22 @@ def settle(check: Callable[[Sequence[str]], Any], result: Any, max_checks: int =
     overrides: list[str] = []
     changes: list[Change] = []
     changed: set[str] = set()
-    checks = 0
+    budget = Budget(max_checks)
     progress = True
-    while progress and checks < max_checks:
+    while progress and budget.left > 0:
         progress = False
         before = refusals(result)
         for refusal in before:
             # Of the candidates that clear this refusal, the one that leaves the fewest (the earliest of those).
             best = None
-            for key, value, text in candidates(spec, result, refusal):
-                if key in changed or checks >= max_checks:
-                    continue
-                override = override_text(spec, result, key, value, text)
-                if override is None:
-                    continue
-                checks += 1
-                trial = check([*overrides, override])
+            for key, override, trial in _trials(spec, result, refusal, changed,
+                                                lambda more: check([*overrides, *more]), budget):
                 repairs: tuple[Change, ...] = ()
                 if errors(trial):
                     # The value that runs may break a rule that ties the key to another (single-turn generation
                     # makes the input limit equal the prompt limit): that other key follows, or the value is out.
                     repaired = repair(spec, lambda more: check([*overrides, override, *more]), trial,
-                                      changed | {key, refusal.path}, max_checks - checks, len(before))
-                    checks += repaired.checks
+                                      changed | {key, refusal.path}, budget, len(before))
                     if repaired.changes is None:
                         continue
                     trial, repairs = repaired.result, repaired.changes
@@ -118,18 +111,36 @@ def settle(check: Callable[[Sequence[str]], Any], result: Any, max_checks: int =
     return Settled(result, tuple(overrides), tuple(changes))
 
 
+@dataclass
+class Budget:
+    left: int  # validator runs
+
+
 @dataclass(frozen=True)
 class Repaired:
     result: Any  # the check with the repairs laid over it
     changes: tuple[Change, ...] | None  # None: the errors stayed
-    checks: int  # validator runs spent
+
+
+def _trials(spec: Any, result: Any, diagnostic: Any, skip: set[str], check: Callable[[Sequence[str]], Any],
+            budget: Budget) -> Iterator[tuple[str, str, Any]]:
+    """The candidates of `diagnostic` whose key is not in `skip`, each checked while the budget lasts:
+    (key, override, the check with the override)."""
+    for key, value, text in candidates(spec, result, diagnostic):
+        if key in skip or budget.left <= 0:
+            continue
+        override = override_text(spec, result, key, value, text)
+        if override is None:
+            continue
+        budget.left -= 1
+        yield key, override, check([override])
 
 
 def errors(result: Any) -> list[Any]:
     return [d for d in result.diagnostics if d.severity.value == "error"]
 
 
-def repair(spec: Any, check: Callable[[Sequence[str]], Any], result: Any, frozen: set[str], budget: int,
+def repair(spec: Any, check: Callable[[Sequence[str]], Any], result: Any, frozen: set[str], budget: Budget,
            most_refusals: int, max_repairs: int = MAX_REPAIRS) -> Repaired:
     """Clear the errors that a change made, one key at a time, leaving the keys in `frozen` alone: each error's
     own candidates (its key's default, its hint's `key: value`, the value of a key it names). A repair is kept when
@@ -137,27 +148,15 @@ def repair(spec: Any, check: Callable[[Sequence[str]], Any], result: Any, frozen
     the count before the change is the measure)."""
     changes: list[Change] = []
     extra: list[str] = []
-    checks = 0
     while errors(result):
-        if len(changes) >= max_repairs or checks >= budget:
-            return Repaired(result, None, checks)
-        found = None
-        for error in errors(result):
-            for key, value, text in candidates(spec, result, error):
-                if key in frozen or checks >= budget:
-                    continue
-                override = override_text(spec, result, key, value, text)
-                if override is None:
-                    continue
-                checks += 1
-                trial = check([*extra, override])
-                if _better(trial, result, most_refusals):
-                    found = (trial, key, override, error)
-                    break
-            if found:
-                break
+        if len(changes) >= max_repairs or budget.left <= 0:
+            return Repaired(result, None)
+        found = next(((trial, key, override, error) for error in errors(result)
+                      for key, override, trial in _trials(spec, result, error, frozen,
+                                                          lambda more: check([*extra, *more]), budget)
+                      if _better(trial, result, most_refusals)), None)
         if found is None:
-            return Repaired(result, None, checks)
+            return Repaired(result, None)
         trial, key, override, error = found
         path = split_dotted(key)
         changes.append(Change(key, show(_value(result, path)), show(_value(trial, path)),
@@ -165,7 +164,7 @@ def repair(spec: Any, check: Callable[[Sequence[str]], Any], result: Any, frozen
         extra.append(override)
         frozen = frozen | {key}
         result = trial
-    return Repaired(result, tuple(changes), checks)
+    return Repaired(result, tuple(changes))
 
 
 def _better(trial: Any, than: Any, most_refusals: int) -> bool:
@@ -283,5 +282,5 @@ def _value(result: Any, path: tuple) -> Any:
     return tree.get(path)
 
 
-__all__ = ["Change", "Repaired", "Settled", "candidates", "default_value", "errors", "override_text", "reason",
+__all__ = ["Budget", "Change", "Repaired", "Settled", "candidates", "default_value", "errors", "override_text", "reason",
            "refusals", "repair", "settle"]

@@ -31,7 +31,7 @@ import traceback
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 from tests.oracle import test_areal_oracle as areal
 from tests.oracle import test_chatlearn_oracle as chatlearn
@@ -204,16 +204,17 @@ def counts(outcomes: list[Outcome]) -> list[int]:
             sum(o.contradiction for o in outcomes)]
 
 
-def table(outcomes: list[Outcome]) -> str:
-    lines = ["| dialect | release | " + " | ".join(COLUMNS) + " |", "|" + "---|" * (len(COLUMNS) + 2)]
-    by_dialect: dict[str, dict[str, list[Outcome]]] = defaultdict(lambda: defaultdict(list))
+def table(outcomes: list[Any], columns: list[str] = COLUMNS, count: Callable[[list[Any]], list[int]] = counts) -> str:
+    """One row per dialect and release and one per dialect, of `count` over the outcomes (each with a `case`)."""
+    lines = ["| dialect | release | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 2)]
+    by_dialect: dict[str, dict[str, list[Any]]] = defaultdict(lambda: defaultdict(list))
     for o in outcomes:
         by_dialect[o.case.dialect][o.case.release or "-"].append(o)
     for dialect, releases in by_dialect.items():
         for release, mine in releases.items():
-            lines.append(f"| {dialect} | {release} | " + " | ".join(map(str, counts(mine))) + " |")
+            lines.append(f"| {dialect} | {release} | " + " | ".join(map(str, count(mine))) + " |")
         every = [o for mine in releases.values() for o in mine]
-        lines.append(f"| **{dialect}** | all | " + " | ".join(f"**{n}**" for n in counts(every)) + " |")
+        lines.append(f"| **{dialect}** | all | " + " | ".join(f"**{n}**" for n in count(every)) + " |")
     return "\n".join(lines)
 
 

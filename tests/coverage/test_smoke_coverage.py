@@ -33,13 +33,12 @@ import shlex
 import subprocess
 import sys
 import time
-from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from tests.coverage.test_run_coverage import CORPORA, ENV, Case, environ
+from tests.coverage.test_run_coverage import CORPORA, ENV, Case, environ, table
 
 STEPS = 2
 TIMEOUT_S = 900  # a smoke run's whole life, the first one's model warm start included
@@ -55,7 +54,8 @@ class Outcome:
     exit_code: int | None = None  # None: not run (not eligible), or killed at the timeout
     seconds: float = 0.0
     tail: str = ""
-    run_by: str = ""  # the config whose identical smoke run stands for this one's; "" when it ran itself
+    run_by: str = ""  # the config whose identical smoke run stands for this one's
+    ran: bool = False  # it was smoke-run itself, through the CLI
 
     @property
     def passed(self) -> bool:
@@ -135,36 +135,26 @@ def smoke(case: Case, folder: Path) -> Outcome:
     tail = "\n".join(lines[-TAIL_LINES:]) if code != 0 else ""
     if code is None:
         tail = f"(killed after {TIMEOUT_S} s)\n{tail}"
-    return Outcome(case, True, code, time.monotonic() - started, tail)
+    return Outcome(case, True, code, time.monotonic() - started, tail, ran=True)
 
 
-def table(outcomes: list[Outcome]) -> str:
-    columns = ["files", "eligible", "distinct runs", "smoke exits 0", "failures"]
-    lines = ["| dialect | release | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 2)]
-    groups: dict[str, dict[str, list[Outcome]]] = defaultdict(lambda: defaultdict(list))
-    for o in outcomes:
-        groups[o.case.dialect][o.case.release or "-"].append(o)
+COLUMNS = ["files", "eligible", "distinct runs", "smoke exits 0", "failures"]
 
-    def row(mine: list[Outcome]) -> list[int]:
-        chosen = [o for o in mine if o.eligible]
-        return [len(mine), len(chosen), sum(not o.run_by for o in chosen), sum(o.passed for o in chosen),
-                sum(not o.passed for o in chosen)]
 
-    for dialect, releases in groups.items():
-        for release, mine in releases.items():
-            lines.append(f"| {dialect} | {release} | " + " | ".join(map(str, row(mine))) + " |")
-        every = [o for mine in releases.values() for o in mine]
-        lines.append(f"| **{dialect}** | all | " + " | ".join(f"**{n}**" for n in row(every)) + " |")
-    return "\n".join(lines)
+def counts(outcomes: list[Outcome]) -> list[int]:
+    chosen = [o for o in outcomes if o.eligible]
+    return [len(outcomes), len(chosen), sum(o.ran for o in chosen), sum(o.passed for o in chosen),
+            sum(not o.passed for o in chosen)]
 
 
 def report(outcomes: list[Outcome], elapsed: float) -> str:
     chosen = [o for o in outcomes if o.eligible]
-    ran = [o for o in chosen if o.seconds]
+    ran = [o for o in chosen if o.ran]
     failures = [o for o in chosen if not o.passed]
     parts = ["# rlcfg smoke coverage", "", f"`rlcfg run --smoke --steps {STEPS}` on {len(chosen)} configs: {len(ran)} "
              f"distinct runs in {elapsed / 60:.0f} min ({SMOKE_JOBS} at a time), median run "
-             f"{sorted(o.seconds for o in ran)[len(ran) // 2] if ran else 0:.0f} s", "", table(outcomes), "",
+             f"{sorted(o.seconds for o in ran)[len(ran) // 2] if ran else 0:.0f} s", "",
+             table(outcomes, COLUMNS, counts), "",
              f"## Failures ({len(failures)})", ""]
     for o in failures:
         overrides = f" ({len(o.case.overrides)} overrides)" if o.case.overrides else ""
