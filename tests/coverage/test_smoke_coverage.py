@@ -2,12 +2,12 @@
 validates and is not a pipeline rlcfg does not run (RLC116)?
 
 The corpus is the run-coverage suite's (test_run_coverage.CORPORA): the frameworks' example configs and launch
-scripts at the releases rlcfg claims. Each config that `validate` accepts without RLC116 is smoke-run exactly as a
-user would, through the CLI in its own process and folder, with the config's own overrides. RLC118 configs are in:
+scripts at the releases rlcfg claims. A config that `validate` accepts without RLC116 is smoke-run as a user would
+run it, through the CLI in its own process and folder, with the config's own overrides. RLC118 configs are in:
 `--smoke` sets each refused setting to the value rlcfg runs and lists it.
 
-Per dialect and release it prints: files, eligible (accepted, no RLC116), smoke runs that exit 0, and failures. A
-failure is listed with its exit code and the last lines it printed; the test fails on any.
+Per dialect and release it prints: files, eligible (accepted, no RLC116), distinct runs, smoke runs that exit 0, and
+failures. A failure is listed with its exit code and the last lines it printed; the test fails on any.
 
 Each eligible config is first prepared in this process the way `rlcfg run --smoke` prepares it (the refused settings
 set to values rlcfg runs, the lowering, the smoke substitutions, the tiny model and data built): a failure there is a
