@@ -224,6 +224,7 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
                               "eval response length", subs) if exp.eval_sampling else None
     if eval_sampling is not None and eval_sampling.n > MAX_GROUP:
         eval_sampling = replace(eval_sampling, n=_group_size(eval_sampling.n))
+    shaping = _overlong_penalty(alg.reward, sampling.max_new_tokens, new_sampling.max_new_tokens, subs)
 
     # Data.
     data = exp.data
@@ -259,7 +260,8 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
         subs.append(Substitution("logging backends", ", ".join(exp.logging.backends), ", ".join(logging.backends)))
 
     smoke = replace(exp, roles=tuple(new_roles), cluster=replace(exp.cluster, nodes=1, gpus_per_node=None),
-                    algorithm=replace(alg, group_size=group), sampling=new_sampling, eval_sampling=eval_sampling,
+                    algorithm=replace(alg, group_size=group, reward=shaping), sampling=new_sampling,
+                    eval_sampling=eval_sampling,
                     data=new_data, schedule=new_schedule, logging=logging)
     return Smoke(smoke, _merged(subs), tuple(dict.fromkeys(models.values())), tuple(generated), workers,
                  megatron_on_cpu)
@@ -432,6 +434,18 @@ def _micro(role: Role, factor: float, per_opt: int, samples: int, dp: Mapping[st
             subs.append(Substitution(key, str(value), str(new)) if key else
                         Substitution(setting.replace("_", " "), str(value), str(new), (_where(role),)))
     return replace(role, **changes) if changes else role
+
+
+def _overlong_penalty(shaping: Any, old_length: int, new_length: int, subs: list[Substitution]) -> Any:
+    """DAPO's overlong penalty starts at a response length below the limit; with a shorter limit it starts at the
+    same share of it, so that the smoke run penalises what the config's run would (and starts below the limit)."""
+    start = shaping.overlong_penalty_length
+    if start is None or new_length >= old_length:
+        return shaping
+    new_start = min(start * new_length // old_length, new_length - 1)
+    subs.append(Substitution("overlong penalty start (tokens)", str(start),
+                             f"{new_start} (the same share of the response length)"))
+    return replace(shaping, overlong_penalty_length=new_start)
 
 
 def _sampling(sampling: Any, group: int, what: str, subs: list[Substitution]) -> Any:

@@ -101,6 +101,19 @@ def test_what_is_not_substituted_stays(tmp_path):
     assert smoke.sampling.temperature == exp.sampling.temperature and smoke.sampling.top_p == exp.sampling.top_p
 
 
+def test_the_overlong_penalty_keeps_its_share_of_the_shorter_responses(tmp_path):
+    # DAPO's penalty over the last 256 of 1024 tokens starts at 768; the smoke run's 32 tokens keep the last quarter
+    exp = experiment(TEMPLATES / "areal-fsdp-sglang-grpo.yaml",
+                     ["+actor.overlong_reward_penalty=true", "+actor.overlong_tokens=256",
+                      "+actor.overlong_penalty_factor=1.0"])
+    assert exp.algorithm.reward.overlong_penalty_length == 768
+    smoke = S.smoke_experiment(exp, host(tmp_path))
+    assert smoke.experiment.sampling.max_new_tokens == S.RESPONSE_TOKENS == 32
+    assert smoke.experiment.algorithm.reward.overlong_penalty_length == 24
+    assert subs(smoke)["overlong penalty start (tokens)"] == ("768", "24 (the same share of the response length)")
+    assert replace(smoke.experiment.algorithm.reward, overlong_penalty_length=768) == exp.algorithm.reward
+
+
 @pytest.mark.parametrize("path", TEMPLATE_FILES + REFERENCE_EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_divisibility_is_kept(path, tmp_path):
     exp = experiment(path)
