@@ -4,12 +4,13 @@ every config that validates and lists what it changed in the config's own keys.
 
 The change is made at the config, before lowering: each is an override in the dialect's own grammar, laid after
 the user's, and the config is checked again with it, so that the lowering sees only values it runs. The value
-comes from the refusal itself: the field's default (a refused key), then the `key: value` the refusal's hint
-proposes, the other boolean, the value of a key the refusal names with it, or that key's default (a refused
-combination). The validator is the judge, as for `rlcfg validate --fix`: a candidate is kept only when the
-refusal of its key is gone, no error is left and no more refusals than before are left; a key is changed once. A
-candidate that breaks a rule tying its key to another (single-turn generation makes SkyRL's input limit equal its
-prompt limit) brings that other key along, found the same way from the error (`repair`), and both are listed.
+comes from the refusal itself: the value its hint proposes for the key, the field's default (a refused key), the
+`key: value` the hint proposes for another key, the other boolean, the value of a key the refusal names with it,
+or that key's default (a refused combination). The validator is the judge, as for `rlcfg validate --fix`: a
+candidate is kept only when the refusal of its key is gone, no error is left and no more refusals than before are
+left; a key is changed once. A candidate that breaks a rule tying its key to another (single-turn generation makes
+SkyRL's input limit equal its prompt limit) brings that other key along, found the same way from the error
+(`repair`), and both are listed.
 What no candidate clears is still refused, as without --smoke. A pipeline rlcfg does not model (RLC116) is not
 touched: the caller refuses it before.
 """
@@ -180,11 +181,15 @@ def candidates(spec: Any, result: Any, refusal: Any) -> list[tuple[str, Any, str
     if isinstance(current, dict) and len(current) > 1:
         # Several entries where rlcfg runs one (ROLL's reward domains): one of them is closer to the config than none.
         found += [(refusal.path, {name: current[name]}, None) for name in list(current)[:MAX_ENTRIES]]
+    # The value the refusal's own hint gives its key is the rule's word on what runs: tried before the default,
+    # which may clear the refusal by describing another run (AReaL's empty allocation_mode trains on no GPU).
+    proposed = [(_in_context(result, key, path), None, text.strip())
+                for key, text in _HINT_SETTING.findall(refusal.hint or "")]
+    found += [c for c in proposed if c[0] == refusal.path]
     default = default_value(spec, result, path)
     if default is not _ABSENT:
         found.append((refusal.path, default, None))
-    for key, text in _HINT_SETTING.findall(refusal.hint or ""):
-        found.append((_in_context(result, key, path), None, text.strip()))
+    found += [c for c in proposed if c[0] != refusal.path]
     if isinstance(current, bool):
         found.append((refusal.path, not current, None))
     related = [name for name, _origin in (refusal.related or [])]

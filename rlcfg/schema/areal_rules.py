@@ -1072,6 +1072,18 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
             yield finding
 
 
+def _fsdp_instead(cfg: Any, key: str, component: Any) -> str:
+    """The hint for a supervised trainer on Megatron: when the key holds that one component, the value that trains
+    on the same GPUs with FSDP (data parallel over all of them); else the edit in words."""
+    written: Any = cfg
+    for part in key.split("."):
+        written = getattr(written, part, None)
+    if component.hybrid is None and isinstance(written, str) and written.strip() == component.text():
+        prefix = "fsdp:" if component.backend else ""  # a bare part is FSDP whenever p and e are 1
+        return f"set `{key}: {prefix}d{component.world}` (FSDP over the same {component.world} GPUs)"
+    return f"write `fsdp` for `megatron` in `{key}`"
+
+
 def _limits_of_roles(cfg: Any, roles: list[str], components: dict) -> Iterator[Finding]:
     for role in roles:
         c = components.get(role)
@@ -1089,7 +1101,7 @@ def _limits_of_roles(cfg: Any, roles: list[str], components: dict) -> Iterator[F
             if _kind(cfg) != "grpo":
                 what = "reward-model training" if _kind(cfg) == "rw" else "SFT"
                 yield _refusal(key, f"{what} on the Megatron backend of `{key}`: {run_limits.MEGATRON_SUPERVISED}",
-                               f"write `fsdp` for `megatron` in `{key}`")
+                               _fsdp_instead(cfg, key, c))
                 continue
             if role == "critic":
                 own = getattr(getattr(cfg, "critic", None), "backend", None) or ""

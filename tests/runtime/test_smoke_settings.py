@@ -82,6 +82,8 @@ def test_a_change_whose_error_is_not_cleared_is_not_made():
     ("skyrl-ppo-fsdp-vllm.yaml", ["trainer.train_batch_size=512"], "trainer.critic_mini_batch_size", "256", "512"),
     ("areal-fsdp-vllm-ppo.yaml", ["critic.backend=megatron:d4p1t1"], "critic.backend", "'megatron:d4p1t1'",
      "'fsdp:d4p1t1'"),
+    # the hint's value before the default: an empty allocation_mode clears the refusal by training on no GPU
+    ("areal-sft.yaml", ["allocation_mode=d2p2t2"], "allocation_mode", "'d2p2t2'", "'d8'"),
 ])
 def test_a_refusal_whose_hint_names_the_value_gets_it(template, overrides, key, old, new):
     result = settled(TEMPLATES / template, overrides)
