@@ -320,6 +320,11 @@ class RuleDoc:
     severity: str
     summary: str
     keys: tuple[str, ...]
+    also: tuple[str, ...] = ()  # the other codes its findings may carry
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return (self.code, *self.also)
 
 
 @dataclass
@@ -347,7 +352,7 @@ class DialectDoc:
     discriminator: str  # dotted key that picks the variant, or ""
     sections: list[SectionDoc]
     rules: list[RuleDoc]
-    rewrites: list[RuleDoc]  # the rules whose code is RLC304
+    rewrites: list[RuleDoc]  # the rules that may report RLC304
     renames: list[RenameDoc]
     parameters: int  # distinct dotted keys across variants
 
@@ -445,7 +450,8 @@ def dialect_doc(dialect: Dialect) -> DialectDoc:
             default=name == default and len(variants) > 1))
 
     rules = [RuleDoc(id=r.id, anchor="rule-" + anchor_of(r.id), code=r.code, title=_code_title(r.code),
-                     severity=_code_severity(r.code), summary=_clean(r.summary), keys=tuple(r.keys))
+                     severity=_code_severity(r.code), summary=_clean(r.summary), keys=tuple(r.keys),
+                     also=r.also)
              for r in dialect.rules]
     rules_by_key: dict[str, list[tuple[str, str]]] = {}
     for rule in rules:
@@ -506,7 +512,7 @@ def dialect_doc(dialect: Dialect) -> DialectDoc:
     return DialectDoc(
         name=dialect.name, title=dialect.title, documents=getattr(dialect, "documents", ""),
         override_grammar=dialect.override_grammar, variants=variant_docs, discriminator=disc_key,
-        sections=sections, rules=rules, rewrites=[r for r in rules if r.code == "RLC304"], renames=rename_docs,
+        sections=sections, rules=rules, rewrites=[r for r in rules if "RLC304" in r.codes], renames=rename_docs,
         parameters=len(keys_seen))
 
 

@@ -145,7 +145,7 @@ class CodeDoc:
     title: str
     severity: str
     example: str
-    used_by: list[tuple[str, str, int]]  # (dialect name, dialect title, rules of that dialect with this code)
+    used_by: list[tuple[str, str, int]]  # (dialect name, dialect title, rules of that dialect that may report this code)
 
 
 def _codes(docs: list[DialectDoc]) -> list[tuple[str, list[CodeDoc]]]:
@@ -154,7 +154,7 @@ def _codes(docs: list[DialectDoc]) -> list[tuple[str, list[CodeDoc]]]:
     families: dict[str, list[CodeDoc]] = {}
     for code in sorted(CODES):
         info = CODES[code]
-        used = [(d.name, d.title, n) for d in docs if (n := sum(r.code == code for r in d.rules))]
+        used = [(d.name, d.title, n) for d in docs if (n := sum(code in r.codes for r in d.rules))]
         families.setdefault(code[3], []).append(CodeDoc(code, code.lower(), info.title, info.severity.value,
                                                         info.example, used))
     return sorted(families.items())

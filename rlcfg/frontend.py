@@ -13,9 +13,8 @@ from pathlib import Path as FsPath
 from typing import Any, Mapping, Sequence
 
 from rlcfg.diagnostics import Diagnostic, Origin, Severity, close_matches, count, diagnostic, sort_diagnostics
-from rlcfg.patterns import lazy
 from rlcfg.records import record
-from rlcfg.source.tree import SourceTree, dotted, split_dotted
+from rlcfg.source.tree import SourceTree, dotted, interpolation_targets, split_dotted
 from rlcfg.source.yaml_loader import UsageError, load_yaml, read_text
 
 
@@ -200,21 +199,6 @@ def _composed_for_detection(tree: SourceTree, base_dir: str) -> SourceTree:
     folders, unusable = searchpath_of(tree)
     composed, _problems = compose(tree.copy(), base_dir, folders, unusable)
     return composed if isinstance(composed.data, dict) and composed.data else tree
-
-
-_NODE_REFERENCE = lazy(r"\$\{\s*([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)\s*\}")
-
-
-def interpolation_targets(data: Any) -> set[tuple]:
-    """The absolute paths that `${a.b}` interpolations anywhere in the tree refer to (relative ones are skipped)."""
-    from rlcfg.source.tree import walk
-
-    found: set[tuple] = set()
-    for _path, value in walk(data):
-        if isinstance(value, str) and "${" in value:
-            for match in _NODE_REFERENCE.finditer(value):
-                found.add(tuple(match.group(1).split(".")))
-    return found
 
 
 def _refusal_notes(root: Any, tree: SourceTree, defaults: dict, resolvers: Mapping[str, Any] | None = None

@@ -15,6 +15,11 @@ from dataclasses import asdict, dataclass, field, fields, is_dataclass, replace
 from typing import Any, Literal
 
 ROLE_NAMES = ("actor", "rollout", "reference", "critic", "reward")
+# The fields that say where a value came from and how the user wrote it, not what runs: an Experiment converted to
+# another dialect, or resumed from a checkpoint written under another spelling, is the same experiment.
+# `idle_components` names config sections that run nothing, for the plan to show.
+PROVENANCE = frozenset({"dialect", "variant", "idle_components"})
+ROLE_PROVENANCE = frozenset({"section", "keys", "spelling"})
 TrainBackend = Literal["fsdp", "fsdp2", "megatron", "deepspeed"]
 RolloutBackend = Literal["vllm", "sglang", "hf"]
 
@@ -109,6 +114,27 @@ class Resources:
 
 
 @dataclass(frozen=True)
+class Spelling:
+    """How the user's config writes a role's backend, so that the runtime can name the edit that switches it in the
+    config's own words without knowing its dialect: the value the backend key (Role.key_for("backend")) takes for
+    each of rlcfg's backends that the config can name there, and, when that key holds a compound string (AReaL's
+    `allocation_mode`, `sglang:d2t4`), the letter of each parallel size inside it."""
+
+    backends: tuple[tuple[str, str], ...] = ()  # (rlcfg backend, the config's value for it)
+    size_letters: tuple[tuple[str, str], ...] = ()  # (Parallelism field, its letter in the compound string)
+
+    def backend(self, name: str) -> str | None:
+        return dict(self.backends).get(name)
+
+    def size_letter(self, name: str) -> str | None:
+        return dict(self.size_letters).get(name)
+
+    @property
+    def compound(self) -> bool:
+        return bool(self.size_letters)
+
+
+@dataclass(frozen=True)
 class Role:
     name: str  # one of ROLE_NAMES
     backend: str  # TrainBackend, RolloutBackend, or "rule" for rule-based rewards
@@ -137,6 +163,7 @@ class Role:
     # `forward_micro_batch_size`, ...) the dotted key of the config that sets it.
     section: str | None = None
     keys: tuple[tuple[str, str], ...] = ()
+    spelling: Spelling = field(default_factory=Spelling)
 
     @property
     def trains(self) -> bool:

@@ -110,6 +110,12 @@ def _fsdp_size(cfg: Any, ctx: Any):
     return ()
 
 
+@toy_rules.rule("toy/rollout-gpus", "RLC400", "Rollout GPUs are a multiple of the trainer's; the trainer raises a "
+                "smaller count to its own.", keys=["rollout.num_gpu", "trainer.num_gpu"], also=("RLC304",))
+def _rollout_gpus(cfg: Any, ctx: Any):
+    return ()
+
+
 class ToyDialect(Dialect):
     name = "toy"
     title = "Toy"
@@ -277,6 +283,9 @@ def test_rules_rewrites_and_renames_are_listed() -> None:
     assert "[RLC300](diagnostics.md#rlc300) error" in rules and "`toy/batch-divides`" in rules
     rewrites = page[page.index("## <a id=\"rewrites\">"):page.index("## <a id=\"renamed\">")]
     assert "ignores `trainer.fsdp_size`" in rewrites and "batch-divides" not in rewrites
+    # A rule whose own code is another one is listed with the rewrites when it may also report RLC304.
+    assert "[RLC400](diagnostics.md#rlc400) error; also [RLC304](diagnostics.md#rlc304)" in rules
+    assert "[`toy/rollout-gpus`](#rule-toy-rollout-gpus)" in rewrites
     assert "| `runtime.log_every` | `runtime.logging.interval` |" in page
 
 
@@ -289,6 +298,8 @@ def test_diagnostics_page_lists_every_code_with_its_example() -> None:
         row = next(line for line in page.splitlines() if f'<a id="{code.lower()}"></a>`{code}`' in line)
         assert info.severity.value in row and info.title in row
     assert "[Toy](toy.md#rules) 1" in page
+    rewrite_row = next(line for line in page.splitlines() if '<a id="rlc304"></a>' in line)
+    assert "[Toy](toy.md#rules) 2" in rewrite_row  # toy/fsdp-size, and toy/rollout-gpus that may also report it
 
 
 @pytest.mark.parametrize("value,text", [

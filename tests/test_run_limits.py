@@ -1,4 +1,4 @@
-"""`rlcfg validate` and `rlcfg run --dry-run` agree on what rlcfg's runtime does not run (rlcfg/schema/run_limits.py):
+"""`rlcfg validate` and `rlcfg run --dry-run` agree on what rlcfg's runtime does not run (rlcfg/run_limits.py):
 for each limit, a template with the override that trips it gets an RLC118 note from validate at the dialect's own key,
 and the dry run's backend preflight refuses it too (RLC119), with the same sentence. Without an override that trips a
 limit, neither says anything about it."""
@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from rlcfg.preflight import PREFLIGHT_CODE, dry_run
-from rlcfg.schema import run_limits
+from rlcfg import run_limits
 
 TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 

@@ -145,4 +145,5 @@ def __getattr__(name: str) -> Any:
 
     if name.startswith("_") or importlib.util.find_spec(f"{__name__}.{name}") is not None:
         raise AttributeError(name)
-    return getattr(importlib.import_module(f"{__name__}.commands"), name)
+    importlib.import_module(f"{__name__}.commands")  # the app with its commands on it
+    return getattr(importlib.import_module(f"{__name__}.base"), name)

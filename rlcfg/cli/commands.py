@@ -1,95 +1,12 @@
-"""The typer app of the `rlcfg` command line: one module per command registers on it. The exit codes and the
-helpers the commands share are rlcfg.cli.common's; here they are adapted to typer.
-
-Exit codes: 0 valid, 1 the config has errors (or warnings under --strict), 2 usage error (missing file, bad
-flag), 101 a bug in rlcfg (a short message; the traceback only under --debug).
-"""
+"""The `rlcfg` command line with every command registered: rlcfg.cli.base's app, after each command's module has
+put its command on it, in the order `--help` lists them. The heavy imports of `run` stay inside its command."""
 
 from __future__ import annotations
 
-from contextlib import contextmanager
-from enum import Enum
-from typing import Iterator
-
-import typer
-
-from rlcfg import __version__
-import rlcfg.cli.common as common
-# The exit codes and helpers the command modules import from here.
-from rlcfg.cli.common import EXIT_BUG, EXIT_INVALID, EXIT_OK, EXIT_USAGE, drop_ignored, use_color  # noqa: F401
-
-FRAMEWORK_VERSION_HELP = ("Judge the config by this release of its framework (SkyRL 0.1.0 ... 0.4.0 or main, AReaL 0.3 "
-                          "or 1.0, ChatLearn 1.2.0 or main, RLinf 2025-08, 2025-10 or main, ROLL main) instead of the "
-                          "release its keys point to; `rlcfg validate` names the one it chose.")
-
-
-class OutputFormat(str, Enum):
-    """`--format` of the commands that report: text for people, json for tools."""
-
-    text = "text"
-    json = "json"
-
-app = typer.Typer(
-    name="rlcfg",
-    help="Check, explain and document the configs of LLM RL post-training frameworks "
-         "(ChatLearn, SkyRL, RLinf, ROLL, AReaL) before a single GPU is touched.",
-    add_completion=True,
-    no_args_is_help=True,
-    pretty_exceptions_enable=False,
-    context_settings={"help_option_names": ["-h", "--help"]},
-)
-
-
-def _version(value: bool) -> None:
-    if value:
-        typer.echo(f"rlcfg {__version__}")
-        raise typer.Exit()
-
-
-@app.callback()
-def _root(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True,
-                                       help="Print the version and exit.")) -> None:
-    """Check, explain and document RL post-training configs."""
-
-
-IGNORE_HELP = ("Silence warnings and notes of these codes (comma-separated, e.g. RLC111,RLC404); errors cannot be "
-               "silenced. --strict counts only what is left.")
-
-
-def usage_error(message: str, json_output: bool = False) -> typer.Exit:
-    """Report a usage error (exit 2), as rlcfg.cli.common.usage_error does, as typer's exit."""
-    return typer.Exit(common.usage_error(message, json_output).code)
-
-
-def ignored_codes(values: list[str] | None, json_output: bool = False) -> frozenset:
-    try:
-        return common.ignored_codes(values, json_output)
-    except common.Exit as exc:
-        raise typer.Exit(exc.code) from None
-
-
-@contextmanager
-def bug_guard(debug: bool) -> Iterator[None]:
-    """rlcfg.cli.common.bug_guard for a typer command: its exits become typer's."""
-    try:
-        yield
-    except (typer.Exit, typer.Abort, SystemExit, KeyboardInterrupt):
-        raise
-    except common.Exit as exc:
-        raise typer.Exit(exc.code) from None
-    except Exception as exc:  # anything else is rlcfg's fault, not the user's
-        raise typer.Exit(common.report_bug(exc, debug).code) from None
-
-
-def _register() -> None:
-    # Each module registers its command on `app` when imported, in the order `--help` lists them; the heavy
-    # imports of `run` stay inside its command.
-    import rlcfg.cli.validate  # noqa: F401
-    import rlcfg.cli.plan  # noqa: F401
-    import rlcfg.cli.run  # noqa: F401
-    import rlcfg.cli.docs  # noqa: F401
-    import rlcfg.cli.schema  # noqa: F401
-    import rlcfg.cli.convert  # noqa: F401
-
-
-_register()
+import rlcfg.cli.validate  # noqa: F401
+import rlcfg.cli.plan  # noqa: F401
+import rlcfg.cli.run  # noqa: F401
+import rlcfg.cli.docs  # noqa: F401
+import rlcfg.cli.schema  # noqa: F401
+import rlcfg.cli.convert  # noqa: F401
+from rlcfg.cli.base import app  # noqa: F401

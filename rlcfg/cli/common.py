@@ -1,6 +1,6 @@
 """What every command shares and `validate` needs without typer: exit codes, output, usage errors, the bug
 guard, --ignore and colour. Typer's import costs a tenth of a `validate`, so the command line's fast path for
-`validate` (rlcfg.cli.main) runs on this module alone; the typer app adapts it (rlcfg.cli.commands)."""
+`validate` (rlcfg.cli.main) runs on this module alone; the typer app adapts it (rlcfg.cli.base)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from rlcfg.cli.commands import EXIT_BUG, EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, app, bug_guard, usage_error
+from rlcfg.cli.base import EXIT_BUG, EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, app, bug_guard, usage_error
 
 DIALECT_NAMES = "chatlearn, rlinf, skyrl, roll, areal"
 

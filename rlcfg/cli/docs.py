@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from rlcfg.cli.commands import EXIT_INVALID, EXIT_OK, app, bug_guard, usage_error
+from rlcfg.cli.base import EXIT_INVALID, EXIT_OK, app, bug_guard, usage_error
 
 DEFAULT_OUT = "docs/reference"
 

@@ -8,7 +8,7 @@ from typing import Any, List, Optional
 
 import typer
 
-from rlcfg.cli.commands import (EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard, drop_ignored,
+from rlcfg.cli.base import (EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard, drop_ignored,
                        ignored_codes, usage_error, use_color)
 
 

@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 
-from rlcfg.cli.commands import (FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, EXIT_USAGE, OutputFormat, app,
+from rlcfg.cli.base import (FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, EXIT_USAGE, OutputFormat, app,
                                 bug_guard, usage_error)
 
 RUN_PACKAGES = ("torch", "ray", "transformers")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rlcfg.cli.commands import app, bug_guard
+from rlcfg.cli.base import app, bug_guard
 from rlcfg.cli.docs import _flags, _select, finish
 
 DEFAULT_OUT = "schemas"

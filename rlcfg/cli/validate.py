@@ -6,7 +6,7 @@ from typing import List, Optional
 
 import typer
 
-from rlcfg.cli.commands import FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard
+from rlcfg.cli.base import FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard
 
 
 @app.command(

@@ -15,11 +15,9 @@ import importlib
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
+from rlcfg.convert.common import DIALECTS, TITLES
 from rlcfg.convert.compare import ABSENT, SECTION, Difference, covered, diff
 from rlcfg.ir import Experiment
-
-DIALECTS = ("chatlearn", "rlinf", "skyrl", "roll", "areal")
-TITLES = {"chatlearn": "ChatLearn", "rlinf": "RLinf", "skyrl": "SkyRL", "roll": "ROLL", "areal": "AReaL"}
 
 
 class ConversionError(Exception):
@@ -109,6 +107,24 @@ def _lowered(result: Any, label: str) -> Experiment:
         raise ConversionError(f"{label}: {exc}") from None
 
 
+def _reread(dialect: str, tree: dict, label: str, must_validate: bool = True) -> tuple[Any, Any]:
+    """Validate and lower the converted config exactly as a user's file; (the check result, its Experiment)."""
+    from rlcfg.convert.render import dump
+    from rlcfg.frontend import check_text
+
+    text = dump(tree)
+    checked = check_text(text, f"<{label} converted to {dialect}>", dialect=dialect)
+    if checked.config is None:
+        if not must_validate:
+            return checked, None
+        raise EmitterBug(f"rlcfg convert wrote a {dialect} config that does not validate; this is a bug in "
+                         "rlcfg, please report it with the source config", checked.diagnostics)
+    try:
+        return checked, _lowered(checked, f"the {dialect} config converted from {label}")
+    except ConversionError as exc:
+        raise EmitterBug(f"{exc}; this is a bug in rlcfg convert, please report it with the source config") from None
+
+
 def emitter(dialect: str) -> Any:
     return importlib.import_module(f"rlcfg.convert.{dialect}")
 
@@ -128,13 +144,13 @@ def convert(path: str, target: str, overrides: Sequence[str] = (), dialect: str 
                               f"and rlcfg's {TITLES[target]} dialect describes only the RL (GRPO/PPO) pipeline")
     emitted = module.emit(source)
     tree = render.ordered(target, emitted.tree)
-    reread, result = render.reread(target, tree, path)
+    reread, result = _reread(target, tree, path)
     pruned = render.prune_defaults(target, tree, reread)
     if pruned != tree:
         # Leaving a default out can change what a dialect infers (AReaL's release, say): keep the shorter config
         # only when it reads back to the same Experiment.
         try:
-            pruned_check, pruned_result = render.reread(target, pruned, path, must_validate=False)
+            pruned_check, pruned_result = _reread(target, pruned, path, must_validate=False)
         except ConversionError:
             pruned_check = pruned_result = None
         if pruned_result is not None and not diff(result, pruned_result):

@@ -7,6 +7,10 @@ from typing import Any
 
 from rlcfg.ir import Experiment, Parallelism, Role
 
+# The dialects rlcfg converts into, and how a converted file's header names them.
+DIALECTS = ("chatlearn", "rlinf", "skyrl", "roll", "areal")
+TITLES = {"chatlearn": "ChatLearn", "rlinf": "RLinf", "skyrl": "SkyRL", "roll": "ROLL", "areal": "AReaL"}
+
 
 def engine(experiment: Experiment) -> dict[str, Any]:
     rollout = experiment.role("rollout")

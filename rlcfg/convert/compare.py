@@ -12,13 +12,9 @@ import math
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, Iterator
 
-from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Experiment, FilterSpec, KLController, PolicyOptions,
-                      RewardShaping, Role)
+from rlcfg.ir import (KL, PROVENANCE, ROLE_PROVENANCE, AdvantageOptions, Algorithm, Experiment, FilterSpec,
+                      KLController, PolicyOptions, RewardShaping, Role)
 
-# Where the value came from, not what runs.
-# idle_components names config sections that run nothing, for the plan to show.
-PROVENANCE = frozenset({"dialect", "variant", "idle_components"})
-ROLE_PROVENANCE = frozenset({"section", "keys"})
 ABSENT = "<absent>"
 SECTION = "<set>"  # a whole section (eval_sampling, say) that one Experiment has and the other lacks
 # A reward clip this wide never binds (dialects that always clip write it to say "no clip").

@@ -8,6 +8,7 @@ import math
 import re
 from typing import Any, Sequence
 
+from rlcfg.convert.common import TITLES
 from rlcfg.convert.compare import same
 
 _PLAIN = re.compile(r"^[A-Za-z_/.][A-Za-z0-9_./+:,@-]*$")
@@ -66,24 +67,6 @@ def prune_defaults(dialect: str, tree: dict, checked: Any) -> dict:
 
 _NO_DEFAULT = object()
 _DROP = object()
-
-
-def reread(dialect: str, tree: dict, label: str, must_validate: bool = True) -> tuple[Any, Any]:
-    """Validate and lower the converted config exactly as a user's file; (the check result, its Experiment)."""
-    from rlcfg.convert import ConversionError, EmitterBug, _lowered
-    from rlcfg.frontend import check_text
-
-    text = dump(tree)
-    checked = check_text(text, f"<{label} converted to {dialect}>", dialect=dialect)
-    if checked.config is None:
-        if not must_validate:
-            return checked, None
-        raise EmitterBug(f"rlcfg convert wrote a {dialect} config that does not validate; this is a bug in "
-                         "rlcfg, please report it with the source config", checked.diagnostics)
-    try:
-        return checked, _lowered(checked, f"the {dialect} config converted from {label}")
-    except ConversionError as exc:
-        raise EmitterBug(f"{exc}; this is a bug in rlcfg convert, please report it with the source config") from None
 
 
 def scalar(value: Any) -> str:
@@ -155,8 +138,6 @@ def _flow(value: Any) -> str:
 
 def text(tree: dict, target: str, source_dialect: str, source_file: str, losses: Sequence[Any],
          schema_line: str | None, notes: Sequence[str] = ()) -> str:
-    from rlcfg.convert import TITLES
-
     head = [f"# yaml-language-server: $schema={schema_line or f'{target}.schema.json'}",
             f"# Converted by `rlcfg convert` from {source_file} ({TITLES.get(source_dialect, source_dialect)}) "
             f"to {TITLES[target]}.",

@@ -3,6 +3,9 @@
 One module per dialect, `rlcfg.lower.<dialect>`, with `lower(config) -> Experiment`; it reproduces the framework's
 semantics, derivations included. A dialect whose meaning differs between the releases it claims takes the release the
 document was judged by too, `lower(config, release=...)`. Imported lazily, like the dialects themselves.
+
+A module's `spelling(role) -> Spelling` says how its configs write each role's backend; every role of the Experiment
+carries it, so the runtime speaks the user's dialect without knowing any.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import inspect
+from dataclasses import replace
 from typing import Any
 
 from rlcfg.ir import Experiment
@@ -19,8 +23,10 @@ def lower(dialect: str, config: Any, release: str | None = None) -> Experiment:
     """`release`: the framework release the document was judged by (CheckResult.release); None when unknown."""
     module = importlib.import_module(f"rlcfg.lower.{dialect}")
     if "release" in inspect.signature(module.lower).parameters:
-        return module.lower(config, release=release)
-    return module.lower(config)
+        experiment = module.lower(config, release=release)
+    else:
+        experiment = module.lower(config)
+    return replace(experiment, roles=tuple(replace(role, spelling=module.spelling(role)) for role in experiment.roles))
 
 
 def available(dialect: str) -> bool:

@@ -40,7 +40,7 @@ from typing import Any
 
 from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model,
                       Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
-                      Schedule)
+                      Schedule, Spelling)
 from rlcfg.schema import areal_allocation as alloc
 # Where each engine runs is read once, in the schema layer, so that areal/run-ledger judges the same layout.
 from rlcfg.schema.areal_rules import backend_key, engine_roles
@@ -511,3 +511,13 @@ def _lower_supervised(cfg: Any) -> Experiment:
         checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed, reward_function="math",
         kind="reward_model" if reward_model else "sft",
     )
+
+
+_BACKEND_NAMES = (("vllm", "vllm"), ("sglang", "sglang"), ("fsdp", "fsdp"), ("megatron", "megatron"))
+# AReaL writes an engine's backend and every parallel size in one string (`allocation_mode`, or a 1.0 `backend`:
+# `sglang:d2t4`); the letter of each size there.
+_SIZE_LETTERS = (("tp", "t"), ("pp", "p"), ("sp", "c"), ("cp", "c"), ("ep", "e"))
+
+
+def spelling(role: Role) -> Spelling:
+    return Spelling(backends=_BACKEND_NAMES, size_letters=_SIZE_LETTERS)

@@ -24,7 +24,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model,
-                      Offload, Optimizer, Parallelism, PolicyOptions, Resources, Role, Sampling, Schedule)
+                      Offload, Optimizer, Parallelism, PolicyOptions, Resources, Role, Sampling, Schedule, Spelling)
 from rlcfg.schema.chatlearn import (FSDPOptions, MegatronOptions, MegatronPolicyTrainer, colocation_groups,
                                     prompt_limit, response_limit, sequence_limit, total_limit)
 
@@ -217,3 +217,11 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
                         backends=backends),
         seed=trainer.seed,
     )
+
+
+# ChatLearn names rlcfg's backends as rlcfg does (`runtime_args.train_backend`, `models.policy.engine`... ).
+_BACKEND_NAMES = (("vllm", "vllm"), ("sglang", "sglang"), ("fsdp", "fsdp"), ("megatron", "megatron"))
+
+
+def spelling(role: Role) -> Spelling:
+    return Spelling(backends=_BACKEND_NAMES)

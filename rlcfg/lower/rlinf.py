@@ -44,7 +44,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Offload, Optimizer,
-                      Parallelism, PolicyOptions, Resources, Role, RewardShaping, Sampling, Schedule)
+                      Parallelism, PolicyOptions, Resources, Role, RewardShaping, Sampling, Schedule, Spelling)
 from rlcfg.schema import rlinf_placement as lang
 from rlcfg.schema.rlinf_rules import megatron_warmup
 
@@ -541,3 +541,10 @@ def lower(cfg: Any) -> Experiment:
         data=data, schedule=schedule, checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=actor_cfg.seed,
         reward_function=REWARD_FUNCTIONS.get(cfg.reward.reward_type, "math"), idle_components=tuple(idle),
     )
+
+
+_BACKEND_NAMES = (("vllm", "vllm"), ("sglang", "sglang"), ("fsdp", "fsdp"), ("megatron", "megatron"))
+
+
+def spelling(role: Role) -> Spelling:
+    return Spelling(backends=_BACKEND_NAMES)

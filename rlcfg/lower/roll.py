@@ -37,7 +37,7 @@ from typing import Any
 from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec,
                       KLController, Logging,
                       Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
-                      SampleWeighting, Schedule)
+                      SampleWeighting, Schedule, Spelling)
 from rlcfg.schema.roll_rules import (BACKEND_OF_STRATEGY, FILTER_THRESHOLDS, KL_ESTIMATORS, REWARD_FUNCTIONS,
                                      SCHEDULERS, chosen_reward_domain, critic_on, device_ids, effective_sequence_length,
                                      frozen_prefixes, gpus_per_worker, loads_reward_model, megatron_sizes, reference_on,
@@ -534,3 +534,16 @@ def lower(cfg: Any) -> Experiment:
         data=data, schedule=schedule, checkpointing=checkpointing, logging=logging, seed=cfg.seed,
         reward_function=reward_function,
     )
+
+
+def spelling(role: Role) -> Spelling:
+    """ROLL names a strategy by what its worker does: a model it trains (`*_train`) or one it only runs (`*_infer`),
+    the rollout engines included."""
+    suffix = "_train" if role.trains else "_infer"
+    names: dict[str, str] = {}
+    for name, ours in BACKEND_OF_STRATEGY.items():
+        backend = "fsdp" if ours == "fsdp2" else ours
+        fits = backend in ("hf", "vllm", "sglang") if role.name == "rollout" else name.endswith(suffix)
+        if fits and not name.startswith("diffusion"):
+            names.setdefault(backend, name)
+    return Spelling(backends=tuple(names.items()))

@@ -52,7 +52,7 @@ from typing import Any
 
 from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec, KLController, Logging,
                       Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
-                      Schedule)
+                      Schedule, Spelling)
 from rlcfg.schema.skyrl_rules import (ADVANTAGE_ESTIMATORS, ENVIRONMENTS_RUN, LOSS_AGGREGATIONS,
                                       OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS,
                                       VLLM_KWARGS, critic_in_use, critic_trained, dp_size, ref_in_use, rollout_gpus,
@@ -499,3 +499,11 @@ def lower(cfg: Any) -> Experiment:
         # other environments.
         reward_function=ENVIRONMENT_REWARDS.get(cfg.environment.env_class, "math"),
     )
+
+
+# skyrl-train's `trainer.strategy` calls torch's FSDP2 `fsdp2` (`fsdp` is FSDP1, which rlcfg also runs as FSDP2).
+_BACKEND_NAMES = (("vllm", "vllm"), ("sglang", "sglang"), ("fsdp", "fsdp2"), ("megatron", "megatron"))
+
+
+def spelling(role: Role) -> Spelling:
+    return Spelling(backends=_BACKEND_NAMES)

@@ -21,6 +21,8 @@ import shutil
 import warnings
 from typing import Any
 
+from rlcfg.ir import PROVENANCE, ROLE_PROVENANCE
+
 _NAME = re.compile(r"^step-(\d+)$")
 DRIVER_STATE = "driver.json"
 MANIFEST = "manifest.json"
@@ -258,7 +260,8 @@ def read_settings(path: str) -> dict[str, Any] | None:
 # hardware (torch.distributed.checkpoint reshards onto another layout; the arithmetic is the same). A role's
 # environment variables tune the machine (NCCL, hub mirrors, allocators) far more often than the arithmetic.
 _FREE_TO_CHANGE = (
-    "name", "dialect", "variant", "checkpointing", "logging", "cluster", "colocation", "schedule.total_steps", "schedule.epochs",
+    *PROVENANCE, *(f"roles.*.{name}" for name in ROLE_PROVENANCE),
+    "name", "checkpointing", "logging", "cluster", "colocation", "schedule.total_steps", "schedule.epochs",
     "schedule.eval_interval", "schedule.eval_epoch_interval", "schedule.eval_time_interval_s",
     "schedule.eval_before_train", "eval_sampling", "data.eval_files",
     "roles.*.resources", "roles.*.parallelism", "roles.*.offload", "roles.*.micro_batch_size",

@@ -12,7 +12,7 @@ from typing import Any, Iterator
 from rlcfg.diagnostics import Severity
 from rlcfg.records import record
 from rlcfg.schema import areal_allocation as alloc
-from rlcfg.schema import run_limits
+from rlcfg import run_limits
 from rlcfg.schema.base import Finding, RuleSet
 
 RULES = RuleSet()
@@ -196,7 +196,7 @@ def _strategy(cfg: Any, owner: str) -> Any:
 @RULES.rule("areal/allocation-cluster", "RLC403", "The GPUs the allocation asks for fit the cluster "
             "(n_nodes × n_gpus_per_node), fill it, and no inference server spans more than one node.",
             keys=["allocation_mode", "actor.backend", "rollout.backend", "cluster.n_nodes",
-                  "cluster.n_gpus_per_node"])
+                  "cluster.n_gpus_per_node"], also=("RLC404",))
 def _allocation_cluster(cfg, ctx):
     if not (ctx.is_set("cluster.n_nodes") or ctx.is_set("cluster.n_gpus_per_node")):
         return  # the seed's default cluster (32 × 8) describes no real machine; only a written one is checked
@@ -244,7 +244,8 @@ def _allocation_cluster(cfg, ctx):
 
 @RULES.rule("areal/colocation-sizes", "RLC402", "An engine colocated with another (1.0 scheduling_strategy "
             "`colocation`) has the same number of GPUs as its target.",
-            keys=["ref.scheduling_strategy", "rollout.scheduling_strategy", "critic.scheduling_strategy"])
+            keys=["ref.scheduling_strategy", "rollout.scheduling_strategy", "critic.scheduling_strategy"],
+            also=("RLC302",))
 def _colocation_sizes(cfg, ctx):
     if _kind(cfg) != "grpo":
         return
@@ -271,7 +272,7 @@ def _colocation_sizes(cfg, ctx):
 
 @RULES.rule("areal/allocation-present", "RLC302", "The experiment says where it runs: an allocation_mode (v0.3) "
             "or the engines' backend fields (1.0); a GRPO allocation has an inference part.",
-            keys=["allocation_mode", "actor.backend", "rollout.backend"])
+            keys=["allocation_mode", "actor.backend", "rollout.backend"], also=("RLC307",))
 def _allocation_present(cfg, ctx):
     parsed = _parse_allocation(cfg)
     if not cfg.allocation_mode and not _backend_paths(cfg):
@@ -325,7 +326,7 @@ def _allocation_vs_backends(cfg, ctx):
 
 
 @RULES.rule("areal/sft-model", "RLC203", "An SFT or reward-model config has its model under `model` (v0.3) or "
-            "`actor` (1.0), not both.", keys=["model", "actor"])
+            "`actor` (1.0), not both.", keys=["model", "actor"], also=("RLC301",))
 def _sft_model(cfg, ctx):
     if _kind(cfg) == "grpo":
         return
@@ -353,7 +354,7 @@ def _rw_critic(cfg, ctx):
 
 @RULES.rule("areal/norm-group-size", "RLC201", "Group-level normalization needs group_size >= 1, and "
             "should group as many samples as gconfig.n_samples.",
-            keys=["actor.reward_norm.group_size", "actor.adv_norm.group_size", "gconfig.n_samples"])
+            keys=["actor.reward_norm.group_size", "actor.adv_norm.group_size", "gconfig.n_samples"], also=("RLC305",))
 def _norm_group_size(cfg, ctx):
     if _kind(cfg) != "grpo":
         return
@@ -425,7 +426,8 @@ def _scheduling_spec(cfg, ctx):
 
 
 @RULES.rule("areal/archon", "RLC306", "Archon FP8 needs use_triton; Archon's memory_budget "
-            "checkpointing needs enable_compile.", keys=["actor.archon.fp8_config.use_triton", "actor.archon.ac_mode"])
+            "checkpointing needs enable_compile.", keys=["actor.archon.fp8_config.use_triton", "actor.archon.ac_mode"],
+            also=("RLC302",))
 def _archon(cfg, ctx):
     for name, engine in _engines(cfg):
         fp8 = engine.archon.fp8_config
@@ -441,7 +443,7 @@ def _archon(cfg, ctx):
 
 @RULES.rule("areal/megatron", "RLC302", "Megatron settings: bridge_type is mbridge or megatron-bridge; virtual "
             "pipeline parallelism needs p > 1; the Megatron engine takes optimizer adam or sgd.",
-            keys=["actor.megatron", "actor.backend", "actor.optimizer.type"])
+            keys=["actor.megatron", "actor.backend", "actor.optimizer.type"], also=("RLC202", "RLC306"))
 def _megatron(cfg, ctx):
     for name, engine in _engines(cfg):
         megatron = engine.megatron
@@ -490,7 +492,7 @@ def _c_clip(cfg, ctx):
 
 
 @RULES.rule("areal/behav-imp-weight-cap", "RLC302", "behav_imp_weight_cap is > 1 and needs use_decoupled_loss "
-            "(AReaL v0.3.4).", keys=["actor.behav_imp_weight_cap", "actor.use_decoupled_loss"])
+            "(AReaL v0.3.4).", keys=["actor.behav_imp_weight_cap", "actor.use_decoupled_loss"], also=("RLC201",))
 def _behav_cap(cfg, ctx):
     for name, actor in _actor_paths(cfg):
         cap = actor.behav_imp_weight_cap
@@ -531,7 +533,7 @@ def _legacy_imp_weight(cfg, ctx):
 
 @RULES.rule("areal/rejection-sampling", "RLC201", "rejection_sampling bounds are consistent: lower <= upper, a "
             "ratio needs upper > 1 and lower > 0, k2/k3 need upper > 0, clamp needs the ratio metric; "
-            "it only acts with use_decoupled_loss.", keys=["actor.rejection_sampling"])
+            "it only acts with use_decoupled_loss.", keys=["actor.rejection_sampling"], also=("RLC306", "RLC307"))
 def _rejection_sampling(cfg, ctx):
     for name, actor in _actor_paths(cfg):
         rs = actor.rejection_sampling
@@ -571,7 +573,8 @@ def _rejection_sampling(cfg, ctx):
 
 
 @RULES.rule("areal/sapo", "RLC301", "SAPO needs positive temperatures and excludes the decoupled loss.",
-            keys=["actor.use_sapo_loss", "actor.sapo_tau_pos", "actor.sapo_tau_neg", "actor.use_decoupled_loss"])
+            keys=["actor.use_sapo_loss", "actor.sapo_tau_pos", "actor.sapo_tau_neg", "actor.use_decoupled_loss"],
+            also=("RLC201",))
 def _sapo(cfg, ctx):
     for name, actor in _actor_paths(cfg):
         if not actor.use_sapo_loss:
@@ -615,7 +618,7 @@ def _overlong(cfg, ctx):
 
 
 @RULES.rule("areal/reference-model", "RLC307", "The reference model is built only when actor.kl_ctl > 0 (and a "
-            "`ref` section exists); it then needs a path.", keys=["actor.kl_ctl", "ref", "ref.path"])
+            "`ref` section exists); it then needs a path.", keys=["actor.kl_ctl", "ref", "ref.path"], also=("RLC302",))
 def _reference_model(cfg, ctx):
     if _kind(cfg) != "grpo":
         return
@@ -1131,7 +1134,7 @@ def _norm_text(norm: Any) -> str:
             "GRPO's, RLOO's or a batch whitening, a trainer temperature other than the sampling one, an overlong "
             "penalty measured from another length, off-policy rollouts through consumer_batch_size, ...), although "
             "each key alone is honored; and the parallel sizes and backends rlcfg's runtime does not run "
-            "(schema/run_limits.py): on Megatron expert and context parallelism, a critic, SFT and reward-model "
+            "(rlcfg/run_limits.py): on Megatron expert and context parallelism, a critic, SFT and reward-model "
             "training; on FSDP Ulysses (`c`) and the t, p and e sizes.",
             keys=["allocation_mode", "actor.backend", "critic.backend", "actor.recompute_logprob", "actor.use_decoupled_loss", "actor.rejection_sampling",
                   "actor.reward_norm", "actor.adv_norm", "actor.temperature", "actor.discount", "actor.gae_lambda",

@@ -509,6 +509,10 @@ def defaults_tree(model: type[Section]) -> dict:
 # ---- rules --------------------------------------------------------------------------------------------------
 
 
+class UndeclaredCode(Exception):
+    """A rule reported a code it does not declare: a bug in rlcfg, never the user's mistake."""
+
+
 @record
 class Finding:
     code: str
@@ -530,22 +534,35 @@ class Rule:
     # A rule of the composed document itself (a plain dict), not of the typed config: it runs for every pipeline,
     # the ones rlcfg does not model included, because the framework checks those keys whatever the pipeline.
     on_document: bool = False
+    # The other codes its findings may carry (a batch rule that also warns of a silent rewrite, RLC304): declared so
+    # that the generated pages list every rule under each code it gives, and enforced by RuleContext.
+    also: tuple[str, ...] = ()
+
+    @property
+    def codes(self) -> tuple[str, ...]:
+        return (self.code, *self.also)
 
 
 class RuleSet:
     def __init__(self) -> None:
         self.rules: list[Rule] = []
 
-    def rule(self, id: str, code: str, summary: str, keys: Iterable[str] = (), on_document: bool = False) -> Callable:
-        """Register a rule. `summary` is one sentence for the reference docs; `keys` are the dotted keys it reads;
-        `on_document`: the check reads the composed document (a dict) and runs for every pipeline (Rule)."""
-        if code not in CODES:
-            raise KeyError(f"rule {id}: code {code} is not registered in rlcfg.diagnostics.CODES")
+    def rule(self, id: str, code: str, summary: str, keys: Iterable[str] = (), on_document: bool = False,
+             also: Iterable[str] = ()) -> Callable:
+        """Register a rule. `code` is the code of what it checks, `also` every other code its findings may carry;
+        `summary` is one sentence for the reference docs; `keys` are the dotted keys it reads; `on_document`: the
+        check reads the composed document (a dict) and runs for every pipeline (Rule)."""
+        also = tuple(also)
+        for declared in (code, *also):
+            if declared not in CODES:
+                raise KeyError(f"rule {id}: code {declared} is not registered in rlcfg.diagnostics.CODES")
+        if code in also or len(set(also)) != len(also):
+            raise ValueError(f"rule {id}: a code is declared twice")
         if any(r.id == id for r in self.rules):
             raise ValueError(f"rule id {id} is registered twice")
 
         def register(function: Callable) -> Callable:
-            self.rules.append(Rule(id, code, summary, tuple(keys), function, on_document))
+            self.rules.append(Rule(id, code, summary, tuple(keys), function, on_document, also))
             return function
 
         return register
@@ -568,6 +585,7 @@ class RuleContext:
         self.strict = strict
         self.host = host
         self.release = release  # the dialect release the document is judged by
+        self.rule: Rule | None = None  # the rule being run, whose declared codes bound what it may report
 
     def is_set(self, path: str) -> bool:
         """Whether the user wrote this key (in the file or an override), as opposed to taking its default."""
@@ -577,6 +595,9 @@ class RuleContext:
                  related: Iterable[str], constraint: Constraint | None = None) -> Finding:
         if code not in CODES:
             raise KeyError(f"diagnostic code {code} is not registered")
+        if self.rule is not None and code not in self.rule.codes:
+            raise UndeclaredCode(f"rule {self.rule.id} reports {code}, which it does not declare "
+                                 f"(it declares {', '.join(self.rule.codes)})")
         return Finding(code, severity or CODES[code].severity, path, message, hint, tuple(related), constraint)
 
     def error(self, code: str, path: str, message: str, hint: str | None = None, related: Iterable[str] = (),

@@ -25,7 +25,7 @@ from pydantic import model_validator
 from rlcfg.diagnostics import Severity, close_matches
 from rlcfg.schema.base import (HONORED, Dialect, Finding, RuleSet, Section, declare_fates, field_at,
                                field_releases, inert, param, refused, section)
-from rlcfg.schema import run_limits
+from rlcfg import run_limits
 from rlcfg.schema.chatlearn_megatron import MegatronModelCfg
 
 MODEL_NAMES = ("policy_trainer", "ref_policy", "policy", "reward", "rollout_manager", "partial_rollout_manager")
@@ -1194,7 +1194,7 @@ def _gpu_per_process(cfg: Any, ctx: Any):
 
 @rules.rule("chatlearn/colocation-names", "RLC202",
             "`runtime_args.colocation` names only models under `models`, each in at most one group.",
-            keys=[f"{RT}.colocation"])
+            keys=[f"{RT}.colocation"], also=("RLC401",))
 def _colocation_names(cfg: Any, ctx: Any):
     seen: dict[str, int] = {}
     for index, group in enumerate(colocation_groups(cfg)):
@@ -1268,7 +1268,7 @@ def _choices(cfg: Any, ctx: Any):
 @rules.rule("chatlearn/agent-needs-async-sglang", "RLC306",
             "ChatLearn main: agent tasks and the rollout manager need asynchronous SGLang rollout "
             "(`is_sync_mode: false`, `rollout_backend: sglang`), and agent tasks need `use_rollout_manager`.",
-            keys=[f"{RT}.task_type", f"{RT}.use_rollout_manager", f"{POL}.is_sync_mode"])
+            keys=[f"{RT}.task_type", f"{RT}.use_rollout_manager", f"{POL}.is_sync_mode"], also=("RLC302",))
 def _agent(cfg: Any, ctx: Any):
     if ctx.release == "1.2.0":
         return
@@ -1414,7 +1414,7 @@ def _runtime_limits(cfg: Any):
 @rules.rule("chatlearn/run-refusals", "RLC118",
             "`rlcfg run` refuses what ChatLearn computes otherwise than rlcfg can: advantage groups that outlive an "
             "episode (runtime_args.num_inference_per_prompt above the rollout's), and what rlcfg's runtime does not "
-            "do (schema/run_limits.py): expert and context parallelism on Megatron, Ulysses sequence parallelism.",
+            "do (rlcfg/run_limits.py): expert and context parallelism on Megatron, Ulysses sequence parallelism.",
             keys=[f"{RT}.num_inference_per_prompt", f"{PT}.expert_model_parallel_size", f"{PT}.context_parallel_size",
                   f"{PT}.ulysses_sequence_parallel_size"])
 def _run_refusals(cfg: Any, ctx: Any):

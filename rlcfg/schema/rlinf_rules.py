@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any, Iterator
 
 from rlcfg.diagnostics import Severity, close_matches
-from rlcfg.schema import run_limits
+from rlcfg import run_limits
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 from rlcfg.schema.rlinf_models import EMBODIED_MODEL_TYPES, MODEL_TYPES, TASK_TYPES, RLinfConfig
@@ -98,7 +98,7 @@ def _world(component: lang.Component | None, cfg: RLinfConfig) -> int | None:
 @rules.rule("rlinf/placement-syntax", "RLC204",
             "Every `cluster.component_placement` entry follows RLinf's placement language: ascending, "
             "non-overlapping GPU ranks, process ranks running on from 0, and each component placed once.",
-            keys=["cluster.component_placement"])
+            keys=["cluster.component_placement"], also=("RLC401",))
 def placement_syntax(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     for issue in _placement(cfg).issues:
         if issue.code in ("RLC204", "RLC401"):
@@ -110,7 +110,7 @@ def placement_syntax(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
             "Placed GPU ranks lie inside the cluster (num_nodes × num_gpus_per_node, or the node group); checked "
             "only when `cluster.num_gpus_per_node` is set, since RLinf otherwise counts GPUs at start.",
             keys=["cluster.component_placement", "cluster.num_nodes", "cluster.num_gpus_per_node",
-                  "cluster.node_groups"])
+                  "cluster.node_groups"], also=("RLC308",))
 def placement_in_cluster(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     analysis = _placement(cfg)
     for issue in analysis.issues:
@@ -134,7 +134,7 @@ def placement_in_cluster(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding
             "Reasoning placements are either collocated (actor and rollout on the same GPUs) or disaggregated "
             "(actor, rollout, inference and critic on disjoint, contiguous GPU ranges); actor and rollout (and, "
             "from 2025-12 (main), reward) must be placed.",
-            keys=["cluster.component_placement"])
+            keys=["cluster.component_placement"], also=("RLC302", "RLC306"))
 def placement_mode_rule(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.runner.task_type not in REASONING:
         return
@@ -597,7 +597,7 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
             "other than the PPO clip loss (`actor`), an adv_type other than grpo, importance_sampling_fix "
             "without RLinf main's capped weight, a reward_type other than math, a Megatron learning-rate "
             "schedule other than constant, linear or cosine, and what rlcfg's runtime does not do "
-            "(schema/run_limits.py): expert and context parallelism on Megatron, a critic on Megatron.",
+            "(rlcfg/run_limits.py): expert and context parallelism on Megatron, a critic on Megatron.",
             keys=["algorithm.loss_type", "algorithm.adv_type", "algorithm.importance_sampling_fix",
                   "algorithm.importance_sampling_clip", "reward.reward_type", "actor.lr_sched.lr_decay_style",
                   "actor.model.expert_model_parallel_size", "actor.model.context_parallel_size",
@@ -679,7 +679,7 @@ def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
 @rules.rule("rlinf/sequence-lengths", "RLC303",
             "`runner.seq_length` exceeds `data.max_prompt_length`, and the sampling lengths fit in what is left.",
             keys=["runner.seq_length", "data.max_prompt_length", "algorithm.sampling_params.max_new_tokens",
-                  "algorithm.sampling_params.min_new_tokens"])
+                  "algorithm.sampling_params.min_new_tokens"], also=("RLC201",))
 def sequence_lengths(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.runner.task_type not in REASONING:
         return  # embodied policies act in an environment; they have no prompt/response sequence
@@ -852,7 +852,8 @@ def task_type_renamed(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
 @rules.rule("rlinf/megatron-checkpoint-source", "RLC302",
             "A Megatron actor starts either from the HF model (`megatron.use_hf_ckpt: true`) or from a Megatron "
             "checkpoint, never both and never neither.",
-            keys=["actor.megatron.use_hf_ckpt", "actor.model.megatron_checkpoint", "actor.checkpoint_load_path"])
+            keys=["actor.megatron.use_hf_ckpt", "actor.model.megatron_checkpoint", "actor.checkpoint_load_path"],
+            also=("RLC301",))
 def checkpoint_source(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     actor = cfg.actor
     if actor.training_backend != "megatron":
@@ -877,7 +878,7 @@ def checkpoint_source(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
             "decay style needs `lr_sched.start_weight_decay` and `end_weight_decay`, equal under the constant "
             "`weight_decay_incr_style` (Megatron asserts it when it first sets the weight decay).",
             keys=["actor.lr_sched.lr_decay_style", "actor.lr_sched.start_weight_decay",
-                  "actor.lr_sched.end_weight_decay"])
+                  "actor.lr_sched.end_weight_decay"], also=("RLC301", "RLC305"))
 def weight_decay_schedule(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.actor.training_backend != "megatron":
         return
@@ -982,7 +983,7 @@ def warmup_within_decay(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]
 @rules.rule("rlinf/precision-flags", "RLC305",
             "`actor.optim.fp16`/`bf16` agree with `actor.model.precision` and are not both on; RLinf derives them from "
             "the precision (2025-08 and 2025-10 overwrite a written value, later releases fill a null one).",
-            keys=["actor.optim.fp16", "actor.optim.bf16", "actor.model.precision"])
+            keys=["actor.optim.fp16", "actor.optim.bf16", "actor.model.precision"], also=("RLC301", "RLC304"))
 def precision_flags(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.actor.training_backend != "megatron":
         return  # only the Megatron actor reads the optimizer's precision flags
@@ -1053,7 +1054,7 @@ def collocated_only(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
             "An FSDP actor needs `actor.fsdp_config` with a `mixed_precision` section; `backward_prefetch` is null, "
             "pre or post; `amp_autocast.precision` is fp16, bf16 or fp32; and torch autocast is not combined with "
             "FSDP mixed precision (RLinf refuses the pair at load).",
-            keys=["actor.training_backend", "actor.fsdp_config"])
+            keys=["actor.training_backend", "actor.fsdp_config"], also=("RLC202", "RLC301"))
 def fsdp_config(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.actor.training_backend != "fsdp" or ctx.release == "2025-08":
         return  # RLinf 2025-08 does not validate FSDP settings at all

@@ -30,7 +30,7 @@ from pydantic import ConfigDict, Discriminator, Tag, create_model, model_validat
 from rlcfg.schema.base import (HONORED, Dialect, Section, by_annotation, declare_fates, inert, key_of, param,
                                refused, section, section_types)
 from rlcfg.schema.roll_rules import RULES, STRATEGY_NAMES, configured, describe_config, unrun_pipeline
-from rlcfg.source.tree import SourceTree
+from rlcfg.source.tree import SourceTree, interpolation_targets
 
 # ---- the run ledger -----------------------------------------------------------------------------------------
 # What `rlcfg run` does with each key (rlcfg.schema.base.Fate) is declared once per section, in a table right after
@@ -1180,8 +1180,6 @@ def _without_unused_fragment_keys(tree: SourceTree, primary: str | None) -> Sour
     of helper values: every agentic example composes the whole file and uses the few entries it needs through
     `${custom_env.X}`. dacite drops the rest. Such a key is not the user's writing, so it is neither a typo to report
     (`custom_env` is one letter from `custom_envs`) nor worth a warning; it is removed before validation."""
-    from rlcfg.frontend import interpolation_targets
-
     if not isinstance(tree.data, dict) or primary is None:
         return tree
     read = {path[0] for path in interpolation_targets(tree.data) if path}

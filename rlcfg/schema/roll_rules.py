@@ -227,7 +227,8 @@ def device_mapping_syntax(cfg: Any, ctx: RuleContext):
 
 @RULES.rule("roll/device-mapping-required", "RLC203",
             "actor_train and actor_infer (and reference or critic when the pipeline uses them) need a "
-            "device_mapping; a CPU-only reward worker needs world_size.", keys=["*.device_mapping", "*.world_size"])
+            "device_mapping; a CPU-only reward worker needs world_size.", keys=["*.device_mapping", "*.world_size"],
+            also=("RLC302",))
 def device_mapping_required(cfg: Any, ctx: RuleContext):
     needed = [("actor_infer", "it generates the rollouts")]
     if not rollout_only(cfg):
@@ -416,7 +417,8 @@ def cpu_capable(cfg: Any) -> bool:
             "actor_train needs a training strategy; actor_infer must use vllm or sglang. hf_infer, which "
             "ROLL's Configuration Guide lists, only warns, and is accepted silently when every worker's strategy "
             "also runs on CPU (fsdp2_train / fsdp2_infer / hf_infer), the CPU-only setup rlcfg run executes.",
-            keys=["actor_train.strategy_args.strategy_name", "actor_infer.strategy_args.strategy_name"])
+            keys=["actor_train.strategy_args.strategy_name", "actor_infer.strategy_args.strategy_name"],
+            also=("RLC203",))
 def strategy_roles(cfg: Any, ctx: RuleContext):
     train = strategy_name(cfg.actor_train)
     if train is None and rollout_only(cfg):
@@ -537,7 +539,7 @@ def megatron_options(cfg: Any, ctx: RuleContext):
 @RULES.rule("roll/fsdp2-parallel", "RLC400",
             "FSDP2: ulysses_size must divide the GPU count and be <= fsdp_size; an HSDP fsdp_size "
             "must divide the GPU count.", keys=["*.model_args.ulysses_size",
-                                                "*.strategy_args.strategy_config.fsdp_size"])
+                                                "*.strategy_args.strategy_config.fsdp_size"], also=("RLC306",))
 def fsdp2_parallel(cfg: Any, ctx: RuleContext):
     for path, worker, ids in placed_workers(cfg):
         name = strategy_name(worker)
@@ -738,7 +740,7 @@ def megatron_warmup_within_decay(cfg: Any, ctx: RuleContext):
             "Dynamic batching needs a token budget per micro-batch of at least sequence_length; load-balanced "
             "sequence packing needs max_packed_sequence_length_* >= sequence_length.",
             keys=["*.use_dynamic_batching_in_train", "*.max_tokens_per_microbatch_in_train",
-                  "*.sequence_packing_args.algorithm"])
+                  "*.sequence_packing_args.algorithm"], also=("RLC303",))
 def dynamic_batching(cfg: Any, ctx: RuleContext):
     length = effective_sequence_length(cfg)
     for path, worker in workers(cfg):
@@ -774,7 +776,8 @@ def dynamic_batching(cfg: Any, ctx: RuleContext):
 @RULES.rule("roll/lengths", "RLC203",
             "response_length or sequence_length must be set; val_prompt_length and val_sequence_length go "
             "together; sequence_length wins over response_length.",
-            keys=["response_length", "sequence_length", "val_prompt_length", "val_sequence_length"])
+            keys=["response_length", "sequence_length", "val_prompt_length", "val_sequence_length"],
+            also=("RLC302", "RLC303", "RLC304"))
 def lengths(cfg: Any, ctx: RuleContext):
     if not cfg.response_length and not cfg.sequence_length:
         yield ctx.error("RLC203", "response_length", "neither response_length nor sequence_length is set",
@@ -840,7 +843,7 @@ def prompt_or_messages(cfg: Any, ctx: RuleContext):
 
 @RULES.rule("roll/async-generation", "RLC302",
             "async_generation_ratio > 0 needs generate_opt_level 1 and a ratio >= 1.",
-            keys=["async_generation_ratio", "generate_opt_level"])
+            keys=["async_generation_ratio", "generate_opt_level"], also=("RLC201", "RLC304"))
 def async_generation(cfg: Any, ctx: RuleContext):
     ratio = cfg.async_generation_ratio
     if ratio == 0:
@@ -928,7 +931,7 @@ def generation_rewritten(cfg: Any, ctx: RuleContext):
 @RULES.rule("roll/model-paths", "RLC304",
             "Unless actor_train, actor_infer and reference all set model_name_or_path, ROLL gives all three "
             "`pretrain`; the critic falls back to reward_pretrain.",
-            keys=["pretrain", "reward_pretrain", "*.model_args.model_name_or_path"])
+            keys=["pretrain", "reward_pretrain", "*.model_args.model_name_or_path"], also=("RLC203",))
 def model_paths(cfg: Any, ctx: RuleContext):
     trio = ("actor_train", "actor_infer", "reference")
     lacking = [p for p in trio if getattr(cfg, p).model_args.model_name_or_path is None]
@@ -1627,7 +1630,7 @@ def run_refusals_of_worker_settings(cfg: Any, ctx: RuleContext) -> Iterator[Find
                                ("actor_infer.system_envs",))
 
 
-# ---- what rlcfg's runtime does not run (schema/run_limits.py), said before the preflight says it ------------------
+# ---- what rlcfg's runtime does not run (rlcfg/run_limits.py), said before the preflight says it ------------------
 
 # rlcfg's backend of each ROLL strategy (lower/roll.py builds its roles with it, and the runtime's preflight names a
 # strategy back from it).
@@ -1656,7 +1659,7 @@ def _limited_workers(cfg: Any) -> Iterator[tuple[str, Any, str]]:
 
 
 @RULES.rule("roll/run-refusals-of-runtime-limits", "RLC118",
-            "`rlcfg run` refuses what its runtime does not do (schema/run_limits.py), as its preflight would: a "
+            "`rlcfg run` refuses what its runtime does not do (rlcfg/run_limits.py), as its preflight would: a "
             "model worker on a strategy other than fsdp2 or megatron (deepspeed is not wired in; hf_infer, vllm and "
             "sglang roll out only), Ulysses sequence parallelism, expert and context parallelism on Megatron, a "
             "critic on Megatron, an actor_infer on a training strategy, and an hf_infer rollout spread over several "
@@ -1667,7 +1670,7 @@ def _limited_workers(cfg: Any) -> Iterator[tuple[str, Any, str]]:
                   "critic.strategy_args.strategy_name", "actor_infer.strategy_args.strategy_name",
                   "actor_infer.num_gpus_per_worker"])
 def run_refusals_of_runtime_limits(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
-    from rlcfg.schema import run_limits
+    from rlcfg import run_limits
 
     if unrun_pipeline(cfg) is not None:
         return

@@ -14,7 +14,7 @@ import math
 from typing import Any, Callable, Iterator
 
 from rlcfg.diagnostics import Constraint, Severity, close_matches
-from rlcfg.schema import run_limits
+from rlcfg import run_limits
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -141,7 +141,7 @@ def _loss_type(cfg: Any, ctx: RuleContext) -> tuple[str, str]:
 
 @RULES.rule("skyrl/policy-mini-batch", "RLC300",
             "trainer.policy_mini_batch_size must not exceed trainer.train_batch_size and must divide it.",
-            keys=["trainer.train_batch_size", "trainer.policy_mini_batch_size"])
+            keys=["trainer.train_batch_size", "trainer.policy_mini_batch_size"], also=("RLC201",))
 def policy_mini_batch(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
     if t.policy_mini_batch_size <= 0:
@@ -266,7 +266,8 @@ def policy_per_gpu(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 @RULES.rule("skyrl/critic-batches", "RLC300",
             "With a critic: critic_mini_batch_size > 0, at most train_batch_size, dividing it, and the per-GPU rules "
             "of the policy applied to the critic's DP size.",
-            keys=["trainer.critic_mini_batch_size", "trainer.critic.model.path", "trainer.placement.critic_num_nodes"])
+            keys=["trainer.critic_mini_batch_size", "trainer.critic.model.path", "trainer.placement.critic_num_nodes"],
+            also=("RLC201",))
 def critic_batches(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     if not critic_in_use(cfg):
         return
@@ -316,7 +317,7 @@ def train_batch_vs_dp(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             "The trainer keeps prompts in strides of lcm_dp / gcd(lcm_dp, n_samples_per_prompt); a train batch smaller "
             "than one stride becomes empty, a batch that is not a multiple of it silently loses prompts (skyrl-train "
             "issue #1609).",
-            keys=["trainer.train_batch_size", "generator.n_samples_per_prompt"])
+            keys=["trainer.train_batch_size", "generator.n_samples_per_prompt"], also=("RLC304",))
 def tail_drop(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
     n = cfg.generator.n_samples_per_prompt
@@ -388,7 +389,7 @@ def kl_exclusive(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 @RULES.rule("skyrl/kl-estimator-old-keys", "RLC111",
             "use_kl_estimator_k3 and use_abs_kl are the older form of kl_estimator_type; when set they override it.",
             keys=["trainer.algorithm.use_kl_estimator_k3", "trainer.algorithm.use_abs_kl",
-                  "trainer.algorithm.kl_estimator_type"])
+                  "trainer.algorithm.kl_estimator_type"], also=("RLC304",))
 def kl_estimator_old_keys(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     a = cfg.trainer.algorithm
     new_set = ctx.is_set("trainer.algorithm.kl_estimator_type")
@@ -502,7 +503,7 @@ def max_seq_len(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 @RULES.rule("skyrl/truncated-importance-sampling", "RLC302",
             "use_tis needs tis_imp_ratio_cap > 0 and the vLLM backend; it forces sampling logprobs on.",
             keys=["trainer.algorithm.use_tis", "trainer.algorithm.tis_imp_ratio_cap", "generator.backend",
-                  "generator.sampling_params.logprobs"])
+                  "generator.sampling_params.logprobs"], also=("RLC111", "RLC304", "RLC306"))
 def tis(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     a = cfg.trainer.algorithm
     g = cfg.generator
@@ -536,7 +537,7 @@ def tis(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 @RULES.rule("skyrl/off-policy-correction", "RLC202",
             "off_policy_correction.tis_ratio_type is null, token or sequence; sequence_mask_metric is null, product or "
             "geometric; neither works with SGLang or the clip_cov/kl_cov losses.",
-            keys=["trainer.algorithm.off_policy_correction"])
+            keys=["trainer.algorithm.off_policy_correction"], also=("RLC306",))
 def off_policy_correction(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     # The choices of tis_ratio_type and sequence_mask_metric are Literal fields: the schema reports bad values.
     if not ctx.is_set("trainer.algorithm.off_policy_correction.tis_ratio_type") and \
@@ -577,7 +578,8 @@ def fsdp1_offload(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 @RULES.rule("skyrl/deepspeed", "RLC306",
             "DeepSpeed: only ZeRO stage 3, offload_after_step must be true for policy and critic, and "
             "gradient_clipping belongs in optimizer_config.max_grad_norm.",
-            keys=["trainer.strategy", "trainer.policy.deepspeed_config", "trainer.policy.optimizer_config.offload_after_step"])
+            keys=["trainer.strategy", "trainer.policy.deepspeed_config", "trainer.policy.optimizer_config.offload_after_step"],
+            also=("RLC307",))
 def deepspeed(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
     if t.strategy != "deepspeed":
@@ -624,7 +626,8 @@ def strategy_release(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 @RULES.rule("skyrl/megatron-support", "RLC306",
             "Megatron: NCCL weight sync, vLLM rollout, no critic, no Ulysses sequence parallelism, and context "
             "parallelism only with sample packing.",
-            keys=["trainer.strategy", "generator.weight_sync_backend", "generator.backend", "trainer.critic.model.path"])
+            keys=["trainer.strategy", "generator.weight_sync_backend", "generator.backend", "trainer.critic.model.path"],
+            also=("RLC302",))
 def megatron_support(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
     g = cfg.generator
@@ -783,7 +786,7 @@ def _same_placement(cfg: Any, first: str, second: str) -> Constraint | None:
 
 @RULES.rule("skyrl/max-input-length", "RLC305",
             "Single-turn: generator.max_input_length equals trainer.max_prompt_length; multi-turn: at least it.",
-            keys=["generator.max_input_length", "trainer.max_prompt_length", "generator.max_turns"])
+            keys=["generator.max_input_length", "trainer.max_prompt_length", "generator.max_turns"], also=("RLC303",))
 def max_input_length(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
     prompt = cfg.trainer.max_prompt_length
@@ -845,7 +848,7 @@ def wandb_key(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 @RULES.rule("skyrl/update-group-remote-only", "RLC307",
             "override_existing_update_group matters only for remote engines; `auto` becomes `enable` for remote vLLM "
             "and `disable` otherwise.",
-            keys=["generator.override_existing_update_group", "generator.run_engines_locally"])
+            keys=["generator.override_existing_update_group", "generator.run_engines_locally"], also=("RLC304",))
 def update_group(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
     if g.run_engines_locally and g.override_existing_update_group != "auto" and \
@@ -1032,7 +1035,7 @@ def max_ckpts(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/resume-from-path", "RLC302",
             "resume_mode from_path needs resume_path, a global_step_N directory that exists where the job "
-            "runs.", keys=["trainer.resume_mode", "trainer.resume_path"])
+            "runs.", keys=["trainer.resume_mode", "trainer.resume_path"], also=("RLC308",))
 def resume_from_path(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
     if t.resume_mode != "from_path":
@@ -1165,7 +1168,7 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
             "lacks (on Megatron, any but constant_with_warmup), engine_init_kwargs it does not pass, keys added to the sampling parameters, GRPO on groups of "
             "one, use_tis with a loss that ignores it (up to v0.3.0), overlong filtering with stop strings or "
             "with sequence_mean, a critic trained in several mini-batches, and what rlcfg's runtime does not do "
-            "(schema/run_limits.py): the deepspeed strategy, expert and context parallelism on Megatron, Ulysses "
+            "(rlcfg/run_limits.py): the deepspeed strategy, expert and context parallelism on Megatron, Ulysses "
             "sequence parallelism.",
             keys=["trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type",
                   "trainer.algorithm.loss_reduction", "trainer.policy.optimizer_config.scheduler",

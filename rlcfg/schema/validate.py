@@ -10,9 +10,9 @@ from pydantic import ValidationError
 
 from rlcfg.diagnostics import Diagnostic, Origin, Severity, close_matches, diagnostic
 from rlcfg.records import record
-from rlcfg.schema.base import (LATE_CHECK_KEY, Dialect, Finding, HostFacts, RuleContext, Section, choices_of, field_at,
-                               field_releases, fields_along, is_deferred, iter_fields, key_of, section_at,
-                               section_types)
+from rlcfg.schema.base import (LATE_CHECK_KEY, Dialect, Finding, HostFacts, RuleContext, Section, UndeclaredCode,
+                               choices_of, field_at, field_releases, fields_along, is_deferred, iter_fields, key_of,
+                               section_at, section_types)
 from rlcfg.source.tree import Path, SourceTree, copy_containers, delete_path, dotted, split_dotted
 from rlcfg.source.yaml_loader import TooLongNumber
 
@@ -389,8 +389,11 @@ def run_rules(dialect: Dialect, config: Section | None, tree: SourceTree, strict
     for rule in dialect.rules:
         if config is None and not rule.on_document:
             continue
+        context.rule = rule
         try:
             findings: Iterable[Finding] = list(rule.check(tree.data if rule.on_document else config, context) or ())
+        except UndeclaredCode:
+            raise
         except Exception:
             if config_has_errors:
                 continue  # the rule tripped over a value that already has an error
@@ -404,6 +407,7 @@ def run_rules(dialect: Dialect, config: Section | None, tree: SourceTree, strict
             related = [(p, tree.origin(split_dotted(p))) for p in f.related]
             out.append(diagnostic(f.code, f.path, f.message, hint=f.hint, origin=origin, severity=f.severity,
                                   related=related, rule=rule.id, constraint=f.constraint))
+    context.rule = None
     if config is not None:
         out.extend(check_renames(type(config), tree, context))
     return out

@@ -7,6 +7,7 @@ from dataclasses import field
 from typing import Any, Iterator
 
 from rlcfg.diagnostics import WRITTEN_BY_USER, Origin
+from rlcfg.patterns import lazy
 from rlcfg.records import record
 
 Path = tuple  # of str (mapping keys) and int (list indices)
@@ -108,6 +109,19 @@ def walk(node: Any, path: Path = ()) -> Iterator[tuple[Path, Any]]:
     elif isinstance(node, list):
         for index, value in enumerate(node):
             yield from walk(value, path + (index,))
+
+
+_NODE_REFERENCE = lazy(r"\$\{\s*([A-Za-z_][\w\-]*(?:\.[\w\-]+)*)\s*\}")
+
+
+def interpolation_targets(data: Any) -> set[tuple]:
+    """The absolute paths that `${a.b}` interpolations anywhere in the tree refer to (relative ones are skipped)."""
+    found: set[tuple] = set()
+    for _path, value in walk(data):
+        if isinstance(value, str) and "${" in value:
+            for match in _NODE_REFERENCE.finditer(value):
+                found.add(tuple(match.group(1).split(".")))
+    return found
 
 
 def copy_containers(value: Any) -> Any:

@@ -808,7 +808,7 @@ def test_a_v0_3_config_rlcfg_runs_as_written_has_no_refusal():
     assert refused == set()
 
 
-# ---- what rlcfg's runtime does not run (areal/run-ledger, rlcfg/schema/run_limits.py) ----------------------------
+# ---- what rlcfg's runtime does not run (areal/run-ledger, rlcfg/run_limits.py) ----------------------------
 
 
 def _limits(template: Path, *overrides: str) -> list[tuple[str, str]]:

