@@ -81,7 +81,7 @@ def test_the_dry_run_needs_no_torch_or_ray():
 
 
 def test_an_embodied_config_gets_one_word_for_its_pipeline(tmp_path):
-    from tests.schema.test_rlinf import EMBODIED
+    from tests.dialects.rlinf.test_schema import EMBODIED
 
     config = tmp_path / "embodied.yaml"
     config.write_text(EMBODIED)

@@ -1,7 +1,7 @@
 """`rlcfg convert`: one experiment, written in another framework's dialect.
 
 A config is read and lowered to its Experiment as `rlcfg plan` does; the target dialect's emitter
-(`rlcfg.convert.<dialect>.emit`) writes the keys that reproduce that Experiment in the target's terms; the result is
+(the `emit` of its package, `rlcfg.dialects.<name>.emit`) writes the keys that reproduce that Experiment in the target's terms; the result is
 checked by reading it back exactly as a user's file would be (validated, lowered) and comparing the two Experiments
 field by field (rlcfg.convert.compare). Every field where they still differ is a loss: a setting the target cannot
 express. Losses are never dropped silently: they are listed at the top of the written config, and the caller
@@ -126,7 +126,13 @@ def _reread(dialect: str, tree: dict, label: str, must_validate: bool = True) ->
 
 
 def emitter(dialect: str) -> Any:
-    return importlib.import_module(f"rlcfg.convert.{dialect}")
+    """The dialect package's `emit` (rlcfg/dialects/<name>/), or the dialect's module here until it has a package."""
+    try:
+        return importlib.import_module(f"rlcfg.dialects.{dialect}.emit")
+    except ModuleNotFoundError as exc:
+        if not (exc.name or "").startswith(f"rlcfg.dialects.{dialect}"):
+            raise
+        return importlib.import_module(f"rlcfg.convert.{dialect}")
 
 
 def convert(path: str, target: str, overrides: Sequence[str] = (), dialect: str | None = None,

@@ -1,7 +1,7 @@
 """Lowering: a validated dialect config → the canonical Experiment (rlcfg.ir).
 
-One module per dialect, `rlcfg.lower.<dialect>`, with `lower(config) -> Experiment`; it reproduces the framework's
-semantics, derivations included. A dialect whose meaning differs between the releases it claims takes the release the
+One module per dialect, the `lower` of its package (`rlcfg.dialects.<name>.lower`), with `lower(config) ->
+Experiment`; it reproduces the framework's semantics, derivations included. A dialect whose meaning differs between the releases it claims takes the release the
 document was judged by too, `lower(config, release=...)`. Imported lazily, like the dialects themselves.
 
 A module's `spelling(role) -> Spelling` says how its configs write each role's backend; every role of the Experiment
@@ -21,7 +21,7 @@ from rlcfg.ir import Experiment
 
 def lower(dialect: str, config: Any, release: str | None = None) -> Experiment:
     """`release`: the framework release the document was judged by (CheckResult.release); None when unknown."""
-    module = importlib.import_module(f"rlcfg.lower.{dialect}")
+    module = importlib.import_module(_module_name(dialect))
     if "release" in inspect.signature(module.lower).parameters:
         experiment = module.lower(config, release=release)
     else:
@@ -30,4 +30,15 @@ def lower(dialect: str, config: Any, release: str | None = None) -> Experiment:
 
 
 def available(dialect: str) -> bool:
-    return importlib.util.find_spec(f"rlcfg.lower.{dialect}") is not None
+    return _module_name(dialect) is not None
+
+
+def _module_name(dialect: str) -> str | None:
+    """The dialect package's `lower` (rlcfg/dialects/<name>/), or the dialect's module here until it has a package."""
+    for name in (f"rlcfg.dialects.{dialect}.lower", f"rlcfg.lower.{dialect}"):
+        try:
+            if importlib.util.find_spec(name) is not None:
+                return name
+        except ModuleNotFoundError:  # no package for the dialect
+            continue
+    return None

@@ -31,19 +31,19 @@ class DialectEntry:
 
 
 REGISTRY: tuple[DialectEntry, ...] = (
-    DialectEntry("chatlearn", "rlcfg.schema.chatlearn", frozenset({"runtime_args", "models"}), frozenset()),
-    DialectEntry("skyrl", "rlcfg.schema.skyrl", frozenset({"trainer", "generator"}),
+    DialectEntry("chatlearn", "rlcfg.dialects.chatlearn", frozenset({"runtime_args", "models"}), frozenset()),
+    DialectEntry("skyrl", "rlcfg.dialects.skyrl", frozenset({"trainer", "generator"}),
                  frozenset({"data", "deepspeed_config", "environment"})),
-    DialectEntry("rlinf", "rlcfg.schema.rlinf", frozenset({"cluster", "runner"}),
+    DialectEntry("rlinf", "rlcfg.dialects.rlinf", frozenset({"cluster", "runner"}),
                  frozenset({"actor", "algorithm", "rollout", "data", "reward", "critic", "inference", "defaults",
                             "hydra"})),
-    DialectEntry("roll", "rlcfg.schema.roll", frozenset({"actor_train", "actor_infer"}),
+    DialectEntry("roll", "rlcfg.dialects.roll", frozenset({"actor_train", "actor_infer"}),
                  frozenset({"pretrain", "reward_pretrain", "rollout_batch_size", "num_return_sequences_in_group",
                             "reference", "critic", "rewards", "exp_name", "device_mapping"}),
                  # SFT (sft_train), distillation (student, teacher), on-policy distillation (student_train, ...)
                  (frozenset({"sft_train"}), frozenset({"student", "teacher"}),
                   frozenset({"student_train", "student_infer"}))),
-    DialectEntry("areal", "rlcfg.schema.areal", frozenset({"experiment_name", "trial_name"}),
+    DialectEntry("areal", "rlcfg.dialects.areal", frozenset({"experiment_name", "trial_name"}),
                  frozenset({"cluster", "allocation_mode", "actor", "ref", "rollout", "gconfig", "train_dataset",
                             "valid_dataset", "saver", "evaluator", "stats_logger", "recover", "launcher", "sglang"})),
 )

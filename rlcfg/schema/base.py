@@ -114,7 +114,7 @@ class Section(BaseModel):
             compiled.defer_full_schema(cls)
 
     # How rlcfg's own introspection reads a section's fields. A section that builds some fields only when asked
-    # (rlinf_extension.Inventoried) answers these without building them; `model_fields` has them all.
+    # (rlcfg.dialects.rlinf.inventoried.Inventoried) answers these without building them; `model_fields` has them all.
 
     @classmethod
     def hand_written_fields(cls) -> dict[str, FieldInfo]:
@@ -154,7 +154,7 @@ class Section(BaseModel):
 
 
 # Called before pydantic generates a section's schema from its annotations (a cache miss, or the full schema for
-# JSON Schema): rlinf_extension completes its sections' fields there.
+# JSON Schema): rlcfg.dialects.rlinf.inventoried completes its sections' fields there.
 BEFORE_SCHEMA: list[Callable[[], None]] = []
 
 

@@ -17,9 +17,9 @@ A cache file is plain data in `marshal`'s format, the one Python reads its own b
 pickle: strings, numbers, lists, tuples, sets and mappings, which loading neither imports nor runs anything for.
 Where the schema holds an object (a section class, a validator function, a default factory), the data holds a
 placeholder, and a list of links gives its place and its name. Loading looks those names up among rlcfg's section
-classes and already-imported rlcfg and pydantic modules, or has rlinf_extension make the Deferred annotation of an
-inventoried RLinf section it names (`register_lookup`), and puts them in place: about a hundred lookups, where reading
-JSON had Python visit each of the schema's thousands of nodes. A checksum guards the data. A file that does not
+classes and already-imported rlcfg and pydantic modules, or has RLinf's inventoried module make the Deferred
+annotation of an inventoried RLinf section it names (`register_lookup`), and puts them in place: about a hundred
+lookups, where reading JSON had Python visit each of the schema's thousands of nodes. A checksum guards the data. A file that does not
 load, fails its checksum, or names something that does not resolve, is ignored and written again.
 
 `RLCFG_CACHE_DIR` moves the cache (default: `$XDG_CACHE_HOME/rlcfg`, else `~/.cache/rlcfg`); `RLCFG_NO_CACHE=1`
@@ -55,7 +55,7 @@ class Uncacheable(Exception):
 
 
 # Modules whose objects a cache file may name before they exist: a function that makes the object of a qualname
-# (rlinf_extension's Deferred annotations, made when first named), or raises LookupError.
+# (RLinf's inventoried Deferred annotations, made when first named), or raises LookupError.
 _LOOKUPS: dict[str, Any] = {}
 
 

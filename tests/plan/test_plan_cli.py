@@ -186,8 +186,8 @@ def test_plan_imports_nothing_heavy(template):
 
 
 def _roll_reference_example(tmp_path, model: str, gpus: int):
-    """ROLL's documented RLVR example (tests/schema/test_roll.py) with a model, on `gpus` GPUs."""
-    from tests.schema.test_roll import SEED_YAML
+    """ROLL's documented RLVR example (tests/dialects/roll/test_schema.py) with a model, on `gpus` GPUs."""
+    from tests.dialects.roll.test_schema import SEED_YAML
 
     text = SEED_YAML.replace("list(range(0,16))", f"list(range(0,{gpus}))")
     path = tmp_path / "roll.yaml"

@@ -183,7 +183,7 @@ def test_areal_fsdp_linear_ignores_min_lr_ratio():
 def test_areal_megatron_decays_to_min_lr_ratio_in_both_shapes():
     """areal/engine/megatron_engine.py (1.0): OptimizerParamScheduler(init_lr 0 when warming up, min_lr
     min_lr_ratio × lr, lr_warmup_steps int(proportion × total), lr_decay_steps total_train_steps)."""
-    from rlcfg.lower import areal as lowering
+    from rlcfg.dialects.areal import lower as lowering
 
     result = check_file(str(TEMPLATES / "areal-fsdp-sglang-grpo.yaml"),
                         ["++actor.optimizer.lr_scheduler_type=linear", "++actor.optimizer.min_lr_ratio=0.1"], env=ENV)

@@ -105,7 +105,7 @@ LR, MIN_LR = 2e-6, 1e-7
 
 def _chatlearn_megatron_actor():
     from rlcfg.frontend import check_file
-    from rlcfg.lower.chatlearn import lower
+    from rlcfg.dialects.chatlearn.lower import lower
 
     result = check_file(str(TEMPLATES / "chatlearn-megatron-vllm.yaml"),
                         [f"models.policy_trainer.optimizer.lr={LR}", f"models.policy_trainer.optimizer.min_lr={MIN_LR}"],

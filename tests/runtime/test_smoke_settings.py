@@ -157,7 +157,7 @@ def test_a_loss_setting_changes_a_smoke_run_and_a_refused_setting_is_substituted
 
 
 def test_a_pipeline_rlcfg_does_not_model_is_still_refused(tmp_path, cache):
-    from tests.schema.test_rlinf import EMBODIED
+    from tests.dialects.rlinf.test_schema import EMBODIED
 
     config = tmp_path / "embodied.yaml"
     config.write_text(EMBODIED)

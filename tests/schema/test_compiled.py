@@ -132,12 +132,12 @@ HOSTILE = {
     "a damaged file": cache_file(MODEL).replace(b"model-fields", b"model-fieldz"),
     "a file of an older format": b"rlcfg compiled schema 1\n" + cache_file(MODEL)[len(compiled.FORMAT):],
     "a name outside rlcfg": cache_file(MODEL, [(("cls",), {"$name": "os:system"})]),
-    "a name that does not resolve": cache_file(MODEL, [(("cls",), {"$name": "rlcfg.schema.skyrl:NoSuchSection"})]),
+    "a name that does not resolve": cache_file(MODEL, [(("cls",), {"$name": "rlcfg.dialects.skyrl.models:NoSuchSection"})]),
     "a link to a value that is no placeholder": cache_file({**MODEL, "cls": "x"},
-                                                          [(("cls",), {"$name": "rlcfg.schema.skyrl:Trainer"})]),
+                                                          [(("cls",), {"$name": "rlcfg.dialects.skyrl.models:Trainer"})]),
     "an unknown tag": cache_file(MODEL, [(("cls",), {"$eval": "1"})]),
     "not a schema": cache_file([]),
-    "another section's schema": cache_file(MODEL, [(("cls",), {"$name": "rlcfg.schema.skyrl:Trainer"})]),
+    "another section's schema": cache_file(MODEL, [(("cls",), {"$name": "rlcfg.dialects.skyrl.models:Trainer"})]),
 }
 
 

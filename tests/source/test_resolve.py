@@ -349,7 +349,7 @@ def test_every_template_resolves_the_same_without_omegaconf(monkeypatch):
 ])
 def test_a_dialects_resolvers_over_plain_arguments_resolve_as_omegaconf_does(text, monkeypatch):
     import rlcfg.source.resolve as resolve_module
-    from rlcfg.schema.rlinf_resolvers import RESOLVERS
+    from rlcfg.dialects.rlinf.resolvers import RESOLVERS
 
     tree, _ = load_yaml(text, "cfg.yaml")
     interpolations = [p for p, v in resolve_module.walk(tree.data) if resolve_module._is_interpolation(v)]
@@ -367,7 +367,7 @@ def test_a_dialects_resolvers_over_plain_arguments_resolve_as_omegaconf_does(tex
 
 def test_a_resolver_that_refuses_its_arguments_is_left_to_omegaconf():
     import rlcfg.source.resolve as resolve_module
-    from rlcfg.schema.rlinf_resolvers import RESOLVERS
+    from rlcfg.dialects.rlinf.resolvers import RESOLVERS
 
     tree, _ = load_yaml("a: 1\nb: ${int_div:${a}, 0}\nc: ${subtract:${a}, x}\n", "cfg.yaml")
     for path in [("b",), ("c",)]:

@@ -1,0 +1,183 @@
+"""The ROLL dialect at `main` (alibaba/ROLL's default branch): the RLVR pipeline (`RLVRConfig`) and the agentic
+pipeline (`AgenticConfig`), both built on `PPOConfig` and `BaseConfig`.
+
+A ROLL config is one flat YAML document: pipeline keys at the top level (batch sizes, lengths, the PPO/GRPO
+algorithm, logging) and one section per worker (`actor_train`, `actor_infer`, `reference`, `critic`; RLVR adds the
+`rewards` mapping and `validation`, the agentic pipeline `train_env_manager`, `val_env_manager` and the
+`custom_envs` they run), each with `model_args`, `training_args`, `data_args`, `generating_args` and
+`strategy_args`. `strategy_args.strategy_config` takes different keys for each `strategy_name`; the models
+below are chosen by that name. `device_mapping` is a string in a small language (device_mapping.py),
+which ROLL itself passes to Python's eval() and rlcfg parses with a grammar. ROLL's SFT, DPO and distill
+pipelines are recognised (`pipeline_of`) but not modelled.
+
+ROLL builds the config with dacite's default from_dict: unknown keys are dropped (rlcfg: `unknown_keys = "drop"`),
+and a field typed without Optional refuses an explicit null even when it defaults to None (rlcfg types those
+fields the same way and keeps their null defaults out of the merged document). Where ROLL rewrites a value
+after loading (num_gpus_per_node, num_nodes, num_gpus_per_worker, max_new_tokens, model paths, ...), the rules
+warn when the user set it.
+
+Modules, each importing only those before it: device_mapping (the language of `device_mapping`); models and
+models_agentic (the sections); derived (what ROLL computes from them, and the names rlcfg runs); rules, lower (to
+the Experiment) and emit (for `convert`), which never import each other; and this module, the dialect.
+"""
+
+from __future__ import annotations
+
+import types
+from datetime import datetime
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+from rlcfg.dialects.roll.derived import describe_config, unrun_pipeline
+from rlcfg.dialects.roll.models import RollConfig, _BaseRoot
+from rlcfg.dialects.roll.rules import RULES
+from rlcfg.schema.base import Dialect, Section, by_annotation, key_of, section_types
+from rlcfg.source.tree import SourceTree, interpolation_targets
+
+# How rlcfg tells ROLL's pipelines apart. ROLL itself never looks at the document for this: each example's run
+# script starts one `examples/start_<pipeline>_pipeline.py`, and that script picks the config class dacite builds
+# (RLVRConfig, AgenticConfig, DistillConfig, SFTConfig, DPOConfig). A document carries no name of its class, so
+# rlcfg reads the keys that only one class defines (read from the classes at HEAD; tests/inventory/roll/main.json
+# lists every class's keys). A document with none of them is an RLVR config, the pipeline of most examples and of
+# the start script ROLL's docs lead with.
+_PIPELINE_KEYS: tuple[tuple[str, str | None, frozenset[str]], ...] = (
+    ("agentic", None, frozenset({"train_env_manager", "val_env_manager", "custom_envs", "env_monitor",
+                                 "reward_normalization", "render_save_dir", "batch_adjust_mode"})),
+    ("sft", "ROLL SFT pipeline", frozenset({"sft_train", "system_key", "query_key", "response_key"})),
+    ("dpo", "ROLL DPO pipeline", frozenset({"chosen_key", "rejected_key", "ipo", "label_smoothing"})),
+    ("distill", "ROLL distill pipeline", frozenset({"student", "student_pretrain", "teacher_pretrain",
+                                                    "distill_loss_weight", "kd_objective", "kd_temperature",
+                                                    "teacher_temperature", "logits_topk"})),
+)
+
+
+def pipeline_of(data: dict) -> str:
+    """The ROLL pipeline a composed document is for: rlvr, agentic, sft, dpo or distill.
+
+    The rollout-only start scripts (start_rlvr_rollout_pipeline.py, start_agentic_rollout_pipeline.py) load the
+    RLVR and agentic config classes too; their examples give actor_train neither GPUs nor a strategy, which the
+    rules read as "nothing trains" (derived.rollout_only) instead of as a missing device_mapping."""
+    keys = set(data) if isinstance(data, dict) else set()
+    return next((name for name, _title, marks in _PIPELINE_KEYS if keys & marks), "rlvr")
+
+
+class Roll(Dialect):
+    name = "roll"
+    title = "ROLL"
+    documents = "ROLL (alibaba/ROLL) main: the config dataclasses of the RLVR and agentic pipelines"
+    override_grammar = "hydra"
+    rules = RULES
+    releases = ("main",)
+    ledger_complete = True
+    # ROLL builds its config with dacite's default (non-strict) from_dict, which silently drops keys no dataclass
+    # declares: examples keep helper variables at the top level (read only through `${...}`) and redundant keys
+    # such as `validation.eval_steps`. The front end then reports a near-miss of a known key as an error and any
+    # other unknown key as a warning.
+    unknown_keys = "drop"
+    # Hydra's own resolver, which ROLL's start scripts get from Hydra (`model_name: ${exp_name}-${now:%Y%m%d}`).
+    resolvers = {"now": lambda pattern="%Y-%m-%d_%H-%M-%S": datetime.now().strftime(pattern)}
+
+    def variants(self) -> dict[str, type[Section]]:
+        from rlcfg.dialects.roll.models_agentic import AgenticConfig
+
+        return {"rlvr": RollConfig, "agentic": AgenticConfig}
+
+    def variant_of(self, root: type[Section]) -> str | None:
+        # an RLVR document does not import the agentic pipeline's sections to be told it is not agentic
+        return "rlvr" if root is RollConfig else super().variant_of(root)
+
+    def root(self, data: dict) -> type[Section]:
+        # SFT, DPO and distill are not modelled: their documents are checked against the keys every pipeline
+        # shares (BaseConfig), and the front end drops the rest with its single "not modelled" warning.
+        pipeline = pipeline_of(data)
+        if pipeline == "agentic":
+            from rlcfg.dialects.roll.models_agentic import AgenticConfig
+
+            return AgenticConfig
+        return RollConfig if pipeline == "rlvr" else _BaseRoot
+
+    def pipeline(self, data: dict) -> str | None:
+        found = pipeline_of(data)
+        return next((title for name, title, _marks in _PIPELINE_KEYS if name == found), None)
+
+    def defaults(self, root: type[Section], release: str | None = None) -> dict:
+        return _without_null_defaults(root, super().defaults(root, release))
+
+    def compose(self, tree: SourceTree, base_dir: str) -> tuple[SourceTree, list]:
+        primary = tree.origin(()).file if tree.origin(()) is not None else None
+        composed, found = super().compose(tree, base_dir)
+        return _without_unused_fragment_keys(composed, primary), found
+
+    def describe(self, config: Any) -> str:
+        return describe_config(config)
+
+    def unrun_pipeline(self, config: Any) -> tuple[str, str] | None:
+        return unrun_pipeline(config)
+
+
+def _without_unused_fragment_keys(tree: SourceTree, primary: str | None) -> SourceTree:
+    """The composed document less the top-level keys a defaults fragment brought in that ROLL has no field for and
+    no interpolation reads.
+
+    ROLL's shared fragments (examples/config/traj_envs.yaml and friends, pulled in with `@_here_`) are libraries
+    of helper values: every agentic example composes the whole file and uses the few entries it needs through
+    `${custom_env.X}`. dacite drops the rest. Such a key is not the user's writing, so it is neither a typo to report
+    (`custom_env` is one letter from `custom_envs`) nor worth a warning; it is removed before validation."""
+    if not isinstance(tree.data, dict) or primary is None:
+        return tree
+    read = {path[0] for path in interpolation_targets(tree.data) if path}
+    rlvr_keys = _root_keys(RollConfig)
+    unused = [key for key in tree.data if key not in rlvr_keys and key not in read and key != "defaults"
+              and (origin := tree.key_origin((key,)) or tree.origin((key,))) is not None
+              and origin.kind == "file" and origin.file != primary]
+    if unused:  # only then are the agentic pipeline's sections needed
+        from rlcfg.dialects.roll.models_agentic import AgenticConfig
+
+        agentic_keys = _root_keys(AgenticConfig)
+        unused = [key for key in unused if key not in agentic_keys]
+    if not unused:
+        return tree
+    tree = tree.copy()
+    for key in unused:
+        del tree.data[key]
+    return tree
+
+
+def _root_keys(root: type[Section]) -> set[str]:
+    return {key_of(name, info) for name, info in root.model_fields.items()}
+
+
+@by_annotation  # asked for every null default of every check
+def _accepts_null(annotation: Any) -> bool:
+    if annotation is type(None) or annotation is Any:
+        return True
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        return any(_accepts_null(a) for a in get_args(annotation))
+    if origin is Annotated:
+        return _accepts_null(get_args(annotation)[0])
+    if origin is Literal:
+        return None in get_args(annotation)
+    return False
+
+
+def _without_null_defaults(model: type[Section], tree: dict) -> dict:
+    """The defaults tree less the null defaults of fields whose type takes no null.
+
+    Many of ROLL's fields default to None but are typed without Optional (`reward_clip: float = None`): dacite
+    leaves an absent key at None, yet refuses an explicit null. rlcfg types those fields the same way, so the
+    default must stay out of the merged document (pydantic then keeps the field's own None) and only a null the
+    user writes is checked."""
+    for name, info in model.model_fields.items():
+        key = key_of(name, info)
+        if key not in tree:
+            continue
+        if tree[key] is None and not _accepts_null(info.annotation):
+            del tree[key]
+            continue
+        subs = section_types(info.annotation)
+        if len(subs) == 1 and isinstance(tree[key], dict):
+            _without_null_defaults(subs[0], tree[key])
+    return tree
+
+
+DIALECT = Roll()

@@ -1,0 +1,67 @@
+"""The SkyRL dialect: skyrl-train's Hydra config (`ppo_base_config.yaml`) at the releases rlcfg claims.
+
+A SkyRL config has four top-level sections: `data`, `trainer` (placement, the policy/ref/critic models, the
+algorithm, batch sizes, checkpointing and logging), `generator` (the inference engines and sampling) and
+`deepspeed_config` (two open mappings, `train` and `eval`, that the models refer to by interpolation).
+`environment` selects the SkyRL-Gym environment.
+
+skyrl-train's entrypoint composes the user's overrides onto `ppo_base_config.yaml` in OmegaConf's struct mode, so
+that base config, release by release, is the spec: a key it lacks is refused unless added with `+key=value`. Each
+field names the releases whose base config has it (`releases=`; none means all of them); the inventories under
+tests/inventory/skyrl/ hold the facts they were read from (tools/inventory/skyrl.py). Keys of the seed's mid-2025
+snapshot that no claimed release has (`trainer.num_warmup_steps`, `trainer.algorithm.ppo_loss_type`) are unknown keys:
+skyrl-train refuses them at every claimed release, and the unknown-key hint names where the key lives now.
+
+Modules, each importing only those before it: releases (what each release's base config holds); models (the
+sections); derived (what skyrl-train computes from them, and the names rlcfg runs); rules, lower (to the Experiment)
+and emit (for `convert`), which never import each other; and this module, the dialect.
+"""
+
+from typing import ClassVar
+
+from rlcfg.dialects.skyrl.models import RELEASES, SkyRLConfig
+from rlcfg.dialects.skyrl.rules import RULES
+from rlcfg.schema.base import Dialect
+
+
+class SkyRL(Dialect):
+    name = "skyrl"
+    title = "SkyRL (skyrl-train)"
+    documents = "skyrl-train of mid-2025 (Hydra config ppo_base_config.yaml)"
+    override_grammar = "hydra"
+    overrides_see_defaults = True  # skyrl-train composes overrides onto ppo_base_config, which holds every key
+    rules: ClassVar = RULES
+    releases: ClassVar = RELEASES
+    ledger_complete: ClassVar = True
+
+    def variants(self) -> dict:
+        return {"skyrl": SkyRLConfig}
+
+    def defaults(self, root, release: str | None = None) -> dict:
+        """The documented defaults; with a release, that release's base-config values where they differ."""
+        from rlcfg.dialects.skyrl.releases import release_defaults
+
+        return release_defaults(super().defaults(root), release)
+
+    def compose(self, tree, base_dir):
+        from rlcfg.dialects.skyrl.derived import compose_defaults_list
+
+        return compose_defaults_list(tree)
+
+    def release_label(self, release: str) -> str:
+        return "skyrl-train (last commit)" if release == "main" else f"skyrl-train {release}"
+
+    def infer_release(self, data: dict) -> tuple[str | None, str]:
+        """The releases whose base config has every key the document sets; the newest of them. Keys of the seed's
+        snapshot (before v0.1.0) point at 0.1.0, the closest claimed release, where they are then reported."""
+        from rlcfg.dialects.skyrl.releases import releases_of_keys
+
+        return releases_of_keys(SkyRLConfig, data, RELEASES)
+
+    def describe(self, config: SkyRLConfig) -> str:
+        from rlcfg.dialects.skyrl.derived import describe
+
+        return describe(config)
+
+
+DIALECT = SkyRL()

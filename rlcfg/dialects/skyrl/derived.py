@@ -1,0 +1,168 @@
+"""What skyrl-train computes from a config (world and data-parallel sizes, whether the reference model and the
+critic run, the rollout's GPUs, the defaults list it composes) and the names rlcfg runs with SkyRL's meaning: read
+by the rules, the lowering and the dialect alike, declared here once. Each function is a plain computation on the
+validated models; nothing here reports or lowers anything.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+ADVANTAGE_ESTIMATORS = ("grpo", "gae", "rloo", "reinforce++")
+
+# The built-in policy losses of skyrl-train's newest release.
+POLICY_LOSSES = ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov", "sapo", "cross_entropy",
+                 "importance_sampling")
+# The policy losses each release registers itself (PolicyLossRegistry before any user code runs).
+POLICY_LOSSES_BY_RELEASE = {
+    "0.1.0": ("regular", "dual_clip", "gspo"),
+    "0.2.0": ("regular", "dual_clip", "gspo", "clip_cov", "kl_cov"),
+    "0.3.0": ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov"),
+}
+
+# The losses whose ratio use_tis truncates up to v0.3.0 (inside ppo_policy_loss).
+TIS_LOSSES_UNTIL_030 = ("regular", "dual_clip")
+
+
+# The built-in policy losses rlcfg runs with SkyRL's meaning. cross_entropy and importance_sampling sum their
+# token losses whatever loss_reduction says (Tinker's semantics); rlcfg aggregates every loss with the reduction.
+POLICY_LOSSES_RUN = ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov", "sapo")
+
+
+# The losses that call apply_off_policy_correction (truncated importance sampling), from v0.4.0; up to v0.3.0
+# use_tis applies inside ppo_policy_loss only (regular, dual_clip).
+OFF_POLICY_CORRECTED = ("regular", "dual_clip", "gspo", "cispo", "sapo")
+
+
+# loss_reduction → rlcfg's aggregation; seq_mean_token_sum_norm (each sequence's sum divided by max_seq_len) has
+# no rlcfg counterpart and is refused.
+LOSS_AGGREGATIONS = {"token_mean": "token-mean", "sequence_mean": "seq-mean-token-mean"}
+
+
+# transformers' scheduler names (get_scheduler) that rlcfg's schedules reproduce: linear and cosine decay to 0
+# after the warm-up; constant_with_warmup is constant after it; constant ignores num_warmup_steps.
+SCHEDULERS = {"constant": "constant", "constant_with_warmup": "constant", "linear": "linear", "cosine": "cosine"}
+
+
+# engine_init_kwargs rlcfg hands to the engine, in rlcfg's names (the others are refused).
+SGLANG_KWARGS = {"context_length": "max_model_len", "disable_cuda_graph": "enforce_eager",
+                 "attention_backend": "attention_backend", "load_format": "load_format",
+                 "cuda_graph_bs": "cuda_graph_bs", "mem_fraction_static": "mem_fraction_static",
+                 "max_running_requests": "max_num_seqs", "random_seed": "seed"}
+
+
+VLLM_KWARGS = {k: k for k in ("gpu_memory_utilization", "max_num_seqs", "max_model_len", "max_num_batched_tokens",
+                              "enforce_eager", "enable_prefix_caching", "enable_chunked_prefill", "block_size", "seed",
+                              "load_format", "attention_backend")}
+
+
+# The SkyRL-Gym environment whose meaning rlcfg's reward reproduces: the final answer checked against the ground
+# truth (rlcfg's `math` reward).
+ENVIRONMENTS_RUN = ("gsm8k",)
+
+
+def ref_in_use(cfg: Any) -> bool:
+    algorithm = cfg.trainer.algorithm
+    return bool(algorithm.use_kl_loss or algorithm.use_kl_in_reward)
+
+
+def critic_in_use(cfg: Any) -> bool:
+    return cfg.trainer.critic.model.path is not None
+
+
+def world(cfg: Any, role: str) -> int:
+    placement = cfg.trainer.placement
+    return getattr(placement, f"{role}_num_nodes") * getattr(placement, f"{role}_num_gpus_per_node")
+
+
+def model_parallel(cfg: Any, role: str) -> tuple[int, str]:
+    """The product that divides a role's GPUs into data-parallel ranks, and how to say it."""
+    trainer = cfg.trainer
+    model = getattr(trainer, role)
+    if trainer.strategy == "megatron" and role in ("policy", "ref"):
+        m = model.megatron_config
+        size = m.tensor_model_parallel_size * m.pipeline_model_parallel_size * m.context_parallel_size
+        return size, (f"TP {m.tensor_model_parallel_size} × PP {m.pipeline_model_parallel_size} × "
+                      f"CP {m.context_parallel_size}")
+    return model.sequence_parallel_size, f"sequence_parallel_size {model.sequence_parallel_size}"
+
+
+def dp_size(cfg: Any, role: str) -> int:
+    size, _ = model_parallel(cfg, role)
+    return world(cfg, role) // max(size, 1)
+
+
+def rollout_gpus(cfg: Any) -> int:
+    g = cfg.generator
+    return (g.num_inference_engines * g.inference_engine_tensor_parallel_size *
+            g.inference_engine_pipeline_parallel_size * g.inference_engine_data_parallel_size)
+
+
+# Group selections of ppo_base_config's own defaults list: rlcfg's defaults already hold what they select.
+_BUILT_IN_GROUPS = ("deepspeed_config", "megatron_config", "skyrl_gym_config")
+
+
+def compose_defaults_list(tree: Any) -> tuple[Any, list]:
+    """A SkyRL config may start from `defaults: [ppo_base_config, _self_]`; rlcfg's defaults are that base config,
+    so such entries are dropped. Other entries name files rlcfg does not compose and are reported."""
+    from rlcfg.diagnostics import diagnostic
+    from rlcfg.source.tree import drop_subtree
+
+    entries = tree.data.get("defaults")
+    if entries is None:
+        return tree, []
+    found = []
+    if not isinstance(entries, list):
+        found.append(diagnostic("RLC112", "defaults", "`defaults` must be a list of config names",
+                                origin=tree.origin(("defaults",)), hint="write `defaults: [ppo_base_config, _self_]`"))
+    else:
+        for index, entry in enumerate(entries):
+            name = next(iter(entry)) if isinstance(entry, dict) and len(entry) == 1 else entry
+            text = str(name)
+            base = text.split("@", 1)[0].lstrip("/")
+            if text in ("_self_", "ppo_base_config", "/ppo_base_config") or base in _BUILT_IN_GROUPS:
+                continue
+            found.append(diagnostic(
+                "RLC112", f"defaults[{index}]", f"defaults list entry {entry!r} names a config rlcfg does not compose",
+                origin=tree.origin(("defaults", index)),
+                hint="rlcfg starts every SkyRL config from ppo_base_config; write the other file's keys into this one"))
+    del tree.data["defaults"]
+    drop_subtree(tree.values, ("defaults",))
+    drop_subtree(tree.keys, ("defaults",))
+    return tree, found
+
+
+_STRATEGY = {"fsdp": "FSDP", "fsdp2": "FSDP2", "deepspeed": "DeepSpeed ZeRO-3", "megatron": "Megatron"}
+
+
+_BACKEND = {"vllm": "vLLM", "sglang": "SGLang"}
+
+
+def describe(cfg: Any) -> str:
+    t = cfg.trainer
+    g = cfg.generator
+    training = _STRATEGY[t.strategy]
+    if t.strategy == "megatron":
+        m = t.policy.megatron_config
+        training += f" (TP {m.tensor_model_parallel_size}, PP {m.pipeline_model_parallel_size})"
+    engines = f"{g.num_inference_engines} engine{'s' if g.num_inference_engines != 1 else ''}"
+    if g.run_engines_locally:
+        rollout = f"{_BACKEND[g.backend]} rollout ({engines} × TP {g.inference_engine_tensor_parallel_size})"
+    else:
+        rollout = f"remote {_BACKEND[g.backend]} rollout ({engines})"
+    policy = world(cfg, "policy")
+    if t.placement.colocate_all:
+        gpus = f"{policy} GPUs colocated"
+    else:
+        total = policy + (rollout_gpus(cfg) if g.run_engines_locally else 0)
+        if ref_in_use(cfg) and not t.placement.colocate_policy_ref:
+            total += world(cfg, "ref")
+        if critic_in_use(cfg):
+            total += world(cfg, "critic")
+        gpus = f"{total} GPUs"
+    return f"{training} training, {rollout}, {gpus}"
+
+
+def critic_trained(cfg: Any) -> bool:
+    """Whether `rlcfg run` trains the critic: only for GAE, the one estimator that reads its values."""
+    return critic_in_use(cfg) and cfg.trainer.algorithm.advantage_estimator == "gae"
