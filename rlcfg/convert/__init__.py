@@ -126,13 +126,8 @@ def _reread(dialect: str, tree: dict, label: str, must_validate: bool = True) ->
 
 
 def emitter(dialect: str) -> Any:
-    """The dialect package's `emit` (rlcfg/dialects/<name>/), or the dialect's module here until it has a package."""
-    try:
-        return importlib.import_module(f"rlcfg.dialects.{dialect}.emit")
-    except ModuleNotFoundError as exc:
-        if not (exc.name or "").startswith(f"rlcfg.dialects.{dialect}"):
-            raise
-        return importlib.import_module(f"rlcfg.convert.{dialect}")
+    """The `emit` of the dialect's package (rlcfg/dialects/<name>/)."""
+    return importlib.import_module(f"rlcfg.dialects.{dialect}.emit")
 
 
 def convert(path: str, target: str, overrides: Sequence[str] = (), dialect: str | None = None,

@@ -21,7 +21,7 @@ from rlcfg.ir import Experiment
 
 def lower(dialect: str, config: Any, release: str | None = None) -> Experiment:
     """`release`: the framework release the document was judged by (CheckResult.release); None when unknown."""
-    module = importlib.import_module(_module_name(dialect))
+    module = importlib.import_module(f"rlcfg.dialects.{dialect}.lower")
     if "release" in inspect.signature(module.lower).parameters:
         experiment = module.lower(config, release=release)
     else:
@@ -34,11 +34,9 @@ def available(dialect: str) -> bool:
 
 
 def _module_name(dialect: str) -> str | None:
-    """The dialect package's `lower` (rlcfg/dialects/<name>/), or the dialect's module here until it has a package."""
-    for name in (f"rlcfg.dialects.{dialect}.lower", f"rlcfg.lower.{dialect}"):
-        try:
-            if importlib.util.find_spec(name) is not None:
-                return name
-        except ModuleNotFoundError:  # no package for the dialect
-            continue
-    return None
+    """The `lower` of the dialect's package (rlcfg/dialects/<name>/), when it has one."""
+    name = f"rlcfg.dialects.{dialect}.lower"
+    try:
+        return name if importlib.util.find_spec(name) is not None else None
+    except ModuleNotFoundError:  # no package of that name
+        return None
