@@ -18,10 +18,6 @@ PACKAGE = ROOT / "rlcfg"
 # What knows a dialect: its schema, rules, lowering, emitter and the front end that detects it.
 DIALECT_AWARE = ("rlcfg.schema", "rlcfg.lower", "rlcfg.convert", "rlcfg.dialects", "rlcfg.source", "rlcfg.frontend",
                  "rlcfg.cli", "rlcfg.fix", "rlcfg.preflight", "rlcfg.smoke_settings")
-# Cycles still to be broken, each by the change that moves its modules; the list only shrinks.
-KNOWN_CYCLES: list[set[str]] = [
-    {"rlcfg.runtime.driver", "rlcfg.runtime.supervised", "rlcfg.runtime.workers"},
-]
 
 
 @functools.cache
@@ -110,11 +106,8 @@ def level(module: str) -> str:
 
 
 def test_modules_import_each_other_in_no_cycle():
-    found = cycles(graph())
-    unexpected = [sorted(c) for c in found if c not in KNOWN_CYCLES]
-    assert not unexpected, f"import cycles: {unexpected}"
-    gone = [sorted(c) for c in KNOWN_CYCLES if c not in found]
-    assert not gone, f"these cycles are broken; remove them from KNOWN_CYCLES: {gone}"
+    found = [sorted(c) for c in cycles(graph())]
+    assert not found, f"import cycles: {found}"
 
 
 def test_no_import_runs_back_up_a_level():

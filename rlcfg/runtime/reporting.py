@@ -45,7 +45,7 @@ PLOTS = (
     Plot("throughput", "samples per second", (("throughput/samples_per_s", "samples/s"),)),
     Plot("loss", "supervised loss", (("sft/loss", "train"), ("rw/loss", "train"), ("eval/loss", "evaluation"))),
 )
-# A supervised step's loss, for the progress line and the summary (rlcfg.runtime.supervised.step_metrics).
+# A supervised step's loss, for the progress line and the summary (rlcfg.runtime.supervised_step.step_metrics).
 LOSS_KEYS = ("sft/loss", "rw/loss")
 
 

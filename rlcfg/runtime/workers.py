@@ -204,13 +204,13 @@ class TrainWorker:
         return metrics, weights
 
     def train_supervised(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
-        """One SFT or reward-model optimizer step (rlcfg.runtime.supervised.train_step)."""
-        from rlcfg.runtime.supervised import train_step
+        """One SFT or reward-model optimizer step (rlcfg.runtime.supervised_step.train_step)."""
+        from rlcfg.runtime.supervised_step import train_step
 
         return train_step(self.engine, _as_tensors(batch), cfg)
 
     def evaluate_supervised(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
-        from rlcfg.runtime.supervised import evaluate_step
+        from rlcfg.runtime.supervised_step import evaluate_step
 
         return evaluate_step(self.engine, _as_tensors(batch), cfg)
 

@@ -28,7 +28,7 @@ pytest.importorskip("torch")  # the driver's module imports it
 
 from rlcfg.plan import build_plan  # noqa: E402
 from rlcfg.plan.model import ClusterShape  # noqa: E402
-from rlcfg.runtime import driver  # noqa: E402
+from rlcfg.runtime import driver, shell  # noqa: E402
 from rlcfg.runtime.backends import Machine, check_plan  # noqa: E402
 from tests.plan.factory import experiment, rollout, trainer  # noqa: E402
 
@@ -63,7 +63,7 @@ def engine_gpus(plan) -> list[tuple[int, ...]]:
 @pytest.mark.parametrize("tp", [2, 4])
 def test_each_vllm_engine_names_its_own_bundles_and_the_rollouts_share_of_each_gpu(tp):
     plan = plan_of(colocated(8, tp))
-    engines = driver.rollout_engines(plan)
+    engines = shell.rollout_engines(plan)
     assert [e.slots for e in engines] == engine_gpus(plan) and len(engines) == 8 // tp
     for engine in engines:
         env = dict(engine.env)
@@ -77,18 +77,18 @@ def test_each_vllm_engine_names_its_own_bundles_and_the_rollouts_share_of_each_g
 
 def test_three_roles_on_a_gpu_each_take_a_third_of_it():
     plan = plan_of(colocated(4, 2, reference=True))
-    assert {float(dict(e.env)["VLLM_RAY_PER_WORKER_GPUS"]) for e in driver.rollout_engines(plan)} == {1 / 3}
+    assert {float(dict(e.env)["VLLM_RAY_PER_WORKER_GPUS"]) for e in shell.rollout_engines(plan)} == {1 / 3}
 
 
 def test_single_gpu_engines_are_one_process_on_the_rollouts_share_of_their_gpu():
     plan = plan_of(colocated(4, 1))
-    engines = driver.rollout_engines(plan)
+    engines = shell.rollout_engines(plan)
     assert [(e.slots, e.bundles, e.num_gpus, e.env) for e in engines] == [((g,), (g,), 0.5, ()) for g in range(4)]
 
 
 def test_an_engine_on_gpus_of_its_own_takes_them_whole():
     plan = plan_of(experiment(trainer(gpus=4), rollout(gpus=4, tp=4)))
-    [engine] = driver.rollout_engines(plan)
+    [engine] = shell.rollout_engines(plan)
     assert engine.slots == (4, 5, 6, 7)
     assert engine.group != plan.placement("actor").group
     # bundles count within the rollout's own placement group
@@ -97,22 +97,22 @@ def test_an_engine_on_gpus_of_its_own_takes_them_whole():
 
 def test_on_two_nodes_each_engine_keeps_its_own_bundles():
     plan = plan_of(colocated(16, 4), nodes=2, gpus_per_node=8)
-    engines = driver.rollout_engines(plan)
+    engines = shell.rollout_engines(plan)
     assert [e.bundles for e in engines] == [(0, 1, 2, 3), (4, 5, 6, 7), (8, 9, 10, 11), (12, 13, 14, 15)]
     assert [{plan.cluster.node_of(g) for g in e.slots} for e in engines] == [{0}, {0}, {1}, {1}]
     # a vLLM engine may span nodes: its Ray workers go wherever its bundles are
-    [wide] = driver.rollout_engines(plan_of(colocated(16, 16), nodes=2, gpus_per_node=8))
+    [wide] = shell.rollout_engines(plan_of(colocated(16, 16), nodes=2, gpus_per_node=8))
     assert dict(wide.env)["VLLM_RAY_BUNDLE_INDICES"] == ",".join(map(str, range(16)))
 
 
 def test_an_sglang_engine_over_several_gpus_sees_them_all():
     plan = plan_of(colocated(4, 2, backend="sglang", reference=True))
-    engines = driver.rollout_engines(plan)
+    engines = shell.rollout_engines(plan)
     assert [e.slots for e in engines] == [(0, 1), (2, 3)]
     for engine in engines:
-        assert engine.sees_all_gpus and dict(engine.env) == {driver.KEEP_VISIBLE_DEVICES_ENV: "1"}
+        assert engine.sees_all_gpus and dict(engine.env) == {shell.KEEP_VISIBLE_DEVICES_ENV: "1"}
         assert engine.num_gpus == pytest.approx(1 / 3)  # its process holds the rollout's share of its first GPU
-    [single] = driver.rollout_engines(plan_of(colocated(1, 1, backend="sglang")))
+    [single] = shell.rollout_engines(plan_of(colocated(1, 1, backend="sglang")))
     assert not single.sees_all_gpus and single.env == ()  # one GPU: Ray's own CUDA_VISIBLE_DEVICES is right
 
 
@@ -328,7 +328,7 @@ def test_an_sglang_engine_process_sees_its_engines_gpus_in_rank_order(fake_ray, 
     engines = engines_of(run, ray)
     assert [e.env["CUDA_VISIBLE_DEVICES"] for e in engines] == [
         ",".join(group.device_ids[b] for b in gpus) for gpus in engine_gpus(plan)]
-    assert all(e.env[driver.KEEP_VISIBLE_DEVICES_ENV] == "1" for e in engines)
+    assert all(e.env[shell.KEEP_VISIBLE_DEVICES_ENV] == "1" for e in engines)
     assert all(e.options["num_gpus"] == pytest.approx(1 / 3) for e in engines)
     assert not {b: g for b, g in reserved(ray).items() if g > OVERFULL}
     # Each GPU was asked for while there was still room on its bundle for the question.
@@ -395,12 +395,12 @@ def test_on_ray_engines_get_their_own_gpus_beside_the_trainer():
     try:
         for backend, standin in (("vllm", VLLMStandIn), ("sglang", Visible)):
             plan = plan_of(colocated(2, 2, backend=backend))
-            cluster = driver.Cluster(plan, machine, None, debug=False, threads=1)
+            cluster = shell.Cluster(plan, machine, None, debug=False, threads=1)
             try:
                 group = plan.placement("actor").group
                 ranks = [cluster.spawn(Visible, "actor", group, slot.gpu, ())
                          for slot in plan.placement("actor").ranks]
-                engines = [cluster.spawn_engine(standin, engine, ()) for engine in driver.rollout_engines(plan)]
+                engines = [cluster.spawn_engine(standin, engine, ()) for engine in shell.rollout_engines(plan)]
                 gpu = dict(zip(plan.placement("actor").gpus, ray.get([r.visible.remote() for r in ranks])))
                 if backend == "vllm":
                     # every worker finds room beside the actor's rank on its GPU, and on its own engine's GPUs

@@ -19,8 +19,10 @@ pytest.importorskip("transformers")
 
 from rlcfg.runtime import quickstart  # noqa: E402
 from rlcfg.runtime import supervised as SV  # noqa: E402
+from rlcfg.runtime import supervised_step as SS  # noqa: E402
 from rlcfg.runtime.data import PromptSampler, load_pairs, load_sft, load_tokenizer  # noqa: E402
-from rlcfg.runtime.driver import RunOptions, Trigger, plan_here, run  # noqa: E402
+from rlcfg.runtime.driver import RunOptions, plan_here, run  # noqa: E402
+from rlcfg.runtime.shell import Trigger  # noqa: E402
 
 ADDITIONS = [{"prompt": f"{a}+{b}=", "answer": str(a + b)} for a in range(5) for b in range(5)]
 
@@ -67,7 +69,7 @@ def test_sft_loss_is_the_token_mean_nll_of_the_answer_tokens_only():
     ids = torch.tensor([[1, 2, 3, 4], [5, 1, 2, 0]])
     # Row 0: prompt of 2 tokens, answer of 2; row 1: prompt of 1, answer of 2, then padding.
     mask = torch.tensor([[0, 0, 1, 1], [0, 1, 1, 0]])
-    loss = SV.sft_loss(SV.token_logprobs(logits, ids), mask)
+    loss = SS.sft_loss(SS.token_logprobs(logits, ids), mask)
 
     logp = torch.log_softmax(logits.detach(), dim=-1)
     # Token t is predicted at position t − 1: answer tokens (0,2), (0,3), (1,1), (1,2).
@@ -83,21 +85,21 @@ def test_sft_loss_is_the_token_mean_nll_of_the_answer_tokens_only():
 def test_sft_loss_of_a_micro_batch_is_its_share_of_the_batch_mean():
     logprobs = torch.tensor([[-1.0, -2.0, -3.0]])
     mask = torch.tensor([[0, 1, 1, 1]])
-    assert SV.sft_loss(logprobs, mask, denominator=12).item() == pytest.approx(6.0 / 12)
+    assert SS.sft_loss(logprobs, mask, denominator=12).item() == pytest.approx(6.0 / 12)
 
 
 def test_pairwise_loss_is_the_mean_bradley_terry_loss():
     chosen = torch.tensor([1.0, -0.5, 2.0])
     rejected = torch.tensor([0.0, 0.5, 2.5])
     expected = -torch.nn.functional.logsigmoid(chosen - rejected).mean()
-    assert SV.pairwise_loss(chosen, rejected).item() == pytest.approx(expected.item(), rel=1e-6)
-    assert SV.pairwise_loss(chosen, rejected, denominator=6).item() == pytest.approx(expected.item() / 2, rel=1e-6)
+    assert SS.pairwise_loss(chosen, rejected).item() == pytest.approx(expected.item(), rel=1e-6)
+    assert SS.pairwise_loss(chosen, rejected, denominator=6).item() == pytest.approx(expected.item() / 2, rel=1e-6)
 
 
 def test_the_score_is_taken_at_each_rows_last_token():
     values = torch.tensor([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
     attention = torch.tensor([[1, 1, 0], [1, 1, 1]])
-    assert SV.last_token_scores(values, attention).tolist() == [2.0, 6.0]
+    assert SS.last_token_scores(values, attention).tolist() == [2.0, 6.0]
 
 
 # ---- data ---------------------------------------------------------------------------------------------------
@@ -117,7 +119,7 @@ def test_preference_pairs_give_two_rows_each(tmp_path, tokenizer):
     data = load_pairs([path], tokenizer)
     assert len(data) == 1 and list(data.rows(0)) == [0, 1]
     assert tokenizer.decode(data.token_ids[1][:-1]) == "1+1=3" and data.token_ids[1][-1] == tokenizer.eos_token_id
-    batch = SV.padded_batch(data, [0], tokenizer.pad_token_id)
+    batch = SS.padded_batch(data, [0], tokenizer.pad_token_id)
     assert batch["input_ids"].shape == (2, 6) and batch["loss_mask"].sum() == 12
 
 
@@ -160,13 +162,13 @@ def test_micro_batches_add_up_to_the_whole_batch(tmp_path, model_dir, tokenizer,
         torch.manual_seed(0)
         model = AutoModelForTokenClassification.from_pretrained(model_dir, num_labels=1)
         model.dropout = torch.nn.Identity()  # the head's dropout would make the two passes differ by chance
-    batch = {k: torch.tensor(v) for k, v in SV.padded_batch(data, list(range(len(data))),
+    batch = {k: torch.tensor(v) for k, v in SS.padded_batch(data, list(range(len(data))),
                                                                tokenizer.pad_token_id).items()}
     engine = _Engine(model)
     grads = []
     for micro in (1, len(data)):
-        cfg = {"kind": kind, "micro_batch": micro, "denominator": SV._denominator(kind, batch)}
-        stats = SV.train_step(engine, batch, cfg)
+        cfg = {"kind": kind, "micro_batch": micro, "denominator": SS.denominator(kind, batch)}
+        stats = SS.train_step(engine, batch, cfg)
         grads.append(engine.grads)
     for a, b in zip(*grads):
         assert torch.allclose(a, b, atol=1e-6)
