@@ -14,14 +14,23 @@ from typing import Iterator
 
 import typer
 
-from rlcfg import __version__
 import rlcfg.cli.common as common
+import rlcfg.schema as registry
+from rlcfg import __version__
 # The exit codes and helpers the command modules import from here.
 from rlcfg.cli.common import EXIT_BUG, EXIT_INVALID, EXIT_OK, EXIT_USAGE, drop_ignored, use_color  # noqa: F401
 
-FRAMEWORK_VERSION_HELP = ("Judge the config by this release of its framework (SkyRL 0.1.0 ... 0.4.0 or main, AReaL 0.3 "
-                          "or 1.0, ChatLearn 1.2.0 or main, RLinf 2025-08, 2025-10 or main, ROLL main) instead of the "
-                          "release its keys point to; `rlcfg validate` names the one it chose.")
+
+
+def _either(words: tuple[str, ...]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+# The help strings that list the dialects and their releases read them from the registry.
+DIALECT_NAMES = registry.listing("names")
+FRAMEWORK_VERSION_HELP = ("Judge the config by this release of its framework ("
+                          + ", ".join(f"{e.title} {_either(e.releases)}" for e in registry.REGISTRY)
+                          + ") instead of the release its keys point to; `rlcfg validate` names the one it chose.")
 
 
 class OutputFormat(str, Enum):
@@ -33,7 +42,7 @@ class OutputFormat(str, Enum):
 app = typer.Typer(
     name="rlcfg",
     help="Check, explain and document the configs of LLM RL post-training frameworks "
-         "(ChatLearn, SkyRL, RLinf, ROLL, AReaL) before a single GPU is touched.",
+         f"({registry.listing('titles')}) before a single GPU is touched.",
     add_completion=True,
     no_args_is_help=True,
     pretty_exceptions_enable=False,

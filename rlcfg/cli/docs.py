@@ -7,7 +7,7 @@ from pathlib import Path
 
 import typer
 
-from rlcfg.cli.base import EXIT_INVALID, EXIT_OK, app, bug_guard, usage_error
+from rlcfg.cli.base import DIALECT_NAMES, EXIT_INVALID, EXIT_OK, app, bug_guard, usage_error
 
 DEFAULT_OUT = "docs/reference"
 
@@ -27,7 +27,7 @@ class DocFormat(str, Enum):
 )
 def docs(
     dialect: str = typer.Option("all", "--dialect", "-d", metavar="DIALECT",
-                                help="One dialect (chatlearn, skyrl, rlinf, roll, areal), or all of them plus the "
+                                help=f"One dialect ({DIALECT_NAMES}), or all of them plus the "
                                      "index and the diagnostic-code page."),
     output: DocFormat = typer.Option(DocFormat.md, "--format", "-f", help="Markdown (md) or reStructuredText (rst)."),
     out: Path = typer.Option(Path(DEFAULT_OUT), "--out", "-o", metavar="DIR",

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from rlcfg.cli.base import app, bug_guard
+from rlcfg.cli.base import DIALECT_NAMES, app, bug_guard
 from rlcfg.cli.docs import _flags, _select, finish
 
 DEFAULT_OUT = "schemas"
@@ -24,7 +24,7 @@ DEFAULT_OUT = "schemas"
 )
 def schema(
     dialect: str = typer.Option("all", "--dialect", "-d", metavar="DIALECT",
-                                help="One dialect (chatlearn, skyrl, rlinf, roll, areal), or all of them."),
+                                help=f"One dialect ({DIALECT_NAMES}), or all of them."),
     out: Path = typer.Option(Path(DEFAULT_OUT), "--out", "-o", metavar="DIR",
                              help="Folder for the <dialect>.schema.json files."),
     check: bool = typer.Option(False, "--check",

@@ -6,7 +6,8 @@ from typing import List, Optional
 
 import typer
 
-from rlcfg.cli.base import FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard
+import rlcfg.schema as registry
+from rlcfg.cli.base import DIALECT_NAMES, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard
 
 
 @app.command(
@@ -28,10 +29,11 @@ def validate(
     file: str = typer.Argument(..., help="The YAML config to check.", metavar="FILE"),
     overrides: Optional[List[str]] = typer.Argument(
         None, metavar="[OVERRIDES]...",
-        help="Command-line overrides in the dialect's own grammar: `a.b=c` everywhere; Hydra dialects (SkyRL, "
-             "RLinf, ROLL, AReaL) also take `+a.b=c` (add), `++a.b=c` (add or change) and `~a.b` (delete)."),
+        help="Command-line overrides in the dialect's own grammar: `a.b=c` everywhere; Hydra dialects ("
+             + ", ".join(e.title for e in registry.REGISTRY if e.override_grammar == "hydra")
+             + ") also take `+a.b=c` (add), `++a.b=c` (add or change) and `~a.b` (delete)."),
     dialect: Optional[str] = typer.Option(None, "--dialect", "-d",
-                                          help="Force the dialect (chatlearn, skyrl, rlinf, roll, areal) instead of "
+                                          help=f"Force the dialect ({DIALECT_NAMES}) instead of "
                                                "detecting it from the document's top-level keys."),
     output: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="text for people, json for tools."),
     strict: bool = typer.Option(False, "--strict",

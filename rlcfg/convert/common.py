@@ -6,10 +6,11 @@ from __future__ import annotations
 from typing import Any
 
 from rlcfg.ir import Experiment, Parallelism, Role
+from rlcfg.schema import REGISTRY
 
 # The dialects rlcfg converts into, and how a converted file's header names them.
-DIALECTS = ("chatlearn", "rlinf", "skyrl", "roll", "areal")
-TITLES = {"chatlearn": "ChatLearn", "rlinf": "RLinf", "skyrl": "SkyRL", "roll": "ROLL", "areal": "AReaL"}
+DIALECTS = tuple(e.name for e in REGISTRY)
+TITLES = {e.name: e.title for e in REGISTRY}
 
 
 def engine(experiment: Experiment) -> dict[str, Any]:

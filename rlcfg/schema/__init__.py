@@ -16,8 +16,15 @@ from rlcfg.schema.base import Dialect
 
 @record(frozen=True)
 class DialectEntry:
+    """What rlcfg knows of a dialect without importing it: what the command line's help, the converter's messages and
+    detection read. The dialect's package reads its title, releases and override grammar from here."""
+
     name: str
     module: str
+    title: str  # the framework's name, as messages and help say it
+    # The framework releases the dialect claims, oldest first, named as users say them (Dialect.releases).
+    releases: tuple[str, ...]
+    override_grammar: str  # "hydra" or "dotlist" (Dialect.override_grammar)
     required: frozenset  # top-level keys every document of the dialect's main pipeline has
     typical: frozenset  # other top-level keys its documents often have
     alternatives: tuple = ()  # key sets that tell the dialect's other pipelines (ROLL SFT, distillation, ...)
@@ -31,22 +38,37 @@ class DialectEntry:
 
 
 REGISTRY: tuple[DialectEntry, ...] = (
-    DialectEntry("chatlearn", "rlcfg.dialects.chatlearn", frozenset({"runtime_args", "models"}), frozenset()),
-    DialectEntry("skyrl", "rlcfg.dialects.skyrl", frozenset({"trainer", "generator"}),
+    DialectEntry("chatlearn", "rlcfg.dialects.chatlearn", "ChatLearn", ("1.2.0", "main"), "dotlist",
+                 frozenset({"runtime_args", "models"}), frozenset()),
+    DialectEntry("skyrl", "rlcfg.dialects.skyrl", "SkyRL", ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "main"), "hydra",
+                 frozenset({"trainer", "generator"}),
                  frozenset({"data", "deepspeed_config", "environment"})),
-    DialectEntry("rlinf", "rlcfg.dialects.rlinf", frozenset({"cluster", "runner"}),
+    DialectEntry("rlinf", "rlcfg.dialects.rlinf", "RLinf", ("2025-08", "2025-10", "main"), "hydra",
+                 frozenset({"cluster", "runner"}),
                  frozenset({"actor", "algorithm", "rollout", "data", "reward", "critic", "inference", "defaults",
                             "hydra"})),
-    DialectEntry("roll", "rlcfg.dialects.roll", frozenset({"actor_train", "actor_infer"}),
+    DialectEntry("roll", "rlcfg.dialects.roll", "ROLL", ("main",), "hydra", frozenset({"actor_train", "actor_infer"}),
                  frozenset({"pretrain", "reward_pretrain", "rollout_batch_size", "num_return_sequences_in_group",
                             "reference", "critic", "rewards", "exp_name", "device_mapping"}),
                  # SFT (sft_train), distillation (student, teacher), on-policy distillation (student_train, ...)
                  (frozenset({"sft_train"}), frozenset({"student", "teacher"}),
                   frozenset({"student_train", "student_infer"}))),
-    DialectEntry("areal", "rlcfg.dialects.areal", frozenset({"experiment_name", "trial_name"}),
+    DialectEntry("areal", "rlcfg.dialects.areal", "AReaL", ("0.3", "1.0"), "hydra",
+                 frozenset({"experiment_name", "trial_name"}),
                  frozenset({"cluster", "allocation_mode", "actor", "ref", "rollout", "gconfig", "train_dataset",
                             "valid_dataset", "saver", "evaluator", "stats_logger", "recover", "launcher", "sglang"})),
 )
+
+
+def entry(name: str) -> DialectEntry:
+    """The registry's entry of a dialect, installed or not."""
+    return next(e for e in REGISTRY if e.name == name)
+
+
+def listing(words: str = "names", last: str = ", ") -> str:
+    """The dialects in registry order, by `names` (chatlearn, skyrl, ...) or `titles` (ChatLearn, SkyRL, ...)."""
+    shown = [e.name if words == "names" else e.title for e in REGISTRY]
+    return ", ".join(shown[:-1]) + last + shown[-1]
 
 
 def entries() -> list[DialectEntry]:

@@ -33,6 +33,7 @@ from typing import Any, Iterator
 
 from rlcfg.dialects.areal.models import SCRIPT_KEYS, GRPOConfig, RWConfig, SFTConfig
 from rlcfg.dialects.areal.rules import RULES
+from rlcfg.schema import entry
 from rlcfg.schema.base import Dialect, Section, defaults_tree, field_at, field_releases, section_types
 from rlcfg.source.tree import split_dotted
 
@@ -73,14 +74,17 @@ def _overlay(model: type[Section], tree: dict, table: dict[str, dict[str, Any]])
             _overlay(subs[0], tree[key], table)
 
 
+ENTRY = entry("areal")
+
+
 class AReaLDialect(Dialect):
-    name = "areal"
+    name = ENTRY.name
     title = "AReaL"
     documents = "AReaL v0.3.4 and v1.0.4 (AReaL's reference documents v0.3.4)"
-    override_grammar = "hydra"
+    override_grammar = ENTRY.override_grammar
     rules = RULES
     # AReaL v0.3.x and 1.0.x: the two layouts differ (allocation_mode and async_training vs per-engine backends).
-    releases = ("0.3", "1.0")
+    releases = ENTRY.releases
     # load_expr_config merges the YAML into OmegaConf.structured(<dataclass>): an unknown key stops it.
     unknown_keys = "error"
     # Every key declares what `rlcfg run` does with it (the fates in models.py and the rule areal/run-ledger).

@@ -27,16 +27,20 @@ from typing import Any
 from rlcfg.dialects.chatlearn.derived import colocation_groups, trainer_dp
 from rlcfg.dialects.chatlearn.models import ChatLearnFSDP, ChatLearnMegatron, FSDPPolicyTrainer
 from rlcfg.dialects.chatlearn.rules import rules
+from rlcfg.schema import entry
 from rlcfg.schema.base import Dialect, Section, field_at, field_releases
 
+ENTRY = entry("chatlearn")
+
+
 class ChatLearnDialect(Dialect):
-    name = "chatlearn"
+    name = ENTRY.name
     title = "ChatLearn"
     documents = "ChatLearn v1.2.0 and main (the Hydra-structured `runtime_args` + `models` config)"
-    override_grammar = "dotlist"
+    override_grammar = ENTRY.override_grammar
     variant_key = "runtime_args.train_backend"
     rules = rules
-    releases = ("1.2.0", "main")
+    releases = ENTRY.releases
     # Structured dataclasses refuse unknown keys at merge; the untyped trainer and reference sections refuse them
     # when ChatLearn builds their dataclass (`cls(**values)`), so every mapping is "error".
     unknown_keys = "error"

@@ -32,6 +32,7 @@ from rlcfg.dialects.rlinf import derived
 from rlcfg.dialects.rlinf.models import RLinfConfig
 from rlcfg.dialects.rlinf.resolvers import RESOLVERS
 from rlcfg.dialects.rlinf.rules import rules
+from rlcfg.schema import entry
 from rlcfg.schema.base import Dialect
 
 # Mappings whose keys are the user's own names (component groups, node groups), not keys RLinf reads by name.
@@ -55,14 +56,17 @@ def _has(data: Any, *path: str) -> bool:
     return isinstance(data, dict) and path[-1] in data
 
 
+ENTRY = entry("rlinf")
+
+
 class RLinfDialect(Dialect):
-    name = "rlinf"
+    name = ENTRY.name
     title = "RLinf"
     documents = "RLinf of mid-2025 (the `GRPO + Megatron-LM + SGLang` basic configuration guide)"
-    override_grammar = "hydra"
+    override_grammar = ENTRY.override_grammar
     resolvers = RESOLVERS
     rules = rules
-    releases = ("2025-08", "2025-10", "main")
+    releases = ENTRY.releases
     unknown_keys = "drop"
     ledger_complete = True
 

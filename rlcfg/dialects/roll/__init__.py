@@ -30,6 +30,7 @@ from typing import Annotated, Any, Literal, Union, get_args, get_origin
 from rlcfg.dialects.roll.derived import describe_config, unrun_pipeline
 from rlcfg.dialects.roll.models import RollConfig, _BaseRoot
 from rlcfg.dialects.roll.rules import RULES
+from rlcfg.schema import entry
 from rlcfg.schema.base import Dialect, Section, by_annotation, key_of, section_types
 from rlcfg.source.tree import SourceTree, interpolation_targets
 
@@ -60,13 +61,16 @@ def pipeline_of(data: dict) -> str:
     return next((name for name, _title, marks in _PIPELINE_KEYS if keys & marks), "rlvr")
 
 
+ENTRY = entry("roll")
+
+
 class Roll(Dialect):
-    name = "roll"
+    name = ENTRY.name
     title = "ROLL"
     documents = "ROLL (alibaba/ROLL) main: the config dataclasses of the RLVR and agentic pipelines"
-    override_grammar = "hydra"
+    override_grammar = ENTRY.override_grammar
     rules = RULES
-    releases = ("main",)
+    releases = ENTRY.releases
     ledger_complete = True
     # ROLL builds its config with dacite's default (non-strict) from_dict, which silently drops keys no dataclass
     # declares: examples keep helper variables at the top level (read only through `${...}`) and redundant keys

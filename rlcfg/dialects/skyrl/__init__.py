@@ -21,17 +21,21 @@ from typing import ClassVar
 
 from rlcfg.dialects.skyrl.models import RELEASES, SkyRLConfig
 from rlcfg.dialects.skyrl.rules import RULES
+from rlcfg.schema import entry
 from rlcfg.schema.base import Dialect
 
 
+ENTRY = entry("skyrl")
+
+
 class SkyRL(Dialect):
-    name = "skyrl"
+    name = ENTRY.name
     title = "SkyRL (skyrl-train)"
     documents = "skyrl-train of mid-2025 (Hydra config ppo_base_config.yaml)"
-    override_grammar = "hydra"
+    override_grammar = ENTRY.override_grammar
     overrides_see_defaults = True  # skyrl-train composes overrides onto ppo_base_config, which holds every key
     rules: ClassVar = RULES
-    releases: ClassVar = RELEASES
+    releases = ENTRY.releases
     ledger_complete: ClassVar = True
 
     def variants(self) -> dict:

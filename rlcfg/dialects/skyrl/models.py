@@ -7,10 +7,11 @@ means all of them); the inventories under tests/inventory/skyrl/ hold the facts 
 # Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
 from typing import Any, Literal
 
+from rlcfg.schema import entry
 from rlcfg.schema.base import HONORED, Section, inert, param, refused, section
 
 # The releases whose base config has a key (tags skyrl_train-vX.Y.Z; "main" is the last commit with skyrl-train).
-RELEASES = ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "main")
+RELEASES = entry("skyrl").releases
 ONLY_010 = ("0.1.0",)
 UNTIL_030 = ("0.1.0", "0.2.0", "0.3.0")
 FROM_020 = ("0.2.0", "0.3.0", "0.4.0", "main")
