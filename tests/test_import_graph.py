@@ -170,3 +170,11 @@ def test_cycles_are_found(edges, expected):
 def test_deferred_imports_count():
     # rlcfg.cli.__init__ imports the command modules only inside main(); that is still an edge.
     assert "rlcfg.cli.commands" in graph()["rlcfg.cli"]
+
+
+def test_every_folder_of_the_package_is_shipped():
+    # pyproject's packages.find ships only folders with an __init__.py; a folder without one imports fine from the
+    # source tree and is missing from the wheel.
+    folders = {folder for path in PACKAGE.rglob("*.py") if "__pycache__" not in path.parts
+               for folder in (path.parent, *path.parent.parents) if folder.is_relative_to(PACKAGE)}
+    assert sorted(str(f.relative_to(ROOT)) for f in folders if not (f / "__init__.py").exists()) == []

@@ -19,19 +19,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any, Mapping, Sequence, get_args
 
 import torch
 
-from rlcfg.ir import (ActorLossSpec, AdvantageOptions, FilterSpec, KLController, LrSchedule, Optimizer,
-                      PolicyLossSpec, RewardShaping, SampleWeighting)
+from rlcfg.ir import (ActorLossSpec, AdvantageOptions, FilterSpec, KLController, KLEstimator, LossAggregation,
+                      LrSchedule, Optimizer, PolicyLossKind, PolicyLossSpec, RewardShaping, SampleWeighting)
 
-AGGREGATIONS = ("token-mean", "seq-mean-token-sum", "seq-mean-token-mean")
-KL_ESTIMATORS = ("k1", "k2", "k3", "abs", "low_var_kl")
+# rlcfg's names are the Experiment's (rlcfg.ir); what each one computes is here.
+AGGREGATIONS = get_args(LossAggregation)
+KL_ESTIMATORS = get_args(KLEstimator)
 # Names the frameworks use for the same estimators (verl/ROLL "kl", "mse"; RLinf/verl "low_var_kl").
 KL_ALIASES = {"kl": "k1", "mse": "k2", "low_var_kl": "k3"}
-POLICY_LOSSES = ("regular", "dual_clip", "gspo", "cispo", "sapo", "clip_cov", "kl_cov", "cross_entropy",
-                 "importance_sampling")
+POLICY_LOSSES = get_args(PolicyLossKind)
 # Per-token batch entries the actor's loss reads (besides the log-probs its forward pass computes).
 ACTOR_TOKEN_KEYS = ("response_mask", "advantages", "old_logprobs", "ref_logprobs", "rollout_logprobs")
 # Per-sample batch entries it may read.

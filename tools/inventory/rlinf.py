@@ -32,7 +32,7 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO_ROOT))
 
-# The releases the dialect claims and the commit each one is read at (see rlcfg/schema/rlinf.py for how the
+# The releases the dialect claims and the commit each one is read at (see rlcfg/dialects/rlinf/__init__.py for how the
 # tags map onto them).
 RELEASES = {
     "2025-08": "298084c8b1a043b56147526267f974e1d86c5e13",  # docs + seed; task_type math, rollout.model_dir
