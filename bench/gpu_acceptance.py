@@ -527,10 +527,11 @@ def check_fsdp2_cpu_offload(ctx: Context) -> str:
 # ------------------------------------------------------------------------------------------------ rollout
 
 def check_hf_rollout_gpu(ctx: Context) -> str:
+    from rlcfg.ir import Sampling
     from rlcfg.runtime.backends.hf import HFRolloutEngine
 
     prompts = prompt_ids(ctx.policy)
-    greedy = {"max_new_tokens": NEW_TOKENS, "temperature": 0.0, "n": 1}
+    greedy = Sampling(max_new_tokens=NEW_TOKENS, temperature=0.0, n=1)
     engine = HFRolloutEngine(ctx.policy, device=ctx.device, dtype="float32")
     require(next(engine.model.parameters()).device.type == ctx.device, "the model is not on the GPU")
     first = [(g.token_ids, g.logprobs) for g in engine.generate(prompts, greedy)]
@@ -625,6 +626,7 @@ def hybrid_rank(rank: int, port: int, ctx: Context, results: Any) -> None:
 def _hybrid_rank(rank: int, port: int, ctx: Context) -> dict[str, Any]:
     import torch.distributed as dist
 
+    from rlcfg.ir import Sampling
     from rlcfg.runtime.backends import vllm as vllm_backend
     from rlcfg.runtime.workers import HybridWorker
 
@@ -641,7 +643,7 @@ def _hybrid_rank(rank: int, port: int, ctx: Context) -> dict[str, Any]:
     report: dict[str, Any] = {"world": dist.get_world_size(), "engine_world": worker.engine.world,
                               "backend": str(dist.get_backend()), "sleep_mode": bool(args.get("enable_sleep_mode"))}
     prompts = prompt_ids(ctx.policy)
-    greedy = {"max_new_tokens": NEW_TOKENS, "temperature": 0.0, "n": 1}
+    greedy = Sampling(max_new_tokens=NEW_TOKENS, temperature=0.0, n=1)
     first, _info = worker.generate(prompts, greedy, 0)
     first = [(tokens, logprobs) for tokens, logprobs, _finished in first]
     report["before"] = _greedy_problem(first, greedy_reference(ctx.policy, prompts, "cuda"))
@@ -724,6 +726,7 @@ def check_vllm_hybrid_2ranks(ctx: Context) -> str:
 
 
 def check_sglang_sleep_update_wake(ctx: Context) -> str:
+    from rlcfg.ir import Sampling
     from rlcfg.runtime.backends import sglang as sglang_backend
 
     plan = rollout_plan(ctx, "sglang", 1, SGLANG_ENGINE)
@@ -732,7 +735,7 @@ def check_sglang_sleep_update_wake(ctx: Context) -> str:
     engine = sglang_backend.SGLangRolloutEngine(args)
     try:
         prompts = prompt_ids(ctx.policy)
-        greedy = {"max_new_tokens": NEW_TOKENS, "temperature": 0.0, "n": 1}
+        greedy = Sampling(max_new_tokens=NEW_TOKENS, temperature=0.0, n=1)
         first = [(g.token_ids, g.logprobs) for g in engine.generate(prompts, greedy)]
         worst = require_greedy("before the update", first, greedy_reference(ctx.policy, prompts, ctx.device))
         awake = used_on_device()

@@ -18,9 +18,10 @@ from __future__ import annotations
 import os
 import sys
 import time
+from dataclasses import replace
 from typing import Any
 
-from rlcfg.ir import Role
+from rlcfg.ir import Role, Sampling
 from rlcfg.plan.model import ExecutionPlan
 from rlcfg.runtime import step as S
 from rlcfg.runtime.backends import preflight
@@ -230,12 +231,12 @@ class Run(RunShell):
         # builds the role exactly when a KL term reads it (tests/lower/test_roles_and_algorithm.py).
         return self.exp.role("reference") is not None
 
-    def _submit(self, prompt_ids: list[tuple[int, ...]], sampling: dict[str, Any], seed: int,
+    def _submit(self, prompt_ids: list[tuple[int, ...]], sampling: Sampling, seed: int,
                 answers: list[str | None]) -> list[Any]:
         """Start generation on every engine (a contiguous share of the prompts each), scoring the responses
         there; `answers` has one entry per sample (n per prompt). Returns the calls' ObjectRefs."""
         k = len(self.rollout)
-        n = int(sampling.get("n", 1))
+        n = sampling.n
         share = -(-len(prompt_ids) // k)
         calls = []
         weights, self.pending_weights = self.pending_weights, None
@@ -256,7 +257,7 @@ class Run(RunShell):
                  "reward": max(i.get("reward_s", 0.0) for i in infos)}
         return gens, scores, texts, times
 
-    def _rollout(self, prompt_ids: list[tuple[int, ...]], sampling: dict[str, Any], seed: int,
+    def _rollout(self, prompt_ids: list[tuple[int, ...]], sampling: Sampling, seed: int,
                  answers: list[str | None]):
         return self._finish(self._submit(prompt_ids, sampling, seed, answers))
 
@@ -270,15 +271,11 @@ class Run(RunShell):
                              [a for a in answers for _ in range(n)])
         return {"idx": idx, "prompts": prompts, "calls": calls, "t0": time.perf_counter()}
 
-    def _sampling(self, eval_mode: bool = False) -> dict[str, Any]:
+    def _sampling(self, eval_mode: bool = False) -> Sampling:
         s = self.exp.eval_sampling if eval_mode and self.exp.eval_sampling else self.exp.sampling
         # An evaluation samples its own n per prompt; one without sampling settings of its own, one response.
         n = (self.exp.eval_sampling.n if self.exp.eval_sampling else 1) if eval_mode else self.alg.group_size
-        return {"max_new_tokens": s.max_new_tokens, "temperature": s.temperature, "top_p": s.top_p, "top_k": s.top_k,
-                "min_p": s.min_p, "n": n, "stop": list(s.stop),
-                "repetition_penalty": s.repetition_penalty, "presence_penalty": s.presence_penalty,
-                "frequency_penalty": s.frequency_penalty, "min_new_tokens": s.min_new_tokens,
-                "stop_token_ids": list(s.stop_token_ids), "max_total_length": s.max_total_length}
+        return replace(s, n=n)
 
     def _collect(self, step: int, timing: dict[str, float], first: dict[str, Any] | None = None):
         """Roll out and score one step's prompts (`first`: the draw already started while the previous step
@@ -449,7 +446,7 @@ class Run(RunShell):
 
         ids = list(self.eval_data.token_ids)
         sampling = self._sampling(eval_mode=True)
-        n = sampling["n"]
+        n = sampling.n
         _gens, scores, _texts, _times = self._rollout(ids, sampling, self.exp.seed,
                                                       [a for a in self.eval_data.answers for _ in range(n)])
         return A.evaluation_metrics(scores, n)

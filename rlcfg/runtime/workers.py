@@ -13,6 +13,8 @@ import threading
 import time
 from typing import Any, Mapping
 
+from rlcfg.ir import Sampling
+
 _watching = False
 
 
@@ -291,7 +293,7 @@ class _Generating:
                                            tokenizer_path=spec.get("tokenizer"))
         self.scorer = RewardScorer(reward_function, self.rollout.tokenizer)
 
-    def generate(self, prompt_token_ids: list[list[int]], sampling: Mapping[str, Any], seed: int | None,
+    def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling, seed: int | None,
                  weights: Mapping[str, Any] | None = None, answers: list[str | None] | None = None):
         """Generate (n per prompt) and, given one answer per sample, score the responses. With `weights`, load
         them first: the sync of the previous update, folded into this call to save a round trip.
@@ -382,7 +384,7 @@ class HybridWorker(TrainWorker, _Generating):
         return metrics
 
     def fused_step(self, prompts: list[list[int]], indices: list[int], answers: list[str | None],
-                   sampling: Mapping[str, Any], seed: int, settings: Any,
+                   sampling: Sampling, seed: int, settings: Any,
                    kl_coef: float | None = None) -> dict[str, Any]:
         """A whole step in this process, for a run whose every role lives here (one rank, rollout colocated):
         generate and score, then the driver's own step logic (rlcfg.runtime.step), then the update and the
@@ -400,7 +402,7 @@ class HybridWorker(TrainWorker, _Generating):
         timing.update(generate=info["generate_s"], weight_load=0.0, reward=info.get("reward_s", 0.0),
                       rollout_call=time.perf_counter() - t0)
         # Group filters need the driver's path (Run.fused is False with any): every group trains here.
-        groups = S.make_groups(indices, prompts, out, info["scores"], info["texts"], int(sampling.get("n", 1)))
+        groups = S.make_groups(indices, prompts, out, info["scores"], info["texts"], sampling.n)
         def compute(role: str, batch: dict[str, Any]) -> Any:
             start = time.perf_counter()
             result = self.compute(batch, settings.forward_micro_batch[role], role)

@@ -3,11 +3,14 @@ transformers' generate gives, while dropping each row from the KV cache once it 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from rlcfg.ir import Sampling  # noqa: E402
 from rlcfg.runtime.backends import hf as H  # noqa: E402
 
 
@@ -42,12 +45,12 @@ def through_generate(engine, monkeypatch, *args, **kwargs):
 
 
 @pytest.mark.parametrize("sampling", [
-    {"max_new_tokens": 12, "temperature": 0.0},
-    {"max_new_tokens": 12, "max_total_length": 8, "temperature": 0.0},  # per-row budgets
+    Sampling(max_new_tokens=12, temperature=0.0),
+    Sampling(max_new_tokens=12, max_total_length=8, temperature=0.0),  # per-row budgets
 ])
 def test_greedy_decoding_matches_transformers_generate(engine, monkeypatch, sampling):
     rows = prompt_ids(engine)
-    sampling = {**sampling, "stop_token_ids": [separator(engine)]}
+    sampling = dataclasses.replace(sampling, stop_token_ids=(separator(engine),))
     ours = engine.generate(rows, sampling, seed=0)
     theirs = through_generate(engine, monkeypatch, rows, sampling, seed=0)
     assert [g.token_ids for g in ours] == [g.token_ids for g in theirs]
@@ -81,8 +84,8 @@ def test_sampling_draws_what_generate_draws_until_a_row_stops(engine, monkeypatc
     # Until the first row ends, both draw one multinomial sample per row from the same distribution and the same
     # generator state: the first token of every row is the same.
     rows = prompt_ids(engine)
-    sampling = {"max_new_tokens": 12, "temperature": 1.0, "top_p": 0.95, "top_k": 8,
-                "stop_token_ids": [separator(engine)]}
+    sampling = Sampling(max_new_tokens=12, temperature=1.0, top_p=0.95, top_k=8,
+                        stop_token_ids=(separator(engine),))
     ours = engine.generate(rows, sampling, seed=11)
     theirs = through_generate(engine, monkeypatch, rows, sampling, seed=11)
     assert [g.token_ids[0] for g in ours] == [g.token_ids[0] for g in theirs]
@@ -92,10 +95,10 @@ def test_sampling_draws_what_generate_draws_until_a_row_stops(engine, monkeypatc
 
 
 def test_features_the_loop_does_not_have_go_to_generate():
-    assert H.plain_sampling(H.sampling_kwargs({"max_new_tokens": 4, "temperature": 0.8, "top_p": 0.9, "top_k": 4}))
-    assert H.plain_sampling(H.sampling_kwargs({"max_new_tokens": 4, "temperature": 0.0}))
-    assert not H.plain_sampling(H.sampling_kwargs({"max_new_tokens": 4, "min_p": 0.1}))
-    assert not H.plain_sampling(H.sampling_kwargs({"max_new_tokens": 4, "min_new_tokens": 2}))
+    assert H.plain_sampling(H.sampling_kwargs(Sampling(max_new_tokens=4, temperature=0.8, top_p=0.9, top_k=4)))
+    assert H.plain_sampling(H.sampling_kwargs(Sampling(max_new_tokens=4, temperature=0.0)))
+    assert not H.plain_sampling(H.sampling_kwargs(Sampling(max_new_tokens=4, min_p=0.1)))
+    assert not H.plain_sampling(H.sampling_kwargs(Sampling(max_new_tokens=4, min_new_tokens=2)))
 
 
 @pytest.mark.parametrize("temperature", [1.0, 0.7])
@@ -106,7 +109,7 @@ def test_the_returned_log_probs_are_a_forward_pass_of_the_model_at_the_sampling_
     "rollout"): they must be the trainer's, log_softmax(logits / temperature) of each sampled token, whatever
     top-k and top-p cut from the distribution sampled."""
     rows = prompt_ids(engine)[:4]
-    sampling = {"max_new_tokens": 6, "temperature": temperature, "top_p": 0.9, "top_k": 20, "n": 2}
+    sampling = Sampling(max_new_tokens=6, temperature=temperature, top_p=0.9, top_k=20, n=2)
     if through == "loop":
         gens = engine.generate(rows, sampling, seed=5)
     else:

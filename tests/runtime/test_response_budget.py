@@ -8,6 +8,7 @@ import dataclasses
 
 import pytest
 
+from rlcfg.ir import Sampling
 from rlcfg.runtime.backends import hf as H
 from rlcfg.runtime.backends import sglang as S
 from rlcfg.runtime.backends import vllm as V
@@ -18,7 +19,7 @@ torch = pytest.importorskip("torch")
 
 # ---- engines' sampling parameters ---------------------------------------------------------------------------------
 
-LIMITED = {"max_new_tokens": 100, "max_total_length": 120, "min_new_tokens": 30}
+LIMITED = Sampling(max_new_tokens=100, max_total_length=120, min_new_tokens=30)
 
 
 @pytest.mark.parametrize("prompt_tokens, budget", [(5, 100), (20, 100), (50, 70), (110, 10)])
@@ -31,7 +32,7 @@ def test_engines_give_each_prompt_its_own_budget(prompt_tokens, budget):
 
 
 def test_without_a_total_limit_every_prompt_gets_max_new_tokens():
-    free = {"max_new_tokens": 100, "max_total_length": None}
+    free = Sampling(max_new_tokens=100, max_total_length=None)
     assert V.sampling_params(free, 0, 5000)["max_tokens"] == S.sampling_params(free, 0, 5000)["max_new_tokens"] == 100
 
 
@@ -49,11 +50,11 @@ SHORT, LONG = [4, 12, 5, 13], [4, 12, 5, 13, 6, 14, 7, 15, 8]
 
 
 def test_hf_cuts_each_response_at_its_prompts_budget(engine):
-    sampling = {"max_new_tokens": 12, "max_total_length": 14, "temperature": 0.0}
+    sampling = Sampling(max_new_tokens=12, max_total_length=14, temperature=0.0)
     short, long = engine.generate([SHORT, LONG], sampling, seed=0)
     # generated together to the longest budget, each cut at its own: the same tokens as generated alone
-    alone_short = engine.generate([SHORT], {"max_new_tokens": 10, "temperature": 0.0}, seed=0)[0]
-    alone_long = engine.generate([LONG], {"max_new_tokens": 5, "temperature": 0.0}, seed=0)[0]
+    alone_short = engine.generate([SHORT], Sampling(max_new_tokens=10, temperature=0.0), seed=0)[0]
+    alone_long = engine.generate([LONG], Sampling(max_new_tokens=5, temperature=0.0), seed=0)[0]
     assert len(alone_short.token_ids) == 10 and len(alone_long.token_ids) == 5, "the tiny model should not stop"
     assert (short.token_ids, long.token_ids) == (alone_short.token_ids, alone_long.token_ids)
     assert torch.allclose(torch.tensor(long.logprobs), torch.tensor(alone_long.logprobs), atol=1e-5)
@@ -62,19 +63,19 @@ def test_hf_cuts_each_response_at_its_prompts_budget(engine):
 
 
 def test_a_response_that_ends_within_its_budget_is_finished(engine):
-    base = engine.generate([LONG], {"max_new_tokens": 5, "temperature": 0.0}, seed=0)[0]
+    base = engine.generate([LONG], Sampling(max_new_tokens=5, temperature=0.0), seed=0)[0]
     stop = base.token_ids[2]
     first = base.token_ids.index(stop)
-    sampling = {"max_new_tokens": 12, "max_total_length": len(LONG) + first + 1, "temperature": 0.0,
-                "stop_token_ids": [stop]}
+    sampling = Sampling(max_new_tokens=12, max_total_length=len(LONG) + first + 1, temperature=0.0,
+                        stop_token_ids=(stop,))
     ended = engine.generate([LONG], sampling, seed=0)[0]
     assert ended.finished and ended.token_ids == base.token_ids[:first + 1]
-    cut = engine.generate([LONG], {**sampling, "max_total_length": len(LONG) + first}, seed=0)[0]
+    cut = engine.generate([LONG], dataclasses.replace(sampling, max_total_length=len(LONG) + first), seed=0)[0]
     assert not cut.finished and cut.token_ids == base.token_ids[:first]
 
 
 def test_an_engine_without_prompts_returns_nothing(engine):
-    assert engine.generate([], {"max_new_tokens": 4, "n": 2}, seed=0) == []
+    assert engine.generate([], Sampling(max_new_tokens=4, n=2), seed=0) == []
 
 
 def test_a_worker_without_prompts_does_not_call_its_engine():
@@ -93,7 +94,7 @@ def test_a_worker_without_prompts_does_not_call_its_engine():
     worker = W._Generating()
     worker.rollout = Untouchable()
     worker.scorer = W.RewardScorer("math", None)
-    out, info = worker.generate([], {"max_new_tokens": 4, "n": 2}, 0, {"w": 1}, [])
+    out, info = worker.generate([], Sampling(max_new_tokens=4, n=2), 0, {"w": 1}, [])
     assert out == [] and info["scores"] == [] and info["generate_s"] == 0.0
     assert worker.rollout.loaded == {"w": 1}  # the weights of the last update still arrive
 

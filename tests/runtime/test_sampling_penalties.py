@@ -3,6 +3,7 @@ and, on CPU with a tiny local model, that transformers' generate acts on each of
 
 from __future__ import annotations
 
+import dataclasses
 import types
 
 import pytest
@@ -12,19 +13,19 @@ from rlcfg.runtime.backends import hf as H
 from rlcfg.runtime.backends import sglang as S
 from rlcfg.runtime.backends import vllm as V
 
-PENALISED = {"max_new_tokens": 8, "temperature": 0.7, "repetition_penalty": 1.2, "presence_penalty": 0.5,
-             "frequency_penalty": 0.25, "min_new_tokens": 3, "stop_token_ids": [7, 9]}
+PENALISED = Sampling(max_new_tokens=8, temperature=0.7, repetition_penalty=1.2, presence_penalty=0.5,
+                     frequency_penalty=0.25, min_new_tokens=3, stop_token_ids=(7, 9))
 
 
 def test_sampling_defaults_change_nothing():
     s = Sampling(max_new_tokens=4)
     assert (s.repetition_penalty, s.presence_penalty, s.frequency_penalty, s.min_new_tokens, s.stop_token_ids) == (
         1.0, 0.0, 0.0, 0, ())
-    defaults = {"max_new_tokens": 4, "repetition_penalty": 1.0, "presence_penalty": 0.0, "frequency_penalty": 0.0,
-                "min_new_tokens": 0, "stop_token_ids": []}
-    assert V.sampling_params(defaults) == V.sampling_params({"max_new_tokens": 4})
-    assert S.sampling_params(defaults) == S.sampling_params({"max_new_tokens": 4})
-    assert H.sampling_kwargs(defaults) == H.sampling_kwargs({"max_new_tokens": 4})
+    defaults = Sampling(max_new_tokens=4, repetition_penalty=1.0, presence_penalty=0.0, frequency_penalty=0.0,
+                        min_new_tokens=0, stop_token_ids=())
+    assert V.sampling_params(defaults) == V.sampling_params(Sampling(max_new_tokens=4))
+    assert S.sampling_params(defaults) == S.sampling_params(Sampling(max_new_tokens=4))
+    assert H.sampling_kwargs(defaults) == H.sampling_kwargs(Sampling(max_new_tokens=4))
 
 
 def test_vllm_sampling_params_carry_the_penalties():
@@ -45,7 +46,7 @@ def test_sglang_sampling_params_carry_the_penalties():
 
 def test_hf_generate_kwargs_carry_the_penalties_greedy_too():
     for temperature in (0.7, 0.0):
-        kwargs = H.sampling_kwargs({**PENALISED, "temperature": temperature})
+        kwargs = H.sampling_kwargs(dataclasses.replace(PENALISED, temperature=temperature))
         assert kwargs["min_new_tokens"] == 3
 
 
@@ -56,11 +57,8 @@ def test_the_driver_hands_the_penalties_to_the_engines():
                  min_new_tokens=2, stop_token_ids=(5,))
     fake = types.SimpleNamespace(exp=types.SimpleNamespace(sampling=s, eval_sampling=None),
                                  alg=types.SimpleNamespace(group_size=2))
-    out = Run._sampling(fake)
-    assert {k: out[k] for k in ("repetition_penalty", "presence_penalty", "frequency_penalty", "min_new_tokens",
-                                "stop_token_ids")} == {
-        "repetition_penalty": 1.1, "presence_penalty": 0.2, "frequency_penalty": 0.3, "min_new_tokens": 2,
-        "stop_token_ids": [5]}
+    # The engines get the Experiment's own Sampling, with the group's n: nothing is re-spelled on the way.
+    assert Run._sampling(fake) == dataclasses.replace(s, n=2)
 
 
 def test_presence_and_frequency_penalties_by_hand():
@@ -102,7 +100,7 @@ PROMPT = [[4, 12, 5, 13]]
 
 
 def greedy(engine, **extra):
-    return engine.generate(PROMPT, {"max_new_tokens": 12, "temperature": 0.0, **extra}, seed=0)[0]
+    return engine.generate(PROMPT, Sampling(max_new_tokens=12, temperature=0.0, **extra), seed=0)[0]
 
 
 def test_penalties_change_what_generate_produces(engine):

@@ -14,6 +14,7 @@ import typing
 import pytest
 
 from rlcfg.frontend import check_file
+from rlcfg.ir import Sampling
 from rlcfg.lower import lower
 from rlcfg.plan import build_plan
 from rlcfg.runtime.backends import sglang as S
@@ -80,7 +81,7 @@ def test_renamed_arguments_follow_the_installed_version():
 
 
 def test_sampling_params_one_request_per_sample():
-    assert S.sampling_params({"max_new_tokens": 8, "temperature": 0.6, "top_k": 0, "stop": ["</s>"]}, 7) == {
+    assert S.sampling_params(Sampling(max_new_tokens=8, temperature=0.6, top_k=0, stop=("</s>",)), 7) == {
         "max_new_tokens": 8, "temperature": 0.6, "top_p": 1.0, "top_k": -1, "min_p": 0.0, "stop": ["</s>"],
         "sampling_seed": 7}
 
@@ -181,7 +182,7 @@ def sglang_engine(request, monkeypatch, tmp_path):
     return lambda **args: S.SGLangRolloutEngine({"model_path": str(tmp_path), **args})
 
 
-GREEDY = {"max_new_tokens": 2, "temperature": 0.0, "n": 1}
+GREEDY = Sampling(max_new_tokens=2, temperature=0.0, n=1)
 WEIGHTS = {"model.embed_tokens.weight": "new"}
 
 ORDERS = {
@@ -297,7 +298,7 @@ def test_engine_generates_and_takes_weights(tmp_path):  # pragma: no cover - nee
     first, second = tiny_model(str(tmp_path / "a"), 0), tiny_model(str(tmp_path / "b"), 1)
     engine = S.SGLangRolloutEngine({"model_path": first, "dtype": "float32", "mem_fraction_static": 0.3,
                                     "disable_cuda_graph": True, "enable_memory_saver": True, "log_level": "error"})
-    greedy = {"max_new_tokens": 6, "temperature": 0.0, "n": 1}
+    greedy = Sampling(max_new_tokens=6, temperature=0.0, n=1)
     before = engine.generate(PROMPTS, greedy)
     assert all(len(g.logprobs) == len(g.token_ids) for g in before)
     state = AutoModelForCausalLM.from_pretrained(second, dtype=torch.float32).state_dict()

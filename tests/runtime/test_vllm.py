@@ -21,7 +21,7 @@ import threading
 import pytest
 
 from rlcfg.frontend import check_file
-from rlcfg.ir import Parallelism
+from rlcfg.ir import Parallelism, Sampling
 from rlcfg.lower import lower
 from rlcfg.plan import build_plan
 from rlcfg.runtime.backends import vllm as V
@@ -108,7 +108,7 @@ def test_cpu_engine_runs_eager_without_sleep_mode():
 
 
 def test_sampling_params_ask_for_the_sampled_tokens_log_prob():
-    params = V.sampling_params({"max_new_tokens": 8, "temperature": 0.7, "top_k": -1, "n": 4, "stop": ["\n"]}, 5)
+    params = V.sampling_params(Sampling(max_new_tokens=8, temperature=0.7, top_k=-1, n=4, stop=("\n",)), 5)
     assert params == {"n": 4, "max_tokens": 8, "temperature": 0.7, "top_p": 1.0, "top_k": 0, "min_p": 0.0,
                       "seed": 5, "stop": ["\n"], "logprobs": 0}
 
@@ -212,7 +212,7 @@ def models(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def engine(models):
-    from rlcfg.ir import Cluster, Data, Experiment, Model, Algorithm, Resources, Role, Sampling, Schedule
+    from rlcfg.ir import Cluster, Data, Experiment, Model, Algorithm, Resources, Role, Schedule
 
     model = Model(path=models[0], dtype="float32")
     exp = Experiment(
@@ -257,7 +257,7 @@ def hf_greedy(model_dir: str, prompts, steps: int):
 
 
 def greedy(engine, steps=6):
-    return engine.generate(PROMPTS, {"max_new_tokens": steps, "temperature": 0.0, "n": 1})
+    return engine.generate(PROMPTS, Sampling(max_new_tokens=steps, temperature=0.0, n=1))
 
 
 def assert_matches_hf(gens, expected):
@@ -267,14 +267,14 @@ def assert_matches_hf(gens, expected):
 
 
 def test_generates_n_samples_per_prompt_with_log_probs(engine):
-    gens = engine.generate(PROMPTS, {"max_new_tokens": 6, "temperature": 1.0, "n": 4}, seed=11)
+    gens = engine.generate(PROMPTS, Sampling(max_new_tokens=6, temperature=1.0, n=4), seed=11)
     assert len(gens) == 12
     for g in gens:
         assert 1 <= len(g.token_ids) <= 6 and len(g.logprobs) == len(g.token_ids)
         assert all(lp <= 0.0 for lp in g.logprobs)
         assert g.finished == (g.token_ids[-1] == 1)  # ended on <eos>, else cut at max_new_tokens
     # a seed fixes the samples; the n samples of one prompt differ from each other
-    again = engine.generate(PROMPTS, {"max_new_tokens": 6, "temperature": 1.0, "n": 4}, seed=11)
+    again = engine.generate(PROMPTS, Sampling(max_new_tokens=6, temperature=1.0, n=4), seed=11)
     assert [g.token_ids for g in again] == [g.token_ids for g in gens]
     assert len({tuple(g.token_ids) for g in gens[:4]}) > 1
 
@@ -295,7 +295,7 @@ def test_log_probs_follow_the_sampling_temperature(engine, models):
     with torch.no_grad():
         logits = hf(torch.tensor([PROMPTS[0]])).logits[0, -1]
     for temperature in (0.5, 1.0, 2.0):
-        gens = engine.generate(PROMPTS[:1], {"max_new_tokens": 1, "temperature": temperature, "n": 8}, seed=3)
+        gens = engine.generate(PROMPTS[:1], Sampling(max_new_tokens=1, temperature=temperature, n=8), seed=3)
         expected = torch.log_softmax(logits / temperature, dim=-1)
         for g in gens:
             assert g.logprobs[0] == pytest.approx(float(expected[g.token_ids[0]]), abs=1e-3)

@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from rlcfg.ir import response_budget
+from rlcfg.ir import Sampling
 
 
 @dataclass
@@ -22,29 +22,20 @@ class Generation:
     finished: bool  # ended on EOS or a stop string (False: cut at its response budget, finish reason "length")
 
 
-def budget(sampling: Mapping[str, Any], prompt_tokens: int) -> int:
-    """The response tokens a prompt may get under the sampling settings (rlcfg.ir.Sampling.response_budget)."""
-    total = sampling.get("max_total_length")
-    return response_budget(int(sampling["max_new_tokens"]), None if total is None else int(total), prompt_tokens)
-
-
-def sampling_kwargs(sampling: Mapping[str, Any]) -> dict[str, Any]:
+def sampling_kwargs(sampling: Sampling) -> dict[str, Any]:
     """transformers' generate arguments for rlcfg's Sampling fields."""
-    temperature = float(sampling.get("temperature", 1.0))
-    greedy = temperature <= 0.0
-    kwargs: dict[str, Any] = {"max_new_tokens": int(sampling["max_new_tokens"]), "do_sample": not greedy}
+    greedy = sampling.temperature <= 0.0
+    kwargs: dict[str, Any] = {"max_new_tokens": sampling.max_new_tokens, "do_sample": not greedy}
     if not greedy:
-        kwargs["temperature"] = temperature
-        kwargs["top_p"] = float(sampling.get("top_p", 1.0))
-        top_k = int(sampling.get("top_k", -1))
-        kwargs["top_k"] = top_k if top_k > 0 else None
-        if float(sampling.get("min_p", 0.0)) > 0:
-            kwargs["min_p"] = float(sampling["min_p"])
+        kwargs["temperature"] = sampling.temperature
+        kwargs["top_p"] = sampling.top_p
+        kwargs["top_k"] = sampling.top_k if sampling.top_k > 0 else None
+        if sampling.min_p > 0:
+            kwargs["min_p"] = sampling.min_p
     # Limits apply to greedy decoding too. The penalties are applied by PenaltyProcessor (HFRolloutEngine), not by
     # transformers' RepetitionPenaltyLogitsProcessor, which would count the left padding as prompt tokens.
-    min_new = int(sampling.get("min_new_tokens", 0) or 0)
-    if min_new > 0:
-        kwargs["min_new_tokens"] = min_new
+    if sampling.min_new_tokens > 0:
+        kwargs["min_new_tokens"] = sampling.min_new_tokens
     return kwargs
 
 
@@ -132,7 +123,7 @@ class HFRolloutEngine:
         self.asleep = False
         self.last_generate_s = 0.0
 
-    def generate(self, prompt_token_ids: list[list[int]], sampling: Mapping[str, Any],
+    def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling,
                  seed: int | None = None) -> list[Generation]:
         """n samples for every prompt, the n of prompt i at [i·n, (i+1)·n)."""
         import torch
@@ -140,8 +131,7 @@ class HFRolloutEngine:
         if self.asleep:
             self.wake_up()
         start = time.perf_counter()
-        n = int(sampling.get("n", 1))
-        rows = [ids for ids in prompt_token_ids for _ in range(n)]
+        rows = [ids for ids in prompt_token_ids for _ in range(sampling.n)]
         if not rows:  # an engine left without prompts this step
             self.last_generate_s = 0.0
             return []
@@ -149,17 +139,15 @@ class HFRolloutEngine:
             torch.manual_seed(seed)
         kwargs = sampling_kwargs(sampling)
         temperature = kwargs.get("temperature", 1.0)
-        stop = tuple(sampling.get("stop", ()) or ())
-        penalties = (float(sampling.get("presence_penalty", 0.0) or 0.0),
-                     float(sampling.get("frequency_penalty", 0.0) or 0.0),
-                     float(sampling.get("repetition_penalty", 1.0)))
-        stop_ids = tuple(int(t) for t in sampling.get("stop_token_ids", ()) or ())
+        stop = tuple(sampling.stop)
+        penalties = (sampling.presence_penalty, sampling.frequency_penalty, sampling.repetition_penalty)
+        stop_ids = tuple(sampling.stop_token_ids)
         chunk = self.max_num_seqs or len(rows)
         out: list[Generation] = []
         for i in range(0, len(rows), chunk):
             part = rows[i:i + chunk]
             out.extend(self._generate_chunk(part, kwargs, temperature, stop, penalties, stop_ids,
-                                            [budget(sampling, len(r)) for r in part]))
+                                            [sampling.response_budget(len(r)) for r in part]))
         self.last_generate_s = time.perf_counter() - start
         return out
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import time
 from typing import Any, Collection, Mapping, Sequence
 
-from rlcfg.ir import Role
+from rlcfg.ir import Role, Sampling
 from rlcfg.plan.model import ExecutionPlan
-from rlcfg.runtime.backends.hf import Generation, budget
+from rlcfg.runtime.backends.hf import Generation
 from rlcfg.runtime.backends.vllm import colocated_with_training, context_length, penalties, rollout_model
 
 INSTALL_HINT = "install it with pip install 'rlcfg[sglang]' on a machine with a GPU"
@@ -118,26 +118,24 @@ def unseeded_sampling_warning(role: Role, plan: ExecutionPlan, args: Mapping[str
             + (f"; for per-sample seeds, {switch}" if switch else ""))
 
 
-def sampling_params(sampling: Mapping[str, Any], seed: int | None = None,
+def sampling_params(sampling: Sampling, seed: int | None = None,
                     prompt_tokens: int | None = None) -> dict[str, Any]:
     """SGLang's sampling_params for one sample of a prompt of `prompt_tokens` tokens (its response budget; None:
     max_new_tokens). rlcfg asks for the n samples as n requests, so that each has its own seed and the results keep
     the prompt-major order."""
-    top_k = int(sampling.get("top_k", -1))
-    max_tokens = int(sampling["max_new_tokens"]) if prompt_tokens is None else budget(sampling, prompt_tokens)
+    max_tokens = sampling.max_new_tokens if prompt_tokens is None else sampling.response_budget(prompt_tokens)
     params: dict[str, Any] = {
         "max_new_tokens": max_tokens,
-        "temperature": max(0.0, float(sampling.get("temperature", 1.0))),
-        "top_p": float(sampling.get("top_p", 1.0)),
-        "top_k": top_k if top_k > 0 else -1,
-        "min_p": float(sampling.get("min_p", 0.0)),
+        "temperature": max(0.0, sampling.temperature),
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k if sampling.top_k > 0 else -1,
+        "min_p": sampling.min_p,
         # repetition/presence/frequency_penalty, min_new_tokens, stop_token_ids: SGLang's sampling params
         # (sglang/srt/sampling/sampling_params.py), the same meanings as vLLM's; only those not at their defaults.
         **penalties(sampling, "min_new_tokens", max_tokens),
     }
-    stop = list(sampling.get("stop", ()) or ())
-    if stop:
-        params["stop"] = stop
+    if sampling.stop:
+        params["stop"] = list(sampling.stop)
     if seed is not None:  # used only by an engine with enable_deterministic_inference (unseeded_sampling_warning)
         params["sampling_seed"] = int(seed)
     return params
@@ -188,13 +186,12 @@ class SGLangRolloutEngine:
         self.released: set[str] = set()
         self.last_generate_s = 0.0
 
-    def generate(self, prompt_token_ids: list[list[int]], sampling: Mapping[str, Any],
+    def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling,
                  seed: int | None = None) -> list[Generation]:
         """n samples for every prompt, the n of prompt i at [i·n, (i+1)·n)."""
         self.wake_up()
         start = time.perf_counter()
-        n = int(sampling.get("n", 1))
-        rows = [list(ids) for ids in prompt_token_ids for _ in range(n)]
+        rows = [list(ids) for ids in prompt_token_ids for _ in range(sampling.n)]
         params = [sampling_params(sampling, None if seed is None else seed + i, len(row))
                   for i, row in enumerate(rows)]
         outputs = self.engine.generate(input_ids=rows, sampling_params=params, return_logprob=True)

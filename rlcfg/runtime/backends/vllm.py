@@ -18,9 +18,9 @@ import os
 import time
 from typing import Any, Mapping, Sequence
 
-from rlcfg.ir import Experiment, Role
+from rlcfg.ir import Experiment, Role, Sampling
 from rlcfg.plan.model import ExecutionPlan
-from rlcfg.runtime.backends.hf import Generation, budget
+from rlcfg.runtime.backends.hf import Generation
 
 WORKER_EXTENSION = "rlcfg.runtime.backends.vllm_worker.WeightSyncExtension"
 INSTALL_HINT = ("install it with pip install 'rlcfg[vllm]' (on a machine without a GPU, the community CPU build "
@@ -117,43 +117,39 @@ def ray_worker_env(bundles: Sequence[int], gpu_share: float) -> dict[str, str]:
             "VLLM_RAY_PER_WORKER_GPUS": repr(float(gpu_share))}
 
 
-def penalties(sampling: Mapping[str, Any], min_tokens_key: str, max_tokens: int | None = None) -> dict[str, Any]:
+_PENALTIES = ("repetition_penalty", "presence_penalty", "frequency_penalty")
+# A penalty at Sampling's own default is left out of the request.
+_DEFAULT_SAMPLING = {key: getattr(Sampling(max_new_tokens=1), key) for key in _PENALTIES}
+
+
+def penalties(sampling: Sampling, min_tokens_key: str, max_tokens: int | None = None) -> dict[str, Any]:
     """The penalties and limits of rlcfg's Sampling that are not at their defaults, under the engine's names
     (the minimum length held to the request's `max_tokens`, which the engines require)."""
-    out: dict[str, Any] = {}
-    for key, default in (("repetition_penalty", 1.0), ("presence_penalty", 0.0), ("frequency_penalty", 0.0)):
-        value = float(sampling.get(key, default))
-        if value != default:
-            out[key] = value
-    min_tokens = int(sampling.get("min_new_tokens", 0) or 0)
-    if max_tokens is not None:
-        min_tokens = min(min_tokens, max_tokens)
+    out: dict[str, Any] = {key: getattr(sampling, key) for key in _PENALTIES
+                           if getattr(sampling, key) != _DEFAULT_SAMPLING[key]}
+    min_tokens = sampling.min_new_tokens if max_tokens is None else min(sampling.min_new_tokens, max_tokens)
     if min_tokens > 0:
         out[min_tokens_key] = min_tokens
-    stop_ids = [int(t) for t in sampling.get("stop_token_ids", ()) or ()]
-    if stop_ids:
-        out["stop_token_ids"] = stop_ids
+    if sampling.stop_token_ids:
+        out["stop_token_ids"] = list(sampling.stop_token_ids)
     return out
 
 
-def sampling_params(sampling: Mapping[str, Any], seed: int | None = None,
+def sampling_params(sampling: Sampling, seed: int | None = None,
                     prompt_tokens: int | None = None) -> dict[str, Any]:
     """`vllm.SamplingParams` arguments for rlcfg's Sampling fields, for a prompt of `prompt_tokens` tokens (its
     response budget; None: max_new_tokens). vLLM gives each of the n samples of a seeded request the seed + its
     index, so a caller seeds prompt i with seed + i·n."""
-    max_tokens = int(sampling["max_new_tokens"]) if prompt_tokens is None else budget(sampling, prompt_tokens)
-    temperature = max(0.0, float(sampling.get("temperature", 1.0)))
-    top_k = int(sampling.get("top_k", -1))
-    stop = list(sampling.get("stop", ()) or ())
+    max_tokens = sampling.max_new_tokens if prompt_tokens is None else sampling.response_budget(prompt_tokens)
     return {
-        "n": int(sampling.get("n", 1)),
+        "n": sampling.n,
         "max_tokens": max_tokens,
-        "temperature": temperature,
-        "top_p": float(sampling.get("top_p", 1.0)),
-        "top_k": top_k if top_k > 0 else 0,
-        "min_p": float(sampling.get("min_p", 0.0)),
+        "temperature": max(0.0, sampling.temperature),
+        "top_p": sampling.top_p,
+        "top_k": sampling.top_k if sampling.top_k > 0 else 0,
+        "min_p": sampling.min_p,
         "seed": seed,
-        "stop": stop or None,
+        "stop": list(sampling.stop) or None,
         "logprobs": 0,  # the sampled token's log-prob only
         # repetition/presence/frequency_penalty, min_tokens, stop_token_ids: vLLM's own meanings
         # (vllm/sampling_params.py), which rlcfg.ir.Sampling adopts; only those not at their defaults.
@@ -195,14 +191,14 @@ class VLLMRolloutEngine:
 
     # ---- generation ---------------------------------------------------------------------------------------
 
-    def generate(self, prompt_token_ids: list[list[int]], sampling: Mapping[str, Any],
+    def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling,
                  seed: int | None = None) -> list[Generation]:
         """n samples for every prompt, the n of prompt i at [i·n, (i+1)·n)."""
         from vllm import SamplingParams
 
         self._wake(("weights", "kv_cache"))
         start = time.perf_counter()
-        n = int(sampling.get("n", 1))
+        n = sampling.n
         params = [SamplingParams(**sampling_params(sampling, None if seed is None else seed + i * n, len(ids)))
                   for i, ids in enumerate(prompt_token_ids)]
         prompts = [{"prompt_token_ids": list(ids)} for ids in prompt_token_ids]
