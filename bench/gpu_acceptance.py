@@ -246,10 +246,11 @@ def free_port() -> int:
 
 def fsdp_engine(ctx: Context, **settings: Any) -> Any:
     """rlcfg's FSDP actor in bf16 (fp32 master weights, bf16 compute: FSDP2 with a MixedPrecisionPolicy)."""
+    from rlcfg.ir import Optimizer
     from rlcfg.runtime.backends.fsdp import FSDPEngine
 
     return FSDPEngine("actor", ctx.policy, dtype="bfloat16", device=ctx.device,
-                      optimizer={"name": "adamw", "lr": LR, "grad_clip": 1.0}, total_optimizer_steps=10,
+                      optimizer=Optimizer(name="adamw", lr=LR, grad_clip=1.0), total_optimizer_steps=10,
                       **settings)
 
 

@@ -28,6 +28,7 @@ from rlcfg.runtime.backends import preflight
 from rlcfg.runtime.environment import looks_like_hub_id
 from rlcfg.runtime.shell import (Cluster, RunOptions, RunResult, RunShell, plan_here, rollout_engines, run_length,
                                  run_tokenizer, threads_for, worker_path)
+from rlcfg.runtime.specs import RolloutSpec
 
 # Running a plan from Python: `run(plan_here(experiment)[0], RunOptions(output_dir=...))`.
 __all__ = ["Run", "RunOptions", "RunResult", "plan_here", "run"]
@@ -145,24 +146,23 @@ class Run(RunShell):
         self.startup = {"ray_s": time.perf_counter() - t0}
         rollout_role = exp.role("rollout")
         engine_args = rollout_role.engine_args()
-        rollout_spec = {
-            "model_path": worker_path(rollout_role.model.path if rollout_role.model and rollout_role.model.path
-                                 else exp.role("actor").model.path),
-            "tokenizer": self.tokenizer_path, "device": self.device,
-            "dtype": "float32" if self.device == "cpu" else (rollout_role.model.dtype if rollout_role.model
-                                                              else "bfloat16"),
-            "max_num_seqs": engine_args.get("max_num_seqs")}
+        model_path = rollout_role.model.path if rollout_role.model and rollout_role.model.path \
+            else exp.role("actor").model.path
+        rollout_spec = RolloutSpec(
+            model_path=worker_path(model_path), tokenizer=self.tokenizer_path, device=self.device,
+            dtype="float32" if self.device == "cpu" else (rollout_role.model.dtype if rollout_role.model else "bfloat16"),
+            max_num_seqs=engine_args.get("max_num_seqs"))
         if rollout_role.backend == "vllm":
             from rlcfg.runtime.backends import vllm
 
-            rollout_spec.update(backend="vllm", engine_args=vllm.engine_args(rollout_role, self.plan,
-                                                                             device=self.device))
+            rollout_spec = replace(rollout_spec, backend="vllm",
+                                   engine_args=vllm.engine_args(rollout_role, self.plan, device=self.device))
         elif rollout_role.backend == "sglang":
             from rlcfg.runtime.backends import sglang
 
-            rollout_spec.update(backend="sglang", engine_args=sglang.server_args(
+            rollout_spec = replace(rollout_spec, backend="sglang", engine_args=sglang.server_args(
                 rollout_role, self.plan, fields=sglang.installed_fields()))
-            warning = sglang.unseeded_sampling_warning(rollout_role, self.plan, rollout_spec["engine_args"])
+            warning = sglang.unseeded_sampling_warning(rollout_role, self.plan, rollout_spec.engine_args)
             if warning:
                 print(warning, file=self.opt.stream or sys.stderr, flush=True)
         self.hybrid = self._hybrid()

@@ -28,6 +28,7 @@ from rlcfg.ir import Experiment, Role, to_json
 from rlcfg.plan.model import ExecutionPlan
 from rlcfg.runtime import checkpoint as ckpt
 from rlcfg.runtime.backends import MEGATRON_ON_CPU_ENV, Machine, detect_machine
+from rlcfg.runtime.specs import RolloutSpec, TrainSpec
 
 # Environment switches the workers read.
 FORWARDED_ENV = (MEGATRON_ON_CPU_ENV,)
@@ -589,33 +590,25 @@ class RunShell:
                 raise PreflightError(f"this plan cannot run here:\n  - {e}") from None
         return out
 
-    def _train_spec(self, role: Role, kind: str) -> dict[str, Any]:
-        opt = None
-        if role.optimizer is not None:
-            o = role.optimizer
-            opt = {"name": o.name, "lr": o.lr, "weight_decay": o.weight_decay, "betas": list(o.betas), "eps": o.eps,
-                   "grad_clip": o.grad_clip, "scheduler": o.scheduler, "warmup_steps": o.warmup_steps,
-                   "min_lr": o.min_lr, "decay_steps": o.decay_steps, "warmup_start_lr": o.warmup_start_lr,
-                   "schedule_unit": o.schedule_unit}
+    def _train_spec(self, role: Role, kind: str) -> TrainSpec:
         dtype = role.model.dtype if role.model else "float32"
         if self.device == "cpu" and dtype == "float16":
             dtype = "bfloat16"  # CPUs have no fast fp16 kernels; bf16 keeps the same memory
             self.notes.add(f"{role.name}: float16 runs as bfloat16 on CPU (no fast fp16 kernels there)")
-        return {"kind": kind, "model_path": worker_path(role.model.path), "dtype": dtype, "device": self.device,
-                "backend": "megatron" if role.name in self.megatron else "fsdp",
-                "megatron": self.megatron.get(role.name), "seed": self.exp.seed,
-                "optimizer": opt,
-                "total_optimizer_steps": self._optimizer_steps(),
-                "schedule_train_steps": self._schedule_train_steps(),
-                "gradient_checkpointing": role.gradient_checkpointing,
-                "fsdp_shard": role.parallelism.fsdp_shard, "temperature": self.exp.sampling.temperature,
-                "cpu_offload": role.offload.cpu_offload_during_step, "offload_params": role.offload.params,
-                "offload_optimizer": role.offload.optimizer, "sequence_packing": role.sequence_packing,
-                "max_tokens_per_micro_batch": role.max_tokens_per_micro_batch,
-                "budget_key": role.key_for("max_tokens_per_micro_batch"), "disable_dropout": role.disable_dropout,
-                "frozen_prefixes": list(role.frozen_prefixes)}
+        return TrainSpec(kind=kind, model_path=worker_path(role.model.path), dtype=dtype, device=self.device,
+                         backend="megatron" if role.name in self.megatron else "fsdp",
+                         megatron=self.megatron.get(role.name), seed=self.exp.seed, optimizer=role.optimizer,
+                         total_optimizer_steps=self._optimizer_steps(),
+                         schedule_train_steps=self._schedule_train_steps(),
+                         gradient_checkpointing=role.gradient_checkpointing, fsdp_shard=role.parallelism.fsdp_shard,
+                         temperature=self.exp.sampling.temperature, cpu_offload=role.offload.cpu_offload_during_step,
+                         offload_params=role.offload.params, offload_optimizer=role.offload.optimizer,
+                         sequence_packing=role.sequence_packing,
+                         max_tokens_per_micro_batch=role.max_tokens_per_micro_batch,
+                         budget_key=role.key_for("max_tokens_per_micro_batch"), disable_dropout=role.disable_dropout,
+                         frozen_prefixes=role.frozen_prefixes)
 
-    def _start_trainers(self, roles: list[tuple[Role, str]], rollout_spec: dict[str, Any] | None = None) -> list[Any]:
+    def _start_trainers(self, roles: list[tuple[Role, str]], rollout_spec: RolloutSpec | None = None) -> list[Any]:
         """One worker per rank of roles[0]; the other roles share its processes (same GPUs, same ranks)."""
         from rlcfg.runtime.workers import HybridWorker, TrainWorker
 

@@ -36,6 +36,7 @@ from rlcfg.ir import (Algorithm, Checkpointing, Cluster, Data, Experiment, Loggi
 from rlcfg.runtime import shell
 from rlcfg.runtime.environment import looks_like_hub_id
 from rlcfg.runtime.shell import RunShell, run_length, run_tokenizer, threads_for, worker_path
+from rlcfg.runtime.specs import TrainSpec
 from rlcfg.runtime.supervised_step import denominator, padded_batch, step_metrics
 
 # The role each supervised kind trains (rlcfg/lower names the reward model's role `critic`, as its value head).
@@ -97,12 +98,12 @@ class SupervisedRun(RunShell):
             return int(self.exp.schedule.epochs) * (self.sampler.size // self.sampler.batch)
         return self.total_steps
 
-    def _train_spec(self, role: Role, kind: str) -> dict[str, Any]:
+    def _train_spec(self, role: Role, kind: str) -> TrainSpec:
         spec = super()._train_spec(role, kind)
         share = role.optimizer.warmup_proportion if role.optimizer is not None else None
-        if share is not None:
-            spec["optimizer"]["warmup_steps"] = int(share * self._optimizer_steps())
-        return spec
+        if share is None:
+            return spec
+        return replace(spec, optimizer=replace(spec.optimizer, warmup_steps=int(share * self._optimizer_steps())))
 
     def data_note(self) -> str | None:
         return None  # said once among the notes, in the supervised data's own terms

@@ -14,6 +14,7 @@ import time
 from typing import Any, Mapping
 
 from rlcfg.ir import Sampling
+from rlcfg.runtime.specs import RolloutSpec, TrainSpec
 
 _watching = False
 
@@ -96,10 +97,10 @@ class TrainWorker:
     as verl's fused workers do), or a reference/critic rank of its own. `specs` maps role → engine settings;
     the first is the worker's main role, used when a call names none."""
 
-    def __init__(self, specs: Mapping[str, Mapping[str, Any]], rank: int, world: int, threads: int):
+    def __init__(self, specs: Mapping[str, TrainSpec], rank: int, world: int, threads: int):
         _threads(threads)
         _quiet()
-        self.specs = {role: dict(spec) for role, spec in specs.items()}
+        self.specs = dict(specs)
         self.main = next(iter(self.specs))
         self.rank, self.world = rank, world
         self.engines: dict[str, Any] = {}
@@ -134,43 +135,38 @@ class TrainWorker:
         """This rank's place in the roles' torch.distributed world (rank 0 at `address:port`)."""
         from rlcfg.runtime.backends.fsdp import init_distributed
 
-        init_distributed(self.rank, self.world, address, port, self.specs[self.main]["device"])
+        init_distributed(self.rank, self.world, address, port, self.specs[self.main].device)
 
     def _build_engines(self) -> None:
         from rlcfg.runtime.backends.fsdp import FSDPEngine
 
         for role, spec in self.specs.items():
-            if spec.get("backend") == "megatron":
+            if spec.backend == "megatron":
                 from rlcfg.runtime.backends.megatron import MegatronEngine
 
                 self.engines[role] = MegatronEngine(
-                    spec["kind"], spec["model_path"], spec["megatron"], temperature=spec.get("temperature", 1.0),
-                    seed=spec.get("seed", 42), offload_params=spec.get("offload_params", False),
-                    offload_optimizer=spec.get("offload_optimizer", False))
+                    spec.kind, spec.model_path, spec.megatron, temperature=spec.temperature, seed=spec.seed,
+                    offload_params=spec.offload_params, offload_optimizer=spec.offload_optimizer)
                 continue
             import torch
 
             # The critic's value head is new weights, drawn from torch's generator: seeded from the config's
             # seed (the same on every rank), in a forked generator state so nothing else this process draws moves.
             with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(int(spec.get("seed", 42)))
+                torch.manual_seed(spec.seed)
                 self.engines[role] = FSDPEngine(
-                    spec["kind"], spec["model_path"], dtype=spec["dtype"], device=spec["device"],
-                    optimizer=spec.get("optimizer"), total_optimizer_steps=spec.get("total_optimizer_steps"),
-                    schedule_train_steps=spec.get("schedule_train_steps"),
-                    gradient_checkpointing=spec.get("gradient_checkpointing", False),
-                    fsdp_shard=spec.get("fsdp_shard"), temperature=spec.get("temperature", 1.0),
-                    cpu_offload=spec.get("cpu_offload", False), offload_params=spec.get("offload_params", False),
-                    offload_optimizer=spec.get("offload_optimizer", False),
-                    sequence_packing=spec.get("sequence_packing", False),
-                    max_tokens_per_micro_batch=spec.get("max_tokens_per_micro_batch"),
-                    budget_key=spec.get("budget_key"), disable_dropout=spec.get("disable_dropout", False),
-                    frozen_prefixes=tuple(spec.get("frozen_prefixes") or ()))
+                    spec.kind, spec.model_path, dtype=spec.dtype, device=spec.device, optimizer=spec.optimizer,
+                    total_optimizer_steps=spec.total_optimizer_steps, schedule_train_steps=spec.schedule_train_steps,
+                    gradient_checkpointing=spec.gradient_checkpointing, fsdp_shard=spec.fsdp_shard,
+                    temperature=spec.temperature, cpu_offload=spec.cpu_offload, offload_params=spec.offload_params,
+                    offload_optimizer=spec.offload_optimizer, sequence_packing=spec.sequence_packing,
+                    max_tokens_per_micro_batch=spec.max_tokens_per_micro_batch, budget_key=spec.budget_key,
+                    disable_dropout=spec.disable_dropout, frozen_prefixes=spec.frozen_prefixes)
         import torch
 
         # What training draws (dropout: a scalar head keeps transformers' classifier dropout, as AReaL's and
         # ROLL's critics do) follows the config's seed, one stream per rank, so a run repeats exactly.
-        torch.manual_seed(int(self.specs[self.main].get("seed", 42)) * 1_000_003 + self.rank)
+        torch.manual_seed(self.specs[self.main].seed * 1_000_003 + self.rank)
 
     def unmatched_frozen_prefixes(self) -> dict[str, list[str]]:
         """Per role, the frozen prefixes (Role.frozen_prefixes) that name no parameter of its model."""
@@ -275,22 +271,20 @@ class _Generating:
     rollout: Any
     scorer: RewardScorer
 
-    def _start_rollout(self, spec: Mapping[str, Any], reward_function: str) -> None:
-        backend = spec.get("backend", "hf")
-        if backend == "vllm":
+    def _start_rollout(self, spec: RolloutSpec, reward_function: str) -> None:
+        if spec.backend == "vllm":
             from rlcfg.runtime.backends import vllm
 
             self.rollout = vllm.from_spec(spec)
-        elif backend == "sglang":
+        elif spec.backend == "sglang":
             from rlcfg.runtime.backends import sglang
 
             self.rollout = sglang.from_spec(spec)
         else:
             from rlcfg.runtime.backends.hf import HFRolloutEngine
 
-            self.rollout = HFRolloutEngine(spec["model_path"], device=spec["device"], dtype=spec["dtype"],
-                                           max_num_seqs=spec.get("max_num_seqs"),
-                                           tokenizer_path=spec.get("tokenizer"))
+            self.rollout = HFRolloutEngine(spec.model_path, device=spec.device, dtype=spec.dtype,
+                                           max_num_seqs=spec.max_num_seqs, tokenizer_path=spec.tokenizer)
         self.scorer = RewardScorer(reward_function, self.rollout.tokenizer)
 
     def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling, seed: int | None,
@@ -329,7 +323,7 @@ class _Generating:
 class RolloutWorker(_Generating):
     """A rollout engine on GPUs (slots) of its own; weights arrive through Ray's object store."""
 
-    def __init__(self, spec: Mapping[str, Any], threads: int, reward_function: str):
+    def __init__(self, spec: RolloutSpec, threads: int, reward_function: str):
         _threads(threads)
         _quiet()
         self._start_rollout(spec, reward_function)
@@ -339,11 +333,11 @@ class HybridWorker(TrainWorker, _Generating):
     """A trainer rank and the rollout engine colocated on its GPU (slot), in one process: they take turns,
     and the weight sync after each update is a copy in memory instead of a trip through the object store."""
 
-    def __init__(self, specs: Mapping[str, Mapping[str, Any]], rank: int, world: int, threads: int,
-                 rollout_spec: Mapping[str, Any], reward_function: str):
+    def __init__(self, specs: Mapping[str, TrainSpec], rank: int, world: int, threads: int,
+                 rollout_spec: RolloutSpec, reward_function: str):
         TrainWorker.__init__(self, specs, rank, world, threads)
         self.shared = False
-        self.rollout_spec, self.reward_function = dict(rollout_spec), reward_function
+        self.rollout_spec, self.reward_function = rollout_spec, reward_function
 
     def start_rollout(self, address: str, port: int) -> None:
         """Join the trainer's torch.distributed world (rank 0 at `address:port`), then build the engine in it and

@@ -30,7 +30,7 @@ def test_from_a_host_without_gpus_the_workers_get_the_clusters_gpus_and_cpus(tmp
         run.prepare()
         run.cluster = Cluster(plan, run.machine, run.ray_address, debug=False)
         spec = run._train_spec(exp.role("actor"), "actor")
-        assert spec["device"] == "cuda"
+        assert spec.device == "cuda"
         assert run.cluster.threads == node_cpus  # the plan's one slot has its node's CPUs
     finally:
         if run is not None and hasattr(run, "cluster"):

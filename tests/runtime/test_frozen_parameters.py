@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlcfg.ir import ActorLossSpec, PolicyLossSpec  # noqa: E402
+from rlcfg.ir import ActorLossSpec, Optimizer, PolicyLossSpec  # noqa: E402
 from rlcfg.runtime import step as S  # noqa: E402
 from rlcfg.runtime.backends.fsdp import FSDPEngine  # noqa: E402
 from tests.runtime.test_packing import build, groups, process_group, training_batch  # noqa: E402,F401
@@ -23,7 +23,7 @@ def trained_weights(path, frozen_prefixes=()):
     cfg = {"ppo_epochs": 1, "mini_batch": 6, "micro_batch": 3, "denominators": S.denominators(mask, 1, 6),
            "loss": ActorLossSpec(PolicyLossSpec(), "token-mean", kl_coef=0.1, entropy_coef=0.01)}
     # AdamW with weight decay: a parameter left in the optimizer would move even without a gradient.
-    adamw = {"name": "adamw", "lr": 1e-2, "weight_decay": 0.1, "grad_clip": 1.0}
+    adamw = Optimizer(name="adamw", lr=1e-2, weight_decay=0.1, grad_clip=1.0)
     torch.manual_seed(7)
     trainer = FSDPEngine("actor", path, dtype="float32", optimizer=adamw, frozen_prefixes=frozen_prefixes)
     metrics = trainer.train(batch, cfg)

@@ -15,12 +15,13 @@ pytest.importorskip("transformers")
 
 import torch.distributed as dist  # noqa: E402
 
+from rlcfg.ir import Optimizer  # noqa: E402
 from rlcfg.runtime import step as S  # noqa: E402
 from rlcfg.runtime.backends.fsdp import FSDPEngine, init_distributed  # noqa: E402
 from tests.runtime.test_packing import build, groups  # noqa: E402
 
 # A clip well under the step's gradient norm, so that clipping scales every gradient.
-SGD = {"name": "sgd", "lr": 0.5, "grad_clip": 0.05}
+SGD = Optimizer(name="sgd", lr=0.5, grad_clip=0.05)
 
 
 def test_a_gpu_workers_process_group_also_takes_cpu_tensors(monkeypatch):

@@ -9,6 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
+from rlcfg.ir import Optimizer  # noqa: E402
 from rlcfg.runtime import step as S  # noqa: E402
 from rlcfg.runtime.algorithms import ActorLossSpec, PolicyLossSpec  # noqa: E402
 from rlcfg.runtime.backends import fsdp as F  # noqa: E402
@@ -65,7 +66,7 @@ def test_split_training_takes_the_whole_micro_batchs_step(model_path, monkeypatc
     cfg = {"ppo_epochs": 1, "mini_batch": 32, "micro_batch": 32, "denominators": S.denominators(mask, 1, 32),
            "aggregation": "token-mean",
            "loss": ActorLossSpec(PolicyLossSpec(clip_low=0.05, clip_high=0.05), "token-mean", entropy_coef=0.01)}
-    sgd = {"name": "sgd", "lr": 0.5, "grad_clip": None}
+    sgd = Optimizer(name="sgd", lr=0.5, grad_clip=None)
     results = []
     for split in (True, False):
         if not split:

@@ -7,7 +7,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlcfg.ir import ActorLossSpec, PolicyLossSpec  # noqa: E402
+from rlcfg.ir import ActorLossSpec, Optimizer, PolicyLossSpec  # noqa: E402
 from rlcfg.runtime import algorithms as A  # noqa: E402
 from rlcfg.runtime import step as S  # noqa: E402
 # The module's one-rank process group and model come from the packing tests' fixtures.
@@ -26,7 +26,7 @@ def test_fsdp_step_is_the_mean_of_per_micro_batch_losses(model_path, aggregation
                          kl_aggregation="seq-mean-token-mean")
     cfg = {"ppo_epochs": 1, "mini_batch": mini, "micro_batch": micro,
            "denominators": S.denominators(mask, 1, mini), "loss": spec, "normalization": "micro-batch"}
-    sgd = {"name": "sgd", "lr": 1.0, "grad_clip": None}
+    sgd = Optimizer(name="sgd", lr=1.0, grad_clip=None)
 
     by_hand = engine(model_path, optimizer=sgd)
     start = {k: v.detach().clone() for k, v in by_hand.model.named_parameters()}

@@ -272,18 +272,17 @@ def test_rlinf_megatron_fractional_warm_up_is_not_rounded():
 
 def test_fsdp_backend_lambda_gives_lr_at_each_optimizer_step():
     opt = Optimizer(lr=0.5, scheduler="cosine", warmup_steps=3, min_lr=0.05)
-    spec = {k: (list(v) if k == "betas" else v) for k, v in dataclasses.asdict(opt).items()}
-    assert fsdp_lrs(spec, 12, 14) == pytest.approx(rlcfg_lrs(opt, 12, range(14)), rel=1e-12)
+    assert fsdp_lrs(opt, 12, 14) == pytest.approx(rlcfg_lrs(opt, 12, range(14)), rel=1e-12)
 
 
-def fsdp_lrs(spec, length, steps):
-    """The learning rate of each of `steps` optimizer steps under the FSDP backend's scheduler for `spec` (an
-    optimizer spec as the workers get it) over a schedule of `length` steps."""
+def fsdp_lrs(opt, length, steps):
+    """The learning rate of each of `steps` optimizer steps under the FSDP backend's scheduler for the Experiment's
+    optimizer `opt` over a schedule of `length` steps."""
     from rlcfg.runtime.backends.fsdp import lr_factor
 
     param = torch.nn.Parameter(torch.zeros(1))
-    optimizer = torch.optim.SGD([param], lr=spec["lr"])
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(spec, length))
+    optimizer = torch.optim.SGD([param], lr=opt.lr)
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lr_factor(opt, length))
     seen = []
     for _ in range(steps):
         seen.append(optimizer.param_groups[0]["lr"])

@@ -15,7 +15,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlcfg.ir import ActorLossSpec, PolicyLossSpec  # noqa: E402
+from rlcfg.ir import ActorLossSpec, Optimizer, PolicyLossSpec  # noqa: E402
 from rlcfg.runtime import packing  # noqa: E402
 from rlcfg.runtime import step as S  # noqa: E402
 from rlcfg.runtime.backends.fsdp import FSDPEngine, init_distributed  # noqa: E402
@@ -214,7 +214,7 @@ def test_packed_training_takes_the_padded_step(model_path, aggregation):
            "denominators": S.denominators(mask, 1, mini), "aggregation": aggregation,
            "loss": ActorLossSpec(PolicyLossSpec(clip_low=0.05, clip_high=0.05), aggregation, kl_coef=0.5,
                                  entropy_coef=0.01)}
-    sgd = {"name": "sgd", "lr": 0.5, "grad_clip": None}
+    sgd = Optimizer(name="sgd", lr=0.5, grad_clip=None)
     results = {}
     for name, settings in {"padded": {}, "packed": {"sequence_packing": True},
                            "budget": {"sequence_packing": True, "max_tokens_per_micro_batch": 26}}.items():
@@ -239,7 +239,7 @@ def test_packed_training_takes_the_padded_step(model_path, aggregation):
 
 def test_disable_dropout_zeroes_every_dropout_probability(tmp_path):
     path = build(tmp_path, dropout=0.5)
-    sgd = {"name": "sgd", "lr": 0.1}
+    sgd = Optimizer(name="sgd", lr=0.1, grad_clip=None)
     with_dropout = engine(path, optimizer=sgd)
     without = engine(path, optimizer=sgd, disable_dropout=True)
     rates = [m.attention_dropout for m in without.model.modules() if hasattr(m, "attention_dropout")]

@@ -116,14 +116,12 @@ def _chatlearn_megatron_actor():
 
 def test_fsdp_schedule_decays_over_its_own_length():
     opt = _chatlearn_megatron_actor().optimizer
-    spec = {"lr": opt.lr, "min_lr": opt.min_lr, "scheduler": opt.scheduler, "warmup_steps": opt.warmup_steps,
-            "decay_steps": opt.decay_steps}
     from rlcfg.runtime.backends.fsdp import lr_factor
     from tests.runtime.test_lr_schedule import fsdp_lrs
 
-    assert fsdp_lrs(spec, 10, 4) == pytest.approx([LR, MIN_LR, MIN_LR, MIN_LR], rel=1e-9)
+    assert fsdp_lrs(opt, 10, 4) == pytest.approx([LR, MIN_LR, MIN_LR, MIN_LR], rel=1e-9)
     # without decay_steps the decay spans the run: 10 steps from lr to min_lr
-    spanning = lr_factor({**spec, "decay_steps": None}, 10)
+    spanning = lr_factor(dataclasses.replace(opt, decay_steps=None), 10)
     assert spanning(1) == pytest.approx(1 - 0.1 * (1 - MIN_LR / LR))
 
 

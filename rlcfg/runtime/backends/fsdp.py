@@ -14,6 +14,7 @@ import os
 import time
 from typing import Any, Mapping
 
+from rlcfg.ir import Optimizer
 from rlcfg.runtime import algorithms as A
 from rlcfg.runtime import packing
 from rlcfg.runtime.step import SHARE_METRICS
@@ -36,21 +37,10 @@ def init_distributed(rank: int, world: int, address: str, port: int, device: str
     dist.init_process_group(backend=backend, rank=rank, world_size=world)
 
 
-def optimizer_settings(opt: Mapping[str, Any]) -> Any:
-    """The driver's optimizer spec (the fields of ir.Optimizer) back as an ir.Optimizer."""
-    from dataclasses import fields
-
-    from rlcfg.ir import Optimizer
-
-    known = {f.name for f in fields(Optimizer)}
-    values = {k: (tuple(v) if k == "betas" else v) for k, v in opt.items() if k in known}
-    return Optimizer(**values)
-
-
-def lr_factor(opt: Mapping[str, Any], length: int | None):
+def lr_factor(opt: Optimizer, length: int | None):
     """LambdaLR's multiplier of lr at each schedule step: rlcfg.runtime.algorithms.lr_at of the optimizer's
     schedule for a run of `length` schedule steps."""
-    schedule = A.lr_schedule(optimizer_settings(opt), length)
+    schedule = A.lr_schedule(opt, length)
     if not schedule.lr:
         return lambda step: 0.0
     return lambda step: A.lr_at(step, schedule) / schedule.lr
@@ -136,7 +126,7 @@ def freeze(model: Any, prefixes: tuple[str, ...]) -> tuple[str, ...]:
 
 class FSDPEngine:
     def __init__(self, kind: str, model_path: str, *, dtype: str = "float32", device: str = "cpu",
-                 optimizer: Mapping[str, Any] | None = None, total_optimizer_steps: int | None = None,
+                 optimizer: Optimizer | None = None, total_optimizer_steps: int | None = None,
                  schedule_train_steps: int | None = None,
                  gradient_checkpointing: bool = False, fsdp_shard: int | None = None, temperature: float = 1.0,
                  cpu_offload: bool = False, offload_params: bool = False, offload_optimizer: bool = False,
@@ -208,20 +198,20 @@ class FSDPEngine:
         self.scheduler = None
         self.schedule_per_train_step = False
         if trains:
-            opt = dict(optimizer)
+            opt = optimizer
             params = [p for p in model.parameters() if p.requires_grad]
-            if opt.get("name", "adamw") == "sgd":
-                self.optimizer = torch.optim.SGD(params, lr=opt["lr"], weight_decay=opt.get("weight_decay", 0.0))
+            if opt.name == "sgd":
+                self.optimizer = torch.optim.SGD(params, lr=opt.lr, weight_decay=opt.weight_decay)
             else:
-                cls = torch.optim.AdamW if opt.get("name", "adamw") == "adamw" else torch.optim.Adam
-                self.optimizer = cls(params, lr=opt["lr"], betas=tuple(opt.get("betas", (0.9, 0.999))),
-                                     eps=opt.get("eps", 1e-8), weight_decay=opt.get("weight_decay", 0.0),
+                cls = torch.optim.AdamW if opt.name == "adamw" else torch.optim.Adam
+                self.optimizer = cls(params, lr=opt.lr, betas=tuple(opt.betas), eps=opt.eps,
+                                     weight_decay=opt.weight_decay,
                                      foreach=True)  # one DTensor dispatch per step, not one per parameter
             # AReaL advances its schedule once per training step (train()), the others once per optimizer step.
-            self.schedule_per_train_step = opt.get("schedule_unit") == "train_step"
+            self.schedule_per_train_step = opt.schedule_unit == "train_step"
             length = schedule_train_steps if self.schedule_per_train_step else total_optimizer_steps
             self.scheduler = torch.optim.lr_scheduler.LambdaLR(self.optimizer, lr_factor(opt, length))
-            self.grad_clip = opt.get("grad_clip")
+            self.grad_clip = opt.grad_clip
 
     # ------------------------------------------------------------------------------------------ forward
 

@@ -19,6 +19,7 @@ from typing import Any, Collection, Mapping, Sequence
 from rlcfg.ir import Role, Sampling
 from rlcfg.plan.model import ExecutionPlan
 from rlcfg.runtime.backends.hf import Generation
+from rlcfg.runtime.specs import RolloutSpec
 from rlcfg.runtime.backends.vllm import colocated_with_training, context_length, penalties, rollout_model
 
 INSTALL_HINT = "install it with pip install 'rlcfg[sglang]' on a machine with a GPU"
@@ -260,13 +261,13 @@ class SGLangRolloutEngine:
         self.engine.shutdown()
 
 
-def from_spec(spec: Mapping[str, Any]) -> SGLangRolloutEngine:
+def from_spec(spec: RolloutSpec) -> SGLangRolloutEngine:
     """The engine a rollout worker builds from the driver's rollout spec: `engine_args` (from
     `server_args(role, plan, fields=installed_fields())`), and optionally `dtype` and `tokenizer` overrides."""
-    args = dict(spec["engine_args"])
-    if spec.get("dtype"):
-        args["dtype"] = spec["dtype"]
-    return SGLangRolloutEngine(args, tokenizer_path=spec.get("tokenizer"))
+    args = dict(spec.engine_args or {})
+    if spec.dtype:
+        args["dtype"] = spec.dtype
+    return SGLangRolloutEngine(args, tokenizer_path=spec.tokenizer)
 
 
 def _check(result: Any, what: str) -> None:

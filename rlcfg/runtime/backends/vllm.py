@@ -21,6 +21,7 @@ from typing import Any, Mapping, Sequence
 from rlcfg.ir import Experiment, Role, Sampling
 from rlcfg.plan.model import ExecutionPlan
 from rlcfg.runtime.backends.hf import Generation
+from rlcfg.runtime.specs import RolloutSpec
 
 WORKER_EXTENSION = "rlcfg.runtime.backends.vllm_worker.WeightSyncExtension"
 INSTALL_HINT = ("install it with pip install 'rlcfg[vllm]' (on a machine without a GPU, the community CPU build "
@@ -315,13 +316,13 @@ class WeightBroadcaster:
         return len(named_tensors)
 
 
-def from_spec(spec: Mapping[str, Any]) -> VLLMRolloutEngine:
+def from_spec(spec: RolloutSpec) -> VLLMRolloutEngine:
     """The engine a rollout worker builds from the driver's rollout spec: `engine_args` (from
     `engine_args(role, plan, device=...)`), `device`, and optionally `dtype` and `tokenizer` overrides."""
-    args = dict(spec["engine_args"])
-    if spec.get("dtype"):
-        args["dtype"] = spec["dtype"]
-    return VLLMRolloutEngine(args, tokenizer_path=spec.get("tokenizer"), device=spec.get("device", "cuda"))
+    args = dict(spec.engine_args or {})
+    if spec.dtype:
+        args["dtype"] = spec.dtype
+    return VLLMRolloutEngine(args, tokenizer_path=spec.tokenizer, device=spec.device)
 
 
 def free_port() -> int:
