@@ -565,23 +565,11 @@ def _clip_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, spec: PolicyL
     return torch.maximum(unclipped, clipped), clipped > unclipped
 
 
-def _legacy_spec(spec: PolicyLossSpec | str, clip_low: float | None, clip_high: float | None,
-                 clip_ratio_c: float | None) -> PolicyLossSpec:
-    if isinstance(spec, PolicyLossSpec):
-        return spec
-    base = PolicyLossSpec(kind=spec)
-    return PolicyLossSpec(spec, base.clip_low if clip_low is None else clip_low,
-                          base.clip_high if clip_high is None else clip_high,
-                          base.clip_ratio_c if clip_ratio_c is None else clip_ratio_c)
-
-
 def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
-                spec: PolicyLossSpec | str = "regular", clip_low: float | None = None, clip_high: float | None = None,
-                clip_ratio_c: float | None = None, rollout_logprobs: torch.Tensor | None = None,
+                spec: PolicyLossSpec = PolicyLossSpec(), rollout_logprobs: torch.Tensor | None = None,
                 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Per-token policy loss (to be aggregated) and diagnostics (clip_frac, approx_kl = mean of log π_old/π,
-    ratio_mean = masked mean of π/π_old). `spec` is a PolicyLossSpec; a kind name with clip_low/clip_high/
-    clip_ratio_c is the older calling form.
+    ratio_mean = masked mean of π/π_old).
 
     regular (verl compute_policy_loss_vanilla, SkyRL ppo_policy_loss, RLinf compute_ppo_actor_loss):
       −min(r·A, clip(r, 1−ε_low, 1+ε_high)·A) with r = exp(clamp(log π − log π_old, ±20)); ε_low ≠ ε_high is
@@ -608,7 +596,6 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     the loss is × π_prox/π_behave, π_behave = rollout_logprobs, tokens above behav_imp_weight_cap drop out);
     tis_cap (SkyRL compute_tis_ratio, RLinf importance_sampling_fix): × min(π_old/π_rollout, cap), detached,
     per token or per sequence."""
-    spec = _legacy_spec(spec, clip_low, clip_high, clip_ratio_c)
     o = spec.options
     advantages = advantages.float()
     mask_f = mask.float()
@@ -767,21 +754,6 @@ def actor_loss(logprobs: torch.Tensor, mb: Mapping[str, Any], spec: ActorLossSpe
         loss = loss * 0.0
         out["early_stopped"] = torch.ones((), device=loss.device)
     return loss, out
-
-
-def actor_loss_spec(cfg: Mapping[str, Any] | ActorLossSpec) -> ActorLossSpec:
-    """The ActorLossSpec of an update's settings: cfg["loss"] as step.prepare_update puts it; the older flat
-    keys (policy_loss, clip_low, ..., used by callers that predate the typed settings) are read with the
-    dataclasses' own defaults, so no default is declared twice."""
-    if isinstance(cfg, ActorLossSpec):
-        return cfg
-    if isinstance(cfg.get("loss"), ActorLossSpec):
-        return cfg["loss"]
-    base, pbase = ActorLossSpec(), PolicyLossSpec()
-    policy = PolicyLossSpec(cfg.get("policy_loss", pbase.kind), cfg.get("clip_low", pbase.clip_low),
-                            cfg.get("clip_high", pbase.clip_high), cfg.get("clip_ratio_c", pbase.clip_ratio_c))
-    return ActorLossSpec(policy, cfg.get("aggregation", base.aggregation), cfg.get("kl_loss_coef", base.kl_coef),
-                         cfg.get("kl_estimator", base.kl_estimator), cfg.get("entropy_coef", base.entropy_coef))
 
 
 def value_loss(values: torch.Tensor, old_values: torch.Tensor, returns: torch.Tensor,

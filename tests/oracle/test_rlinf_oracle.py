@@ -36,6 +36,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from collections import defaultdict
@@ -197,7 +198,16 @@ def typo_file(path: Path, key: str, typo: str) -> Path | None:
     return out
 
 
+def stage_model_fixture(oracle_dir: Path) -> None:
+    """The oracle's stand-in model (its config.json only) where model_overrides points RLinf, inside ORACLE_HOME,
+    which the sandbox can read."""
+    dest = oracle_home() / "model_fixture"
+    if not (dest / "DeepSeek-R1-Distill-Qwen-1.5B" / "config.json").is_file():
+        shutil.copytree(oracle_dir / "fixtures" / "rlinf" / "model", dest, dirs_exist_ok=True)
+
+
 def run_release(oracle_dir: Path, release: str, agreement: Agreement, skipped: dict) -> None:
+    stage_model_fixture(oracle_dir)
     root = tree(release)
     use_tree_env(root)
     cache = Cache(release)

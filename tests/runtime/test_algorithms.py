@@ -107,9 +107,10 @@ def test_global_denominators_make_micro_batches_add_up():
     close(parts, whole)
 
 
-def _pg(ratio, adv, **kw):
+def _pg(ratio, adv, kind="regular", **clips):
     logp = torch.log(torch.tensor([[ratio]]))
-    loss, _ = A.policy_loss(logp, torch.zeros(1, 1), torch.tensor([[adv]]), torch.ones(1, 1), **kw)
+    loss, _ = A.policy_loss(logp, torch.zeros(1, 1), torch.tensor([[adv]]), torch.ones(1, 1),
+                            ir.PolicyLossSpec(kind, **clips))
     return float(loss)
 
 
@@ -127,24 +128,24 @@ def test_decoupled_clip_uses_separate_bounds():
 
 def test_dual_clip_bounds_negative_advantages():
     assert _pg(4.0, -1.0) == pytest.approx(4.0)
-    assert _pg(4.0, -1.0, spec="dual_clip", clip_ratio_c=3.0) == pytest.approx(3.0)
-    assert _pg(4.0, 1.0, spec="dual_clip", clip_ratio_c=3.0) == pytest.approx(-1.2)  # positive: unchanged
+    assert _pg(4.0, -1.0, "dual_clip", clip_ratio_c=3.0) == pytest.approx(3.0)
+    assert _pg(4.0, 1.0, "dual_clip", clip_ratio_c=3.0) == pytest.approx(-1.2)  # positive: unchanged
 
 
 def test_dual_clip_needs_c_above_one():
     with pytest.raises(ValueError, match="clip_ratio_c"):
-        _pg(1.0, -1.0, spec="dual_clip", clip_ratio_c=1.0)
+        _pg(1.0, -1.0, "dual_clip", clip_ratio_c=1.0)
 
 
 def test_gspo_uses_the_sequence_ratio_for_every_token():
     logp = torch.tensor([[0.05, 0.15]], requires_grad=True)
-    loss, _ = A.policy_loss(logp, torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2), spec="gspo")
+    loss, _ = A.policy_loss(logp, torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2), ir.PolicyLossSpec("gspo"))
     s = math.exp(0.1)  # geometric mean of the token ratios
     close(loss.detach(), [[-s, -s]])
     loss.sum().backward()
     close(logp.grad, [[-s, -s]])
     clipped, _ = A.policy_loss(torch.tensor([[0.1, 0.3]]), torch.zeros(1, 2), torch.ones(1, 2), torch.ones(1, 2),
-                               spec="gspo")
+                               ir.PolicyLossSpec("gspo"))
     close(clipped, [[-1.2, -1.2]])  # exp(0.2) = 1.22 > 1.2
 
 
@@ -491,11 +492,6 @@ def test_algorithm_defaults_reproduce_the_previous_settings():
     alg = ir.Algorithm()
     loss = alg.actor_loss_spec()
     assert loss.policy == ir.PolicyLossSpec() and (loss.kl_coef, loss.entropy_coef) == (0.0, 0.0)
-    assert A.actor_loss_spec({}) == loss  # the older flat keys read with the same defaults
-    assert A.actor_loss_spec({"loss": loss}) is loss
-    legacy = {"policy_loss": "dual_clip", "clip_high": 0.28, "kl_loss_coef": 0.1, "entropy_coef": 0.01}
-    assert A.actor_loss_spec(legacy) == ir.ActorLossSpec(ir.PolicyLossSpec("dual_clip", 0.2, 0.28), kl_coef=0.1,
-                                                         entropy_coef=0.01)
     assert ir.Algorithm(kl=ir.KL("loss", 0.3)).actor_loss_spec().kl_coef == 0.3
     assert ir.Algorithm(kl=ir.KL("reward", 0.3)).actor_loss_spec().kl_coef == 0.0
     assert ir.Algorithm(dynamic_sampling=True).filter_spec() == ir.FilterSpec(zero_variance=True, dynamic="filter")

@@ -15,7 +15,7 @@ pytest.importorskip("transformers")
 
 import torch.distributed as dist  # noqa: E402
 
-from rlcfg.ir import Optimizer  # noqa: E402
+from rlcfg.ir import ActorLossSpec, Optimizer  # noqa: E402
 from rlcfg.runtime import step as S  # noqa: E402
 from rlcfg.runtime.backends.fsdp import FSDPEngine, init_distributed  # noqa: E402
 from tests.runtime.test_packing import build, groups  # noqa: E402
@@ -53,7 +53,7 @@ def _share(rank: int, world: int):
     per = mask.shape[0] // world
     share = {k: v[rank * per:(rank + 1) * per] for k, v in batch.items()}
     return share, {"ppo_epochs": 1, "mini_batch": per, "micro_batch": 2,
-                   "denominators": S.denominators(mask, world, per)}
+                   "denominators": S.denominators(mask, world, per), "loss": ActorLossSpec()}
 
 
 def _train_and_gather(rank: int, world: int, port: int, path: str, out: str, device: str) -> None:

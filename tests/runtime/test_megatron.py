@@ -19,6 +19,7 @@ transformers = pytest.importorskip("transformers")
 
 import torch.distributed as dist  # noqa: E402
 
+from rlcfg import ir  # noqa: E402
 from rlcfg.frontend import check_file  # noqa: E402
 from rlcfg.lower import lower  # noqa: E402
 from rlcfg.plan import build_plan  # noqa: E402
@@ -410,8 +411,8 @@ def test_ppo_loss_on_megatron_logits_matches_the_reference_mathematics(family, w
     mb = {"input_ids": ids, "attention_mask": attn, "response_mask": response_mask,
           "advantages": torch.randn(3, 4), "old_logprobs": torch.full((3, 4), -3.6),
           "ref_logprobs": torch.full((3, 4), -3.7)}
-    cfg = {"aggregation": "token-mean", "kl_loss_coef": 0.1, "kl_estimator": "k3", "entropy_coef": 0.01,
-           "clip_low": 0.2, "clip_high": 0.28}
+    cfg = {"loss": ir.ActorLossSpec(ir.PolicyLossSpec("regular", 0.2, 0.28), "token-mean", kl_coef=0.1,
+                                    kl_estimator="k3", entropy_coef=0.01)}
     pos = (attn.cumsum(dim=1) - 1).clamp(min=0)
     tokens = float(response_mask.sum())
     logits = chunk(ids, pos, attention_mask=M.causal_padding_mask(attn))
@@ -425,7 +426,8 @@ def test_ppo_loss_on_megatron_logits_matches_the_reference_mathematics(family, w
 
     ref_logits = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits[:, prompt_width - 1:-1] / 0.7
     ref_lp = torch.log_softmax(ref_logits.float(), -1).gather(-1, ids[:, prompt_width:, None]).squeeze(-1)
-    pg, _ = A.policy_loss(ref_lp, mb["old_logprobs"], mb["advantages"], response_mask, "regular", 0.2, 0.28)
+    pg, _ = A.policy_loss(ref_lp, mb["old_logprobs"], mb["advantages"], response_mask,
+                          ir.PolicyLossSpec("regular", 0.2, 0.28))
     expected = A.aggregate(pg, response_mask, "token-mean", tokens)
     kl = A.aggregate(A.kl_estimate(ref_lp, mb["ref_logprobs"], "k3"), response_mask, "token-mean", tokens)
     ent = A.aggregate(A.entropy_from_logits(ref_logits), response_mask, "token-mean", tokens)
@@ -486,7 +488,7 @@ def test_engine_update_through_forward_backward_schedule(tmp_path):
         assert (out - ref).abs().max() < 1e-3
         batch["old_logprobs"] = out
         cfg = {"ppo_epochs": 1, "mini_batch": 3, "micro_batch": 2,
-               "denominators": [(float(batch["response_mask"].sum()), 3.0)]}
+               "denominators": [(float(batch["response_mask"].sum()), 3.0)], "loss": ir.ActorLossSpec()}
         metrics = engine.train(batch, cfg)
         assert metrics["grad_norm"] > 0
         after = engine.compute(batch, 2)["values"]

@@ -19,6 +19,7 @@ transformers = pytest.importorskip("transformers")
 
 import torch.distributed as dist  # noqa: E402
 
+from rlcfg.ir import ActorLossSpec  # noqa: E402
 from rlcfg.runtime.backends import MEGATRON_ON_CPU_ENV  # noqa: E402
 from rlcfg.runtime.backends import megatron as M  # noqa: E402
 from rlcfg.runtime.backends import megatron_cpu as C  # noqa: E402
@@ -91,7 +92,7 @@ def rl_batch(vocab: int, n: int = 4, seed: int = 7) -> dict:
 def train_cfg(batch: dict, mini: int | None = None, micro: int = 2) -> dict:
     n = batch["response_mask"].shape[0]
     return {"ppo_epochs": 1, "mini_batch": mini or n, "micro_batch": micro,
-            "denominators": [(float(batch["response_mask"].sum()), float(n))]}
+            "denominators": [(float(batch["response_mask"].sum()), float(n))], "loss": ActorLossSpec()}
 
 
 def hf_logprobs(model, batch: dict) -> torch.Tensor:

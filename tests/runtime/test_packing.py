@@ -412,7 +412,8 @@ def _megatron_batch():
     g = torch.Generator().manual_seed(2)
     batch["advantages"] = torch.randn(mask.shape, generator=g) * mask
     batch["old_logprobs"] = -3.0 * mask
-    cfg = {"ppo_epochs": 1, "mini_batch": 12, "micro_batch": 2, "denominators": S.denominators(mask, 1, 12)}
+    cfg = {"ppo_epochs": 1, "mini_batch": 12, "micro_batch": 2, "denominators": S.denominators(mask, 1, 12),
+           "loss": ActorLossSpec()}
     return batch, cfg
 
 

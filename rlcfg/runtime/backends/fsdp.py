@@ -386,7 +386,7 @@ class FSDPEngine:
             loss = A.aggregate(vloss, mask, agg, tokens, seqs)
             return loss, {"value_loss": float(loss.detach())}
         # The actor's loss is algorithms.actor_loss, shared with the Megatron backend.
-        spec = A.actor_loss_spec(cfg)
+        spec: A.ActorLossSpec = cfg["loss"]  # step.prepare_update puts the Experiment's loss there
         logprobs, entropy, hi = self._forward(mb, prompt_width, bool(spec.entropy_coef))
         view = {k: mb[k][:, :hi].to(self.device) for k in A.ACTOR_TOKEN_KEYS if k in mb}
         view.update({k: mb[k].to(self.device) for k in A.ACTOR_SAMPLE_KEYS if k in mb})

@@ -543,7 +543,7 @@ def ppo_loss(logits: Any, mb: Mapping[str, Any], cfg: Mapping[str, Any], prompt_
     global mini-batch given by the (tokens, seqs) denominators."""
     from rlcfg.runtime import algorithms as A
 
-    spec = A.actor_loss_spec(cfg)
+    spec: A.ActorLossSpec = cfg["loss"]  # step.prepare_update puts the Experiment's loss there
     if "packed" in mb:
         logprobs, entropy = packed_logprobs(logits, mb, prompt_width, vocab, temperature, bool(spec.entropy_coef))
     else:

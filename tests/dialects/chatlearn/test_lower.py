@@ -278,7 +278,7 @@ def test_grpo_policy_loss_is_chatlearns_calculate_grpo_loss():
     # ChatLearn has no lower clamp of the log-ratio; rlcfg's −20 bound never binds on these numbers.
     assert torch.allclose(ours * mask, theirs * mask, atol=1e-6)
     assert float(theirs[1, 2]) == 3.0 and float(ours[1, 2]) == 3.0  # the final clip
-    uncapped = A.policy_loss(logp, old, adv, mask, "regular")[0]
+    uncapped = A.policy_loss(logp, old, adv, mask)[0]
     assert float(uncapped[1, 2]) > 3.0  # without ChatLearn's cap the same token weighs more
 
 
