@@ -627,16 +627,18 @@ def hybrid_rank(rank: int, port: int, ctx: Context, results: Any) -> None:
 def _hybrid_rank(rank: int, port: int, ctx: Context) -> dict[str, Any]:
     import torch.distributed as dist
 
-    from rlcfg.ir import Sampling
+    from rlcfg.ir import Optimizer, Sampling
     from rlcfg.runtime.backends import vllm as vllm_backend
+    from rlcfg.runtime.specs import RolloutSpec, TrainSpec
     from rlcfg.runtime.workers import HybridWorker
 
     plan = rollout_plan(ctx, "vllm", HYBRID_RANKS, VLLM_ENGINE)
     args = vllm_backend.engine_args(plan.experiment.role("rollout"), plan, device="cuda")
-    spec = {"kind": "actor", "model_path": ctx.policy, "dtype": "float32", "device": "cuda", "seed": 0,
-            "optimizer": {"name": "adamw", "lr": LR, "grad_clip": 1.0}, "total_optimizer_steps": 10}
-    rollout = {"backend": "vllm", "engine_args": args, "model_path": ctx.policy, "tokenizer": ctx.policy,
-               "device": "cuda", "dtype": "float32"}
+    spec = TrainSpec(kind="actor", model_path=ctx.policy, dtype="float32", device="cuda", backend="fsdp", seed=0,
+                     optimizer=Optimizer(name="adamw", lr=LR, grad_clip=1.0), total_optimizer_steps=10,
+                     schedule_train_steps=10, temperature=1.0)
+    rollout = RolloutSpec(backend="vllm", engine_args=args, model_path=ctx.policy, tokenizer=ctx.policy,
+                          device="cuda", dtype="float32")
     worker = HybridWorker({"actor": spec}, rank, HYBRID_RANKS, 1, rollout, "arithmetic")
     # The driver's order: every rank joins the world and builds its engine (a collective), then loads the trainer.
     worker.start_rollout("127.0.0.1", port)

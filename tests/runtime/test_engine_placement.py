@@ -276,7 +276,7 @@ def vllm_workers(engine: Actor) -> list[tuple[tuple[int, int], float]]:
     reserving VLLM_RAY_PER_WORKER_GPUS of a GPU (else 1.0). None for an engine on one GPU (in-process)."""
     if engine.cls.__name__ != "RolloutWorker":
         return []
-    args = engine.args[0].get("engine_args", {})
+    args = engine.args[0].engine_args or {}
     if args.get("distributed_executor_backend") != "ray":
         return []
     world = args["tensor_parallel_size"] * args["pipeline_parallel_size"]
