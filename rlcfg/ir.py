@@ -1,9 +1,9 @@
 """The canonical Experiment: what every dialect lowers to, and all that plan/ and runtime/ ever read.
 
 Plain frozen dataclasses of plain values, so an Experiment can be compared, hashed, printed as JSON and sent to a
-Ray worker. Names are rlcfg's own, not any framework's: a dialect's lowering (rlcfg/lower/<dialect>.py) translates
-its keys into these, reproducing the framework's derivations (a DP size computed from GPUs and parallel sizes,
-a sequence length derived from prompt and response lengths, ...).
+Ray worker. Names are rlcfg's own, not any framework's: a dialect's lowering (rlcfg/dialects/<name>/lower.py)
+translates its keys into these, reproducing the framework's derivations (a DP size computed from GPUs and parallel
+sizes, a sequence length derived from prompt and response lengths, ...).
 
 Roles: `actor` (the policy being trained), `rollout` (generation), `reference` (frozen policy for the KL term),
 `critic` (value model, PPO), `reward` (a reward model, or rule-based reward workers on CPUs).

@@ -23,7 +23,7 @@ def template_dialect(path) -> str:
     return check_file(str(path)).dialect or ""
 
 
-# New dialects are picked up as soon as their lowering (rlcfg/lower/<dialect>.py) lands.
+# New dialects are picked up as soon as their lowering (rlcfg/dialects/<name>/lower.py) lands.
 PLANNABLE = [t for t in sorted(TEMPLATES.glob("*.yaml")) if available(template_dialect(t))]
 
 

@@ -586,7 +586,7 @@ class RLinfConfig(Inventoried, inventory=""):
 # ---- the run ledger -------------------------------------------------------------------------------------------
 # What `rlcfg run` does with each hand-written key (the inventoried ones get theirs in inventoried.run_fate).
 # A section's `run_fate` covers its fields that are named nowhere below; the keys named here are the exceptions.
-# HONORED keys are read by rlcfg/lower/rlinf.py and act in the runtime with RLinf's reasoning meaning; the values of
+# HONORED keys are read by lower.py and act in the runtime with RLinf's reasoning meaning; the values of
 # loss_type, adv_type and importance_sampling_fix that rlcfg computes otherwise are refused by rlinf/run-refusals.
 
 _SECTION = inert("a section: each of its keys declares its own fate")

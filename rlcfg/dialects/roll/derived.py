@@ -257,7 +257,7 @@ def frozen_prefixes(worker: Any) -> tuple[str, ...]:
     return () if written is None else tuple(item.strip() for item in written.split(","))
 
 
-# rlcfg's backend of each ROLL strategy (lower/roll.py builds its roles with it, and the runtime's preflight names a
+# rlcfg's backend of each ROLL strategy (lower.py builds its roles with it, and the runtime's preflight names a
 # strategy back from it).
 BACKEND_OF_STRATEGY = {
     "megatron_train": "megatron", "megatron_infer": "megatron",

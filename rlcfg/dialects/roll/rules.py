@@ -1088,7 +1088,7 @@ def checkpoint_config(cfg: Any, ctx: RuleContext):
                         related=["checkpoint_config.type"])
 
 
-# ---- what `rlcfg run` runs of ROLL's pipelines and names (read by lower/roll.py; the rest is refused) ----------
+# ---- what `rlcfg run` runs of ROLL's pipelines and names (read by lower.py; the rest is refused) -----------------
 
 
 # The names mcore_adapter's get_megatron_lr_scheduler maps to Megatron's constant, linear and cosine decay styles.
@@ -1378,7 +1378,7 @@ def run_refusals_of_worker_settings(cfg: Any, ctx: RuleContext) -> Iterator[Find
 
 
 def _limited_workers(cfg: Any) -> Iterator[tuple[str, Any, str]]:
-    """(path, worker, rlcfg backend) of each worker lower/roll.py makes a model role of, the rollout aside: actor_train,
+    """(path, worker, rlcfg backend) of each worker lower.py makes a model role of, the rollout aside: actor_train,
     the reference when a KL reads it, the critic for GAE, and the chosen reward domain's worker when it has a model
     (strategy_args and GPUs; a rule worker scores on CPU)."""
     workers = [("actor_train", "fsdp2_train")] + ([("reference", "fsdp2_train")] if reference_on(cfg) else []) + (
