@@ -11,6 +11,7 @@ from rlcfg.convert import DIALECTS, ConversionError, convert
 from rlcfg.convert.compare import covered, diff
 from rlcfg.ir import Experiment
 from rlcfg.diagnostics import Severity
+from rlcfg.schema import REGISTRY
 from tests.convert.cases import PAIRS, ROOT, dialect_of, expected, key, outcome
 
 EXPECTED = expected()
@@ -122,7 +123,8 @@ def test_known_differences_of_meaning_are_reported():
     losses = {loss.path: loss for loss in converted("templates/chatlearn-fsdp-vllm.yaml", "skyrl").losses}
     assert losses["algorithm.advantage_options.std"].source == "population"
     assert losses["algorithm.advantage_options.std"].target == "unbiased"
-    assert DIALECTS == ("chatlearn", "rlinf", "skyrl", "roll", "areal")
+    # Every dialect of the registry is a target, in the registry's order.
+    assert DIALECTS == tuple(entry.name for entry in REGISTRY) == ("chatlearn", "skyrl", "rlinf", "roll", "areal")
 
 
 def test_a_source_setting_rlcfg_does_not_model_is_reported_not_dropped():
