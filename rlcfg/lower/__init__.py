@@ -1,8 +1,9 @@
 """Lowering: a validated dialect config → the canonical Experiment (rlcfg.ir).
 
 One module per dialect, the `lower` of its package (`rlcfg.dialects.<name>.lower`), with `lower(config) ->
-Experiment`; it reproduces the framework's semantics, derivations included. A dialect whose meaning differs between the releases it claims takes the release the
-document was judged by too, `lower(config, release=...)`. Imported lazily, like the dialects themselves.
+Experiment`; it reproduces the framework's semantics, derivations included. A dialect whose meaning differs between
+the releases it claims takes the release the document was judged by too, `lower(config, release=...)`. Imported
+lazily, like the dialects themselves.
 
 A module's `spelling(role) -> Spelling` says how its configs write each role's backend; every role of the Experiment
 carries it, so the runtime speaks the user's dialect without knowing any.
@@ -30,13 +31,8 @@ def lower(dialect: str, config: Any, release: str | None = None) -> Experiment:
 
 
 def available(dialect: str) -> bool:
-    return _module_name(dialect) is not None
-
-
-def _module_name(dialect: str) -> str | None:
-    """The `lower` of the dialect's package (rlcfg/dialects/<name>/), when it has one."""
-    name = f"rlcfg.dialects.{dialect}.lower"
+    """Whether the dialect's package has a lowering."""
     try:
-        return name if importlib.util.find_spec(name) is not None else None
+        return importlib.util.find_spec(f"rlcfg.dialects.{dialect}.lower") is not None
     except ModuleNotFoundError:  # no package of that name
-        return None
+        return False
