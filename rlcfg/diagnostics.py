@@ -48,6 +48,8 @@ class Origin:
         if self.kind == "file":
             return f"{self.file}:{self.line}:{self.column}"
         if self.kind == "override":
+            if self.file is not None:  # an argument of a launch script, where the script writes it
+                return f"{self.file}:{self.line}:{self.column}"
             return f"<override {self.override_index}: {self.override_text}>"
         if self.kind == "env":
             return f"<environment variable {self.env_var}>"
@@ -104,6 +106,8 @@ CODES: dict[str, CodeInfo] = {
     "RLC117": CodeInfo("deleted key the framework reads", Severity.ERROR, "`~trainer.epochs` deletes a key skyrl-train reads; it stops with ConfigAttributeError"),
     "RLC118": CodeInfo("setting `rlcfg run` does not run", Severity.NOTE, "`trainer.algorithm.off_policy_correction.outlier_token_is_threshold_low` (0.001): rlcfg run refuses it; it runs no outlier masking"),
     "RLC119": CodeInfo("what `rlcfg run` cannot launch on the planned cluster", Severity.NOTE, "role `actor`: Ulysses sequence parallel (sp=2) on the fsdp2 backend: rlcfg's training backends run no Ulysses sequence parallelism; set `actor_train.model_args.ulysses_size` (sp=2) to 1"),
+    "RLC120": CodeInfo("launch-script argument rlcfg cannot know", Severity.WARNING, "`trainer.policy.model.path=?` depends on $MODEL_PATH, which rlcfg cannot know without running the script; this argument was left out of the check"),
+    "RLC121": CodeInfo("launch script with several runs", Severity.NOTE, "the script calls skyrl-train's main_base 2 times; rlcfg checked the first call (the other is on line 40)"),
     "RLC200": CodeInfo("wrong type", Severity.ERROR, "models.policy.num_gpu: expected an integer, got 8.5 (a float)"),
     "RLC201": CodeInfo("value out of range", Severity.ERROR, "models.policy.temperature: must be >= 0, got -1"),
     "RLC202": CodeInfo("not one of the allowed values", Severity.ERROR, "runtime_args.train_backend: `fdsp` is not one of fsdp, megatron; did you mean `fsdp`?"),
@@ -151,6 +155,8 @@ class Edit:
 
             return f"set `{self.key}` to {json.dumps(self.value)}"
         if self.origin is not None and self.origin.kind == "override":
+            if self.origin.file is not None:  # an argument of a launch script
+                return f"change the argument at {self.origin.describe()} to `{self.override}`"
             return f"change override {self.origin.override_index} to `{self.override}`"
         return f"pass the override `{self.override}`"
 
@@ -285,7 +291,7 @@ class TextRenderer:
         return "\n".join(out)
 
     def _snippet(self, origin: Origin) -> list[str]:
-        if origin.kind != "file" or origin.file not in self._lines or not origin.line:
+        if origin.kind not in ("file", "override") or origin.file not in self._lines or not origin.line:
             if origin.kind == "default" and origin.via:
                 return [f"   = note: via {o.describe()}" for o in origin.via]
             return []

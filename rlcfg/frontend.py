@@ -48,12 +48,66 @@ class CheckResult:
         return self.errors == 0
 
 
+@record
+class Opened:
+    """What a check reads: a config file and its overrides, or what a launch script's entrypoint call loads."""
+
+    text: str  # the config's YAML ("{}" where the entrypoint loads the release's base config alone)
+    filename: str  # where the YAML's positions point
+    overrides: list[str]  # the script's arguments (rlcfg.source.launch.Arg, located) and then the user's
+    dialect: str | None
+    base_dir: str
+    shown_as: str  # what the user named: the config file, the script, or `<command line>`
+    sources: dict[str, str] = field(default_factory=dict)  # the script's text, for snippets
+    diagnostics: list[Diagnostic] = field(default_factory=list)  # what reading the script found
+
+
+COMMAND_LINE = "<command line>"
+
+
+def open_config(path: str, overrides: Sequence[str] = (), dialect: str | None = None,
+                env: Mapping[str, str] | None = None) -> Opened:
+    """The config `path` names, with its overrides: a YAML file; a launch script (`run_gsm8k.sh`), read for its call
+    of a framework's entrypoint; or a command line given as `path` and `overrides` (`python -m ... k=v`). Raises
+    UsageError for what cannot be read."""
+    from rlcfg.source import launch as scripts
+
+    command = scripts.is_command(path, overrides)
+    if not command and not scripts.is_script(path):
+        return Opened(read_text(path), path, list(overrides), dialect, str(FsPath(path).parent), path)
+    from rlcfg import schema
+
+    if command:
+        text, script, shown, extra = scripts.command_text([path, *overrides]), COMMAND_LINE, COMMAND_LINE, []
+    else:
+        text, script, shown, extra = read_text(path), path, path, list(overrides)
+    launchers = [(name, launcher) for name, launcher in schema.launchers() if dialect in (None, name)]
+    found = scripts.read_launch(text, script, launchers, env, shown_as=shown)
+    sources = {shown: text}
+    if found.config is None:
+        entry = schema.entry(found.dialect)
+        return Opened("{}\n", f"<{entry.title} base config>", [*found.arguments, *extra], found.dialect, ".", shown,
+                      sources, found.diagnostics)
+    config = scripts.locate(found.config, path if not command else ".")
+    if not FsPath(config).is_file():
+        raise UsageError(f"{shown}:{found.line}: the call loads {found.config}, which is neither under the current "
+                         "directory nor above the script; run rlcfg from where the script is run")
+    return Opened(read_text(config), config, [*found.arguments, *extra], found.dialect, str(FsPath(config).parent),
+                  shown, sources, found.diagnostics)
+
+
 def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = None, strict: bool = False,
                env: Mapping[str, str] | None = None, release: str | None = None) -> CheckResult:
-    """Check a config file. Raises UsageError for a file that cannot be read at all, or for a `release` the
-    dialect does not claim."""
-    text = read_text(path)
-    return check_text(text, path, overrides, dialect, strict, env, base_dir=str(FsPath(path).parent), release=release)
+    """Check a config file, or what a launch script or command line loads (open_config). Raises UsageError for a
+    file that cannot be read at all, or for a `release` the dialect does not claim."""
+    opened = open_config(path, overrides, dialect, env)
+    result = check_text(opened.text, opened.filename, opened.overrides, opened.dialect, strict, env,
+                        base_dir=opened.base_dir, release=release)
+    if opened.shown_as != opened.filename:
+        result.file = opened.shown_as
+        result.sources.update(opened.sources)
+        result.diagnostics = sort_diagnostics([*opened.diagnostics, *result.diagnostics])
+    return result
 
 
 def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect: str | None = None,

@@ -28,6 +28,13 @@ def _either(words: tuple[str, ...]) -> str:
 
 # The help strings that list the dialects and their releases read them from the registry.
 DIALECT_NAMES = registry.listing("names")
+
+
+def file_help(verb: str) -> str:
+    """The help of a command's FILE argument: a config, a launch script, or a command line after `--`."""
+    return (f"The YAML config to {verb}, or a launch script (`run_gsm8k.sh`) that calls the framework's entrypoint: "
+            "rlcfg reads the config the call loads and its key=value arguments, without running the script. After "
+            "`--`, a command line: `-- python -m skyrl_train.entrypoints.main_base k=v ...`.")
 FRAMEWORK_VERSION_HELP = ("Judge the config by this release of its framework ("
                           + ", ".join(f"{e.title} {_either(e.releases)}" for e in registry.REGISTRY)
                           + ") instead of the release its keys point to; `rlcfg validate` names the one it chose.")

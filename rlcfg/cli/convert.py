@@ -8,7 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from rlcfg.cli.base import EXIT_BUG, EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, app, bug_guard, usage_error
+from rlcfg.cli.base import (EXIT_BUG, EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, app, bug_guard, file_help,
+                            usage_error)
 
 DIALECT_NAMES = "chatlearn, rlinf, skyrl, roll, areal"
 
@@ -22,7 +23,7 @@ DIALECT_NAMES = "chatlearn, rlinf, skyrl, roll, areal"
            "--strict, the target cannot express some setting, 2 usage error, 101 a bug in rlcfg.",
 )
 def convert(
-    file: str = typer.Argument(..., help="The YAML config to convert.", metavar="FILE"),
+    file: str = typer.Argument(..., help=file_help("convert"), metavar="FILE"),
     overrides: Optional[List[str]] = typer.Argument(
         None, metavar="[OVERRIDES]...", help="Command-line overrides in the source dialect's own grammar."),
     to: str = typer.Option(..., "--to", "-t", metavar="DIALECT", help=f"The target dialect: {DIALECT_NAMES}."),

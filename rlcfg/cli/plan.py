@@ -8,8 +8,8 @@ from typing import Any, List, Optional
 
 import typer
 
-from rlcfg.cli.base import (EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard, drop_ignored,
-                       ignored_codes, usage_error, use_color)
+from rlcfg.cli.base import (EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard,
+                            drop_ignored, file_help, ignored_codes, usage_error, use_color)
 
 
 @app.command(
@@ -22,7 +22,7 @@ from rlcfg.cli.base import (EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, IGNOR
            "error, 101 a bug in rlcfg. What `rlcfg run` would not launch is a note beside the map, not an error.",
 )
 def plan(
-    file: str = typer.Argument(..., help="The YAML config to plan.", metavar="FILE"),
+    file: str = typer.Argument(..., help=file_help("plan"), metavar="FILE"),
     overrides: Optional[List[str]] = typer.Argument(
         None, metavar="[OVERRIDES]...", help="Command-line overrides in the dialect's own grammar, as for validate."),
     show_gpu_map: bool = typer.Option(False, "--show-gpu-map",

@@ -15,7 +15,7 @@ from typing import List, Optional
 
 import typer
 
-from rlcfg.cli.base import (FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, EXIT_USAGE, OutputFormat, app,
+from rlcfg.cli.base import (FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, EXIT_USAGE, OutputFormat, app, file_help,
                                 bug_guard, usage_error)
 
 RUN_PACKAGES = ("torch", "ray", "transformers")
@@ -53,7 +53,7 @@ def _fail(message: str, json_output: bool = False) -> typer.Exit:
            "or here), 2 usage error (or the run extra is missing), 101 a bug in rlcfg.",
 )
 def run(
-    file: Optional[str] = typer.Argument(None, metavar="[FILE]", help="The YAML config to run."),
+    file: Optional[str] = typer.Argument(None, metavar="[FILE]", help=file_help("run")),
     overrides: Optional[List[str]] = typer.Argument(None, metavar="[OVERRIDES]...",
                                                     help="Overrides in the dialect's own grammar, as for validate."),
     quickstart: bool = typer.Option(False, "--quickstart",

@@ -7,7 +7,8 @@ from typing import List, Optional
 import typer
 
 import rlcfg.schema as registry
-from rlcfg.cli.base import DIALECT_NAMES, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard
+from rlcfg.cli.base import (DIALECT_NAMES, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard,
+                            file_help)
 
 
 @app.command(
@@ -15,6 +16,8 @@ from rlcfg.cli.base import DIALECT_NAMES, FRAMEWORK_VERSION_HELP, IGNORE_HELP, O
            "  rlcfg validate templates/chatlearn-fsdp-vllm.yaml\n\n"
            "  rlcfg validate grpo.yaml runtime_args.sample_per_episode=1024 --format json\n\n"
            "  rlcfg validate skyrl.yaml trainer.policy_mini_batch_size=64 --explain trainer.train_batch_size\n\n"
+           "  rlcfg validate examples/gsm8k/run_gsm8k.sh      (a launch script: the call it makes)\n\n"
+           "  rlcfg validate -- python -m skyrl_train.entrypoints.main_base trainer.epochs=2\n\n"
            "  rlcfg validate grpo.yaml --diff      (show the fix for batch and parallel-size errors)\n\n"
            "  rlcfg validate grpo.yaml --fix       (write it into grpo.yaml)\n\n"
            "Batch sizes and parallel sizes constrain each other, so rlcfg solves them together: the `fix:` line "
@@ -26,7 +29,7 @@ from rlcfg.cli.base import DIALECT_NAMES, FRAMEWORK_VERSION_HELP, IGNORE_HELP, O
            "--fix, the code is that of the config after fixing.",
 )
 def validate(
-    file: str = typer.Argument(..., help="The YAML config to check.", metavar="FILE"),
+    file: str = typer.Argument(..., help=file_help("check"), metavar="FILE"),
     overrides: Optional[List[str]] = typer.Argument(
         None, metavar="[OVERRIDES]...",
         help="Command-line overrides in the dialect's own grammar: `a.b=c` everywhere; Hydra dialects ("

@@ -43,7 +43,7 @@ def validate_config(file: str, overrides: list[str], dialect: Optional[str] = No
             echo(_json(result, explanation, strict, repair))
         else:
             if repair is not None:
-                echo(_repair_text(repair, file))
+                echo(_repair_text(repair, problem.filename))
             echo(_text(result, explanation, use_color(color), strict, searched_longer=repair is not None))
         return EXIT_INVALID if failed else EXIT_OK
 
@@ -59,12 +59,12 @@ def attach_fixes(file: str, overrides: list[str], dialect: Optional[str], releas
 
 
 def _problem(file: str, overrides: list[str], dialect: Optional[str], release: Optional[str]) -> Any:
-    from pathlib import Path
-
     from rlcfg.fix import Problem
-    from rlcfg.source.yaml_loader import read_text
+    from rlcfg.frontend import open_config
 
-    return Problem(read_text(file), file, overrides, dialect, release, None, str(Path(file).parent))
+    # A launch script's fixes are to the config file it names and to its own arguments (rlcfg.frontend.open_config).
+    opened = open_config(file, overrides, dialect)
+    return Problem(opened.text, opened.filename, opened.overrides, opened.dialect, release, None, opened.base_dir)
 
 
 def _solve(problem: Any, result: Any, reread: bool = False, thorough: bool = False) -> Any:

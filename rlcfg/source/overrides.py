@@ -36,7 +36,10 @@ class OverrideSyntaxError(Exception):
 
 
 def parse_override(text: str, index: int, grammar: str) -> tuple[Override | None, Diagnostic | None]:
-    origin = Origin("override", override_index=index, override_text=text)
+    # An argument of a launch script (rlcfg.source.launch.Arg) is located where the script writes it.
+    origin = Origin("override", override_index=index, override_text=str(text), file=getattr(text, "file", None),
+                    line=getattr(text, "line", None), column=getattr(text, "column", None),
+                    end_column=getattr(text, "end_column", None))
 
     def bad(message: str, hint: str) -> tuple[None, Diagnostic]:
         if len(text) > 80:  # the whole override is in the location line already; messages quote a short form

@@ -9,8 +9,9 @@ a set of overrides onto the release's own base config, judged twice:
 
 The cases, per release:
 1. the base config alone;
-2. every launch script under skyrl-train/examples/ that runs main_base or an example entrypoint, read with
-   tests/fixtures/skyrl/launch_scripts.py (variables the script never sets get the base config's value);
+2. every launch script under skyrl-train/examples/ that runs main_base or an example entrypoint, read as
+   `rlcfg validate SCRIPT` reads it (rlcfg.source.launch): an argument that depends on a variable the script never
+   sets is left out for both sides;
 3. mutations of the base config: a typo'd key, a wrong type, broken divisibility, a bad enum, a deleted key, a key
    of another release, remote engines with logprobs, a `+key` the base config lacks.
 
@@ -21,11 +22,9 @@ Run: MIRROR_ROOT=/work/.mirror python -m pytest -m oracle tests/oracle/test_skyr
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -36,7 +35,6 @@ REPO = "NovaSky-AI+SkyRL"
 RELEASES = {"0.1.0": "skyrl_train-v0.1.0", "0.2.0": "skyrl_train-v0.2.0", "0.3.0": "skyrl_train-v0.3.0",
             "0.4.0": "skyrl_train-v0.4.0", "main": "27380cb"}
 BASE = "skyrl-train/skyrl_train/config/ppo_base_config.yaml"
-INVENTORY = Path(__file__).resolve().parents[1] / "inventory" / "skyrl"
 ENV = {"WANDB_API_KEY": "oracle-dummy-key"}
 
 # Mutations of the base config, as overrides. Each is (name, overrides, releases it applies to or None for all).
@@ -125,33 +123,38 @@ FRONT_END_GAPS = {
 }
 
 
-def _launch_module():
-    path = Path(__file__).resolve().parents[1] / "fixtures" / "skyrl" / "launch_scripts.py"
-    spec = importlib.util.spec_from_file_location("skyrl_launch_scripts", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-def _defaults(release: str) -> dict:
-    inventory = json.loads((INVENTORY / f"{release}.json").read_text())
-    return {key: fact["default"] for key, fact in inventory["pipelines"]["default"].items()}
-
-
 def cases(release: str, tree: Path) -> list[tuple[str, list[str], str]]:
+    """(name, overrides, entrypoint): the base config, every example script as rlcfg reads it (the arguments of its
+    call, less those that depend on what rlcfg cannot know), and the mutations."""
+    from rlcfg import schema
+    from rlcfg.source.launch import read_launch
+    from rlcfg.source.yaml_loader import UsageError
+
     out = [("base config", [], "main_base")]
-    launch = _launch_module()
-    defaults = _defaults(release)
     examples = tree / "skyrl-train" / "examples"
+    env = {"HOME": "/home/user", "PWD": str(tree / "skyrl-train")}
     for script in sorted(examples.rglob("*.sh")):
-        for index, found in enumerate(launch.parse_script(script.read_text(errors="replace"), str(script))):
-            name = str(script.relative_to(examples)) + (f"#{index}" if index else "")
-            out.append((name, launch.fill_unset(found.overrides, defaults), found.entrypoint.rsplit(".", 1)[-1]))
+        try:
+            found = read_launch(script.read_text(errors="replace"), str(script), schema.entry("skyrl").launchers, env)
+        except UsageError:
+            continue  # no call of main_base or an example's entrypoint
+        name = str(script.relative_to(examples))
+        out.append((name, [str(a) for a in found.arguments], _entry_module(script, found.line)))
     for name, overrides, only in MUTATIONS:
         if only is None or release in only:
             out.append((name, overrides, "main_base"))
     return out
+
+
+def _entry_module(script: Path, line: int) -> str:
+    """The last part of the module the call runs (`main_base`, `main_dapo`), which the oracle starts."""
+    import re
+
+    for text in script.read_text(errors="replace").splitlines()[line - 1:]:
+        found = re.search(r"-m\s+([\w.]+)", text)
+        if found:
+            return found.group(1).rsplit(".", 1)[-1]
+    return "main_base"
 
 
 def rlcfg_verdict(base: Path, overrides: list[str], release: str) -> tuple[bool, str]:

@@ -1,0 +1,753 @@
+"""Launch scripts and command lines, read as the framework's entrypoint would receive them, never run.
+
+Most SkyRL and ChatLearn users configure a run in a shell script: a few variables, then one call of the framework's
+entrypoint with dozens of `key=value` arguments. `rlcfg validate run_gsm8k.sh` reads such a script and checks what
+that call would load: the config file it names (or the release's base config, for an entrypoint that takes none)
+with its arguments as overrides, each located at its place in the script.
+
+The reading is a small shell word scanner, not a shell:
+- quotes, backslash escapes and line continuations as the shell treats them; `#` comments; a command ends at a
+  newline, `;`, `&&`, `||` or `|`, and a redirection (`> log`, `2>&1`) is no argument;
+- variables: `NAME=value`, `export NAME=value`, and the `${NAME:=value}` / `${NAME:-value}` defaults a script gives
+  itself; `$0` is the script's path; the caller's environment (the `env` given) supplies the rest, as it would for the
+  shell; `$((...))` integer arithmetic; `$(dirname ...)`, `$(basename ...)`, `$(pwd)`, `$(realpath ...)` and
+  `$(cd DIR && pwd)` on values already known;
+- anything else (another command's output, a variable neither the script nor the environment sets, a positional
+  argument) is not guessed: an argument that depends on one is left out of the check and reported by name (RLC120).
+  `"$@"` forwards the script's own arguments: the overrides given to rlcfg after the script play that part.
+
+The entrypoints each dialect's users call are declared in its registry entry (`Launcher`).
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+import re
+from dataclasses import field
+from pathlib import Path
+from typing import Iterator, Mapping, Sequence
+
+from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
+from rlcfg.patterns import lazy
+from rlcfg.records import record
+from rlcfg.source.yaml_loader import UsageError
+
+SCRIPT_SUFFIXES = (".sh", ".bash")
+# Words that start a command line given after `--` (`rlcfg validate -- python -m ... k=v`).
+COMMAND_STARTS = ("python", "python3", "uv", "torchrun", "deepspeed", "accelerate", "ray", "bash", "sh", "env")
+_NAME = lazy(r"[A-Za-z_][A-Za-z0-9_]*")
+_ASSIGNMENT = lazy(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.S)
+_DECLARING = ("export", "local", "readonly", "declare", "typeset")
+_UNKNOWN = "\x00"  # stands in an expanded word for a value that cannot be known
+
+
+class Arg(str):
+    """A command-line argument that came from a launch script: the text the entrypoint receives, and where the
+    script writes it (rlcfg.source.overrides locates its diagnostics there)."""
+
+    file: str
+    line: int
+    column: int
+    end_column: int
+
+    def __new__(cls, text: str, file: str, line: int, column: int, end_column: int) -> "Arg":
+        made = super().__new__(cls, text)
+        made.file, made.line, made.column, made.end_column = file, line, column, end_column
+        return made
+
+
+@record(frozen=True)
+class Launcher:
+    """How one of a dialect's entrypoints is called.
+
+    module: a regular expression for the module of `python -m MODULE`; script: one for the path of `python SCRIPT`.
+    config_file: the option that names the config file (`--config-file`, `--config`); config_dir and config_name:
+    Hydra's pair (`--config-path DIR --config-name NAME`, DIR relative to the entrypoint's own file, as Hydra reads
+    it). With none of them, the entrypoint loads the release's base config. `unclaimed` is the message for an
+    entrypoint of a release rlcfg does not judge yet."""
+
+    name: str  # as users know the entrypoint, for messages
+    module: str = ""
+    script: str = ""
+    config_file: tuple[str, ...] = ()
+    config_dir: tuple[str, ...] = ()
+    config_name: tuple[str, ...] = ()
+    unclaimed: str = ""
+
+
+@record
+class Word:
+    text: str  # after expansion; _UNKNOWN marks what could not be known
+    start: int  # offsets into the script's text
+    end: int
+    unknown: list[str] = field(default_factory=list)  # why: `$NAME`, `$(command)`
+
+
+@record
+class Launch:
+    """One call of a dialect's entrypoint found in a script."""
+
+    dialect: str
+    launcher: Launcher
+    line: int
+    config: str | None  # the config file it loads; None: the release's base config
+    arguments: list[Arg]
+    diagnostics: list[Diagnostic]
+
+
+def is_script(path: str) -> bool:
+    """A launch script rather than a config file: by its suffix, or a shell's `#!` line."""
+    if path.endswith(SCRIPT_SUFFIXES):
+        return True
+    if path.endswith((".yaml", ".yml", ".json")):
+        return False
+    try:
+        with open(path, "rb") as f:
+            first = f.read(64)
+    except OSError:
+        return False
+    return first.startswith(b"#!") and any(shell in first.split(b"\n")[0] for shell in (b"sh", b"bash"))
+
+
+def is_command(path: str, arguments: Sequence[str]) -> bool:
+    """`rlcfg validate -- python -m module k=v`: the file argument is a program, not a file."""
+    return not os.path.exists(path) and Path(path).name in COMMAND_STARTS and bool(arguments)
+
+
+def command_text(words: Sequence[str]) -> str:
+    """A command line given as arguments, as one line of shell text."""
+    import shlex
+
+    return " ".join(shlex.quote(w) for w in words)
+
+
+# ---- the scanner ------------------------------------------------------------------------------------------------
+
+
+class _Scanner:
+    def __init__(self, text: str, script: str, env: Mapping[str, str]):
+        self.text = text
+        self.script = script
+        self.variables: dict[str, str] = dict(env)
+        # Read as the script runs when called with no arguments: rlcfg's own extra overrides stand for "$@".
+        self.variables.update({"0": script, "BASH_SOURCE": script, "#": "0"})
+        # Variables whose value depends on what rlcfg cannot know, with why.
+        self.unknowable: dict[str, list[str]] = {}
+        self.separator = ""  # what ended the last command: "\n", ";", "&&", "||", "|", "&"
+        self.depth = 0  # of `source`
+        self.undecided: list[str] = []  # what decides whether the command being read runs, when rlcfg cannot tell
+        self.block_causes: list[str] = []  # the same, for the innermost undecided `if` or loop
+        self.pos = 0
+
+    # -- commands --
+
+    def commands(self) -> Iterator[list[Word]]:
+        """Each simple command's words, in order, with assignments applied as the script runs them.
+
+        `if` blocks and `TEST && command` are followed as far as their tests can be decided (`[ -z "$1" ]`,
+        `[ "$X" = y ]`, ...): only what the shell would run is read. Where a test cannot be decided, and in the body
+        of a loop, commands are read but what they assign becomes unknown, since it depends on what runs.
+        `source FILE` (`. FILE`) reads the assignments of FILE."""
+        # One entry per open `if` or loop: whether its current branch runs (True, False, or None: cannot be known)
+        # and whether an earlier branch already ran.
+        blocks: list[list] = []
+        condition: bool | None = True  # whether the command after `&&` / `||` runs
+        gate_causes: list[str] = []  # what an undecided `&&` / `||` test depends on
+        while self.pos < len(self.text):
+            words = self._command()
+            separator = self.separator
+            gate, condition = condition, True
+            while words and words[0].text in ("if", "elif", "else", "then", "fi", "for", "while", "until", "do",
+                                              "done"):
+                keyword, words = words[0].text, words[1:]
+                if keyword == "if":
+                    outer = self._running(blocks)
+                    test = self._test(words) if outer is not False else False
+                    if test is None:
+                        self.block_causes = [c for w in words for c in w.unknown] or ["an `if` rlcfg cannot decide"]
+                    blocks.append([test if outer is not None or test is False else None, test is True])
+                    words = []
+                elif keyword == "elif" and blocks:
+                    block = blocks[-1]
+                    test = self._test(words)
+                    if test is None:
+                        self.block_causes = [c for w in words for c in w.unknown] or ["an `if` rlcfg cannot decide"]
+                    block[0] = False if block[1] else (None if block[0] is None and test is not False else test)
+                    block[1] = block[1] or test is True
+                    words = []
+                elif keyword == "else" and blocks:
+                    block = blocks[-1]
+                    block[0] = False if block[1] else (None if block[0] is None else not block[0])
+                elif keyword in ("fi", "done") and blocks:
+                    blocks.pop()
+                elif keyword in ("for", "while", "until"):
+                    self.block_causes = [f"a `{keyword}` loop"]
+                    if keyword == "for" and words:
+                        self._forget(words[0].text, f"the loop variable of `for {words[0].text}`")
+                    blocks.append([None if self._running(blocks) is not False else False, False])
+                    words = []
+            if not words:
+                continue
+            running = self._running(blocks)
+            if gate is False or running is False:
+                condition = gate if separator == "&&" else True
+                continue
+            known = running is True and gate is True
+            self.undecided = [] if known else (gate_causes if gate is None else self.block_causes)
+            if words[0].text in ("[", "[[", "test"):
+                test = self._test(words)
+                if separator in ("&&", "||"):
+                    condition = None if test is None else (test if separator == "&&" else not test)
+                    gate_causes = [c for w in words for c in w.unknown] or ["a test rlcfg cannot decide"]
+                continue
+            if words[0].text in ("source", ".") and len(words) == 2:
+                self._source(words[1], known)
+                continue
+            words = self._assignments(words, known=known)
+            if words:
+                yield words
+
+    def _forget(self, name: str, why: str) -> None:
+        self.variables.pop(name, None)
+        self.unknowable[name] = [why]
+
+    def _source(self, word: Word, known: bool) -> None:
+        """Apply the assignments of a sourced file (no entrypoint call in it is taken as the launch)."""
+        if word.unknown or _UNKNOWN in word.text or self.depth >= 4:
+            return
+        if not known:
+            return  # what it sets is then reported as unknown where it is used
+        path = locate(word.text, self.script, self.variables.get("PWD"))
+        try:
+            text = Path(path).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return
+        inner = _Scanner(text, self.script, {})
+        inner.variables, inner.unknowable, inner.depth = self.variables, self.unknowable, self.depth + 1
+        inner.variables["0"] = self.variables["0"]
+        for _words in inner.commands():
+            pass
+
+    @staticmethod
+    def _running(blocks: list[list]) -> bool | None:
+        if any(block[0] is False for block in blocks):
+            return False
+        return None if any(block[0] is None for block in blocks) else True
+
+    def _test(self, words: list[Word]) -> bool | None:
+        """The value of `[ ... ]` / `[[ ... ]]` when it follows from known strings and integers; else None."""
+        texts = [w.text for w in words]
+        if any(w.unknown or _UNKNOWN in w.text for w in words):
+            return None
+        if len(texts) >= 2 and (texts[0], texts[-1]) in (("[", "]"), ("[[", "]]")):
+            texts = texts[1:-1]
+        elif texts[:1] == ["test"]:
+            texts = texts[1:]
+        else:
+            return None
+        negate = texts[:1] == ["!"]
+        texts = texts[1:] if negate else texts
+        result: bool | None = None
+        if len(texts) == 1:
+            result = texts[0] != ""
+        elif len(texts) == 2 and texts[0] in ("-z", "-n"):
+            result = (texts[1] == "") == (texts[0] == "-z")
+        elif len(texts) == 3 and texts[1] in ("=", "==", "!="):
+            result = (texts[0] == texts[2]) == (texts[1] != "!=")
+        elif len(texts) == 3 and texts[1] in ("-eq", "-ne", "-gt", "-ge", "-lt", "-le"):
+            try:
+                left, right = int(texts[0]), int(texts[2])
+            except ValueError:
+                return None
+            result = {"-eq": left == right, "-ne": left != right, "-gt": left > right, "-ge": left >= right,
+                      "-lt": left < right, "-le": left <= right}[texts[1]]
+        if result is None:
+            return None
+        return not result if negate else result
+
+    def _command(self) -> list[Word]:
+        words: list[Word] = []
+        text = self.text
+        self.separator = ""
+        while self.pos < len(text):
+            char = text[self.pos]
+            if char == "\\" and text.startswith("\\\n", self.pos):
+                self.pos += 2
+            elif char in " \t\r":
+                self.pos += 1
+            elif char == "#":
+                end = text.find("\n", self.pos)
+                self.pos = len(text) if end < 0 else end
+            elif char in "\n;&|":
+                double = text.startswith(("&&", "||", ";;"), self.pos)
+                self.separator = text[self.pos:self.pos + 2] if double else char
+                self.pos += 2 if double else 1
+                if words:
+                    return words
+            elif char in "<>" or (char.isdigit() and text[self.pos + 1:self.pos + 2] in ("<", ">")):
+                self._redirection()
+            elif char in "(){}" and text[self.pos + 1:self.pos + 2] in (" ", "\t", "\n", ""):
+                self.pos += 1  # a subshell's or a group's brackets
+            else:
+                words.append(self._word())
+        return words
+
+    def _redirection(self) -> None:
+        """Skip `> file`, `2>&1`, `&> log`, `< input`: no argument of the command."""
+        text = self.text
+        while self.pos < len(text) and text[self.pos].isdigit():
+            self.pos += 1
+        while self.pos < len(text) and text[self.pos] in "<>":
+            self.pos += 1
+        if text[self.pos:self.pos + 1] == "&":  # onto another descriptor: `2>&1`, `>&-`
+            self.pos += 1
+            while self.pos < len(text) and (text[self.pos].isdigit() or text[self.pos] == "-"):
+                self.pos += 1
+            return
+        while self.pos < len(text) and text[self.pos] in " \t":
+            self.pos += 1
+        if self.pos < len(text) and text[self.pos] not in "\n;|&":
+            self._word()  # the target file
+
+    def _word(self) -> Word:
+        text = self.text
+        start = self.pos
+        out: list[str] = []
+        unknown: list[str] = []
+        while self.pos < len(text):
+            char = text[self.pos]
+            if char in " \t\r\n;|&<>":
+                break
+            if char == "\\":
+                if text.startswith("\\\n", self.pos):
+                    self.pos += 2
+                    continue
+                out.append(text[self.pos + 1:self.pos + 2])
+                self.pos += 2
+            elif char == "'":
+                end = text.find("'", self.pos + 1)
+                end = len(text) if end < 0 else end
+                out.append(text[self.pos + 1:end])
+                self.pos = end + 1
+            elif char == '"':
+                self.pos += 1
+                while self.pos < len(text) and text[self.pos] != '"':
+                    if text[self.pos] == "\\" and text[self.pos + 1:self.pos + 2] in ('"', "\\", "$", "`", "\n"):
+                        out.append("" if text[self.pos + 1] == "\n" else text[self.pos + 1])
+                        self.pos += 2
+                    elif text[self.pos] in "$`":
+                        out.append(self._expansion(unknown))
+                    else:
+                        out.append(text[self.pos])
+                        self.pos += 1
+                self.pos += 1
+            elif char in "$`":
+                out.append(self._expansion(unknown))
+            else:
+                out.append(char)
+                self.pos += 1
+        return Word("".join(out), start, self.pos, unknown)
+
+    # -- expansions --
+
+    def _expansion(self, unknown: list[str]) -> str:
+        text = self.text
+        if text[self.pos] == "`":
+            end = text.find("`", self.pos + 1)
+            end = len(text) if end < 0 else end
+            command = text[self.pos + 1:end]
+            self.pos = end + 1
+            return self._substitution(command, unknown)
+        after = text[self.pos + 1:self.pos + 2]
+        if text.startswith("$((", self.pos):
+            end = _closing(text, self.pos + 1)
+            inner = text[self.pos + 3:end - 1]
+            self.pos = end + 1
+            return self._arithmetic(inner, unknown)
+        if after == "(":
+            end = _closing(text, self.pos + 1)
+            command = text[self.pos + 2:end]
+            self.pos = end + 1
+            return self._substitution(command, unknown)
+        if after == "{":
+            end = _closing(text, self.pos + 1, "{", "}")
+            inner = text[self.pos + 2:end]
+            self.pos = end + 1
+            return self._braced(inner, unknown)
+        found = _NAME.match(text, self.pos + 1)
+        if found:
+            self.pos = found.end()
+            return self._value(found.group(), unknown)
+        if after and (after.isdigit() or after in "@*#?$!-"):
+            self.pos += 2
+            if after in "@*":
+                return "\x01"  # the script's own arguments: rlcfg's extra overrides stand for them
+            return self._value(after, unknown)
+        self.pos += 1
+        return "$"
+
+    def _value(self, name: str, unknown: list[str]) -> str:
+        if name in self.variables:
+            return self.variables[name]
+        if name.isdigit():
+            return ""  # a positional argument the script is not given: unset, so empty
+        if name in self.unknowable:
+            unknown.extend(self.unknowable[name])  # what it was set from: the causes, not the name
+            return _UNKNOWN
+        unknown.append(f"${name}")
+        return _UNKNOWN
+
+    def _braced(self, inner: str, unknown: list[str]) -> str:
+        if inner in ("BASH_SOURCE[0]", "BASH_SOURCE[@]"):
+            return self.variables["BASH_SOURCE"]
+        found = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*|\d+)(?:(:?)([-=+?])(.*))?", inner, re.S)
+        if not found:
+            unknown.append("${" + inner + "}")
+            return _UNKNOWN
+        name, colon, operator, word = found.groups()
+        value = self.variables.get(name)
+        empty = value is None or (colon and value == "")
+        if operator is None:
+            return self._value(name, unknown)
+        if operator in "-=":
+            if not empty:
+                return value  # type: ignore[return-value]
+            default = self._expand_inline(word or "", unknown)
+            if operator == "=" and _UNKNOWN not in default:
+                self.variables[name] = default
+            return default
+        if operator == "+":
+            return "" if empty else self._expand_inline(word or "", unknown)
+        return value if not empty else self._value(name, unknown)  # `?`: the shell stops when it is unset
+
+    def _expand_inline(self, text: str, unknown: list[str]) -> str:
+        """A word inside an expansion (a default value), read as the shell reads it there."""
+        inner = _Scanner(text, self.script, {})
+        inner.variables = self.variables
+        word = inner._word() if text else Word("", 0, 0)
+        unknown.extend(word.unknown)
+        return word.text
+
+    def _arithmetic(self, inner: str, unknown: list[str]) -> str:
+        def name(match: re.Match) -> str:
+            value = self._value(match.group(1), unknown)
+            if value == _UNKNOWN:
+                return "0"
+            if not value.strip().lstrip("-").isdigit():
+                unknown.append(f"${match.group(1)} (`{value}`, not an integer)")
+                return "0"
+            return value.strip()
+
+        before = len(unknown)
+        expanded = re.sub(r"\$?\{?([A-Za-z_][A-Za-z0-9_]*)\}?", name, inner)
+        if len(unknown) > before:
+            return _UNKNOWN
+        result = _integer_arithmetic(expanded)
+        if result is None:
+            unknown.append(f"$(({inner}))")
+            return _UNKNOWN
+        return str(result)
+
+    def _substitution(self, command: str, unknown: list[str]) -> str:
+        """The few commands whose output follows from their arguments alone; any other is not run."""
+        steps = [s.strip() for s in re.split(r"&&|;", command)]
+        value: str | None = None
+        directory: str | None = None
+        for step in steps:
+            words = self._expand_inline_words(step, unknown)
+            if words is None or not words:
+                value = None
+                break
+            program, arguments = words[0], words[1:]
+            if program == "cd" and len(arguments) == 1:
+                directory = posixpath.normpath(posixpath.join(directory or self.variables.get("PWD", ""),
+                                                              arguments[0]))
+                value = ""
+            elif program == "pwd" and not arguments:
+                value = directory or self.variables.get("PWD")
+            elif program == "dirname" and len(arguments) == 1:
+                value = posixpath.dirname(arguments[0].rstrip("/")) or "."
+            elif program == "basename" and len(arguments) in (1, 2):
+                value = posixpath.basename(arguments[0].rstrip("/"))
+                if len(arguments) == 2 and value.endswith(arguments[1]):
+                    value = value[:-len(arguments[1])]
+            elif program in ("realpath", "readlink") and arguments:
+                value = posixpath.normpath(posixpath.join(self.variables.get("PWD", ""), arguments[-1]))
+            else:
+                value = None
+                break
+        if value is None:
+            shown = " ".join(command.split())
+            unknown.append(f"$({shown if len(shown) <= 40 else shown[:37] + '...'})")
+            return _UNKNOWN
+        return value
+
+    def _expand_inline_words(self, text: str, unknown: list[str]) -> list[str] | None:
+        inner = _Scanner(text, self.script, {})
+        inner.variables = self.variables
+        words = inner._command()
+        seen: list[str] = []
+        for word in words:
+            seen.extend(word.unknown)
+        if seen or any(_UNKNOWN in w.text for w in words):
+            return None
+        return [w.text for w in words]
+
+    # -- assignments --
+
+    def _assignments(self, words: list[Word], known: bool = True) -> list[Word]:
+        """Apply the command's assignments; what is left is the command (empty for a plain assignment). Where
+        `known` is False (a branch that may not run), an assigned variable becomes unknown."""
+        declaring = words[0].text in _DECLARING
+        rest = words[1:] if declaring else words
+        while rest:
+            found = _ASSIGNMENT.fullmatch(rest[0].text)
+            raw = self.text[rest[0].start:rest[0].end]
+            if not found or not _NAME.match(raw) or "=" not in raw.split("$", 1)[0]:
+                break
+            name, append, value = found.groups()
+            if _UNKNOWN in value or not known:
+                self.variables.pop(name, None)
+                why = [*rest[0].unknown, *([] if _UNKNOWN in value else self.undecided)]
+                self.unknowable[name] = list(dict.fromkeys(why or ["a branch rlcfg cannot decide"]))
+            else:
+                self.variables[name] = self.variables.get(name, "") + value if append else value
+            rest = rest[1:]
+        if declaring:
+            return []
+        return rest
+
+
+def _closing(text: str, start: int, opening: str = "(", closing: str = ")") -> int:
+    """The offset of the bracket that closes the one at `start`."""
+    depth = 0
+    position = start
+    while position < len(text):
+        char = text[position]
+        if char == "\\":
+            position += 2
+            continue
+        if char == opening:
+            depth += 1
+        elif char == closing:
+            depth -= 1
+            if depth == 0:
+                return position
+        position += 1
+    return len(text) - 1
+
+
+def _integer_arithmetic(text: str) -> int | None:
+    """+ - * / % and parentheses on integers; None for anything else."""
+    tokens = re.findall(r"\d+|[-+*/%()]", text)
+    if "".join(tokens) != re.sub(r"\s+", "", text) or not tokens:
+        return None
+    position = 0
+
+    def expression() -> int:
+        nonlocal position
+        value = term()
+        while position < len(tokens) and tokens[position] in "+-":
+            operator = tokens[position]
+            position += 1
+            value = value + term() if operator == "+" else value - term()
+        return value
+
+    def term() -> int:
+        nonlocal position
+        value = atom()
+        while position < len(tokens) and tokens[position] in "*/%":
+            operator = tokens[position]
+            position += 1
+            right = atom()
+            value = value * right if operator == "*" else (int(value / right) if operator == "/" else value % right)
+        return value
+
+    def atom() -> int:
+        nonlocal position
+        token = tokens[position]
+        position += 1
+        if token == "(":
+            value = expression()
+            position += 1
+            return value
+        if token == "-":
+            return -atom()
+        if token == "+":
+            return atom()
+        return int(token)
+
+    try:
+        value = expression()
+    except (IndexError, ValueError, ZeroDivisionError):
+        return None
+    return value if position == len(tokens) else None
+
+
+# ---- finding the entrypoint's call -----------------------------------------------------------------------------
+
+
+def _match(words: list[Word], launcher: Launcher) -> int | None:
+    """The index of the first word after the entrypoint, if `words` call it."""
+    for index, word in enumerate(words):
+        if launcher.module and word.text == "-m" and index + 1 < len(words) \
+                and re.fullmatch(launcher.module, words[index + 1].text):
+            return index + 2
+        if launcher.module and word.text.startswith("-m") and re.fullmatch(launcher.module, word.text[2:]):
+            return index + 1
+        if launcher.script and word.text.endswith(".py") and re.search(launcher.script, word.text) \
+                and _names_config(words[index + 1:], launcher):
+            return index + 1
+    return None
+
+
+def _names_config(words: list[Word], launcher: Launcher) -> bool:
+    """A script entrypoint is told apart by the option that names its config (a path like `examples/x.py` alone
+    could be any framework's)."""
+    flags = (*launcher.config_file, *launcher.config_name)
+    return not flags or any(w.text in flags or w.text.partition("=")[0] in flags for w in words)
+
+
+def read_launch(text: str, script: str, launchers: Sequence[tuple[str, Launcher]],
+                env: Mapping[str, str] | None = None, shown_as: str | None = None) -> Launch:
+    """The first call of an entrypoint in `launchers` ((dialect, launcher) pairs) that the script `text` makes.
+    `shown_as` names the script in messages (default: its path). Raises UsageError when it makes none."""
+    env = dict(os.environ if env is None else env)
+    env.setdefault("PWD", os.getcwd())
+    shown = shown_as or script
+    scanner = _Scanner(text, script, env)
+    calls: list[tuple[str, Launcher, list[Word], int]] = []
+    for words in scanner.commands():
+        for dialect, launcher in launchers:
+            after = _match(words, launcher)
+            if after is not None:
+                calls.append((dialect, launcher, words, after))
+                break
+    if not calls:
+        known = "; ".join(sorted({f"{launcher.name}" for _d, launcher in launchers}))
+        raise UsageError(f"{shown}: calls no entrypoint rlcfg knows ({known}); pass the config file itself, with "
+                         "the script's key=value arguments after it")
+    dialect, launcher, words, after = calls[0]
+    if launcher.unclaimed:
+        raise UsageError(f"{shown}:{_line(text, words[0].start)}: {launcher.unclaimed}")
+    diagnostics: list[Diagnostic] = []
+    if len(calls) > 1:
+        lines = ", ".join(str(_line(text, call[2][0].start)) for call in calls[1:])
+        diagnostics.append(diagnostic(
+            "RLC121", "", f"the script calls {launcher.name} {len(calls)} times; rlcfg checked the first call "
+                          f"(the others are on line{'s' if len(calls) > 2 else ''} {lines})",
+            origin=_origin(text, shown, words[0]),
+            hint="split the runs into scripts of their own to check each"))
+    config, arguments = _configuration(words[after:], launcher, words, text, shown, diagnostics)
+    return Launch(dialect, launcher, _line(text, words[0].start), config, arguments, diagnostics)
+
+
+def _configuration(words: list[Word], launcher: Launcher, call: list[Word], text: str, shown: str,
+                   diagnostics: list[Diagnostic]) -> tuple[str | None, list[Arg]]:
+    options: dict[str, Word] = {}
+    arguments: list[Arg] = []
+    flags = (*launcher.config_file, *launcher.config_dir, *launcher.config_name)
+    index = 0
+    while index < len(words):
+        word = words[index]
+        name, equals, inline = word.text.partition("=")
+        if name in flags:
+            value = Word(inline, word.start, word.end, word.unknown) if equals else \
+                (words[index + 1] if index + 1 < len(words) else Word("", word.end, word.end))
+            options[name] = value
+            index += 1 if equals else 2
+            continue
+        index += 1
+        if word.text.replace("\x01", "") == "":
+            continue  # "$@": rlcfg's own extra overrides stand for the script's arguments
+        if word.text.startswith("-") or ("=" not in word.text and not word.text.startswith("~")):
+            continue  # an option of the launcher, or a word the entrypoint reads itself (ChatLearn's `grpo`)
+        if word.unknown or _UNKNOWN in word.text:
+            key = word.text.partition("=")[0].lstrip("+~")
+            diagnostics.append(diagnostic(
+                "RLC120", key if _UNKNOWN not in key else "",
+                f"`{_shown_text(word.text)}` depends on {_listed(word.unknown)}, which rlcfg cannot know without "
+                "running the script; this argument was left out of the check",
+                origin=_origin(text, shown, word),
+                hint="export the variable before running rlcfg (the script would read it from the environment), or "
+                     "pass the argument with its value after the script"))
+            continue
+        line, column = _position(text, word.start)
+        _end_line, end_column = _position(text, word.end)
+        arguments.append(Arg(word.text.replace("\x01", ""), shown, line, column,
+                             end_column if _end_line == line else column + 1))
+    config = _config_path(options, launcher, call, text, shown)
+    return config, arguments
+
+
+def _config_path(options: dict[str, Word], launcher: Launcher, call: list[Word], text: str,
+                 shown: str) -> str | None:
+    def value(names: tuple[str, ...], what: str) -> str | None:
+        word = next((options[n] for n in names if n in options), None)
+        if word is None:
+            return None
+        if word.unknown or _UNKNOWN in word.text or not word.text:
+            because = f"depends on {', '.join(dict.fromkeys(word.unknown))}" if word.unknown else "is empty"
+            raise UsageError(f"{shown}:{_line(text, word.start)}: the {what} of the call {because}, which rlcfg "
+                             "cannot know without running the script; export it before running rlcfg, or pass the "
+                             "config file itself")
+        return word.text
+
+    if launcher.config_file:
+        found = value(launcher.config_file, "config file")
+        if found is None:
+            raise UsageError(f"{shown}:{_line(text, call[0].start)}: the call of {launcher.name} names no config file "
+                             f"({' or '.join(launcher.config_file)})")
+        return found
+    if launcher.config_name:
+        name = value(launcher.config_name, "config name")
+        directory = value(launcher.config_dir, "config folder")
+        if name is None:
+            raise UsageError(f"{shown}:{_line(text, call[0].start)}: the call of {launcher.name} names no config "
+                             f"({' or '.join(launcher.config_name)})")
+        entry = next((w.text for w in call if w.text.endswith(".py")), "")
+        folder = posixpath.join(posixpath.dirname(entry), directory or "")
+        return posixpath.normpath(posixpath.join(folder, name if name.endswith(".yaml") else name + ".yaml"))
+    return None
+
+
+def locate(config: str, script: str, cwd: str | None = None) -> str:
+    """Where a config path the script names lies: relative to the directory the script is run from, which rlcfg
+    takes to be the current one, or else the nearest folder above the script that has it (scripts are usually run
+    from the top of the repository that holds them)."""
+    if os.path.isabs(config):
+        return config
+    here = os.path.join(cwd or os.getcwd(), config)
+    if os.path.exists(here):
+        return os.path.relpath(here) if cwd is None else here
+    folder = Path(script).resolve().parent
+    for candidate in (folder, *folder.parents):
+        if (candidate / config).exists():
+            return str(candidate / config)
+    return config
+
+
+def _listed(causes: list[str]) -> str:
+    shown = list(dict.fromkeys(causes))
+    return shown[0] if len(shown) == 1 else ", ".join(shown[:-1]) + " and " + shown[-1]
+
+
+def _shown_text(text: str) -> str:
+    shown = text.replace(_UNKNOWN, "?").replace("\x01", "")
+    return shown if len(shown) <= 80 else shown[:77] + "..."
+
+
+def _line(text: str, offset: int) -> int:
+    return text.count("\n", 0, offset) + 1
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    line_start = text.rfind("\n", 0, offset) + 1
+    return text.count("\n", 0, offset) + 1, offset - line_start + 1
+
+
+def _origin(text: str, shown: str, word: Word) -> Origin:
+    line, column = _position(text, word.start)
+    end_line, end_column = _position(text, word.end)
+    return Origin("file", file=shown, line=line, column=column, end_column=end_column if end_line == line else None)

@@ -1,0 +1,178 @@
+"""Launch scripts and command lines (rlcfg.source.launch, rlcfg.frontend.open_config): what a user's script would
+hand its framework's entrypoint, read without running anything."""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from rlcfg import schema
+from rlcfg.frontend import check_file, open_config
+from rlcfg.source.launch import read_launch
+from rlcfg.source.yaml_loader import UsageError
+from tests.helpers import TEMPLATES, cli
+
+ENV = {"HOME": "/home/user", "PWD": "/work", "WANDB_API_KEY": "x"}
+
+
+def _run(*args: str, cwd=None) -> tuple[int, str]:
+    done = cli(*args, cwd=cwd, env={"WANDB_API_KEY": "x"})
+    return done.returncode, done.stdout + done.stderr
+
+
+def _read(script: str, env: dict | None = None, name: str = "examples/gsm8k/run.sh"):
+    return read_launch(textwrap.dedent(script), name, schema.launchers(), ENV if env is None else env)
+
+
+def test_variables_defaults_arithmetic_and_quoting_as_the_shell_expands_them():
+    found = _read("""\
+        set -x
+        : "${DATA_DIR:="$HOME/data/gsm8k"}"
+        : "${NUM_GPUS:=4}"
+        MAX_LEN=$((1024 * 2))
+        export LOGGER=console  # or wandb
+        : "${WORKERS:=$(( NUM_GPUS * (2 + 1) ))}"
+        uv run --isolated --extra vllm -m skyrl_train.entrypoints.main_base \\
+          data.train_data="['$DATA_DIR/train.parquet']" \\
+          trainer.placement.policy_num_gpus_per_node=$NUM_GPUS \\
+          generator.sampling_params.max_generate_length=${MAX_LEN} \\
+          trainer.logger="$LOGGER" 'trainer.run_name=a b' \\
+          +generator.engine_init_kwargs.max_model_len=8192 \\
+          ~trainer.seed \\
+          generator.max_turns=${TURNS:-3} \\
+          "$@" 2>&1 | tee log.txt
+        """)
+    assert found.dialect == "skyrl" and found.config is None and found.line == 7
+    assert [str(a) for a in found.arguments] == [
+        "data.train_data=['/home/user/data/gsm8k/train.parquet']",
+        "trainer.placement.policy_num_gpus_per_node=4",
+        "generator.sampling_params.max_generate_length=2048",
+        "trainer.logger=console", "trainer.run_name=a b",
+        "+generator.engine_init_kwargs.max_model_len=8192", "~trainer.seed", "generator.max_turns=3"]
+    first = found.arguments[0]
+    assert (first.file, first.line, first.column) == ("examples/gsm8k/run.sh", 8, 3)
+    assert found.diagnostics == []
+
+
+def test_what_the_script_cannot_know_is_named_and_left_out_not_guessed():
+    found = _read("""\
+        python -m skyrl_train.entrypoints.main_base \\
+          trainer.ckpt_path=$CKPT_PATH \\
+          trainer.export_path="$(mktemp -d)/run" \\
+          trainer.epochs=2
+        """)
+    assert [str(a) for a in found.arguments] == ["trainer.epochs=2"]
+    messages = {d.path: (d.code, d.message, d.origin.line) for d in found.diagnostics}
+    assert messages["trainer.ckpt_path"][0] == "RLC120" and "$CKPT_PATH" in messages["trainer.ckpt_path"][1]
+    assert messages["trainer.ckpt_path"][2] == 2
+    assert "$(mktemp -d)" in messages["trainer.export_path"][1]
+    # the caller's environment is the script's: exported, the value is known
+    known = _read("python -m skyrl_train.entrypoints.main_base trainer.ckpt_path=$CKPT_PATH\n",
+                  env={**ENV, "CKPT_PATH": "/ckpt"})
+    assert [str(a) for a in known.arguments] == ["trainer.ckpt_path=/ckpt"]
+
+
+def test_branches_and_guards_are_followed_where_their_tests_can_be_decided():
+    found = _read("""\
+        if [ -z "$1" ]; then
+            NAME="fallback"
+        else
+            NAME=$1
+        fi
+        [ -z "$WORKERS" ] && export WORKERS=2
+        [ -n "$HOME" ] || export HOME=/nowhere
+        if [ "$MODE" = fast ]; then STEPS=10; else STEPS=100; fi
+        python -m skyrl_train.entrypoints.main_base trainer.run_name=$NAME trainer.epochs=$WORKERS \\
+          trainer.eval_interval=$STEPS trainer.ckpt_path=$HOME/ckpt
+        """, env={"HOME": "/home/user", "WORKERS": "8"})
+    assert [str(a) for a in found.arguments] == ["trainer.run_name=fallback", "trainer.epochs=8",
+                                                 "trainer.ckpt_path=/home/user/ckpt"]
+    # `$MODE` is unset here, so which branch sets STEPS cannot be told
+    (unknown,) = found.diagnostics
+    assert unknown.path == "trainer.eval_interval" and "$MODE" in unknown.message
+
+
+def test_hydra_config_folders_are_relative_to_the_entry_script_and_sourced_files_are_read(tmp_path):
+    (tmp_path / "examples" / "rlvr").mkdir(parents=True)
+    (tmp_path / "scripts").mkdir()
+    (tmp_path / "scripts" / "env.sh").write_text("export GPUS=$((2 * 4))\n")
+    script = tmp_path / "examples" / "rlvr" / "run.sh"
+    script.write_text(textwrap.dedent("""\
+        CONFIG_PATH=$(basename $(dirname $0))
+        source scripts/env.sh
+        python examples/start_rlvr_pipeline.py --config_path $CONFIG_PATH --config_name rlvr_config \\
+            actor_train.world_size=$GPUS
+        """))
+    found = read_launch(script.read_text(), "examples/rlvr/run.sh", schema.launchers(), {"PWD": str(tmp_path)})
+    assert found.dialect == "roll" and found.config == "examples/rlvr/rlvr_config.yaml"
+    assert [str(a) for a in found.arguments] == ["actor_train.world_size=8"]
+    here = read_launch('DIR="$( cd "$( dirname "${BASH_SOURCE[0]}" )" && pwd )"\n'
+                       "python $DIR/main_grpo.py --config-path $DIR/config --config-name grpo\n",
+                       "examples/reasoning/run.sh", schema.launchers(), {"PWD": "/repo"})
+    assert here.dialect == "rlinf" and here.config == "/repo/examples/reasoning/config/grpo.yaml"
+
+
+def test_a_chatlearn_script_is_checked_as_its_config_file_with_its_arguments(tmp_path, monkeypatch):
+    (tmp_path / "template").mkdir()
+    (tmp_path / "template" / "grpo.yaml").write_text((TEMPLATES / "chatlearn-fsdp-vllm.yaml").read_text())
+    (tmp_path / "scripts").mkdir()
+    script = tmp_path / "scripts" / "train.sh"
+    script.write_text("export exp_name=demo\n"
+                      "python chatlearn/entrypoint.py grpo --config-file template/grpo.yaml \\\n"
+                      "    runtime_args.exp_name=${exp_name} runtime_args.sample_per_episode=1000 \\\n"
+                      "    2>&1 | tee log_${exp_name}.log\n")
+    monkeypatch.chdir(tmp_path)
+    opened = open_config("scripts/train.sh", ["runtime_args.num_episode=3"], env=ENV)
+    assert opened.dialect == "chatlearn" and opened.filename == "template/grpo.yaml"
+    assert [str(o) for o in opened.overrides] == ["runtime_args.exp_name=demo", "runtime_args.sample_per_episode=1000",
+                                                  "runtime_args.num_episode=3"]
+    result = check_file("scripts/train.sh", env=ENV)
+    assert result.file == "scripts/train.sh" and result.dialect == "chatlearn"
+    # an error caused by the script's argument points at the script, where the user changes it
+    located = [d.origin for d in result.diagnostics if d.origin and d.origin.file == "scripts/train.sh"]
+    assert located and all(o.line == 3 for o in located)
+    code, out = _run("validate", "scripts/train.sh", cwd=tmp_path)
+    assert code == 1 and "--> scripts/train.sh:3:" in out and "runtime_args.sample_per_episode=1000" in out
+
+
+def test_a_command_line_after_double_dash_is_read_like_a_script():
+    code, out = _run("validate", "--", "python", "-m", "skyrl_train.entrypoints.main_base",
+                    "trainer.train_batch_size=1000", "trainer.policy_mini_batch_size=256", "trainer.logger=console")
+    assert code == 1
+    assert "--> <command line>:1:45" in out and "change the argument at <command line>:1:45" in out
+
+
+def test_scripts_that_cannot_be_judged_are_usage_errors_that_say_why(tmp_path):
+    none = tmp_path / "prepare.sh"
+    none.write_text("python prepare_data.py --out data\n")
+    code, out = _run("validate", str(none))
+    assert code == 2 and "calls no entrypoint rlcfg knows" in out
+    package = tmp_path / "run.sh"
+    package.write_text("uv run -m skyrl.train.entrypoints.main_base trainer.epochs=1\n")
+    code, out = _run("validate", str(package))
+    assert code == 2 and f"{package}:1:" in out and "does not claim the `skyrl` package" in out
+    missing = tmp_path / "train.sh"
+    missing.write_text("python chatlearn/entrypoint.py grpo --config-file template/nowhere.yaml\n")
+    code, out = _run("validate", str(missing))
+    assert code == 2 and "template/nowhere.yaml" in out
+
+
+def test_a_script_with_several_runs_says_which_one_was_checked():
+    found = _read("""\
+        for lr in 1e-6 2e-6; do
+          python -m skyrl_train.entrypoints.main_base trainer.policy.optimizer_config.lr=$lr trainer.epochs=1
+        done
+        python -m skyrl_train.entrypoints.main_base trainer.epochs=2
+        """)
+    assert [str(a) for a in found.arguments] == ["trainer.epochs=1"]
+    codes = sorted(d.code for d in found.diagnostics)
+    assert codes == ["RLC120", "RLC121"]
+    several = next(d for d in found.diagnostics if d.code == "RLC121")
+    assert "line 4" in several.message
+
+
+@pytest.mark.parametrize("text", ["", "#!/bin/bash\n", "echo $((1 +\n", "python -m x '\n", "a=$(\n", "${\n"])
+def test_broken_shell_never_crashes_the_reader(text):
+    with pytest.raises(UsageError):
+        _read(text)
