@@ -81,8 +81,7 @@ def open_config(path: str, overrides: Sequence[str] = (), dialect: str | None = 
         text, script, shown, extra = scripts.command_text([path, *overrides]), COMMAND_LINE, COMMAND_LINE, []
     else:
         text, script, shown, extra = read_text(path), path, path, list(overrides)
-    launchers = [(name, launcher) for name, launcher in schema.launchers() if dialect in (None, name)]
-    found = scripts.read_launch(text, script, launchers, env, shown_as=shown)
+    found = scripts.read_launch(text, script, schema.launchers(dialect), env, shown_as=shown)
     sources = {shown: text}
     if found.config is None:
         entry = schema.entry(found.dialect)

@@ -9,10 +9,10 @@ from __future__ import annotations
 import importlib
 import importlib.util
 from functools import lru_cache
+from typing import Any
 
 from rlcfg.records import record
 from rlcfg.schema.base import Dialect
-from rlcfg.source.launch import Launcher
 
 # The `skyrl` package (SkyRL 0.1.0 and later) reads its config from dataclasses and the command line, in a layout of
 # its own (generator.inference_engine.*); rlcfg judges skyrl-train's layout only, so it says so instead of judging
@@ -36,7 +36,9 @@ class DialectEntry:
     required: frozenset  # top-level keys every document of the dialect's main pipeline has
     typical: frozenset  # other top-level keys its documents often have
     alternatives: tuple = ()  # key sets that tell the dialect's other pipelines (ROLL SFT, distillation, ...)
-    launchers: tuple = ()  # the entrypoints its users call in launch scripts (rlcfg.source.launch.Launcher)
+    # The entrypoints its users call in launch scripts: the keywords of rlcfg.source.launch.Launcher, which only a
+    # check of a script imports.
+    launchers: tuple = ()
 
     def fits(self, keys: set) -> frozenset | None:
         """The key set of this dialect that the document has, if any."""
@@ -49,21 +51,21 @@ class DialectEntry:
 REGISTRY: tuple[DialectEntry, ...] = (
     DialectEntry("chatlearn", "rlcfg.dialects.chatlearn", "ChatLearn", ("1.2.0", "main"), "dotlist",
                  frozenset({"runtime_args", "models"}), frozenset(),
-                 launchers=(Launcher("ChatLearn's entrypoint.py", script=r"(^|/)entrypoint\.py$",
+                 launchers=(dict(name="ChatLearn's entrypoint.py", script=r"(^|/)entrypoint\.py$",
                                      config_file=("--config-file", "--config_file")),)),
     DialectEntry("skyrl", "rlcfg.dialects.skyrl", "SkyRL", ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "main"), "hydra",
                  frozenset({"trainer", "generator"}),
                  frozenset({"data", "deepspeed_config", "environment"}),
-                 launchers=(Launcher("the skyrl package's entrypoints", module=r"skyrl\.(train|tinker)\.[\w.]+"
+                 launchers=(dict(name="the skyrl package's entrypoints", module=r"skyrl\.(train|tinker)\.[\w.]+"
                                                                                 r"|examples\.train(_\w+)?\.[\w.]+",
                                      unclaimed=_SKYRL_PACKAGE),
-                            Launcher("skyrl-train's main_base", module=r"skyrl_train\.entrypoints\.main_\w+"
+                            dict(name="skyrl-train's main_base", module=r"skyrl_train\.entrypoints\.main_\w+"
                                                                       r"|examples\.(?!train)[\w.]*main_\w+"))),
     DialectEntry("rlinf", "rlcfg.dialects.rlinf", "RLinf", ("2025-08", "2025-10", "main"), "hydra",
                  frozenset({"cluster", "runner"}),
                  frozenset({"actor", "algorithm", "rollout", "data", "reward", "critic", "inference", "defaults",
                             "hydra"}),
-                 launchers=(Launcher("RLinf's Hydra entry script", script=r"\.py$",
+                 launchers=(dict(name="RLinf's Hydra entry script", script=r"\.py$",
                                      config_dir=("--config-path", "-cp"), config_name=("--config-name", "-cn")),)),
     DialectEntry("roll", "rlcfg.dialects.roll", "ROLL", ("main",), "hydra", frozenset({"actor_train", "actor_infer"}),
                  frozenset({"pretrain", "reward_pretrain", "rollout_batch_size", "num_return_sequences_in_group",
@@ -71,21 +73,23 @@ REGISTRY: tuple[DialectEntry, ...] = (
                  # SFT (sft_train), distillation (student, teacher), on-policy distillation (student_train, ...)
                  (frozenset({"sft_train"}), frozenset({"student", "teacher"}),
                   frozenset({"student_train", "student_infer"})),
-                 launchers=(Launcher("ROLL's start_*_pipeline.py", script=r"(^|/)start_\w+\.py$",
+                 launchers=(dict(name="ROLL's start_*_pipeline.py", script=r"(^|/)start_\w+\.py$",
                                      config_dir=("--config_path",), config_name=("--config_name",)),)),
     DialectEntry("areal", "rlcfg.dialects.areal", "AReaL", ("0.3", "1.0"), "hydra",
                  frozenset({"experiment_name", "trial_name"}),
                  frozenset({"cluster", "allocation_mode", "actor", "ref", "rollout", "gconfig", "train_dataset",
                             "valid_dataset", "saver", "evaluator", "stats_logger", "recover", "launcher", "sglang"}),
-                 launchers=(Launcher("AReaL's launcher", module=r"areal\.launcher\.\w+", config_file=("--config",)),
-                            Launcher("an AReaL example's entry script", script=r"(^|/)examples/.+\.py$",
+                 launchers=(dict(name="AReaL's launcher", module=r"areal\.launcher\.\w+", config_file=("--config",)),
+                            dict(name="an AReaL example's entry script", script=r"(^|/)examples/.+\.py$",
                                      config_file=("--config",)))),
 )
 
 
-def launchers() -> list[tuple[str, Launcher]]:
-    """Every dialect's entrypoints, as (dialect, launcher), in registry order."""
-    return [(e.name, launcher) for e in REGISTRY for launcher in e.launchers]
+def launchers(dialect: str | None = None) -> list[tuple[str, Any]]:
+    """Every dialect's entrypoints (or `dialect`'s), as (dialect, rlcfg.source.launch.Launcher), in registry order."""
+    from rlcfg.source.launch import Launcher
+
+    return [(e.name, Launcher(**spec)) for e in REGISTRY if dialect in (None, e.name) for spec in e.launchers]
 
 
 def entry(name: str) -> DialectEntry:

@@ -135,7 +135,7 @@ def cases(release: str, tree: Path) -> list[tuple[str, list[str], str]]:
     env = {"HOME": "/home/user", "PWD": str(tree / "skyrl-train")}
     for script in sorted(examples.rglob("*.sh")):
         try:
-            found = read_launch(script.read_text(errors="replace"), str(script), schema.entry("skyrl").launchers, env)
+            found = read_launch(script.read_text(errors="replace"), str(script), schema.launchers("skyrl"), env)
         except UsageError:
             continue  # no call of main_base or an example's entrypoint
         name = str(script.relative_to(examples))
