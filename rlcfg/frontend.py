@@ -70,6 +70,8 @@ def open_config(path: str, overrides: Sequence[str] = (), dialect: str | None = 
     """The config `path` names, with its overrides: a YAML file; a launch script (`run_gsm8k.sh`), read for its call
     of a framework's entrypoint; or a command line given as `path` and `overrides` (`python -m ... k=v`). Raises
     UsageError for what cannot be read."""
+    if path.endswith((".yaml", ".yml")):  # the common case, without importing the script reader
+        return Opened(read_text(path), path, list(overrides), dialect, str(FsPath(path).parent), path)
     from rlcfg.source import launch as scripts
 
     command = scripts.is_command(path, overrides)

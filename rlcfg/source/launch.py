@@ -26,7 +26,7 @@ import posixpath
 import re
 from dataclasses import field
 from pathlib import Path
-from typing import Iterator, Mapping, Sequence
+from typing import Callable, Iterator, Mapping, Sequence
 
 from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
 from rlcfg.patterns import lazy
@@ -545,24 +545,25 @@ def _integer_arithmetic(text: str) -> int | None:
         return None
     position = 0
 
-    def expression() -> int:
+    # bash's integer division and remainder truncate toward zero
+    operations = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b,
+                  "/": lambda a, b: int(a / b), "%": lambda a, b: a - b * int(a / b)}
+
+    def level(operators: str, operand: Callable[[], int]) -> int:
+        """One precedence level: operands joined by `operators`, left to right."""
         nonlocal position
-        value = term()
-        while position < len(tokens) and tokens[position] in "+-":
+        value = operand()
+        while position < len(tokens) and tokens[position] in operators:
             operator = tokens[position]
             position += 1
-            value = value + term() if operator == "+" else value - term()
+            value = operations[operator](value, operand())
         return value
 
+    def expression() -> int:
+        return level("+-", term)
+
     def term() -> int:
-        nonlocal position
-        value = atom()
-        while position < len(tokens) and tokens[position] in "*/%":
-            operator = tokens[position]
-            position += 1
-            right = atom()
-            value = value * right if operator == "*" else (int(value / right) if operator == "/" else value % right)
-        return value
+        return level("*/%", atom)
 
     def atom() -> int:
         nonlocal position

@@ -176,3 +176,10 @@ def test_a_script_with_several_runs_says_which_one_was_checked():
 def test_broken_shell_never_crashes_the_reader(text):
     with pytest.raises(UsageError):
         _read(text)
+
+
+@pytest.mark.parametrize("expression, value", [("$((GPUS * (2 + 1)))", "24"), ("$((-7 / 2))", "-3"),
+                                               ("$((-7 % 3))", "-1"), ("$((GPUS / 0))", None)])
+def test_arithmetic_is_bash_integer_arithmetic(expression, value):
+    found = _read(f"GPUS=8\npython -m skyrl_train.entrypoints.main_base trainer.epochs={expression}\n")
+    assert [str(a) for a in found.arguments] == ([f"trainer.epochs={value}"] if value else [])
