@@ -53,7 +53,8 @@ REGISTRY: tuple[DialectEntry, ...] = (
                  frozenset({"runtime_args", "models"}), frozenset(),
                  launchers=(dict(name="ChatLearn's entrypoint.py", script=r"(^|/)entrypoint\.py$",
                                      config_file=("--config-file", "--config_file")),)),
-    DialectEntry("skyrl", "rlcfg.dialects.skyrl", "SkyRL", ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "main"), "hydra",
+    DialectEntry("skyrl", "rlcfg.dialects.skyrl", "SkyRL", ("pre-0.1.0", "0.1.0", "0.2.0", "0.3.0", "0.4.0", "main"),
+                 "hydra",
                  frozenset({"trainer", "generator"}),
                  frozenset({"data", "deepspeed_config", "environment"}),
                  launchers=(dict(name="the skyrl package's entrypoints", module=r"skyrl\.(train|tinker)\.[\w.]+"

@@ -32,7 +32,8 @@ import pytest
 from tests.oracle.common import Agreement, extract
 
 REPO = "NovaSky-AI+SkyRL"
-RELEASES = {"0.1.0": "skyrl_train-v0.1.0", "0.2.0": "skyrl_train-v0.2.0", "0.3.0": "skyrl_train-v0.3.0",
+# pre-0.1.0: the layout of SkyRL's mid-2025 reference document, the commit before #52 moved num_warmup_steps.
+RELEASES = {"pre-0.1.0": "0b2b28216538e307f85e78876f214966e3edd117", "0.1.0": "skyrl_train-v0.1.0", "0.2.0": "skyrl_train-v0.2.0", "0.3.0": "skyrl_train-v0.3.0",
             "0.4.0": "skyrl_train-v0.4.0", "main": "27380cb"}
 BASE = "skyrl-train/skyrl_train/config/ppo_base_config.yaml"
 ENV = {"WANDB_API_KEY": "oracle-dummy-key"}
@@ -76,6 +77,17 @@ MUTATIONS = [
                              "generator.batched=false"], None),
     ("engine_init_kwargs plus", ["+generator.engine_init_kwargs.max_model_len=4096"],
      ("0.2.0", "0.3.0", "0.4.0", "main")),
+    # the keys v0.1.0 renamed or moved, at every release, and what only the release before it checked
+    ("seed loss dual_clip", ["trainer.algorithm.ppo_loss_type=dual_clip"], None),
+    ("seed loss bad enum", ["trainer.algorithm.ppo_loss_type=gspo"], ("pre-0.1.0",)),
+    ("seed warmup", ["trainer.num_warmup_steps=10"], None),
+    ("estimator rloo", ["trainer.algorithm.advantage_estimator=rloo"], None),
+    ("sglang local engines", ["generator.backend=sglang", "generator.inference_engine_tensor_parallel_size=1",
+                              "generator.num_inference_engines=4"], None),
+    ("unbatched offline sglang", ["generator.backend=sglang", "generator.async_engine=false",
+                                  "generator.batched=false", "generator.run_engines_locally=false",
+                                  "generator.remote_inference_engine_urls=[a:1]", "generator.num_inference_engines=1",
+                                  "trainer.placement.colocate_all=false"], None),
 ]
 
 # Disagreements rlcfg makes on purpose (rlcfg rejects, the loader accepts), by case name or name@release; each says
@@ -90,6 +102,11 @@ KNOWINGLY_STRICTER = {
     # builds the models. rlcfg's message: "skyrl-train 0.1.0 accepts this at load but fails when the trainer builds
     # the models".
     "colocate_all GPU mismatch@0.1.0": "trainer.py asserts num_policy_gpus == num_rollout_gpus at start-up",
+    "colocate_all GPU mismatch@pre-0.1.0": "trainer.py asserts num_policy_gpus == num_rollout_gpus at start-up",
+    # `override_existing_update_group=True`: before v0.1.0 nothing checks the value and the worker overrides for any
+    # value but "disable"; v0.4.0 and later compare with "enable", so a bool then means disable. rlcfg asks for one
+    # of the three words the base config documents at every release.
+    "remote_inference_engine/run_remote.sh@pre-0.1.0": "a bool where the base config documents auto/enable/disable",
     # main_base picks the worker classes by strategy and raises "Unknown strategy type" for one the release lacks
     # (megatron arrived in v0.2.0, deepspeed left in v0.4.0); validate_cfg does not look. rlcfg's message: "... it
     # accepts this at load but fails when it creates the workers".

@@ -28,6 +28,9 @@ BASE = f"{CONFIG_DIR}/ppo_base_config.yaml"
 # release name (as rlcfg says it) -> git revision. "main" is the last commit that still has the base config: the
 # next one (6dc221fc2, "Remove deprecated skyrl-train package") deleted skyrl-train.
 RELEASES = {
+    # The layout the reference document describes: the base config before #52 (2025-07-02) moved num_warmup_steps
+    # into the optimizer configs, with ppo_loss_type, kl_target and init_kl_coef still in trainer.algorithm.
+    "pre-0.1.0": "0b2b28216538e307f85e78876f214966e3edd117",
     "0.1.0": "skyrl_train-v0.1.0",
     "0.2.0": "skyrl_train-v0.2.0",
     "0.3.0": "skyrl_train-v0.3.0",

@@ -8,9 +8,10 @@ algorithm, batch sizes, checkpointing and logging), `generator` (the inference e
 skyrl-train's entrypoint composes the user's overrides onto `ppo_base_config.yaml` in OmegaConf's struct mode, so
 that base config, release by release, is the spec: a key it lacks is refused unless added with `+key=value`. Each
 field names the releases whose base config has it (`releases=`; none means all of them); the inventories under
-tests/inventory/skyrl/ hold the facts they were read from (tools/inventory/skyrl.py). Keys of the seed's mid-2025
-snapshot that no claimed release has (`trainer.num_warmup_steps`, `trainer.algorithm.ppo_loss_type`) are unknown keys:
-skyrl-train refuses them at every claimed release, and the unknown-key hint names where the key lives now.
+tests/inventory/skyrl/ hold the facts they were read from (tools/inventory/skyrl.py). The oldest release,
+`pre-0.1.0`, is the layout of SkyRL's mid-2025 docs (the commit before v0.1.0 moved `trainer.num_warmup_steps` into the
+optimizer configs and renamed `trainer.algorithm.ppo_loss_type`); a later release refuses those keys and names where
+they live there.
 
 Modules, each importing only those before it: releases (what each release's base config holds); models (the
 sections); derived (what skyrl-train computes from them, and the names rlcfg runs); rules, lower (to the Experiment)
@@ -53,11 +54,13 @@ class SkyRL(Dialect):
         return compose_defaults_list(tree)
 
     def release_label(self, release: str) -> str:
+        if release == "pre-0.1.0":
+            return "skyrl-train before 0.1.0 (the layout of SkyRL's mid-2025 docs)"
         return "skyrl-train (last commit)" if release == "main" else f"skyrl-train {release}"
 
     def infer_release(self, data: dict) -> tuple[str | None, str]:
-        """The releases whose base config has every key the document sets; the newest of them. Keys of the seed's
-        snapshot (before v0.1.0) point at 0.1.0, the closest claimed release, where they are then reported."""
+        """The releases whose base config has every key the document sets; the newest of them (rlcfg.dialects.skyrl
+        .releases)."""
         from rlcfg.dialects.skyrl.releases import releases_of_keys
 
         return releases_of_keys(SkyRLConfig, data, RELEASES)

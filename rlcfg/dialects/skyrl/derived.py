@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 ADVANTAGE_ESTIMATORS = ("grpo", "gae", "rloo", "reinforce++")
+# Before v0.1.0 validate_cfg accepted these two and had no registry for others.
+ADVANTAGE_ESTIMATORS_PRE = ("gae", "grpo")
 
 # The built-in policy losses of skyrl-train's newest release.
 POLICY_LOSSES = ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov", "sapo", "cross_entropy",
@@ -19,6 +21,15 @@ POLICY_LOSSES_BY_RELEASE = {
     "0.2.0": ("regular", "dual_clip", "gspo", "clip_cov", "kl_cov"),
     "0.3.0": ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov"),
 }
+
+def policy_loss(cfg: Any) -> tuple[str, str]:
+    """The policy loss that runs and the key that chose it: before v0.1.0 `ppo_loss_type` (null in the later
+    releases, which do not have it), else `policy_loss_type`."""
+    a = cfg.trainer.algorithm
+    if a.ppo_loss_type is not None:
+        return a.ppo_loss_type, "trainer.algorithm.ppo_loss_type"
+    return a.policy_loss_type, "trainer.algorithm.policy_loss_type"
+
 
 # The losses whose ratio use_tis truncates up to v0.3.0 (inside ppo_policy_loss).
 TIS_LOSSES_UNTIL_030 = ("regular", "dual_clip")

@@ -55,8 +55,8 @@ from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, F
                       Schedule, Spelling)
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ENVIRONMENTS_RUN, LOSS_AGGREGATIONS,
                                       OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS,
-                                      VLLM_KWARGS, critic_in_use, critic_trained, dp_size, ref_in_use, rollout_gpus,
-                                      world)
+                                      VLLM_KWARGS, critic_in_use, critic_trained, dp_size, policy_loss, ref_in_use,
+                                      rollout_gpus, world)
 
 # The estimators and losses rlcfg runs with SkyRL's meaning, by SkyRL's names. The others (custom estimators and
 # losses registered in code, cross_entropy and importance_sampling, which sum over tokens as Tinker's losses do)
@@ -111,9 +111,6 @@ def kl_estimator(cfg: Any) -> str:
     return a.kl_estimator_type
 
 
-def policy_loss_type(cfg: Any) -> str:
-    a = cfg.trainer.algorithm
-    return a.policy_loss_type
 
 
 def reference_runs(cfg: Any) -> bool:
@@ -414,7 +411,7 @@ def _filters(cfg: Any) -> FilterSpec:
 
 def _algorithm(cfg: Any) -> Algorithm:
     a, g = cfg.trainer.algorithm, cfg.generator
-    kind = POLICY_LOSSES.get(policy_loss_type(cfg), "regular")
+    kind = POLICY_LOSSES.get(policy_loss(cfg)[0], "regular")
     clip_low, clip_high = _clip_range(cfg, kind)
     entropy_coef = a.entropy_loss_coef
     return Algorithm(

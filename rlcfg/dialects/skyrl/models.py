@@ -10,10 +10,13 @@ from typing import Any, Literal
 from rlcfg.schema import entry
 from rlcfg.schema.base import HONORED, Section, inert, param, refused, section
 
-# The releases whose base config has a key (tags skyrl_train-vX.Y.Z; "main" is the last commit with skyrl-train).
+# The releases whose base config has a key (tags skyrl_train-vX.Y.Z; "main" is the last commit with skyrl-train;
+# "pre-0.1.0" is the layout of SkyRL's mid-2025 reference document, before v0.1.0 moved and renamed four keys).
 RELEASES = entry("skyrl").releases
-ONLY_010 = ("0.1.0",)
-UNTIL_030 = ("0.1.0", "0.2.0", "0.3.0")
+ONLY_PRE = ("pre-0.1.0",)
+UNTIL_010 = ("pre-0.1.0", "0.1.0")
+UNTIL_030 = ("pre-0.1.0", "0.1.0", "0.2.0", "0.3.0")
+FROM_010 = ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "main")
 FROM_020 = ("0.2.0", "0.3.0", "0.4.0", "main")
 FROM_030 = ("0.3.0", "0.4.0", "main")
 FROM_040 = ("0.4.0", "main")
@@ -56,6 +59,9 @@ _NO_BATCH_NORMALIZE = refused("rlcfg's batch normalisation whitens with the mask
                               "the biased variance")
 _VALUE_HEAD_NAME = inert("the name under which a critic checkpoint stores its value head; rlcfg builds its own "
                          "value head whatever the name")
+_FSDP_NO_WARMUP = inert("before v0.1.0 only skyrl-train's DeepSpeed strategy, which `rlcfg run` does not train with, "
+                        "reads it; its FSDP strategies schedule the learning rate without warm-up, as rlcfg does")
+_UNREAD_PRE = inert("no code of skyrl-train before v0.1.0 reads it; rlcfg reads it nowhere either")
 _UNREAD_010 = inert("read only by skyrl-train 0.1.0's reward-model worker (its critic is built with "
                     "normalize_reward=False), and `rlcfg run` refuses reward models")
 _SEQ_NORM_ONLY = inert("it only scales the seq_mean_token_sum_norm reduction, which `rlcfg run` refuses")
@@ -107,7 +113,7 @@ class Placement(Section):
                           "then have the same number of nodes and GPUs per node.")
     colocate_critic_reward: bool = param(
         False, description="Put the critic and the reward model on the same GPUs. skyrl-train v0.2.0 removed the "
-                           "reward model and this key.", releases=ONLY_010, fate=_REWARD_MODEL_ONLY)
+                           "reward model and this key.", releases=UNTIL_010, fate=_REWARD_MODEL_ONLY)
     policy_num_nodes: int = param(1, description="Number of nodes for the policy's training workers.", ge=1)
     policy_num_gpus_per_node: int = param(
         4, description="GPUs per node for the policy's training workers. v0.1.0 to v0.3.0 default to 4; v0.4.0 and "
@@ -118,11 +124,11 @@ class Placement(Section):
     ref_num_nodes: int = param(1, description="Number of nodes for the reference model's workers.", ge=1)
     ref_num_gpus_per_node: int = param(4, description="GPUs per node for the reference model's workers.", ge=1)
     reward_num_nodes: int = param(
-        1, description="Number of nodes for the reward model's workers (v0.1.0 only; removed in v0.2.0).", ge=1,
-        releases=ONLY_010, fate=_REWARD_MODEL_ONLY)
+        1, description="Number of nodes for the reward model's workers (up to v0.1.0; removed in v0.2.0).", ge=1,
+        releases=UNTIL_010, fate=_REWARD_MODEL_ONLY)
     reward_num_gpus_per_node: int = param(
-        4, description="GPUs per node for the reward model's workers (v0.1.0 only; removed in v0.2.0).", ge=1,
-        releases=ONLY_010, fate=_REWARD_MODEL_ONLY)
+        4, description="GPUs per node for the reward model's workers (up to v0.1.0; removed in v0.2.0).", ge=1,
+        releases=UNTIL_010, fate=_REWARD_MODEL_ONLY)
 
 
 # ---- models -------------------------------------------------------------------------------------------------
@@ -193,10 +199,11 @@ class OptimizerConfig(Section):
         True, description="Move the optimizer state to CPU after each step when the models are colocated. DeepSpeed "
                           "requires true.")
     num_warmup_steps: int = param(
-        0, description="Learning-rate warm-up, in optimizer steps. This is where skyrl-train v0.1.0 and later read it; "
-                       "`trainer.num_warmup_steps` in SkyRL's mid-2025 docs is the older spelling.", ge=0)
+        0, description="Learning-rate warm-up, in optimizer steps (v0.1.0 and later; before, "
+                       "`trainer.num_warmup_steps`).", ge=0, releases=FROM_010)
     scheduler: str = param("constant_with_warmup",
-                           description="Learning-rate schedule, one of transformers' scheduler names.")
+                           description="Learning-rate schedule, one of transformers' scheduler names (v0.1.0 and "
+                                       "later).", releases=FROM_010)
 
 
 class FsdpConfig(Section):
@@ -466,16 +473,17 @@ class Algorithm(Section):
         "grpo", description="Advantage estimator: `grpo` or `gae` (SkyRL's mid-2025 docs); later releases add `rloo` "
                             "and "
                             "`reinforce++`, and custom estimators can be registered in code.")
-    kl_ctrl: KlCtrl = section(KlCtrl, description="KL controller for use_kl_in_reward.")
+    kl_ctrl: KlCtrl = section(KlCtrl, description="KL controller for use_kl_in_reward (v0.1.0 and later; before, "
+                                                   "kl_loss_coef is the fixed coefficient).", releases=FROM_010)
     use_kl_estimator_k3: bool = param(
-        False, description="Force the k3 KL estimator (non-negative, unbiased, low variance) over kl_estimator_type. "
-                           "Deprecated; false in every release's base config (SkyRL's mid-2025 docs said true); "
-                           "removed in "
-                           "v0.4.0.", releases=UNTIL_030)
+        False, description="Use the k3 KL estimator (non-negative, unbiased, low variance) instead of k1; from "
+                           "v0.1.0 it overrides kl_estimator_type. Deprecated; true before v0.1.0, false in the base "
+                           "config from v0.1.0; removed in v0.4.0.", releases=UNTIL_030)
     use_abs_kl: bool = param(False, description="Use the absolute-value KL estimator. Deprecated in favour of "
                                                 "kl_estimator_type: abs; removed in v0.4.0.", releases=UNTIL_030)
     kl_estimator_type: Literal["k1", "k2", "k3", "abs"] = param(
-        "k3", description="KL estimator (replacing use_kl_estimator_k3 and use_abs_kl).")
+        "k3", description="KL estimator (replacing use_kl_estimator_k3 and use_abs_kl; v0.1.0 and later).",
+        releases=FROM_010)
     use_kl_in_reward: bool = param(
         False, description="Subtract kl × kl_loss_coef from the rewards. Mutually exclusive with use_kl_loss.")
     use_kl_loss: bool = param(
@@ -492,13 +500,25 @@ class Algorithm(Section):
     value_head_prefix: str = param("value_head", description="Name of the value head in the critic model.",
         fate=_VALUE_HEAD_NAME)
     policy_loss_type: str = param(
-        "regular", description="Policy loss (`ppo_loss_type` in SkyRL's mid-2025 docs): regular, dual_clip, gspo, "
-                               "cispo, clip_cov, "
-                               "kl_cov, sapo, cross_entropy, importance_sampling, or one registered in code.")
+        "regular", description="Policy loss (v0.1.0 and later; before, `ppo_loss_type`): regular, dual_clip, gspo, "
+                               "cispo, clip_cov, kl_cov, sapo, cross_entropy, importance_sampling, or one registered "
+                               "in code.", releases=FROM_010)
+    ppo_loss_type: Literal["regular", "dual_clip"] | None = param(
+        None, description="Policy loss before v0.1.0 (its default there: regular), which v0.1.0 renamed "
+                          "policy_loss_type.", releases=ONLY_PRE)
+    kl_target: float | None = param(
+        None, description="Before v0.1.0: a target KL that no code of skyrl-train reads (its KL coefficient is "
+                          "kl_loss_coef, fixed).", releases=ONLY_PRE, fate=_UNREAD_PRE)
+    init_kl_coef: float | None = param(
+        None, description="Before v0.1.0 (its default there: 0.0): an initial KL coefficient that no code of "
+                          "skyrl-train reads (its KL coefficient is kl_loss_coef, fixed).", releases=ONLY_PRE,
+        fate=_UNREAD_PRE)
     loss_reduction: Literal["token_mean", "sequence_mean", "seq_mean_token_sum_norm"] = param(
-        "token_mean", description="How token losses are reduced to one number; validate_cfg accepts these three at "
-                                  "every claimed release.")
-    grpo_norm_by_std: bool = param(True, description="Divide GRPO advantages by the group's reward standard deviation.")
+        "token_mean", description="How token losses are reduced to one number; validate_cfg accepts these three "
+                                  "(v0.1.0 and later; before, every loss is a mean per sequence, then over the batch: "
+                                  "sequence_mean).", releases=FROM_010)
+    grpo_norm_by_std: bool = param(True, description="Divide GRPO advantages by the group's reward standard deviation "
+                                                     "(v0.1.0 and later; before, always).", releases=FROM_010)
     zero_variance_filter: bool = param(False, description="Mask out groups whose rewards are all equal (v0.4.0 and "
                                                           "later).", releases=FROM_040)
     lambd: float = param(1.0, description="GAE lambda.", ge=0, le=1)
@@ -509,18 +529,20 @@ class Algorithm(Section):
                                  ge=0)
     clip_ratio_c: float = param(3.0, description="Dual-clip constant c of the dual_clip loss (greater than 1).", gt=1)
     tis_imp_ratio_cap: float = param(
-        -1.0, description="Cap of truncated importance sampling; must be > 0 when use_tis is true.")
+        -1.0, description="Cap of truncated importance sampling; must be > 0 when use_tis is true.", releases=FROM_010)
     use_tis: bool = param(
-        False, description="Truncated importance sampling between the inference engine and the trainer. Later "
-                           "releases replace it with off_policy_correction.tis_ratio_type: token.")
+        False, description="Truncated importance sampling between the inference engine and the trainer (v0.1.0 and "
+                           "later). Later releases replace it with off_policy_correction.tis_ratio_type: token.",
+        releases=FROM_010)
     off_policy_correction: OffPolicyCorrection = section(
         OffPolicyCorrection, description="Importance-sampling corrections between the rollout policy and the "
                                          "trained one (v0.4.0 and later).", releases=FROM_040)
     value_clip: float = param(0.2, description="Clip range of the value loss.", ge=0)
     normalize_reward: bool = param(
         True, description="Let the critic learn the mean and standard deviation of the values and normalise them "
-                          "(v0.1.0 only).", releases=ONLY_010, fate=_UNREAD_010)
-    dynamic_sampling: DynamicSampling = section(DynamicSampling, description="Dynamic sampling (DAPO).")
+                          "(up to v0.1.0).", releases=UNTIL_010, fate=_UNREAD_010)
+    dynamic_sampling: DynamicSampling = section(DynamicSampling, description="Dynamic sampling (DAPO; v0.1.0 and "
+                                                                             "later).", releases=FROM_010)
     clip_cov: ClipCov = section(ClipCov, description="Settings of the clip_cov policy loss (v0.2.0 and later).",
                                 releases=FROM_020)
     kl_cov: KlCov = section(KlCov, description="Settings of the kl_cov policy loss (v0.2.0 and later).",
@@ -558,7 +580,7 @@ class Trainer(Section):
     policy: Policy = section(Policy, description="The policy model and how it is trained.")
     ref: Ref = section(Ref, description="The reference model, used only when use_kl_loss or use_kl_in_reward is on.")
     critic: Critic = section(Critic, description="The critic, used when critic.model.path is set.")
-    reward: Reward = section(Reward, description="A learned reward model (v0.1.0 only).", releases=ONLY_010)
+    reward: Reward = section(Reward, description="A learned reward model (up to v0.1.0).", releases=UNTIL_010)
     algorithm: Algorithm = section(Algorithm, description="The RL algorithm: advantages, KL, loss.")
     fully_async: FullyAsync = section(FullyAsync, description="Fully asynchronous training (v0.3.0 and later).",
                                       releases=FROM_030, fate=_FULLY_ASYNC)
@@ -616,8 +638,13 @@ class Trainer(Section):
     exclude_modules: str | list[str] | None = param(
         None, description="Modules LoRA leaves alone (v0.2.0 and v0.3.0; v0.4.0 moved it to "
                           "trainer.policy.model.lora.exclude_modules).", releases=("0.2.0", "0.3.0"), fate=_LORA_ONLY)
-    use_orm_score: bool = param(False, description="Use the outcome reward model's score as the reward (v0.1.0 "
-                                                   "only).", releases=ONLY_010, fate=_NO_REWARD_MODEL)
+    use_orm_score: bool = param(False, description="Use the outcome reward model's score as the reward (up to "
+                                                   "v0.1.0).", releases=UNTIL_010, fate=_NO_REWARD_MODEL)
+    num_warmup_steps: int | None = param(
+        None, description="Learning-rate warm-up before v0.1.0 (its default there: 0), which v0.1.0 moved into "
+                          "trainer.policy.optimizer_config and trainer.critic.optimizer_config. Only the DeepSpeed "
+                          "strategy read it then: the FSDP strategies built their schedule without warm-up.", ge=0,
+        releases=ONLY_PRE, fate=_FSDP_NO_WARMUP)
     project_name: str = param("skyrl", description="Project name in the logger (WandB, MLflow).", fate=_LOG)
     run_name: str = param("test_run", description="Run name in the logger.", fate=_LOG)
     logger: Literal["wandb", "console", "mlflow", "tensorboard"] = param(
@@ -648,7 +675,8 @@ class SamplingParams(Section):
                                       releases=FROM_020)
     logprobs: int | None = param(
         None, description="Return the log-probability of each sampled token (0 or 1: only the chosen token). "
-                          "Null returns none. (YAML of later releases: 1 or null; dataclass: 0.)", ge=0, fate=_LOGPROBS)
+                          "Null returns none. (YAML of later releases: 1 or null; dataclass: 0.) v0.1.0 and later.",
+        ge=0, fate=_LOGPROBS, releases=FROM_010)
     stop: list[str] | None = param(None, description="Stop strings (not with SGLang; v0.2.0 and later).",
                                    releases=FROM_020)
 
@@ -657,8 +685,8 @@ class EvalSamplingParams(SamplingParams):
     max_generate_length: int = param("${generator.sampling_params.max_generate_length}",
                                      description="Most tokens generated per response in evaluation; by default the "
                                                  "training value.", ge=1)
-    temperature: float = param(0.0, description="Sampling temperature in evaluation; 0 (greedy) in every release's "
-                                                "base config.", ge=0)
+    temperature: float = param(0.0, description="Sampling temperature in evaluation; 0 (greedy) in the base config "
+                                                "from v0.1.0, 1.0 before.", ge=0)
 
 
 class ChatTemplate(Section):
@@ -688,7 +716,8 @@ class Generator(Section):
         "nccl", description="How policy weights reach the engines: nccl or gloo (`delta` in the newest releases).",
             fate=_PERF)
     weight_transfer_threshold_cuda_ipc_GB: float = param(1.0, description="Batch size in GB of CUDA-IPC weight "
-                                                                          "transfers.", gt=0, fate=_PERF)
+                                                                          "transfers (v0.1.0 and later).", gt=0,
+                                                         fate=_PERF, releases=FROM_010)
     inference_engine_tensor_parallel_size: int = param(4, description="Tensor parallel size of each engine.", ge=1)
     inference_engine_pipeline_parallel_size: int = param(
         1, description="Pipeline parallel size of each engine (v0.3.0 and later).", ge=1, releases=FROM_030)
@@ -701,8 +730,8 @@ class Generator(Section):
                                                      "n_samples_per_prompt sequences.", ge=1)
     async_engine: bool = param(True, description="Use vLLM's asynchronous engine (false: the offline engine, which "
                                                  "needs batched: true).", fate=_PERF)
-    batched: bool = param(False, description="Generate all single-turn prompts in one batched call. False in every "
-                                             "release's base config (SkyRL's mid-2025 docs said true).", fate=_PERF)
+    batched: bool = param(False, description="Generate all single-turn prompts in one batched call. False in the "
+                                             "base config from v0.1.0, true before.", fate=_PERF)
     max_input_length: int = param(
         "${trainer.max_prompt_length}", description="Longest engine input. Single-turn: equal to "
                                                     "trainer.max_prompt_length. Multi-turn: at least that, the input "
@@ -753,8 +782,8 @@ class Generator(Section):
     sampling_params: SamplingParams = section(SamplingParams, description="Sampling during trajectory generation.")
     use_conversation_multi_turn: bool = param(
         True, description="Multi-turn: append observations as new chat turns (true) or as raw tokens after the "
-                          "assistant's response (false). True in every release's base config (SkyRL's mid-2025 "
-                          "docs said false).", fate=_MULTI_TURN_ONLY)
+                          "assistant's response (false). True in the base config from v0.1.0, false before.",
+        fate=_MULTI_TURN_ONLY)
     append_eos_token_after_stop_str_in_multi_turn: bool = param(
         True, description="Multi-turn with stop strings: append the EOS token after a stop string.", releases=FROM_020,
             fate=_MULTI_TURN_ONLY)
@@ -770,7 +799,7 @@ class Generator(Section):
     zero_reward_on_non_stop: bool = param(False, description="Give 0 reward to responses that did not stop on their "
                                                              "own (truncated or aborted).")
     apply_overlong_filtering: bool = param(False, description="DAPO overlong filtering: mask the loss of truncated "
-                                                              "responses.")
+                                                              "responses (v0.1.0 and later).", releases=FROM_010)
     step_wise_trajectories: bool = param(False, description="Train on each turn of a multi-turn trajectory as its own "
                                                             "sample.", releases=FROM_040, fate=_MULTI_TURN_ONLY)
     rope_scaling: dict[str, Any] | None = param(None, description="RoPE scaling override for the engines.",
@@ -838,11 +867,13 @@ class SkyRLGym(Section):
     """skyrl_gym_config/default.yaml, placed at environment.skyrl_gym; each environment reads its own block."""
     run_fate = _ENVIRONMENT
 
-    max_env_workers: int = param(32, description="Background threads for environment steps; 0 steps them inline.",
-                                 ge=0, fate=_PERF)
+    max_env_workers: int = param(32, description="Background threads for environment steps; 0 steps them inline "
+                                                 "(v0.1.0 and later).", ge=0, fate=_PERF, releases=FROM_010)
     text2sql: Text2Sql = section(Text2Sql, description="Settings of the text2sql environment.")
-    llm_as_a_judge: LlmAsAJudge = section(LlmAsAJudge, description="Settings of the llm_as_a_judge environment.")
-    search: Search = section(Search, description="Settings of the search environment.")
+    llm_as_a_judge: LlmAsAJudge = section(LlmAsAJudge, description="Settings of the llm_as_a_judge environment "
+                                                                   "(v0.1.0 and later).", releases=FROM_010)
+    search: Search = section(Search, description="Settings of the search environment (v0.1.0 and later).",
+                             releases=FROM_010)
 
 
 class Environment(Section):

@@ -1,10 +1,10 @@
 """Which skyrl-train release a SkyRL document is written for, told from the keys it sets.
 
 Each field of the SkyRL schema names the releases whose `ppo_base_config.yaml` has it. A document fits the releases
-that have every key it sets; rlcfg judges it by the newest of those. Keys of the seed's snapshot that no claimed
-release has (`trainer.num_warmup_steps`, `trainer.algorithm.ppo_loss_type`) point at 0.1.0, the closest one, where
-they are then reported with their newer names. When no release has all the keys, the one that has the most wins
-(the newest on a tie), and the keys it lacks are what the user gets told about.
+that have every key it sets; rlcfg judges it by the newest of those. The keys of the reference document's layout
+that v0.1.0 moved or renamed (`trainer.num_warmup_steps`, `trainer.algorithm.ppo_loss_type`, ...) are keys of the
+pre-0.1.0 release. When no release has all the keys, the one that has the most wins (the newest on a tie), and the
+keys it lacks are what the user gets told about.
 """
 
 from __future__ import annotations
@@ -38,35 +38,19 @@ def _leaves(data: Any, prefix: tuple = ()):
         yield prefix
 
 
-# Keys of the seed's snapshot (before v0.1.0) that no claimed release has: they say the file follows the oldest layout.
-SEED_KEYS = {("trainer", "num_warmup_steps"), ("trainer", "algorithm", "ppo_loss_type"),
-             ("trainer", "algorithm", "kl_target"), ("trainer", "algorithm", "init_kl_coef")}
-
-
 def releases_of_keys(root: type[Section], data: dict, claimed: tuple[str, ...]) -> tuple[str, str]:
     newest = claimed[-1]
     if not isinstance(data, dict):
         return newest, "no key tells the releases apart; assuming the newest"
     telling: dict[tuple, tuple[str, ...]] = {}
-    seed: list[tuple] = []
     for path in _leaves({k: v for k, v in data.items() if k != "defaults"}):
-        if path in SEED_KEYS:
-            seed.append(path)
-            continue
         found = key_releases(root, path, claimed)
-        if found is None or len(found) == len(claimed):
-            continue
-        if not found:
-            seed.append(path)
-        else:
+        if found and len(found) < len(claimed):
             telling[path] = found
-    if not telling and not seed:
+    if not telling:
         return newest, "no key tells the releases apart; assuming the newest"
     fits = [r for r in claimed if all(r in found for found in telling.values())]
     if fits:
-        if seed and claimed[0] in fits:
-            return claimed[0], (f"`{'.'.join(seed[0])}` is a key of the pre-0.1.0 layout; judged by the oldest "
-                                "claimed release")
         keys = sorted(telling, key=lambda p: (len(telling[p]), p))[:2]
         span = fits[0] if len(fits) == 1 else f"{fits[0]} to {fits[-1]}"
         return fits[-1], (f"the keys fit skyrl-train {span}, e.g. `{'.'.join(keys[0])}`"
@@ -88,6 +72,12 @@ _NEWER = {"generator.enforce_eager": True, "generator.inference_engine_tensor_pa
           "trainer.placement.critic_num_gpus_per_node": 1, "trainer.placement.policy_num_gpus_per_node": 1,
           "trainer.placement.ref_num_gpus_per_node": 1, "trainer.ref.fsdp_config.cpu_offload": False}
 RELEASE_DEFAULTS: dict[str, dict[str, Any]] = {
+    # Before v0.1.0: the reference document's defaults, and for the keys v0.1.0 added, what the code then did without
+    # them (every loss a mean per sequence, then over the batch).
+    "pre-0.1.0": {"generator.batched": True, "generator.eval_sampling_params.temperature": 1.0,
+                  "generator.use_conversation_multi_turn": False, "trainer.algorithm.use_kl_estimator_k3": True,
+                  "trainer.algorithm.ppo_loss_type": "regular", "trainer.algorithm.init_kl_coef": 0.0,
+                  "trainer.num_warmup_steps": 0, "trainer.algorithm.loss_reduction": "sequence_mean"},
     "0.1.0": {},
     "0.2.0": {**_RECOMPUTE_OFF, "trainer.ref.fsdp_config.cpu_offload": False},
     "0.3.0": {**_RECOMPUTE_OFF, "trainer.ref.fsdp_config.cpu_offload": False, "generator.enforce_eager": True,

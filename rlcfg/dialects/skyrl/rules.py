@@ -15,10 +15,11 @@ from typing import Any, Callable, Iterator
 
 from rlcfg import run_limits
 from rlcfg.diagnostics import Constraint, Severity, close_matches
-from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, LOSS_AGGREGATIONS, POLICY_LOSSES,
-                                          POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS,
-                                          TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use, critic_trained, dp_size,
-                                          model_parallel, ref_in_use, rollout_gpus, world)
+from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_PRE, LOSS_AGGREGATIONS,
+                                          POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
+                                          SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
+                                          critic_trained, dp_size, model_parallel, policy_loss, ref_in_use,
+                                          rollout_gpus, world)
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -58,12 +59,6 @@ def lcm_dp(cfg: Any) -> int:
     if ref_in_use(cfg):
         size = math.lcm(size, max(dp_size(cfg, "ref"), 1))
     return max(size, 1)
-
-
-def _loss_type(cfg: Any, ctx: RuleContext) -> tuple[str, str]:
-    """The policy loss that runs and the key that chose it (the old spelling counts only if the new one is unset)."""
-    algorithm = cfg.trainer.algorithm
-    return algorithm.policy_loss_type, "trainer.algorithm.policy_loss_type"
 
 
 # ---- batch sizes (validate_batch_sizes) ---------------------------------------------------------------------
@@ -321,6 +316,8 @@ def kl_exclusive(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             keys=["trainer.algorithm.use_kl_estimator_k3", "trainer.algorithm.use_abs_kl",
                   "trainer.algorithm.kl_estimator_type"], also=("RLC304",))
 def kl_estimator_old_keys(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    if ctx.release == "pre-0.1.0":
+        return  # no kl_estimator_type yet: use_kl_estimator_k3 is the only form
     a = cfg.trainer.algorithm
     new_set = ctx.is_set("trainer.algorithm.kl_estimator_type")
     if a.use_abs_kl:
@@ -360,6 +357,17 @@ def gae_needs_critic(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             keys=["trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type"])
 def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     a = cfg.trainer.algorithm
+    if ctx.release == "pre-0.1.0":
+        # no registries yet: validate_cfg asserts a built-in estimator (ppo_loss_type's own type names its losses)
+        if a.advantage_estimator not in ADVANTAGE_ESTIMATORS_PRE:
+            close = close_matches(a.advantage_estimator, ADVANTAGE_ESTIMATORS_PRE, n=1, cutoff=0.6)
+            yield ctx.error("RLC202", "trainer.algorithm.advantage_estimator",
+                            f"`trainer.algorithm.advantage_estimator`: {_v(a.advantage_estimator)} is not one of "
+                            f"{', '.join(ADVANTAGE_ESTIMATORS_PRE)}, the estimators of {_release_text(ctx)}; "
+                            "validate_cfg stops on it",
+                            hint=f"did you mean `{close[0]}`?" if close else "use grpo or gae (rloo and reinforce++ "
+                                                                             "came with v0.1.0)")
+        return
     losses = POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES)
     checks = [("trainer.algorithm.advantage_estimator", a.advantage_estimator, ADVANTAGE_ESTIMATORS,
                "AdvantageEstimatorRegistry"),
@@ -477,7 +485,7 @@ def off_policy_correction(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     base = "trainer.algorithm.off_policy_correction"
     if opc.tis_ratio_type is None and opc.sequence_mask_metric is None:
         return
-    loss, loss_key = _loss_type(cfg, ctx)
+    loss, loss_key = policy_loss(cfg)
     if cfg.generator.backend == "sglang":
         yield ctx.error("RLC306", base, f"`{base}` is not supported with `generator.backend: sglang`",
                         hint="use generator.backend: vllm", related=["generator.backend"])
@@ -626,7 +634,7 @@ def colocate_engines(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     p = cfg.trainer.placement
     g = cfg.generator
     # From v0.2.0 validate_cfg compares the counts whenever colocate_all is on, remote engines included.
-    if not p.colocate_all or (not g.run_engines_locally and ctx.release in (None, "0.1.0")):
+    if not p.colocate_all or (not g.run_engines_locally and ctx.release in (None, "pre-0.1.0", "0.1.0")):
         return
     policy, rollout = world(cfg, "policy"), rollout_gpus(cfg)
     if policy != rollout:
@@ -637,8 +645,8 @@ def colocate_engines(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                         f"`trainer.placement.colocate_all` is true, so the policy's {policy} GPUs "
                         f"({_placement_text(cfg, 'policy')}) must equal the inference engines' GPUs "
                         f"({_rollout_text(cfg)} = {rollout})" + (
-                            "; skyrl-train 0.1.0 accepts this at load but fails when the trainer builds the models"
-                            if ctx.release == "0.1.0" else ""),
+                            f"; {_release_text(ctx)} accepts this at load but fails when the trainer builds the "
+                            "models" if ctx.release in ("pre-0.1.0", "0.1.0") else ""),
                         hint=hint + ", or set colocate_all: false",
                         related=["trainer.placement.policy_num_gpus_per_node",
                                  "generator.inference_engine_tensor_parallel_size", "trainer.placement.colocate_all"],
@@ -752,13 +760,15 @@ def remote_urls(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/offline-engine-batched", "RLC302",
-            "The offline vLLM engine (async_engine false) needs batched true.",
+            "The offline vLLM engine (async_engine false) needs batched true; before v0.1.0, async_engine false "
+            "needs it whatever the backend.",
             keys=["generator.async_engine", "generator.batched", "generator.backend"])
 def offline_engine(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
-    if not g.async_engine and g.backend == "vllm" and not g.batched:
+    if not g.async_engine and (g.backend == "vllm" or ctx.release == "pre-0.1.0") and not g.batched:
+        engine = "vLLM's offline engine" if g.backend == "vllm" else f"which {_release_text(ctx)} reads as offline"
         yield ctx.error("RLC302", "generator.batched",
-                        "`generator.async_engine` is false (vLLM's offline engine), which needs "
+                        f"`generator.async_engine` is false ({engine}), which needs "
                         "`generator.batched: true`, but batched is false",
                         hint="set generator.async_engine: true (needed for multi-turn) or batched: true",
                         related=["generator.async_engine"])
@@ -800,15 +810,22 @@ def update_group(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/sglang-limits", "RLC306",
-            "SGLang: local engines need TP 1; no stop strings or min_new_tokens; no HTTP endpoint; "
+            "SGLang: local engines need TP 1 (and are refused before v0.1.0); no stop strings or min_new_tokens; no HTTP endpoint; "
             "use_conversation_multi_turn false is unsupported in later releases.",
             keys=["generator.backend", "generator.inference_engine_tensor_parallel_size",
-                  "generator.sampling_params.stop", "generator.use_conversation_multi_turn"])
+                  "generator.sampling_params.stop", "generator.use_conversation_multi_turn",
+                  "generator.run_engines_locally"])
 def sglang_limits(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
     if g.backend != "sglang":
         return
-    if g.run_engines_locally and g.inference_engine_tensor_parallel_size != 1:
+    if g.run_engines_locally and ctx.release == "pre-0.1.0":
+        yield ctx.error("RLC306", "generator.run_engines_locally",
+                        f"`generator.backend` is sglang with local engines, which {_release_text(ctx)} does not "
+                        "support (validate_cfg stops on it)",
+                        hint="set generator.run_engines_locally: false and serve SGLang yourself, or use vLLM",
+                        related=["generator.backend"])
+    elif g.run_engines_locally and g.inference_engine_tensor_parallel_size != 1:
         yield ctx.error("RLC306", "generator.inference_engine_tensor_parallel_size",
                         f"`generator.inference_engine_tensor_parallel_size` is "
                         f"{g.inference_engine_tensor_parallel_size}, but local SGLang engines support TP 1 only",
@@ -877,6 +894,8 @@ def logprobs(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 def _release_text(ctx: RuleContext) -> str:
+    if ctx.release == "pre-0.1.0":
+        return "skyrl-train before v0.1.0"
     return "skyrl-train's last commit" if ctx.release == "main" else f"skyrl-train {ctx.release}"
 
 
@@ -1049,7 +1068,7 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
                        "with n_samples_per_prompt 1 skyrl-train's GRPO advantage is the score itself (mean 0, std 1 "
                        "for a group of one); rlcfg's GRPO gives such a group advantage 0")
-    loss = a.policy_loss_type
+    loss = policy_loss(cfg)[0]
     if loss in ("cross_entropy", "importance_sampling"):
         yield _refusal("trainer.algorithm.policy_loss_type", loss,
                        "skyrl-train sums this loss over the tokens whatever loss_reduction says (Tinker's semantics); "

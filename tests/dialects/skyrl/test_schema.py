@@ -10,6 +10,7 @@ import pytest
 
 from rlcfg.frontend import check_file, check_text
 from rlcfg.schema import load
+from rlcfg.dialects.skyrl.releases import key_releases
 from rlcfg.schema.base import defaults_tree, field_at, iter_fields
 from rlcfg.source.tree import split_dotted, walk
 from rlcfg.source.yaml_loader import UsageError, load_yaml
@@ -24,16 +25,8 @@ HOST_ENV = {"HOME": "/home/user"}
 _UNDER_TRAINER = {"placement", "policy", "critic", "ref", "algorithm"}
 _POLICY_PARTS = {"fsdp_config", "optimizer_config"}  # shown alone; the policy block repeats them in place
 
-# Where rlcfg's default differs from the seed's documented value because it follows skyrl-train's base config, which
-# has the same value at every claimed release (tests/inventory/skyrl/).
-FOLLOWS_CODE: dict[str, tuple[object, str]] = {
-    "generator.batched": (False, "false in ppo_base_config.yaml from v0.1.0 on"),
-    "generator.use_conversation_multi_turn": (True, "true in ppo_base_config.yaml from v0.1.0 on"),
-    "trainer.algorithm.use_kl_estimator_k3": (False, "false in ppo_base_config.yaml v0.1.0 to v0.3.0"),
-    "generator.eval_sampling_params.temperature": (0.0, "0.0 in ppo_base_config.yaml from v0.1.0 on"),
-}
-# Keys of the seed's snapshot (before v0.1.0) that no claimed release's base config has: skyrl-train refuses them, so
-# rlcfg does not know them either (the unknown-key hint names the newer key).
+# The seed documents skyrl-train before v0.1.0: rlcfg's `pre-0.1.0` release. v0.1.0 renamed or moved these keys,
+# which rlcfg therefore refuses at every later release, naming the new place.
 SEED_ONLY = {"trainer.num_warmup_steps": "trainer.policy.optimizer_config.num_warmup_steps",
              "trainer.algorithm.ppo_loss_type": "trainer.algorithm.policy_loss_type"}
 
@@ -92,20 +85,19 @@ def _get(tree: dict, dotted: str) -> object:
 def test_every_documented_parameter_exists_with_its_documented_default():
     params = documented_parameters()
     assert len(params) > 90, "the seed's YAML blocks were not found"
-    defaults = defaults_tree(ROOT_MODEL)
+    defaults = DIALECT.defaults(ROOT_MODEL, "pre-0.1.0")
     problems = []
     for key, documented in params.items():
-        if key in SEED_ONLY:
-            assert field_at(ROOT_MODEL, split_dotted(key))[0] is None, key
-            continue
         info, _owner = field_at(ROOT_MODEL, split_dotted(key))
         if info is None:
             problems.append(f"{key} is missing from the schema")
             continue
-        expected = FOLLOWS_CODE.get(key, (documented, ""))[0]
+        releases = key_releases(ROOT_MODEL, split_dotted(key), DIALECT.releases)
+        if releases is not None and "pre-0.1.0" not in releases:
+            problems.append(f"{key} is not a key of the pre-0.1.0 release")
         actual = _get(defaults, key)
-        if actual != expected:
-            problems.append(f"{key} defaults to {actual!r}, the seed documents {documented!r}")
+        if actual != documented:
+            problems.append(f"{key} defaults to {actual!r} at pre-0.1.0, the seed documents {documented!r}")
     assert not problems, "\n".join(problems)
 
 
@@ -136,8 +128,6 @@ def test_every_parameter_named_in_the_seed_prose_exists():
             candidates = ["deepspeed_config.train"]  # DeepSpeed's own keys pass through the open mapping
         else:
             candidates = [f"trainer.{key}", f"trainer.policy.fsdp_config.{key}"]
-        if any(c in SEED_ONLY for c in candidates):
-            continue
         if not any(field_at(ROOT_MODEL, split_dotted(c))[0] is not None for c in candidates):
             missing.append(key)
     assert not missing, missing
@@ -165,23 +155,34 @@ def _seed_config_text() -> str:
     return yaml.safe_dump(merged, sort_keys=False)
 
 
-def test_the_seed_documented_config_is_judged_by_the_oldest_release():
-    """The seed's snapshot predates v0.1.0: two of its keys were renamed before any claimed release, so skyrl-train
-    (struct mode) refuses them at every release. rlcfg judges the file by 0.1.0 and names the new keys; the rest of
-    the seed's config is valid there. (Until issue 11 the seed was the spec and this config validated.)"""
+def test_the_seed_documented_config_validates_as_the_release_it_describes():
+    """The seed documents skyrl-train before v0.1.0 (its keys ppo_loss_type and trainer.num_warmup_steps say so):
+    rlcfg judges it by that release, where it is valid, and plans it."""
     result = check_text(_seed_config_text(), "seed002.yaml", env=HOST_ENV)
-    assert result.release == "0.1.0" and "pre-0.1.0" in result.release_reason
-    errors = {(d.code, d.path): d for d in result.diagnostics if d.severity.value == "error"}
-    assert set(errors) == {("RLC102", key) for key in SEED_ONLY}
-    assert "trainer.policy.optimizer_config" in errors["RLC102", "trainer.num_warmup_steps"].hint
-    assert "policy_loss_type" in errors["RLC102", "trainer.algorithm.ppo_loss_type"].hint
-    others = {(d.code, d.path) for d in result.diagnostics if d.severity.value != "error"}
-    assert others == {("RLC308", "trainer.logger"), ("RLC111", "trainer.algorithm.use_kl_estimator_k3")}
-    renamed = [f"{key}={{'num_warmup_steps': 0, 'ppo_loss_type': 'regular'}}" for key in ()]
+    assert result.release == "pre-0.1.0" and "ppo_loss_type" in result.release_reason
+    assert [(d.code, d.path) for d in result.diagnostics] == [("RLC308", "trainer.logger")]
+    assert result.summary == "FSDP2 training, vLLM rollout (1 engine × TP 4), 4 GPUs colocated"
+    # the loss it names is the one that runs; the reduction is that release's mean per sequence
+    from rlcfg.dialects.skyrl.lower import lower
+
+    dual = check_text(_seed_config_text().replace("ppo_loss_type: regular", "ppo_loss_type: dual_clip"),
+                      "seed002.yaml", env=HOST_ENV)
+    experiment = lower(dual.config)
+    assert experiment.algorithm.policy_loss == "dual_clip"
+    assert experiment.algorithm.loss_aggregation == "seq-mean-token-mean"
+
+
+@pytest.mark.parametrize("release", ["0.1.0", "0.4.0", "main"])
+def test_the_seed_keys_are_errors_at_later_releases_that_name_their_new_place(release):
+    result = check_text(_seed_config_text(), "seed002.yaml", env=HOST_ENV, release=release)
+    errors = {d.path: d for d in result.diagnostics if d.severity.value == "error"}
+    assert set(SEED_ONLY) <= set(errors)
+    for key in SEED_ONLY:
+        assert errors[key].code == "RLC113" and "pre-0.1.0" in errors[key].message
     fixed = check_text(_seed_config_text().replace("  num_warmup_steps: 0\n", "", 1).replace(
-        "ppo_loss_type: regular", "policy_loss_type: regular"), "seed002.yaml", env=HOST_ENV, release="0.1.0")
-    assert not renamed and fixed.ok, [d.message for d in fixed.diagnostics]
-    assert fixed.summary == "FSDP2 training, vLLM rollout (1 engine × TP 4), 4 GPUs colocated"
+        "ppo_loss_type: regular", "policy_loss_type: regular").replace("    kl_target: null\n", "").replace(
+        "    init_kl_coef: 0.0\n", ""), "seed002.yaml", env=HOST_ENV, release="0.1.0")
+    assert release != "0.1.0" or fixed.ok, [d.message for d in fixed.diagnostics]
 
 
 def test_the_template_is_valid_without_warnings():
@@ -647,7 +648,6 @@ def test_keys_are_judged_by_the_pinned_release(release, override, accepted):
     (["trainer.placement.colocate_critic_reward=false"], "0.1.0"),
     (["trainer.exclude_modules=null", "trainer.algorithm.cispo.cispo_eps_clip_low=0"], "0.3.0"),
     (["trainer.algorithm.sapo.tau_pos=1.0"], "main"),
-    (["trainer.num_warmup_steps=3"], "0.1.0"),  # the seed's layout: the oldest claimed release
 ])
 def test_the_release_is_told_from_the_keys(overrides, release):
     assert _check(*overrides).release == release
