@@ -311,6 +311,21 @@ def kl_exclusive(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                         related=["trainer.algorithm.use_kl_loss"])
 
 
+@RULES.rule("skyrl/pre-010-fsdp-warmup", "RLC304",
+            "Before v0.1.0, the FSDP strategies build their learning-rate schedule without warm-up, whatever "
+            "trainer.num_warmup_steps says (only DeepSpeed reads it).",
+            keys=["trainer.num_warmup_steps", "trainer.strategy"])
+def pre_010_fsdp_warmup(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    t = cfg.trainer
+    if ctx.release == "pre-0.1.0" and t.num_warmup_steps and t.strategy in ("fsdp", "fsdp2"):
+        yield ctx.warning("RLC304", "trainer.num_warmup_steps",
+                          f"`trainer.num_warmup_steps` is {t.num_warmup_steps}, but {_release_text(ctx)} builds the "
+                          f"{t.strategy} strategy's schedule without warm-up: the learning rate is constant from the "
+                          "first step (rlcfg runs it the same way)",
+                          hint="v0.1.0 and later read trainer.policy.optimizer_config.num_warmup_steps with every "
+                               "strategy", related=["trainer.strategy"])
+
+
 @RULES.rule("skyrl/kl-estimator-old-keys", "RLC111",
             "use_kl_estimator_k3 and use_abs_kl are the older form of kl_estimator_type; when set they override it.",
             keys=["trainer.algorithm.use_kl_estimator_k3", "trainer.algorithm.use_abs_kl",

@@ -172,6 +172,16 @@ def test_the_seed_documented_config_validates_as_the_release_it_describes():
     assert experiment.algorithm.loss_aggregation == "seq-mean-token-mean"
 
 
+def test_the_seed_warmup_that_fsdp_ignored_then_is_said_to_be_ignored():
+    text = _seed_config_text().replace("  num_warmup_steps: 0\n", "  num_warmup_steps: 10\n", 1)
+    result = check_text(text, "seed002.yaml", env=HOST_ENV)
+    (ignored,) = [d for d in result.diagnostics if d.path == "trainer.num_warmup_steps"]
+    assert ignored.code == "RLC304" and "without warm-up" in ignored.message
+    from rlcfg.dialects.skyrl.lower import lower
+
+    assert lower(result.config).roles[0].optimizer.warmup_steps == 0
+
+
 @pytest.mark.parametrize("release", ["0.1.0", "0.4.0", "main"])
 def test_the_seed_keys_are_errors_at_later_releases_that_name_their_new_place(release):
     result = check_text(_seed_config_text(), "seed002.yaml", env=HOST_ENV, release=release)
