@@ -510,7 +510,8 @@ def test_the_ledger_of_each_algorithm_setting():
 
 
 def test_every_rule_has_a_test():
-    tested = {case[0] for case in RULE_CASES} | {"skyrl/wandb-api-key"}
+    # the template is a v0.1.0+ config: the pre-0.1.0 rule is tested on the seed's config (test_the_seed_warmup_...)
+    tested = {case[0] for case in RULE_CASES} | {"skyrl/wandb-api-key", "skyrl/pre-010-fsdp-warmup"}
     assert {rule.id for rule in DIALECT.rules} <= tested
 
 
