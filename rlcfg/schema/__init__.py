@@ -71,9 +71,10 @@ REGISTRY: tuple[DialectEntry, ...] = (
     DialectEntry("roll", "rlcfg.dialects.roll", "ROLL", ("main",), "hydra", frozenset({"actor_train", "actor_infer"}),
                  frozenset({"pretrain", "reward_pretrain", "rollout_batch_size", "num_return_sequences_in_group",
                             "reference", "critic", "rewards", "exp_name", "device_mapping"}),
-                 # SFT (sft_train), distillation (student, teacher), on-policy distillation (student_train, ...)
+                 # SFT (sft_train), distillation (student, teacher), on-policy distillation (student_train, ...),
+                 # DPO (actor_train with its preference-pair keys, no actor_infer)
                  (frozenset({"sft_train"}), frozenset({"student", "teacher"}),
-                  frozenset({"student_train", "student_infer"})),
+                  frozenset({"student_train", "student_infer"}), frozenset({"actor_train", "chosen_key"})),
                  launchers=(dict(name="ROLL's start_*_pipeline.py", script=r"(^|/)start_\w+\.py$",
                                      config_dir=("--config_path",), config_name=("--config_name",)),)),
     DialectEntry("areal", "rlcfg.dialects.areal", "AReaL", ("0.3", "1.0"), "hydra",

@@ -678,7 +678,8 @@ def test_agentic_fixture_and_here_composition():
 
 
 @pytest.mark.parametrize("key,name", [("sft_train", "ROLL SFT pipeline"), ("chosen_key", "ROLL DPO pipeline"),
-                                      ("student", "ROLL distill pipeline")])
+                                      ("student", "ROLL distill pipeline"),
+                                      ("student_train", "ROLL on-policy distillation pipeline")])
 def test_pipelines_rlcfg_does_not_model_get_one_warning(key, name):
     text = f"{key}: {{}}\nrollout_batch_size: 64\nsequence_length: 1024\nunknown_of_that_pipeline: 1\n"
     result = check_text(text, "other.yaml", dialect="roll", env={})
@@ -687,6 +688,19 @@ def test_pipelines_rlcfg_does_not_model_get_one_warning(key, name):
     # the keys every pipeline shares are still checked
     bad = check_text(text + "seed: seven\n", "other.yaml", dialect="roll", env={})
     assert not bad.ok
+
+
+@pytest.mark.parametrize("shape,name", [
+    ("actor_train: {}\nreference: {}\nchosen_key: chosen\nrejected_key: rejected\n", "ROLL DPO pipeline"),
+    ("student_train: {}\nstudent_infer: {}\nteacher: {}\nrollout_batch_size: 16\n",
+     "ROLL on-policy distillation pipeline"),
+])
+def test_the_other_pipelines_are_told_from_their_keys_without_dialect(shape, name):
+    # a DPO config has no actor_infer and an on-policy distillation config none of the RLVR roles: both are ROLL's,
+    # named as pipelines rlcfg does not model, not refused as unknown or as an RLVR config missing its roles
+    result = check_text("exp_name: x\npretrain: Qwen/Qwen2.5-3B\n" + shape, "other.yaml", env={})
+    assert result.dialect == "roll" and result.pipeline == name
+    assert result.ok and [d.code for d in result.diagnostics] == ["RLC116"], [d.message for d in result.diagnostics]
 
 
 def test_rollout_only_configs_need_no_training_gpus(tmp_path):
