@@ -45,7 +45,6 @@ _PIPELINE_KEYS: tuple[tuple[str, str | None, frozenset[str]], ...] = (
                                  "reward_normalization", "render_save_dir", "batch_adjust_mode"})),
     ("sft", "ROLL SFT pipeline", frozenset({"sft_train", "system_key", "query_key", "response_key"})),
     ("dpo", "ROLL DPO pipeline", frozenset({"chosen_key", "rejected_key", "ipo", "label_smoothing"})),
-    ("onpolicy_distill", "ROLL on-policy distillation pipeline", frozenset({"student_train", "student_infer"})),
     ("distill", "ROLL distill pipeline", frozenset({"student", "student_pretrain", "teacher_pretrain",
                                                     "distill_loss_weight", "kd_objective", "kd_temperature",
                                                     "teacher_temperature", "logits_topk"})),
@@ -53,7 +52,7 @@ _PIPELINE_KEYS: tuple[tuple[str, str | None, frozenset[str]], ...] = (
 
 
 def pipeline_of(data: dict) -> str:
-    """The ROLL pipeline a composed document is for: rlvr, agentic, sft, dpo, onpolicy_distill or distill.
+    """The ROLL pipeline a composed document is for: rlvr, agentic, sft, dpo or distill.
 
     The rollout-only start scripts (start_rlvr_rollout_pipeline.py, start_agentic_rollout_pipeline.py) load the
     RLVR and agentic config classes too; their examples give actor_train neither GPUs nor a strategy, which the

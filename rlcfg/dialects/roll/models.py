@@ -993,6 +993,11 @@ class _PpoRoot(_BaseRoot):
         # on) ROLL runs student_train as actor_train, student_infer as actor_infer and the (first) teacher as the
         # reference, so the placement and batch rules must see those workers. When a piece is missing the rule
         # `roll/opd` reports it and nothing is remapped.
+        if not self.is_pure_opd and not self.use_opd and not configured(self.actor_infer) \
+                and configured(self.student_train) and configured(self.student_infer):
+            # Student roles and no actor_infer: only the OPD start script runs such a config, and it forces
+            # is_pure_opd (start_onpolicy_distill_pipeline.py), which its example configs therefore never write.
+            self.is_pure_opd = True
         if not self.is_pure_opd or self.use_opd:
             return self
         teacher = next(iter(self.teacher.values()), None) if isinstance(self.teacher, dict) else self.teacher

@@ -678,8 +678,7 @@ def test_agentic_fixture_and_here_composition():
 
 
 @pytest.mark.parametrize("key,name", [("sft_train", "ROLL SFT pipeline"), ("chosen_key", "ROLL DPO pipeline"),
-                                      ("student", "ROLL distill pipeline"),
-                                      ("student_train", "ROLL on-policy distillation pipeline")])
+                                      ("student", "ROLL distill pipeline")])
 def test_pipelines_rlcfg_does_not_model_get_one_warning(key, name):
     text = f"{key}: {{}}\nrollout_batch_size: 64\nsequence_length: 1024\nunknown_of_that_pipeline: 1\n"
     result = check_text(text, "other.yaml", dialect="roll", env={})
@@ -690,16 +689,11 @@ def test_pipelines_rlcfg_does_not_model_get_one_warning(key, name):
     assert not bad.ok
 
 
-@pytest.mark.parametrize("shape,name", [
-    ("actor_train: {}\nreference: {}\nchosen_key: chosen\nrejected_key: rejected\n", "ROLL DPO pipeline"),
-    ("student_train: {}\nstudent_infer: {}\nteacher: {}\nrollout_batch_size: 16\n",
-     "ROLL on-policy distillation pipeline"),
-])
-def test_the_other_pipelines_are_told_from_their_keys_without_dialect(shape, name):
-    # a DPO config has no actor_infer and an on-policy distillation config none of the RLVR roles: both are ROLL's,
-    # named as pipelines rlcfg does not model, not refused as unknown or as an RLVR config missing its roles
-    result = check_text("exp_name: x\npretrain: Qwen/Qwen2.5-3B\n" + shape, "other.yaml", env={})
-    assert result.dialect == "roll" and result.pipeline == name
+def test_a_dpo_config_is_told_from_its_keys_without_dialect():
+    # a DPO config has no actor_infer: it is ROLL's, named as a pipeline rlcfg does not model, not refused as unknown
+    shape = "exp_name: x\npretrain: Qwen/Qwen2.5-3B\nactor_train: {}\nreference: {}\nchosen_key: c\nrejected_key: r\n"
+    result = check_text(shape, "dpo.yaml", env={})
+    assert result.dialect == "roll" and result.pipeline == "ROLL DPO pipeline"
     assert result.ok and [d.code for d in result.diagnostics] == ["RLC116"], [d.message for d in result.diagnostics]
 
 
@@ -760,20 +754,24 @@ def test_hydra_now_resolver(tmp_path):
 
 
 @pytest.mark.parametrize("many", [False, True])
-def test_pure_opd_runs_the_students_and_the_teacher(tmp_path, many):
+@pytest.mark.parametrize("written_flag", [True, False])
+def test_pure_opd_runs_the_students_and_the_teacher(tmp_path, many, written_flag):
     import yaml
 
     data = yaml.safe_load(MEGATRON.read_text())
     teacher = data.pop("reference")
-    path = written(tmp_path, MEGATRON, is_pure_opd=True, student_train=data.pop("actor_train"),
+    flag = {"is_pure_opd": True} if written_flag else {}
+    path = written(tmp_path, MEGATRON, **flag, student_train=data.pop("actor_train"),
                    student_infer=data.pop("actor_infer"), teacher={"math": teacher} if many else teacher)
     text = yaml.safe_load(path.read_text())
     for key in ("actor_train", "actor_infer", "reference"):
         text.pop(key)
     path.write_text(yaml.safe_dump(text, sort_keys=False))
-    # without actor_train / actor_infer the registry cannot detect ROLL (see the report on detection)
-    result = check_file(str(path), dialect="roll", env={})
-    assert result.ok, [d.message for d in result.diagnostics if d.severity.value == "error"]
+    # the student roles tell ROLL's on-policy distillation; without is_pure_opd written, the config is one for the
+    # OPD start script, which sets it (its examples never write it)
+    result = check_file(str(path), env={})
+    assert result.dialect == "roll" and result.ok, [d.message for d in result.diagnostics if d.severity.value == "error"]
+    assert result.config.is_pure_opd and result.unrun is not None
 
 
 def test_runtime_limits_only_on_the_backend_that_meets_them():
