@@ -290,6 +290,11 @@ class TextRenderer:
             out.append(f"   = fix: {'; '.join(e.describe() for e in d.edits)}")
         return "\n".join(out)
 
+    def brief(self, d: Diagnostic) -> str:
+        """One line: severity, code, message and where."""
+        where = f" ({_clip(d.origin.describe())})" if d.origin is not None else ""
+        return f"{self._paint(d.severity.value, d.severity.value)}{self._paint(f'[{d.code}]', 'bold')}: {d.message}{where}"
+
     def _snippet(self, origin: Origin) -> list[str]:
         if origin.kind not in ("file", "override") or origin.file not in self._lines or not origin.line:
             if origin.kind == "default" and origin.via:
@@ -316,6 +321,42 @@ class TextRenderer:
 
 
 SNIPPET_WIDTH = 160  # characters of a source line or an override shown in text output
+# Warnings and notes of one code shown in full; the rest of that code get one line each, so that a config with two
+# dozen ignored keys does not bury its errors.
+SHOWN_IN_FULL = 2
+_SEVERITY_ORDER = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.NOTE: 2}
+
+
+def report_lines(renderer: "TextRenderer", diagnostics: Iterable[Diagnostic]) -> list[str]:
+    """The text report of a check: errors first, then warnings, then notes, each in the order of their locations;
+    every error in full, and past SHOWN_IN_FULL of a code, a warning or note on one line."""
+    lines: list[str] = []
+    shown: dict[str, int] = {}
+    briefs = False
+    for d in sorted(diagnostics, key=lambda d: _SEVERITY_ORDER[d.severity]):
+        shown[d.code] = shown.get(d.code, 0) + 1
+        if d.severity is not Severity.ERROR and shown[d.code] > SHOWN_IN_FULL:
+            lines.append(renderer.brief(d))
+            briefs = True
+            continue
+        if briefs:
+            lines.append("")
+            briefs = False
+        lines.append(renderer.render(d))
+        lines.append("")
+    if briefs:
+        lines.append("")
+    return lines
+
+
+def tally(diagnostics: Iterable[Diagnostic], severity: Severity) -> str:
+    """`8 × RLC114, 2 × RLC304, RLC404`: how many of each code, most first, for the summary line."""
+    counts: dict[str, int] = {}
+    for d in diagnostics:
+        if d.severity is severity:
+            counts[d.code] = counts.get(d.code, 0) + 1
+    ranked = sorted(counts.items(), key=lambda item: (-item[1], item[0]))
+    return ", ".join(f"{n} × {code}" if n > 1 else code for code, n in ranked)
 
 
 def _clip(text: str) -> str:

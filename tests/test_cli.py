@@ -344,7 +344,10 @@ def test_json_and_text_report_the_same_diagnostics(chatlearn_available):
     text = run("validate", BROKEN).stdout
     payload = json.loads(run("validate", BROKEN, "--format", "json").stdout)
     headers = [b[0] for b in blocks(text)]
-    assert headers == [f"{d['severity']}[{d['code']}]: {d['message']}" for d in payload["diagnostics"]]
+    # the text puts errors first; both list the same diagnostics, each in the order of their locations
+    rank = {"error": 0, "warning": 1, "note": 2}
+    ordered = sorted(payload["diagnostics"], key=lambda d: rank[d["severity"]])
+    assert headers == [f"{d['severity']}[{d['code']}]: {d['message']}" for d in ordered]
 
 
 def test_every_code_is_documented():

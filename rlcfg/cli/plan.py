@@ -142,17 +142,16 @@ def _local_model_configs(experiment: Any) -> dict[str, dict]:
 
 
 def _text(result: Any, execution: Any, diagnostics: list, show_gpu_map: bool, color: bool = False) -> str:
-    from rlcfg.diagnostics import TextRenderer, count, plural
+    from rlcfg.diagnostics import Severity, TextRenderer, count, plural, report_lines, tally
     from rlcfg.plan.render import render_text
 
     lines = [render_text(execution, show_gpu_map=show_gpu_map), ""]
     renderer = TextRenderer(result.sources, color=color)
-    for d in diagnostics:
-        lines.append(renderer.render(d))
-        lines.append("")
+    lines.extend(report_lines(renderer, diagnostics))
     errors, warnings = count(diagnostics)
     if errors:
-        status = f"{result.file}: the plan has {plural(errors, 'error')}, {plural(warnings, 'warning')}"
+        status = (f"{result.file}: the plan has {plural(errors, 'error')}, {plural(warnings, 'warning')}"
+                  + (f" [{tally(diagnostics, Severity.WARNING)}]" if warnings > 1 else ""))
     else:
         memory = execution.memory
         fits = "no memory estimate" if memory is None else "fits in memory" if memory.fits else (

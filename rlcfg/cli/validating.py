@@ -156,22 +156,23 @@ def _explain_or_exit(result: Any, key: str, json_output: bool = False) -> Any:
 
 
 def _text(result: Any, explanation: Any, color: bool, strict: bool, searched_longer: bool = False) -> str:
-    from rlcfg.diagnostics import TextRenderer, plural
+    from rlcfg.diagnostics import Severity, TextRenderer, plural, report_lines, tally
 
     lines: list[str] = []
     if explanation is not None:
         lines.extend(_explain_text(explanation))
         lines.append("")
     renderer = TextRenderer(result.sources, color=color)
-    for d in result.diagnostics:
-        lines.append(renderer.render(d))
-        lines.append("")
+    lines.extend(report_lines(renderer, result.diagnostics))
     dialect = f"{result.dialect} config" if result.dialect else "config"
+    warnings = plural(result.warnings, "warning")
+    if result.warnings > 1:
+        warnings += f" [{tally(result.diagnostics, Severity.WARNING)}]"
     if result.errors:
-        status = f"{result.file}: {plural(result.errors, 'error')}, {plural(result.warnings, 'warning')} ({dialect})"
+        status = f"{result.file}: {plural(result.errors, 'error')}, {warnings} ({dialect})"
     elif result.warnings:
         verdict = "fails --strict" if strict else "valid"
-        status = f"{result.file}: {verdict} {dialect} with {plural(result.warnings, 'warning')}"
+        status = f"{result.file}: {verdict} {dialect} with {warnings}"
     else:
         status = f"{result.file}: valid {dialect}"
     if result.release_label and not result.errors:
