@@ -60,6 +60,7 @@ class Opened:
     shown_as: str  # what the user named: the config file, the script, or `<command line>`
     sources: dict[str, str] = field(default_factory=dict)  # the script's text, for snippets
     diagnostics: list[Diagnostic] = field(default_factory=list)  # what reading the script found
+    exported: dict[str, str] = field(default_factory=dict)  # what the script exports to the entrypoint
 
 
 COMMAND_LINE = "<command line>"
@@ -88,13 +89,13 @@ def open_config(path: str, overrides: Sequence[str] = (), dialect: str | None = 
     if found.config is None:
         entry = schema.entry(found.dialect)
         return Opened("{}\n", f"<{entry.title} base config>", [*found.arguments, *extra], found.dialect, ".", shown,
-                      sources, found.diagnostics)
+                      sources, found.diagnostics, found.environment)
     config = scripts.locate(found.config, path if not command else ".")
     if not FsPath(config).is_file():
         raise UsageError(f"{shown}:{found.line}: the call loads {found.config}, which is neither under the current "
                          "directory nor above the script; run rlcfg from where the script is run")
     return Opened(read_text(config), config, [*found.arguments, *extra], found.dialect, str(FsPath(config).parent),
-                  shown, sources, found.diagnostics)
+                  shown, sources, found.diagnostics, found.environment)
 
 
 def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = None, strict: bool = False,
@@ -102,6 +103,8 @@ def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = N
     """Check a config file, or what a launch script or command line loads (open_config). Raises UsageError for a
     file that cannot be read at all, or for a `release` the dialect does not claim."""
     opened = open_config(path, overrides, dialect, env)
+    if opened.exported:  # the entrypoint runs with what the script exports on top of the caller's environment
+        env = {**(os.environ if env is None else env), **opened.exported}
     result = check_text(opened.text, opened.filename, opened.overrides, opened.dialect, strict, env,
                         base_dir=opened.base_dir, release=release)
     if opened.shown_as != opened.filename:

@@ -39,6 +39,8 @@ COMMAND_STARTS = ("python", "python3", "uv", "torchrun", "deepspeed", "accelerat
 _NAME = lazy(r"[A-Za-z_][A-Za-z0-9_]*")
 _ASSIGNMENT = lazy(r"([A-Za-z_][A-Za-z0-9_]*)(\+?)=(.*)", re.S)
 _DECLARING = ("export", "local", "readonly", "declare", "typeset")
+_PRINTING = ("echo", "printf", ":")
+_BARE_EXPANSION = lazy(r"\$(?:[A-Za-z_][A-Za-z0-9_]*|\{[A-Za-z_][A-Za-z0-9_]*\})")  # `$CMD`, `${CMD}`, unquoted
 _UNKNOWN = "\x00"  # stands in an expanded word for a value that cannot be known
 
 
@@ -94,6 +96,7 @@ class Launch:
     config: str | None  # the config file it loads; None: the release's base config
     arguments: list[Arg]
     diagnostics: list[Diagnostic]
+    environment: dict[str, str]  # what the script exports, known in full: the entrypoint reads it (`${oc.env:X}`)
 
 
 def is_script(path: str) -> bool:
@@ -136,6 +139,7 @@ class _Scanner:
         self.unknowable: dict[str, list[str]] = {}
         self.separator = ""  # what ended the last command: "\n", ";", "&&", "||", "|", "&"
         self.depth = 0  # of `source`
+        self.exported: set[str] = set()  # what the script exports: the entrypoint's environment too
         self.undecided: list[str] = []  # what decides whether the command being read runs, when rlcfg cannot tell
         self.block_causes: list[str] = []  # the same, for the innermost undecided `if` or loop
         self.pos = 0
@@ -201,12 +205,44 @@ class _Scanner:
                     condition = None if test is None else (test if separator == "&&" else not test)
                     gate_causes = [c for w in words for c in w.unknown] or ["a test rlcfg cannot decide"]
                 continue
+            if words[0].text in _PRINTING:
+                continue  # `echo $CMD` shows a command line without running it
             if words[0].text in ("source", ".") and len(words) == 2:
                 self._source(words[1], known)
                 continue
             words = self._assignments(words, known=known)
             if words:
-                yield words
+                yield from self._reparsed(words)
+
+    def _reparsed(self, words: list[Word]) -> Iterator[list[Word]]:
+        """A command kept in a variable and run as `${CMD}`, `eval "$CMD"` or `bash -c "$CMD"`: the words the shell
+        then runs. An unquoted expansion is split at blanks, as the shell splits it; eval and `-c` read the string
+        as a script. Each word is located where the command is run."""
+        split: list[Word] = []
+        for word in words:
+            raw = self.text[word.start:word.end]
+            if _BARE_EXPANSION.fullmatch(raw) and any(c in word.text for c in " \t\n"):
+                # a piece is unknown only where the value is (a log folder named by `$(date)`, say)
+                split.extend(Word(piece, word.start, word.end, word.unknown if _UNKNOWN in piece else [])
+                             for piece in word.text.split())
+            else:
+                split.append(word)
+        head = [w.text for w in split[:2]]
+        if head[:1] == ["eval"] or (head[:1] in (["bash"], ["sh"]) and head[1:2] == ["-c"] and len(split) > 2):
+            body = split[1:] if head[0] == "eval" else split[2:3]
+            if self.depth >= 4:
+                yield split
+                return
+            causes = [c for w in body for c in w.unknown]
+            inner = _Scanner(" ".join(w.text for w in body), self.script, {})
+            inner.variables, inner.unknowable, inner.depth = self.variables, self.unknowable, self.depth + 1
+            inner.exported = self.exported
+            for command in inner.commands():
+                # what was unknown in the string stays unknown in the words it makes, for the same causes
+                yield [Word(w.text, body[0].start, body[-1].end, w.unknown or (causes if _UNKNOWN in w.text else []))
+                       for w in command]
+            return
+        yield split
 
     def _forget(self, name: str, why: str) -> None:
         self.variables.pop(name, None)
@@ -225,7 +261,7 @@ class _Scanner:
             return
         inner = _Scanner(text, self.script, {})
         inner.variables, inner.unknowable, inner.depth = self.variables, self.unknowable, self.depth + 1
-        inner.variables["0"] = self.variables["0"]
+        inner.exported = self.exported
         for _words in inner.commands():
             pass
 
@@ -389,7 +425,10 @@ class _Scanner:
 
     def _value(self, name: str, unknown: list[str]) -> str:
         if name in self.variables:
-            return self.variables[name]
+            value = self.variables[name]
+            if _UNKNOWN in value:  # known in part (a log folder named by `$(date)` inside a command line)
+                unknown.extend(self.unknowable.get(name, []))
+            return value
         if name.isdigit():
             return ""  # a positional argument the script is not given: unset, so empty
         if name in self.unknowable:
@@ -406,20 +445,20 @@ class _Scanner:
             unknown.append("${" + inner + "}")
             return _UNKNOWN
         name, colon, operator, word = found.groups()
+        if operator is None or (name in self.unknowable and name not in self.variables):
+            return self._value(name, unknown)  # set where rlcfg cannot tell: its default would be a guess
         value = self.variables.get(name)
         empty = value is None or (colon and value == "")
-        if operator is None:
-            return self._value(name, unknown)
         if operator in "-=":
             if not empty:
-                return value  # type: ignore[return-value]
+                return self._value(name, unknown)
             default = self._expand_inline(word or "", unknown)
             if operator == "=" and _UNKNOWN not in default:
                 self.variables[name] = default
             return default
         if operator == "+":
             return "" if empty else self._expand_inline(word or "", unknown)
-        return value if not empty else self._value(name, unknown)  # `?`: the shell stops when it is unset
+        return self._value(name, unknown)  # `?`: the shell stops when it is unset
 
     def _expand_inline(self, text: str, unknown: list[str]) -> str:
         """A word inside an expansion (a default value), read as the shell reads it there."""
@@ -432,7 +471,7 @@ class _Scanner:
     def _arithmetic(self, inner: str, unknown: list[str]) -> str:
         def name(match: re.Match) -> str:
             value = self._value(match.group(1), unknown)
-            if value == _UNKNOWN:
+            if _UNKNOWN in value:
                 return "0"
             if not value.strip().lstrip("-").isdigit():
                 unknown.append(f"${match.group(1)} (`{value}`, not an integer)")
@@ -504,15 +543,26 @@ class _Scanner:
         while rest:
             found = _ASSIGNMENT.fullmatch(rest[0].text)
             raw = self.text[rest[0].start:rest[0].end]
+            if declaring and words[0].text == "export" and _NAME.fullmatch(rest[0].text):
+                self.exported.add(rest[0].text)  # `export NAME`: its value (if any) goes to the program
+                rest = rest[1:]
+                continue
             if not found or not _NAME.match(raw) or "=" not in raw.split("$", 1)[0]:
                 break
             name, append, value = found.groups()
-            if _UNKNOWN in value or not known:
+            if words[0].text == "export":
+                self.exported.add(name)
+            if not known:
                 self.variables.pop(name, None)
-                why = [*rest[0].unknown, *([] if _UNKNOWN in value else self.undecided)]
+                why = [*rest[0].unknown, *self.undecided]
                 self.unknowable[name] = list(dict.fromkeys(why or ["a branch rlcfg cannot decide"]))
+            elif _UNKNOWN in value:  # kept with the unknown part marked, and why
+                self.variables[name] = self.variables.get(name, "") + value if append else value
+                self.unknowable[name] = list(dict.fromkeys([*self.unknowable.get(name, []), *rest[0].unknown]))
             else:
                 self.variables[name] = self.variables.get(name, "") + value if append else value
+                if not append:
+                    self.unknowable.pop(name, None)
             rest = rest[1:]
         if declaring:
             return []
@@ -641,7 +691,9 @@ def read_launch(text: str, script: str, launchers: Sequence[tuple[str, Launcher]
             origin=_origin(text, shown, words[0]),
             hint="split the runs into scripts of their own to check each"))
     config, arguments = _configuration(words[after:], launcher, words, text, shown, diagnostics)
-    return Launch(dialect, launcher, _line(text, words[0].start), config, arguments, diagnostics)
+    exported = {name: scanner.variables[name] for name in scanner.exported
+                if name in scanner.variables and _UNKNOWN not in scanner.variables[name]}
+    return Launch(dialect, launcher, _line(text, words[0].start), config, arguments, diagnostics, exported)
 
 
 def _configuration(words: list[Word], launcher: Launcher, call: list[Word], text: str, shown: str,

@@ -183,3 +183,31 @@ def test_broken_shell_never_crashes_the_reader(text):
 def test_arithmetic_is_bash_integer_arithmetic(expression, value):
     found = _read(f"GPUS=8\npython -m skyrl_train.entrypoints.main_base trainer.epochs={expression}\n")
     assert [str(a) for a in found.arguments] == ([f"trainer.epochs={value}"] if value else [])
+
+
+def test_a_command_kept_in_a_variable_is_read_where_it_runs():
+    script = """\
+        SRC_FILE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/train.py"
+        LOG_DIR="/logs/$(date +%s)"
+        CMD="python ${SRC_FILE} --config-path /cfg --config-name ppo runner.max_steps=5 runner.logger.log_path=${LOG_DIR}"
+        echo ${CMD} > run.log
+        ${CMD} 2>&1 | tee -a run.log
+        """
+    found = _read(script, name="examples/embodiment/run.sh")
+    assert found.dialect == "rlinf" and found.config == "/cfg/ppo.yaml" and found.line == 5
+    assert [str(a) for a in found.arguments] == ["runner.max_steps=5"]
+    (unknown,) = found.diagnostics
+    assert unknown.path == "runner.logger.log_path" and "$(date +%s)" in unknown.message
+    evaluated = _read(script.replace("${CMD} 2>&1", 'eval "${CMD}" 2>&1'), name="examples/embodiment/run.sh")
+    assert [str(a) for a in evaluated.arguments] == ["runner.max_steps=5"]
+
+
+def test_what_the_script_exports_is_the_entrypoints_environment():
+    found = _read("""\
+        export EMBODIED_PATH=/repo/examples/embodiment
+        LOCAL_ONLY=1
+        export LATER
+        LATER=2
+        python -m skyrl_train.entrypoints.main_base trainer.epochs=1
+        """, env={"HOME": "/home/user"})
+    assert found.environment == {"EMBODIED_PATH": "/repo/examples/embodiment", "LATER": "2"}
