@@ -12,9 +12,14 @@ The reading is a small shell word scanner, not a shell:
   itself; `$0` is the script's path; the caller's environment (the `env` given) supplies the rest, as it would for the
   shell; `$((...))` integer arithmetic; `$(dirname ...)`, `$(basename ...)`, `$(pwd)`, `$(realpath ...)` and
   `$(cd DIR && pwd)` on values already known;
-- anything else (another command's output, a variable neither the script nor the environment sets, a positional
-  argument) is not guessed: an argument that depends on one is left out of the check and reported by name (RLC120).
-  `"$@"` forwards the script's own arguments: the overrides given to rlcfg after the script play that part.
+- `source FILE`; `if` branches and `[ ... ] &&` guards whose tests follow from known values; a command kept in a
+  variable and run as `${CMD}`, `eval` or `bash -c`; `echo` and `printf` run nothing;
+- what the script exports is the entrypoint's environment too (`${oc.env:X}` in its config reads it);
+- the script is read as called with no arguments: `"$@"` forwards them, and the overrides given to rlcfg after the
+  script play that part;
+- anything else (another command's output, a variable neither the script nor the environment sets, a branch whose
+  test cannot be decided) is not guessed: an argument that depends on one is left out of the check and reported
+  with what it depends on (RLC120). A script that launches more than once is checked at its first call (RLC121).
 
 The entrypoints each dialect's users call are declared in its registry entry (`Launcher`).
 """
