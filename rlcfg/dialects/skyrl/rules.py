@@ -222,7 +222,7 @@ def critic_batches(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/train-batch-vs-dp", "RLC300",
             "train_batch_size × n_samples_per_prompt must reach the lcm of the policy's and reference model's DP "
-            "sizes (skyrl-train before 0.1.0 compared train_batch_size itself; no release rlcfg claims does).",
+            "sizes (no claimed release, pre-0.1.0 included, compares train_batch_size alone with them).",
             keys=["trainer.train_batch_size", "generator.n_samples_per_prompt"])
 def train_batch_vs_dp(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer

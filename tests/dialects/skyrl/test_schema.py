@@ -723,8 +723,8 @@ def test_launch_scripts_validate_against_their_release(release, tag, tmp_path):
 
 
 def test_a_train_batch_below_the_dp_size_is_fine_when_its_samples_reach_it():
-    # 4 prompts × 8 samples over DP 8: every claimed release accepts it (only the seed's pre-0.1.0 code compared
-    # train_batch_size itself with the DP size, which rlcfg used to warn about).
+    # 4 prompts × 8 samples over DP 8: every claimed release accepts it (no claimed release compares
+    # train_batch_size alone with the DP size, which rlcfg used to warn about).
     result = _check("trainer.placement.policy_num_gpus_per_node=8", "trainer.placement.ref_num_gpus_per_node=8",
                     "generator.num_inference_engines=8", "trainer.train_batch_size=4",
                     "trainer.policy_mini_batch_size=4", "trainer.micro_train_batch_size_per_gpu=1",
