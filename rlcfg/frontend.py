@@ -61,6 +61,8 @@ class Opened:
     sources: dict[str, str] = field(default_factory=dict)  # the script's text, for snippets
     diagnostics: list[Diagnostic] = field(default_factory=list)  # what reading the script found
     exported: dict[str, str] = field(default_factory=dict)  # what the script exports to the entrypoint
+    entry: tuple[str, str] | None = None  # (config class, entry script) where the entry script picks the class
+    call: Origin | None = None  # where the script calls the entrypoint
 
 
 COMMAND_LINE = "<command line>"
@@ -86,16 +88,34 @@ def open_config(path: str, overrides: Sequence[str] = (), dialect: str | None = 
         text, script, shown, extra = read_text(path), path, path, list(overrides)
     found = scripts.read_launch(text, script, schema.launchers(dialect), env, shown_as=shown)
     sources = {shown: text}
+    entry = _entry_config(found.dialect, found.entry, path if not command else ".")
+    call = Origin("file", file=shown, line=found.line, column=1)
     if found.config is None:
-        entry = schema.entry(found.dialect)
-        return Opened("{}\n", f"<{entry.title} base config>", [*found.arguments, *extra], found.dialect, ".", shown,
-                      sources, found.diagnostics, found.environment)
+        title = schema.entry(found.dialect).title
+        return Opened("{}\n", f"<{title} base config>", [*found.arguments, *extra], found.dialect, ".", shown,
+                      sources, found.diagnostics, found.environment, entry, call)
     config = scripts.locate(found.config, path if not command else ".")
     if not FsPath(config).is_file():
         raise UsageError(f"{shown}:{found.line}: the call loads {found.config}, which is neither under the current "
                          "directory nor above the script; run rlcfg from where the script is run")
     return Opened(read_text(config), config, [*found.arguments, *extra], found.dialect, str(FsPath(config).parent),
-                  shown, sources, found.diagnostics, found.environment)
+                  shown, sources, found.diagnostics, found.environment, entry, call)
+
+
+def _entry_config(dialect: str, entry: str | None, script: str) -> tuple[str, str] | None:
+    """(config class, entry script) when the call's Python entry script names the class it loads."""
+    from rlcfg import schema
+    from rlcfg.source import launch as scripts
+
+    if entry is None:
+        return None
+    found = scripts.locate(entry, script)
+    try:
+        source = read_text(found)
+    except UsageError:
+        return None  # not on this machine: the document's own keys decide, as for a config file alone
+    name = schema.load(dialect).entry_config(source)
+    return (name, entry) if name else None
 
 
 def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = None, strict: bool = False,
@@ -108,9 +128,15 @@ def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = N
     result = check_text(opened.text, opened.filename, opened.overrides, opened.dialect, strict, env,
                         base_dir=opened.base_dir, release=release)
     if opened.shown_as != opened.filename:
+        found = list(opened.diagnostics)
+        if opened.entry is not None and result.config is not None:
+            found.extend(schema_of(result.dialect).entry_findings(opened.entry, result.config, result.release,
+                                                                  opened.call))
+            if any(d.severity is Severity.ERROR for d in found):
+                result.config = None  # what the entry script loads is not valid: nothing is planned or run
         result.file = opened.shown_as
         result.sources.update(opened.sources)
-        result.diagnostics = sort_diagnostics([*opened.diagnostics, *result.diagnostics])
+        result.diagnostics = sort_diagnostics([*found, *result.diagnostics])
     return result
 
 
@@ -240,6 +266,12 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
                     f"`rlcfg run` does not run: {why}", origin=Origin("file", file=filename, line=1, column=1),
                     hint="`rlcfg plan` describes what it can; run it with the framework itself"))
     return _finish(result, diagnostics, env)
+
+
+def schema_of(dialect: str) -> Any:
+    from rlcfg import schema
+
+    return schema.load(dialect)
 
 
 def pipeline_name(name: str) -> str:

@@ -707,6 +707,16 @@ class Dialect:
         settings a run of another pipeline would refuse, and `plan`, `convert` and `run` agree."""
         return None
 
+    def entry_config(self, source: str) -> str | None:
+        """The config class a launch script's entry script (its Python source, read, never run) loads, where the
+        framework picks it in the script (AReaL's `load_expr_config(args, PPOConfig)`); None where it does not."""
+        return None
+
+    def entry_findings(self, entry: str, config: Any, release: str | None, origin: Any) -> list:
+        """What the entry script's config class requires beyond the document's own checks (`entry` as
+        entry_config gave it): diagnostics located at `origin`, the call in the script."""
+        return []
+
     def describe(self, config: Any) -> str:
         """A short phrase for a valid config's summary line, e.g. "FSDP training, vLLM rollout"."""
         return ""

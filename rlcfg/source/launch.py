@@ -102,6 +102,7 @@ class Launch:
     arguments: list[Arg]
     diagnostics: list[Diagnostic]
     environment: dict[str, str]  # what the script exports, known in full: the entrypoint reads it (`${oc.env:X}`)
+    entry: str | None = None  # the Python file the call runs, when it names one (`launcher examples/x.py`)
 
 
 def is_script(path: str) -> bool:
@@ -698,7 +699,8 @@ def read_launch(text: str, script: str, launchers: Sequence[tuple[str, Launcher]
     config, arguments = _configuration(words[after:], launcher, words, text, shown, diagnostics)
     exported = {name: scanner.variables[name] for name in scanner.exported
                 if name in scanner.variables and _UNKNOWN not in scanner.variables[name]}
-    return Launch(dialect, launcher, _line(text, words[0].start), config, arguments, diagnostics, exported)
+    entry = next((w.text for w in words if w.text.endswith(".py") and not w.unknown and _UNKNOWN not in w.text), None)
+    return Launch(dialect, launcher, _line(text, words[0].start), config, arguments, diagnostics, exported, entry)
 
 
 def _configuration(words: list[Word], launcher: Launcher, call: list[Word], text: str, shown: str,

@@ -211,3 +211,23 @@ def test_what_the_script_exports_is_the_entrypoints_environment():
         python -m skyrl_train.entrypoints.main_base trainer.epochs=1
         """, env={"HOME": "/home/user"})
     assert found.environment == {"EMBODIED_PATH": "/repo/examples/embodiment", "LATER": "2"}
+
+
+@pytest.mark.parametrize("entry_class, errs", [("PPOConfig", True), ("GRPOConfig", False)])
+def test_the_entry_script_decides_which_config_class_areal_loads(tmp_path, monkeypatch, entry_class, errs):
+    # AReaL's docs run its RLOO example with gsm8k_ppo.py, whose 0.3 PPOConfig requires a critic section
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "train.py").write_text(
+        f"from areal.api.cli_args import {entry_class}, load_expr_config\n\n"
+        f"def main(args):\n    config, _ = load_expr_config(args, {entry_class})\n")
+    (tmp_path / "examples" / "grpo.yaml").write_text((TEMPLATES / "areal-fsdp-sglang-grpo.yaml").read_text())
+    (tmp_path / "run.sh").write_text("python3 -m areal.launcher.local examples/train.py "
+                                     "--config examples/grpo.yaml\n")
+    monkeypatch.chdir(tmp_path)
+    result = check_file("run.sh", env=ENV)
+    assert result.dialect == "areal" and result.release == "0.3"
+    critic = [d for d in result.diagnostics if d.path == "critic"]
+    assert bool(critic) is errs and result.ok is not errs
+    if errs:
+        assert critic[0].code == "RLC203" and "PPOConfig" in critic[0].message
+        assert (critic[0].origin.file, critic[0].origin.line) == ("run.sh", 1)

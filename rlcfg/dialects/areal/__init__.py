@@ -35,7 +35,10 @@ from rlcfg.dialects.areal.models import SCRIPT_KEYS, GRPOConfig, RWConfig, SFTCo
 from rlcfg.dialects.areal.rules import RULES
 from rlcfg.schema import entry
 from rlcfg.schema.base import Dialect, Section, defaults_tree, field_at, field_releases, section_types
+from rlcfg.patterns import lazy
 from rlcfg.source.tree import split_dotted
+
+_LOAD_EXPR_CONFIG = lazy(r"load_expr_config\(\s*[\w.\[\]:]+\s*,\s*(\w+)\s*\)")
 
 # Engine sections whose `backend` holds the 1.0 `name:dims` form.
 _ENGINES = ("actor", "ref", "critic", "teacher", "rollout", "model")
@@ -126,6 +129,26 @@ class AReaLDialect(Dialect):
         if isinstance(allocation, str) and re.match(r"\s*(sglang|vllm)\.", allocation):
             return "0.3", f"`allocation_mode` uses the v0.3 form {allocation!r}"
         return "1.0", "no key tells the releases apart; assuming the newest"
+
+    def entry_config(self, source: str) -> str | None:
+        # every AReaL entry script loads its config with load_expr_config(argv, SomeConfig)
+        found = _LOAD_EXPR_CONFIG.search(source)
+        return found.group(1) if found else None
+
+    def entry_findings(self, entry: tuple[str, str], config: Any, release: str | None, origin: Any) -> list:
+        from rlcfg.diagnostics import diagnostic
+
+        name, script = entry
+        if name == "PPOConfig" and release == "0.3" and getattr(config, "critic", None) is None:
+            # 0.3's PPOConfig has a critic of its own, whose experiment_name and trial_name are MISSING; 1.0's
+            # critic is optional (GRPOConfig is PPOConfig there).
+            return [diagnostic(
+                "RLC203", "critic",
+                f"`critic` is not set, but {script} loads AReaL 0.3's PPOConfig, whose critic section is required "
+                "(critic.experiment_name and critic.trial_name have no default): AReaL stops at load",
+                origin=origin, hint="add a `critic` section (path, experiment_name, trial_name, optimizer), or run "
+                                    "the config with a GRPO entry script (examples/math/gsm8k_grpo.py)")]
+        return []
 
     def pipeline(self, data: dict) -> str | None:
         # Example scripts that subclass the experiment config (AgentRLConfig, TIRGRPOConfig, ...) add top-level keys.
