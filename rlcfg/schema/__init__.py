@@ -18,7 +18,7 @@ from rlcfg.schema.base import Dialect
 # its own (generator.inference_engine.*); rlcfg judges skyrl-train's layout only, so it says so instead of judging
 # such a script by skyrl-train's keys.
 _SKYRL_PACKAGE = ("this script calls the `skyrl` package's entrypoint (SkyRL 0.1.0 and later, configured by "
-                  "dataclasses and the command line); rlcfg judges skyrl-train's Hydra config (skyrl-train 0.1.0 to "
+                  "dataclasses and the command line); rlcfg judges skyrl-train's Hydra config (from before 0.1.0 to "
                   "0.4.0 and its last commit) and does not claim the `skyrl` package's releases yet")
 
 
