@@ -223,6 +223,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     resolution = resolve(merged, env, spec.resolvers)
     diagnostics.extend(resolution.diagnostics)
     result.tree = merged
+    diagnostics.extend(_fork_keys(base_dir, dialect, root, merged))
 
     checked = validate_tree(root, merged, spec, judgement)
     # A required key whose interpolation could not be resolved has been reported once, as the interpolation's error
@@ -266,6 +267,21 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
                     f"`rlcfg run` does not run: {why}", origin=Origin("file", file=filename, line=1, column=1),
                     hint="`rlcfg plan` describes what it can; run it with the framework itself"))
     return _finish(result, diagnostics, env)
+
+
+def _fork_keys(base_dir: str, dialect: str, root: Any, tree: SourceTree) -> list[Diagnostic]:
+    """The keys a fork adds, as the nearest project file declares them (rlcfg.source.project): checked, and taken
+    out of the tree before the dialect's schema sees it."""
+    from rlcfg.source import find_project
+
+    project = find_project(base_dir)
+    if project is None:
+        return []
+    from rlcfg.schema.base import field_at
+    from rlcfg.source.project import apply_extension, load_extension
+
+    extension = load_extension(project, dialect, lambda path: field_at(root, path)[0] is not None)
+    return apply_extension(extension, tree) if extension is not None else []
 
 
 def schema_of(dialect: str) -> Any:

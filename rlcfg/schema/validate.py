@@ -333,7 +333,8 @@ def _unknown_key(path: Path, root: type[Section], tree: SourceTree, dialect: Dia
             target = _all_keys(root)[cross[0]][0]
             hint = f"did you mean `{target}`?"
         else:
-            hint = f"{where} has no such key; `rlcfg docs` lists the keys it accepts"
+            hint = (f"{where} has no such key; `rlcfg docs` lists the keys it accepts (a key your fork adds: "
+                    "declare it in rlcfg.project.yaml)")
     return diagnostic("RLC102", name, f"unknown key `{key}` in {where}", origin=tree.key_origin(path), hint=hint)
 
 

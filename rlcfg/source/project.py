@@ -1,0 +1,134 @@
+"""The project file: keys a fork adds to its framework's config, declared with their types.
+
+A fork of a framework often adds keys to the framework's base config. rlcfg, which knows the framework's keys,
+would report each of them as unknown. A project file, `rlcfg.project.yaml` in the config's folder or any folder
+above it (the nearest one counts: rlcfg.source.find_project), declares them:
+
+    extend:
+      roll:                                  # the dialect whose configs the fork extends
+        actor_train.model_args.my_patch: bool
+        reward_mode: {type: str, choices: [soft, hard], run: inert,
+                      description: "how our reward worker rounds"}
+
+A declared key is accepted at its place and its value checked against its type (`bool`, `int`, `float`, `str`,
+`list`, `mapping` or `any`) and choices. rlcfg cannot know what the fork computes with it, so `rlcfg run` refuses
+a config that sets it (RLC118) unless the declaration says `run: inert`: the fork's author states that the key
+changes nothing a run of the framework computes. A key rlcfg already knows cannot be declared again.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
+from rlcfg.records import record
+from rlcfg.source.tree import SourceTree, delete_path, dotted, split_dotted
+from rlcfg.source.yaml_loader import UsageError, load_yaml, read_text
+
+KINDS: dict[str, tuple[type, ...]] = {"bool": (bool,), "int": (int,), "float": (int, float), "str": (str,),
+                                      "list": (list,), "mapping": (dict,), "any": (object,)}
+
+
+@record(frozen=True)
+class DeclaredKey:
+    path: tuple
+    kind: str
+    choices: tuple | None
+    inert: bool  # the author says a run computes the same with it; otherwise `rlcfg run` refuses it when set
+    origin: Origin  # where the project file declares it
+
+
+@record(frozen=True)
+class Extension:
+    file: str
+    keys: tuple[DeclaredKey, ...]
+
+
+def load_extension(path: str, dialect: str, known: Any) -> Extension | None:
+    """The keys `path` declares for `dialect` (None when it declares none). `known(path_tuple)` tells a key the
+    dialect already has. Raises UsageError, located in the project file, for a declaration rlcfg cannot read."""
+    tree, problems = load_yaml(read_text(path), path)
+    if problems:
+        first = problems[0]
+        raise UsageError(f"{first.origin.describe() if first.origin else path}: {first.message}")
+    data = tree.data if isinstance(tree.data, dict) else None
+    if data is None:
+        raise UsageError(f"{path}: a project file is a mapping with an `extend` section")
+    unknown = [k for k in data if k != "extend"]
+    if unknown:
+        raise UsageError(f"{_where(tree, (unknown[0],), path)}: `{unknown[0]}` is not a section of a project file "
+                         "(it has `extend`)")
+    sections = data.get("extend") or {}
+    if not isinstance(sections, dict):
+        raise UsageError(f"{_where(tree, ('extend',), path)}: `extend` maps a dialect to the keys its fork adds")
+    declared = sections.get(dialect)
+    if declared is None:
+        return None
+    if not isinstance(declared, dict):
+        raise UsageError(f"{_where(tree, ('extend', dialect), path)}: `extend.{dialect}` maps each added key "
+                         "(dotted) to its type")
+    keys = []
+    for key, spec in declared.items():
+        where = _where(tree, ("extend", dialect, key), path)
+        spec = {"type": spec} if isinstance(spec, str) else spec
+        if not isinstance(key, str) or not isinstance(spec, dict):
+            raise UsageError(f"{where}: write `KEY: TYPE` or `KEY: {{type: TYPE, ...}}`")
+        extra = sorted(set(spec) - {"type", "choices", "run", "description"})
+        if extra:
+            raise UsageError(f"{where}: `{extra[0]}` is not part of a declaration (type, choices, run, description)")
+        kind = spec.get("type")
+        if kind not in KINDS:
+            raise UsageError(f"{where}: the type of `{key}` is {kind!r}; use one of {', '.join(KINDS)}")
+        if spec.get("run", "refused") not in ("refused", "inert"):
+            raise UsageError(f"{where}: `run` is `refused` (the default) or `inert`")
+        choices = spec.get("choices")
+        if choices is not None and not isinstance(choices, list):
+            raise UsageError(f"{where}: `choices` is a list of the values the key takes")
+        parts = split_dotted(key)
+        if known(parts):
+            raise UsageError(f"{where}: `{key}` is already a key of {dialect}; a project file declares only keys "
+                             "a fork adds")
+        keys.append(DeclaredKey(parts, kind, tuple(choices) if choices is not None else None,
+                                spec.get("run") == "inert", tree.origin(("extend", dialect, key))
+                                or Origin("file", file=path, line=1, column=1)))
+    return Extension(path, tuple(keys))
+
+
+def apply_extension(extension: Extension, tree: SourceTree) -> list[Diagnostic]:
+    """Check each declared key the document sets against its declaration, note those `rlcfg run` refuses, and take
+    them out of the tree the dialect's schema then checks."""
+    found: list[Diagnostic] = []
+    for key in extension.keys:
+        if not tree.has(key.path):
+            continue
+        value = tree.get(key.path)
+        name = dotted(key.path)
+        origin = tree.origin(key.path)
+        if not isinstance(value, KINDS[key.kind]) or (key.kind in ("int", "float") and isinstance(value, bool)):
+            found.append(diagnostic("RLC200", name, f"`{name}`: expected {_article(key.kind)}, got {value!r} (the "
+                                                    f"type {extension.file} declares)", origin=origin,
+                                    hint=f"write {_article(key.kind)}, or change the declaration in "
+                                         f"{extension.file}"))
+        elif key.choices is not None and value not in key.choices:
+            found.append(diagnostic("RLC202", name, f"`{name}`: {value!r} is not one of "
+                                                    f"{', '.join(map(str, key.choices))} ({extension.file})",
+                                    origin=origin, hint=f"use one of {', '.join(map(str, key.choices))}"))
+        elif not key.inert:
+            found.append(diagnostic("RLC118", name, f"`rlcfg run` refuses `{name}` = {value!r}: it is a key your fork "
+                                                    f"adds ({extension.file}), and rlcfg cannot run what the fork "
+                                                    "does with it", origin=origin,
+                                    hint="run it with the fork itself, or declare it `run: inert` if a run computes "
+                                         "the same with it"))
+        delete_path(tree.data, key.path)
+    return found
+
+
+def _article(kind: str) -> str:
+    words = {"bool": "a boolean", "int": "an integer", "float": "a number", "str": "a string", "list": "a list",
+             "mapping": "a mapping", "any": "a value"}
+    return words[kind]
+
+
+def _where(tree: SourceTree, path: tuple, file: str) -> str:
+    origin = tree.origin(path)
+    return origin.describe() if origin is not None else file
