@@ -18,7 +18,8 @@ def find_project(folder: str) -> str | None:
     while True:
         path = os.path.join(here, PROJECT_FILE)
         if os.path.isfile(path):
-            return os.path.relpath(path)
+            shown = os.path.relpath(path)
+            return path if shown.startswith("..") else shown
         parent = os.path.dirname(here)
         if parent == here:
             return None

@@ -48,12 +48,13 @@ def load_extension(path: str, dialect: str, known: Any) -> Extension | None:
     """The keys `path` declares for `dialect` (None when it declares none). `known(path_tuple)` tells a key the
     dialect already has. Raises UsageError, located in the project file, for a declaration rlcfg cannot read."""
     tree, problems = load_yaml(read_text(path), path)
-    if problems:
-        first = problems[0]
+    errors = [p for p in problems if p.severity.value == "error" and p.code != "RLC103"]  # RLC103: not a mapping
+    if errors:
+        first = errors[0]
         raise UsageError(f"{first.origin.describe() if first.origin else path}: {first.message}")
-    data = tree.data if isinstance(tree.data, dict) else None
+    data = tree.data if tree is not None and isinstance(tree.data, dict) else None
     if data is None:
-        raise UsageError(f"{path}: a project file is a mapping with an `extend` section")
+        raise UsageError(f"{path}: a project file is a YAML mapping with an `extend` section")
     unknown = [k for k in data if k != "extend"]
     if unknown:
         raise UsageError(f"{_where(tree, (unknown[0],), path)}: `{unknown[0]}` is not a section of a project file "

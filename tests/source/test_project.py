@@ -60,6 +60,9 @@ def test_the_nearest_project_file_counts(tmp_path):
     ("extend:\n  roll:\n    my_tag: {type: str, run: sometimes}\n", "`run` is `refused`"),
     ("extends:\n  roll: {}\n", "not a section of a project file"),
     ("extend: [roll]\n", "maps a dialect"),
+    ("", "a project file is a YAML mapping"),
+    ("extend:\n  roll:\n    a: int\n    a: str\n", "appears twice"),
+    ("extend: {roll: [\n", "rlcfg.project.yaml:"),
 ])
 def test_a_declaration_rlcfg_cannot_read_is_a_usage_error_located_in_the_project_file(tmp_path, declaration, words):
     path = _fork(tmp_path, declaration, "")
