@@ -130,8 +130,10 @@ def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = N
     if opened.shown_as != opened.filename:
         found = list(opened.diagnostics)
         if opened.entry is not None and result.config is not None:
-            found.extend(schema_of(result.dialect).entry_findings(opened.entry, result.config, result.release,
-                                                                  opened.call))
+            from rlcfg import schema
+
+            found.extend(schema.load(result.dialect).entry_findings(opened.entry, result.config, result.release,
+                                                                    opened.call))
             if any(d.severity is Severity.ERROR for d in found):
                 result.config = None  # what the entry script loads is not valid: nothing is planned or run
         result.file = opened.shown_as
@@ -282,12 +284,6 @@ def _fork_keys(base_dir: str, dialect: str, root: Any, tree: SourceTree) -> list
 
     extension = load_extension(project, dialect, lambda path: field_at(root, path)[0] is not None)
     return apply_extension(extension, tree) if extension is not None else []
-
-
-def schema_of(dialect: str) -> Any:
-    from rlcfg import schema
-
-    return schema.load(dialect)
 
 
 def pipeline_name(name: str) -> str:

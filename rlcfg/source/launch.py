@@ -240,15 +240,20 @@ class _Scanner:
                 yield split
                 return
             causes = [c for w in body for c in w.unknown]
-            inner = _Scanner(" ".join(w.text for w in body), self.script, {})
-            inner.variables, inner.unknowable, inner.depth = self.variables, self.unknowable, self.depth + 1
-            inner.exported = self.exported
-            for command in inner.commands():
+            for command in self._nested(" ".join(w.text for w in body)).commands():
                 # what was unknown in the string stays unknown in the words it makes, for the same causes
                 yield [Word(w.text, body[0].start, body[-1].end, w.unknown or (causes if _UNKNOWN in w.text else []))
                        for w in command]
             return
         yield split
+
+    def _nested(self, text: str) -> "_Scanner":
+        """A scanner of text the script builds (an eval'd string, a sourced file, a default value, a command
+        substitution) that sees and changes this one's variables, what is unknown of them, and what it exports."""
+        inner = _Scanner(text, self.script, {})
+        inner.variables, inner.unknowable, inner.exported = self.variables, self.unknowable, self.exported
+        inner.depth = self.depth + 1
+        return inner
 
     def _forget(self, name: str, why: str) -> None:
         self.variables.pop(name, None)
@@ -265,10 +270,7 @@ class _Scanner:
             text = Path(path).read_text(encoding="utf-8", errors="replace")
         except OSError:
             return
-        inner = _Scanner(text, self.script, {})
-        inner.variables, inner.unknowable, inner.depth = self.variables, self.unknowable, self.depth + 1
-        inner.exported = self.exported
-        for _words in inner.commands():
+        for _words in self._nested(text).commands():
             pass
 
     @staticmethod
@@ -468,9 +470,7 @@ class _Scanner:
 
     def _expand_inline(self, text: str, unknown: list[str]) -> str:
         """A word inside an expansion (a default value), read as the shell reads it there."""
-        inner = _Scanner(text, self.script, {})
-        inner.variables = self.variables
-        word = inner._word() if text else Word("", 0, 0)
+        word = self._nested(text)._word() if text else Word("", 0, 0)
         unknown.extend(word.unknown)
         return word.text
 
@@ -529,9 +529,7 @@ class _Scanner:
         return value
 
     def _expand_inline_words(self, text: str, unknown: list[str]) -> list[str] | None:
-        inner = _Scanner(text, self.script, {})
-        inner.variables = self.variables
-        words = inner._command()
+        words = self._nested(text)._command()
         seen: list[str] = []
         for word in words:
             seen.extend(word.unknown)
