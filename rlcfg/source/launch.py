@@ -247,6 +247,15 @@ class _Scanner:
             return
         yield split
 
+    def _unterminated(self, offset: int, quote: str) -> None:
+        """The script's own text leaves a quote open: the shell would not run it. Text the reader builds itself (a
+        command substitution split at `;`) may cut a quoted string, and is read to its end as before."""
+        if self.depth:
+            return
+        line, column = _position(self.text, offset)
+        raise UsageError(f"{self.script}:{line}:{column}: the quote {quote} is never closed, so the shell stops on this "
+                         "script before it runs anything; close it")
+
     def _nested(self, text: str) -> "_Scanner":
         """A scanner of text the script builds (an eval'd string, a sourced file, a default value, a command
         substitution) that sees and changes this one's variables, what is unknown of them, and what it exports."""
@@ -371,11 +380,16 @@ class _Scanner:
                 self.pos += 2
             elif char == "'":
                 end = text.find("'", self.pos + 1)
-                end = len(text) if end < 0 else end
+                if end < 0:
+                    self._unterminated(self.pos, "'")
+                    end = len(text)
                 out.append(text[self.pos + 1:end])
                 self.pos = end + 1
             elif char == '"':
+                opened = self.pos
                 self.pos += 1
+                if _closing_quote(text, self.pos) < 0:
+                    self._unterminated(opened, '"')
                 while self.pos < len(text) and text[self.pos] != '"':
                     if text[self.pos] == "\\" and text[self.pos + 1:self.pos + 2] in ('"', "\\", "$", "`", "\n"):
                         out.append("" if text[self.pos + 1] == "\n" else text[self.pos + 1])
@@ -571,6 +585,24 @@ class _Scanner:
         if declaring:
             return []
         return rest
+
+
+def _closing_quote(text: str, start: int) -> int:
+    """The offset of the `"` that closes a double-quoted string whose text starts at `start`; -1 if none does."""
+    position = start
+    while position < len(text):
+        if text[position] == "\\":
+            position += 2
+            continue
+        if text[position] == '"':
+            return position
+        if text.startswith("$(", position) or text.startswith("${", position):
+            # a quote inside an expansion belongs to it
+            position = _closing(text, position + 1, "(" if text[position + 1] == "(" else "{",
+                                ")" if text[position + 1] == "(" else "}") + 1
+            continue
+        position += 1
+    return -1
 
 
 def _closing(text: str, start: int, opening: str = "(", closing: str = ")") -> int:

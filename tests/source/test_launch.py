@@ -231,3 +231,12 @@ def test_the_entry_script_decides_which_config_class_areal_loads(tmp_path, monke
     if errs:
         assert critic[0].code == "RLC203" and "PPOConfig" in critic[0].message
         assert (critic[0].origin.file, critic[0].origin.line) == ("run.sh", 1)
+
+
+def test_a_quote_the_script_never_closes_is_a_located_usage_error():
+    with pytest.raises(UsageError, match=r"run\.sh:2:45: the quote ' is never closed"):
+        _read("set -x\npython -m skyrl_train.entrypoints.main_base 'trainer.epochs=2\n", name="run.sh")
+    # a quote inside a command substitution belongs to it, and one the reader's own splitting cuts is no error
+    found = _read('N="$(python -c "import os; print(1)")"\n'
+                  "python -m skyrl_train.entrypoints.main_base trainer.epochs=2\n")
+    assert [str(a) for a in found.arguments] == ["trainer.epochs=2"]
