@@ -108,6 +108,8 @@ CODES: dict[str, CodeInfo] = {
     "RLC119": CodeInfo("what `rlcfg run` cannot launch on the planned cluster", Severity.NOTE, "role `actor`: Ulysses sequence parallel (sp=2) on the fsdp2 backend: rlcfg's training backends run no Ulysses sequence parallelism; set `actor_train.model_args.ulysses_size` (sp=2) to 1"),
     "RLC120": CodeInfo("launch-script argument rlcfg cannot know", Severity.WARNING, "`trainer.policy.model.path=?` depends on $MODEL_PATH, which rlcfg cannot know without running the script; this argument was left out of the check"),
     "RLC121": CodeInfo("launch script with several runs", Severity.NOTE, "the script calls skyrl-train's main_base 2 times; rlcfg checked the first call (the other is on line 40)"),
+    "RLC122": CodeInfo("key in a layout the release reads only sometimes", Severity.WARNING, "`generator.backend` is in skyrl-train's layout: skyrl 0.1.0 reads that layout only from a source checkout"),
+    "RLC123": CodeInfo("two layouts mixed", Severity.ERROR, "`generator.backend` is in skyrl-train's layout while other keys are in generator.inference_engine: skyrl 0.2.0 then replaces those with the old layout's values"),
     "RLC200": CodeInfo("wrong type", Severity.ERROR, "models.policy.num_gpu: expected an integer, got 8.5 (a float)"),
     "RLC201": CodeInfo("value out of range", Severity.ERROR, "models.policy.temperature: must be >= 0, got -1"),
     "RLC202": CodeInfo("not one of the allowed values", Severity.ERROR, "runtime_args.train_backend: `fdsp` is not one of fsdp, megatron; did you mean `fsdp`?"),

@@ -63,6 +63,8 @@ class Opened:
     exported: dict[str, str] = field(default_factory=dict)  # what the script exports to the entrypoint
     entry: tuple[str, str] | None = None  # (config class, entry script) where the entry script picks the class
     call: Origin | None = None  # where the script calls the entrypoint
+    releases: tuple[str, ...] = ()  # the releases the entrypoint's package has; empty: any the dialect claims
+    entry_keys: Any = None  # the keys the entry module adds to the config (Dialect.entry_keys), or None
 
 
 COMMAND_LINE = "<command line>"
@@ -87,19 +89,20 @@ def open_config(path: str, overrides: Sequence[str] = (), dialect: str | None = 
     else:
         text, script, shown, extra = read_text(path), path, path, list(overrides)
     found = scripts.read_launch(text, script, schema.launchers(dialect), env, shown_as=shown)
-    sources = {shown: text}
+    sources = {shown: text, **found.sources}
     entry = _entry_config(found.dialect, found.entry, path if not command else ".")
+    added = _entry_keys(found.dialect, found.module, path if not command else ".")
     call = Origin("file", file=shown, line=found.line, column=1)
     if found.config is None:
         title = schema.entry(found.dialect).title
         return Opened("{}\n", f"<{title} base config>", [*found.arguments, *extra], found.dialect, ".", shown,
-                      sources, found.diagnostics, found.environment, entry, call)
+                      sources, found.diagnostics, found.environment, entry, call, found.launcher.releases, added)
     config = scripts.locate(found.config, path if not command else ".")
     if not FsPath(config).is_file():
         raise UsageError(f"{shown}:{found.line}: the call loads {found.config}, which is neither under the current "
                          "directory nor above the script; run rlcfg from where the script is run")
     return Opened(read_text(config), config, [*found.arguments, *extra], found.dialect, str(FsPath(config).parent),
-                  shown, sources, found.diagnostics, found.environment, entry, call)
+                  shown, sources, found.diagnostics, found.environment, entry, call, found.launcher.releases, added)
 
 
 def _entry_config(dialect: str, entry: str | None, script: str) -> tuple[str, str] | None:
@@ -118,6 +121,33 @@ def _entry_config(dialect: str, entry: str | None, script: str) -> tuple[str, st
     return (name, entry) if name else None
 
 
+def _entry_keys(dialect: str, module: str | None, script: str) -> Any:
+    """What the module a call runs (`python -m examples.x.main_y`) adds to the config, where it is on this machine."""
+    from rlcfg import schema
+    from rlcfg.source import launch as scripts
+
+    if module is None:
+        return None
+    found = scripts.locate(module.replace(".", "/") + ".py", script)
+    try:
+        source = read_text(found)
+    except UsageError:
+        return None
+
+    def read(name: str, level: int) -> str | None:
+        folder = FsPath(found).parent
+        for _ in range(max(level - 1, 0)):
+            folder = folder.parent
+        path = str(folder / (name.replace(".", "/") + ".py")) if level else \
+            scripts.locate(name.replace(".", "/") + ".py", script)
+        try:
+            return read_text(path)
+        except UsageError:
+            return None
+
+    return schema.load(dialect).entry_keys(source, found, read)
+
+
 def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = None, strict: bool = False,
                env: Mapping[str, str] | None = None, release: str | None = None) -> CheckResult:
     """Check a config file, or what a launch script or command line loads (open_config). Raises UsageError for a
@@ -126,7 +156,8 @@ def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = N
     if opened.exported:  # the entrypoint runs with what the script exports on top of the caller's environment
         env = {**(os.environ if env is None else env), **opened.exported}
     result = check_text(opened.text, opened.filename, opened.overrides, opened.dialect, strict, env,
-                        base_dir=opened.base_dir, release=release)
+                        base_dir=opened.base_dir, release=release, among=opened.releases,
+                        entry_keys=opened.entry_keys)
     if opened.shown_as != opened.filename:
         found = list(opened.diagnostics)
         if opened.entry is not None and result.config is not None:
@@ -144,7 +175,10 @@ def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = N
 
 def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect: str | None = None,
                strict: bool = False, env: Mapping[str, str] | None = None, base_dir: str = ".",
-               release: str | None = None) -> CheckResult:
+               release: str | None = None, among: Sequence[str] = (), entry_keys: Any = None) -> CheckResult:
+    """`among`: the releases the document may be judged by when none is pinned (a launch script's entrypoint says
+    which package it runs); empty for any the dialect claims. `entry_keys`: the keys the launch script's entry module
+    adds (Dialect.entry_keys)."""
     from rlcfg import schema
     from rlcfg.schema.base import HostFacts
     from rlcfg.schema.validate import Judgement, run_rules, validate_tree
@@ -177,12 +211,16 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     diagnostics.extend(found)
     result.pipeline = spec.pipeline(tree.data) if isinstance(tree.data, dict) else None
 
+    if release is not None and release not in spec.releases:
+        claimed = ", ".join(spec.releases) or "none (this dialect does not tell releases apart)"
+        raise UsageError(f"--framework-version {release}: {spec.title} releases rlcfg knows are {claimed}")
+    grammar = spec.grammar((release,) if release is not None else tuple(among))
     parsed, hydra_settings = [], []
     for index, text_override in enumerate(overrides, start=1):
-        override, problem = parse_override(text_override, index, spec.override_grammar)
+        override, problem = parse_override(text_override, index, grammar)
         if problem is not None:
             diagnostics.append(problem)
-        elif spec.override_grammar == "hydra" and override.path[:1] == ("hydra",):
+        elif grammar == "hydra" and override.path[:1] == ("hydra",):
             # Hydra's own settings (hydra.searchpath, hydra.run.dir): Hydra consumes them, the job never sees them
             hydra_settings.append(override)
         else:
@@ -199,10 +237,9 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     result.root = root
     result.variant = spec.variant_of(root)
     if release is not None:
-        if release not in spec.releases:
-            claimed = ", ".join(spec.releases) or "none (this dialect does not tell releases apart)"
-            raise UsageError(f"--framework-version {release}: {spec.title} releases rlcfg knows are {claimed}")
         result.release, result.release_reason = release, "pinned with --framework-version"
+    elif among:  # the entrypoint's package has only some of the dialect's releases
+        result.release, result.release_reason = spec.infer_release(preview.data, among=tuple(among))
     else:
         result.release, result.release_reason = spec.infer_release(preview.data)
     result.release_label = spec.release_label(result.release) if result.release is not None else ""
@@ -211,21 +248,24 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     defaults = spec.defaults(root, result.release)
     if spec.overrides_see_defaults:
         merged = merge_over_defaults(defaults, tree)
-        applied = apply_overrides(merged, parsed, spec.override_grammar)
+        applied = apply_overrides(merged, parsed, grammar)
     else:
-        applied = apply_overrides(tree, parsed, spec.override_grammar)
+        applied = apply_overrides(tree, parsed, grammar)
         merged = merge_over_defaults(defaults, tree)
     diagnostics.extend(applied.diagnostics)
     if spec.overrides_see_defaults:
         diagnostics.extend(_deleted_but_read(applied.deleted, root, spec))
 
+    diagnostics.extend(spec.prepare(merged, result.release))
     judgement = Judgement(release=result.release, release_reason=result.release_reason,
                           referenced=frozenset(interpolation_targets(merged.data)),
                           added=frozenset(applied.added), known_keys_only=result.pipeline is not None)
     resolution = resolve(merged, env, spec.resolvers)
     diagnostics.extend(resolution.diagnostics)
     result.tree = merged
-    diagnostics.extend(_fork_keys(base_dir, dialect, root, merged))
+    taken = _taken_keys(spec.release_keys(result.release), merged, diagnostics)
+    taken |= _taken_keys(_fork_extension(base_dir, dialect, root), merged, diagnostics)
+    taken |= _taken_keys(entry_keys, merged, diagnostics)
 
     checked = validate_tree(root, merged, spec, judgement)
     # A required key whose interpolation could not be resolved has been reported once, as the interpolation's error
@@ -241,10 +281,10 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
             origin=Origin("file", file=filename, line=1, column=1),
             hint="`rlcfg plan` and `rlcfg run` refuse it; validate it with the framework's own loader too"))
         result.summary = f"{result.pipeline} (not modelled; known keys checked)"
-        return _finish(result, diagnostics, env)
+        return _finish(result, diagnostics, env, overrides)
     reported_unknown = {d.path for d in checked.diagnostics if d.code == "RLC102"}
     for path, override in applied.created.items():
-        if dotted(path) not in reported_unknown:
+        if dotted(path) not in reported_unknown and path not in taken:
             diagnostics.append(diagnostic(
                 "RLC105", dotted(path), f"`{dotted(path)}` is not in the config, so Hydra cannot override it",
                 origin=override.origin, hint=f"to add a new key to an open mapping, write `+{override.origin.override_text}`"))
@@ -268,22 +308,32 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
                     "RLC116", "", f"this config is for the {pipeline_name(name)}, which rlcfg validates but "
                     f"`rlcfg run` does not run: {why}", origin=Origin("file", file=filename, line=1, column=1),
                     hint="`rlcfg plan` describes what it can; run it with the framework itself"))
-    return _finish(result, diagnostics, env)
+    return _finish(result, diagnostics, env, overrides)
 
 
-def _fork_keys(base_dir: str, dialect: str, root: Any, tree: SourceTree) -> list[Diagnostic]:
-    """The keys a fork adds, as the nearest project file declares them (rlcfg.source.project): checked, and taken
-    out of the tree before the dialect's schema sees it."""
+def _fork_extension(base_dir: str, dialect: str, root: Any) -> Any:
+    """The keys a fork adds, as the nearest project file declares them (rlcfg.source.project), or None."""
     from rlcfg.source import find_project
 
     project = find_project(base_dir)
     if project is None:
-        return []
+        return None
     from rlcfg.schema.base import field_at
-    from rlcfg.source.project import apply_extension, load_extension
+    from rlcfg.source.project import load_extension
 
-    extension = load_extension(project, dialect, lambda path: field_at(root, path)[0] is not None)
-    return apply_extension(extension, tree) if extension is not None else []
+    return load_extension(project, dialect, lambda path: field_at(root, path)[0] is not None)
+
+
+def _taken_keys(extension: Any, tree: SourceTree, diagnostics: list[Diagnostic]) -> set[tuple]:
+    """Check the keys an extension (a fork's, or the judged release's keys the schema does not model) declares, and
+    take them out of the tree before the dialect's schema sees it; the paths taken."""
+    if extension is None:
+        return set()
+    from rlcfg.source.project import apply_extension
+
+    taken = {key.path for key in extension.keys if tree.has(key.path)}
+    diagnostics.extend(apply_extension(extension, tree))
+    return taken
 
 
 def pipeline_name(name: str) -> str:
@@ -339,13 +389,18 @@ def _deleted_but_read(deleted: Mapping[tuple, Any], root: Any, spec: Any) -> lis
     return found
 
 
-def _finish(result: CheckResult, diagnostics: list[Diagnostic], env: Mapping[str, str] | None = None) -> CheckResult:
+def _finish(result: CheckResult, diagnostics: list[Diagnostic], env: Mapping[str, str] | None = None,
+            overrides: Sequence[str] = ()) -> CheckResult:
     # "renamed, both spellings accepted" contradicts "this release does not have the key": the release wins
     missing_in_release = {d.path for d in diagnostics if d.code == "RLC113"}
     diagnostics = [d for d in diagnostics if not (d.code == "RLC111" and d.path in missing_in_release)]
     # a dialect rule that explains a key missing from the release (with the key that replaced it) says it better
     explained = {d.path for d in diagnostics if d.code == "RLC113" and d.rule}
     diagnostics = [d for d in diagnostics if not (d.code == "RLC113" and not d.rule and d.path in explained)]
+    if result.release is not None:
+        from rlcfg import schema
+
+        diagnostics = schema.load(result.dialect).spelled(diagnostics, result.release, overrides)
     result.diagnostics = sort_diagnostics(diagnostics)
     if env and result.tree is not None:
         _redact_environment(result.diagnostics, result.tree, env)
@@ -404,6 +459,10 @@ def explain(result: CheckResult, key: str) -> Explanation:
     from rlcfg.source.tree import split_dotted
 
     path = split_dotted(key)
+    if result.dialect is not None and result.release is not None:
+        from rlcfg import schema
+
+        path = schema.load(result.dialect).schema_path(path, result.release)  # the key as the release spells it
     tree = result.tree
     info = owner = None
     if result.root is not None:

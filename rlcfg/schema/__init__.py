@@ -14,12 +14,14 @@ from typing import Any
 from rlcfg.records import record
 from rlcfg.schema.base import Dialect
 
-# The `skyrl` package (SkyRL 0.1.0 and later) reads its config from dataclasses and the command line, in a layout of
-# its own (generator.inference_engine.*); rlcfg judges skyrl-train's layout only, so it says so instead of judging
-# such a script by skyrl-train's keys.
-_SKYRL_PACKAGE = ("this script calls the `skyrl` package's entrypoint (SkyRL 0.1.0 and later, configured by "
-                  "dataclasses and the command line); rlcfg judges skyrl-train's Hydra config (from before 0.1.0 to "
-                  "0.4.0 and its last commit) and does not claim the `skyrl` package's releases yet")
+# SkyRL's releases: skyrl-train (its Hydra config, ppo_base_config.yaml) up to its last commit, then the `skyrl`
+# package, configured by dataclasses and the command line. Which package a launch script's entrypoint belongs to
+# decides which of the two families its config is judged among (Launcher.releases).
+_SKYRL_TRAIN = ("pre-0.1.0", "0.1.0", "0.2.0", "0.3.0", "0.4.0", "main")
+_SKYRL_PACKAGE = ("skyrl-0.1.0", "skyrl-0.2.0", "skyrl-0.3.0", "skyrl-0.4.0")
+_SKYRL_OTHER_ENTRYPOINT = ("this script calls {what} of the `skyrl` package, whose config is not the RL trainer's "
+                           "(SkyRLTrainConfig); rlcfg judges the RL trainer's entrypoints (main_base and the "
+                           "examples' main_* modules built on it)")
 
 
 @record(frozen=True)
@@ -53,22 +55,29 @@ REGISTRY: tuple[DialectEntry, ...] = (
                  frozenset({"runtime_args", "models"}), frozenset(),
                  launchers=(dict(name="ChatLearn's entrypoint.py", script=r"(^|/)entrypoint\.py$",
                                      config_file=("--config-file", "--config_file")),)),
-    DialectEntry("skyrl", "rlcfg.dialects.skyrl", "SkyRL", ("pre-0.1.0", "0.1.0", "0.2.0", "0.3.0", "0.4.0", "main"),
+    DialectEntry("skyrl", "rlcfg.dialects.skyrl", "SkyRL", _SKYRL_TRAIN + _SKYRL_PACKAGE,
                  "hydra",
                  frozenset({"trainer", "generator"}),
                  frozenset({"data", "deepspeed_config", "environment"}),
-                 launchers=(dict(name="the skyrl package's entrypoints", module=r"skyrl\.(train|tinker)\.[\w.]+"
-                                                                                r"|examples\.train(_\w+)?\.[\w.]+",
-                                     unclaimed=_SKYRL_PACKAGE),
+                 launchers=(dict(name="the skyrl package's SFT trainer", module=r"skyrl\.train\.main_sft\w*"
+                                                                          r"|examples\.train\.[\w.]*main_sft\w*",
+                                     unclaimed=_SKYRL_OTHER_ENTRYPOINT.format(what="the SFT trainer")),
+                            dict(name="the skyrl package's serving entrypoints",
+                                 module=r"skyrl\.(tinker\.[\w.]+|train\.entrypoints\.(serve|main_generate)\w*)",
+                                 unclaimed=_SKYRL_OTHER_ENTRYPOINT.format(what="a serving or generation entrypoint")),
+                            dict(name="the skyrl package's main_base", module=r"skyrl\.train\.entrypoints\.main_\w+"
+                                                                           r"|examples\.train(_\w+)?\.[\w.]*main_\w+",
+                                 releases=_SKYRL_PACKAGE),
                             dict(name="skyrl-train's main_base", module=r"skyrl_train\.entrypoints\.main_\w+"
-                                                                      r"|examples\.(?!train)[\w.]*main_\w+"))),
+                                                                      r"|examples\.(?!train)[\w.]*main_\w+",
+                                 releases=_SKYRL_TRAIN))),
     DialectEntry("rlinf", "rlcfg.dialects.rlinf", "RLinf", ("2025-08", "2025-10", "main"), "hydra",
                  frozenset({"cluster", "runner"}),
                  frozenset({"actor", "algorithm", "rollout", "data", "reward", "critic", "inference", "defaults",
                             "hydra"}),
                  launchers=(dict(name="RLinf's Hydra entry script", script=r"\.py$",
                                      config_dir=("--config-path", "-cp"), config_name=("--config-name", "-cn")),)),
-    DialectEntry("roll", "rlcfg.dialects.roll", "ROLL", ("main",), "hydra", frozenset({"actor_train", "actor_infer"}),
+    DialectEntry("roll", "rlcfg.dialects.roll", "ROLL", ("v0.2.1", "main"), "hydra", frozenset({"actor_train", "actor_infer"}),
                  frozenset({"pretrain", "reward_pretrain", "rollout_batch_size", "num_return_sequences_in_group",
                             "reference", "critic", "rewards", "exp_name", "device_mapping"}),
                  # SFT (sft_train), distillation (student, teacher), on-policy distillation (student_train, ...),

@@ -11,7 +11,7 @@ import functools
 import types
 import typing
 from dataclasses import field
-from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, Mapping, Union, get_args, get_origin
+from typing import Any, Callable, ClassVar, Iterable, Iterator, Literal, Mapping, Sequence, Union, get_args, get_origin
 
 from pydantic import BaseModel, ConfigDict
 from pydantic.fields import FieldInfo
@@ -82,6 +82,18 @@ def declare_fates(model: type["Section"], /, default: Fate | None = None, **by_n
         info.json_schema_extra = {**extra, FATE_KEY: fate.to_json()}
     if default is not None:
         model.run_fate = default
+
+
+def declare_releases(model: type["Section"], releases: tuple[str, ...], /, *names: str) -> None:
+    """Record that only `releases` have these fields of `model`, after the class is built (as `param(releases=...)`
+    would): for a dialect whose later release added fields to classes many sections share. A misspelt name fails
+    at import."""
+    for name in names:
+        info = model.field_named(name)
+        if info is None:
+            raise KeyError(f"{model.__qualname__} has no field {name!r}")
+        extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
+        info.json_schema_extra = {**extra, RELEASES_KEY: list(releases)}
 
 
 def field_releases(info: FieldInfo) -> tuple[str, ...] | None:
@@ -677,9 +689,41 @@ class Dialect:
         root), and diagnostics for values it cannot read. By default the override grammar's reading stands."""
         return overrides, []
 
-    def unknown_key_policy(self, path: tuple) -> str:
-        """How the loader treats the unknown key at `path` ("error", "drop" or "open"); by default the same for
-        every mapping of the document."""
+    def grammar(self, releases: Sequence[str]) -> str:
+        """The override grammar of the loader of `releases` (the pinned release, or those a launch script's
+        entrypoint allows; empty when nothing narrows them)."""
+        return self.override_grammar
+
+    def spelled(self, diagnostics: list, release: str | None, overrides: Sequence[str]) -> list:
+        """The diagnostics in the layout the user wrote for `release` (a dialect whose schema keeps one layout for
+        releases that moved keys spells them back here); `overrides` as the user gave them."""
+        return diagnostics
+
+    def entry_keys(self, source: str, entry: str, read: Callable[[str, int], str | None]) -> Any:
+        """The keys a launch script's entry module (its Python source, read, never run) adds to the config, as an
+        extension (rlcfg.source.project.Extension), or None. `read(module, level)` gives the source of a module it
+        imports from, or None."""
+        return None
+
+    def prepare(self, tree: Any, release: str | None) -> list:
+        """Fill in, in place, what `release`'s loader implies beyond its defaults tree (a default that depends on
+        where a mapping is, such as ROLL's default strategy of a worker's strategy_args) before validation;
+        diagnostics for what that finds."""
+        return []
+
+    def schema_path(self, path: tuple, release: str | None) -> tuple:
+        """A key as `release` spells it → the schema's path of it (a dialect whose schema keeps one layout for
+        releases that moved keys translates here)."""
+        return path
+
+    def release_keys(self, release: str | None) -> Any:
+        """The keys `release` has that the schema does not model, as a project file's extension
+        (rlcfg.source.project.Extension) of the release's own, or None."""
+        return None
+
+    def unknown_key_policy(self, path: tuple, release: str | None = None) -> str:
+        """How the loader of `release` treats the unknown key at `path` ("error", "drop" or "open"); by default the
+        same for every mapping of the document."""
         return self.unknown_keys
 
     def infer_release(self, data: dict) -> tuple[str | None, str]:

@@ -104,7 +104,7 @@ def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dial
                           hint="nothing to do if your entrypoint or plugin reads it; check the spelling otherwise")
     if judgement.known_keys_only:
         return None
-    policy = dialect.unknown_key_policy(path) if dialect is not None else "error"
+    policy = dialect.unknown_key_policy(path, judgement.release) if dialect is not None else "error"
     if policy == "open":
         return None
     found = _unknown_key(path, root, tree, dialect)
@@ -166,7 +166,7 @@ def _release_diagnostics(root: type[Section], tree: SourceTree, dialect: Dialect
             hint = f"remove it, or pin the release the file is written for with `--framework-version {releases[-1]}`; {why}"
         else:
             hint = f"remove it; {why}"
-        refused = dialect.unknown_key_policy(path) == "error"
+        refused = dialect.unknown_key_policy(path, judgement.release) == "error"
         consequence = "its loader stops on it" if refused else "it is ignored there"
         found.append(diagnostic("RLC113", name, f"`{name}` does not exist in {label} ({consequence}); it is a key of "
                                 + (f"{dialect.title} {others}" if releases else others), origin=tree.key_origin(path) or tree.origin(path),

@@ -72,7 +72,8 @@ class Launcher:
     config_file: the option that names the config file (`--config-file`, `--config`); config_dir and config_name:
     Hydra's pair (`--config-path DIR --config-name NAME`, DIR relative to the entrypoint's own file, as Hydra reads
     it). With none of them, the entrypoint loads the release's base config. `unclaimed` is the message for an
-    entrypoint of a release rlcfg does not judge yet."""
+    entrypoint rlcfg does not judge; `releases`, where a dialect's releases come from more than one package, the
+    ones the entrypoint's package has (SkyRL: skyrl-train's or the `skyrl` package's)."""
 
     name: str  # as users know the entrypoint, for messages
     module: str = ""
@@ -81,6 +82,7 @@ class Launcher:
     config_dir: tuple[str, ...] = ()
     config_name: tuple[str, ...] = ()
     unclaimed: str = ""
+    releases: tuple[str, ...] = ()
 
 
 @record
@@ -103,6 +105,9 @@ class Launch:
     diagnostics: list[Diagnostic]
     environment: dict[str, str]  # what the script exports, known in full: the entrypoint reads it (`${oc.env:X}`)
     entry: str | None = None  # the Python file the call runs, when it names one (`launcher examples/x.py`)
+    module: str | None = None  # the module of `python -m MODULE`, when the call runs one
+    forwards: bool = False  # the call passes the script's own arguments on ("$@")
+    sources: dict[str, str] = field(default_factory=dict)  # other scripts read on the way (a script it calls)
 
 
 def is_script(path: str) -> bool:
@@ -696,22 +701,39 @@ def _names_config(words: list[Word], launcher: Launcher) -> bool:
     return not flags or any(w.text in flags or w.text.partition("=")[0] in flags for w in words)
 
 
+_SHELLS = ("bash", "sh", "zsh")
+
+
 def read_launch(text: str, script: str, launchers: Sequence[tuple[str, Launcher]],
-                env: Mapping[str, str] | None = None, shown_as: str | None = None) -> Launch:
-    """The first call of an entrypoint in `launchers` ((dialect, launcher) pairs) that the script `text` makes.
-    `shown_as` names the script in messages (default: its path). Raises UsageError when it makes none."""
+                env: Mapping[str, str] | None = None, shown_as: str | None = None,
+                arguments: Sequence[Word] = (), depth: int = 0) -> Launch:
+    """The first call of an entrypoint in `launchers` ((dialect, launcher) pairs) that the script `text` makes, or,
+    when it makes none, that a script it runs (`bash other.sh key=value "$@"`) makes, with the arguments it passes.
+    `shown_as` names the script in messages (default: its path); `arguments`: what a calling script passes it ($1,
+    $2, ...). Raises UsageError when it makes none."""
     env = dict(os.environ if env is None else env)
     env.setdefault("PWD", os.getcwd())
     shown = shown_as or script
     scanner = _Scanner(text, script, env)
+    for index, word in enumerate(arguments[:9], start=1):
+        scanner.variables[str(index)] = word.text
+    scanner.variables["#"] = str(len(arguments))
     calls: list[tuple[str, Launcher, list[Word], int]] = []
+    runs: list[list[Word]] = []  # commands that run another script
     for words in scanner.commands():
         for dialect, launcher in launchers:
             after = _match(words, launcher)
             if after is not None:
                 calls.append((dialect, launcher, words, after))
                 break
+        else:
+            if _runs_script(words):
+                runs.append(words)
     if not calls:
+        for words in runs:
+            found = _delegated(words, text, script, shown, launchers, scanner, depth)
+            if found is not None:
+                return found
         known = "; ".join(sorted({f"{launcher.name}" for _d, launcher in launchers}))
         raise UsageError(f"{shown}: calls no entrypoint rlcfg knows ({known}); pass the config file itself, with "
                          "the script's key=value arguments after it")
@@ -726,11 +748,53 @@ def read_launch(text: str, script: str, launchers: Sequence[tuple[str, Launcher]
                           f"(the others are on line{'s' if len(calls) > 2 else ''} {lines})",
             origin=_origin(text, shown, words[0]),
             hint="split the runs into scripts of their own to check each"))
-    config, arguments = _configuration(words[after:], launcher, words, text, shown, diagnostics)
+    config, found_arguments = _configuration(words[after:], launcher, words, text, shown, diagnostics)
     exported = {name: scanner.variables[name] for name in scanner.exported
                 if name in scanner.variables and _UNKNOWN not in scanner.variables[name]}
     entry = next((w.text for w in words if w.text.endswith(".py") and not w.unknown and _UNKNOWN not in w.text), None)
-    return Launch(dialect, launcher, _line(text, words[0].start), config, arguments, diagnostics, exported, entry)
+    module = next((w.text[2:] or words[i + 1].text for i, w in enumerate(words[:after])
+                   if w.text.startswith("-m") and (w.text[2:] or i + 1 < after)), None)
+    forwards = any("\x01" in w.text for w in words[after:])
+    return Launch(dialect, launcher, _line(text, words[0].start), config, found_arguments, diagnostics, exported,
+                  entry, module, forwards)
+
+
+def _runs_script(words: list[Word]) -> bool:
+    """`bash other.sh ...`, `sh other.sh ...` or `./other.sh ...`."""
+    if not words:
+        return False
+    first = words[0].text
+    if first in _SHELLS and len(words) > 1 and not words[1].text.startswith("-"):
+        return words[1].text.endswith(".sh")
+    return first.endswith(".sh") and "/" in first
+
+
+def _delegated(words: list[Word], text: str, script: str, shown: str, launchers: Sequence[tuple[str, Launcher]],
+               scanner: "_Scanner", depth: int) -> Launch | None:
+    """The entrypoint call of the script that `words` run, with the arguments this script passes to it appended
+    where that call forwards them ("$@"); None when the script is not on this machine or calls none."""
+    at = 1 if words[0].text in _SHELLS else 0
+    target = words[at]
+    if depth >= 3 or target.unknown or _UNKNOWN in target.text:
+        return None
+    path = locate(target.text, script)
+    try:
+        callee = Path(path).read_text(errors="replace")
+    except OSError:
+        return None
+    passed = words[at + 1:]
+    env = {**{k: v for k, v in scanner.variables.items() if k in scanner.exported and _UNKNOWN not in v},
+           **{k: v for k, v in os.environ.items() if k not in scanner.variables}}
+    env.update({k: v for k, v in scanner.variables.items() if k in ("HOME", "PWD")})
+    try:
+        found = read_launch(callee, path, launchers, env, shown_as=target.text, arguments=passed, depth=depth + 1)
+    except UsageError:
+        return None
+    found.sources[target.text] = callee
+    if found.forwards:
+        _config, forwarded = _configuration(passed, Launcher(name=""), words, text, shown, found.diagnostics)
+        found.arguments.extend(forwarded)
+    return found
 
 
 def _configuration(words: list[Word], launcher: Launcher, call: list[Word], text: str, shown: str,

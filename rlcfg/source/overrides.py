@@ -4,8 +4,9 @@
 `+a.b=c` adds a new one (onto an existing mapping it merges, as Hydra 1.3 does), `++a.b=c` sets it either way, `~a.b` (or `~a.b=c`) deletes it; values are Hydra
 primitives, quoted strings, `[lists]` and `{mappings}`.
 
-`dotlist`: OmegaConf's dotlist, as ChatLearn reads it: `a.b=c` only, the value read as YAML. ChatLearn has
-no `+`/`~` prefixes: there they would become literal key names.
+`dotlist`: OmegaConf's dotlist, as ChatLearn and the `skyrl` package read it: `a.b=c` only, the value read as
+YAML. Neither has the `+`/`~` prefixes: ChatLearn would take them as part of the key name, the `skyrl` package
+refuses `+`.
 """
 
 from __future__ import annotations
@@ -56,8 +57,8 @@ def parse_override(text: str, index: int, grammar: str) -> tuple[Override | None
         elif body.startswith("~"):
             op, body = "delete", body[1:]
     elif body[:1] and body[:1] in "+~":
-        return bad(f"override `{text}` uses the Hydra prefix `{body[0]}`, which this dialect does not read",
-                   "write plain `key=value`; the dialect's loader (OmegaConf's dotlist) would take the prefix as part of the key name")
+        return bad(f"override `{text}` uses the Hydra prefix `{body[0]}`, which this loader (OmegaConf's dotlist) does "
+                   "not read: it adds no key and deletes none", "write plain `key=value` for a key the config has")
     key, eq, raw = body.partition("=")
     key = key.strip()
     if not eq and op != "delete":

@@ -35,13 +35,18 @@ class DeclaredKey:
     kind: str
     choices: tuple | None
     inert: bool  # the author says a run computes the same with it; otherwise `rlcfg run` refuses it when set
-    origin: Origin  # where the project file declares it
+    origin: Origin | None  # where the project file declares it
+    # A release's own key (Dialect.release_keys): set to its default, it changes nothing `rlcfg run` computes.
+    default: Any = None
+    has_default: bool = False
 
 
 @record(frozen=True)
 class Extension:
-    file: str
+    file: str  # the project file; the entry script that adds the keys; or the release ("skyrl 0.4.0")
     keys: tuple[DeclaredKey, ...]
+    of_release: bool = False  # the keys are a framework release's that rlcfg does not model, not a fork's
+    of_entry: bool = False  # the keys are added by the launch script's own entry module (its config subclass)
 
 
 def load_extension(path: str, dialect: str, known: Any) -> Extension | None:
@@ -99,35 +104,76 @@ def apply_extension(extension: Extension, tree: SourceTree) -> list[Diagnostic]:
     """Check each declared key the document sets against its declaration, note those `rlcfg run` refuses, and take
     them out of the tree the dialect's schema then checks."""
     found: list[Diagnostic] = []
+    owner = extension.file
     for key in extension.keys:
+        # a release's section that the user writes needs its keys that have no default (a dataclass field without one)
+        parent = key.path[:-1]
+        if extension.of_release and key.default == "???" and isinstance(tree.get(parent), dict) \
+                and not tree.has(key.path):
+            found.append(diagnostic("RLC203", dotted(key.path), f"`{dotted(key.path)}` has no default in {owner} and "
+                                                               f"must be set when `{dotted(parent)}` is",
+                                    origin=tree.origin(parent), hint=f"set {dotted(key.path)}"))
+    # a section's own keys first: the section is then what they leave of it
+    for key in sorted(extension.keys, key=lambda k: -len(k.path)):
         if not tree.has(key.path):
             continue
         value = tree.get(key.path)
+        if value == {} and any(k.path[:len(key.path)] == key.path and k.path != key.path for k in extension.keys):
+            delete_path(tree.data, key.path)  # every key written in it was checked on its own
+            continue
         name = dotted(key.path)
         origin = tree.origin(key.path)
-        if not isinstance(value, KINDS[key.kind]) or (key.kind in ("int", "float") and isinstance(value, bool)):
-            found.append(diagnostic("RLC200", name, f"`{name}`: expected {_article(key.kind)}, got {value!r} (the "
-                                                    f"type {extension.file} declares)", origin=origin,
-                                    hint=f"write {_article(key.kind)}, or change the declaration in "
-                                         f"{extension.file}"))
+        typed_by = f"{owner}'s type" if extension.of_release else f"the type {owner} declares"
+        if not _fits(value, key.kind):
+            found.append(diagnostic("RLC200", name, f"`{name}`: expected {_article(key.kind)}, got {value!r} "
+                                                    f"({typed_by})", origin=origin,
+                                    hint=f"write {_article(key.kind)}" + ("" if extension.of_release else
+                                                                          f", or change the declaration in {owner}")))
         elif key.choices is not None and value not in key.choices:
             found.append(diagnostic("RLC202", name, f"`{name}`: {value!r} is not one of "
-                                                    f"{', '.join(map(str, key.choices))} ({extension.file})",
+                                                    f"{', '.join(map(str, key.choices))} ({owner})",
                                     origin=origin, hint=f"use one of {', '.join(map(str, key.choices))}"))
-        elif not key.inert:
+        elif extension.of_release and not (key.has_default and value == key.default):
+            shown = "" if not key.has_default else f" (its default is {key.default!r})"
+            found.append(diagnostic("RLC118", name, f"`rlcfg run` refuses `{name}` = {value!r}: {owner} has the "
+                                                    f"key, and rlcfg does not model what it does{shown}",
+                                    origin=origin, hint="validate and plan go on; run it with the framework itself, "
+                                                        "or leave the key at its default"))
+        elif extension.of_entry:
+            found.append(diagnostic("RLC118", name, f"`rlcfg run` refuses `{name}` = {value!r}: the entrypoint "
+                                                    f"{owner} adds the key, and rlcfg cannot run what that entrypoint "
+                                                    "does with it", origin=origin,
+                                    hint="validate and plan go on; run it with the framework itself"))
+        elif not extension.of_release and not key.inert:
             found.append(diagnostic("RLC118", name, f"`rlcfg run` refuses `{name}` = {value!r}: it is a key your fork "
-                                                    f"adds ({extension.file}), and rlcfg cannot run what the fork "
+                                                    f"adds ({owner}), and rlcfg cannot run what the fork "
                                                     "does with it", origin=origin,
                                     hint="run it with the fork itself, or declare it `run: inert` if a run computes "
                                          "the same with it"))
         delete_path(tree.data, key.path)
+        # a mapping that held only declared keys (a section the release adds) goes too: the schema knows none of it
+        parent = key.path[:-1]
+        while parent and tree.get(parent) == {}:
+            delete_path(tree.data, parent)
+            parent = parent[:-1]
     return found
+
+
+def _fits(value: Any, kind: str) -> bool:
+    """A value of a declared kind; `a|b` is either (a release's key typed `int | None` is declared `int|null`)."""
+    for one in kind.split("|"):
+        if one == "null":
+            if value is None:
+                return True
+        elif isinstance(value, KINDS[one]) and not (one in ("int", "float") and isinstance(value, bool)):
+            return True
+    return False
 
 
 def _article(kind: str) -> str:
     words = {"bool": "a boolean", "int": "an integer", "float": "a number", "str": "a string", "list": "a list",
-             "mapping": "a mapping", "any": "a value"}
-    return words[kind]
+             "mapping": "a mapping", "any": "a value", "null": "null"}
+    return " or ".join(words[one] for one in kind.split("|"))
 
 
 def _where(tree: SourceTree, path: tuple, file: str) -> str:

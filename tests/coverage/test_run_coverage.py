@@ -38,6 +38,7 @@ from tests.oracle import test_chatlearn_oracle as chatlearn
 from tests.oracle import test_rlinf_oracle as rlinf
 from tests.oracle import test_roll_oracle as roll
 from tests.oracle import test_skyrl_oracle as skyrl
+from tests.oracle import test_skyrl_package_oracle as skyrl_package
 from tests.oracle.common import extract
 
 # The base configs of every framework log to wandb, and validate warns (SkyRL: errs) without a key; the oracle
@@ -54,6 +55,7 @@ class Case:
     path: Path
     overrides: list[str] = field(default_factory=list)
     env: dict[str, str] = field(default_factory=dict)  # variables the framework's run scripts export
+    cwd: Path | None = None  # where the command runs (an example's entry module is found from there)
 
 
 @dataclass
@@ -87,6 +89,18 @@ def skyrl_cases(work: Path) -> Iterator[Case]:
         for name, overrides, _entrypoint in skyrl.cases(release, tree):
             if name not in mutated:
                 yield Case("skyrl", release, name, tree / skyrl.BASE, overrides)
+    yield from skyrl_package_cases(work)
+
+
+def skyrl_package_cases(work: Path) -> Iterator[Case]:
+    """The `skyrl` package's example scripts as command lines of their entrypoints (tests/oracle/
+    test_skyrl_package_oracle.py reads them the same way)."""
+    mutated = {name for name, _overrides, _only in skyrl_package.MUTATIONS}
+    for release, (_rev, examples_rev) in skyrl_package.RELEASES.items():
+        tree = extract(skyrl_package.REPO, examples_rev, work / "skyrl-package" / release, "examples/train")
+        for name, overrides, entry in skyrl_package.cases(release, tree):
+            if name not in mutated:
+                yield Case("skyrl", f"skyrl-{release}", name, Path("python"), ["-m", entry, *overrides], cwd=tree)
 
 
 def roll_cases(work: Path) -> Iterator[Case]:
@@ -169,7 +183,10 @@ def judge(case: Case) -> Outcome:
     from rlcfg.source.yaml_loader import UsageError
 
     outcome = Outcome(case)
+    here = os.getcwd()
     try:
+        if case.cwd is not None:
+            os.chdir(case.cwd)
         with environ({**ENV, **case.env}):
             report = dry_run(str(case.path), case.overrides, dialect=case.dialect, release=case.release)
     except UsageError as exc:
@@ -180,6 +197,8 @@ def judge(case: Case) -> Outcome:
         where = f" (at {Path(frames[-1].filename).name}:{frames[-1].lineno})" if frames else ""
         outcome.crash = f"{type(exc).__name__}: {exc}{where}"
         return outcome
+    finally:
+        os.chdir(here)
     diagnostics = report.result.diagnostics
     outcome.errors = [f"{d.code} {d.path}" for d in diagnostics if d.severity is Severity.ERROR]
     outcome.accepted = report.result.ok

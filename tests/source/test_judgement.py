@@ -37,7 +37,7 @@ class Toy(Dialect):
     def variants(self) -> dict:
         return {"toy": Root}
 
-    def unknown_key_policy(self, path: tuple) -> str:
+    def unknown_key_policy(self, path: tuple, release: str | None = None) -> str:
         return self.policy
 
     def infer_release(self, data: dict) -> tuple:

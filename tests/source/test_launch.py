@@ -148,10 +148,10 @@ def test_scripts_that_cannot_be_judged_are_usage_errors_that_say_why(tmp_path):
     none.write_text("python prepare_data.py --out data\n")
     code, out = _run("validate", str(none))
     assert code == 2 and "calls no entrypoint rlcfg knows" in out
-    package = tmp_path / "run.sh"
-    package.write_text("uv run -m skyrl.train.entrypoints.main_base trainer.epochs=1\n")
-    code, out = _run("validate", str(package))
-    assert code == 2 and f"{package}:1:" in out and "does not claim the `skyrl` package" in out
+    serving = tmp_path / "serve.sh"
+    serving.write_text("uv run -m skyrl.train.entrypoints.serve --port 8000\n")
+    code, out = _run("validate", str(serving))
+    assert code == 2 and f"{serving}:1:" in out and "serving or generation entrypoint" in out
     missing = tmp_path / "train.sh"
     missing.write_text("python chatlearn/entrypoint.py grpo --config-file template/nowhere.yaml\n")
     code, out = _run("validate", str(missing))
@@ -240,3 +240,32 @@ def test_a_quote_the_script_never_closes_is_a_located_usage_error():
     found = _read('N="$(python -c "import os; print(1)")"\n'
                   "python -m skyrl_train.entrypoints.main_base trainer.epochs=2\n")
     assert [str(a) for a in found.arguments] == ["trainer.epochs=2"]
+
+
+def test_a_script_that_runs_another_script_is_read_through_it(tmp_path, monkeypatch):
+    """SkyRL's variants call a base script with a few more arguments: `bash base.sh key=value "$@"`."""
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "base.sh").write_text(textwrap.dedent("""\
+        : "${N:=4}"
+        python -m skyrl.train.entrypoints.main_base trainer.placement.policy_num_gpus_per_node=$N \\
+          trainer.run_name=$1 "$@"
+        """))
+    (tmp_path / "examples" / "variant.sh").write_text(textwrap.dedent("""\
+        export N=2
+        bash examples/base.sh variant trainer.epochs=many "$@"
+        """))
+    monkeypatch.chdir(tmp_path)
+    found = read_launch((tmp_path / "examples" / "variant.sh").read_text(), "examples/variant.sh",
+                        schema.launchers(), {**ENV, "PWD": str(tmp_path)})
+    assert [str(a) for a in found.arguments] == ["trainer.placement.policy_num_gpus_per_node=2",
+                                                 "trainer.run_name=variant", "trainer.epochs=many"]
+    # each argument is located where it is written: the callee's in it, the caller's in the caller
+    assert [(a.file, a.line) for a in found.arguments] == [("examples/base.sh", 2), ("examples/base.sh", 3),
+                                                           ("examples/variant.sh", 2)]
+    result = check_file("examples/variant.sh", ["trainer.seed=1"], env={**ENV, "PWD": str(tmp_path)})
+    [error] = [d for d in result.diagnostics if d.code == "RLC200"]
+    assert (error.path, error.origin.file, error.origin.line) == ("trainer.epochs", "examples/variant.sh", 2)
+    # a script it runs that is not on this machine, or calls no entrypoint, is no call
+    (tmp_path / "examples" / "lost.sh").write_text("bash examples/missing.sh a=1\n")
+    with pytest.raises(UsageError, match="calls no entrypoint"):
+        check_file("examples/lost.sh", [], env=ENV)

@@ -8,7 +8,7 @@ class's bases and field annotations by the names the module imports, and walks e
 Keys are dotted paths. A `Dict[str, X]` of a dataclass X puts `*` for the mapping key (rewards.*.tag_included);
 a list of dataclasses, or a Union of a dataclass and a dict of it (PPOConfig.teacher), names X's keys directly.
 
-Usage: python tools/inventory/roll.py [MIRROR_GIT_DIR] [REV] > tests/inventory/roll/main.json
+Usage: python tools/inventory/roll.py [MIRROR_GIT_DIR] [REV] [RELEASE] > tests/inventory/roll/RELEASE.json
 (not run in CI; the JSON it writes is test data for tests/test_inventory.py).
 """
 
@@ -258,14 +258,17 @@ def walk(reader: Reader, cls: ClassInfo, prefix: str, out: dict, seen: tuple = (
 def main() -> None:
     git_dir = sys.argv[1] if len(sys.argv) > 1 else MIRROR
     rev = sys.argv[2] if len(sys.argv) > 2 else "HEAD"
+    release = sys.argv[3] if len(sys.argv) > 3 else "main"
     commit = subprocess.run(["git", "--git-dir", git_dir, "rev-parse", f"{rev}^{{commit}}"],
                             capture_output=True, text=True, check=True).stdout.strip()
     reader = Reader(git_dir, commit)
     pipelines: dict[str, dict] = {}
     for pipeline, (path, name) in PIPELINES.items():
         info = reader.resolve(path, name)
-        if info is None:
+        if info is None and pipeline in ("rlvr", "agentic"):
             raise SystemExit(f"{name} not found in {path} at {commit}")
+        if info is None:
+            continue  # a pipeline the release does not have yet
         out: dict = {}
         walk(reader, info, "", out)
         if pipeline in ("rlvr", "agentic"):
@@ -274,7 +277,7 @@ def main() -> None:
                 raise SystemExit(f"MegatronArguments not found at {commit}")
             walk(reader, megatron, MEGATRON_PREFIX, out)
         pipelines[pipeline] = dict(sorted(out.items()))
-    doc = {"dialect": "roll", "release": "main", "commit": commit,
+    doc = {"dialect": "roll", "release": release, "commit": commit,
            "sources": sorted(reader.modules), "pipelines": pipelines, "unmodelled": UNMODELLED,
            "unmodelled_pipelines": UNMODELLED_PIPELINES}
     json.dump(doc, sys.stdout, indent=1, sort_keys=False)

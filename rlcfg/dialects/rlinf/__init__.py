@@ -70,7 +70,7 @@ class RLinfDialect(Dialect):
     unknown_keys = "drop"
     ledger_complete = True
 
-    def unknown_key_policy(self, path: tuple) -> str:
+    def unknown_key_policy(self, path: tuple, release: str | None = None) -> str:
         if any(path[: len(open_path)] == open_path for open_path in OPEN_PATHS):
             return "open"
         return "drop"

@@ -1,5 +1,7 @@
-"""The ROLL dialect at `main` (alibaba/ROLL's default branch): the RLVR pipeline (`RLVRConfig`) and the agentic
-pipeline (`AgenticConfig`), both built on `PPOConfig` and `BaseConfig`.
+"""The ROLL dialect at `main` (alibaba/ROLL's default branch) and at `v0.2.1`, the last tag with the DeepSpeed
+strategies (which v0.3.0 removed; configs written for v0.1.x and v0.2.x are judged by it): the RLVR pipeline
+(`RLVRConfig`) and the agentic pipeline (`AgenticConfig`), both built on `PPOConfig` and `BaseConfig`. The keys main
+added after v0.2.1 name `main` as their release (tests/inventory/roll/v0.2.1.json holds that release's keys).
 
 A ROLL config is one flat YAML document: pipeline keys at the top level (batch sizes, lengths, the PPO/GRPO
 algorithm, logging) and one section per worker (`actor_train`, `actor_infer`, `reference`, `critic`; RLVR adds the
@@ -111,11 +113,56 @@ class Roll(Dialect):
         composed, found = super().compose(tree, base_dir)
         return _without_unused_fragment_keys(composed, primary), found
 
+    def release_label(self, release: str) -> str:
+        return "ROLL main" if release == "main" else f"ROLL {release} (DeepSpeed's last release)"
+
+    def infer_release(self, data: dict) -> tuple[str | None, str]:
+        """A DeepSpeed strategy is v0.2.1's (v0.3.0 removed them, and v0.2.1's loader only drops keys it lacks);
+        otherwise main."""
+        from rlcfg.dialects.roll.models import DEEPSPEED_STRATEGIES
+
+        named = next(((path, value) for path, value in _strategy_names(data) if value in DEEPSPEED_STRATEGIES), None)
+        if named is not None:
+            path, value = named
+            return "v0.2.1", (f"`{path}` is {value}, a DeepSpeed strategy, which ROLL removed in v0.3.0; v0.2.1 is the "
+                              "last release that has it")
+        return "main", "no DeepSpeed strategy: ROLL main"
+
+    def prepare(self, tree: SourceTree, release: str | None) -> list:
+        """A worker's strategy_args without strategy_name gets the release's default strategy (deepspeed_train up to
+        v0.2.1, fsdp2_train on main), as StrategyArguments does."""
+        from rlcfg.diagnostics import Origin
+        from rlcfg.dialects.roll.models import DEFAULT_STRATEGY
+
+        default = DEFAULT_STRATEGY.get(release or "main")
+        for path, node in _strategy_args(tree.data):
+            if "strategy_name" not in node and default != DEFAULT_STRATEGY["main"]:
+                node["strategy_name"] = default
+                tree.values[(*path, "strategy_name")] = Origin("default")
+        return []
+
     def describe(self, config: Any) -> str:
         return describe_config(config)
 
     def unrun_pipeline(self, config: Any) -> tuple[str, str] | None:
         return unrun_pipeline(config)
+
+
+def _strategy_args(data: Any, path: tuple = ()):
+    """Every `strategy_args` mapping of a document (the workers', the reward workers' under `rewards`, ...)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            if key == "strategy_args" and isinstance(value, dict):
+                yield (*path, key), value
+            elif isinstance(value, dict):
+                yield from _strategy_args(value, (*path, key))
+
+
+def _strategy_names(data: Any):
+    for path, node in _strategy_args(data):
+        value = node.get("strategy_name")
+        if isinstance(value, str):
+            yield ".".join(map(str, (*path, "strategy_name"))), value
 
 
 def _without_unused_fragment_keys(tree: SourceTree, primary: str | None) -> SourceTree:

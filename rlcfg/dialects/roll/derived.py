@@ -11,7 +11,7 @@ from typing import Any, Iterator
 
 from rlcfg.dialects.roll.models import device_ids
 
-TRAIN_STRATEGIES = ("megatron_train", "fsdp2_train")
+TRAIN_STRATEGIES = ("megatron_train", "fsdp2_train", "deepspeed_train", "diffusion_deepspeed_train")
 
 
 ROLLOUT_STRATEGIES = ("vllm", "sglang")
@@ -21,7 +21,9 @@ _KEEP_GPUS_PER_WORKER = ("hf_infer", "vllm", "sglang")  # ROLL forces 1 for ever
 
 
 ENGINE_NAMES = {"megatron_train": "Megatron", "megatron_infer": "Megatron", "fsdp2_train": "FSDP2",
-                 "fsdp2_infer": "FSDP2", "vllm": "vLLM", "sglang": "SGLang", "hf_infer": "transformers"}
+                 "fsdp2_infer": "FSDP2", "vllm": "vLLM", "sglang": "SGLang", "hf_infer": "transformers",
+                 "deepspeed_train": "DeepSpeed", "deepspeed_infer": "DeepSpeed",
+                 "diffusion_deepspeed_train": "DeepSpeed"}
 
 
 def strategy_name(worker: Any) -> str | None:

@@ -16,13 +16,21 @@ from typing import Annotated, Any, ClassVar, Literal, Union
 from pydantic import ConfigDict, Discriminator, Tag, create_model, model_validator
 
 from rlcfg.dialects.roll.device_mapping import DeviceMappingError, parse_device_mapping
-from rlcfg.schema.base import HONORED, Section, declare_fates, inert, param, refused, section
+from rlcfg.schema import entry
+from rlcfg.schema.base import HONORED, Section, declare_fates, declare_releases, inert, param, refused, section
 
 
 # ---- reading a worker the way ROLL does ---------------------------------------------------------------------
 
-# StrategyArguments.strategy_name at ROLL main (the DeepSpeed strategies went with ROLL 0.3)
-STRATEGY_NAMES = ("hf_infer", "vllm", "sglang", "megatron_infer", "megatron_train", "fsdp2_train", "fsdp2_infer")
+# The releases rlcfg claims ("v0.2.1": the last tag with DeepSpeed, for configs written for v0.1.x and v0.2.x).
+RELEASES = entry("roll").releases
+ONLY_MAIN = ("main",)
+# StrategyArguments.strategy_name: ROLL main's, then the DeepSpeed strategies v0.3.0 removed (they are v0.2.1's).
+STRATEGY_NAMES = ("hf_infer", "vllm", "sglang", "megatron_infer", "megatron_train", "fsdp2_train", "fsdp2_infer",
+                  "deepspeed_train", "deepspeed_infer", "diffusion_deepspeed_train")
+DEEPSPEED_STRATEGIES = ("deepspeed_train", "deepspeed_infer", "diffusion_deepspeed_train")
+# The strategy of a worker whose strategy_args name none (StrategyArguments' default).
+DEFAULT_STRATEGY = {"v0.2.1": "deepspeed_train", "main": "fsdp2_train"}
 
 
 @lru_cache(maxsize=512)
@@ -236,6 +244,10 @@ declare_fates(DataArgs, default=_MEDIA,
        id=inert("a sample id labels logs"), preprocessing_num_workers=PERF, cache_path=PERF,
        custom_data_kwargs_func=refused("rlcfg builds samples from the data's columns only"),
        dataset_dir=inert("ROLL at HEAD drops this key"), interleave_probs=inert("ROLL at HEAD drops this key"))
+# ROLL added these after v0.2.1 (tests/inventory/roll/v0.2.1.json); that release's loader drops them
+declare_releases(DataArgs, ONLY_MAIN, "image_max_pixels", "image_min_pixels", "video_max_pixels", "video_min_pixels",
+                 "video_total_pixels", "video_fps", "video_max_frames", "video_resize_chunk_frames", "image_folder",
+                 "video_folder", "audio_folder", "custom_data_kwargs_func")
 
 
 # ---- generating_args ----------------------------------------------------------------------------------------
@@ -453,6 +465,13 @@ class HfInferConfig(_StrategyConfig):
     engine: ClassVar[str] = "transformers"
 
 
+class DeepSpeedConfig(_StrategyConfig):
+    """DeepSpeed's own JSON config (ROLL v0.2.1 and earlier): its keys are DeepSpeed's, passed on unchecked."""
+
+    engine: ClassVar[str] = "DeepSpeed"
+    open: ClassVar[bool] = True
+
+
 # strategy_config is how a role is laid out and run (parallel sizes, kernels, memory): rlcfg lays the role out with
 # the sizes it reads (lower.py) and the numbers computed are the same whatever the layout, so these keys
 # are inert, except those that change the model or the numbers themselves.
@@ -466,17 +485,23 @@ declare_fates(MegatronConfig, default=LAYOUT,
        fp8=refused("rlcfg trains in model_args.dtype, without FP8"),
        fp8_param=refused("rlcfg trains in model_args.dtype, without FP8"),
        optimizer=refused("rlcfg trains with AdamW (Megatron's adam)"))
+declare_releases(MegatronConfig, ONLY_MAIN, "expert_tensor_parallel_size", "cross_entropy_loss_fusion",
+                 "moe_enable_routing_replay", "cuda_graph_impl", "cuda_graph_scope", "ckpt_format",
+                 "ckpt_d2h_non_blocking", "compile_warmup")
 declare_fates(Fsdp2Config, default=LAYOUT)
 declare_fates(VllmConfig, default=LAYOUT,
        quantization=refused("rlcfg's rollout engine generates with the model's own weights, unquantized"),
        kv_cache_dtype=refused("rlcfg's rollout engine keeps the KV cache in the model's dtype"))
 declare_fates(SglangConfig, default=LAYOUT)
+declare_fates(DeepSpeedConfig, default=inert("DeepSpeed's own config: `rlcfg run` refuses the DeepSpeed strategies "
+                                             "themselves (rlcfg trains with FSDP2 or Megatron)"))
 
 
 CONFIG_OF_STRATEGY: dict[str, type[_StrategyConfig]] = {
     "megatron_train": MegatronConfig, "megatron_infer": MegatronConfig,
     "fsdp2_train": Fsdp2Config, "fsdp2_infer": Fsdp2Config,
     "vllm": VllmConfig, "sglang": SglangConfig, "hf_infer": HfInferConfig,
+    **{name: DeepSpeedConfig for name in DEEPSPEED_STRATEGIES},
 }
 assert set(CONFIG_OF_STRATEGY) == set(STRATEGY_NAMES)
 
@@ -510,8 +535,9 @@ class AnyStrategyArgs(Section):
     strategy_name: Literal[STRATEGY_NAMES] = param(  # type: ignore[valid-type]
         "fsdp2_train", description="The training or inference strategy: fsdp2_train / megatron_train for "
                                    "training, vllm / sglang / hf_infer for inference, megatron_infer / fsdp2_infer "
-                                   "for the reference. ROLL's default is fsdp2_train; its DeepSpeed strategies are "
-                                   "gone since ROLL 0.3.")
+                                   "for the reference. ROLL's default is fsdp2_train; up to v0.2.1 it was "
+                                   "deepspeed_train, and deepspeed_train / deepspeed_infer / "
+                                   "diffusion_deepspeed_train were strategies (ROLL v0.3.0 removed them).")
     strategy_config: AnyStrategyConfig | None = section(  # type: ignore[valid-type]
         AnyStrategyConfig, description="Options passed to the strategy's constructor; which keys apply depends on "
                                        "strategy_name. Null means {}.")
@@ -681,6 +707,8 @@ declare_fates(Worker,
        mtp_training_mode=refused("rlcfg trains no multi-token-prediction layers"),
        opd_kl_coef=inert("only read by on-policy distillation (is_pure_opd / use_opd), which rlcfg refuses"),
        tag_included=inert("routes dataset tags to reward workers; rlcfg refuses more than one reward domain"))
+# before the worker subclasses, which copy these fields (RewardWorker has its own tag_included, which v0.2.1 had)
+declare_releases(Worker, ONLY_MAIN, "router_replay", "mtp_training_mode", "opd_kl_coef", "tag_included")
 
 
 class RewardFilter(Section):
@@ -901,6 +929,7 @@ declare_fates(_BaseRoot,
        max_additional_running_prompts=inert("only read with is_use_additional_prompts, which rlcfg refuses"),
        rollout_mock=SECTION, transfer_backend=SECTION, router_args=SECTION,
        user_defined_rollout_loop_cls=refused("rlcfg runs its own rollout loop"))
+declare_releases(_BaseRoot, ONLY_MAIN, "otlp_output_dir", "transfer_backend")
 
 
 class _PpoRoot(_BaseRoot):
@@ -977,6 +1006,10 @@ class _PpoRoot(_BaseRoot):
                                              "`reference` must then stay unset.")
     pure_opd_pipeline_type: Literal["rlvr", "agentic"] = param(
         "rlvr", description="Which pipeline the OPD start script runs (RLVR or agentic).")
+    opd_kl_coef: float = param(1.0, description="Weight of the teacher-KL term of on-policy distillation (v0.2.1; "
+                                                "later releases set it per worker).", releases=("v0.2.1",),
+                               fate=inert("only read by on-policy distillation (is_pure_opd / use_opd), which rlcfg "
+                                          "refuses"))
     # ROLL's default is an unconfigured worker; rlcfg leaves it unset, because a default of either shape would be
     # merged into the user's mapping of the other shape.
     teacher: dict[str, Worker] | Worker = param(
@@ -1109,5 +1142,6 @@ declare_fates(RollConfig,
        reward_norm=inert("ROLL has no such field and drops it"),
        reward_shift=inert("ROLL has no such field and drops it"),
        reward_scale=inert("ROLL has no such field and drops it"))
+declare_releases(RollConfig, ONLY_MAIN, "reward_model", "tag_to_template")
 
 

@@ -19,7 +19,8 @@ from rlcfg.dialects.roll.derived import (BACKEND_OF_STRATEGY, ENGINE_NAMES, FILT
                                          reward_class, reward_kl_on, rollout_only, schedule_length, strategy_name,
                                          strategy_value, unrun_pipeline, warmup_steps, worker_env, workers)
 from rlcfg.dialects.roll.device_mapping import ACCEPTED_FORMS, describe_ids, format_device_mapping
-from rlcfg.dialects.roll.models import CONFIG_OF_STRATEGY, configured, device_ids, parsed_device_mapping
+from rlcfg.dialects.roll.models import (CONFIG_OF_STRATEGY, DEEPSPEED_STRATEGIES, configured, device_ids,
+                                        parsed_device_mapping)
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -281,6 +282,22 @@ def strategy_roles(cfg: Any, ctx: RuleContext):
         yield ctx.error("RLC306", "actor_infer.strategy_args.strategy_name",
                         f"`actor_infer.strategy_args.strategy_name` is {infer}; ROLL requires vllm or sglang for "
                         "actor_infer", hint="use vllm or sglang")
+
+
+@RULES.rule("roll/deepspeed-release", "RLC202",
+            "The DeepSpeed strategies (deepspeed_train, deepspeed_infer, diffusion_deepspeed_train) are ROLL v0.2.1's "
+            "and earlier: v0.3.0 removed them.", keys=["*.strategy_args.strategy_name"])
+def deepspeed_release(cfg: Any, ctx: RuleContext):
+    if ctx.release == "v0.2.1":
+        return
+    for path, worker in workers(cfg):
+        name = strategy_name(worker)
+        if name in DEEPSPEED_STRATEGIES:
+            yield ctx.error("RLC202", f"{path}.strategy_args.strategy_name",
+                            f"`{path}.strategy_args.strategy_name` is {name}: ROLL removed DeepSpeed after v0.2.1 "
+                            "(v0.3.0 and main have no DeepSpeed strategy), so this config is written for v0.2.1 or "
+                            "earlier", hint="judge it by that release with `--framework-version v0.2.1`, or use "
+                                            "fsdp2_train / megatron_train (fsdp2_infer / megatron_infer to infer)")
 
 
 @RULES.rule("roll/strategy-config-keys", "RLC102",
@@ -888,7 +905,7 @@ def ignored_keys(cfg: Any, ctx: RuleContext):
             key = f"{path}.{suffix}"
             if ctx.is_set(key):
                 hint = "use `attn_implementation` instead" if suffix.endswith("flash_attn") else "remove it"
-                yield ctx.warning("RLC307", key, f"`{key}` has no effect: ROLL at HEAD has no such option and drops it",
+                yield ctx.warning("RLC307", key, f"`{key}` has no effect: no release of ROLL rlcfg claims has such an option, and ROLL drops it",
                                   hint=hint)
 
 

@@ -1,4 +1,5 @@
-"""The SkyRL dialect: skyrl-train's Hydra config (`ppo_base_config.yaml`) at the releases rlcfg claims.
+"""The SkyRL dialect: skyrl-train's Hydra config (`ppo_base_config.yaml`) and the `skyrl` package's dataclass config,
+at the releases rlcfg claims.
 
 A SkyRL config has four top-level sections: `data`, `trainer` (placement, the policy/ref/critic models, the
 algorithm, batch sizes, checkpointing and logging), `generator` (the inference engines and sampling) and
@@ -13,7 +14,12 @@ tests/inventory/skyrl/ hold the facts they were read from (tools/inventory/skyrl
 optimizer configs and renamed `trainer.algorithm.ppo_loss_type`); a later release refuses those keys and names where
 they live there.
 
-Modules, each importing only those before it: releases (what each release's base config holds); models (the
+The `skyrl` package's releases ("skyrl-0.1.0" to "skyrl-0.4.0", the dataclass config its entrypoints read from the
+command line) are judged with the same schema, in skyrl-train's layout: package.py reads a package command line into
+it and spells the diagnostics back.
+
+Modules, each importing only those before it: package (the `skyrl` package's layout, grammar and keys rlcfg does not
+model); releases (what each release's base config holds); models (the
 sections); derived (what skyrl-train computes from them, and the names rlcfg runs); rules, lower (to the Experiment)
 and emit (for `convert`), which never import each other; and this module, the dialect.
 """
@@ -31,7 +37,7 @@ ENTRY = entry("skyrl")
 
 class SkyRL(Dialect):
     name = ENTRY.name
-    title = "SkyRL (skyrl-train)"
+    title = "SkyRL"
     documents = "skyrl-train of mid-2025 (Hydra config ppo_base_config.yaml)"
     override_grammar = ENTRY.override_grammar
     overrides_see_defaults = True  # skyrl-train composes overrides onto ppo_base_config, which holds every key
@@ -56,14 +62,56 @@ class SkyRL(Dialect):
     def release_label(self, release: str) -> str:
         if release == "pre-0.1.0":
             return "skyrl-train before 0.1.0 (the layout of SkyRL's mid-2025 docs)"
+        if release.startswith("skyrl-"):
+            return f"skyrl {release.removeprefix('skyrl-')}"  # the package, as against skyrl-train
         return "skyrl-train (last commit)" if release == "main" else f"skyrl-train {release}"
 
-    def infer_release(self, data: dict) -> tuple[str | None, str]:
-        """The releases whose base config has every key the document sets; the newest of them (rlcfg.dialects.skyrl
-        .releases)."""
+    def infer_release(self, data: dict, among: tuple[str, ...] = ()) -> tuple[str | None, str]:
+        """The releases whose config has every key the document sets; the newest of them (rlcfg.dialects.skyrl
+        .releases). A config file is skyrl-train's (the `skyrl` package reads none); a launch script's entrypoint
+        says which package it runs (`among`)."""
+        from rlcfg.dialects.skyrl.package import PACKAGE_RELEASES
         from rlcfg.dialects.skyrl.releases import releases_of_keys
 
-        return releases_of_keys(SkyRLConfig, data, RELEASES)
+        candidates = among or tuple(r for r in RELEASES if r not in PACKAGE_RELEASES)
+        return releases_of_keys(SkyRLConfig, data, candidates)
+
+    def grammar(self, releases) -> str:
+        from rlcfg.dialects.skyrl.package import is_package
+
+        return "dotlist" if releases and all(map(is_package, releases)) else self.override_grammar
+
+    def typed_overrides(self, overrides: list, root, release: str | None) -> tuple[list, list]:
+        from rlcfg.dialects.skyrl.package import is_package, read_overrides
+
+        return read_overrides(overrides, release) if is_package(release) else (overrides, [])
+
+    def spelled(self, diagnostics: list, release: str | None, overrides) -> list:
+        from rlcfg.dialects.skyrl.package import is_package, old_layout_keys, spelled
+
+        return spelled(diagnostics, release, old_layout_keys(overrides)) if is_package(release) else diagnostics
+
+    def unknown_key_policy(self, path: tuple, release: str | None = None) -> str:
+        from rlcfg.dialects.skyrl.package import OPEN_MAPPINGS, is_package
+
+        if is_package(release) and any(path[:len(m)] == m and len(path) > len(m) for m in OPEN_MAPPINGS):
+            return "open"
+        return self.unknown_keys
+
+    def entry_keys(self, source: str, entry: str, read):
+        from rlcfg.dialects.skyrl.package import entry_extension
+
+        return entry_extension(source, entry, read)
+
+    def schema_path(self, path: tuple, release: str | None) -> tuple:
+        from rlcfg.dialects.skyrl.package import is_package, to_schema_path
+
+        return to_schema_path(path, release) if is_package(release) else path
+
+    def release_keys(self, release: str | None):
+        from rlcfg.dialects.skyrl.package import is_package, release_extension
+
+        return release_extension(release) if is_package(release) else None
 
     def describe(self, config: SkyRLConfig) -> str:
         from rlcfg.dialects.skyrl.derived import describe

@@ -9,6 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 ADVANTAGE_ESTIMATORS = ("grpo", "gae", "rloo", "reinforce++")
+# The `skyrl` package added maxrl in 0.2.0 (AdvantageEstimatorRegistry); rlcfg does not run it.
+ADVANTAGE_ESTIMATORS_BY_RELEASE = {"skyrl-0.2.0": (*ADVANTAGE_ESTIMATORS, "maxrl"),
+                                   "skyrl-0.3.0": (*ADVANTAGE_ESTIMATORS, "maxrl"),
+                                   "skyrl-0.4.0": (*ADVANTAGE_ESTIMATORS, "maxrl")}
 # Before v0.1.0 validate_cfg accepted these two and had no registry for others.
 ADVANTAGE_ESTIMATORS_PRE = ("gae", "grpo")
 
@@ -20,6 +24,10 @@ POLICY_LOSSES_BY_RELEASE = {
     "0.1.0": ("regular", "dual_clip", "gspo"),
     "0.2.0": ("regular", "dual_clip", "gspo", "clip_cov", "kl_cov"),
     "0.3.0": ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov"),
+    # the `skyrl` package: rollout_is from 0.2.0, dppo from 0.3.0 (rlcfg runs neither)
+    "skyrl-0.2.0": (*POLICY_LOSSES, "rollout_is"),
+    "skyrl-0.3.0": (*POLICY_LOSSES, "rollout_is", "dppo"),
+    "skyrl-0.4.0": (*POLICY_LOSSES, "rollout_is", "dppo"),
 }
 
 def policy_loss(cfg: Any) -> tuple[str, str]:
@@ -47,7 +55,28 @@ OFF_POLICY_CORRECTED = ("regular", "dual_clip", "gspo", "cispo", "sapo")
 
 # loss_reduction → rlcfg's aggregation; seq_mean_token_sum_norm (each sequence's sum divided by max_seq_len) has
 # no rlcfg counterpart and is refused.
-LOSS_AGGREGATIONS = {"token_mean": "token-mean", "sequence_mean": "seq-mean-token-mean"}
+LOSS_AGGREGATIONS = {"token_mean": "token-mean", "sequence_mean": "seq-mean-token-mean",
+                     "token_mean_legacy": "token-mean"}
+# The reductions each release's validate_cfg accepts (skyrl-train's three elsewhere).
+LOSS_REDUCTIONS = ("token_mean", "sequence_mean", "seq_mean_token_sum_norm")
+LOSS_REDUCTIONS_BY_RELEASE = {"skyrl-0.2.0": (*LOSS_REDUCTIONS, "token_mean_legacy"),
+                              "skyrl-0.3.0": (*LOSS_REDUCTIONS, "token_mean_legacy", "prompt_mean"),
+                              "skyrl-0.4.0": (*LOSS_REDUCTIONS, "token_mean_legacy", "prompt_mean")}
+# From skyrl 0.2.0 the trainer scales the advantages so that the policy loss is reduced over the whole mini-batch
+# (apply_loss_reduction_to_advantages_minibatch); token_mean_legacy keeps the per-micro-batch mean of before.
+MINI_BATCH_REDUCTION = ("skyrl-0.2.0", "skyrl-0.3.0", "skyrl-0.4.0")
+
+
+def loggers(cfg: Any) -> tuple[str, ...]:
+    """The trackers `trainer.logger` names: one, or a list of them (Tracking takes either)."""
+    value = cfg.trainer.logger
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+def loss_normalization(loss_reduction: str, release: str | None) -> str:
+    """rlcfg's Algorithm.loss_normalization for the policy loss of `release`."""
+    return "mini-batch" if release in MINI_BATCH_REDUCTION and loss_reduction != "token_mean_legacy" \
+        else "micro-batch"
 
 
 # transformers' scheduler names (get_scheduler) that rlcfg's schedules reproduce: linear and cosine decay to 0

@@ -42,7 +42,9 @@ The losses are normalised as skyrl-train does (workers/worker.py, at every claim
 reduced on its own (reduce_loss: `token_mean` over its tokens, `sequence_mean` over all its rows) and the gradients
 are averaged over the micro-batches and the data-parallel ranks (Algorithm.loss_normalization "micro-batch"); the
 KL-loss term is reduced by sequence (masked mean per sequence, then the mean) and the entropy bonus by token,
-whatever loss_reduction says, and the critic's loss by sequence.
+whatever loss_reduction says, and the critic's loss by sequence. From skyrl 0.2.0 the policy loss is reduced over the
+whole mini-batch instead ("mini-batch"; `token_mean_legacy` keeps the micro-batch mean), and the entropy bonus, still
+a mean per micro-batch there, is refused with it (rules.run_refusals).
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ from typing import Any
 from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec, KLController, Logging,
                       Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
                       Schedule, Spelling)
-from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ENVIRONMENTS_RUN, LOSS_AGGREGATIONS,
+from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ENVIRONMENTS_RUN, LOSS_AGGREGATIONS, loggers,
+                                          loss_normalization,
                                       OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS,
                                       VLLM_KWARGS, critic_in_use, critic_trained, dp_size, policy_loss, ref_in_use,
                                       rollout_gpus, world)
@@ -409,7 +412,7 @@ def _filters(cfg: Any) -> FilterSpec:
                       on_exhausted="error", failed="mask")
 
 
-def _algorithm(cfg: Any) -> Algorithm:
+def _algorithm(cfg: Any, release: str | None) -> Algorithm:
     a, g = cfg.trainer.algorithm, cfg.generator
     kind = POLICY_LOSSES.get(policy_loss(cfg)[0], "regular")
     clip_low, clip_high = _clip_range(cfg, kind)
@@ -421,7 +424,8 @@ def _algorithm(cfg: Any) -> Algorithm:
         normalize_advantage_std=a.grpo_norm_by_std, gamma=a.gamma, lam=a.lambd, policy_loss=kind,
         clip_low=clip_low, clip_high=clip_high, clip_ratio_c=a.clip_ratio_c,
         loss_aggregation=LOSS_AGGREGATIONS.get(a.loss_reduction, "seq-mean-token-sum"), kl=_kl(cfg),
-        loss_normalization="micro-batch", kl_loss_aggregation="seq-mean-token-mean", entropy_aggregation="token-mean",
+        loss_normalization=loss_normalization(a.loss_reduction, release), kl_loss_aggregation="seq-mean-token-mean",
+        entropy_aggregation="token-mean",
         value_aggregation="seq-mean-token-mean",
         entropy_coef=entropy_coef if a.use_entropy_loss else 0.0,
         value_clip=a.value_clip if critic_runs(cfg) else None, ppo_epochs=cfg.trainer.update_epochs_per_batch,
@@ -469,11 +473,12 @@ def _checkpointing(cfg: Any) -> Checkpointing:
 def _logging(cfg: Any) -> Logging:
     t = cfg.trainer
     # SkyRL writes no log directory of its own; mlflow has no rlcfg backend and leaves the console.
-    extra = {"wandb": ("wandb",), "tensorboard": ("tensorboard",)}.get(t.logger, ())
+    chosen = loggers(cfg)
+    extra = tuple(name for name in ("wandb", "tensorboard") if name in chosen)
     return Logging(directory=None, project=t.project_name, run_name=t.run_name, backends=("jsonl", "console") + extra)
 
 
-def lower(cfg: Any) -> Experiment:
+def lower(cfg: Any, release: str | None = None) -> Experiment:
     t, g = cfg.trainer, cfg.generator
     roles = [_actor(cfg), _rollout(cfg)]
     if reference_runs(cfg):
@@ -488,7 +493,7 @@ def lower(cfg: Any) -> Experiment:
                 max_prompt_length=t.max_prompt_length, shuffle=True, seed=t.seed, apply_chat_template=True)
     return Experiment(
         name=t.run_name, dialect="skyrl", variant=t.strategy, cluster=Cluster(), roles=tuple(roles),
-        colocation=_colocation(cfg, roles), algorithm=_algorithm(cfg),
+        colocation=_colocation(cfg, roles), algorithm=_algorithm(cfg, release),
         sampling=_sampling(g.sampling_params, g.n_samples_per_prompt),
         eval_sampling=_sampling(g.eval_sampling_params, g.eval_n_samples_per_prompt), data=data,
         schedule=_schedule(cfg), checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=t.seed,

@@ -13,14 +13,22 @@ from rlcfg.schema.base import HONORED, Section, inert, param, refused, section
 # The releases whose base config has a key (tags skyrl_train-vX.Y.Z; "main" is the last commit with skyrl-train;
 # "pre-0.1.0" is the layout of SkyRL's mid-2025 reference document, before v0.1.0 moved and renamed four keys).
 RELEASES = entry("skyrl").releases
+# The `skyrl` package's releases ("skyrl-0.1.0", ...; rlcfg.dialects.skyrl.package) come after skyrl-train's last
+# commit: a key skyrl-train kept to its end is the package's too unless a field says otherwise.
+PACKAGE = tuple(r for r in RELEASES if r.startswith("skyrl-"))
 ONLY_PRE = ("pre-0.1.0",)
 UNTIL_010 = ("pre-0.1.0", "0.1.0")
 UNTIL_030 = ("pre-0.1.0", "0.1.0", "0.2.0", "0.3.0")
-FROM_010 = ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "main")
-FROM_020 = ("0.2.0", "0.3.0", "0.4.0", "main")
-FROM_030 = ("0.3.0", "0.4.0", "main")
-FROM_040 = ("0.4.0", "main")
-ONLY_MAIN = ("main",)
+FROM_010 = ("0.1.0", "0.2.0", "0.3.0", "0.4.0", "main", *PACKAGE)
+FROM_020 = ("0.2.0", "0.3.0", "0.4.0", "main", *PACKAGE)
+FROM_030 = ("0.3.0", "0.4.0", "main", *PACKAGE)
+FROM_040 = ("0.4.0", "main", *PACKAGE)
+ONLY_MAIN = ("main", *PACKAGE)
+
+
+def upto(last: str, tags: tuple = RELEASES) -> tuple:
+    """The releases of `tags` up to `last`: for a key a later release removed."""
+    return tuple(r for r in tags if RELEASES.index(r) <= RELEASES.index(last))
 
 # ---- the run ledger: what `rlcfg run` does with each key (schema/base.py Fate; schema/ledger.py) -------------------
 # A section's `run_fate` covers its keys that declare none. Values `rlcfg run` refuses for a key it otherwise runs
@@ -306,7 +314,9 @@ class MegatronConfig(MegatronParallel):
     transformer_config_kwargs: MegatronTransformerKwargs = section(
         MegatronTransformerKwargs, description="Passed through to Megatron's TransformerConfig.")
     torch_profiler_config: MegatronProfiler = section(MegatronProfiler, description="Torch profiler for the "
-                                                                                    "Megatron workers.", fate=_LOG)
+                                                                                    "Megatron workers (up to skyrl "
+                                                                                    "0.2.0).", fate=_LOG,
+                                                      releases=upto("skyrl-0.2.0"))
     lora_config: MegatronLora = section(MegatronLora, description="Megatron LoRA settings (v0.4.0 and later).",
                                         releases=FROM_040, fate=_LORA_ONLY)
     empty_cuda_cache: bool = param(
@@ -513,10 +523,12 @@ class Algorithm(Section):
         None, description="Before v0.1.0 (its default there: 0.0): an initial KL coefficient that no code of "
                           "skyrl-train reads (its KL coefficient is kl_loss_coef, fixed).", releases=ONLY_PRE,
         fate=_UNREAD_PRE)
-    loss_reduction: Literal["token_mean", "sequence_mean", "seq_mean_token_sum_norm"] = param(
-        "token_mean", description="How token losses are reduced to one number; validate_cfg accepts these three "
-                                  "(v0.1.0 and later; before, every loss is a mean per sequence, then over the batch: "
-                                  "sequence_mean).", releases=FROM_010)
+    loss_reduction: Literal["token_mean", "sequence_mean", "seq_mean_token_sum_norm", "token_mean_legacy",
+                            "prompt_mean"] = param(
+        "token_mean", description="How token losses are reduced to one number (v0.1.0 and later; before, every loss "
+                                  "is a mean per sequence, then over the batch: sequence_mean). From skyrl 0.2.0 the "
+                                  "reduction runs over the whole mini-batch, and token_mean_legacy is the per-micro-"
+                                  "batch token mean of before; skyrl 0.3.0 adds prompt_mean.", releases=FROM_010)
     grpo_norm_by_std: bool = param(True, description="Divide GRPO advantages by the group's reward standard deviation "
                                                      "(v0.1.0 and later; before, always).", releases=FROM_010)
     zero_variance_filter: bool = param(False, description="Mask out groups whose rewards are all equal (v0.4.0 and "
@@ -601,7 +613,7 @@ class Trainer(Section):
                                                                "optimizer state).")
     max_ckpts_to_keep: int = param(-1, description="Keep the last N checkpoints; a negative value keeps all. 0 is "
                                                    "rejected.")
-    ckpt_interval: int = param(10, description="Save a full checkpoint every this many steps; -1 never.")
+    ckpt_interval: int = param(10, description="Save a full checkpoint every this many steps; 0 or less never.")
     hf_save_interval: int = param(-1, description="Save the model(s) in Hugging Face format every this many steps; "
                                                   "-1 never.", fate=_HF_EXPORT)
     export_path: str = param("${oc.env:HOME}/exports/", description="Directory of exported artifacts (Hugging Face "
@@ -625,10 +637,11 @@ class Trainer(Section):
     update_ref_every_epoch: bool = param(False, description="Copy the policy into the reference model every epoch.",
         fate=_FROZEN_REF)
     use_sample_packing: bool = param(True, description="Pack samples into one sequence for the forward pass "
-                                                       "(all models).")
+                                                       "(all models); the `skyrl` package calls it "
+                                                       "trainer.remove_microbatch_padding from 0.3.0.")
     eval_batch_size: int = param(1024, description="Prompts per evaluation batch.", ge=1, fate=_PERF)
     eval_before_train: bool = param(True, description="Evaluate once before the first training step.")
-    eval_interval: int = param(5, description="Evaluate every this many steps; -1 disables evaluation.")
+    eval_interval: int = param(5, description="Evaluate every this many steps; 0 or less disables evaluation.")
     max_prompt_length: int = param(512, description="Longest prompt in tokens; longer prompts are truncated.", ge=1)
     flash_attn: bool = param(True, description="Use flash attention in the training models.", fate=_PERF)
     disable_fast_tokenizer: bool = param(False, description="Use the slow (Python) tokenizer.", fate=_PERF)
@@ -647,7 +660,8 @@ class Trainer(Section):
         releases=ONLY_PRE, fate=_FSDP_NO_WARMUP)
     project_name: str = param("skyrl", description="Project name in the logger (WandB, MLflow).", fate=_LOG)
     run_name: str = param("test_run", description="Run name in the logger.", fate=_LOG)
-    logger: Literal["wandb", "console", "mlflow", "tensorboard"] = param(
+    logger: Literal["wandb", "console", "mlflow", "tensorboard"] | list[Literal["wandb", "console", "mlflow",
+                                                                               "tensorboard"]] = param(
         "wandb", description="Where metrics go: `wandb` (needs WANDB_API_KEY) or `console` (SkyRL's mid-2025 docs); "
                              "later releases "
                              "add mlflow and tensorboard.", fate=_LOG)
@@ -656,9 +670,11 @@ class Trainer(Section):
     dump_eval_results: bool = param(True, description="Write evaluation results under export_path/dumped_eval.",
         fate=_LOG)
     rope_scaling: dict[str, Any] | None = param(None, description="RoPE scaling override for the training models "
-                                                                  "(v0.3.0 and later).", releases=FROM_030, fate=_ROPE)
-    rope_theta: float | None = param(None, description="RoPE theta override for the training models (v0.3.0 and "
-                                                       "later).", releases=FROM_030, fate=_ROPE)
+                                                                  "(v0.3.0 to skyrl 0.2.0).",
+                                                releases=upto("skyrl-0.2.0", FROM_030), fate=_ROPE)
+    rope_theta: float | None = param(None, description="RoPE theta override for the training models (v0.3.0 to "
+                                                       "skyrl 0.2.0).", releases=upto("skyrl-0.2.0", FROM_030),
+                                     fate=_ROPE)
 
 
 # ---- generator ----------------------------------------------------------------------------------------------
@@ -699,7 +715,9 @@ class ChatTemplate(Section):
 class Generator(Section):
     run_fate = HONORED
     model_name: str = param("${trainer.policy.model.path}", description="Model served by the inference engines; by "
-                                                                        "default the policy's.", releases=FROM_020,
+                                                                        "default the policy's (skyrl-train "
+                                                                        "0.2.0 to its last commit).",
+                            releases=upto("main", FROM_020),
                                                                             fate=_ENGINE_MODEL_NAME)
     model_dtype: Literal["bfloat16", "float16", "float32"] = param(
         "bfloat16", description="Dtype of the inference engines; weights are cast to it when synced. Should match the "
@@ -729,7 +747,8 @@ class Generator(Section):
     n_samples_per_prompt: int = param(5, description="Samples per prompt; a training batch has train_batch_size × "
                                                      "n_samples_per_prompt sequences.", ge=1)
     async_engine: bool = param(True, description="Use vLLM's asynchronous engine (false: the offline engine, which "
-                                                 "needs batched: true).", fate=_PERF)
+                                                 "needs batched: true; up to skyrl 0.2.0).", fate=_PERF,
+                               releases=upto("skyrl-0.2.0"))
     batched: bool = param(False, description="Generate all single-turn prompts in one batched call. False in the "
                                              "base config from v0.1.0, true before.", fate=_PERF)
     max_input_length: int = param(
@@ -742,6 +761,9 @@ class Generator(Section):
     enable_chunked_prefill: bool = param(True, description="vLLM chunked prefill.")
     max_num_batched_tokens: int = param(8192, description="vLLM continuous batching: most tokens per batch.", ge=1)
     enforce_eager: bool = param(False, description="Disable CUDA graphs in the engine.")
+    distributed_executor_backend: Literal["mp", "ray"] = param(
+        "ray", description="How vLLM starts an engine's tensor- and pipeline-parallel workers: Ray actors, or "
+                           "processes on one node (`mp`; skyrl 0.2.0 and later).", releases=PACKAGE[1:], fate=_PERF)
     fully_sharded_loras: bool = param(
         False, description="vLLM's fully_sharded_loras: shard the LoRA computation over the engine's tensor-parallel "
                            "ranks (v0.3.0 and later).", releases=FROM_030, fate=_LORA_ONLY)
@@ -761,13 +783,14 @@ class Generator(Section):
     max_num_seqs: int = param(1024, description="vLLM continuous batching: most sequences per batch.", ge=1)
     remote_inference_engine_urls: list[str] = param(
         ["127.0.0.1:8001"], description="host:port of each remote engine; used only when run_engines_locally is false, "
-                                        "then one per engine.", fate=_REMOTE_ONLY)
+                                        "then one per engine (up to skyrl 0.2.0).", fate=_REMOTE_ONLY,
+        releases=upto("skyrl-0.2.0"))
     enable_http_endpoint: bool = param(False, description="Serve an OpenAI-compatible HTTP endpoint in front of the "
-                                                          "engines (vLLM with async_engine only).", releases=FROM_020,
+                                                          "engines (vLLM with async_engine only).", releases=upto("skyrl-0.2.0", FROM_020),
                                                               fate=_ENDPOINT)
-    http_endpoint_host: str = param("127.0.0.1", description="Host of the HTTP endpoint.", releases=FROM_020,
+    http_endpoint_host: str = param("127.0.0.1", description="Host of the HTTP endpoint.", releases=upto("skyrl-0.2.0", FROM_020),
         fate=_ENDPOINT)
-    http_endpoint_port: int = param(8000, description="Port of the HTTP endpoint.", ge=1, le=65535, releases=FROM_020,
+    http_endpoint_port: int = param(8000, description="Port of the HTTP endpoint.", ge=1, le=65535, releases=upto("skyrl-0.2.0", FROM_020),
         fate=_ENDPOINT)
     served_model_name: str | None = param(None, description="Model name the HTTP endpoint answers to.",
         releases=FROM_040, fate=_ENDPOINT)
@@ -778,7 +801,8 @@ class Generator(Section):
         fate=_SINGLE_TURN)
     override_existing_update_group: Literal["auto", "enable", "disable"] = param(
         "auto", description="Remote engines: replace a weight-update group left by an earlier run. `auto` becomes "
-                            "`enable` for remote vLLM engines and `disable` otherwise.", fate=_REMOTE_ONLY)
+                            "`enable` for remote vLLM engines and `disable` otherwise (up to skyrl 0.2.0).",
+        fate=_REMOTE_ONLY, releases=upto("skyrl-0.2.0"))
     sampling_params: SamplingParams = section(SamplingParams, description="Sampling during trajectory generation.")
     use_conversation_multi_turn: bool = param(
         True, description="Multi-turn: append observations as new chat turns (true) or as raw tokens after the "
@@ -802,10 +826,11 @@ class Generator(Section):
                                                               "responses (v0.1.0 and later).", releases=FROM_010)
     step_wise_trajectories: bool = param(False, description="Train on each turn of a multi-turn trajectory as its own "
                                                             "sample.", releases=FROM_040, fate=_MULTI_TURN_ONLY)
-    rope_scaling: dict[str, Any] | None = param(None, description="RoPE scaling override for the engines.",
-        releases=FROM_030, fate=_ROPE)
-    rope_theta: float | None = param(None, description="RoPE theta override for the engines.", releases=FROM_030,
-        fate=_ROPE)
+    rope_scaling: dict[str, Any] | None = param(None, description="RoPE scaling override for the engines (v0.3.0 to "
+                                                                  "skyrl 0.2.0).",
+                                                releases=upto("skyrl-0.2.0", FROM_030), fate=_ROPE)
+    rope_theta: float | None = param(None, description="RoPE theta override for the engines (v0.3.0 to skyrl "
+                                                       "0.2.0).", releases=upto("skyrl-0.2.0", FROM_030), fate=_ROPE)
 
 
 # ---- other top-level sections -------------------------------------------------------------------------------

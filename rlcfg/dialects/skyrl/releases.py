@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlcfg.dialects.skyrl.package import (ACCEPTED_EVERYWHERE, OLD_LAYOUT_READ, is_old_layout, is_package,
+                                          to_schema_path, unmodelled_keys)
 from rlcfg.schema.base import Section, field_at, field_releases
 
 
@@ -38,13 +40,30 @@ def _leaves(data: Any, prefix: tuple = ()):
         yield prefix
 
 
+def _package_key_releases(root: type[Section], path: tuple, claimed: tuple[str, ...]) -> tuple[str, ...] | None:
+    """key_releases for a path in the `skyrl` package's layout (or skyrl-train's, which only its first releases
+    read), with the package's keys that the schema does not model."""
+    if tuple(path) in ACCEPTED_EVERYWHERE:
+        return tuple(r for r in claimed if is_package(r))
+    if is_old_layout(path):
+        found = key_releases(root, path, claimed)
+        return tuple(r for r in found if not is_package(r) or r in OLD_LAYOUT_READ) if found is not None else None
+    schema_path = to_schema_path(path, claimed[-1])
+    found = key_releases(root, schema_path, claimed)
+    if found is None:
+        fact = unmodelled_keys().get(".".join(schema_path))
+        return tuple(r for r in claimed if r in fact["releases"]) if fact else None
+    return found
+
+
 def releases_of_keys(root: type[Section], data: dict, claimed: tuple[str, ...]) -> tuple[str, str]:
     newest = claimed[-1]
     if not isinstance(data, dict):
         return newest, "no key tells the releases apart; assuming the newest"
     telling: dict[tuple, tuple[str, ...]] = {}
     for path in _leaves({k: v for k, v in data.items() if k != "defaults"}):
-        found = key_releases(root, path, claimed)
+        found = _package_key_releases(root, path, claimed) if any(map(is_package, claimed)) else \
+            key_releases(root, path, claimed)
         if found and len(found) < len(claimed):
             telling[path] = found
     if not telling:
@@ -53,7 +72,9 @@ def releases_of_keys(root: type[Section], data: dict, claimed: tuple[str, ...]) 
     if fits:
         keys = sorted(telling, key=lambda p: (len(telling[p]), p))[:2]
         span = fits[0] if len(fits) == 1 else f"{fits[0]} to {fits[-1]}"
-        return fits[-1], (f"the keys fit skyrl-train {span}, e.g. `{'.'.join(keys[0])}`"
+        package = "skyrl" if is_package(fits[0]) else "skyrl-train"
+        span = span.replace("skyrl-", "")
+        return fits[-1], (f"the keys fit {package} {span}, e.g. `{'.'.join(keys[0])}`"
                           + (f" and `{'.'.join(keys[1])}`" if len(keys) > 1 else ""))
     # No release has every key: the one with the most of them, the newest on a tie.
     score = {r: sum(r in found for found in telling.values()) for r in claimed}
@@ -85,6 +106,21 @@ RELEASE_DEFAULTS: dict[str, dict[str, Any]] = {
     "0.4.0": {**_NEWER, "generator.sampling_params.logprobs": 0, "generator.eval_sampling_params.logprobs": 0},
     "main": {**_NEWER, "generator.sampling_params.logprobs": 1, "generator.eval_sampling_params.logprobs": 1},
 }
+# The `skyrl` package's dataclass defaults where they differ from skyrl-train's last commit (facts from
+# tests/inventory/skyrl/skyrl-<release>.json; a dataclass's None that __post_init__ fills as the base config's
+# interpolation did is the same default). Its remote URLs default to none; from 0.3.0 `fsdp` is FSDP2 and the
+# default strategy, and the engines run CUDA graphs.
+_PACKAGE = {**RELEASE_DEFAULTS["main"],
+            "trainer.ref.megatron_config.expert_tensor_parallel_size": None}
+_PACKAGE_030 = {**_PACKAGE, "trainer.strategy": "fsdp", "generator.enforce_eager": False,
+                "generator.enable_ray_prometheus_stats": True}
+RELEASE_DEFAULTS.update({
+    "skyrl-0.1.0": {**_PACKAGE, "generator.remote_inference_engine_urls": []},
+    "skyrl-0.2.0": {**_PACKAGE, "generator.remote_inference_engine_urls": []},
+    "skyrl-0.3.0": _PACKAGE_030,
+    "skyrl-0.4.0": {**_PACKAGE_030, "trainer.algorithm.cispo.cispo_eps_clip_low": 1.0,
+                    "trainer.algorithm.cispo.cispo_eps_clip_high": 4.0},
+})
 
 
 def release_defaults(tree: dict, release: str | None) -> dict:

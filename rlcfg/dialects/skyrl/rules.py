@@ -14,15 +14,27 @@ import math
 from typing import Any, Callable, Iterator
 
 from rlcfg import run_limits
+from rlcfg.schema import entry
 from rlcfg.diagnostics import Constraint, Severity, close_matches
-from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_PRE, LOSS_AGGREGATIONS,
+from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
+                                          ADVANTAGE_ESTIMATORS_PRE, LOSS_AGGREGATIONS, LOSS_REDUCTIONS,
+                                          LOSS_REDUCTIONS_BY_RELEASE, loggers, loss_normalization,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dp_size, model_parallel, policy_loss, ref_in_use,
                                           rollout_gpus, world)
+from rlcfg.dialects.skyrl.package import OLD_LAYOUT_READ, is_package
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
+
+
+ENTRY_RELEASES = entry("skyrl").releases
+
+
+def _family(ctx: RuleContext) -> str:
+    """The package the judged release belongs to, as messages name it."""
+    return "skyrl" if is_package(ctx.release) else "skyrl-train"
 
 
 def _v(value: Any) -> str:
@@ -365,6 +377,19 @@ def gae_needs_critic(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                         related=["trainer.critic.model.path"])
 
 
+@RULES.rule("skyrl/loss-reduction-release", "RLC202",
+            "loss_reduction must be one the judged release accepts: token_mean_legacy from skyrl 0.2.0, prompt_mean "
+            "from skyrl 0.3.0.", keys=["trainer.algorithm.loss_reduction"])
+def loss_reduction_release(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    known = LOSS_REDUCTIONS_BY_RELEASE.get(ctx.release or "", LOSS_REDUCTIONS)
+    value = cfg.trainer.algorithm.loss_reduction
+    if ctx.release != "pre-0.1.0" and value not in known:
+        yield ctx.error("RLC202", "trainer.algorithm.loss_reduction",
+                        f"`trainer.algorithm.loss_reduction`: {value} is not one of {', '.join(known)}, the reductions "
+                        f"of {_release_text(ctx)}; validate_cfg stops on it",
+                        hint="token_mean_legacy and prompt_mean are the `skyrl` package's (0.2.0 and 0.3.0 on)")
+
+
 @RULES.rule("skyrl/registered-names", "RLC202",
             "advantage_estimator and policy_loss_type must name one of the release's built-ins or a custom-registered "
             "implementation: a name close to a built-in is a typo (error, as validate_cfg stops on it); another "
@@ -384,7 +409,8 @@ def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                                                                              "came with v0.1.0)")
         return
     losses = POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES)
-    checks = [("trainer.algorithm.advantage_estimator", a.advantage_estimator, ADVANTAGE_ESTIMATORS,
+    estimators = ADVANTAGE_ESTIMATORS_BY_RELEASE.get(ctx.release or "", ADVANTAGE_ESTIMATORS)
+    checks = [("trainer.algorithm.advantage_estimator", a.advantage_estimator, estimators,
                "AdvantageEstimatorRegistry"),
               ("trainer.algorithm.policy_loss_type", a.policy_loss_type, losses, "PolicyLossRegistry")]
     for path, value, known, registry in checks:
@@ -392,7 +418,7 @@ def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             continue
         typo = close_matches(value, known, n=1, cutoff=0.8)
         if typo:
-            yield ctx.error("RLC202", path, f"`{path}`: {_v(value)} is not one of skyrl-train's built-ins "
+            yield ctx.error("RLC202", path, f"`{path}`: {_v(value)} is not one of {_family(ctx)}'s built-ins "
                                             f"({', '.join(known)}); validate_cfg stops on it",
                             hint=f"did you mean `{typo[0]}`?")
             continue
@@ -517,7 +543,7 @@ def off_policy_correction(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             keys=["trainer.strategy", "trainer.policy.fsdp_config.cpu_offload", "trainer.critic.fsdp_config.cpu_offload"])
 def fsdp1_offload(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
-    if t.strategy != "fsdp":
+    if t.strategy != "fsdp" or ctx.release in ("skyrl-0.3.0", "skyrl-0.4.0"):  # from skyrl 0.3.0 fsdp is FSDP2
         return
     for role in ("policy", "critic"):
         if getattr(t, role).fsdp_config.cpu_offload:
@@ -560,7 +586,8 @@ def deepspeed(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 # The training backends each release can build (main_base picks the worker classes by strategy).
 STRATEGIES_BY_RELEASE = {"0.1.0": ("fsdp", "fsdp2", "deepspeed"), "0.2.0": ("fsdp", "fsdp2", "deepspeed", "megatron"),
                          "0.3.0": ("fsdp", "fsdp2", "deepspeed", "megatron"), "0.4.0": ("fsdp", "fsdp2", "megatron"),
-                         "main": ("fsdp", "fsdp2", "megatron")}
+                         "main": ("fsdp", "fsdp2", "megatron"),
+                         **{release: ("fsdp", "fsdp2", "megatron") for release in ENTRY_RELEASES if is_package(release)}}
 
 
 @RULES.rule("skyrl/strategy-release", "RLC306",
@@ -763,7 +790,7 @@ def max_input_length(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                   "generator.remote_inference_engine_urls"])
 def remote_urls(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
-    if g.run_engines_locally:
+    if g.run_engines_locally or ctx.release in ("skyrl-0.3.0", "skyrl-0.4.0"):  # no remote URLs from skyrl 0.3.0
         return
     urls = g.remote_inference_engine_urls
     if g.num_inference_engines != len(urls):
@@ -772,6 +799,42 @@ def remote_urls(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                         f"`generator.num_inference_engines` is {g.num_inference_engines}",
                         hint=f"list one host:port per engine, or set num_inference_engines: {len(urls)}",
                         related=["generator.num_inference_engines", "generator.run_engines_locally"])
+
+
+@RULES.rule("skyrl/mp-executor-one-node", "RLC403",
+            "With colocate_all and vLLM's `mp` executor, an engine's TP × PP workers fit on one node "
+            "(policy_num_gpus_per_node GPUs).",
+            keys=["generator.distributed_executor_backend", "generator.inference_engine_tensor_parallel_size",
+                  "generator.inference_engine_pipeline_parallel_size", "trainer.placement.policy_num_gpus_per_node"])
+def mp_executor_one_node(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    g, p = cfg.generator, cfg.trainer.placement
+    if not is_package(ctx.release) or g.distributed_executor_backend != "mp" or not p.colocate_all:
+        return
+    workers = g.inference_engine_tensor_parallel_size * g.inference_engine_pipeline_parallel_size
+    if workers > p.policy_num_gpus_per_node:
+        yield ctx.error("RLC403", "generator.distributed_executor_backend",
+                        f"an engine's {workers} workers (generator.inference_engine_tensor_parallel_size × "
+                        f"generator.inference_engine_pipeline_parallel_size) do not fit on one node of "
+                        f"{p.policy_num_gpus_per_node} GPUs (trainer.placement.policy_num_gpus_per_node), which vLLM's "
+                        f"`mp` executor needs; validate_cfg stops on it",
+                        hint="use distributed_executor_backend: ray for engines that span nodes",
+                        related=["generator.inference_engine_tensor_parallel_size",
+                                 "trainer.placement.policy_num_gpus_per_node"])
+
+
+@RULES.rule("skyrl/external-servers", "RLC302",
+            "From skyrl 0.3.0, engines that do not run locally are reached through external_proxy_url or "
+            "external_server_urls.",
+            keys=["generator.run_engines_locally", "generator.external_proxy_url", "generator.external_server_urls"])
+def external_servers(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    g = cfg.generator
+    if ctx.release in ("skyrl-0.3.0", "skyrl-0.4.0") and not g.run_engines_locally \
+            and not g.external_proxy_url and not g.external_server_urls:
+        yield ctx.error("RLC302", "generator.run_engines_locally",
+                        f"`generator.run_engines_locally` is false, which {_release_text(ctx)} accepts only with "
+                        "`generator.external_proxy_url` or `generator.external_server_urls` set (validate_cfg stops "
+                        "on it)", hint="set external_server_urls to the servers' host:port, or run the engines "
+                                       "locally", related=["generator.external_proxy_url", "generator.external_server_urls"])
 
 
 @RULES.rule("skyrl/offline-engine-batched", "RLC302",
@@ -793,7 +856,7 @@ def offline_engine(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             "The wandb logger needs WANDB_API_KEY in the job's environment (a warning, an error under --strict).",
             keys=["trainer.logger"])
 def wandb_key(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
-    if cfg.trainer.logger == "wandb" and not ctx.host.env.get("WANDB_API_KEY"):
+    if "wandb" in loggers(cfg) and not ctx.host.env.get("WANDB_API_KEY"):
         yield ctx.machine("trainer.logger",
                           "`trainer.logger` is `wandb`, and skyrl-train stops at start-up unless WANDB_API_KEY is set; "
                           "it is not set here",
@@ -833,6 +896,14 @@ def update_group(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 def sglang_limits(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
     if g.backend != "sglang":
+        return
+    if is_package(ctx.release):
+        # the package's engine creation knows vLLM only; a remote SGLang server (up to 0.2.0) is the user's own
+        if g.run_engines_locally:
+            yield ctx.error("RLC306", "generator.backend",
+                            f"`generator.backend` is sglang with local engines, which {_release_text(ctx)} cannot "
+                            "start: it accepts this at load but fails when it creates the engines (\"Unsupported "
+                            "backend\")", hint="use vllm")
         return
     if g.run_engines_locally and ctx.release == "pre-0.1.0":
         yield ctx.error("RLC306", "generator.run_engines_locally",
@@ -892,12 +963,12 @@ def logprobs(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     value = effective(cfg, ctx, path)
     if value is None:
         return
-    highest = 1 if ctx.release in (None, "main") else 0
+    highest = 1 if ctx.release in (None, "main") or is_package(ctx.release) else 0
     where = "" if ctx.is_set(path) else f" (the default of {_release_text(ctx)})"
     if isinstance(value, int) and value > highest:
         yield ctx.error("RLC306", path, f"`{path}` is {value}; SkyRL returns only the chosen token's logprob, so it "
                                         f"must be {'0, 1' if highest else '0'} or null", hint="set it to 0")
-    if not g.run_engines_locally:
+    if not g.run_engines_locally and (not is_package(ctx.release) or ctx.release in OLD_LAYOUT_READ):
         yield ctx.error("RLC306", path, f"`{path}` is {value}{where}, but remote engines "
                                         "(`generator.run_engines_locally: false`) do not return logprobs: skyrl-train "
                                         "refuses the combination", hint=f"set `{path}=null`",
@@ -911,6 +982,8 @@ def logprobs(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 def _release_text(ctx: RuleContext) -> str:
     if ctx.release == "pre-0.1.0":
         return "skyrl-train before v0.1.0"
+    if is_package(ctx.release):
+        return f"skyrl {ctx.release.removeprefix('skyrl-')}"
     return "skyrl-train's last commit" if ctx.release == "main" else f"skyrl-train {ctx.release}"
 
 
@@ -959,18 +1032,6 @@ def top_k(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 # ---- evaluation, checkpoints, logging -----------------------------------------------------------------------
-
-
-@RULES.rule("skyrl/intervals", "RLC201",
-            "eval_interval, ckpt_interval and hf_save_interval are -1 (never) or a positive number of steps.",
-            keys=["trainer.eval_interval", "trainer.ckpt_interval", "trainer.hf_save_interval"])
-def intervals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
-    for key in ("eval_interval", "ckpt_interval", "hf_save_interval"):
-        value = getattr(cfg.trainer, key)
-        if value == 0 or value < -1:
-            yield ctx.error("RLC201", f"trainer.{key}",
-                            f"`trainer.{key}` must be -1 (never) or a positive number of steps, got {value}",
-                            hint=f"use -1 to turn it off; skyrl-train divides the step count by {key}")
 
 
 @RULES.rule("skyrl/eval-needs-data", "RLC307", "Evaluation settings have no effect without data.val_data.",
@@ -1068,7 +1129,8 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
             "(rlcfg/run_limits.py): the deepspeed strategy, expert and context parallelism on Megatron, Ulysses "
             "sequence parallelism.",
             keys=["trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type",
-                  "trainer.algorithm.loss_reduction", "trainer.policy.optimizer_config.scheduler",
+                  "trainer.algorithm.loss_reduction", "trainer.algorithm.use_entropy_loss",
+                  "trainer.policy.optimizer_config.scheduler",
                   "generator.engine_init_kwargs", "generator.sampling_params", "generator.apply_overlong_filtering",
                   "trainer.critic_mini_batch_size", "trainer.strategy",
                   "trainer.policy.megatron_config.expert_model_parallel_size",
@@ -1096,10 +1158,18 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         yield _refusal("trainer.algorithm.policy_loss_type", loss,
                        f"{_release_text(ctx)} applies use_tis inside the regular/dual_clip loss only, so this loss "
                        "runs there without truncated importance sampling; rlcfg would apply it")
-    if a.loss_reduction not in LOSS_AGGREGATIONS:
+    if a.loss_reduction == "prompt_mean":
         yield _refusal("trainer.algorithm.loss_reduction", a.loss_reduction,
-                       "skyrl-train divides each sequence's token sum by a constant length (max_seq_len); rlcfg has "
-                       "no such reduction and would run seq-mean-token-sum, max_seq_len times larger")
+                       f"{_release_text(ctx)} averages the loss per prompt's group of responses; rlcfg has no such "
+                       "reduction")
+    elif a.loss_reduction not in LOSS_AGGREGATIONS:
+        yield _refusal("trainer.algorithm.loss_reduction", a.loss_reduction,
+                       f"{_family(ctx)} divides each sequence's token sum by a constant length (max_seq_len); rlcfg "
+                       "has no such reduction and would run seq-mean-token-sum, max_seq_len times larger")
+    elif a.use_entropy_loss and loss_normalization(a.loss_reduction, ctx.release) == "mini-batch":
+        yield _refusal("trainer.algorithm.use_entropy_loss", a.use_entropy_loss,
+                       f"{_release_text(ctx)} reduces the policy loss over the whole mini-batch but the entropy bonus "
+                       "per micro-batch; rlcfg reduces both one way")
     elif a.loss_reduction == "sequence_mean" and g.apply_overlong_filtering:
         yield _refusal("trainer.algorithm.loss_reduction", a.loss_reduction,
                        "with apply_overlong_filtering skyrl-train's sequence mean still counts the masked responses "

@@ -399,7 +399,8 @@ def test_rule(rule, template, overrides, code, severity, path):
 
 
 def test_every_rule_has_a_test():
-    tested = {case[0] for case in RULE_CASES}
+    # roll/deepspeed-release fires for a pinned release only (test_deepspeed_under_main_names_the_release_that_...)
+    tested = {case[0] for case in RULE_CASES} | {"roll/deepspeed-release"}
     assert {rule.id for rule in RULES} <= tested
 
 
@@ -639,8 +640,9 @@ def test_a_math_rule_reward_worker_given_gpus_and_a_strategy_loads_no_model():
 
 
 def test_deepspeed_strategies_are_gone_from_roll_main():
-    assert ("RLC202", "actor_train.strategy_args.strategy_name") in errors_of(
-        MEGATRON, "actor_train.strategy_args.strategy_name=deepspeed_train")
+    pinned = check_file(str(MEGATRON), ["actor_train.strategy_args.strategy_name=deepspeed_train"], env={},
+                        release="main")
+    assert ("RLC202", "actor_train.strategy_args.strategy_name") in [(d.code, d.path) for d in pinned.diagnostics]
 
 
 def test_unknown_keys_are_dropped_like_dacite_does(tmp_path):
@@ -781,3 +783,47 @@ def test_runtime_limits_only_on_the_backend_that_meets_them():
     assert not [f for f in findings(FSDP2, "+actor_train.model_args.ulysses_size=1",
                                     "++actor_train.strategy_args.strategy_config.context_parallel_size=2")
                 if f[3] == rule]
+
+
+# ---- releases: main, and v0.2.1 (DeepSpeed's last) --------------------------------------------------------------
+
+
+def _deepspeed(tmp_path: Path, *, name: bool = True) -> Path:
+    """The FSDP2 template with actor_train and reference on DeepSpeed (ZeRO config passed through)."""
+    text = FSDP2.read_text().replace("strategy_name: fsdp2_train", "strategy_name: deepspeed_train", 1) \
+        .replace("strategy_name: fsdp2_infer", "strategy_name: deepspeed_infer", 1)
+    if not name:
+        text = text.replace("    strategy_name: deepspeed_train\n", "", 1)
+    path = tmp_path / "deepspeed.yaml"
+    path.write_text(text)
+    return path
+
+
+def test_a_deepspeed_config_is_judged_by_the_last_release_that_has_deepspeed(tmp_path):
+    result = check_file(str(_deepspeed(tmp_path)), env={})
+    assert result.release == "v0.2.1" and "DeepSpeed" in result.release_reason
+    assert not [d for d in result.diagnostics if d.severity.value == "error"], [d.message for d in result.diagnostics]
+    # `rlcfg run` does not train with DeepSpeed: it says so before any worker starts
+    assert any(d.code == "RLC118" or d.code == "RLC119" for d in result.diagnostics) or result.unrun is None
+
+
+def test_deepspeed_under_main_names_the_release_that_removed_it(tmp_path):
+    result = check_file(str(_deepspeed(tmp_path)), env={}, release="main")
+    errors = [d for d in result.diagnostics if d.code == "RLC202"]
+    assert [d.path for d in errors] == ["actor_train.strategy_args.strategy_name",
+                                        "reference.strategy_args.strategy_name"]
+    assert "removed DeepSpeed after v0.2.1" in errors[0].message
+    assert "--framework-version v0.2.1" in errors[0].hint
+
+
+def test_v021_defaults_a_nameless_strategy_to_deepspeed_and_drops_later_keys(tmp_path):
+    path = _deepspeed(tmp_path, name=False)
+    text = path.read_text() + "otlp_output_dir: ./otlp\n"
+    path.write_text(text)
+    result = check_file(str(path), env={}, release="v0.2.1")
+    assert result.config.actor_train.strategy_args.strategy_name == "deepspeed_train"
+    [later] = [d for d in result.diagnostics if d.code == "RLC113"]
+    assert later.path == "otlp_output_dir" and later.severity.value == "warning"
+    # on main, the same nameless strategy_args is ROLL main's default, fsdp2_train
+    main = check_file(str(_deepspeed(tmp_path, name=False)), env={}, release="main")
+    assert main.config is None or main.config.actor_train.strategy_args.strategy_name == "fsdp2_train"

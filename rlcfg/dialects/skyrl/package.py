@@ -1,0 +1,375 @@
+"""The `skyrl` package's releases (0.1.0 and later): skyrl-train's config, rebuilt as dataclasses and read from the
+command line only.
+
+What differs from skyrl-train, and how rlcfg reads it:
+
+- **The layout.** The package moved the inference-engine settings of `generator` into `generator.inference_engine`,
+  renaming six of them (`num_inference_engines` is `num_engines`, ...). rlcfg's schema keeps skyrl-train's layout:
+  a package document is read into it (`to_schema_path`), and every diagnostic is spelled back in the package's
+  layout (`spelled`), so a message names the key the user wrote.
+- **The old layout.** 0.1.0 and 0.2.0 still read a command line in skyrl-train's layout, from a source checkout
+  only: their loader falls back to `ppo_base_config.yaml`, which the PyPI wheels do not ship. 0.3.0 dropped it.
+- **The grammar.** `SkyRLTrainConfig.from_cli_overrides` reads `key=value` with OmegaConf's dotlist (the value read
+  as YAML) over the dataclass defaults; it refuses a `+` prefix and takes `~` as part of a key name. A key no
+  dataclass declares is refused.
+- **Keys rlcfg does not model.** The package added keys skyrl-train never had (fully_async, MTP, FP8, ...).
+  rlcfg checks their type and lets `rlcfg run` refuse a value other than the release's default
+  (`unmodelled_keys`, facts in package_keys.json, read from the releases' dataclasses: tests/inventory/skyrl/).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable
+
+from rlcfg.diagnostics import Diagnostic, diagnostic
+from rlcfg.schema import entry
+
+PACKAGE_RELEASES = tuple(r for r in entry("skyrl").releases if r.startswith("skyrl-"))
+# The releases whose loader falls back to skyrl-train's layout (from a source checkout).
+OLD_LAYOUT_READ = ("skyrl-0.1.0", "skyrl-0.2.0")
+
+ENGINE = ("generator", "inference_engine")
+# skyrl-train's name of a `generator` key → its name under generator.inference_engine, for the six the package
+# renamed; every other engine key keeps its name.
+RENAMED = {"num_inference_engines": "num_engines",
+           "inference_engine_tensor_parallel_size": "tensor_parallel_size",
+           "inference_engine_pipeline_parallel_size": "pipeline_parallel_size",
+           "inference_engine_expert_parallel_size": "expert_parallel_size",
+           "inference_engine_data_parallel_size": "data_parallel_size",
+           "remote_inference_engine_urls": "remote_urls"}
+_SCHEMA_NAME = {new: old for old, new in RENAMED.items()}
+# skyrl-train's `generator` keys that the package keeps in generator.inference_engine (the six renamed ones under
+# their old names), and the engine keys the package added; no name is both an engine key and another generator key.
+ENGINE_KEYS = frozenset({
+    *RENAMED, "model_dtype", "run_engines_locally", "backend", "weight_sync_backend",
+    "weight_transfer_threshold_cuda_ipc_GB", "async_engine", "vllm_v1_disable_multiproc", "enable_prefix_caching",
+    "enable_chunked_prefill", "max_num_batched_tokens", "enforce_eager", "fully_sharded_loras",
+    "enable_ray_prometheus_stats", "gpu_memory_utilization", "max_num_seqs", "enable_http_endpoint",
+    "http_endpoint_host", "http_endpoint_port", "served_model_name", "engine_init_kwargs",
+    "override_existing_update_group", "external_proxy_url", "external_server_urls",
+    # added by the package
+    "distributed_executor_backend", "enable_pd", "enable_return_routed_experts", "language_model_only", "num_prefill",
+    "router_init_kwargs", "speculative_config", "use_expandable_segments", "decode_init_kwargs", "delta_weight_sync",
+    "enable_return_sample_support_set", "fp8_weight_sync_mode", "offload_kv_for_weight_sync", "prefill_init_kwargs"})
+
+
+# Mappings skyrl-train's base config lists the keys of (adding another takes `+`), which the package types
+# Dict[str, Any]: any key is taken and handed to Megatron.
+OPEN_MAPPINGS = tuple(("trainer", role, "megatron_config", name) for role in ("policy", "ref")
+                      for name in ("optimizer_config_kwargs", "transformer_config_kwargs"))
+
+
+def is_package(release: str | None) -> bool:
+    return release in PACKAGE_RELEASES
+
+
+# Keys the package renamed from 0.3.0, by their schema (skyrl-train) path; the old name stays an accepted alias.
+RENAMED_FROM_030 = {("trainer", "use_sample_packing"): ("trainer", "remove_microbatch_padding")}
+_FROM_030 = ("skyrl-0.3.0", "skyrl-0.4.0")
+# Keys every package release takes, though later ones only as an old name or to drop it: they tell no release.
+ACCEPTED_EVERYWHERE = {(*ENGINE, "async_engine"), *RENAMED_FROM_030}
+
+
+def to_schema_path(path: tuple, release: str | None = None) -> tuple:
+    """A path in the package's layout (at `release`) → the same key in skyrl-train's (the schema's)."""
+    if path[:2] == ENGINE and len(path) > 2:
+        return ("generator", _SCHEMA_NAME.get(path[2], path[2]), *path[3:])
+    if release in _FROM_030:
+        for old, new in RENAMED_FROM_030.items():
+            if path[:len(new)] == new:
+                return (*old, *path[len(new):])
+    return path
+
+
+def to_package_path(path: tuple, release: str | None = None) -> tuple:
+    if path[:1] == ("generator",) and len(path) > 1 and path[1] in ENGINE_KEYS:
+        return (*ENGINE, RENAMED.get(path[1], path[1]), *path[2:])
+    if release in _FROM_030:
+        for old, new in RENAMED_FROM_030.items():
+            if path[:len(old)] == old:
+                return (*new, *path[len(old):])
+    return path
+
+
+def is_old_layout(path: tuple) -> bool:
+    """A key the user wrote in skyrl-train's layout that the package moved."""
+    return path[:1] == ("generator",) and len(path) > 1 and path[1] in ENGINE_KEYS
+
+
+def package_name(dotted_key: str, release: str | None = None) -> str:
+    return ".".join(to_package_path(tuple(dotted_key.split(".")), release))
+
+
+_OLD_NAMES = None
+
+
+def _old_names() -> re.Pattern:
+    global _OLD_NAMES
+    if _OLD_NAMES is None:
+        names = "|".join(sorted(map(re.escape, ENGINE_KEYS), key=len, reverse=True))
+        renamed = "|".join(re.escape(".".join(p)) for p in RENAMED_FROM_030)
+        # a renamed engine key named bare ("num_inference_engines 3") is named in full
+        bare = "|".join(sorted(map(re.escape, RENAMED), key=len, reverse=True))
+        _OLD_NAMES = re.compile(rf"(?<![\w.])(generator\.({names})|{renamed}|(?P<bare>{bare}))(?![\w])")
+    return _OLD_NAMES
+
+
+def respell(text: str | None, release: str, keep: frozenset = frozenset()) -> str | None:
+    """A message with each key in skyrl-train's spelling named as `release` names it, except the engine keys in
+    `keep`, which the user wrote in the old layout."""
+    if not text:
+        return text
+
+    def named(m: re.Match) -> str:
+        full = f"generator.{m.group('bare')}" if m.group("bare") else m.group(0)
+        return m.group(0) if full in keep else package_name(full, release)
+
+    return _old_names().sub(named, text)
+
+
+def spelled(diagnostics: Iterable[Diagnostic], release: str, kept_old: frozenset) -> list[Diagnostic]:
+    """The diagnostics of a package document in the package's layout. `kept_old`: the keys (dotted, as the schema
+    names them) the user wrote in skyrl-train's spelling, which keep it."""
+    out = []
+    for found in diagnostics:
+        path = found.path
+        head = tuple(path.split(".")) if path else ()
+        if head and not any(".".join(head[:n]) in kept_old for n in range(1, len(head) + 1)):
+            found.path = ".".join(to_package_path(head, release))
+        found.message = respell(found.message, release, kept_old)
+        found.hint = respell(found.hint, release, kept_old)
+        if found.rule:  # the dialect's rules speak of skyrl-train, whose checks the package kept
+            found.message = found.message.replace("skyrl-train", "skyrl")
+            found.hint = found.hint.replace("skyrl-train", "skyrl") if found.hint else found.hint
+        out.append(found)
+    return out
+
+
+def read_overrides(overrides: list, release: str) -> tuple[list, list[Diagnostic]]:
+    """The command line (already read as OmegaConf's dotlist: no `+`, no `~`, values as YAML) in the schema's layout,
+    from the package's or, where `release` still reads it, skyrl-train's; and what the release makes of keys written
+    in skyrl-train's layout."""
+    found: list[Diagnostic] = []
+    kept: list = []
+    old: list = []  # overrides in skyrl-train's layout
+    new_written = any(o.path[:2] == ENGINE for o in overrides)
+    for override in overrides:
+        path = override.path
+        if is_old_layout(path):
+            name = ".".join(to_package_path(path))
+            if release not in OLD_LAYOUT_READ:
+                found.append(diagnostic(
+                    "RLC113", ".".join(path), f"`{'.'.join(path)}` is skyrl-train's name of `{name}`; "
+                    f"{_label(release)} has no key `{'.'.join(path)}`", origin=override.origin,
+                    hint=f"write `{name}` (the `skyrl` package moved the engine settings into "
+                         "generator.inference_engine; 0.3.0 dropped the old names)"))
+                continue
+            old.append(override)
+        if release in _FROM_030 and tuple(path) == (*ENGINE, "async_engine"):
+            # from 0.3.0 the engine is always the async one: the loader drops `true` and refuses anything else
+            if override.value is True or str(override.value).lower() == "true":
+                found.append(diagnostic(
+                    "RLC307", ".".join(path), f"`{'.'.join(path)}` is no longer a key of {_label(release)}, which "
+                    "always runs the asynchronous engine: its loader drops `true`", origin=override.origin,
+                    hint="remove the argument"))
+            else:
+                found.append(diagnostic(
+                    "RLC113", ".".join(path), f"`{'.'.join(path)}={override.value}`: {_label(release)} always runs "
+                    "the asynchronous engine and refuses this key unless it is `true`", origin=override.origin,
+                    hint="remove the argument"))
+            continue
+        if release in _FROM_030 and tuple(path) in RENAMED_FROM_030:
+            alias, name = ".".join(path), ".".join(RENAMED_FROM_030[tuple(path)])
+            if any(tuple(o.path) == RENAMED_FROM_030[tuple(path)] for o in overrides):
+                found.append(diagnostic("RLC301", alias, f"`{alias}` (the old name of `{name}`) and `{name}` are both "
+                                                         f"set; {_label(release)} takes one of them only",
+                                        origin=override.origin, hint=f"keep `{name}`"))
+                continue
+            found.append(diagnostic("RLC111", alias, f"`{alias}` was renamed to `{name}` in {_label(release)}, which "
+                                                     "still reads the old name", origin=override.origin,
+                                    hint=f"write `{name}`"))
+            kept.append(override)
+            continue
+        kept.append(type(override)(override.op, to_schema_path(path, release), override.value, override.has_value,
+                                   override.origin))
+    found.extend(_old_layout(old, new_written, release))
+    return kept, found
+
+
+def old_layout_keys(overrides: Iterable[str]) -> frozenset:
+    """The keys (dotted) a command line writes in skyrl-train's spelling: engine keys in the old layout, and the
+    old names the package still reads."""
+    out = set()
+    for text in overrides:
+        path = tuple(str(text).partition("=")[0].strip().lstrip("+~").split("."))
+        if is_old_layout(path):
+            out.add(".".join(path[:2]))
+        elif path in RENAMED_FROM_030:
+            out.add(".".join(path))
+    return frozenset(out)
+
+
+def _old_layout(old: list, new_written: bool, release: str) -> list[Diagnostic]:
+    """What `release`'s fallback to skyrl-train's layout does with the overrides written in it."""
+    if not old:
+        return []
+    if not new_written:
+        first = old[0]
+        return [diagnostic(
+            "RLC122", ".".join(first.path), f"`{'.'.join(first.path)}` is in skyrl-train's layout (as are "
+            f"{len(old) - 1} more engine keys): {_label(release)} reads that layout only from a source checkout, "
+            "where its loader falls back to ppo_base_config.yaml, which the PyPI wheel does not ship; 0.3.0 dropped "
+            "it" if len(old) > 1 else f"`{'.'.join(first.path)}` is in skyrl-train's layout: {_label(release)} reads "
+            "that layout only from a source checkout, where its loader falls back to ppo_base_config.yaml, which "
+            "the PyPI wheel does not ship; 0.3.0 dropped it", origin=first.origin,
+            hint=f"write `{'.'.join(to_package_path(first.path))}`")]
+    return [diagnostic(
+        "RLC123", ".".join(o.path), f"`{'.'.join(o.path)}` is in skyrl-train's layout while other keys are in "
+        f"generator.inference_engine: {_label(release)} then reads the whole command line in the old layout, over "
+        "skyrl-train's base config, whose engine values replace those written under generator.inference_engine",
+        origin=o.origin, hint=f"write `{'.'.join(to_package_path(o.path))}`") for o in old]
+
+
+def _label(release: str) -> str:
+    return f"skyrl {release.removeprefix('skyrl-')}"
+
+
+@lru_cache(maxsize=None)
+def unmodelled_keys() -> dict[str, dict]:
+    """The package keys rlcfg does not model, by schema-layout dotted key: {"type", "default", "releases", and
+    "changed": {release: {"type", "default"}} where a release changed them}."""
+    return json.loads((Path(__file__).parent / "package_keys.json").read_text())
+
+
+def unmodelled_at(release: str) -> dict[tuple, dict]:
+    """`release`'s keys that rlcfg does not model: path (schema layout) → {"type", "default"}."""
+    out = {}
+    for key, fact in unmodelled_keys().items():
+        if release in fact["releases"]:
+            out[tuple(key.split("."))] = {**fact, **fact.get("changed", {}).get(release, {})}
+    return out
+
+
+@lru_cache(maxsize=None)
+def release_extension(release: str) -> Any:
+    """`release`'s keys that rlcfg does not model, as an extension of the schema: type-checked, and refused by
+    `rlcfg run` at any value but the release's default (rlcfg.source.project)."""
+    from rlcfg.source.project import DeclaredKey, Extension
+
+    keys = tuple(DeclaredKey(path, fact["type"], None, False, None, fact["default"], True)
+                 for path, fact in unmodelled_at(release).items())
+    return Extension(_label(release), keys, of_release=True)
+
+
+# make_config's keywords → where the class it takes sits in the config.
+_MAKE_CONFIG = {"algorithm_cls": ("trainer", "algorithm"), "trainer_cls": ("trainer",), "generator_cls": ("generator",)}
+_KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str", "list": "list", "List": "list",
+          "tuple": "list", "Tuple": "list", "dict": "mapping", "Dict": "mapping"}
+
+
+def entry_extension(source: str, entry: str, read: Any) -> Any:
+    """The keys an example's entry module adds to the config: `X = make_config(algorithm_cls=C, ...)` with `C` a
+    @dataclass subclass of the package's section class, declared in the module or imported from another module of
+    the tree (`read(module)` gives its source, or None). None when the module adds none. The module is parsed,
+    never run."""
+    import ast
+
+    from rlcfg.source.project import DeclaredKey, Extension
+
+    def module_tree(text: str):
+        try:
+            return ast.parse(text)
+        except SyntaxError:
+            return None
+
+    tree = module_tree(source)
+    if tree is None:
+        return None
+    keys: list = []
+    for call, home in _make_config_calls(tree, read, module_tree):
+        for keyword in call.keywords:
+            section = _MAKE_CONFIG.get(keyword.arg or "")
+            if section is None or not isinstance(keyword.value, ast.Name):
+                continue
+            found = _class_named(home, keyword.value.id, read, module_tree)
+            if found is None:
+                continue
+            for field in found.body:
+                if not (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)):
+                    continue
+                default = _literal(field.value)
+                keys.append(DeclaredKey((*section, field.target.id), _kind(field.annotation), None, False, None,
+                                        default, default is not _UNREADABLE))
+    if not keys:
+        return None
+    return Extension(entry, tuple(keys), of_entry=True)
+
+
+def _make_config_calls(tree: Any, read: Any, parse: Any) -> list:
+    """The `make_config(...)` calls that build the config the module runs, with the module (tree) each is in: the
+    module's own, or, where it imports the config class (`from examples...main_dapo import DAPOConfig`), that
+    module's."""
+    import ast
+
+    own = [(node.value, tree) for node in tree.body if isinstance(node, ast.Assign)
+           and isinstance(node.value, ast.Call) and ast.unparse(node.value.func) == "make_config"]
+    if own:
+        return own
+    used = {node.func.value.id for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == "from_cli_overrides"
+            and isinstance(node.func.value, ast.Name)}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and any((a.asname or a.name) in used for a in node.names):
+            text = read(node.module, node.level)
+            other = parse(text) if text is not None else None
+            if other is None:
+                continue
+            names = {a.name for a in node.names if (a.asname or a.name) in used}
+            return [(n.value, other) for n in other.body if isinstance(n, ast.Assign)
+                    and isinstance(n.value, ast.Call) and ast.unparse(n.value.func) == "make_config"
+                    and any(isinstance(t, ast.Name) and t.id in names for t in n.targets)]
+    return []
+
+
+_UNREADABLE = object()
+
+
+def _literal(node: Any) -> Any:
+    import ast
+
+    if node is None:
+        return _UNREADABLE
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return _UNREADABLE
+
+
+def _kind(annotation: Any) -> str:
+    import ast
+
+    text = ast.unparse(annotation).replace("typing.", "")
+    nullable = text.startswith("Optional[") or "None" in text.split("|")
+    inner = text.removeprefix("Optional[").rstrip("]") if text.startswith("Optional[") else text.split("|")[0].strip()
+    kind = _KINDS.get(inner.split("[")[0].strip(), "any")
+    return f"{kind}|null" if nullable and kind != "any" else kind
+
+
+def _class_named(tree: Any, name: str, read: Any, parse: Any) -> Any:
+    import ast
+
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == name:
+            return node
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and any((a.asname or a.name) == name for a in node.names):
+            text = read(node.module, node.level)
+            other = parse(text) if text is not None else None
+            if other is not None:
+                original = next(a.name for a in node.names if (a.asname or a.name) == name)
+                return next((n for n in other.body if isinstance(n, ast.ClassDef) and n.name == original), None)
+    return None

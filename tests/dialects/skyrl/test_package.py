@@ -1,0 +1,191 @@
+"""The `skyrl` package's releases (skyrl 0.1.0 to 0.4.0): command lines of its entrypoints, judged in its own layout
+and grammar, with diagnostics that name the keys as the user wrote them."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from rlcfg.frontend import check_file
+from rlcfg.lower import lower
+
+MAIN_BASE = ["-m", "skyrl.train.entrypoints.main_base"]
+HOST_ENV = {"WANDB_API_KEY": "test-key", "HOME": "/home/user"}
+# A small colocated run, in the package's layout.
+BASE = ["trainer.policy.model.path=Qwen/Qwen2.5-0.5B-Instruct", "trainer.placement.colocate_all=true",
+        "trainer.placement.policy_num_gpus_per_node=4", "trainer.placement.ref_num_gpus_per_node=4",
+        "generator.inference_engine.num_engines=4", "generator.inference_engine.tensor_parallel_size=1",
+        "trainer.train_batch_size=64", "trainer.policy_mini_batch_size=16", "generator.n_samples_per_prompt=4",
+        "trainer.micro_train_batch_size_per_gpu=4", "trainer.micro_forward_batch_size_per_gpu=4"]
+
+
+def check(*overrides: str, release: str | None = None, cwd: Path | None = None, monkeypatch=None):
+    if cwd is not None:
+        monkeypatch.chdir(cwd)
+    return check_file("python", [*MAIN_BASE, *BASE, *overrides], env=HOST_ENV, release=release)
+
+
+def codes(result, severity: str | None = None) -> list[tuple[str, str]]:
+    return [(d.code, d.path) for d in result.diagnostics if severity is None or d.severity.value == severity]
+
+
+def test_a_package_command_line_is_judged_among_the_package_releases():
+    result = check()
+    assert result.ok, [d.message for d in result.diagnostics]
+    assert result.release == "skyrl-0.4.0"
+    assert result.release_label == "skyrl 0.4.0"
+    keyed = check("trainer.algorithm.loss_reduction=token_mean_legacy", "trainer.use_sample_packing=true")
+    assert keyed.release in ("skyrl-0.3.0", "skyrl-0.4.0")
+
+
+def test_a_yaml_file_stays_skyrl_train(tmp_path: Path):
+    config = tmp_path / "c.yaml"
+    config.write_text("trainer:\n  epochs: 1\ngenerator:\n  n_samples_per_prompt: 4\n")
+    result = check_file(str(config), [], env=HOST_ENV)
+    assert result.release == "main"
+
+
+def test_diagnostics_name_the_keys_in_the_package_layout():
+    result = check("generator.inference_engine.num_engines=3")
+    [error] = [d for d in result.diagnostics if d.code == "RLC402"]
+    assert error.path == "generator.inference_engine.num_engines"
+    assert "num_engines 3" in error.message or "generator.inference_engine.num_engines" in error.message
+    assert "generator.num_inference_engines" not in error.message + (error.hint or "")
+    assert error.origin.override_text == "generator.inference_engine.num_engines=3"
+
+
+def test_the_old_layout_is_an_error_from_030_and_a_warning_before():
+    new = check("generator.backend=vllm", release="skyrl-0.3.0")
+    [error] = [d for d in new.diagnostics if d.code == "RLC113"]
+    assert error.path == "generator.backend" and "generator.inference_engine.backend" in error.hint
+    old_layout = [o.replace("generator.inference_engine.num_engines", "generator.num_inference_engines")
+                  .replace("generator.inference_engine.tensor_parallel_size",
+                           "generator.inference_engine_tensor_parallel_size") for o in BASE]
+    old = check_file("python", [*MAIN_BASE, *old_layout, "generator.backend=vllm"], env=HOST_ENV,
+                     release="skyrl-0.1.0")
+    assert old.ok and ("RLC122", "generator.num_inference_engines") in codes(old, "warning")
+    # diagnostics keep the spelling the user wrote
+    wrong = check_file("python", [*MAIN_BASE, *old_layout, "generator.num_inference_engines=3"], env=HOST_ENV,
+                       release="skyrl-0.1.0")
+    assert ("RLC402", "generator.num_inference_engines") in codes(wrong, "error")
+    # the old layout beside the new one: the loader would replace the new layout's values
+    mixed = check("generator.backend=vllm", release="skyrl-0.2.0")  # BASE writes generator.inference_engine.*
+    assert ("RLC123", "generator.backend") in codes(mixed, "error")
+
+
+def test_plus_and_tilde_are_refused():
+    result = check("+trainer.my_flag=1", "~trainer.epochs")
+    assert [c for c, _ in codes(result, "error")].count("RLC104") == 2
+
+
+def test_keys_rlcfg_does_not_model_are_typed_and_refused_by_run_unless_default():
+    result = check("trainer.mtp.enabled=false", release="skyrl-0.4.0")
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"]
+    changed = check("trainer.mtp.enabled=true", release="skyrl-0.4.0")
+    assert changed.ok and ("RLC118", "trainer.mtp.enabled") in codes(changed)
+    wrong = check("trainer.mtp.num_speculative_tokens=many", release="skyrl-0.4.0")
+    assert ("RLC200", "trainer.mtp.num_speculative_tokens") in codes(wrong, "error")
+    missing = check("generator.inference_engine.delta_weight_sync.cloud_download_workers=2", release="skyrl-0.4.0")
+    assert ("RLC203", "generator.inference_engine.delta_weight_sync.sync_dir") in codes(missing, "error")
+    # a key of a later release
+    early = check("trainer.mtp.enabled=true", release="skyrl-0.1.0")
+    assert not early.ok
+
+
+def test_megatron_kwargs_take_any_key_in_the_package():
+    result = check("trainer.policy.megatron_config.transformer_config_kwargs.num_layers_in_last_pipeline_stage=2")
+    assert result.ok, [d.message for d in result.diagnostics]
+
+
+@pytest.mark.parametrize("release, ok", [("skyrl-0.1.0", False), ("skyrl-0.2.0", True), ("skyrl-0.4.0", True)])
+def test_loss_reductions_of_each_release(release: str, ok: bool):
+    result = check("trainer.algorithm.loss_reduction=token_mean_legacy", release=release)
+    assert result.ok is ok
+    if not ok:
+        assert ("RLC202", "trainer.algorithm.loss_reduction") in codes(result, "error")
+
+
+def test_the_reduction_runs_over_the_mini_batch_from_020():
+    def normalization(release: str, *overrides: str) -> str:
+        result = check(*overrides, release=release)
+        return lower("skyrl", result.config, release=result.release).algorithm.loss_normalization
+
+    assert normalization("skyrl-0.1.0") == "micro-batch"
+    assert normalization("skyrl-0.2.0") == "mini-batch"
+    assert normalization("skyrl-0.4.0", "trainer.algorithm.loss_reduction=token_mean_legacy") == "micro-batch"
+    refused = check("trainer.algorithm.use_entropy_loss=true", release="skyrl-0.4.0")
+    assert ("RLC118", "trainer.algorithm.use_entropy_loss") in codes(refused)
+
+
+def test_remote_engines_need_external_servers_from_030():
+    result = check("generator.inference_engine.run_engines_locally=false", "trainer.placement.colocate_all=false",
+                   release="skyrl-0.3.0")
+    [error] = [d for d in result.diagnostics if d.code == "RLC302"]
+    assert error.path == "generator.inference_engine.run_engines_locally"
+    assert "generator.inference_engine.external_server_urls" in error.message
+    served = check("generator.inference_engine.run_engines_locally=false", "trainer.placement.colocate_all=false",
+                   "generator.inference_engine.external_server_urls=[a:1]", release="skyrl-0.3.0")
+    assert not [d for d in served.diagnostics if d.code == "RLC302"]
+
+
+def test_keys_the_package_dropped_or_renamed():
+    dropped = check("generator.inference_engine.async_engine=true", release="skyrl-0.3.0")
+    assert dropped.ok and ("RLC307", "generator.inference_engine.async_engine") in codes(dropped, "warning")
+    refused = check("generator.inference_engine.async_engine=false", release="skyrl-0.3.0")
+    assert ("RLC113", "generator.inference_engine.async_engine") in codes(refused, "error")
+    alias = check("trainer.use_sample_packing=false", release="skyrl-0.4.0")
+    assert alias.ok and ("RLC111", "trainer.use_sample_packing") in codes(alias, "warning")
+    both = check("trainer.use_sample_packing=false", "trainer.remove_microbatch_padding=true", release="skyrl-0.4.0")
+    assert ("RLC301", "trainer.use_sample_packing") in codes(both, "error")
+
+
+def test_local_sglang_engines_are_refused_by_the_package():
+    result = check("generator.inference_engine.backend=sglang")
+    [error] = [d for d in result.diagnostics if d.code == "RLC306"]
+    assert error.path == "generator.inference_engine.backend" and "Unsupported backend" in error.message
+
+
+def test_an_example_entrypoint_adds_its_config_keys(tmp_path: Path, monkeypatch):
+    module = tmp_path / "examples" / "train" / "dapo"
+    module.mkdir(parents=True)
+    (module / "main_dapo.py").write_text(
+        "import ray\nfrom dataclasses import dataclass\nfrom skyrl.train.config import AlgorithmConfig, make_config\n"
+        "@dataclass\nclass DAPOAlgorithmConfig(AlgorithmConfig):\n    overlong_buffer_len: int = 512\n"
+        "DAPOConfig = make_config(algorithm_cls=DAPOAlgorithmConfig)\n")
+    (module / "main_dapo_async.py").write_text(
+        "from examples.train.dapo.main_dapo import DAPOConfig\ncfg = DAPOConfig.from_cli_overrides([])\n")
+    monkeypatch.chdir(tmp_path)
+    for entry in ("examples.train.dapo.main_dapo", "examples.train.dapo.main_dapo_async"):
+        result = check_file("python", ["-m", entry, *BASE, "trainer.algorithm.overlong_buffer_len=64"], env=HOST_ENV)
+        assert result.ok, [d.message for d in result.diagnostics]
+        [note] = [d for d in result.diagnostics if d.code == "RLC118"]
+        assert f"{entry.replace('.', '/')}.py" in note.message
+        wrong = check_file("python", ["-m", entry, *BASE, "trainer.algorithm.overlong_buffer_len=long"], env=HOST_ENV)
+        assert ("RLC200", "trainer.algorithm.overlong_buffer_len") in codes(wrong, "error")
+
+
+def test_the_declared_keys_match_the_inventories():
+    """rlcfg/dialects/skyrl/package_keys.json is what tools/inventory/skyrl_package.py --keys writes from the
+    inventories and the schema: a schema change that models one of the keys regenerates it."""
+    root = Path(__file__).resolve().parents[3]
+    spec = importlib.util.spec_from_file_location("skyrl_package_tool", root / "tools/inventory/skyrl_package.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    shipped = json.loads((root / "rlcfg/dialects/skyrl/package_keys.json").read_text())
+    assert shipped == tool.unmodelled(root / "tests/inventory/skyrl")
+
+
+def test_the_mp_executor_keeps_an_engine_on_one_node():
+    result = check("generator.inference_engine.distributed_executor_backend=mp",
+                   "generator.inference_engine.tensor_parallel_size=8", "generator.inference_engine.num_engines=1",
+                   "trainer.placement.policy_num_gpus_per_node=8", "trainer.placement.ref_num_gpus_per_node=8")
+    assert result.ok
+    split = check("generator.inference_engine.distributed_executor_backend=mp",
+                  "generator.inference_engine.tensor_parallel_size=8", "generator.inference_engine.num_engines=1",
+                  "trainer.placement.policy_num_nodes=2", "trainer.placement.ref_num_nodes=2")
+    [error] = [d for d in split.diagnostics if d.code == "RLC403"]
+    assert error.path == "generator.inference_engine.distributed_executor_backend"
+    assert "generator.inference_engine.tensor_parallel_size" in error.message
