@@ -81,9 +81,11 @@ REGISTRY: tuple[DialectEntry, ...] = (
                  frozenset({"pretrain", "reward_pretrain", "rollout_batch_size", "num_return_sequences_in_group",
                             "reference", "critic", "rewards", "exp_name", "device_mapping"}),
                  # SFT (sft_train), distillation (student, teacher), on-policy distillation (student_train, ...),
-                 # DPO (actor_train with its preference-pair keys, no actor_infer)
+                 # DPO (actor_train with its preference-pair keys, no actor_infer), and a rollout- or
+                 # evaluation-only config (the rollout start scripts: actor_infer and rewards, no actor_train)
                  (frozenset({"sft_train"}), frozenset({"student", "teacher"}),
-                  frozenset({"student_train", "student_infer"}), frozenset({"actor_train", "chosen_key"})),
+                  frozenset({"student_train", "student_infer"}), frozenset({"actor_train", "chosen_key"}),
+                  frozenset({"actor_infer", "rewards"})),
                  launchers=(dict(name="ROLL's start_*_pipeline.py", script=r"(^|/)start_\w+\.py$",
                                      config_dir=("--config_path",), config_name=("--config_name",)),)),
     DialectEntry("areal", "rlcfg.dialects.areal", "AReaL", ("0.3", "1.0"), "hydra",

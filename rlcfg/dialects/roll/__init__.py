@@ -126,7 +126,7 @@ class Roll(Dialect):
             path, value = named
             return "v0.2.1", (f"`{path}` is {value}, a DeepSpeed strategy, which ROLL removed in v0.3.0; v0.2.1 is the "
                               "last release that has it")
-        return "main", "no DeepSpeed strategy: ROLL main"
+        return "main", "no DeepSpeed strategy; assuming the newest"
 
     def prepare(self, tree: SourceTree, release: str | None) -> list:
         """A worker's strategy_args without strategy_name gets the release's default strategy (deepspeed_train up to

@@ -82,11 +82,12 @@ def device_mapping_required(cfg: Any, ctx: RuleContext):
     needed = [("actor_infer", "it generates the rollouts")]
     if not rollout_only(cfg):
         needed.insert(0, ("actor_train", "it trains the policy"))
-    if reference_on(cfg):
+    # the rollout pipeline (start_rlvr_rollout_pipeline.py) starts actor_infer and the reward workers only
+    if reference_on(cfg) and not rollout_only(cfg):
         why = ("use_kl_loss is true" if cfg.use_kl_loss else
                f"init_kl_coef is {cfg.init_kl_coef}" if cfg.init_kl_coef > 0 else "enable_reference is true")
         needed.append(("reference", f"the reference model is on because {why}"))
-    if critic_on(cfg):
+    if critic_on(cfg) and not rollout_only(cfg):
         needed.append(("critic", "adv_estimator is gae"))
     for path, why in needed:
         if getattr(cfg, path).device_mapping is None:

@@ -103,6 +103,11 @@ class SkyRL(Dialect):
 
         return entry_extension(source, entry, read)
 
+    def prepare(self, tree, release: str | None) -> list:
+        from rlcfg.dialects.skyrl.package import is_package, section_resets
+
+        return section_resets(tree, release) if is_package(release) else []
+
     def schema_path(self, path: tuple, release: str | None) -> tuple:
         from rlcfg.dialects.skyrl.package import is_package, to_schema_path
 

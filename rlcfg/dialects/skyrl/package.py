@@ -265,6 +265,43 @@ def release_extension(release: str) -> Any:
     return Extension(_label(release), keys, of_release=True)
 
 
+# Sections whose default factory builds the section with values other than its class's defaults. A command line
+# that writes any key of one makes the loader build the section from what it wrote (build_nested_dataclass), so the
+# keys it leaves out take the class's defaults: the critic's learning rate becomes OptimizerConfig's 1e-6, the
+# evaluation temperature SamplingParams' 1.0. The same at every release (tests/inventory/skyrl/skyrl-*.json hold the
+# factory values; the class defaults are read from the dataclasses).
+SECTION_RESETS = {("trainer", "critic", "optimizer_config"): {"lr": 1e-6},
+                  ("generator", "eval_sampling_params"): {"temperature": 1.0}}
+
+
+def section_resets(tree: Any, release: str) -> list[Diagnostic]:
+    """Apply SECTION_RESETS to a package document (in place) where the user writes part of such a section, with
+    the warning that says so."""
+    from rlcfg.diagnostics import Origin
+
+    found = []
+    for section, values in SECTION_RESETS.items():
+        written = [p for p in tree.written_paths() if tuple(p[:len(section)]) == section and len(p) > len(section)]
+        if not written:
+            continue
+        for key, value in values.items():
+            path = (*section, key)
+            if tree.written(path) or not tree.has(path) or tree.get(path) == value:
+                continue
+            before = tree.get(path)
+            parent = tree.get(section)
+            parent[key] = value
+            tree.values[path] = Origin("derived")
+            name = ".".join(path)
+            found.append(diagnostic(
+                "RLC304", name, f"`{name}` is {value!r}, not {before!r}: {_label(release)} builds "
+                f"`{'.'.join(section)}` from the keys the command line writes there "
+                f"(`{'.'.join(written[0])}`), so the ones it leaves out take the section's own defaults",
+                origin=tree.origin(written[0]), hint=f"write `{name}={before!r}` to keep the value the section has "
+                                                      "when none of its keys is written"))
+    return found
+
+
 # make_config's keywords → where the class it takes sits in the config.
 _MAKE_CONFIG = {"algorithm_cls": ("trainer", "algorithm"), "trainer_cls": ("trainer",), "generator_cls": ("generator",)}
 _KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str", "list": "list", "List": "list",

@@ -827,3 +827,18 @@ def test_v021_defaults_a_nameless_strategy_to_deepspeed_and_drops_later_keys(tmp
     # on main, the same nameless strategy_args is ROLL main's default, fsdp2_train
     main = check_file(str(_deepspeed(tmp_path, name=False)), env={}, release="main")
     assert main.config is None or main.config.actor_train.strategy_args.strategy_name == "fsdp2_train"
+
+
+def test_an_evaluation_only_config_is_rolls_rollout_pipeline(tmp_path):
+    """start_rlvr_rollout_pipeline.py loads an RLVR config without actor_train: only actor_infer and the reward
+    workers start, so neither a reference model nor a critic needs GPUs."""
+    path = tmp_path / "eval.yaml"
+    path.write_text("rollout_batch_size: 64\nnum_return_sequences_in_group: 1\npretrain: /models/qwen\n"
+                    "response_length: 2048\nprompt_length: 1024\n"
+                    "actor_infer:\n  generating_args: {max_new_tokens: 2048}\n"
+                    "  strategy_args: {strategy_name: vllm}\n  device_mapping: list(range(0,8))\n"
+                    "rewards:\n  math_rule:\n    worker_cls: roll.pipeline.rlvr.rewards.math_rule_reward_worker."
+                    "MathRuleRewardWorker\n    world_size: 8\n")
+    result = check_file(str(path), env={})
+    assert result.dialect == "roll" and result.ok, [d.message for d in result.diagnostics]
+    assert [d.code for d in result.diagnostics if d.severity.value != "note"] == ["RLC116"]

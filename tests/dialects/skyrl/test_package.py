@@ -189,3 +189,17 @@ def test_the_mp_executor_keeps_an_engine_on_one_node():
     [error] = [d for d in split.diagnostics if d.code == "RLC403"]
     assert error.path == "generator.inference_engine.distributed_executor_backend"
     assert "generator.inference_engine.tensor_parallel_size" in error.message
+
+
+def test_writing_part_of_a_section_resets_the_rest_to_the_class_defaults():
+    """The package builds a section the command line writes from what it writes: the critic's learning rate (5e-6
+    when untouched) becomes OptimizerConfig's 1e-6 once weight_decay is set, as its loader does."""
+    untouched = check()
+    assert untouched.config.trainer.critic.optimizer_config.lr == 5e-6
+    result = check("trainer.critic.optimizer_config.weight_decay=0.1")
+    assert result.config.trainer.critic.optimizer_config.lr == 1e-6
+    [warning] = [d for d in result.diagnostics if d.code == "RLC304"]
+    assert warning.path == "trainer.critic.optimizer_config.lr" and "5e-06" in warning.message
+    assert warning.origin.override_text == "trainer.critic.optimizer_config.weight_decay=0.1"
+    kept = check("trainer.critic.optimizer_config.weight_decay=0.1", "trainer.critic.optimizer_config.lr=5e-6")
+    assert not [d for d in kept.diagnostics if d.code == "RLC304"]
