@@ -1,5 +1,5 @@
 """ROLL: rlcfg's verdict against ROLL's own loader (Hydra compose + dacite.from_dict of the pipeline's config class,
-every __post_init__ included) on ROLL's example configs at each claimed release (`v0.2.1`, the tag; `main`, the
+every __post_init__ included) on ROLL's example configs at each claimed release (`v0.2.1`, `v0.3.0`: the tags; `main`, the
 mirror's HEAD), and on mutations of them.
 
 The corpus is every `examples/**/*.yaml` except `examples/config/`, whose files are environment fragments that
@@ -27,7 +27,7 @@ from tests.oracle.common import Agreement, mirror
 
 REPO = "alibaba+ROLL"
 # v0.2.1: the last tag with the DeepSpeed strategies, judged by its own loader (its tag's roll/, the same venv)
-RELEASES = {"v0.2.1": "v0.2.1", "main": "HEAD"}
+RELEASES = {"v0.2.1": "v0.2.1", "v0.3.0": "v0.3.0", "main": "HEAD"}
 INVENTORY = Path(__file__).resolve().parents[1] / "inventory" / "roll" / "main.json"
 START_SCRIPT_PIPELINE = {"rlvr": "rlvr", "rlvr_vl": "rlvr", "rlvr_rollout": "rlvr", "agentic": "agentic",
                          "agentic_rollout": "agentic", "distill": "distill", "distill_vl": "distill", "sft": "sft",

@@ -1,7 +1,8 @@
-"""The ROLL dialect at `main` (alibaba/ROLL's default branch) and at `v0.2.1`, the last tag with the DeepSpeed
-strategies (which v0.3.0 removed; configs written for v0.1.x and v0.2.x are judged by it): the RLVR pipeline
-(`RLVRConfig`) and the agentic pipeline (`AgenticConfig`), both built on `PPOConfig` and `BaseConfig`. The keys main
-added after v0.2.1 name `main` as their release (tests/inventory/roll/v0.2.1.json holds that release's keys).
+"""The ROLL dialect at `main` (alibaba/ROLL's default branch), at `v0.3.0`, and at `v0.2.1`, the last tag with the
+DeepSpeed strategies (which v0.3.0 removed; configs written for v0.1.x and v0.2.x are judged by it): the RLVR
+pipeline (`RLVRConfig`) and the agentic pipeline (`AgenticConfig`), both built on `PPOConfig` and `BaseConfig`. The
+keys added after v0.2.1 name the releases that have them (tests/inventory/roll/<release>.json hold each release's
+keys).
 
 A ROLL config is one flat YAML document: pipeline keys at the top level (batch sizes, lengths, the PPO/GRPO
 algorithm, logging) and one section per worker (`actor_train`, `actor_infer`, `reference`, `critic`; RLVR adds the
@@ -114,7 +115,7 @@ class Roll(Dialect):
         return _without_unused_fragment_keys(composed, primary), found
 
     def release_label(self, release: str) -> str:
-        return "ROLL main" if release == "main" else f"ROLL {release} (DeepSpeed's last release)"
+        return f"ROLL {release}" + (" (DeepSpeed's last release)" if release == "v0.2.1" else "")
 
     def infer_release(self, data: dict) -> tuple[str | None, str]:
         """A DeepSpeed strategy is v0.2.1's (v0.3.0 removed them, and v0.2.1's loader only drops keys it lacks);
@@ -126,7 +127,7 @@ class Roll(Dialect):
             path, value = named
             return "v0.2.1", (f"`{path}` is {value}, a DeepSpeed strategy, which ROLL removed in v0.3.0; v0.2.1 is the "
                               "last release that has it")
-        return "main", "no DeepSpeed strategy; assuming the newest"
+        return "main", "no DeepSpeed strategy; assuming the newest (v0.3.0 differs from it by one Megatron key)"
 
     def prepare(self, tree: SourceTree, release: str | None) -> list:
         """A worker's strategy_args without strategy_name gets the release's default strategy (deepspeed_train up to

@@ -24,13 +24,14 @@ from rlcfg.schema.base import HONORED, Section, declare_fates, declare_releases,
 
 # The releases rlcfg claims ("v0.2.1": the last tag with DeepSpeed, for configs written for v0.1.x and v0.2.x).
 RELEASES = entry("roll").releases
+FROM_030 = ("v0.3.0", "main")
 ONLY_MAIN = ("main",)
 # StrategyArguments.strategy_name: ROLL main's, then the DeepSpeed strategies v0.3.0 removed (they are v0.2.1's).
 STRATEGY_NAMES = ("hf_infer", "vllm", "sglang", "megatron_infer", "megatron_train", "fsdp2_train", "fsdp2_infer",
                   "deepspeed_train", "deepspeed_infer", "diffusion_deepspeed_train")
 DEEPSPEED_STRATEGIES = ("deepspeed_train", "deepspeed_infer", "diffusion_deepspeed_train")
 # The strategy of a worker whose strategy_args name none (StrategyArguments' default).
-DEFAULT_STRATEGY = {"v0.2.1": "deepspeed_train", "main": "fsdp2_train"}
+DEFAULT_STRATEGY = {"v0.2.1": "deepspeed_train", "v0.3.0": "fsdp2_train", "main": "fsdp2_train"}
 
 
 @lru_cache(maxsize=512)
@@ -245,7 +246,7 @@ declare_fates(DataArgs, default=_MEDIA,
        custom_data_kwargs_func=refused("rlcfg builds samples from the data's columns only"),
        dataset_dir=inert("ROLL at HEAD drops this key"), interleave_probs=inert("ROLL at HEAD drops this key"))
 # ROLL added these after v0.2.1 (tests/inventory/roll/v0.2.1.json); that release's loader drops them
-declare_releases(DataArgs, ONLY_MAIN, "image_max_pixels", "image_min_pixels", "video_max_pixels", "video_min_pixels",
+declare_releases(DataArgs, FROM_030, "image_max_pixels", "image_min_pixels", "video_max_pixels", "video_min_pixels",
                  "video_total_pixels", "video_fps", "video_max_frames", "video_resize_chunk_frames", "image_folder",
                  "video_folder", "audio_folder", "custom_data_kwargs_func")
 
@@ -485,9 +486,9 @@ declare_fates(MegatronConfig, default=LAYOUT,
        fp8=refused("rlcfg trains in model_args.dtype, without FP8"),
        fp8_param=refused("rlcfg trains in model_args.dtype, without FP8"),
        optimizer=refused("rlcfg trains with AdamW (Megatron's adam)"))
-declare_releases(MegatronConfig, ONLY_MAIN, "expert_tensor_parallel_size", "cross_entropy_loss_fusion",
-                 "moe_enable_routing_replay", "cuda_graph_impl", "cuda_graph_scope", "ckpt_format",
-                 "ckpt_d2h_non_blocking", "compile_warmup")
+declare_releases(MegatronConfig, FROM_030, "expert_tensor_parallel_size", "cross_entropy_loss_fusion",
+                 "moe_enable_routing_replay", "cuda_graph_impl", "cuda_graph_scope", "ckpt_format", "compile_warmup")
+declare_releases(MegatronConfig, ONLY_MAIN, "ckpt_d2h_non_blocking")  # mcore_adapter's, after v0.3.0
 declare_fates(Fsdp2Config, default=LAYOUT)
 declare_fates(VllmConfig, default=LAYOUT,
        quantization=refused("rlcfg's rollout engine generates with the model's own weights, unquantized"),
@@ -708,7 +709,7 @@ declare_fates(Worker,
        opd_kl_coef=inert("only read by on-policy distillation (is_pure_opd / use_opd), which rlcfg refuses"),
        tag_included=inert("routes dataset tags to reward workers; rlcfg refuses more than one reward domain"))
 # before the worker subclasses, which copy these fields (RewardWorker has its own tag_included, which v0.2.1 had)
-declare_releases(Worker, ONLY_MAIN, "router_replay", "mtp_training_mode", "opd_kl_coef", "tag_included")
+declare_releases(Worker, FROM_030, "router_replay", "mtp_training_mode", "opd_kl_coef", "tag_included")
 
 
 class RewardFilter(Section):
@@ -929,7 +930,7 @@ declare_fates(_BaseRoot,
        max_additional_running_prompts=inert("only read with is_use_additional_prompts, which rlcfg refuses"),
        rollout_mock=SECTION, transfer_backend=SECTION, router_args=SECTION,
        user_defined_rollout_loop_cls=refused("rlcfg runs its own rollout loop"))
-declare_releases(_BaseRoot, ONLY_MAIN, "otlp_output_dir", "transfer_backend")
+declare_releases(_BaseRoot, FROM_030, "otlp_output_dir", "transfer_backend")
 
 
 class _PpoRoot(_BaseRoot):
@@ -1142,6 +1143,6 @@ declare_fates(RollConfig,
        reward_norm=inert("ROLL has no such field and drops it"),
        reward_shift=inert("ROLL has no such field and drops it"),
        reward_scale=inert("ROLL has no such field and drops it"))
-declare_releases(RollConfig, ONLY_MAIN, "reward_model", "tag_to_template")
+declare_releases(RollConfig, FROM_030, "reward_model", "tag_to_template")
 
 
