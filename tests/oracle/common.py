@@ -3,6 +3,7 @@ print the agreement table."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import tarfile
@@ -76,3 +77,43 @@ class Agreement:
         for corpus, row in self.rows.items():
             lines.append("| " + " | ".join([corpus] + [str(row[h]) for h in head[1:]]) + " |")
         return "\n".join(lines)
+
+
+def verdict_lines(stdout: str) -> dict[str, tuple[bool | None, str]]:
+    """A batch oracle's JSON lines, {"id", "verdict": ACCEPT | REJECT | ERROR, "error"}: id -> (accepted, message);
+    None where the harness could not judge the case."""
+    out: dict[str, tuple[bool | None, str]] = {}
+    for line in stdout.splitlines():
+        try:
+            found = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        out[found["id"]] = ({"ACCEPT": True, "REJECT": False}.get(found["verdict"]), found.get("error", ""))
+    return out
+
+
+def compare(agreement: Agreement, both_reject: list, corpus: str, release: str, name: str, ok: bool, why: str,
+            loader_ok: bool | None, loader_why: str) -> bool:
+    """Record one case; True when the two verdicts disagree (the caller's allow-lists say whether on purpose)."""
+    agreement.add(corpus, name, ok, loader_ok, f"rlcfg: {why} | loader: {loader_why}")
+    if ok is False and loader_ok is False:
+        both_reject.append((release, name, why[:160], loader_why[:160]))
+    return loader_ok is not None and ok != loader_ok
+
+
+def listed(table: dict, name: str, release: str) -> bool:
+    """Whether an allow-list names the case, alone or at this release (`name@release`)."""
+    return bool(table.get(name) or table.get(f"{name}@{release}"))
+
+
+def report(agreement: Agreement, both_reject: list, unexpected: list) -> None:
+    """Print the table, its disagreements and what both sides reject (to check by eye that both name the same
+    cause); fail on the disagreements no allow-list explains."""
+    print()
+    print(agreement.table())
+    for item in agreement.disagreements:
+        print("  ", item)
+    print("both reject:")
+    for item in both_reject:
+        print("  ", item)
+    assert not unexpected, "\n".join(map(str, unexpected))

@@ -27,9 +27,7 @@ import os
 import subprocess
 from pathlib import Path
 
-import pytest
-
-from tests.oracle.common import Agreement, extract
+from tests.oracle.common import Agreement, compare, extract, listed, report, verdict_lines
 
 REPO = "NovaSky-AI+SkyRL"
 # pre-0.1.0: the layout of SkyRL's mid-2025 reference document, the commit before #52 moved num_warmup_steps.
@@ -39,13 +37,17 @@ BASE = "skyrl-train/skyrl_train/config/ppo_base_config.yaml"
 ENV = {"WANDB_API_KEY": "oracle-dummy-key"}
 
 # Mutations of the base config, as overrides. Each is (name, overrides, releases it applies to or None for all).
-MUTATIONS = [
+# The first ones are the `skyrl` package's too (test_skyrl_package_oracle.py).
+SHARED_MUTATIONS = [
     ("typo", ["trainer.eval_intreval=5"], None),
     ("wrong type: batch size", ["trainer.train_batch_size=abc"], None),
     ("wrong type: epochs", ["trainer.epochs=many"], None),
     ("divisibility", ["trainer.train_batch_size=1000"], None),
     ("bad enum: loss_reduction", ["trainer.algorithm.loss_reduction=token_sum"], None),
     ("bad enum: policy_loss_type", ["trainer.algorithm.policy_loss_type=regualr"], None),
+]
+MUTATIONS = [
+    *SHARED_MUTATIONS,
     ("deleted key", ["~trainer.epochs"], None),
     ("deleted key read by validate_cfg", ["~trainer.max_ckpts_to_keep"], None),
     ("kl twice", ["trainer.algorithm.use_kl_in_reward=true"], None),
@@ -189,14 +191,7 @@ def oracle_verdicts(oracle_dir: Path, rev: str, batch: list) -> dict[str, tuple[
     env.setdefault("ORACLE_HOME", "/tmp/oracle")
     proc = subprocess.run(["bash", str(oracle_dir / "run_skyrl_batch.sh"), "--rev", rev], input=lines, text=True,
                           capture_output=True, env=env, timeout=1800)
-    out: dict[str, tuple[bool | None, str]] = {}
-    for line in proc.stdout.splitlines():
-        try:
-            found = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        out[found["id"]] = (found["verdict"] == "ACCEPT", found.get("error", ""))
-    return out
+    return verdict_lines(proc.stdout)
 
 
 def test_skyrl_agrees_with_its_loader(oracle_dir: Path, tmp_path: Path) -> None:
@@ -211,23 +206,13 @@ def test_skyrl_agrees_with_its_loader(oracle_dir: Path, tmp_path: Path) -> None:
             ok, why = rlcfg_verdict(tree / BASE, overrides, release)
             loader_ok, loader_why = oracle.get(name, (None, "no answer from the oracle"))
             corpus = f"{release} {'base' if name == 'base config' else 'mutation' if '/' not in name else 'scripts'}"
-            agreement.add(corpus, name, ok, loader_ok, f"rlcfg: {why} | loader: {loader_why}")
-            if ok is False and loader_ok is False:
-                both_reject.append((release, name, why[:160], loader_why[:160]))
-            if loader_ok is None or ok == loader_ok:
+            if not compare(agreement, both_reject, corpus, release, name, ok, why, loader_ok, loader_why):
                 continue
-            if not ok and (KNOWINGLY_STRICTER.get(name) or KNOWINGLY_STRICTER.get(f"{name}@{release}")):
+            if not ok and listed(KNOWINGLY_STRICTER, name, release):
                 continue
             if ok and entrypoint != "main_base" and any(m in loader_why for m in REGISTERED_IN_CODE):
                 continue
             if not ok and any(key in name or key in why for key in FRONT_END_GAPS):
                 continue
             unexpected.append((release, name, ok, loader_ok, why, loader_why))
-    print()
-    print(agreement.table())
-    for item in agreement.disagreements:
-        print("  ", item)
-    print("both reject:")
-    for item in both_reject:
-        print("  ", item)
-    assert not unexpected, "\n".join(map(str, unexpected))
+    report(agreement, both_reject, unexpected)

@@ -30,25 +30,21 @@ from pathlib import Path
 
 import pytest
 
-from tests.oracle.common import Agreement, extract, mirror
+from tests.oracle.common import Agreement, compare, extract, listed, mirror, report, verdict_lines
+# an example's entry module registers a custom estimator or loss in code, which the oracle does not run
+from tests.oracle.test_skyrl_oracle import ENV, REGISTERED_IN_CODE, SHARED_MUTATIONS
 
 REPO = "NovaSky-AI+SkyRL"
 # release -> (revision of the mirror with its sources, or None for the wheel; revision for its example scripts)
 RELEASES = {"0.1.0": ("skyrl-v0.1.0", "skyrl-v0.1.0"), "0.2.0": ("skyrl-v0.2.0", "skyrl-v0.2.0"),
             "0.3.0": ("skyrl-v0.3.0", "skyrl-v0.3.0"), "0.4.0": (None, "HEAD")}
-ENV = {"WANDB_API_KEY": "oracle-dummy-key"}
 ENTRY = "skyrl.train.entrypoints.main_base"
 HERE = Path(__file__).parent
 # What the package's modules import beyond the skyrl-train oracle's virtualenv (torch, ray, omegaconf, hydra).
 EXTRA_PACKAGES = ("pydantic", "cloudpathlib", "aiohttp", "orjson", "pybase64", "rich")
 
 MUTATIONS = [
-    ("typo", ["trainer.eval_intreval=5"], None),
-    ("wrong type: batch size", ["trainer.train_batch_size=abc"], None),
-    ("wrong type: epochs", ["trainer.epochs=many"], None),
-    ("divisibility", ["trainer.train_batch_size=1000"], None),
-    ("bad enum: loss_reduction", ["trainer.algorithm.loss_reduction=token_sum"], None),
-    ("bad enum: policy_loss_type", ["trainer.algorithm.policy_loss_type=regualr"], None),
+    *SHARED_MUTATIONS,
     ("plus-added key", ["+trainer.my_flag=1"], None),
     ("tilde", ["~trainer.epochs"], None),
     ("kl twice", ["trainer.algorithm.use_kl_in_reward=true", "trainer.algorithm.use_kl_loss=true"], None),
@@ -86,10 +82,6 @@ KNOWINGLY_STRICTER = {
     "sglang": "the package creates vLLM engines only (\"Unsupported backend\")",
 }
 
-# An example's own entrypoint registers a custom advantage estimator or policy loss in code before validate_cfg
-# runs; the oracle builds the config without that registration. rlcfg warns ("... unless your entrypoint registers
-# it").
-REGISTERED_IN_CODE = ("invalid advantage_estimator", "invalid policy_loss_type")
 
 
 @pytest.fixture(scope="module")
@@ -170,14 +162,7 @@ def oracle_verdicts(python: str, paths: str, cwd: Path, batch: list) -> dict[str
     proc = subprocess.run([python, "-W", "ignore", str(HERE / "skyrl_package_loader.py")], input=lines, text=True,
                           capture_output=True, timeout=1800, cwd=str(cwd),
                           env={**os.environ, **ENV, "PYTHONPATH": paths})
-    out: dict[str, tuple[bool | None, str]] = {}
-    for line in proc.stdout.splitlines():
-        try:
-            found = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        verdict = {"ACCEPT": True, "REJECT": False}.get(found["verdict"])  # ERROR: the harness could not judge it
-        out[found["id"]] = (verdict, found.get("error", ""))
+    out = verdict_lines(proc.stdout)
     if not out:
         out["<loader>"] = (None, proc.stderr[-2000:])
     return out
@@ -199,21 +184,11 @@ def test_skyrl_package_agrees_with_its_loader(oracle_dir: Path, package_python: 
             ok, why = rlcfg_verdict(overrides, entry, release, scripts)
             loader_ok, loader_why = oracle.get(name, (None, "no answer from the oracle"))
             corpus = f"skyrl {release} {'scripts' if name.endswith('.sh') else 'mutations'}"
-            agreement.add(corpus, name, ok, loader_ok, f"rlcfg: {why} | loader: {loader_why}")
-            if ok is False and loader_ok is False:
-                both_reject.append((release, name, why[:160], loader_why[:160]))
-            if loader_ok is None or ok == loader_ok:
+            if not compare(agreement, both_reject, corpus, release, name, ok, why, loader_ok, loader_why):
                 continue
-            if not ok and (KNOWINGLY_STRICTER.get(name) or KNOWINGLY_STRICTER.get(f"{name}@{release}")):
+            if not ok and listed(KNOWINGLY_STRICTER, name, release):
                 continue
             if ok and entry != ENTRY and any(m in loader_why for m in REGISTERED_IN_CODE):
                 continue
             unexpected.append((release, name, ok, loader_ok, why, loader_why))
-    print()
-    print(agreement.table())
-    for item in agreement.disagreements:
-        print("  ", item)
-    print("both reject:")
-    for item in both_reject:
-        print("  ", item)
-    assert not unexpected, "\n".join(map(str, unexpected))
+    report(agreement, both_reject, unexpected)
