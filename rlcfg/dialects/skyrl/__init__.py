@@ -82,9 +82,10 @@ class SkyRL(Dialect):
         return "dotlist" if releases and all(map(is_package, releases)) else self.override_grammar
 
     def typed_overrides(self, overrides: list, root, release: str | None) -> tuple[list, list]:
-        from rlcfg.dialects.skyrl.package import is_package, read_overrides
+        from rlcfg.dialects.skyrl.package import is_package, read_overrides, package_layout_under_train
 
-        return read_overrides(overrides, release) if is_package(release) else (overrides, [])
+        return read_overrides(overrides, release) if is_package(release) else \
+            package_layout_under_train(overrides, release)
 
     def spelled(self, diagnostics: list, release: str | None, overrides) -> list:
         from rlcfg.dialects.skyrl.package import is_package, old_layout_keys, spelled

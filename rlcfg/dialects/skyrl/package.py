@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rlcfg.diagnostics import Diagnostic, diagnostic
+from rlcfg.patterns import lazy
 from rlcfg.schema import entry
 
 PACKAGE_RELEASES = tuple(r for r in entry("skyrl").releases if r.startswith("skyrl-"))
@@ -104,23 +105,19 @@ def package_name(dotted_key: str, release: str | None = None) -> str:
     return ".".join(to_package_path(tuple(dotted_key.split(".")), release))
 
 
-_OLD_NAMES = None
+def _alternatives(names) -> str:
+    return "|".join(sorted(map(re.escape, names), key=len, reverse=True))
 
 
-def _old_names() -> re.Pattern:
-    global _OLD_NAMES
-    if _OLD_NAMES is None:
-        names = "|".join(sorted(map(re.escape, ENGINE_KEYS), key=len, reverse=True))
-        renamed = "|".join(re.escape(".".join(p)) for p in RENAMED_FROM_030)
-        # a renamed engine key named bare ("num_inference_engines 3") is named in full
-        bare = "|".join(sorted(map(re.escape, RENAMED), key=len, reverse=True))
-        _OLD_NAMES = re.compile(rf"(?<![\w.])(generator\.({names})|{renamed}|(?P<bare>{bare}))(?![\w])")
-    return _OLD_NAMES
+# A key in skyrl-train's spelling inside a message: an engine key under `generator`, a key renamed from 0.3.0, or a
+# renamed engine key named bare ("num_inference_engines 3"), which is then named in full.
+_OLD_NAMES = lazy(rf"(?<![\w.])(generator\.({_alternatives(ENGINE_KEYS)})"
+                  rf"|{_alternatives('.'.join(p) for p in RENAMED_FROM_030)}|(?P<bare>{_alternatives(RENAMED)}))(?![\w])")
 
 
 def respell(text: str | None, release: str, keep: frozenset = frozenset()) -> str | None:
-    """A message with each key in skyrl-train's spelling named as `release` names it, except the engine keys in
-    `keep`, which the user wrote in the old layout."""
+    """A message with each key in skyrl-train's spelling named as `release` names it, except the keys in `keep`
+    (dotted), which the user wrote that way."""
     if not text:
         return text
 
@@ -128,7 +125,7 @@ def respell(text: str | None, release: str, keep: frozenset = frozenset()) -> st
         full = f"generator.{m.group('bare')}" if m.group("bare") else m.group(0)
         return m.group(0) if full in keep else package_name(full, release)
 
-    return _old_names().sub(named, text)
+    return _OLD_NAMES.sub(named, text)
 
 
 def spelled(diagnostics: Iterable[Diagnostic], release: str, kept_old: frozenset) -> list[Diagnostic]:
@@ -200,6 +197,20 @@ def read_overrides(overrides: list, release: str) -> tuple[list, list[Diagnostic
     return kept, found
 
 
+def package_layout_under_train(overrides: list, release: str | None) -> tuple[list, list[Diagnostic]]:
+    """Overrides judged by a skyrl-train release: one in the package's layout says which release it is written for
+    (the rest are left to the schema, which knows none of them)."""
+    for override in overrides:
+        if override.path[:2] == ENGINE and len(override.path) > 2:
+            name, train = ".".join(override.path), f"skyrl-train {release}" if release else "skyrl-train"
+            return overrides, [diagnostic(
+                "RLC113", name, f"`{name}` is in the `skyrl` package's layout, which {train} does not read (its "
+                f"name there: `{'.'.join(to_schema_path(override.path))}`)", origin=override.origin,
+                hint=f"judge it by the package with `--framework-version {PACKAGE_RELEASES[-1]}` (or the release you "
+                     "run)")]
+    return overrides, []
+
+
 def old_layout_keys(overrides: Iterable[str]) -> frozenset:
     """The keys (dotted) a command line writes in skyrl-train's spelling: engine keys in the old layout, and the
     old names the package still reads."""
@@ -218,15 +229,12 @@ def _old_layout(old: list, new_written: bool, release: str) -> list[Diagnostic]:
     if not old:
         return []
     if not new_written:
-        first = old[0]
+        first, name = old[0], ".".join(old[0].path)
+        more = f" (as are {len(old) - 1} more engine keys)" if len(old) > 1 else ""
         return [diagnostic(
-            "RLC122", ".".join(first.path), f"`{'.'.join(first.path)}` is in skyrl-train's layout (as are "
-            f"{len(old) - 1} more engine keys): {_label(release)} reads that layout only from a source checkout, "
-            "where its loader falls back to ppo_base_config.yaml, which the PyPI wheel does not ship; 0.3.0 dropped "
-            "it" if len(old) > 1 else f"`{'.'.join(first.path)}` is in skyrl-train's layout: {_label(release)} reads "
-            "that layout only from a source checkout, where its loader falls back to ppo_base_config.yaml, which "
-            "the PyPI wheel does not ship; 0.3.0 dropped it", origin=first.origin,
-            hint=f"write `{'.'.join(to_package_path(first.path))}`")]
+            "RLC122", name, f"`{name}` is in skyrl-train's layout{more}: {_label(release)} reads that layout only "
+            "from a source checkout, where its loader falls back to ppo_base_config.yaml, which the PyPI wheel does "
+            "not ship; 0.3.0 dropped it", origin=first.origin, hint=f"write `{'.'.join(to_package_path(first.path))}`")]
     return [diagnostic(
         "RLC123", ".".join(o.path), f"`{'.'.join(o.path)}` is in skyrl-train's layout while other keys are in "
         f"generator.inference_engine: {_label(release)} then reads the whole command line in the old layout, over "

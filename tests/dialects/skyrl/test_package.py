@@ -203,3 +203,9 @@ def test_writing_part_of_a_section_resets_the_rest_to_the_class_defaults():
     assert warning.origin.override_text == "trainer.critic.optimizer_config.weight_decay=0.1"
     kept = check("trainer.critic.optimizer_config.weight_decay=0.1", "trainer.critic.optimizer_config.lr=5e-6")
     assert not [d for d in kept.diagnostics if d.code == "RLC304"]
+
+
+def test_the_package_layout_judged_by_skyrl_train_says_which_release_reads_it():
+    result = check(release="0.4.0")
+    [error] = [d for d in result.diagnostics if d.code == "RLC113" and d.path.startswith("generator.inference_engine")]
+    assert "`--framework-version skyrl-0.4.0`" in error.hint and "generator.num_inference_engines" in error.message
