@@ -70,7 +70,8 @@ def is_package(release: str | None) -> bool:
 
 # Keys the package renamed from 0.3.0, by their schema (skyrl-train) path; the old name stays an accepted alias.
 RENAMED_FROM_030 = {("trainer", "use_sample_packing"): ("trainer", "remove_microbatch_padding")}
-_FROM_030 = ("skyrl-0.3.0", "skyrl-0.4.0")
+# The package releases from 0.3.0, which dropped the old layout, remote URLs and the offline engine.
+PACKAGE_FROM_030 = ("skyrl-0.3.0", "skyrl-0.4.0")
 # Keys every package release takes, though later ones only as an old name or to drop it: they tell no release.
 ACCEPTED_EVERYWHERE = {(*ENGINE, "async_engine"), *RENAMED_FROM_030}
 
@@ -79,7 +80,7 @@ def to_schema_path(path: tuple, release: str | None = None) -> tuple:
     """A path in the package's layout (at `release`) → the same key in skyrl-train's (the schema's)."""
     if path[:2] == ENGINE and len(path) > 2:
         return ("generator", _SCHEMA_NAME.get(path[2], path[2]), *path[3:])
-    if release in _FROM_030:
+    if release in PACKAGE_FROM_030:
         for old, new in RENAMED_FROM_030.items():
             if path[:len(new)] == new:
                 return (*old, *path[len(new):])
@@ -89,7 +90,7 @@ def to_schema_path(path: tuple, release: str | None = None) -> tuple:
 def to_package_path(path: tuple, release: str | None = None) -> tuple:
     if path[:1] == ("generator",) and len(path) > 1 and path[1] in ENGINE_KEYS:
         return (*ENGINE, RENAMED.get(path[1], path[1]), *path[2:])
-    if release in _FROM_030:
+    if release in PACKAGE_FROM_030:
         for old, new in RENAMED_FROM_030.items():
             if path[:len(old)] == old:
                 return (*new, *path[len(old):])
@@ -166,7 +167,7 @@ def read_overrides(overrides: list, release: str) -> tuple[list, list[Diagnostic
                          "generator.inference_engine; 0.3.0 dropped the old names)"))
                 continue
             old.append(override)
-        if release in _FROM_030 and tuple(path) == (*ENGINE, "async_engine"):
+        if release in PACKAGE_FROM_030 and tuple(path) == (*ENGINE, "async_engine"):
             # from 0.3.0 the engine is always the async one: the loader drops `true` and refuses anything else
             if override.value is True or str(override.value).lower() == "true":
                 found.append(diagnostic(
@@ -179,7 +180,7 @@ def read_overrides(overrides: list, release: str) -> tuple[list, list[Diagnostic
                     "the asynchronous engine and refuses this key unless it is `true`", origin=override.origin,
                     hint="remove the argument"))
             continue
-        if release in _FROM_030 and tuple(path) in RENAMED_FROM_030:
+        if release in PACKAGE_FROM_030 and tuple(path) in RENAMED_FROM_030:
             alias, name = ".".join(path), ".".join(RENAMED_FROM_030[tuple(path)])
             if any(tuple(o.path) == RENAMED_FROM_030[tuple(path)] for o in overrides):
                 found.append(diagnostic("RLC301", alias, f"`{alias}` (the old name of `{name}`) and `{name}` are both "

@@ -14,7 +14,6 @@ import math
 from typing import Any, Callable, Iterator
 
 from rlcfg import run_limits
-from rlcfg.schema import entry
 from rlcfg.diagnostics import Constraint, Severity, close_matches
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
                                           ADVANTAGE_ESTIMATORS_PRE, LOSS_AGGREGATIONS, LOSS_REDUCTIONS,
@@ -23,13 +22,10 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMA
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dp_size, model_parallel, policy_loss, ref_in_use,
                                           rollout_gpus, world)
-from rlcfg.dialects.skyrl.package import OLD_LAYOUT_READ, is_package
+from rlcfg.dialects.skyrl.package import PACKAGE_FROM_030, OLD_LAYOUT_READ, PACKAGE_RELEASES, is_package
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
-
-
-ENTRY_RELEASES = entry("skyrl").releases
 
 
 def _family(ctx: RuleContext) -> str:
@@ -543,7 +539,7 @@ def off_policy_correction(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             keys=["trainer.strategy", "trainer.policy.fsdp_config.cpu_offload", "trainer.critic.fsdp_config.cpu_offload"])
 def fsdp1_offload(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t = cfg.trainer
-    if t.strategy != "fsdp" or ctx.release in ("skyrl-0.3.0", "skyrl-0.4.0"):  # from skyrl 0.3.0 fsdp is FSDP2
+    if t.strategy != "fsdp" or ctx.release in PACKAGE_FROM_030:  # from skyrl 0.3.0 fsdp is FSDP2
         return
     for role in ("policy", "critic"):
         if getattr(t, role).fsdp_config.cpu_offload:
@@ -587,7 +583,7 @@ def deepspeed(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 STRATEGIES_BY_RELEASE = {"0.1.0": ("fsdp", "fsdp2", "deepspeed"), "0.2.0": ("fsdp", "fsdp2", "deepspeed", "megatron"),
                          "0.3.0": ("fsdp", "fsdp2", "deepspeed", "megatron"), "0.4.0": ("fsdp", "fsdp2", "megatron"),
                          "main": ("fsdp", "fsdp2", "megatron"),
-                         **{release: ("fsdp", "fsdp2", "megatron") for release in ENTRY_RELEASES if is_package(release)}}
+                         **{release: ("fsdp", "fsdp2", "megatron") for release in PACKAGE_RELEASES}}
 
 
 @RULES.rule("skyrl/strategy-release", "RLC306",
@@ -790,7 +786,7 @@ def max_input_length(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                   "generator.remote_inference_engine_urls"])
 def remote_urls(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
-    if g.run_engines_locally or ctx.release in ("skyrl-0.3.0", "skyrl-0.4.0"):  # no remote URLs from skyrl 0.3.0
+    if g.run_engines_locally or ctx.release in PACKAGE_FROM_030:  # no remote URLs from skyrl 0.3.0
         return
     urls = g.remote_inference_engine_urls
     if g.num_inference_engines != len(urls):
@@ -828,7 +824,7 @@ def mp_executor_one_node(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             keys=["generator.run_engines_locally", "generator.external_proxy_url", "generator.external_server_urls"])
 def external_servers(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
-    if ctx.release in ("skyrl-0.3.0", "skyrl-0.4.0") and not g.run_engines_locally \
+    if ctx.release in PACKAGE_FROM_030 and not g.run_engines_locally \
             and not g.external_proxy_url and not g.external_server_urls:
         yield ctx.error("RLC302", "generator.run_engines_locally",
                         f"`generator.run_engines_locally` is false, which {_release_text(ctx)} accepts only with "
