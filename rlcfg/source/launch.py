@@ -731,7 +731,7 @@ def read_launch(text: str, script: str, launchers: Sequence[tuple[str, Launcher]
                 runs.append(words)
     if not calls:
         for words in runs:
-            found = _delegated(words, text, script, shown, launchers, scanner, depth)
+            found = _delegated(words, text, script, shown, launchers, scanner, env, depth)
             if found is not None:
                 return found
         known = "; ".join(sorted({f"{launcher.name}" for _d, launcher in launchers}))
@@ -770,7 +770,7 @@ def _runs_script(words: list[Word]) -> bool:
 
 
 def _delegated(words: list[Word], text: str, script: str, shown: str, launchers: Sequence[tuple[str, Launcher]],
-               scanner: "_Scanner", depth: int) -> Launch | None:
+               scanner: "_Scanner", env: Mapping[str, str], depth: int) -> Launch | None:
     """The entrypoint call of the script that `words` run, with the arguments this script passes to it appended
     where that call forwards them ("$@"); None when the script is not on this machine or calls none."""
     at = 1 if words[0].text in _SHELLS else 0
@@ -783,11 +783,11 @@ def _delegated(words: list[Word], text: str, script: str, shown: str, launchers:
     except OSError:
         return None
     passed = words[at + 1:]
-    env = {**{k: v for k, v in scanner.variables.items() if k in scanner.exported and _UNKNOWN not in v},
-           **{k: v for k, v in os.environ.items() if k not in scanner.variables}}
-    env.update({k: v for k, v in scanner.variables.items() if k in ("HOME", "PWD")})
+    # the callee runs in the caller's environment, with what the caller exports on top
+    exported = {k: v for k, v in scanner.variables.items() if k in scanner.exported and _UNKNOWN not in v}
     try:
-        found = read_launch(callee, path, launchers, env, shown_as=target.text, arguments=passed, depth=depth + 1)
+        found = read_launch(callee, path, launchers, {**env, **exported}, shown_as=target.text, arguments=passed,
+                            depth=depth + 1)
     except UsageError:
         return None
     found.sources[target.text] = callee
