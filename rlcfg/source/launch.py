@@ -269,6 +269,11 @@ class _Scanner:
         inner.depth = self.depth + 1
         return inner
 
+    def known_exports(self) -> dict[str, str]:
+        """What the script exports and rlcfg knows in full: the environment of what it runs."""
+        return {name: self.variables[name] for name in self.exported
+                if name in self.variables and _UNKNOWN not in self.variables[name]}
+
     def _forget(self, name: str, why: str) -> None:
         self.variables.pop(name, None)
         self.unknowable[name] = [why]
@@ -749,8 +754,7 @@ def read_launch(text: str, script: str, launchers: Sequence[tuple[str, Launcher]
             origin=_origin(text, shown, words[0]),
             hint="split the runs into scripts of their own to check each"))
     config, found_arguments = _configuration(words[after:], launcher, words, text, shown, diagnostics)
-    exported = {name: scanner.variables[name] for name in scanner.exported
-                if name in scanner.variables and _UNKNOWN not in scanner.variables[name]}
+    exported = scanner.known_exports()
     entry = next((w.text for w in words if w.text.endswith(".py") and not w.unknown and _UNKNOWN not in w.text), None)
     module = next((w.text[2:] or words[i + 1].text for i, w in enumerate(words[:after])
                    if w.text.startswith("-m") and (w.text[2:] or i + 1 < after)), None)
@@ -783,11 +787,9 @@ def _delegated(words: list[Word], text: str, script: str, shown: str, launchers:
     except OSError:
         return None
     passed = words[at + 1:]
-    # the callee runs in the caller's environment, with what the caller exports on top
-    exported = {k: v for k, v in scanner.variables.items() if k in scanner.exported and _UNKNOWN not in v}
-    try:
-        found = read_launch(callee, path, launchers, {**env, **exported}, shown_as=target.text, arguments=passed,
-                            depth=depth + 1)
+    try:  # the callee runs in the caller's environment, with what the caller exports on top
+        found = read_launch(callee, path, launchers, {**env, **scanner.known_exports()}, shown_as=target.text,
+                            arguments=passed, depth=depth + 1)
     except UsageError:
         return None
     found.sources[target.text] = callee

@@ -18,7 +18,7 @@ changes nothing a run of the framework computes. A key rlcfg already knows canno
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
 from rlcfg.records import record
@@ -45,8 +45,9 @@ class DeclaredKey:
 class Extension:
     file: str  # the project file; the entry script that adds the keys; or the release ("skyrl 0.4.0")
     keys: tuple[DeclaredKey, ...]
-    of_release: bool = False  # the keys are a framework release's that rlcfg does not model, not a fork's
-    of_entry: bool = False  # the keys are added by the launch script's own entry module (its config subclass)
+    # whose keys: a fork's (a project file), a framework release's that rlcfg does not model, or those the launch
+    # script's own entry module adds (its config subclass)
+    source: Literal["fork", "release", "entry"] = "fork"
 
 
 def load_extension(path: str, dialect: str, known: Any) -> Extension | None:
@@ -108,7 +109,7 @@ def apply_extension(extension: Extension, tree: SourceTree) -> list[Diagnostic]:
     for key in extension.keys:
         # a release's section that the user writes needs its keys that have no default (a dataclass field without one)
         parent = key.path[:-1]
-        if extension.of_release and key.default == "???" and isinstance(tree.get(parent), dict) \
+        if extension.source == "release" and key.default == "???" and isinstance(tree.get(parent), dict) \
                 and not tree.has(key.path):
             found.append(diagnostic("RLC203", dotted(key.path), f"`{dotted(key.path)}` has no default in {owner} and "
                                                                f"must be set when `{dotted(parent)}` is",
@@ -123,28 +124,28 @@ def apply_extension(extension: Extension, tree: SourceTree) -> list[Diagnostic]:
             continue
         name = dotted(key.path)
         origin = tree.origin(key.path)
-        typed_by = f"{owner}'s type" if extension.of_release else f"the type {owner} declares"
+        typed_by = f"{owner}'s type" if extension.source == "release" else f"the type {owner} declares"
         if not _fits(value, key.kind):
             found.append(diagnostic("RLC200", name, f"`{name}`: expected {_article(key.kind)}, got {value!r} "
                                                     f"({typed_by})", origin=origin,
-                                    hint=f"write {_article(key.kind)}" + ("" if extension.of_release else
+                                    hint=f"write {_article(key.kind)}" + ("" if extension.source != "fork" else
                                                                           f", or change the declaration in {owner}")))
         elif key.choices is not None and value not in key.choices:
             found.append(diagnostic("RLC202", name, f"`{name}`: {value!r} is not one of "
                                                     f"{', '.join(map(str, key.choices))} ({owner})",
                                     origin=origin, hint=f"use one of {', '.join(map(str, key.choices))}"))
-        elif extension.of_release and not (key.has_default and value == key.default):
+        elif extension.source == "release" and not (key.has_default and value == key.default):
             shown = "" if not key.has_default else f" (its default is {key.default!r})"
             found.append(diagnostic("RLC118", name, f"`rlcfg run` refuses `{name}` = {value!r}: {owner} has the "
                                                     f"key, and rlcfg does not model what it does{shown}",
                                     origin=origin, hint="validate and plan go on; run it with the framework itself, "
                                                         "or leave the key at its default"))
-        elif extension.of_entry:
+        elif extension.source == "entry":
             found.append(diagnostic("RLC118", name, f"`rlcfg run` refuses `{name}` = {value!r}: the entrypoint "
                                                     f"{owner} adds the key, and rlcfg cannot run what that entrypoint "
                                                     "does with it", origin=origin,
                                     hint="validate and plan go on; run it with the framework itself"))
-        elif not extension.of_release and not key.inert:
+        elif extension.source == "fork" and not key.inert:
             found.append(diagnostic("RLC118", name, f"`rlcfg run` refuses `{name}` = {value!r}: it is a key your fork "
                                                     f"adds ({owner}), and rlcfg cannot run what the fork "
                                                     "does with it", origin=origin,

@@ -62,8 +62,10 @@ class SkyRL(Dialect):
     def release_label(self, release: str) -> str:
         if release == "pre-0.1.0":
             return "skyrl-train before 0.1.0 (the layout of SkyRL's mid-2025 docs)"
-        if release.startswith("skyrl-"):
-            return f"skyrl {release.removeprefix('skyrl-')}"  # the package, as against skyrl-train
+        from rlcfg.dialects.skyrl.package import is_package, label
+
+        if is_package(release):
+            return label(release)
         return "skyrl-train (last commit)" if release == "main" else f"skyrl-train {release}"
 
     def infer_release(self, data: dict, among: tuple[str, ...] = ()) -> tuple[str | None, str]:

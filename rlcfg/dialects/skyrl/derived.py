@@ -64,7 +64,7 @@ LOSS_REDUCTIONS_BY_RELEASE = {"skyrl-0.2.0": (*LOSS_REDUCTIONS, "token_mean_lega
                               "skyrl-0.4.0": (*LOSS_REDUCTIONS, "token_mean_legacy", "prompt_mean")}
 # From skyrl 0.2.0 the trainer scales the advantages so that the policy loss is reduced over the whole mini-batch
 # (apply_loss_reduction_to_advantages_minibatch); token_mean_legacy keeps the per-micro-batch mean of before.
-MINI_BATCH_REDUCTION = ("skyrl-0.2.0", "skyrl-0.3.0", "skyrl-0.4.0")
+MINI_BATCH_REDUCTION = tuple(LOSS_REDUCTIONS_BY_RELEASE)  # the releases that keep the old mean as token_mean_legacy
 
 
 def loggers(cfg: Any) -> tuple[str, ...]:

@@ -162,7 +162,7 @@ def read_overrides(overrides: list, release: str) -> tuple[list, list[Diagnostic
             if release not in OLD_LAYOUT_READ:
                 found.append(diagnostic(
                     "RLC113", ".".join(path), f"`{'.'.join(path)}` is skyrl-train's name of `{name}`; "
-                    f"{_label(release)} has no key `{'.'.join(path)}`", origin=override.origin,
+                    f"{label(release)} has no key `{'.'.join(path)}`", origin=override.origin,
                     hint=f"write `{name}` (the `skyrl` package moved the engine settings into "
                          "generator.inference_engine; 0.3.0 dropped the old names)"))
                 continue
@@ -171,12 +171,12 @@ def read_overrides(overrides: list, release: str) -> tuple[list, list[Diagnostic
             # from 0.3.0 the engine is always the async one: the loader drops `true` and refuses anything else
             if override.value is True or str(override.value).lower() == "true":
                 found.append(diagnostic(
-                    "RLC307", ".".join(path), f"`{'.'.join(path)}` is no longer a key of {_label(release)}, which "
+                    "RLC307", ".".join(path), f"`{'.'.join(path)}` is no longer a key of {label(release)}, which "
                     "always runs the asynchronous engine: its loader drops `true`", origin=override.origin,
                     hint="remove the argument"))
             else:
                 found.append(diagnostic(
-                    "RLC113", ".".join(path), f"`{'.'.join(path)}={override.value}`: {_label(release)} always runs "
+                    "RLC113", ".".join(path), f"`{'.'.join(path)}={override.value}`: {label(release)} always runs "
                     "the asynchronous engine and refuses this key unless it is `true`", origin=override.origin,
                     hint="remove the argument"))
             continue
@@ -184,10 +184,10 @@ def read_overrides(overrides: list, release: str) -> tuple[list, list[Diagnostic
             alias, name = ".".join(path), ".".join(RENAMED_FROM_030[tuple(path)])
             if any(tuple(o.path) == RENAMED_FROM_030[tuple(path)] for o in overrides):
                 found.append(diagnostic("RLC301", alias, f"`{alias}` (the old name of `{name}`) and `{name}` are both "
-                                                         f"set; {_label(release)} takes one of them only",
+                                                         f"set; {label(release)} takes one of them only",
                                         origin=override.origin, hint=f"keep `{name}`"))
                 continue
-            found.append(diagnostic("RLC111", alias, f"`{alias}` was renamed to `{name}` in {_label(release)}, which "
+            found.append(diagnostic("RLC111", alias, f"`{alias}` was renamed to `{name}` in {label(release)}, which "
                                                      "still reads the old name", origin=override.origin,
                                     hint=f"write `{name}`"))
             kept.append(override)
@@ -233,17 +233,18 @@ def _old_layout(old: list, new_written: bool, release: str) -> list[Diagnostic]:
         first, name = old[0], ".".join(old[0].path)
         more = f" (as are {len(old) - 1} more engine keys)" if len(old) > 1 else ""
         return [diagnostic(
-            "RLC122", name, f"`{name}` is in skyrl-train's layout{more}: {_label(release)} reads that layout only "
+            "RLC122", name, f"`{name}` is in skyrl-train's layout{more}: {label(release)} reads that layout only "
             "from a source checkout, where its loader falls back to ppo_base_config.yaml, which the PyPI wheel does "
             "not ship; 0.3.0 dropped it", origin=first.origin, hint=f"write `{'.'.join(to_package_path(first.path))}`")]
     return [diagnostic(
         "RLC123", ".".join(o.path), f"`{'.'.join(o.path)}` is in skyrl-train's layout while other keys are in "
-        f"generator.inference_engine: {_label(release)} then reads the whole command line in the old layout, over "
+        f"generator.inference_engine: {label(release)} then reads the whole command line in the old layout, over "
         "skyrl-train's base config, whose engine values replace those written under generator.inference_engine",
         origin=o.origin, hint=f"write `{'.'.join(to_package_path(o.path))}`") for o in old]
 
 
-def _label(release: str) -> str:
+def label(release: str) -> str:
+    """A package release as messages name it: `skyrl 0.4.0` (against skyrl-train's `skyrl-train 0.4.0`)."""
     return f"skyrl {release.removeprefix('skyrl-')}"
 
 
@@ -271,7 +272,7 @@ def release_extension(release: str) -> Any:
 
     keys = tuple(DeclaredKey(path, fact["type"], None, False, None, fact["default"], True)
                  for path, fact in unmodelled_at(release).items())
-    return Extension(_label(release), keys, of_release=True)
+    return Extension(label(release), keys, source="release")
 
 
 # Sections whose default factory builds the section with values other than its class's defaults. A command line
@@ -303,7 +304,7 @@ def section_resets(tree: Any, release: str) -> list[Diagnostic]:
             tree.values[path] = Origin("derived")
             name = ".".join(path)
             found.append(diagnostic(
-                "RLC304", name, f"`{name}` is {value!r}, not {before!r}: {_label(release)} builds "
+                "RLC304", name, f"`{name}` is {value!r}, not {before!r}: {label(release)} builds "
                 f"`{'.'.join(section)}` from the keys the command line writes there "
                 f"(`{'.'.join(written[0])}`), so the ones it leaves out take the section's own defaults",
                 origin=tree.origin(written[0]), hint=f"write `{name}={before!r}` to keep the value the section has "
@@ -352,7 +353,7 @@ def entry_extension(source: str, entry: str, read: Any) -> Any:
                                         default, default is not _UNREADABLE))
     if not keys:
         return None
-    return Extension(entry, tuple(keys), of_entry=True)
+    return Extension(entry, tuple(keys), source="entry")
 
 
 def _make_config_calls(tree: Any, read: Any, parse: Any) -> list:

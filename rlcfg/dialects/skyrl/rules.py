@@ -22,15 +22,10 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMA
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dp_size, model_parallel, policy_loss, ref_in_use,
                                           rollout_gpus, world)
-from rlcfg.dialects.skyrl.package import PACKAGE_FROM_030, OLD_LAYOUT_READ, PACKAGE_RELEASES, is_package
+from rlcfg.dialects.skyrl.package import OLD_LAYOUT_READ, PACKAGE_FROM_030, PACKAGE_RELEASES, is_package, label
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
-
-
-def _family(ctx: RuleContext) -> str:
-    """The package the judged release belongs to, as messages name it."""
-    return "skyrl" if is_package(ctx.release) else "skyrl-train"
 
 
 def _v(value: Any) -> str:
@@ -414,7 +409,7 @@ def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             continue
         typo = close_matches(value, known, n=1, cutoff=0.8)
         if typo:
-            yield ctx.error("RLC202", path, f"`{path}`: {_v(value)} is not one of {_family(ctx)}'s built-ins "
+            yield ctx.error("RLC202", path, f"`{path}`: {_v(value)} is not one of skyrl-train's built-ins "
                                             f"({', '.join(known)}); validate_cfg stops on it",
                             hint=f"did you mean `{typo[0]}`?")
             continue
@@ -979,7 +974,7 @@ def _release_text(ctx: RuleContext) -> str:
     if ctx.release == "pre-0.1.0":
         return "skyrl-train before v0.1.0"
     if is_package(ctx.release):
-        return f"skyrl {ctx.release.removeprefix('skyrl-')}"
+        return label(ctx.release)
     return "skyrl-train's last commit" if ctx.release == "main" else f"skyrl-train {ctx.release}"
 
 
@@ -1160,7 +1155,7 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                        "reduction")
     elif a.loss_reduction not in LOSS_AGGREGATIONS:
         yield _refusal("trainer.algorithm.loss_reduction", a.loss_reduction,
-                       f"{_family(ctx)} divides each sequence's token sum by a constant length (max_seq_len); rlcfg "
+                       "skyrl-train divides each sequence's token sum by a constant length (max_seq_len); rlcfg "
                        "has no such reduction and would run seq-mean-token-sum, max_seq_len times larger")
     elif a.use_entropy_loss and loss_normalization(a.loss_reduction, ctx.release) == "mini-batch":
         yield _refusal("trainer.algorithm.use_entropy_loss", a.use_entropy_loss,
