@@ -211,8 +211,10 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     diagnostics.extend(found)
     result.pipeline = spec.pipeline(tree.data) if isinstance(tree.data, dict) else None
 
+    release = spec.release_aliases.get(release, release) if release is not None else None
     if release is not None and release not in spec.releases:
         claimed = ", ".join(spec.releases) or "none (this dialect does not tell releases apart)"
+        claimed += "".join(f"; {alias} is {name}" for alias, name in spec.release_aliases.items())
         raise UsageError(f"--framework-version {release}: {spec.title} releases rlcfg knows are {claimed}")
     grammar = spec.grammar((release,) if release is not None else tuple(among))
     parsed, hydra_settings = [], []

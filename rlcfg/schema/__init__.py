@@ -71,7 +71,8 @@ REGISTRY: tuple[DialectEntry, ...] = (
                             dict(name="skyrl-train's main_base", module=r"skyrl_train\.entrypoints\.main_\w+"
                                                                       r"|examples\.(?!train)[\w.]*main_\w+",
                                  releases=_SKYRL_TRAIN))),
-    DialectEntry("rlinf", "rlcfg.dialects.rlinf", "RLinf", ("2025-08", "2025-10", "main"), "hydra",
+    DialectEntry("rlinf", "rlcfg.dialects.rlinf", "RLinf", ("2025-08", "2025-10", "v0.1", "v0.2", "v0.3", "main"),
+                 "hydra",
                  frozenset({"cluster", "runner"}),
                  frozenset({"actor", "algorithm", "rollout", "data", "reward", "critic", "inference", "defaults",
                             "hydra"}),

@@ -651,6 +651,9 @@ class Dialect:
     # newest commit of the default branch). A document is judged by exactly one of them (`infer_release`, or
     # `--framework-version`); an empty tuple means the dialect does not tell releases apart.
     releases: ClassVar[tuple[str, ...]] = ()
+    # Other names of a claimed release that `--framework-version` takes: a package index's version of a tag whose
+    # code it is (RLinf's PyPI 0.3.0 is tag v0.3).
+    release_aliases: ClassVar[dict[str, str]] = {}
     # How the framework's loader treats a key it does not know: "error" (OmegaConf struct mode, dataclasses: it stops),
     # "drop" (dacite, or code that reads only the keys it asks for: the key is silently unused) or "open" (the mapping
     # takes any key and passes it on). See `unknown_key_policy`.

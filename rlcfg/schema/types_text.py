@@ -37,6 +37,8 @@ def type_text(annotation: Any) -> str:
     origin = get_origin(annotation)
     if annotation in _NAMES:
         return _NAMES[annotation]
+    if isinstance(getattr(annotation, "type_text", None), str):  # a type of rlcfg's own names itself
+        return annotation.type_text
     if isinstance(annotation, type) and issubclass(annotation, Section):
         return "section"
     if origin is Literal:

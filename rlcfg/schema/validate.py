@@ -112,12 +112,15 @@ def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dial
         return found
     if any(ref[: len(path)] == path for ref in judgement.referenced):
         return None  # a helper variable: only interpolations read it, whatever known key its name resembles
-    if _close_sibling(path, root) is not None:
+    misplaced = _elsewhere_hint(path, root)
+    if misplaced is None and _close_sibling(path, root) is not None:
         return found  # most likely a typo of a key the framework reads: the framework would silently lose it
+    # A key the dialect has, written in the wrong section (a top-level `lora_rank` beside `lora_alpha`), is dropped
+    # like any other: not a typo of the sibling it happens to resemble.
     title = dialect.title if dialect is not None else "the framework"
     return diagnostic("RLC114", name, f"{title} ignores the unknown key `{path[-1]}` in "
                       f"{('`' + dotted(path[:-1]) + '`') if len(path) > 1 else 'the top level'}: its loader drops keys "
-                      "it does not read", origin=found.origin, hint=found.hint)
+                      "it does not read", origin=found.origin, hint=misplaced or found.hint)
 
 
 def _close_sibling(path: Path, root: type[Section]) -> str | None:
@@ -294,6 +297,15 @@ def _all_keys(root: type[Section]) -> dict[str, list[str]]:
     return out
 
 
+def _elsewhere_hint(path: Path, root: type[Section]) -> str | None:
+    """Where else the dialect has a key of this name, if anywhere."""
+    elsewhere = [p for p in _all_keys(root).get(str(path[-1]), []) if p != dotted(path)]
+    if not elsewhere:
+        return None
+    return f"this key exists under `{elsewhere[0].rsplit('.', 1)[0]}`" + (
+        f" (and {len(elsewhere) - 1} more places)" if len(elsewhere) > 1 else "")
+
+
 def _other_variant(path: Path, root: type[Section], dialect: Dialect | None) -> str | None:
     """The name of another variant of the dialect that does have this key."""
     if dialect is None:
@@ -325,8 +337,7 @@ def _unknown_key(path: Path, root: type[Section], tree: SourceTree, dialect: Dia
         if elsewhere:
             hint += f" (`{key}` also exists under `{elsewhere[0].rsplit('.', 1)[0]}`)"
     elif elsewhere:
-        hint = f"this key exists under `{elsewhere[0].rsplit('.', 1)[0]}`" + (
-            f" (and {len(elsewhere) - 1} more places)" if len(elsewhere) > 1 else "")
+        hint = _elsewhere_hint(path, root)
     else:
         cross = close_matches(key, list(_all_keys(root)), n=1, cutoff=0.8)
         if cross:

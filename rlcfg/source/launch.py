@@ -38,6 +38,11 @@ from rlcfg.patterns import lazy
 from rlcfg.records import record
 from rlcfg.source.yaml_loader import UsageError
 
+
+class NoEntrypoint(UsageError):
+    """The script calls no entrypoint rlcfg knows (as opposed to calling one in a way rlcfg cannot read)."""
+
+
 SCRIPT_SUFFIXES = (".sh", ".bash")
 # Words that start a command line given after `--` (`rlcfg validate -- python -m ... k=v`).
 COMMAND_STARTS = ("python", "python3", "uv", "torchrun", "deepspeed", "accelerate", "ray", "bash", "sh", "env")
@@ -715,7 +720,7 @@ def read_launch(text: str, script: str, launchers: Sequence[tuple[str, Launcher]
     """The first call of an entrypoint in `launchers` ((dialect, launcher) pairs) that the script `text` makes, or,
     when it makes none, that a script it runs (`bash other.sh key=value "$@"`) makes, with the arguments it passes.
     `shown_as` names the script in messages (default: its path); `arguments`: what a calling script passes it ($1,
-    $2, ...). Raises UsageError when it makes none."""
+    $2, ...). Raises NoEntrypoint when it makes none, UsageError when its call cannot be read."""
     env = dict(os.environ if env is None else env)
     env.setdefault("PWD", os.getcwd())
     shown = shown_as or script
@@ -740,8 +745,8 @@ def read_launch(text: str, script: str, launchers: Sequence[tuple[str, Launcher]
             if found is not None:
                 return found
         known = "; ".join(sorted({f"{launcher.name}" for _d, launcher in launchers}))
-        raise UsageError(f"{shown}: calls no entrypoint rlcfg knows ({known}); pass the config file itself, with "
-                         "the script's key=value arguments after it")
+        raise NoEntrypoint(f"{shown}: calls no entrypoint rlcfg knows ({known}); pass the config file itself, with "
+                           "the script's key=value arguments after it")
     dialect, launcher, words, after = calls[0]
     if launcher.unclaimed:
         raise UsageError(f"{shown}:{_line(text, words[0].start)}: {launcher.unclaimed}")
@@ -790,8 +795,8 @@ def _delegated(words: list[Word], text: str, script: str, shown: str, launchers:
     try:  # the callee runs in the caller's environment, with what the caller exports on top
         found = read_launch(callee, path, launchers, {**env, **scanner.known_exports()}, shown_as=target.text,
                             arguments=passed, depth=depth + 1)
-    except UsageError:
-        return None
+    except NoEntrypoint:
+        return None  # a helper script (setup, downloads): the caller's own call may still come later
     found.sources[target.text] = callee
     if found.forwards:
         _config, forwarded = _configuration(passed, Launcher(name=""), words, text, shown, found.diagnostics)

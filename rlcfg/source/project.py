@@ -119,8 +119,11 @@ def apply_extension(extension: Extension, tree: SourceTree) -> list[Diagnostic]:
         if not tree.has(key.path):
             continue
         value = tree.get(key.path)
-        if value == {} and any(k.path[:len(key.path)] == key.path and k.path != key.path for k in extension.keys):
-            delete_path(tree.data, key.path)  # every key written in it was checked on its own
+        # A section left empty here was written `{}`: its written keys went before it (and took it with them). For a
+        # release that is the section at its defaults; a fork's or an entry module's code still gets the mapping.
+        if value == {} and extension.source == "release" and \
+                any(k.path[:len(key.path)] == key.path and k.path != key.path for k in extension.keys):
+            delete_path(tree.data, key.path)
             continue
         name = dotted(key.path)
         origin = tree.origin(key.path)

@@ -7,6 +7,7 @@ RLinf's entry points compose the YAML with Hydra (its `defaults:` lists and `hyd
 
     2025-08  commit 298084c8b  venv rlinf0819
     2025-10  commit d80c9195f  venv rlinf0819 (the Oct-2025 code imports with the Aug-2025 pins)
+    v0.1     tag v0.1 (9df6dc80d), v0.2 (46213e88c), v0.3 (050543189): venv rlinf
     main     commit a3816b596  venv rlinf (the oracle's HEAD)
 
 Cases, per release:
@@ -49,6 +50,9 @@ from tests.oracle.common import Agreement
 REPO = "RLinf+RLinf"
 RELEASES = {"2025-08": ("298084c8b1a043b56147526267f974e1d86c5e13", "rlinf0819"),
             "2025-10": ("d80c9195f81c784d7410e736da98199f29ae8a30", "rlinf0819"),
+            "v0.1": ("9df6dc80dc729a6caccab92dd676004e51b1d3a2", "rlinf"),
+            "v0.2": ("46213e88caa910a4a52e68bde4fb96416c1efa55", "rlinf"),
+            "v0.3": ("0505431899574619da86f551bad70b71e0ea2177", "rlinf"),
             "main": ("a3816b596478dcd8a5c69a6ec1468c9519f77b5b", "rlinf")}
 ENV_FOLDERS = {"EMBODIED_PATH": "examples/embodiment", "REPO_PATH": "", "DIFFUSION_PATH": "examples/diffusion",
                "REWARD_PATH": "examples/reward"}
@@ -150,9 +154,9 @@ def model_overrides(release: str, data: dict) -> list[str]:
     if actor.get("training_backend") != "megatron":
         return []
     fixture = str(oracle_home() / "model_fixture" / "DeepSeek-R1-Distill-Qwen-1.5B")
-    if release == "main" and isinstance(rollout.get("model"), dict) and "model_path" in rollout["model"]:
+    if isinstance(rollout.get("model"), dict) and "model_path" in rollout["model"]:
         return [f"rollout.model.model_path={fixture}"]
-    if release != "main" and "model_dir" in rollout:
+    if "model_dir" in rollout:
         return [f"rollout.model_dir={fixture}"]
     return []
 

@@ -269,3 +269,16 @@ def test_a_script_that_runs_another_script_is_read_through_it(tmp_path, monkeypa
     (tmp_path / "examples" / "lost.sh").write_text("bash examples/missing.sh a=1\n")
     with pytest.raises(UsageError, match="calls no entrypoint"):
         check_file("examples/lost.sh", [], env=ENV)
+
+
+def test_a_called_scripts_own_error_reaches_the_user(tmp_path, monkeypatch):
+    """A helper script that calls no entrypoint is passed over; a callee that calls one rlcfg cannot read says why,
+    instead of the caller's "calls no entrypoint"."""
+    (tmp_path / "examples").mkdir()
+    (tmp_path / "examples" / "setup.sh").write_text("pip install -e .\n")
+    (tmp_path / "examples" / "serve.sh").write_text("python -m skyrl.train.entrypoints.serve port=8000\n")
+    (tmp_path / "examples" / "run.sh").write_text("bash examples/setup.sh\nbash examples/serve.sh \"$@\"\n")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="serving or generation entrypoint") as caught:
+        check_file("examples/run.sh", [], env={**ENV, "PWD": str(tmp_path)})
+    assert "calls no entrypoint" not in str(caught.value)

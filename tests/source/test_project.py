@@ -70,3 +70,11 @@ def test_a_declaration_rlcfg_cannot_read_is_a_usage_error_located_in_the_project
         check_file(path, env=ENV)
     done = cli("validate", path, cwd=tmp_path)
     assert done.returncode == 2 and "rlcfg.project.yaml:" in done.stderr + done.stdout
+
+
+def test_a_declared_section_written_empty_is_still_the_forks_to_run(tmp_path):
+    """`my_opts: {}` hands the fork's code an empty mapping: run refuses it like any other key the fork reads."""
+    declaration = "extend:\n  roll:\n    my_opts: mapping\n    my_opts.level: int\n"
+    result = check_file(_fork(tmp_path, declaration, "my_opts: {}\n"), env=ENV)
+    assert result.ok
+    assert [d.path for d in result.diagnostics if d.code == "RLC118"] == ["my_opts"]

@@ -37,12 +37,11 @@ sys.path.insert(0, str(REPO_ROOT))
 RELEASES = {
     "2025-08": "298084c8b1a043b56147526267f974e1d86c5e13",  # docs + seed; task_type math, rollout.model_dir
     "2025-10": "d80c9195f81c784d7410e736da98199f29ae8a30",  # last commit of 2025-10: reasoning, rollout.sglang/vllm
-    "main": "a3816b596478dcd8a5c69a6ec1468c9519f77b5b",     # rollout.model.model_path, do_sample (v0.1 .. v0.3 too)
+    "v0.1": "9df6dc80dc729a6caccab92dd676004e51b1d3a2",     # the tags: rollout.model.model_path, do_sample
+    "v0.2": "46213e88caa910a4a52e68bde4fb96416c1efa55",
+    "v0.3": "0505431899574619da86f551bad70b71e0ea2177",     # the last tag with the `training_backend/` config group
+    "main": "a3816b596478dcd8a5c69a6ec1468c9519f77b5b",     # after its rename to `hybrid_engines/`
 }
-# Tags read into a release's inventory as well: they share its layout (a key they have counts for it).
-ALSO_READ = {"main": {"v0.1": "9df6dc80dc729a6caccab92dd676004e51b1d3a2",
-                      "v0.2": "46213e88caa910a4a52e68bde4fb96416c1efa55",
-                      "v0.3": "0505431899574619da86f551bad70b71e0ea2177"}}
 TOP = ("cluster", "runner", "algorithm", "rollout", "actor", "critic", "data", "reward", "env", "inference",
        "agentloop", "tools", "value", "model", "sft", "offline")
 # rlinf/config.py helpers that are handed a sub-config: what their `cfg` is.
@@ -209,12 +208,11 @@ def code_keys(tree_dir: Path, inv: Inventory) -> None:
 def build(gitdir: str, release: str, commit: str) -> dict:
     inv = Inventory()
     n = 0
-    for extra in [commit, *ALSO_READ.get(release, {}).values()]:
-        with tempfile.TemporaryDirectory() as tmp:
-            root = Path(tmp)
-            extract(gitdir, extra, root)
-            n += example_keys(root, inv)
-            code_keys(root, inv)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        extract(gitdir, commit, root)
+        n += example_keys(root, inv)
+        code_keys(root, inv)
     code = inv.pipelines.pop("code", {})
     pipelines = {}
     for name, keys in inv.pipelines.items():
@@ -233,7 +231,7 @@ def build(gitdir: str, release: str, commit: str) -> dict:
                                        **({"_code": True} if entry.get("_code") or old.get("_code") else {})}
         pipelines[name] = {k: {"type": v["type"] or "any", "default": v["default"]}
                            for k, v in sorted(merged.items())}
-    return {"dialect": "rlinf", "release": release, "commit": commit, "also_read": ALSO_READ.get(release, {}),
+    return {"dialect": "rlinf", "release": release, "commit": commit,
             "examples": n,
             "sources": sorted(inv.sources), "pipelines": pipelines, "unmodelled": {},
             # rlcfg names these pipelines (one RLC116 warning) instead of modelling them; their keys are still in

@@ -1,16 +1,18 @@
 """The RLinf dialect: reasoning (math) and agent GRPO/PPO configs and embodied RL configs; Megatron or FSDP
 training, SGLang or vLLM rollout.
 
-Releases rlcfg claims (the names `--framework-version` takes), and how RLinf's tags map onto them:
+Releases rlcfg claims (the names `--framework-version` takes), and how RLinf's history maps onto them:
   2025-08  the seed's layout (commit 298084c8b, 2025-08-19): `runner.task_type: math`, `rollout.model_dir`,
            `rollout.model_arch`, SGLang settings at the top of `rollout`.
   2025-10  after PR #128 (FSDP + vLLM, reward worker; read at d80c9195f, 2025-10-31): `task_type: reasoning`
            (RLinf refuses `math`), `rollout.sglang`/`rollout.vllm` sections (both required), still
            `rollout.model_dir`/`model_arch` and `sampling_params.use_greedy`.
-  main     from PR #409 (2025-12-09) on, which covers tags v0.1, v0.2, v0.3 and the current main branch (read at
-           a3816b596, 2026-08-22): `rollout.model.model_path`/`model_type`, `sampling_params.do_sample`, `reward`
-           must be placed, FSDP needs `mixed_precision`, more task types (embodied_eval, reasoning_eval, sft,
-           offline).
+  v0.1, v0.2, v0.3
+           the tags (2025-12-17, 2026-03-26, 2026-07-15), each read at its own commit: from PR #409 (2025-12-09) on,
+           `rollout.model.model_path`/`model_type`, `sampling_params.do_sample`, `reward` must be placed, FSDP needs
+           `mixed_precision`; each adds task types and model families (models.TASK_TYPES, MODEL_TYPES) and keys
+           (fields.py says which release has which). v0.3 is the last with the `training_backend/` config group.
+  main     the current branch (read at a3816b596, 2026-08-22), which renamed that group `hybrid_engines/`.
 `infer_release` tells them apart by these keys.
 
 RLinf has no schema: `validate_cfg` fills in the defaults its code needs and its workers read what they ask
@@ -26,10 +28,11 @@ lower (to the Experiment) and emit (for `convert`), which never import each othe
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterator
 
 from rlcfg.dialects.rlinf import derived
-from rlcfg.dialects.rlinf.models import RLinfConfig
+from rlcfg.dialects.rlinf.fields import FIELDS
+from rlcfg.dialects.rlinf.models import TAGGED, RLinfConfig
 from rlcfg.dialects.rlinf.resolvers import RESOLVERS
 from rlcfg.dialects.rlinf.rules import rules
 from rlcfg.schema import entry
@@ -59,6 +62,39 @@ def _has(data: Any, *path: str) -> bool:
 ENTRY = entry("rlinf")
 
 
+def _written_keys(data: Any, prefix: tuple = ()) -> Iterator[str]:
+    """The dotted keys a document writes, outside the mappings whose keys are the user's own names."""
+    if not isinstance(data, dict):
+        return
+    for key, value in data.items():
+        path = (*prefix, str(key))
+        if any(path[: len(open_path)] == open_path for open_path in OPEN_PATHS):
+            continue
+        yield ".".join(path)
+        yield from _written_keys(value, path)
+
+
+def _tagged_release(data: dict, layout: str) -> tuple[str, str]:
+    """Which of the tagged releases (v0.1 … main) a document of their layout is written for: the newest that has
+    every key it writes that some of them lack. A key that contradicts the keys before it decides nothing."""
+    candidates = TAGGED
+    ruled_out_by = None  # the key that ruled the newer releases out
+    for key in _written_keys(data):
+        releases = FIELDS.get(key, (None, None, None))[2]
+        if releases is None:
+            continue
+        kept = tuple(r for r in candidates if r in releases)
+        if kept and kept[-1] != candidates[-1]:
+            ruled_out_by = key
+        candidates = kept or candidates
+    newest = candidates[-1]
+    if ruled_out_by is None:
+        return newest, (f"{layout}; no key it writes rules out the newest, {newest} (pin an older tag with "
+                        f"--framework-version)")
+    has = f"RLinf {newest} only" if len(candidates) == 1 else f"RLinf {', '.join(candidates)}"
+    return newest, f"{layout}; `{ruled_out_by}` is a key of {has}, not of the releases after {newest}"
+
+
 class RLinfDialect(Dialect):
     name = ENTRY.name
     title = "RLinf"
@@ -67,6 +103,8 @@ class RLinfDialect(Dialect):
     resolvers = RESOLVERS
     rules = rules
     releases = ENTRY.releases
+    # The wheels on PyPI hold the tags' code, file for file.
+    release_aliases = {"0.2": "v0.2", "0.3.0": "v0.3"}
     unknown_keys = "drop"
     ledger_complete = True
 
@@ -80,9 +118,9 @@ class RLinfDialect(Dialect):
         if task == "math":
             return "2025-08", "`runner.task_type: math` is the 2025-08 name of reasoning RL"
         if _has(data, "rollout", "model", "model_path") or _has(data, "rollout", "model", "model_type"):
-            return "main", "`rollout.model.model_path` is the layout from PR #409 (2025-12, tags v0.1 and later) on"
+            return _tagged_release(data, "`rollout.model.model_path` is the layout of the tags (v0.1 and later)")
         if _has(data, "algorithm", "sampling_params", "do_sample"):
-            return "main", "`algorithm.sampling_params.do_sample` replaced `use_greedy` in 2025-12"
+            return _tagged_release(data, "`algorithm.sampling_params.do_sample` (the tags, v0.1 and later)")
         if _has(data, "rollout", "model_dir") or _has(data, "rollout", "model_arch"):
             if task in ("embodied", "embodied_eval") and not _has(data, "actor", "fsdp_config") \
                     and _has(data, "cluster", "num_gpus_per_node"):
@@ -92,7 +130,7 @@ class RLinfDialect(Dialect):
                 " is the 2025-10 layout (2025-12 moved it to `rollout.model.model_path`)"
         if _has(data, "rollout", "sglang") or _has(data, "rollout", "vllm"):
             return "2025-10", "`rollout.sglang`/`rollout.vllm` sections without `rollout.model` are the 2025-10 layout"
-        return "main", "no key tells the releases apart; assuming the newest"
+        return _tagged_release(data, "no layout key tells the releases apart")
 
     def pipeline(self, data: dict) -> str | None:
         task = _get(data, "runner", "task_type")

@@ -24,12 +24,37 @@ from typing import Any, Iterator, Optional, Union
 
 from pydantic import BaseModel, create_model
 from pydantic.fields import FieldInfo
+from pydantic_core import PydanticCustomError, core_schema
 
 from rlcfg.schema import base, compiled
 from rlcfg.schema.base import Deferred, Fate, Section, inert, key_of, param, refused
 from rlcfg.dialects.rlinf.fields import FIELDS
 
-_SCALARS: dict[str, Any] = {"bool": bool, "int": int, "float": float, "str": str, "list": list,
+class Number:
+    """Any number, kept as written (30 stays 30, 30.0 stays 30.0); a string, a boolean or a mapping is an error.
+    A class rather than an annotated validator, so that the compiled-schema cache can name what the schema holds."""
+
+    type_text = "number"  # as --explain and the reference docs show it (rlcfg.schema.types_text)
+
+    @classmethod
+    def __get_pydantic_core_schema__(cls, _source: Any, _handler: Any) -> Any:
+        return core_schema.no_info_before_validator_function(cls.check, core_schema.any_schema())
+
+    @classmethod
+    def __get_pydantic_json_schema__(cls, _schema: Any, _handler: Any) -> dict:
+        return {"type": "number"}
+
+    @classmethod
+    def check(cls, value: Any) -> Any:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise PydanticCustomError("float_type", "Input should be a valid number")
+        return value
+
+
+# An inventoried key's kind is what its examples happen to write, not a declared type: RLinf declares none, and
+# passes many of these keys on to a library that takes any number (IsaacLab's `episode_length_s: 30` is a float
+# there). So a key seen only with integers accepts any number; a string or a mapping there is still an error.
+_SCALARS: dict[str, Any] = {"bool": bool, "int": Number, "float": float, "str": str, "list": list,
                             "dict": dict[str, Any]}
 _PIPELINE_WORDS = {"reasoning": "reasoning", "agent": "agent", "embodied": "embodied", "sft": "SFT",
                    "offline": "offline"}

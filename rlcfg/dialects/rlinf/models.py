@@ -14,30 +14,51 @@ from rlcfg.schema.base import HONORED, REQUIRED, declare_fates, inert, param, re
 from rlcfg.dialects.rlinf.inventoried import Inventoried
 
 OLD = ("2025-08", "2025-10")  # rollout.model_dir / model_arch era
-LATER = ("2025-10", "main")  # task_type reasoning, rollout.sglang / rollout.vllm sections
+# The `rollout.model.*` layout of PR #409 (2025-12): the tags v0.1, v0.2, v0.3 and main after them.
+TAGGED = ("v0.1", "v0.2", "v0.3", "main")
+LATER = ("2025-10", *TAGGED)  # task_type reasoning, rollout.sglang / rollout.vllm sections
 
 # The task types each release's `validate_cfg` dispatches on (2025-08 checks none, but only these two run).
 TASK_TYPES = {
     "2025-08": ("math", "embodied"),
     "2025-10": ("embodied", "reasoning", "coding_online_rl"),
+    "v0.1": ("embodied", "reasoning", "coding_online_rl"),
+    "v0.2": ("embodied", "reasoning", "reasoning_eval", "coding_online_rl", "sft"),
+    "v0.3": ("embodied", "embodied_eval", "reasoning", "reasoning_eval", "coding_online_rl", "sft", "offline"),
     "main": ("embodied", "embodied_eval", "reasoning", "reasoning_eval", "coding_online_rl", "sft", "offline"),
 }
 # The model families each release accepts: `rollout.model_arch` in SUPPORTED_MODEL_ARCHS (2025-08, 2025-10),
-# `rollout.model.model_type` / `actor.model.model_type` registered in SupportedModel (main).
+# `rollout.model.model_type` / `actor.model.model_type` registered in SupportedModel (from v0.1).
 MODEL_TYPES = {
     "2025-08": ("qwen2.5", "openvla", "openvla_oft"),
     "2025-10": ("qwen2.5", "qwen2.5_vl", "openvla", "openvla_oft", "openpi"),
+    "v0.1": ("qwen2.5", "qwen2.5_vl", "qwen3_moe", "openvla", "openvla_oft", "openpi", "mlp_policy", "gr00t"),
+    "v0.2": ("qwen2.5", "qwen2.5_vl", "qwen3", "qwen3_vl", "qwen3_moe", "qwen3_vl_moe", "openvla", "openvla_oft",
+             "openpi", "mlp_policy", "gr00t", "dexbotic_pi", "cnn_policy", "flow_policy", "cma"),
+    "v0.3": ("qwen2.5", "qwen2.5_vl", "qwen3", "qwen3_vl", "qwen3_moe", "qwen3_vl_moe", "openvla", "openvla_oft",
+             "openpi", "starvla", "mlp_policy", "gr00t", "gr00t_n1d6", "gr00t_n1d7", "dexbotic_pi", "dexbotic_dm0",
+             "dreamzero", "cnn_policy", "flow_policy", "cma", "lingbotvla", "abot_m0", "resnet", "cfg_model",
+             "value_model"),
     "main": ("qwen2.5", "qwen2.5_vl", "qwen3", "qwen3_vl", "qwen3_moe", "qwen3_vl_moe", "deepseek_v3", "openvla",
              "openvla_oft", "molmoact2", "openpi", "openpi_rlinf", "starvla", "mlp_policy", "rlt_mlp_policy",
              "rlt_td3_mlp_policy", "gr00t", "gr00t_n1d6", "gr00t_n1d7", "dexbotic_pi", "dexbotic_dm0", "dreamzero",
              "cnn_policy", "flow_policy", "cma", "lingbotvla", "abot_m0", "resnet", "cfg_model", "recap_value_model",
              "steam_value_model", "sd3", "wan22_ti2v_5b", "evo1"),
 }
-# main's embodied runner accepts its EMBODIED_MODEL set and the diffusion models.
-EMBODIED_MODEL_TYPES = ("openvla", "openvla_oft", "openpi", "openpi_rlinf", "starvla", "mlp_policy", "rlt_mlp_policy",
-                        "rlt_td3_mlp_policy", "gr00t", "dexbotic_pi", "dexbotic_dm0", "dreamzero", "cnn_policy",
-                        "flow_policy", "cma", "lingbotvla", "abot_m0", "resnet", "gr00t_n1d6", "gr00t_n1d7",
-                        "cfg_model", "recap_value_model", "steam_value_model", "evo1", "sd3", "wan22_ti2v_5b")
+# The embodied runner's models: v0.1 and v0.2 take SupportedModel's "embodied" category, v0.3 its EMBODIED_MODEL
+# set, main that set and the diffusion models.
+EMBODIED_MODEL_TYPES = {
+    "v0.1": ("openvla", "openvla_oft", "openpi", "mlp_policy", "gr00t"),
+    "v0.2": ("openvla", "openvla_oft", "openpi", "mlp_policy", "gr00t", "dexbotic_pi", "cnn_policy", "flow_policy",
+             "cma"),
+    "v0.3": ("openvla", "openvla_oft", "openpi", "starvla", "mlp_policy", "gr00t", "dexbotic_pi", "dexbotic_dm0",
+             "dreamzero", "cnn_policy", "flow_policy", "cma", "lingbotvla", "abot_m0", "resnet", "gr00t_n1d6",
+             "gr00t_n1d7", "cfg_model", "value_model"),
+    "main": ("openvla", "openvla_oft", "openpi", "openpi_rlinf", "starvla", "mlp_policy", "rlt_mlp_policy",
+             "rlt_td3_mlp_policy", "gr00t", "dexbotic_pi", "dexbotic_dm0", "dreamzero", "cnn_policy", "flow_policy",
+             "cma", "lingbotvla", "abot_m0", "resnet", "gr00t_n1d6", "gr00t_n1d7", "cfg_model", "recap_value_model",
+             "steam_value_model", "evo1", "sd3", "wan22_ti2v_5b"),
+}
 Precision = Literal["bf16", "bf16-mixed", "fp16", "16", "16-mixed", "fp32", "32", "32-true", 16, 32]
 Activation = Literal["gelu", "geglu", "reglu", "swiglu", "squared-relu", "fast-geglu", "fast-swiglu", "fast-reglu",
                      "approx-gelu"]
@@ -135,7 +156,7 @@ class SamplingParams(Inventoried, inventory="algorithm.sampling_params"):
     use_greedy: bool = param(False, releases=("2025-08", "2025-10"),
                              description="Deterministic (greedy) decoding if true (2025-12 replaced it with "
                                          "`do_sample`).")
-    do_sample: bool = param(True, releases=("main",), description="Sample (true) or decode greedily (false).")
+    do_sample: bool = param(True, releases=TAGGED, description="Sample (true) or decode greedily (false).")
     temperature: float = param(1.0, ge=0, description="Softmax temperature during sampling.")
     top_k: int = param(1000000, ge=-1, description="Top-k cutoff; a very large value (or -1) disables it.")
     top_p: float = param(1.0, gt=0, le=1, description="Nucleus sampling threshold.")
@@ -200,9 +221,9 @@ class Algorithm(Inventoried, inventory="algorithm"):
         None, gt=0, releases=LATER,
         description="Cap of the rollout/training importance weight of `importance_sampling_fix`: the advantages "
                     "are multiplied by min(π_recomputed/π_rollout, clip) (main; 2025-10 clamps from below).")
-    clip_log_ratio_min: float | None = param(None, releases=("main",), description="Lower clamp of the log "
+    clip_log_ratio_min: float | None = param(None, releases=TAGGED, description="Lower clamp of the log "
                                              "importance ratio before exp in the PPO loss; null: none.")
-    clip_log_ratio_max: float | None = param(None, releases=("main",), description="Upper clamp of the log "
+    clip_log_ratio_max: float | None = param(None, releases=TAGGED, description="Upper clamp of the log "
                                              "importance ratio before exp in the PPO loss; null: none.")
     shuffle_rollout: bool = param(True, description="Reorder each data-parallel rank's rollout samples before "
                                   "splitting them into mini-batches, by one permutation seeded with actor.seed (the "
@@ -266,7 +287,7 @@ class Rollout(Inventoried, inventory="rollout"):
     model_arch: str | None = param(None, releases=OLD,
                                    description="Model family served (e.g. qwen2.5), one of the release's "
                                                "SUPPORTED_MODEL_ARCHS (from 2025-12 `rollout.model.model_type`).")
-    model: RolloutModel = section(RolloutModel, releases=("main",),
+    model: RolloutModel = section(RolloutModel, releases=TAGGED,
                                   description="The served model (from 2025-12; was `model_dir`/`model_arch`).")
     precision: str | None = param(None, description="Precision of the rollout model (2025-10 and later; examples "
                                                     "write `${actor.model.precision}`).")
@@ -503,7 +524,7 @@ class AmpAutocast(Inventoried, inventory="actor.fsdp_config.amp_autocast"):
 class FsdpConfig(Inventoried, inventory="actor.fsdp_config"):
     mixed_precision: MixedPrecision | None = section(MixedPrecision, optional=True,
                                                      description="FSDP mixed precision (required by RLinf).")
-    amp_autocast: AmpAutocast | None = section(AmpAutocast, optional=True, releases=("main",),
+    amp_autocast: AmpAutocast | None = section(AmpAutocast, optional=True, releases=TAGGED,
                                                description="torch autocast settings (later releases).")
     backward_prefetch: str | None = param(None, description="FSDP backward prefetch: null, pre or post.")
 

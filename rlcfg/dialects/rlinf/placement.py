@@ -189,10 +189,11 @@ def parse_components(key: str) -> list[str]:
 class PlacementRangeError(ValueError):
     """Ranks beyond the GPUs the placement may use (RLC403, not a syntax error)."""
 
-    def __init__(self, message: str, highest: int, available: int):
+    def __init__(self, message: str, highest: int, available: int, hint: str | None = None):
         super().__init__(message)
         self.highest = highest
         self.available = available
+        self.hint = hint
 
 
 @record
@@ -348,13 +349,22 @@ class Analysis:
     explicit_ranks: bool = False  # some placement names GPU ranks (not only `all`)
 
 
+# The labels RLinf's scheduler defines itself (NodeGroupInfo.RESERVED_LABELS, tags v0.1 on): `cluster` is every node
+# with its accelerators, `node` every node as a CPU-only resource whose ranks are node ranks (agent or environment
+# processes placed per node). A node group of `cluster.node_groups` may not take either label.
+CLUSTER_LABEL = "cluster"
+NODE_LABEL = "node"
+RESERVED_LABELS = (CLUSTER_LABEL, NODE_LABEL)
+
+
 def analyze(placement: Mapping[str, Any], num_nodes: int, gpus_per_node: int | None,
             node_groups: list[dict] | None = None) -> Analysis:
     """Parse every entry of `cluster.component_placement` and place each component on global GPU ids."""
     out = Analysis()
-    groups = {}
+    groups: dict[str, dict] = {label: {} for label in RESERVED_LABELS}
     for entry in node_groups or []:
-        if isinstance(entry, dict) and isinstance(entry.get("label"), str):
+        if isinstance(entry, dict) and isinstance(entry.get("label"), str) \
+                and entry["label"] not in RESERVED_LABELS:
             groups[entry["label"]] = entry
     placed_by: dict[str, str] = {}
     for key, spec in placement.items():
@@ -400,6 +410,8 @@ def _spec_text(spec: Any) -> str:
 
 
 def _range_hint(exc: PlacementRangeError, gpus_per_node: int | None, num_nodes: int) -> str:
+    if exc.hint:
+        return exc.hint
     if exc.available and gpus_per_node:
         return (f"use ranks 0-{exc.available - 1}, or grow the cluster: {exc.highest + 1} GPUs need "
                 f"cluster.num_nodes × cluster.num_gpus_per_node ≥ {exc.highest + 1}")
@@ -427,9 +439,17 @@ def _place(key: str, spec: Any, num_nodes: int, gpus_per_node: int | None, group
     if labels:
         missing = [label for label in labels if label not in groups]
         if missing:
-            known = ", ".join(sorted(groups)) or "none are defined under cluster.node_groups"
-            raise PlacementSyntaxError(f"node group `{missing[0]}` is not defined (known labels: {known})",
+            known = ", ".join(sorted(groups))
+            raise PlacementSyntaxError(f"node group `{missing[0]}` is not defined (known labels: {known}; "
+                                       f"`{CLUSTER_LABEL}` and `{NODE_LABEL}` are RLinf's own)",
                                        str(spec.get("node_group")))
+        if NODE_LABEL in labels:
+            expanded = expand_or_none(rank_map, None if not rank_map.uses_all else num_nodes)
+            if expanded is not None and expanded.resources and max(expanded.resources) >= num_nodes:
+                raise PlacementRangeError(f"the `{NODE_LABEL}` group's resources are the cluster's nodes, and it "
+                                          f"has {num_nodes}", max(expanded.resources), num_nodes,
+                                          f"use node ranks 0-{num_nodes - 1}, or raise cluster.num_nodes")
+            return Component("", key, None, expanded.world_size if expanded else None, labels, True)
         global_ids = []
         for label in labels:
             group = groups[label]

@@ -15,7 +15,7 @@ from rlcfg.diagnostics import Severity, close_matches
 from rlcfg.dialects.rlinf import placement as lang
 from rlcfg.dialects.rlinf.derived import (ADVANTAGES, GROUP_ADVANTAGES, LOSSES, REASONING, REWARD_FUNCTIONS,
                                           SCHEDULES, TRAINING, megatron_warmup, placement, placement_mode, training)
-from rlcfg.dialects.rlinf.models import EMBODIED_MODEL_TYPES, MODEL_TYPES, TASK_TYPES, RLinfConfig
+from rlcfg.dialects.rlinf.models import EMBODIED_MODEL_TYPES, MODEL_TYPES, TAGGED, TASK_TYPES, RLinfConfig
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 rules = RuleSet()
@@ -96,6 +96,22 @@ def placement_in_cluster(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding
                 f"so that the ranks can be checked now")
 
 
+@rules.rule("rlinf/reserved-node-group-label", "RLC204",
+            "A `cluster.node_groups` entry takes neither of the labels RLinf's scheduler defines itself: `cluster` "
+            "(every node) and `node` (every node, placed by node rank).",
+            keys=["cluster.node_groups"])
+def reserved_node_group_label(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
+    for index, group in enumerate(cfg.cluster.node_groups or []):
+        label = group.get("label") if isinstance(group, dict) else None
+        if label in lang.RESERVED_LABELS:
+            yield ctx.error("RLC204", f"cluster.node_groups.{index}.label",
+                            f"node group label `{label}` is reserved: RLinf's scheduler defines `cluster` (every "
+                            f"node) and `node` (every node, placed by node rank) itself, and stops at start on a "
+                            f"node group that takes either label",
+                            f"rename the group (and the `node_group:` entries that name it), or drop it and place "
+                            f"on `{label}` directly")
+
+
 @rules.rule("rlinf/placement-mode", "RLC401",
             "Reasoning placements are either collocated (actor and rollout on the same GPUs) or disaggregated "
             "(actor, rollout, inference and critic on disjoint, contiguous GPU ranges); actor and rollout (and, "
@@ -109,7 +125,7 @@ def placement_mode_rule(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]
     named = set()  # components a key names, even one whose entry is broken (reported on its own)
     for key in cfg.cluster.component_placement:
         named.update(name.strip() for name in str(key).split(","))
-    needed = ["actor", "rollout"] + (["reward"] if ctx.release in (None, "main") else [])
+    needed = ["actor", "rollout"] + (["reward"] if ctx.release in (None, *TAGGED) else [])
     if cfg.runner.task_type == "reasoning_eval":
         needed = ["rollout"]
     for name in needed:
@@ -681,7 +697,7 @@ def rollout_model(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.runner.task_type not in REASONING:
         return
     rollout = cfg.rollout
-    if ctx.release in (None, "main"):
+    if ctx.release in (None, *TAGGED):
         if rollout.model.model_path is None:
             hint = ("RLinf from 2025-12 on reads `rollout.model.model_path`; move `rollout.model_dir` there (or pin "
                     "`--framework-version 2025-10`)" if rollout.model_dir is not None
@@ -768,12 +784,13 @@ def model_type(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     model = cfg.actor.model
     later = ""
     if task in ("embodied", "embodied_eval"):
-        if release == "main":
-            path, value, allowed = "actor.model.model_type", getattr(model, "model_type", None), EMBODIED_MODEL_TYPES
+        if release in TAGGED:
+            path, value = "actor.model.model_type", getattr(model, "model_type", None)
+            allowed = EMBODIED_MODEL_TYPES[release]
         else:
             path, value, allowed = "actor.model.model_name", getattr(model, "model_name", None), MODEL_TYPES[release]
     elif task in REASONING:
-        if release == "main":
+        if release in TAGGED:
             path, value, allowed = "rollout.model.model_type", cfg.rollout.model.model_type, MODEL_TYPES[release]
             if value is None:
                 return  # reported by rlinf/rollout-model
@@ -781,8 +798,8 @@ def model_type(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                 later = "; RLinf accepts it at load but fails when the rollout worker looks it up in its registry"
         else:
             path, value, allowed = "rollout.model_arch", cfg.rollout.model_arch, MODEL_TYPES[release]
-            if release == "2025-10" and task == "coding_online_rl":
-                allowed = ("qwen2.5",)  # its validator asserts exactly this family
+        if release != "2025-08" and task == "coding_online_rl":
+            allowed = ("qwen2.5",)  # its validator asserts exactly this family
     else:
         return
     if value in allowed:
@@ -1023,7 +1040,7 @@ def fsdp_config(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                         f"`actor.fsdp_config.backward_prefetch`: {fsdp.backward_prefetch!r} is not one of null, pre, "
                         f"post", "use null, pre or post")
     amp = fsdp.amp_autocast
-    if amp is None or ctx.release not in (None, "main"):
+    if amp is None or ctx.release not in (None, *TAGGED):
         return  # autocast settings came with the 2025-12 FSDP rework; older releases never read them
     if amp.precision not in ("fp16", "bf16", "fp32"):
         yield ctx.error("RLC202", "actor.fsdp_config.amp_autocast.precision",

@@ -368,6 +368,10 @@ CASES = {
     "rlinf/critic-backend": [
         ({"critic.use_critic_model": True}, (), ("RLC302", "critic.training_backend", "error")),
     ],
+    "rlinf/reserved-node-group-label": [
+        ({"cluster.node_groups": [{"label": "node", "node_ranks": 0}]}, (),
+         ("RLC204", "cluster.node_groups.0.label", "error")),
+    ],
     "rlinf/robot-ip": [
         ({"cluster.node_groups": [{"label": "franka", "node_ranks": 0, "hardware": {
             "type": "Franka", "configs": [{"robot_ip": "ROBOT_IP", "node_rank": 0}]}}]}, (),
@@ -444,6 +448,26 @@ def test_placement_beyond_a_node_group():
                                                        "env": {"node_group": "robots", "placement": "0"}}})
     found = [d for d in unknown.diagnostics if d.code == "RLC204"]
     assert found and "node group `robots` is not defined" in found[0].message
+
+
+def test_the_schedulers_own_node_groups_need_no_declaration():
+    """`cluster` (every node) and `node` (processes placed by node rank) are RLinf's own labels."""
+    placed = {"actor,rollout,reward": "all", "agent": {"node_group": "node", "placement": "0-1:0-5"},
+              "env": {"node_group": "cluster", "placement": "0-15"}}
+    result = variant({"cluster.num_nodes": 2, "cluster.component_placement": placed})
+    assert not [d for d in result.diagnostics if d.path.startswith("cluster.")], codes(result)
+    beyond = variant({"cluster.num_nodes": 2, "cluster.component_placement": {
+        **placed, "agent": {"node_group": "node", "placement": "0-2:0-5"}}})
+    [error] = [d for d in beyond.diagnostics if d.code == "RLC403"]
+    assert "the `node` group's resources are the cluster's nodes" in error.message and "node ranks 0-1" in error.hint
+
+
+def test_a_key_seen_only_with_integers_takes_any_number():
+    """RLinf declares no types; an environment's `episode_length_s: 30.0` goes on to IsaacLab, a float there."""
+    key = "env.train.init_params.episode_length_s"
+    assert not [d for d in variant({key: 30.0}).diagnostics if d.path == key]
+    assert [(d.code, d.message) for d in variant({key: "long"}).diagnostics if d.path == key] == [
+        ("RLC200", f"`{key}`: expected a number, got 'long' (a string)")]
 
 
 # ---- resolvers --------------------------------------------------------------------------------------------------
@@ -634,6 +658,37 @@ def test_the_release_is_inferred_from_the_layout():
                        ("rollout.model", "algorithm.sampling_params.do_sample")) == "2025-10"
     result = check_file(str(TEMPLATE), release="2025-10")
     assert result.release == "2025-10" and "pinned" in result.release_reason
+
+
+def test_the_tags_are_told_apart_by_the_keys_only_some_of_them_have():
+    """v0.1, v0.2, v0.3 and main share a layout: a key that only some of them have picks the newest of those."""
+    plain_result = check_file(str(TEMPLATE))
+    assert plain_result.release == "main" and "no key it writes rules out the newest, main" in \
+        plain_result.release_reason
+    drift = variant({"algorithm.max_drift": 0.5})  # the decoupled loss's drift bound: v0.3 had it, main dropped it
+    assert drift.release == "v0.3"
+    assert "`algorithm.max_drift` is a key of RLinf v0.3 only, not of the releases after v0.3" in drift.release_reason
+    assert drift.ok and not [d for d in drift.diagnostics
+                             if d.path == "algorithm.max_drift" and d.severity.value != "note"], codes(drift)
+    # the same key under main is one main no longer reads: dropped, with a warning
+    pinned = check_file(str(TEMPLATE), ["+algorithm.max_drift=0.5"], release="main")
+    assert ("RLC113", "algorithm.max_drift", "warning") in codes(pinned)
+
+
+def test_each_tag_runs_its_own_task_types_and_model_families():
+    eval_at_v01 = check_file(str(TEMPLATE), ["runner.task_type=reasoning_eval"], release="v0.1")
+    assert ("RLC202", "runner.task_type", "error") in codes(eval_at_v01)  # added in v0.2
+    assert ("RLC202", "runner.task_type", "error") not in codes(
+        check_file(str(TEMPLATE), ["runner.task_type=reasoning_eval"], release="v0.2"))
+    qwen3_at_v01 = check_file(str(TEMPLATE), ["rollout.model.model_type=qwen3"], release="v0.1")
+    assert ("RLC202", "rollout.model.model_type", "error") in codes(qwen3_at_v01)  # registered from v0.2
+    assert check_file(str(TEMPLATE), ["rollout.model.model_type=qwen3"], release="v0.2").ok
+
+
+def test_the_package_index_names_of_the_tags_are_taken():
+    """PyPI's rlinf 0.3.0 is tag v0.3's code, file for file; `--framework-version 0.3.0` judges by v0.3."""
+    result = check_file(str(TEMPLATE), release="0.3.0")
+    assert result.release == "v0.3" and result.release_label == "RLinf v0.3"
 
 
 def test_a_file_judged_by_2025_10_reads_its_own_keys():

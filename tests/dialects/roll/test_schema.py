@@ -656,6 +656,11 @@ def test_unknown_keys_are_dropped_like_dacite_does(tmp_path):
     typo = check_file(str(written(tmp_path, MEGATRON, rollout_batch_sizee=64)), env={})
     [bad] = [d for d in typo.diagnostics if d.path == "rollout_batch_sizee"]
     assert bad.severity.value == "error" and "rollout_batch_size" in bad.hint
+    # a key ROLL reads elsewhere, written at the wrong level, is dropped like its siblings, not taken for a typo
+    misplaced = check_file(str(written(tmp_path, MEGATRON, lora_rank=8, lora_alpha=16)), env={})
+    found = {d.path: d for d in misplaced.diagnostics if d.path in ("lora_rank", "lora_alpha")}
+    assert {p: d.code for p, d in found.items()} == {"lora_rank": "RLC114", "lora_alpha": "RLC114"}
+    assert found["lora_rank"].hint.startswith("this key exists under `actor_train.model_args`")
 
 
 def test_helper_variables_read_through_interpolation_pass_silently():
