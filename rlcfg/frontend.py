@@ -8,6 +8,7 @@ shows all problems at once, ordered by location.
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import field
 from pathlib import Path as FsPath
 from typing import Any, Mapping, Sequence
@@ -84,11 +85,16 @@ def open_config(path: str, overrides: Sequence[str] = (), dialect: str | None = 
         return Opened(read_text(path), path, list(overrides), dialect, str(FsPath(path).parent), path)
     from rlcfg import schema
 
+    positional: list = []
     if command:
         text, script, shown, extra = scripts.command_text([path, *overrides]), COMMAND_LINE, COMMAND_LINE, []
     else:
         text, script, shown, extra = read_text(path), path, path, list(overrides)
-    found = scripts.read_launch(text, script, schema.launchers(dialect), env, shown_as=shown)
+        # `rlcfg validate run.sh my_config k=v`: the bare words first are the script's own arguments ($1, ...); an
+        # override always has `=` (or starts with `~`), so nothing a user means as an override is taken
+        while extra and "=" not in extra[0] and not extra[0].startswith("~"):
+            positional.append(scripts.Word(extra.pop(0), 0, 0))
+    found = scripts.read_launch(text, script, schema.launchers(dialect), env, shown_as=shown, arguments=positional)
     sources = {shown: text, **found.sources}
     entry = _entry_config(found.dialect, found.entry, path if not command else ".")
     added = _entry_keys(found.dialect, found.module, path if not command else ".")
@@ -99,8 +105,11 @@ def open_config(path: str, overrides: Sequence[str] = (), dialect: str | None = 
                       sources, found.diagnostics, found.environment, entry, call, found.launcher.releases, added)
     config = scripts.locate(found.config, path if not command else ".")
     if not FsPath(config).is_file():
-        raise UsageError(f"{shown}:{found.line}: the call loads {found.config}, which is neither under the current "
-                         "directory nor above the script; run rlcfg from where the script is run")
+        where = "which does not exist" if FsPath(found.config).is_absolute() else \
+            "which is neither under the current directory nor above the script; run rlcfg from where the script is run"
+        takes = " (the script reads arguments: give them after it, `rlcfg validate SCRIPT ARG ... key=value`)" \
+            if not command and re.search(r"\$\{?[1-9@*]", text) else ""
+        raise UsageError(f"{shown}:{found.line}: the call loads {found.config}, {where}{takes}")
     return Opened(read_text(config), config, [*found.arguments, *extra], found.dialect, str(FsPath(config).parent),
                   shown, sources, found.diagnostics, found.environment, entry, call, found.launcher.releases, added)
 
@@ -197,7 +206,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         return _finish(result, diagnostics)
 
     if dialect is None:
-        detection = schema.detect(_composed_for_detection(tree, base_dir).data)
+        detection = schema.detect(_composed_for_detection(tree, base_dir, env).data)
         if detection.name is None:
             diagnostics.append(diagnostic("RLC110", "", f"cannot tell which framework this config is for: {detection.reason}",
                                           origin=Origin("file", file=filename, line=1, column=1),
@@ -207,7 +216,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     spec = schema.load(dialect)
     result.dialect = dialect
 
-    tree, found = spec.compose(tree, base_dir)
+    tree, found = spec.compose(tree, base_dir, env)
     diagnostics.extend(found)
     result.pipeline = spec.pipeline(tree.data) if isinstance(tree.data, dict) else None
 
@@ -343,14 +352,14 @@ def pipeline_name(name: str) -> str:
     return name if name.lower().endswith("pipeline") else f"{name} pipeline"
 
 
-def _composed_for_detection(tree: SourceTree, base_dir: str) -> SourceTree:
+def _composed_for_detection(tree: SourceTree, base_dir: str, env: Mapping[str, str]) -> SourceTree:
     """The document with its Hydra defaults list composed, so that keys a config inherits from its base files count
     when telling the dialect (each dialect composes again, its own way, once chosen)."""
     if not isinstance(tree.data, dict) or "defaults" not in tree.data:
         return tree
     from rlcfg.source.compose import compose, searchpath_of
 
-    folders, unusable = searchpath_of(tree)
+    folders, unusable = searchpath_of(tree, env)
     composed, _problems = compose(tree.copy(), base_dir, folders, unusable)
     return composed if isinstance(composed.data, dict) and composed.data else tree
 

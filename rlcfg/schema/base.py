@@ -677,14 +677,16 @@ class Dialect:
         `release` (the one the document is judged by)."""
         return defaults_tree(root)
 
-    def compose(self, tree: SourceTree, base_dir: str) -> tuple[SourceTree, list]:
+    def compose(self, tree: SourceTree, base_dir: str,
+                env: Mapping[str, str] | None = None) -> tuple[SourceTree, list]:
         """Combine a multi-file config (Hydra defaults lists, looked up beside the file and on `hydra.searchpath`)
-        into one tree."""
+        into one tree. `env`: the environment the entrypoint runs in (a launch script's exports on top), which the
+        search path's `${oc.env:...}` entries read."""
         if not isinstance(tree.data, dict) or "defaults" not in tree.data:
             return tree, []  # a single file: the composer is not even imported
         from rlcfg.source.compose import compose, searchpath_of
 
-        folders, unusable = searchpath_of(tree)
+        folders, unusable = searchpath_of(tree, env)
         return compose(tree, base_dir, folders, unusable)
 
     def typed_overrides(self, overrides: list, root: type[Section], release: str | None) -> tuple[list, list]:

@@ -15,8 +15,9 @@ The reading is a small shell word scanner, not a shell:
 - `source FILE`; `if` branches and `[ ... ] &&` guards whose tests follow from known values; a command kept in a
   variable and run as `${CMD}`, `eval` or `bash -c`; `echo` and `printf` run nothing;
 - what the script exports is the entrypoint's environment too (`${oc.env:X}` in its config reads it);
-- the script is read as called with no arguments: `"$@"` forwards them, and the overrides given to rlcfg after the
-  script play that part;
+- the script is read as called with the words given to rlcfg after it: bare words (no `=`) are its positional
+  arguments, `$1`, `$2`, ...; `"$@"` (or `"${@:N}"` past them) forwards the rest, which the key=value overrides
+  given to rlcfg after the script play;
 - anything else (another command's output, a variable neither the script nor the environment sets, a branch whose
   test cannot be decided) is not guessed: an argument that depends on one is left out of the check and reported
   with what it depends on (RLC120). A script that launches more than once is checked at its first call (RLC121).
@@ -477,6 +478,12 @@ class _Scanner:
     def _braced(self, inner: str, unknown: list[str]) -> str:
         if inner in ("BASH_SOURCE[0]", "BASH_SOURCE[@]"):
             return self.variables["BASH_SOURCE"]
+        sliced = re.fullmatch(r"[@*](?::(\d+))?", inner)
+        if sliced:  # "${@:2}": the arguments after the ones given by position, which rlcfg's overrides stand for
+            if int(sliced.group(1) or 1) > int(self.variables.get("#", "0")):
+                return "\x01"
+            unknown.append("${" + inner + "}")
+            return _UNKNOWN
         found = re.fullmatch(r"([A-Za-z_][A-Za-z0-9_]*|\d+)(?:(:?)([-=+?])(.*))?", inner, re.S)
         if not found:
             unknown.append("${" + inner + "}")
@@ -690,8 +697,8 @@ def _integer_arithmetic(text: str) -> int | None:
 # ---- finding the entrypoint's call -----------------------------------------------------------------------------
 
 
-def _match(words: list[Word], launcher: Launcher) -> int | None:
-    """The index of the first word after the entrypoint, if `words` call it."""
+def _match(words: list[Word], launcher: Launcher, script: str) -> int | None:
+    """The index of the first word after the entrypoint, if `words` call it (`script`: the script that runs them)."""
     for index, word in enumerate(words):
         if launcher.module and word.text == "-m" and index + 1 < len(words) \
                 and re.fullmatch(launcher.module, words[index + 1].text):
@@ -699,7 +706,7 @@ def _match(words: list[Word], launcher: Launcher) -> int | None:
         if launcher.module and word.text.startswith("-m") and re.fullmatch(launcher.module, word.text[2:]):
             return index + 1
         if launcher.script and word.text.endswith(".py") and re.search(launcher.script, word.text) \
-                and _names_config(words[index + 1:], launcher):
+                and (_names_config(words[index + 1:], launcher) or _hydra_entry(word, launcher, script)):
             return index + 1
     return None
 
@@ -709,6 +716,14 @@ def _names_config(words: list[Word], launcher: Launcher) -> bool:
     could be any framework's)."""
     flags = (*launcher.config_file, *launcher.config_name)
     return not flags or any(w.text in flags or w.text.partition("=")[0] in flags for w in words)
+
+
+def _hydra_entry(entry: Word, launcher: Launcher, script: str) -> bool:
+    """An entry script called without the config flags whose own `@hydra.main` names its config, for a launcher
+    whose flags are Hydra's."""
+    if "--config-name" not in launcher.config_name or entry.unknown or _UNKNOWN in entry.text:
+        return False
+    return _hydra_main(locate(entry.text, script))[1] is not None
 
 
 _SHELLS = ("bash", "sh", "zsh")
@@ -732,7 +747,7 @@ def read_launch(text: str, script: str, launchers: Sequence[tuple[str, Launcher]
     runs: list[list[Word]] = []  # commands that run another script
     for words in scanner.commands():
         for dialect, launcher in launchers:
-            after = _match(words, launcher)
+            after = _match(words, launcher, script)
             if after is not None:
                 calls.append((dialect, launcher, words, after))
                 break
@@ -864,13 +879,40 @@ def _config_path(options: dict[str, Word], launcher: Launcher, call: list[Word],
     if launcher.config_name:
         name = value(launcher.config_name, "config name")
         directory = value(launcher.config_dir, "config folder")
+        entry = next((w.text for w in call if w.text.endswith(".py")), "")
+        if name is None or directory is None:  # what the flags leave out, the entry script's @hydra.main gives
+            declared_dir, declared_name = _hydra_main(locate(entry, shown)) if entry else (None, None)
+            name, directory = name or declared_name, directory if directory is not None else declared_dir
         if name is None:
             raise UsageError(f"{shown}:{_line(text, call[0].start)}: the call of {launcher.name} names no config "
-                             f"({' or '.join(launcher.config_name)})")
-        entry = next((w.text for w in call if w.text.endswith(".py")), "")
+                             f"({' or '.join(launcher.config_name)}), and its entry script's @hydra.main names none "
+                             "rlcfg could read")
         folder = posixpath.join(posixpath.dirname(entry), directory or "")
         return posixpath.normpath(posixpath.join(folder, name if name.endswith(".yaml") else name + ".yaml"))
     return None
+
+
+def _hydra_main(entry: str) -> tuple[str | None, str | None]:
+    """The `config_path` and `config_name` an entry script's `@hydra.main(...)` declares, read from its source (never
+    run); (None, None) where the script is not on this machine or declares them otherwise than as plain strings."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(entry).read_text(errors="replace"))
+    except (OSError, SyntaxError, ValueError):
+        return None, None
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            continue
+        for decorator in node.decorator_list:
+            called = decorator.func if isinstance(decorator, ast.Call) else None
+            name = called.attr if isinstance(called, ast.Attribute) else getattr(called, "id", None)
+            if name != "main":
+                continue
+            given = {k.arg: k.value.value for k in decorator.keywords
+                     if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)}
+            return given.get("config_path"), given.get("config_name")
+    return None, None
 
 
 def locate(config: str, script: str, cwd: str | None = None) -> str:

@@ -7,7 +7,8 @@ RLinf's entry points compose the YAML with Hydra (its `defaults:` lists and `hyd
 
     2025-08  commit 298084c8b  venv rlinf0819
     2025-10  commit d80c9195f  venv rlinf0819 (the Oct-2025 code imports with the Aug-2025 pins)
-    v0.1     tag v0.1 (9df6dc80d), v0.2 (46213e88c), v0.3 (050543189): venv rlinf
+    v0.1     tag v0.1 (9df6dc80d): venv rlinf0819 (its model code reads `rope_theta`, which newer transformers moved)
+    v0.2     tag v0.2 (46213e88c), v0.3 (050543189): venv rlinf
     main     commit a3816b596  venv rlinf (the oracle's HEAD)
 
 Cases, per release:
@@ -50,7 +51,7 @@ from tests.oracle.common import Agreement
 REPO = "RLinf+RLinf"
 RELEASES = {"2025-08": ("298084c8b1a043b56147526267f974e1d86c5e13", "rlinf0819"),
             "2025-10": ("d80c9195f81c784d7410e736da98199f29ae8a30", "rlinf0819"),
-            "v0.1": ("9df6dc80dc729a6caccab92dd676004e51b1d3a2", "rlinf"),
+            "v0.1": ("9df6dc80dc729a6caccab92dd676004e51b1d3a2", "rlinf0819"),
             "v0.2": ("46213e88caa910a4a52e68bde4fb96416c1efa55", "rlinf"),
             "v0.3": ("0505431899574619da86f551bad70b71e0ea2177", "rlinf"),
             "main": ("a3816b596478dcd8a5c69a6ec1468c9519f77b5b", "rlinf")}
@@ -62,7 +63,7 @@ MARK = "accepts this at load but fails when"
 # 2025-12 on counts the node's GPUs with NVML (RAY_OVERRIDE_RESOURCES does not reach it): on this GPU-less machine
 # it places GPU ranks as node ranks and sizes `all` as one process. And some model families import packages the
 # oracle's virtualenv does not install (e.g. DreamZero's `groot`).
-ENVIRONMENT_SIGNS = re.compile(r"must be within the available Node ranks|must be less than or equal to \w+ world size 1\b"
+ENVIRONMENT_SIGNS = re.compile(r"must be within the available\s+(Node )?ranks|must be less than or equal to \w+ world size 1\b"
                                r"|must be less than total number of GPUs 0|ModuleNotFoundError")
 
 # Runs RLinf's loader at one commit, in place: the same steps as the oracle's my_run_rlinf.sh, for any release.

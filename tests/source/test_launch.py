@@ -282,3 +282,55 @@ def test_a_called_scripts_own_error_reaches_the_user(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match="serving or generation entrypoint") as caught:
         check_file("examples/run.sh", [], env={**ENV, "PWD": str(tmp_path)})
     assert "calls no entrypoint" not in str(caught.value)
+
+
+def _rlinf_example(tmp_path, script: str):
+    """An RLinf-style example folder: an entry script with @hydra.main, configs whose defaults live in a group folder
+    the search path reaches through a variable the launch script exports, and the launch script."""
+    examples = tmp_path / "examples"
+    (examples / "config" / "groups").mkdir(parents=True)
+    (examples / "shared" / "engines").mkdir(parents=True)
+    (examples / "shared" / "engines" / "plain.yaml").write_text("seed: 1\n")
+    template = (TEMPLATES / "rlinf-megatron-sglang.yaml").read_text()
+    for name in ("grpo", "other"):
+        (examples / "config" / f"{name}.yaml").write_text(
+            "defaults:\n  - engines/plain@runner.extra\n  - _self_\n" + template.replace(
+                "hydra:\n", "hydra:\n  searchpath:\n    - file://${oc.env:SHARED_PATH}/\n", 1))
+    (examples / "train.py").write_text(
+        'import hydra\n\n\n@hydra.main(version_base="1.1", config_path="config", config_name="grpo")\n'
+        "def main(cfg):\n    pass\n")
+    (examples / "run.sh").write_text(textwrap.dedent(script))
+    return examples / "run.sh"
+
+
+def test_a_scripts_positional_arguments_and_its_entry_scripts_own_config(tmp_path, monkeypatch):
+    """RLinf's scripts take the config's name as $1 and pass the rest on (`${@:2}`); an entry script called without
+    --config-name loads the config its @hydra.main names; the script's exports reach the config's search path."""
+    script = _rlinf_example(tmp_path, """\
+        export SHARED_PATH="$( cd "$(dirname "${BASH_SOURCE[0]}" )" && pwd )/shared"
+        if [ -z "$1" ]; then
+            python examples/train.py runner.max_epochs=3 "$@"
+        else
+            python examples/train.py --config-name "$1" runner.max_epochs=3 "${@:2}"
+        fi
+        """)
+    monkeypatch.chdir(tmp_path)
+    env = {**ENV, "PWD": str(tmp_path)}
+    plain = check_file("examples/run.sh", [], env=env)
+    assert plain.ok, [(d.code, d.message) for d in plain.diagnostics if d.severity.value == "error"]
+    assert open_config("examples/run.sh", [], env=env).filename.endswith("config/grpo.yaml")  # @hydra.main's
+    assert not [d for d in plain.diagnostics if d.code == "RLC112"]  # the group found through $SHARED_PATH
+    assert open_config("examples/run.sh", ["other"], env=env).filename.endswith("config/other.yaml")
+    named = check_file("examples/run.sh", ["other", "runner.max_epochs=two"], env=env)
+    assert ("RLC200", "runner.max_epochs") in [(d.code, d.path) for d in named.diagnostics]
+
+
+def test_a_config_the_script_names_that_does_not_exist_says_so(tmp_path, monkeypatch):
+    script = _rlinf_example(tmp_path, """\
+        CONFIG_NAME=${1:-gone}
+        python $PWD/examples/train.py --config-path $PWD/examples/config --config-name $CONFIG_NAME
+        """)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="gone.yaml, which does not exist .*give them after it") as caught:
+        check_file(str(script), [], env={**ENV, "PWD": str(tmp_path)})
+    assert "neither under" not in str(caught.value)

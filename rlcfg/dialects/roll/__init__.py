@@ -109,9 +109,9 @@ class Roll(Dialect):
     def defaults(self, root: type[Section], release: str | None = None) -> dict:
         return _without_null_defaults(root, super().defaults(root, release))
 
-    def compose(self, tree: SourceTree, base_dir: str) -> tuple[SourceTree, list]:
+    def compose(self, tree: SourceTree, base_dir: str, env: Any = None) -> tuple[SourceTree, list]:
         primary = tree.origin(()).file if tree.origin(()) is not None else None
-        composed, found = super().compose(tree, base_dir)
+        composed, found = super().compose(tree, base_dir, env)
         return _without_unused_fragment_keys(composed, primary), found
 
     def release_label(self, release: str) -> str:

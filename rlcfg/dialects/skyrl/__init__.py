@@ -54,7 +54,7 @@ class SkyRL(Dialect):
 
         return release_defaults(super().defaults(root), release)
 
-    def compose(self, tree, base_dir):
+    def compose(self, tree, base_dir, env=None):
         from rlcfg.dialects.skyrl.derived import compose_defaults_list
 
         return compose_defaults_list(tree)
