@@ -89,7 +89,7 @@ REGISTRY: tuple[DialectEntry, ...] = (
                   frozenset({"actor_infer", "rewards"})),
                  launchers=(dict(name="ROLL's start_*_pipeline.py", script=r"(^|/)start_\w+\.py$",
                                      config_dir=("--config_path",), config_name=("--config_name",)),)),
-    DialectEntry("areal", "rlcfg.dialects.areal", "AReaL", ("0.3", "1.0"), "hydra",
+    DialectEntry("areal", "rlcfg.dialects.areal", "AReaL", ("0.3", "0.4", "0.5", "1.0"), "hydra",
                  frozenset({"experiment_name", "trial_name"}),
                  frozenset({"cluster", "allocation_mode", "actor", "ref", "rollout", "gconfig", "train_dataset",
                             "valid_dataset", "saver", "evaluator", "stats_logger", "recover", "launcher", "sglang"}),

@@ -29,7 +29,12 @@ from rlcfg.frontend import check_file
 from tests.oracle.common import Agreement
 
 REPO = "inclusionAI+AReaL"
-RELEASES = {"0.3": ("v0.3.4", "areal034"), "1.0": ("v1.0.4", "areal104")}
+RELEASES = {"0.3": ("v0.3.4", "areal034"), "0.4": ("v0.4.1", "areal034"), "0.5": ("v0.5.3", "areal104"),
+            "1.0": ("v1.0.4", "areal104")}
+# What an older Python needs changed in a release's tree to import its config classes: 0.5 asks for Python 3.12 for
+# one generic function's signature, whose type parameter is made an ordinary TypeVar (nothing else changes).
+PY311 = {"0.5": [("areal/api/cli_args.py", "def load_expr_config[ConfigT](",
+                  'ConfigT = __import__("typing").TypeVar("ConfigT")\n\n\ndef load_expr_config(')]}
 
 # Example file (relative to examples/) -> the config class its training script loads it with. Files not listed use
 # GRPOConfig. A "<file>.py:Class" entry is imported from the extracted tree.
@@ -42,6 +47,31 @@ CLASSES = {
         "vlm/clevr_count_70k_sft.yaml": "areal.api.cli_args:SFTConfig",
         "multi-turn-math/config.yaml": "examples/multi-turn-math/train.py:AgentRLConfig",
         "search-agent/tongyi_deepresearch/config.yaml": "examples/search-agent/tongyi_deepresearch/train.py:AgentRLConfig",
+        "tir/tir_math_config.yaml": "examples/tir/tir_workflow.py:TIRGRPOConfig",
+    },
+    "0.4": {
+        "alignment/hhrlhf_rw.yaml": "areal.api.cli_args:RWConfig",
+        "math/gsm8k_ppo.yaml": "areal.api.cli_args:PPOConfig",
+        "math/gsm8k_sft.yaml": "areal.api.cli_args:SFTConfig",
+        "math/gsm8k_sft_megatron.yaml": "areal.api.cli_args:SFTConfig",
+        "vlm/clevr_count_70k_sft.yaml": "areal.api.cli_args:SFTConfig",
+        "camel/config.yaml": "examples/camel/train.py:AgentRLConfig",
+        "multi-turn-math/config.yaml": "examples/multi-turn-math/train.py:AgentRLConfig",
+        "openai-agents/config.yaml": "examples/openai-agents/train_agents.py:AgentRLConfig",
+        "search-agent/tongyi_deepresearch/config.yaml": "examples/search-agent/tongyi_deepresearch/train.py:AgentRLConfig",
+        "tir/tir_math_config.yaml": "examples/tir/tir_workflow.py:TIRGRPOConfig",
+    },
+    "0.5": {
+        "alignment/hhrlhf_rw.yaml": "areal.api.cli_args:RWConfig",
+        "math/gsm8k_ppo.yaml": "areal.api.cli_args:PPOConfig",
+        "math/gsm8k_ppo_megatron.yaml": "areal.api.cli_args:PPOConfig",
+        "math/gsm8k_sft.yaml": "areal.api.cli_args:SFTConfig",
+        "vlm/clevr_count_70k_sft.yaml": "areal.api.cli_args:SFTConfig",
+        "camel/config.yaml": "examples/camel/train.py:AgentRLConfig",
+        "experimental/proxy/config.yaml": "examples/experimental/proxy/configs.py:AgentConfig",
+        "multi_turn_math/gsm8k_grpo_mt.yaml": "examples/multi_turn_math/gsm8k_rl_mt.py:MultiTurnGRPOConfig",
+        "openai_agents/config.yaml": "examples/openai_agents/train_agents.py:AgentRLConfig",
+        "search_agent/tongyi_deepresearch/config.yaml": "examples/search_agent/tongyi_deepresearch/train.py:AgentRLConfig",
         "tir/tir_math_config.yaml": "examples/tir/tir_workflow.py:TIRGRPOConfig",
     },
     "1.0": {
@@ -148,6 +178,10 @@ def _tree(oracle_dir: Path, release: str) -> Path:
     if not (dest / "examples").is_dir():
         subprocess.run([sys.executable, str(oracle_dir / "extract_tree.py"), str(git_dir), commit, str(dest)],
                        check=True, capture_output=True)
+    for file, old, new in PY311.get(release, []):
+        text = (dest / file).read_text()
+        if old in text:
+            (dest / file).write_text(text.replace(old, new))
     return dest
 
 

@@ -16,6 +16,7 @@ writes tests/inventory/areal/<release>.json:
 Not run in CI:
 
     python tools/inventory/areal.py [--mirror /work/.mirror/inclusionAI+AReaL/repo] [--out tests/inventory/areal]
+    python tools/inventory/areal.py --tables    # then rlcfg/dialects/areal/releases.json from those inventories
 """
 
 from __future__ import annotations
@@ -23,10 +24,15 @@ from __future__ import annotations
 import argparse
 import ast
 import json
+import re
 import subprocess
+import sys
 from pathlib import Path
+from typing import Any, get_args, get_origin
 
-RELEASES = {"0.3": "v0.3.4", "1.0": "v1.0.4"}
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # rlcfg's own sections, for --tables
+
+RELEASES = {"0.3": "v0.3.4", "0.4": "v0.4.1", "0.5": "v0.5.3", "1.0": "v1.0.4"}
 CLI_ARGS = "areal/api/cli_args.py"
 # Experiment classes of cli_args.py -> pipeline name.
 EXPERIMENTS = {"GRPOConfig": "grpo", "PPOConfig": "ppo", "SFTConfig": "sft", "RWConfig": "rw", "DPOConfig": "dpo"}
@@ -35,7 +41,7 @@ MODELLED = {"grpo", "ppo", "sft", "rw"}
 UNMODELLED_PIPELINES = {"dpo": "AReaL 1.0's DPO trainer; rlcfg names it in its 'not modelled' warning and checks "
                                "the keys it shares with the RL pipelines"}
 # Keys in the inventory that rlcfg does not model, with the reason (copied into the JSON's "unmodelled").
-UNMODELLED: dict[str, dict[str, str]] = {"0.3": {}, "1.0": {}}
+UNMODELLED: dict[str, dict[str, str]] = {"0.3": {}, "0.4": {}, "0.5": {}, "1.0": {}}
 
 
 def git(mirror: str, *args: str) -> str:
@@ -46,7 +52,9 @@ class Module:
     """The dataclasses and module-level constants of one Python file."""
 
     def __init__(self, text: str, resolve_import=None):
-        self.tree = ast.parse(text)
+        # 0.5 needs Python 3.12 for one generic function's signature (`def load_expr_config[ConfigT](`); its type
+        # parameters say nothing about the config, so they are dropped before parsing with an older Python
+        self.tree = ast.parse(re.sub(r"^(\s*def \w+)\[[^\]]*\]\(", r"\1(", text, flags=re.M))
         self.classes: dict[str, ast.ClassDef] = {}
         self.constants: dict[str, object] = {}
         self.imports: dict[str, str] = {}  # name -> module it is imported from
@@ -297,12 +305,118 @@ def build(mirror: str, release: str) -> dict:
                                      for name in pipelines if name not in MODELLED}}
 
 
+# The release whose defaults the schema's own are (AReaL's reference documents it); the others' differences are
+# overlaid (rlcfg/dialects/areal/releases.json "defaults").
+DOCUMENTED = "0.3"
+_KINDS = {"bool": "bool", "int": "int", "float": "float", "str": "str", "list": "list", "dict": "mapping"}
+
+
+# The pipelines of each of the dialect's variants (AReaLDialect.variants; GRPO's root covers PPO too).
+VARIANT_PIPELINES = {"grpo": ("grpo", "ppo"), "sft": ("sft",), "rw": ("rw",)}
+
+
+def _modelled_keys(inventory: dict, pipelines: tuple = tuple(MODELLED)) -> dict[str, dict]:
+    """The keys of some of a release's modelled pipelines (not its example scripts' subclasses), first fact wins."""
+    out: dict[str, dict] = {}
+    for pipeline, keys in inventory["pipelines"].items():
+        if pipeline in pipelines:
+            for key, fact in keys.items():
+                out.setdefault(key, fact)
+    return out
+
+
+def _plain_default(value: object) -> bool:
+    return isinstance(value, (bool, int, float, str)) and value != "???"
+
+
+def tables(inventories: Path) -> dict:
+    """What rlcfg/dialects/areal/releases.json holds, from the inventories and rlcfg's own sections:
+    - "fields": `Class.field` -> the releases that have the field, for every field some release lacks (read at every
+      key path the field has; fields no inventory lists keep the `releases=` written by hand in models.py);
+    - "defaults": release -> `Class` -> key -> that release's default, where it differs from the schema's own (the
+      documented release's); plain values only;
+    - "unmodelled": dotted key -> its type (as a project file names types), default and releases, for the keys of
+      the modelled pipelines that the schema does not model."""
+    from pydantic_core import PydanticUndefined
+
+    from rlcfg.dialects.areal import DIALECT
+    from rlcfg.schema.base import Section, field_at, iter_fields
+
+    read = {r: json.loads((inventories / f"{r}.json").read_text()) for r in RELEASES}
+    keys = {r: _modelled_keys(read[r]) for r in RELEASES}
+    # a field is judged by the pipelines of the variant it is met in: SFT's `actor` is 1.0's, GRPO's every release's
+    paths: dict[str, set] = {}  # Class.field -> (variant, dotted key) where it is met
+    infos: dict[str, object] = {}
+    def walk(model: type, prefix: tuple = ()) -> Any:
+        """iter_fields, and the fields of a list's item section too (the inventories name them under the list's
+        key: `rollout.scheduling_spec.cpu`)."""
+        for path, info, owner in iter_fields(model, prefix):
+            yield path, info, owner
+            if get_origin(info.annotation) is list:
+                item = get_args(info.annotation)[0]
+                if isinstance(item, type) and issubclass(item, Section):
+                    yield from walk(item, path)
+
+    for variant, root in DIALECT.variants().items():
+        for path, info, owner in walk(root):
+            # named as declared: the class whose body declares the field, and its attribute name (not its alias)
+            attribute = next(n for n, f in owner.model_fields.items() if f is info)
+            declaring = next(c for c in owner.__mro__ if attribute in c.__dict__.get("__annotations__", {}))
+            name = f"{declaring.__name__}.{attribute}"
+            paths.setdefault(name, set()).add((variant, ".".join(map(str, path))))
+            infos[name] = info
+    in_variant = {(r, v): _modelled_keys(read[r], pipelines) for r in RELEASES
+                  for v, pipelines in VARIANT_PIPELINES.items()}
+    fields: dict[str, list] = {}
+    defaults: dict[str, dict] = {r: {} for r in RELEASES if r != DOCUMENTED}
+    for name, met in sorted(paths.items()):
+        where = {p for _v, p in met}
+        having = [r for r in RELEASES if any(p in in_variant[r, v] for v, p in met)]
+        if having and having != list(RELEASES):
+            fields[name] = having
+        schema_default = getattr(infos[name], "default", PydanticUndefined)
+        schema_default = getattr(schema_default, "value", schema_default)  # an enum member: its value
+        for release in defaults:
+            seen = {json.dumps(keys[release][p]["default"]) for p in where if p in keys[release]}
+            if len(seen) != 1:
+                continue
+            default = json.loads(seen.pop())
+            if _plain_default(default) and _plain_default(schema_default) and default != schema_default:
+                cls, attribute = name.split(".")
+                key = getattr(infos[name], "alias", None) or attribute  # as the document writes it
+                defaults[release].setdefault(cls, {})[key] = default
+    unmodelled: dict[str, dict] = {}
+    roots = list(DIALECT.variants().values())
+    for release in RELEASES:
+        for key, fact in keys[release].items():
+            path = tuple(key.split("."))
+            known = any(field_at(root, path)[0] is not None or (
+                field_at(root, path)[1] is None and field_at(root, path[:-1])[0] is not None) for root in roots)
+            if known:
+                continue
+            kind = "|".join(dict.fromkeys(_KINDS.get(k, "any") for k in str(fact["type"]).split("|")))
+            kind = "any" if "any" in kind.split("|") else kind
+            if fact["default"] is None and kind != "any":
+                kind += "|null"
+            default = None if fact["default"] == "???" else fact["default"]
+            entry = unmodelled.setdefault(key, {"type": kind, "default": default, "releases": []})
+            entry["releases"].append(release)
+    return {"fields": fields, "defaults": {r: dict(sorted(d.items())) for r, d in defaults.items()},
+            "unmodelled": dict(sorted(unmodelled.items()))}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--mirror", default="/work/.mirror/inclusionAI+AReaL/repo")
     parser.add_argument("--out", default=str(Path(__file__).resolve().parents[2] / "tests" / "inventory" / "areal"))
+    parser.add_argument("--tables", action="store_true", help="only write rlcfg/dialects/areal/releases.json from the "
+                                                               "inventories (after a schema change)")
     args = parser.parse_args()
     out = Path(args.out)
+    target = Path(__file__).resolve().parents[2] / "rlcfg" / "dialects" / "areal" / "releases.json"
+    if args.tables:
+        target.write_text(json.dumps(tables(out), indent=0) + "\n")
+        return
     out.mkdir(parents=True, exist_ok=True)
     for release in RELEASES:
         data = build(args.mirror, release)

@@ -1,19 +1,21 @@
-"""AReaL v0.3.x and 1.0.x (seed 004 documents v0.3.4, generated from its config dataclasses).
+"""AReaL 0.3.x, 0.4.x, 0.5.x and 1.0.x (seed 004 documents v0.3.4, generated from its config dataclasses).
 
 AReaL merges the YAML into `OmegaConf.structured(<ExperimentConfig>)`, so unknown keys and wrong types fail
 at load and `"???"` values must be given. One document is one of three experiment kinds, each its own
 dataclass (`SFTConfig`, `RWConfig`, `GRPOConfig`); rlcfg tells them apart from the document (see
 `AReaLDialect.root`).
 
-Releases. rlcfg claims AReaL v0.3.x and 1.0.x (read at v0.3.4 and v1.0.4; tests/inventory/areal holds every field
-of both, produced by tools/inventory/areal.py). The seed documents v0.3.4: a top-level `allocation_mode`
-(`sglang.d4p1t1+d4p1t1`), `async_training`, `actor.group_size`, `actor.behav_imp_weight_cap`, `launcher`, and
-`model:` for SFT. AReaL 1.0 moved GPU allocation into per-engine `backend` fields (`actor.backend: fsdp:d4p1t1`,
-`rollout.backend: sglang:d4p1t1`), added scheduling, rejection sampling, SAPO, vLLM, Megatron/Archon sections and
-renamed SFT's `model:` to `actor:`. One schema holds both; a field that exists in only one release says so with
-`releases=`, and a document is judged by exactly one release (`infer_release`, or `--framework-version`): a key of
-the other release is then the error AReaL's loader raises (RLC113). Where the releases' defaults differ, the
-documented default is the seed's (v0.3.4), and keys that only exist in 1.0 take 1.0's defaults.
+Releases. rlcfg claims AReaL 0.3, 0.4, 0.5 and 1.0 (read at v0.3.4, v0.4.1, v0.5.3 and v1.0.4; tests/inventory/areal
+holds every field of each, produced by tools/inventory/areal.py). The seed documents v0.3.4: a top-level
+`allocation_mode` (`sglang.d4p1t1+d4p1t1`), `async_training`, `actor.group_size`, `actor.behav_imp_weight_cap`,
+`launcher`, and `model:` for SFT. 0.4 dropped `async_training` and each engine's `backend`, changed the optimizer's
+defaults (lr 1e-3); 0.5 dropped `actor.group_size` and `launcher`, made `ref` and `critic` optional, added the
+single-controller scheduler and defaults weight updates to xccl. AReaL 1.0 moved GPU allocation into per-engine
+`backend` fields (`actor.backend: fsdp:d4p1t1`, mandatory), added rejection sampling, SAPO, Megatron/Archon sections
+and renamed SFT's `model:` to `actor:`. One schema holds them all: which releases have each field, each release's
+own defaults and the keys rlcfg does not model are one table (releases.json, written by the inventory tool from the
+inventories), and a document is judged by exactly one release (`infer_release`, or `--framework-version`): a key of
+another release is then the error AReaL's loader raises (RLC113). The schema's own defaults are the seed's (v0.3.4).
 
 Pipelines. GRPO/PPO (`GRPOConfig`, which also covers 1.0's rollout-only `PPOConfig` configs), SFT and reward-model
 training are modelled. AReaL 1.0's DPO and the example scripts' own config subclasses (AgentRLConfig,
@@ -29,9 +31,11 @@ strings); models (the sections); derived (what AReaL computes from them); rules,
 """
 
 import re
+from functools import lru_cache
 from typing import Any, Iterator
 
-from rlcfg.dialects.areal.models import SCRIPT_KEYS, GRPOConfig, RWConfig, SFTConfig
+from rlcfg.dialects.areal.models import (RELEASE_TABLE, SCRIPT_KEYS, SECTIONS_ALWAYS_BUILT, GRPOConfig, RWConfig,
+                                         SFTConfig)
 from rlcfg.dialects.areal.rules import RULES
 from rlcfg.schema import entry
 from rlcfg.schema.base import Dialect, Section, defaults_tree, field_at, field_releases, section_types
@@ -53,17 +57,6 @@ def _user_paths(data: Any, prefix: tuple = ()) -> Iterator[tuple]:
             yield from _user_paths(value, path)
 
 
-# AReaL 1.0's defaults where they differ from the documented (v0.3.4) ones, per section class (facts read from
-# areal/api/cli_args.py at v1.0.4; tests/inventory/areal/1.0.json). A section class applies to its subclasses.
-V1_DEFAULTS: dict[str, dict[str, Any]] = {
-    "TrainEngineConfig": {"gradient_checkpointing": False, "weight_update_mode": "xccl"},
-    "GenerationHyperparameters": {"max_tokens": 32768},
-    "InferenceEngineConfig": {"setup_timeout": 300.0},
-    "SGLangConfig": {"disable_radix_cache": True, "max_loaded_loras": 8},
-    "ClusterSpecConfig": {"fileroot": "/tmp/areal/"},
-}
-
-
 def _overlay(model: type[Section], tree: dict, table: dict[str, dict[str, Any]]) -> None:
     """Replace, in a defaults tree of `model`, the values `table` gives for the model's classes."""
     for cls in reversed(model.__mro__):
@@ -80,13 +73,22 @@ def _overlay(model: type[Section], tree: dict, table: dict[str, dict[str, Any]])
 ENTRY = entry("areal")
 
 
+@lru_cache(maxsize=None)
+def _release_extension(release: str) -> Any:
+    from rlcfg.source.project import DeclaredKey, Extension
+
+    keys = tuple(DeclaredKey(tuple(key.split(".")), fact["type"], None, False, None, fact["default"], True)
+                 for key, fact in RELEASE_TABLE["unmodelled"].items() if release in fact["releases"])
+    return Extension(f"AReaL {release}", keys, source="release") if keys else None
+
+
 class AReaLDialect(Dialect):
     name = ENTRY.name
     title = "AReaL"
-    documents = "AReaL v0.3.4 and v1.0.4 (AReaL's reference documents v0.3.4)"
+    documents = "AReaL v0.3.4, v0.4.1, v0.5.3 and v1.0.4 (AReaL's reference documents v0.3.4)"
     override_grammar = ENTRY.override_grammar
     rules = RULES
-    # AReaL v0.3.x and 1.0.x: the two layouts differ (allocation_mode and async_training vs per-engine backends).
+    # AReaL 0.3.x to 0.5.x place engines by allocation_mode, 1.0.x by each engine's backend.
     releases = ENTRY.releases
     # load_expr_config merges the YAML into OmegaConf.structured(<dataclass>): an unknown key stops it.
     unknown_keys = "error"
@@ -94,41 +96,60 @@ class AReaLDialect(Dialect):
     ledger_complete = True
 
     def defaults(self, root: type[Section], release: str | None = None) -> dict:
-        """The documented (seed, v0.3.4) defaults; for a 1.0 document, 1.0's own defaults where they changed."""
+        """The documented (seed, v0.3.4) defaults; for a later release's document, that release's own defaults where
+        they changed (RELEASE_TABLE, read from its config classes)."""
         tree = defaults_tree(root)
-        if release == "1.0":
-            _overlay(root, tree, V1_DEFAULTS)
+        if release in RELEASE_TABLE["defaults"]:
+            _overlay(root, tree, RELEASE_TABLE["defaults"][release])
         return tree
 
     def infer_release(self, data: dict) -> tuple[str, str]:
-        """Judge by the keys only one release has. A 1.0 `name:dims` engine backend decides at once (v0.3's
-        `backend` held a bare name); otherwise the release whose own keys the document writes more of; with none,
-        a v0.3 `allocation_mode` (`sglang.d4p1t1+...`) says 0.3; else the newest."""
+        """A 1.0 `name:dims` engine backend decides at once (0.3's `backend` held a bare name, 0.4 and 0.5 have
+        none). Otherwise the release that lacks the fewest of the keys the document writes that some releases lack,
+        the newest of those; placing the engines by `allocation_mode` alone counts as a key 1.0 lacks (it requires
+        each engine's `backend`)."""
+        newest = self.releases[-1]
         if not isinstance(data, dict):
-            return "1.0", "no key tells the releases apart; assuming the newest"
+            return newest, "no key tells the releases apart; assuming the newest"
         for engine in _ENGINES:
             section = data.get(engine)
             backend = section.get("backend") if isinstance(section, dict) else None
             if isinstance(backend, str) and ":" in backend and "${" not in backend:
                 return "1.0", f"`{engine}.backend` uses the 1.0 form {backend!r}"
         root = self.root(data)
-        only: dict[str, list[str]] = {"0.3": [], "1.0": []}
+        lacking: dict[str, list[str]] = {release: [] for release in self.releases}  # written keys each one lacks
+        having: dict[str, tuple] = {}  # the releases that have each of those keys
         for path in _user_paths(data):
             info, _owner = field_at(root, path)
             releases = field_releases(info) if info is not None else None
-            if releases is not None and len(releases) == 1 and releases[0] in only:
-                if not any(path[: len(p)] == p for p in map(split_dotted, only[releases[0]])):
-                    only[releases[0]].append(".".join(map(str, path)))
-        old, new = only["0.3"], only["1.0"]
-        if old or new:
-            release = "0.3" if len(old) > len(new) else "1.0"
-            keys = old if release == "0.3" else new
-            shown = ", ".join(f"`{k}`" for k in keys[:3]) + (" ..." if len(keys) > 3 else "")
-            return release, f"it sets {shown}, which only AReaL {release} has"
-        allocation = data.get("allocation_mode")
-        if isinstance(allocation, str) and re.match(r"\s*(sglang|vllm)\.", allocation):
-            return "0.3", f"`allocation_mode` uses the v0.3 form {allocation!r}"
-        return "1.0", "no key tells the releases apart; assuming the newest"
+            if releases:
+                having[".".join(map(str, path))] = releases
+                for release in self.releases:
+                    if release not in releases:
+                        lacking[release].append(".".join(map(str, path)))
+        if isinstance(data.get("allocation_mode"), str) and data["allocation_mode"] and \
+                not any(isinstance(data.get(e), dict) and data[e].get("backend") for e in _ENGINES):
+            lacking["1.0"].append("allocation_mode")
+        fewest = min(len(keys) for keys in lacking.values())
+        chosen = [release for release in self.releases if len(lacking[release]) == fewest][-1]
+        newer = [release for release in self.releases[self.releases.index(chosen) + 1:]]
+        if not newer:
+            return chosen, (f"no key it writes rules out the newest, {chosen}" if not lacking[chosen] else
+                            f"the newest release, which has the most of the keys it writes") + \
+                " (pin another with --framework-version)"
+        deciding = next(key for key in lacking[newer[0]] if key not in lacking[chosen])
+        if deciding == "allocation_mode":
+            why = "`allocation_mode` places it, with no engine `backend` (which AReaL 1.0 requires)"
+        else:
+            why = f"`{deciding}` is a key of AReaL {', '.join(having[deciding])}"
+        return chosen, f"{why}; judged by AReaL {chosen}, the newest release that has the most of the keys it writes"
+
+    def release_keys(self, release: str | None) -> Any:
+        """The keys of `release`'s config classes that rlcfg does not model (the 0.5 OpenAI proxy settings, ...):
+        type-checked, and refused by `rlcfg run` at any value but their default."""
+        if release is None:
+            return None
+        return _release_extension(release)
 
     def entry_config(self, source: str) -> str | None:
         # every AReaL entry script loads its config with load_expr_config(argv, SomeConfig)
@@ -139,12 +160,12 @@ class AReaLDialect(Dialect):
         from rlcfg.diagnostics import diagnostic
 
         name, script = entry
-        if name == "PPOConfig" and release == "0.3" and getattr(config, "critic", None) is None:
-            # 0.3's PPOConfig has a critic of its own, whose experiment_name and trial_name are MISSING; 1.0's
-            # critic is optional (GRPOConfig is PPOConfig there).
+        if name == "PPOConfig" and release in SECTIONS_ALWAYS_BUILT and getattr(config, "critic", None) is None:
+            # 0.3's and 0.4's PPOConfig have a critic of their own, whose experiment_name and trial_name are
+            # MISSING; from 0.5 the critic is optional (GRPOConfig is PPOConfig there).
             return [diagnostic(
                 "RLC203", "critic",
-                f"`critic` is not set, but {script} loads AReaL 0.3's PPOConfig, whose critic section is required "
+                f"`critic` is not set, but {script} loads AReaL {release}'s PPOConfig, whose critic section is required "
                 "(critic.experiment_name and critic.trial_name have no default): AReaL stops at load",
                 origin=origin, hint="add a `critic` section (path, experiment_name, trial_name, optimizer), or run "
                                     "the config with a GRPO entry script (examples/math/gsm8k_grpo.py)")]

@@ -4,9 +4,18 @@ they hold. Fields follow AReaL 0.3 (the documented release); those AReaL 1.0 add
 """
 
 # Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
+import json
+from pathlib import Path
 from typing import Any, Literal
 
-from rlcfg.schema.base import FATE_KEY, HONORED, REQUIRED, Section, inert, param, refused, section
+from rlcfg.schema.base import (FATE_KEY, HONORED, REQUIRED, Section, declare_releases, inert, param, refused,
+                               section)
+
+# The releases before 1.0's per-engine placement and load-time checks (total_train_epochs > 0, recover.mode on/off).
+BEFORE_1_0 = ("0.3", "0.4", "0.5")
+# The releases whose GRPOConfig builds `ref` (and PPOConfig `critic`) from its defaults whatever the document says,
+# so that the section's mandatory experiment_name/trial_name must be written; 0.5 made both sections optional.
+SECTIONS_ALWAYS_BUILT = ("0.3", "0.4")
 
 NAME_HINT = "AReaL's examples write `${experiment_name}` here"
 
@@ -98,11 +107,11 @@ class MicroBatchSpec(Section):
                                                             "When set, n_mbs becomes a lower bound.", ge=1,
                                           fate=HONORED)
     n_mbs_divisor: int = param(1, description="The final number of micro-batches is rounded to a multiple of "
-                                              "this. Added in AReaL 1.0.", ge=1, releases=('1.0',),
+                                              "this. Added in AReaL 1.0.", ge=1,
                                fate=_PACKING)
     packing_algorithm: Literal["ffd", "kk"] = param(
         "ffd", description="Sequence packing algorithm for micro-batches: `ffd` (first fit decreasing) or `kk` "
-                           "(Karmarkar-Karp, better balance). Added in AReaL 1.0.", releases=('1.0',),
+                           "(Karmarkar-Karp, better balance). Added in AReaL 1.0.",
         fate=_PACKING)
 
 
@@ -126,7 +135,7 @@ class OptimizerConfig(Section):
                                 "anything else only after the model has loaded.", fate=HONORED)
     warmup_steps_proportion: float = param(0.001, description="Fraction of the training steps spent warming up "
                                                               "the learning rate.", ge=0, le=1, fate=HONORED)
-    offload: bool = param(False, description="Offload optimizer states to CPU memory.", releases=('0.3',),
+    offload: bool = param(False, description="Offload optimizer states to CPU memory.",
                           fate=HONORED)
     initial_loss_scale: float = param(4294967296, description="Initial loss scale for mixed-precision training "
                                                               "(2**32).", gt=0, fate=_LOSS_SCALE)
@@ -160,14 +169,14 @@ class FSDPEngineConfig(Section):
                                  fate=HONORED)
     memory_efficient_load: bool = param(False, description="Initialize weights on CPU and broadcast them from "
                                                            "rank 0 after sharding (1.0). Cannot be combined with "
-                                                           "init_from_scratch.", releases=('1.0',), fate=_TRAIN_PERF)
+                                                           "init_from_scratch.", fate=_TRAIN_PERF)
     per_layer_optim_step: bool = param(False, description="Run the Adam step on GPU layer by layer with "
-                                                          "prefetching (1.0). Needs optimizer type `adam`.", releases=('1.0',),
+                                                          "prefetching (1.0). Needs optimizer type `adam`.",
                                        fate=_TRAIN_PERF)
     optim_step_prefetch_layers: int = param(1, description="Layers prefetched by the per-layer optimizer step "
-                                                           "(1.0).", ge=0, releases=('1.0',), fate=_TRAIN_PERF)
+                                                           "(1.0).", ge=0, fate=_TRAIN_PERF)
     shard_vision_across_sp: bool = param(False, description="Shard a vision encoder across sequence-parallel "
-                                                            "ranks by image (1.0).", releases=('1.0',),
+                                                            "ranks by image (1.0).",
                                          fate=_TRAIN_PERF)
 
 
@@ -381,7 +390,7 @@ class TrainEngineConfig(Section):
                                          "other "
                                          "built-in transformers backends listed here (and Hugging Face kernel "
                                          "repository ids, which rlcfg does not accept).", fate=_TRAIN_PERF)
-    use_kernels: bool = param(False, description="Kernelize the model with Hugging Face kernels (1.0).", releases=('1.0',),
+    use_kernels: bool = param(False, description="Kernelize the model with Hugging Face kernels (1.0).",
                               fate=_TRAIN_PERF)
     init_from_scratch: bool = param(False, description="Initialize the weights randomly instead of loading "
                                                        "them.",
@@ -416,17 +425,17 @@ class TrainEngineConfig(Section):
                                                                   "v0.3.3; AReaL's reference documents it, v0.3.4 "
                                                                   "dropped "
                                                                   "it).", fate=_SECTION)
-    archon: ArchonEngineConfig = section(ArchonEngineConfig, description="Archon backend settings (1.0).", releases=('1.0',),
+    archon: ArchonEngineConfig = section(ArchonEngineConfig, description="Archon backend settings (1.0).",
                                           fate=_SECTION)
-    megatron: MegatronEngineConfig = section(MegatronEngineConfig, releases=("1.0",),
+    megatron: MegatronEngineConfig = section(MegatronEngineConfig,
                                              description="Megatron backend settings (1.0).", fate=HONORED)
     weight_update_mode: Literal["disk", "xccl"] = param(
         "disk", description="How new weights reach the inference servers: `disk` or `xccl` (NCCL). AReaL "
                             "only checks it after the engines are up. v0.3 kept this at the top level with the "
-                            "default `disk`; 1.0 moved it here with the default `xccl`.", releases=('1.0',),
+                            "default `disk`; 1.0 moved it here with the default `xccl`.",
         fate=_WEIGHT_SYNC)
     offload: bool = param(False, description="Offload parameters and optimizer states to CPU between steps "
-                                             "(1.0); needs enable_offload.", releases=('1.0',), fate=HONORED)
+                                             "(1.0); needs enable_offload.", fate=HONORED)
     use_lora: bool = param(False, description="Train LoRA adapters (FSDP only).",
                            fate=refused("rlcfg trains every weight of the model; LoRA adapters are not trained"))
     lora_rank: int = param(32, description="Rank of the LoRA adapter matrices.", ge=1, fate=_LORA_ONLY)
@@ -434,28 +443,28 @@ class TrainEngineConfig(Section):
     target_modules: list[str] = param([], description="Modules LoRA adapts.", fate=_LORA_ONLY)
     peft_type: Literal["lora"] = param("lora", description="PEFT method; only LoRA exists.",
                                        fate=_LORA_ONLY)
-    enable_tree_training: bool = param(False, description="Tree training with flex attention (1.0).", releases=('1.0',),
+    enable_tree_training: bool = param(False, description="Tree training with flex attention (1.0).",
                                        fate=refused("rlcfg trains on padded sequences, one per row; tree training with "
                                                     "shared prefixes is not run"))
     scheduling_spec: list[SchedulingSpec] = param(
         [{"cmd": "python -m areal.infra.rpc.rpc_server"}],
         description="One spec (worker and engine share a process) or two (worker, then engine) for the 1.0 "
-                    "single controller.", min_length=1, releases=('1.0',), fate=_LAUNCH)
-    scheduling_strategy: SchedulingStrategy = section(SchedulingStrategy, fate=HONORED, releases=('1.0',),
+                    "single controller.", min_length=1, fate=_LAUNCH)
+    scheduling_strategy: SchedulingStrategy = section(SchedulingStrategy, fate=HONORED,
                                                        description="Placement relative to other engines (1.0).")
     version_: Literal["v1", "v2"] = param("v1", alias="_version", description="Train controller version (1.0): "
-                                                                              "`v1` or the gateway `v2`.", releases=('1.0',),
+                                                                              "`v1` or the gateway `v2`.",
                                           fate=_GATEWAY)
     admin_api_key: str = param("areal-admin-key", description="Admin key of the v2 gateway stack (1.0); must "
-                                                              "not be blank.", releases=('1.0',), fate=_GATEWAY)
-    log_level: str = param("warning", description="Log level of the v2 gateway stack (1.0).", releases=('1.0',),
+                                                              "not be blank.", fate=_GATEWAY)
+    log_level: str = param("warning", description="Log level of the v2 gateway stack (1.0).",
                            fate=_LOGS)
-    request_timeout: float = param(3600.0, description="Gateway request timeout in seconds (1.0, v2).", gt=0, releases=('1.0',),
+    request_timeout: float = param(3600.0, description="Gateway request timeout in seconds (1.0, v2).", gt=0,
                                    fate=_GATEWAY)
-    setup_timeout: float = param(3600.0, description="Gateway setup timeout in seconds (1.0, v2).", gt=0, releases=('1.0',),
+    setup_timeout: float = param(3600.0, description="Gateway setup timeout in seconds (1.0, v2).", gt=0,
                                  fate=_GATEWAY)
     temperature: float = param(1.0, description="Sampling temperature the log-probabilities are computed at; "
-                                                "keep it equal to gconfig.temperature.", gt=0, releases=("1.0",),
+                                                "keep it equal to gconfig.temperature.", gt=0,
                                fate=HONORED)
 
 
@@ -489,7 +498,7 @@ class PPOActorConfig(TrainEngineConfig):
 
     group_size: int = param(1, description="Sequences per group (v0.3; removed in 1.0, which reads "
                                            "gconfig.n_samples). AReaL's examples set `${gconfig.n_samples}`.",
-                            ge=1, releases=('0.3',),
+                            ge=1,
                             fate=inert("v0.3 reads it only for dynamic_sampling, which rlcfg refuses; groups are "
                                        "gconfig.n_samples responses (rule areal/group-size keeps the two equal)"))
     ppo_n_minibatches: int = param(4, description="Minibatches (optimizer steps) per PPO update.", ge=1,
@@ -500,7 +509,7 @@ class PPOActorConfig(TrainEngineConfig):
                                                             "lower one (decoupled clipping).", gt=0, fate=HONORED)
     c_clip: float | None = param(None, description="Dual-clip factor; must be > 1. Null disables dual clipping. "
                                                    "AReaL only checks it inside the loss.", fate=HONORED)
-    m2_threshold: float | None = param(None, description="Second-moment threshold of M2PO (1.0).", releases=('1.0',),
+    m2_threshold: float | None = param(None, description="Second-moment threshold of M2PO (1.0).",
                                        fate=refused("rlcfg runs no M2PO second-moment masking; every token with a loss "
                                                     "mask stays in the loss"))
     reward_norm: NormConfig | None = section(NormConfig, optional=True, description="Reward normalization; "
@@ -528,11 +537,11 @@ class PPOActorConfig(TrainEngineConfig):
                                            "is > 0 (and, in 1.0, a `ref` section exists).", ge=0, fate=HONORED)
     kl_estimator: Literal["k1", "k2", "k3"] = param("k1", description="KL estimator (later versions).",
                                                     fate=HONORED)
-    use_sapo_loss: bool = param(False, description="Use the SAPO loss instead of PPO clipping (1.0).", releases=('1.0',),
+    use_sapo_loss: bool = param(False, description="Use the SAPO loss instead of PPO clipping (1.0).",
                                 fate=HONORED)
-    sapo_tau_pos: float = param(1.0, description="SAPO temperature for positive advantages (1.0); > 0.", releases=('1.0',),
+    sapo_tau_pos: float = param(1.0, description="SAPO temperature for positive advantages (1.0); > 0.",
                                 fate=HONORED)
-    sapo_tau_neg: float = param(1.05, description="SAPO temperature for negative advantages (1.0); > 0.", releases=('1.0',),
+    sapo_tau_neg: float = param(1.05, description="SAPO temperature for negative advantages (1.0); > 0.",
                                 fate=HONORED)
     recompute_logprob: bool = param(False, description="Recompute log-probabilities with the trainer instead "
                                                        "of using the inference engine's.", fate=HONORED)
@@ -540,7 +549,7 @@ class PPOActorConfig(TrainEngineConfig):
                                                         "recompute_logprob.", fate=HONORED)
     behav_imp_weight_cap: float | None = param(
         None, description="Drop tokens whose behaviour importance weight exceeds this cap; must be > 1 and needs "
-                          "use_decoupled_loss (v0.3; replaced by rejection_sampling in 1.0).", releases=('0.3',),
+                          "use_decoupled_loss (v0.3; replaced by rejection_sampling in 1.0).",
         fate=HONORED)
     behave_imp_weight_cap: float | None = param(
         None, description="Spelling used between v0.4 and 1.0 for the importance-weight cap; AReaL 1.0 rejects "
@@ -554,16 +563,16 @@ class PPOActorConfig(TrainEngineConfig):
                      "(1.0)"))
     rejection_sampling: RejectionSamplingConfig | None = section(
         RejectionSamplingConfig, optional=True, description="Stale-sample filtering of the decoupled loss (1.0); "
-                                                            "null disables it.", releases=('1.0',), fate=HONORED)
+                                                            "null disables it.", fate=HONORED)
     importance_sampling_level: Literal["token", "sequence"] = param(
-        "token", description="Per-token importance ratios (PPO) or the sequence geometric mean (GSPO).", releases=('1.0',),
+        "token", description="Per-token importance ratios (PPO) or the sequence geometric mean (GSPO).",
         fate=HONORED)
     prox_logp_method: Literal["recompute", "loglinear", "metrics"] = param(
-        "recompute", description="How the proximal log-probabilities of the decoupled loss are obtained (1.0).", releases=('1.0',),
+        "recompute", description="How the proximal log-probabilities of the decoupled loss are obtained (1.0).",
         fate=refused("rlcfg recomputes the proximal log-probabilities with a forward pass of the trainer "
                      "(prox_logp_method recompute)"))
     dynamic_sampling: bool = param(False, description="DAPO dynamic sampling: mask out groups whose rewards are "
-                                                      "all equal, so batch sizes vary (v0.3; removed in 1.0).", releases=('0.3',),
+                                                      "all equal, so batch sizes vary (v0.3; removed in 1.0).",
                                    fate=refused("AReaL drops the groups whose rewards are all equal only in "
                                                 "ppo_update, after the advantages (and their batch normalisation) "
                                                 "were computed over the whole batch, keeps them all when every group "
@@ -624,7 +633,7 @@ class PPOCriticConfig(TrainEngineConfig):
 
     ppo_n_minibatches: int = param(4, description="Minibatches per critic update.", ge=1, fate=HONORED)
     temperature: float = param(1.0, description="Sampling temperature the log-probabilities are computed at; "
-                                                "keep it equal to gconfig.temperature.", gt=0, releases=("1.0",),
+                                                "keep it equal to gconfig.temperature.", gt=0,
                                fate=inert("a critic computes values, not log-probabilities: nothing divides its "
                                           "outputs by a temperature"))
     eps_clip: float = param(0.5, description="Clipping range of the value loss.", gt=0, fate=HONORED)
@@ -669,7 +678,7 @@ class InferenceEngineConfig(Section):
     experiment_name: str | None = param(None, description="Experiment name seen by the rollout engine.",
                                         fate=_NAME)
     trial_name: str | None = param(None, description="Trial name seen by the rollout engine.", fate=_NAME)
-    fileroot: str | None = param(None, description="Root for rollout logs and trajectory dumps (1.0).", releases=('1.0',),
+    fileroot: str | None = param(None, description="Root for rollout logs and trajectory dumps (1.0).",
                                  fate=_LOGS)
     max_concurrent_rollouts: int | None = param(None, description="Concurrent rollouts sent to the inference "
                                                                   "servers; null means consumer_batch_size.",
@@ -692,11 +701,11 @@ class InferenceEngineConfig(Section):
     check_trajectory_format: bool = param(False, description="Check the trajectories a custom workflow produces "
                                                              "(for debugging; keep false for training).", fate=_LOGS)
     schedule_policy: Literal["round_robin"] = param("round_robin", description="How requests are spread over "
-                                                                               "servers; only `round_robin`.", releases=('0.3',),
+                                                                               "servers; only `round_robin`.",
                                                     fate=_SERVER_PERF)
-    tokenizer_path: str = param("", description="Tokenizer used to decode dumped trajectories (1.0).", releases=('1.0',),
+    tokenizer_path: str = param("", description="Tokenizer used to decode dumped trajectories (1.0).",
                                 fate=_LOGS)
-    dump_to_file: bool = param(False, description="Dump trajectories under fileroot (1.0).", releases=('1.0',),
+    dump_to_file: bool = param(False, description="Dump trajectories under fileroot (1.0).",
                                fate=_LOGS)
     setup_timeout: float = param(120.0, description="Seconds to wait for the inference servers to come up.",
                                  gt=0, fate=_LAUNCH)
@@ -707,39 +716,39 @@ class InferenceEngineConfig(Section):
                                                        "versions).", ge=0, fate=_LAUNCH)
     scheduling_spec: list[SchedulingSpec] = param(
         [{"cmd": "python -m areal.infra.rpc.rpc_server"}],
-        description="One or two scheduling specs for the 1.0 rollout controller.", min_length=1, releases=('1.0',),
+        description="One or two scheduling specs for the 1.0 rollout controller.", min_length=1,
         fate=_LAUNCH)
     backend: str = param("", description="Inference backend and parallel sizes, e.g. `sglang:d4p1t1` or "
-                                         "`vllm:d2t2` (AReaL 1.0, where it is mandatory).", releases=('1.0',),
+                                         "`vllm:d2t2` (AReaL 1.0, where it is mandatory).",
                          fate=HONORED)
-    scheduling_strategy: SchedulingStrategy = section(SchedulingStrategy, fate=HONORED, releases=('1.0',),
+    scheduling_strategy: SchedulingStrategy = section(SchedulingStrategy, fate=HONORED,
                                                        description="Placement relative to other engines (1.0).")
-    use_lora: bool = param(False, description="Serve LoRA adapters; keep equal to actor.use_lora (1.0).", releases=('1.0',),
+    use_lora: bool = param(False, description="Serve LoRA adapters; keep equal to actor.use_lora (1.0).",
                            fate=refused("rlcfg trains and serves the full model; LoRA adapters are not served"))
-    agent: AgentServiceConfig | None = section(AgentServiceConfig, optional=True, releases=("1.0",),
+    agent: AgentServiceConfig | None = section(AgentServiceConfig, optional=True,
                                                description="Agent workflow of inference-service rollouts (1.0); "
                                                            "null for none.",
                                                 fate=refused("rlcfg generates single-turn responses scored by a rule "
                                                              "reward; agent workflows are not run"))
     return_routed_experts: bool = param(False, description="Return the routed expert indices of MoE models; "
-                                                           "SGLang only (1.0).", releases=('1.0',),
+                                                           "SGLang only (1.0).",
                                         fate=refused("rlcfg does not replay the rollout's MoE expert routing in "
                                                      "training"))
     version_: Literal["v1", "v2"] = param("v1", alias="_version", description="Rollout controller version "
-                                                                              "(1.0).", releases=('1.0',),
+                                                                              "(1.0).",
                                           fate=_GATEWAY)
-    model: str = param("default", description="Model name exposed by the inference-service gateway (1.0).", releases=('1.0',),
+    model: str = param("default", description="Model name exposed by the inference-service gateway (1.0).",
                        fate=_GATEWAY)
-    routing_strategy: str = param("round_robin", description="Routing of the inference-service router (1.0).", releases=('1.0',),
+    routing_strategy: str = param("round_robin", description="Routing of the inference-service router (1.0).",
                                   fate=_GATEWAY)
-    poll_interval: float = param(5.0, description="Health-poll interval of the router in seconds (1.0).", gt=0, releases=('1.0',),
+    poll_interval: float = param(5.0, description="Health-poll interval of the router in seconds (1.0).", gt=0,
                                  fate=_GATEWAY)
     admin_api_key: str = param("areal-admin-key", description="Admin key of the inference-service gateway "
-                                                              "(1.0); must not be blank.", releases=('1.0',),
+                                                              "(1.0); must not be blank.",
                                fate=_GATEWAY)
-    api_url: str | None = param(None, description="External OpenAI-compatible endpoint (1.0).", releases=('1.0',),
+    api_url: str | None = param(None, description="External OpenAI-compatible endpoint (1.0).",
                                 fate=refused("rlcfg generates with its own rollout engines, not an external endpoint"))
-    provider_api_key: str | None = param(None, description="API key of the external provider (1.0).", releases=('1.0',),
+    provider_api_key: str | None = param(None, description="API key of the external provider (1.0).",
                                          fate=_GATEWAY)
 
 
@@ -809,13 +818,13 @@ class SGLangConfig(Section):
                                      fate=_LORA_ONLY)
     max_lora_rank: int | None = param(None, description="Largest LoRA rank served (later versions).", ge=1,
                                       fate=_LORA_ONLY)
-    lora_target_modules: list[str] | None = param(None, description="Modules LoRA adapts (later versions).", releases=('0.3',),
+    lora_target_modules: list[str] | None = param(None, description="Modules LoRA adapts (later versions).",
                                                   fate=_LORA_ONLY)
     lora_paths: list[str] | None = param(None, description="LoRA adapters to load (filled by AReaL).",
                                          fate=_LORA_ONLY)
     max_loaded_loras: int = param(1, description="LoRA adapters kept loaded (later versions).", ge=1,
                                   fate=_LORA_ONLY)
-    max_loras_per_batch: int = param(1, description="LoRA adapters per batch (later versions).", ge=1, releases=('0.3',),
+    max_loras_per_batch: int = param(1, description="LoRA adapters per batch (later versions).", ge=1,
                                      fate=_LORA_ONLY)
     lora_backend: str = param("triton", description="LoRA kernel backend (later versions).",
                               fate=_LORA_ONLY)
@@ -827,9 +836,9 @@ class SGLangConfig(Section):
     enable_metrics: bool = param(True, description="Export Prometheus-style metrics.")
     decode_log_interval: int = param(1, description="Decoding iterations between throughput log lines.", ge=1)
     enable_multithread_load: bool = param(False, description="Multi-threaded weight loading (later versions; "
-                                                             "needs SGLang 0.5.2).", releases=('1.0',))
+                                                             "needs SGLang 0.5.2).")
     enable_return_routed_experts: bool = param(False, description="Internal switch set by "
-                                                                  "rollout.return_routed_experts (1.0).", releases=('1.0',))
+                                                                  "rollout.return_routed_experts (1.0).")
 
 
 class VLLMConfig(Section):
@@ -845,20 +854,20 @@ class VLLMConfig(Section):
     distributed_executor_backend: str = param("mp", description="vLLM's distributed executor (mp or ray).")
     max_num_seqs: int = param(256, description="Sequences decoded at once.", ge=1, fate=HONORED)
     block_size: int = param(16, description="KV cache block size.", ge=1, fate=HONORED)
-    swap_space: int = param(4, description="CPU swap space in GB (older versions).", ge=0, releases=('0.3',))
+    swap_space: int = param(4, description="CPU swap space in GB (older versions).", ge=0)
     cpu_offload_gb: float = param(0, description="GB of weights offloaded to CPU.", ge=0)
     max_seq_len_to_capture: int = param(32768, description="Longest sequence captured in CUDA graphs (older "
-                                                           "versions).", ge=1, releases=('0.3',))
+                                                           "versions).", ge=1)
     disable_sliding_window: bool = param(True, description="Disable sliding-window attention.")
     max_model_len: int | None = param(32768, description="Context length of the server.", ge=1,
                                       fate=HONORED)
-    enable_chunked_prefill: bool = param(False, description="Chunked prefill (older versions).", releases=('0.3',),
+    enable_chunked_prefill: bool = param(False, description="Chunked prefill (older versions).",
                                          fate=HONORED)
-    no_enable_chunked_prefill: bool = param(False, description="Pass --no-enable-chunked-prefill (1.0).", releases=('1.0',),
+    no_enable_chunked_prefill: bool = param(False, description="Pass --no-enable-chunked-prefill (1.0).",
                                             fate=HONORED)
-    enable_prefix_caching: bool = param(False, description="Prefix caching (older versions).", releases=('0.3',),
+    enable_prefix_caching: bool = param(False, description="Prefix caching (older versions).",
                                         fate=HONORED)
-    no_enable_prefix_caching: bool = param(True, description="Pass --no-enable-prefix-caching (1.0).", releases=('1.0',),
+    no_enable_prefix_caching: bool = param(True, description="Pass --no-enable-prefix-caching (1.0).",
                                            fate=HONORED)
     gpu_memory_utilization: float = param(0.9, description="Fraction of GPU memory vLLM may use.", gt=0, le=1,
                                           fate=HONORED)
@@ -867,13 +876,13 @@ class VLLMConfig(Section):
     enable_sleep_mode: bool = param(False, description="Let vLLM release GPU memory while training runs.",
                                     fate=HONORED)
     uvicorn_log_level: str = param("warning", description="Log level of the HTTP server.")
-    enable_lora: bool = param(False, description="Serve LoRA adapters.", releases=('1.0',),
+    enable_lora: bool = param(False, description="Serve LoRA adapters.",
                               fate=_LORA_ONLY)
-    max_lora_rank: int = param(16, description="Largest LoRA rank served.", ge=1, releases=('1.0',),
+    max_lora_rank: int = param(16, description="Largest LoRA rank served.", ge=1,
                                fate=_LORA_ONLY)
-    max_loras: int = param(8, description="LoRA adapters per batch.", ge=1, releases=('1.0',),
+    max_loras: int = param(8, description="LoRA adapters per batch.", ge=1,
                            fate=_LORA_ONLY)
-    lora_modules: list[str] | None = param(None, description="LoRA adapters to load (filled by AReaL).", releases=('1.0',),
+    lora_modules: list[str] | None = param(None, description="LoRA adapters to load (filled by AReaL).",
                                            fate=_LORA_ONLY)
 
 
@@ -903,18 +912,18 @@ class GenerationHyperparameters(Section):
                                fate=HONORED)
     stop_token_ids: list[int] = param([], description="Token ids that end generation.",
                                       fate=HONORED)
-    ignore_eos: bool = param(False, description="Keep generating past EOS (later versions).", releases=('1.0',),
+    ignore_eos: bool = param(False, description="Keep generating past EOS (later versions).",
                              fate=refused("rlcfg stops a response at EOS"))
-    skip_special_tokens: bool = param(True, description="Drop special tokens when decoding (later versions).", releases=('1.0',),
+    skip_special_tokens: bool = param(True, description="Drop special tokens when decoding (later versions).",
                                       fate=refused("rlcfg decodes responses for the reward function without special "
                                                    "tokens"))
     stop: list[str] | None = param(None, description="Stop strings that end generation.", fate=HONORED)
     frequency_penalty: float = param(0.0, description="Penalty on tokens by their frequency so far, between -2 "
                                                       "and 2; negative values encourage repetition.", ge=-2, le=2,
                                      fate=HONORED)
-    lora_name: str = param("default_lora", description="LoRA adapter used for generation (later versions).", releases=('1.0',),
+    lora_name: str = param("default_lora", description="LoRA adapter used for generation (later versions).",
                            fate=_LORA_ONLY)
-    use_beam_search: bool = param(False, description="Beam search in vLLM (later versions).", releases=('1.0',),
+    use_beam_search: bool = param(False, description="Beam search in vLLM (later versions).",
                                   fate=refused("rlcfg samples; beam search is not run"))
 
 
@@ -929,7 +938,7 @@ class DatasetConfig(Section):
     type: str = param(REQUIRED, description="What the data is for, e.g. `sft`, `rl` or `rw` (reward "
                                             "modelling). Mandatory (`???`).",
                       fate=inert("the experiment's kind (GRPO, SFT, reward model) decides how rlcfg reads the data"))
-    split: str = param("train", description="Dataset split (later versions).", releases=('1.0',),
+    split: str = param("train", description="Dataset split (later versions).",
                        fate=refused("rlcfg reads every row of the file at `path`; choosing a split is not run"))
     batch_size: int = param(1, description="Prompts (or samples) per dataloader batch.", ge=1,
                             fate=HONORED)
@@ -937,20 +946,20 @@ class DatasetConfig(Section):
     pin_memory: bool = param(False, description="Pin host memory for faster transfer to the GPU.",
                              fate=_DATA_PERF)
     num_workers: int = param(0, description="Dataloader worker processes.", ge=0, fate=_DATA_PERF)
-    num_dataset_workers: int = param(1, description="Remote data-service workers (1.0).", ge=1, releases=('1.0',),
+    num_dataset_workers: int = param(1, description="Remote data-service workers (1.0).", ge=1,
                                      fate=_DATA_PERF)
     drop_last: bool = param(True, description="Drop the last incomplete batch.",
                             fate=refused("rlcfg's prompt sampler always draws full batches (drop_last true)"))
     max_length: int | None = param(None, description="Longer sequences are filtered out of the dataset.", ge=1,
                                    fate=HONORED)
     dataset_kwargs: dict[str, Any] = param({}, description="Extra keyword arguments for loading the dataset "
-                                                           "(1.0).", releases=('1.0',),
+                                                           "(1.0).",
                                            fate=refused("rlcfg's data loader takes no extra arguments"))
-    scheduling_spec: SchedulingSpec | None = section(SchedulingSpec, optional=True, releases=("1.0",),
+    scheduling_spec: SchedulingSpec | None = section(SchedulingSpec, optional=True,
                                                      description="Scheduling of the remote data-loading workers "
                                                                  "(1.0); null uses AReaL's default.", fate=_LAUNCH)
     setup_timeout: float = param(120.0, description="Seconds the data service may take to load the dataset "
-                                                    "(1.0).", gt=0, releases=('1.0',), fate=_LAUNCH)
+                                                    "(1.0).", gt=0, fate=_LAUNCH)
 
 
 class NameResolveConfig(Section):
@@ -1074,8 +1083,7 @@ class StatsLoggerConfig(Section):
     swanlab: SwanlabConfig = section(SwanlabConfig, description="SwanLab experiment tracking.", fate=_LOGS)
     tensorboard: TensorBoardConfig = section(TensorBoardConfig, description="TensorBoard; only `path` is "
                                                                            "needed.", fate=HONORED)
-    trackio: TrackioConfig = section(TrackioConfig, fate=_LOGS, description="Trackio experiment tracking (1.0).",
-                                      releases=('1.0',))
+    trackio: TrackioConfig = section(TrackioConfig, fate=_LOGS, description="Trackio experiment tracking (1.0).")
 
 
 class _Timer(Section):
@@ -1099,7 +1107,7 @@ class SaverConfig(_Timer):
                                                               "examples write `${cluster.fileroot}`.", fate=HONORED)
 
     mode: Literal["auto", "sync", "async"] = param("auto", description="Save mode of HF checkpoints (1.0): "
-                                                                       "`auto`, `sync` or `async`.", releases=('1.0',),
+                                                                       "`auto`, `sync` or `async`.",
                                                    fate=inert("whether AReaL writes Hugging Face checkpoints "
                                                               "synchronously or in the background changes when files "
                                                               "appear, not their content"))
@@ -1108,7 +1116,7 @@ class SaverConfig(_Timer):
 class EvaluatorConfig(_Timer):
     """When the model is evaluated."""
 
-    eval_before_train: bool = param(False, description="Evaluate once before training starts (1.0).", releases=('1.0',),
+    eval_before_train: bool = param(False, description="Evaluate once before training starts (1.0).",
                                     fate=HONORED)
 
 
@@ -1127,9 +1135,9 @@ class RecoverConfig(_Timer):
                                 "exist; `fault` only after a failure; `resume` forces resuming. AReaL 1.0 keeps "
                                 "`auto`/`disabled`, adds `on`/`off` and rejects `fault` and `resume`.", fate=HONORED)
     retries: int = param(3, description="Recovery retries (auto/fault modes).", ge=0, fate=_LAUNCH)
-    no_save_optim: bool = param(False, description="Leave optimizer states out of recovery checkpoints (1.0).", releases=('1.0',),
+    no_save_optim: bool = param(False, description="Leave optimizer states out of recovery checkpoints (1.0).",
                                 fate=_OPTIM_STATE)
-    no_load_optim: bool = param(False, description="Do not load optimizer states when recovering (1.0).", releases=('1.0',),
+    no_load_optim: bool = param(False, description="Do not load optimizer states when recovering (1.0).",
                                 fate=_OPTIM_STATE)
 
 
@@ -1140,7 +1148,7 @@ class SchedulerConfig(Section):
                      "trainers")
 
     type: str | None = param(None, description="Scheduler type of the 1.0 single controller (e.g. local, ray, "
-                                               "slurm); null runs under an SPMD launcher.", releases=('1.0',),
+                                               "slurm); null runs under an SPMD launcher.",
                              fate=HONORED)
     endpoint: str = param("http://localhost:8081", description="Address of the scheduler service.")
     deploy_mode: str = param("separation", description="How the scheduler deploys workers.")
@@ -1206,7 +1214,7 @@ class BaseExperimentConfig(Section):
     seed: int = param(1, description="Random seed of the experiment (data order, sampling, initialization).",
                       fate=HONORED)
     enable_offload: bool = param(False, description="Allow offloading through torch_memory_saver (1.0); needed by "
-                                                    "any `offload: true` and by actor-rollout colocation.", releases=('1.0',),
+                                                    "any `offload: true` and by actor-rollout colocation.",
                                  fate=inert("a permission switch; the engines' own offload settings and colocation "
                                             "decide what is offloaded"))
     total_train_epochs: int = param(1, description="Epochs to train. AReaL 1.0 requires a positive number (rule "
@@ -1219,7 +1227,7 @@ class BaseExperimentConfig(Section):
     tokenizer_path: str = param("", description="Path of the tokenizer.", fate=HONORED)
     weight_update_mode: Literal["disk", "xccl"] = param("disk", description="Weight update mode as v0.4 spelled "
                                                                             "it at the top level; 1.0 reads "
-                                                                            "actor.weight_update_mode.", releases=('0.3',),
+                                                                            "actor.weight_update_mode.",
                                                         fate=_WEIGHT_SYNC)
     train_dataset: DatasetConfig = section(DatasetConfig, description="The training data.", fate=HONORED)
     valid_dataset: DatasetConfig | None = section(DatasetConfig, optional=True, description="Validation data; "
@@ -1236,12 +1244,12 @@ class BaseExperimentConfig(Section):
     vllm: VLLMConfig = section(VLLMConfig, description="vLLM server arguments (later versions).",
                                 fate=_NO_ROLLOUT)
     launcher: LauncherConfig = section(LauncherConfig, description="Resources of launched processes (v0.3; "
-                                                                   "removed in 1.0).", releases=('0.3',), fate=_LAUNCH)
+                                                                   "removed in 1.0).", fate=_LAUNCH)
     scheduler: SchedulerConfig = section(SchedulerConfig, description="Scheduler service.", fate=HONORED)
-    perf_tracer: PerfTracerConfig | None = section(PerfTracerConfig, optional=True, releases=("1.0",),
+    perf_tracer: PerfTracerConfig | None = section(PerfTracerConfig, optional=True,
                                                    description="Performance tracing (1.0); null disables it.",
                                                     fate=_LOGS)
-    memory_profiler: MemoryProfilerConfig | None = section(MemoryProfilerConfig, optional=True, releases=("1.0",),
+    memory_profiler: MemoryProfilerConfig | None = section(MemoryProfilerConfig, optional=True,
                                                            description="CUDA memory snapshots (1.0); null "
                                                                        "disables them.", fate=_LOGS)
 
@@ -1253,10 +1261,10 @@ class SFTConfig(BaseExperimentConfig):
                                               description="The model being fine-tuned (v0.3 key). AReaL v0.3.4 builds "
                                                           "it from defaults, so its mandatory names must be "
                                                           "written; exactly one of `model` and `actor` is "
-                                                          "expected.", releases=('0.3',), fate=HONORED)
+                                                          "expected.", fate=HONORED)
     actor: TrainEngineConfig | None = section(TrainEngineConfig, optional=True,
                                               description="The model being fine-tuned, as AReaL 1.0 names it "
-                                                          "(replaces `model`).", releases=('1.0',), fate=HONORED)
+                                                          "(replaces `model`).", fate=HONORED)
 
 
 class RWConfig(SFTConfig):
@@ -1267,7 +1275,7 @@ class GRPOConfig(BaseExperimentConfig):
     """GRPO (and, in 1.0, PPO) reinforcement learning."""
 
     async_training: bool = param(True, description="Overlap rollout and training (v0.3; removed in 1.0, where "
-                                                   "rollout.max_head_offpolicyness alone decides).", releases=('0.3',),
+                                                   "rollout.max_head_offpolicyness alone decides).",
                                  fate=inert("with max_head_offpolicyness 0, the only value rlcfg runs, overlapping "
                                             "rollout and training changes timing only: every step still trains on "
                                             "rollouts of the current weights"))
@@ -1275,7 +1283,7 @@ class GRPOConfig(BaseExperimentConfig):
                                                   fate=HONORED)
     eval_gconfig: GenerationHyperparameters | None = section(GenerationHyperparameters, optional=True,
                                                              description="Sampling for evaluation (1.0); null "
-                                                                         "copies gconfig.", releases=('1.0',),
+                                                                         "copies gconfig.",
                                                               fate=HONORED)
     rollout: InferenceEngineConfig = section(InferenceEngineConfig, description="The rollout engine.",
                                               fate=HONORED)
@@ -1288,7 +1296,7 @@ class GRPOConfig(BaseExperimentConfig):
                                            fate=HONORED)
     critic: PPOCriticConfig | None = section(PPOCriticConfig, optional=True, description="A critic (1.0 PPO).",
                                               fate=HONORED)
-    teacher: TeacherConfig | None = section(TeacherConfig, optional=True, releases=("1.0",),
+    teacher: TeacherConfig | None = section(TeacherConfig, optional=True,
                                             description="Teacher of on-policy distillation (1.0); null for none.",
                                              fate=refused("rlcfg runs no on-policy distillation: the actor trains on "
                                                           "the RL loss alone"))
@@ -1296,7 +1304,7 @@ class GRPOConfig(BaseExperimentConfig):
     sglang: SGLangConfig = section(SGLangConfig, description="SGLang server arguments.", fate=HONORED)
     vllm: VLLMConfig = section(VLLMConfig, description="vLLM server arguments (later versions).",
                                 fate=HONORED)
-    dynamic_bs: bool = param(False, description="Dynamic batch sizing in prepare_batch (1.0).", releases=('1.0',),
+    dynamic_bs: bool = param(False, description="Dynamic batch sizing in prepare_batch (1.0).",
                              fate=refused("rlcfg trains each step on exactly train_dataset.batch_size prompts"))
 
 
@@ -1316,3 +1324,23 @@ SCRIPT_KEYS: dict[str, str] = {
 }
 
 
+# Which releases have each field: read from AReaL's config classes at every claimed release
+# (tools/inventory/areal.py --tables writes releases.json from tests/inventory/areal). A field the table does not
+# name is in every release, unless its own `releases=` says otherwise (the few the inventories cannot see).
+RELEASE_TABLE: dict[str, Any] = json.loads((Path(__file__).parent / "releases.json").read_text())
+
+
+def _declare_field_releases() -> None:
+    sections = [value for value in globals().values() if isinstance(value, type) and issubclass(value, Section)]
+    by_name = {cls.__name__: cls for cls in sections}
+    for name, releases in RELEASE_TABLE["fields"].items():
+        declaring, field = name.split(".")
+        # a subclass holds a copy of each inherited field: every class that inherits this one (and does not declare
+        # a field of that name itself) gets the releases
+        for cls in sections:
+            nearest = next((c for c in cls.__mro__ if field in c.__dict__.get("__annotations__", {})), None)
+            if nearest is by_name[declaring]:
+                declare_releases(cls, tuple(releases), field)
+
+
+_declare_field_releases()

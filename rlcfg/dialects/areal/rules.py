@@ -15,6 +15,7 @@ from rlcfg.dialects.areal import allocation as alloc
 from rlcfg.dialects.areal.derived import (backend_key, backend_paths, engine_roles, layout, legacy_backend_name,
                                           parsed_allocation, parsed_backend, pipeline_kind, placement, trained_engine,
                                           training_engines)
+from rlcfg.dialects.areal.models import BEFORE_1_0, SECTIONS_ALWAYS_BUILT
 from rlcfg.schema.base import Finding, RuleSet
 
 RULES = RuleSet()
@@ -412,25 +413,25 @@ def _behav_cap(cfg, ctx):
                             related=[f"{name}.use_decoupled_loss"])
 
 
-@RULES.rule("areal/legacy-imp-weight", "RLC113", "behave_imp_weight_cap/behave_imp_weight_mode (AReaL v0.4 to v0.5) "
-            "exist in neither claimed release: AReaL 1.0 stops at load and asks for rejection_sampling; "
-            "v0.3 rejects them as unknown keys (it spells the cap behav_imp_weight_cap).",
+@RULES.rule("areal/legacy-imp-weight", "RLC113", "behave_imp_weight_cap/behave_imp_weight_mode (AReaL v1.0.0.post1 to "
+            "v1.0.3) exist in no claimed release: AReaL 1.0.4 stops at load and asks for rejection_sampling; "
+            "0.3 to 0.5 reject them as unknown keys (they spell the cap behav_imp_weight_cap).",
             keys=["actor.behave_imp_weight_cap", "actor.behave_imp_weight_mode"])
 def _legacy_imp_weight(cfg, ctx):
     for name, actor in _actor_paths(cfg):
         for key in ("behave_imp_weight_cap", "behave_imp_weight_mode"):
             if not ctx.is_set(f"{name}.{key}"):
                 continue
-            if ctx.release == "0.3":
-                yield ctx.error("RLC113", f"{name}.{key}", f"`{name}.{key}` does not exist in AReaL 0.3 (its loader "
-                                f"stops on it); it is a key of AReaL v0.4 to v0.5",
-                                hint=f"AReaL 0.3 spells the cap `{name}.behav_imp_weight_cap` (with "
+            if ctx.release != "1.0":
+                yield ctx.error("RLC113", f"{name}.{key}", f"`{name}.{key}` does not exist in AReaL {ctx.release} (its "
+                                f"loader stops on it); it is a key of AReaL v1.0.0.post1 to v1.0.3",
+                                hint=f"AReaL {ctx.release} spells the cap `{name}.behav_imp_weight_cap` (with "
                                      f"use_decoupled_loss: true) and has no mode")
                 continue
             action = "clamp" if (actor.behave_imp_weight_mode or "").endswith("truncate") else "mask"
             upper = actor.behave_imp_weight_cap if actor.behave_imp_weight_cap is not None else 5.0
-            yield ctx.error("RLC113", f"{name}.{key}", f"`{name}.{key}` was removed in AReaL 1.0, which stops at "
-                            f"load when it is present",
+            yield ctx.error("RLC113", f"{name}.{key}", f"`{name}.{key}` was removed in AReaL 1.0.4, which stops "
+                            f"at load when it is present",
                             hint=f"write `rejection_sampling: {{level: token, action: {action}, metric: ratio, "
                                  f"upper: {upper}}}` (or `rejection_sampling: null` for mode 'disabled') and enable "
                                  f"use_decoupled_loss")
@@ -529,12 +530,12 @@ def _reference_model(cfg, ctx):
         return
     kl = cfg.actor.kl_ctl
     if cfg.ref is None:
-        if ctx.release == "0.3":
-            # v0.3.4's GRPOConfig builds `ref` from its defaults whatever kl_ctl is, and OmegaConf then finds the
-            # mandatory (`???`) experiment_name/trial_name of that section unset.
-            yield ctx.error("RLC302", "ref", "AReaL 0.3 builds `ref` from its defaults even when actor.kl_ctl is 0, "
-                            "and the section's experiment_name/trial_name are mandatory, so AReaL 0.3 stops at load "
-                            "without a `ref` section", hint="add `ref: {experiment_name: ${experiment_name}, "
+        if ctx.release in SECTIONS_ALWAYS_BUILT:
+            # 0.3's and 0.4's GRPOConfig build `ref` from its defaults whatever kl_ctl is, and OmegaConf then finds
+            # the mandatory (`???`) experiment_name/trial_name of that section unset.
+            yield ctx.error("RLC302", "ref", f"AReaL {ctx.release} builds `ref` from its defaults even when "
+                            f"actor.kl_ctl is 0, and the section's experiment_name/trial_name are mandatory, so AReaL "
+                            f"{ctx.release} stops at load without a `ref` section", hint="add `ref: {experiment_name: ${experiment_name}, "
                                                             "trial_name: ${trial_name}, path: ${actor.path}}`")
         elif kl > 0:
             yield ctx.warning("RLC307", "actor.kl_ctl", f"`actor.kl_ctl` is {kl} but there is no `ref` section, so "
@@ -775,29 +776,29 @@ def _rollout_features(cfg, ctx):
 
 # ---- layout hints ------------------------------------------------------------------------------------------
 
-@RULES.rule("areal/total-epochs", "RLC201", "total_train_epochs is positive: AReaL 1.0 stops at load on 0; v0.3 "
-            "accepts it and trains nothing.", keys=["total_train_epochs"])
+@RULES.rule("areal/total-epochs", "RLC201", "total_train_epochs is positive: AReaL 1.0 stops at load on 0; 0.3 to "
+            "0.5 accept it and train nothing.", keys=["total_train_epochs"])
 def _total_epochs(cfg, ctx):
     if cfg.total_train_epochs > 0:
         return
-    if ctx.release == "0.3":
-        yield ctx.warning("RLC201", "total_train_epochs", "`total_train_epochs` is 0, so AReaL 0.3 starts and trains "
-                          "nothing", hint="set it to 1 or more")
+    if ctx.release in BEFORE_1_0:
+        yield ctx.warning("RLC201", "total_train_epochs", f"`total_train_epochs` is 0, so AReaL {ctx.release} starts "
+                          "and trains nothing", hint="set it to 1 or more")
     else:
         yield ctx.error("RLC201", "total_train_epochs", f"`total_train_epochs` must be > 0, got "
                         f"{cfg.total_train_epochs}; AReaL 1.0 stops at load on it", hint="set it to 1 or more")
 
 
 @RULES.rule("areal/recover-mode", "RLC202", "recover.mode takes the values of the judged release: AReaL 1.0 "
-            "accepts on/off/auto/disabled and stops at load on v0.3's fault and resume.", keys=["recover.mode"])
+            "accepts on/off/auto/disabled and stops at load on 0.3 to 0.5's fault and resume.", keys=["recover.mode"])
 def _recover_mode(cfg, ctx):
     mode = cfg.recover.mode
     if ctx.release == "1.0" and mode in ("fault", "resume"):
         yield ctx.error("RLC202", "recover.mode", f"`recover.mode` {mode!r} was removed in AReaL 1.0, which stops at "
                         f"load on it", hint="use `auto` (or `on`) to recover, `disabled` (or `off`) not to")
-    elif ctx.release == "0.3" and mode in ("on", "off"):
-        yield ctx.warning("RLC202", "recover.mode", f"`recover.mode` {mode!r} is a 1.0 spelling; AReaL 0.3 knows "
-                          f"disabled, auto, fault and resume", hint="use `auto` or `disabled`")
+    elif ctx.release in BEFORE_1_0 and mode in ("on", "off"):
+        yield ctx.warning("RLC202", "recover.mode", f"`recover.mode` {mode!r} is a 1.0 spelling; AReaL {ctx.release} "
+                          f"knows disabled, auto, fault and resume", hint="use `auto` or `disabled`")
 
 
 # ---- where each engine runs (lower.py plans it; areal/run-ledger refuses what the runtime does not run) --

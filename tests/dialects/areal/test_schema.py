@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from ruamel.yaml import YAML
 
 from rlcfg.frontend import check_file, check_text
-from rlcfg.dialects.areal import DIALECT, V1_DEFAULTS
+from rlcfg.dialects.areal import DIALECT
 from rlcfg.dialects.areal import allocation as alloc
 from rlcfg.dialects.areal import models as areal
 from rlcfg.dialects.areal.rules import RULES
@@ -609,10 +609,27 @@ def test_the_release_is_inferred_from_the_keys(extra, release):
     assert check_text(V1_GRPO + extra, "v1.yaml").release == release
 
 
-def test_v0_3_files_are_judged_as_0_3():
-    for template in (GRPO_TEMPLATE, SFT_TEMPLATE):
-        result = check_file(str(template))
-        assert result.release == "0.3" and "only AReaL 0.3 has" in result.release_reason
+def test_v0_3_files_are_judged_by_the_newest_release_with_their_keys():
+    grpo = check_file(str(GRPO_TEMPLATE))
+    assert grpo.release == "0.3" and "`async_training` is a key of AReaL 0.3;" in grpo.release_reason
+    # SFT's `model:` section is 0.3's and 0.4's (1.0 renamed it `actor:`, 0.5 ...): the newer of the two
+    sft = check_file(str(SFT_TEMPLATE))
+    assert sft.release == "0.4" and "`model` is a key of AReaL 0.3, 0.4;" in sft.release_reason
+
+
+def test_the_releases_between_are_told_by_their_keys():
+    """0.4 and 0.5 place engines by allocation_mode, like 0.3, but 0.5 dropped actor.group_size and the always-built
+    ref; a file is judged by the newest release that has the most of its keys."""
+    v04 = check_file(str(GRPO_TEMPLATE), ["~async_training"])
+    assert v04.release == "0.4" and "`actor.group_size` is a key of AReaL 0.3, 0.4" in v04.release_reason
+    v05 = check_file(str(GRPO_TEMPLATE), ["~async_training", "~actor.group_size", "~launcher"])
+    assert v05.release == "0.5" and "`actor.behav_imp_weight_cap` is a key of AReaL 0.3, 0.4, 0.5" in v05.release_reason
+    assert v05.ok, [d.message for d in v05.diagnostics if d.severity.name == "ERROR"]
+    # 0.4 still builds `ref` from its defaults, whatever kl_ctl says; 0.5 does not
+    no_ref = ["~async_training", "~ref"]
+    assert ("RLC302", "ref") in {(d.code, d.path) for d in check_file(str(GRPO_TEMPLATE), no_ref).diagnostics}
+    assert ("RLC302", "ref") not in {(d.code, d.path) for d in check_file(
+        str(GRPO_TEMPLATE), [*no_ref, "~actor.group_size", "~launcher"]).diagnostics}
 
 
 def test_a_pinned_release_wins():
@@ -698,12 +715,25 @@ def test_1_0_documents_take_1_0_defaults():
     assert old.release == "0.3" and old.config.gconfig.max_tokens == 65536
 
 
-def test_the_1_0_defaults_are_areals():
-    inventory = json.loads((ROOT / "tests" / "inventory" / "areal" / "1.0.json").read_text())["pipelines"]["grpo"]
-    for cls, values in V1_DEFAULTS.items():
-        for key, value in values.items():
-            found = [k for k in inventory if k.endswith("." + key) or k == key]
-            assert found and any(inventory[k]["default"] == value for k in found), (cls, key)
+def test_the_release_table_is_the_inventories():
+    """rlcfg/dialects/areal/releases.json (which release has each field, each release's own defaults, the keys rlcfg
+    does not model) is what tools/inventory/areal.py --tables writes from the inventories and the schema."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("areal_tool", ROOT / "tools" / "inventory" / "areal.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    assert areal.RELEASE_TABLE == json.loads(json.dumps(tool.tables(ROOT / "tests" / "inventory" / "areal")))
+
+
+def test_each_release_takes_its_own_defaults():
+    """AReaL 0.4 changed the optimizer's defaults (lr 2e-5 -> 1e-3, ...) and 0.5 the weight-update mode: a document
+    judged by a release gets that release's values where it writes none."""
+    for release, lr, beta2, mode in (("0.3", 2e-5, 0.95, "disk"), ("0.4", 1e-3, 0.999, "disk"),
+                                     ("0.5", 1e-3, 0.999, "xccl"), ("1.0", 1e-3, 0.999, "xccl")):
+        optimizer = DIALECT.defaults(areal.OptimizerConfig, release)
+        actor = DIALECT.defaults(areal.PPOActorConfig, release)
+        assert (optimizer["lr"], optimizer["beta2"], actor["weight_update_mode"]) == (lr, beta2, mode), release
 
 
 # ---- the run ledger -------------------------------------------------------------------------------------------
