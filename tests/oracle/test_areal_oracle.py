@@ -1,5 +1,5 @@
-"""AReaL: rlcfg's verdict against AReaL's own loader, on AReaL's example configs at v0.3.4 and v1.0.4 and on
-mutations of them.
+"""AReaL: rlcfg's verdict against AReaL's own loader, on AReaL's example configs at v0.3.4, v0.4.1, v0.5.3 and v1.0.4
+and on mutations of them.
 
 The loader is what every AReaL training script runs first: `load_expr_config(["--config", F], <Class>)` (Hydra
 compose, merge into `OmegaConf.structured(<Class>)`, `to_object`, the dataclasses' `__post_init__`), then what the
@@ -8,7 +8,8 @@ each engine's `backend` (ModelAllocation.from_str; ref only when actor.kl_ctl > 
 cluster check is not part of it: the examples run under the local launcher.
 
 One process per release loads every case (AReaL's imports take seconds), inside the oracle sandbox, with the
-release's venv from ../shared/oracle (areal034 + the v0.3.4 tree on PYTHONPATH; areal104). Each example is loaded
+release's venv from ../shared/oracle (areal034 with the v0.3.4 or v0.4.1 tree on PYTHONPATH; areal104 with the
+v0.5.3 or v1.0.4 tree; v0.5.3's one Python 3.12 signature made 3.11's, PY311). Each example is loaded
 with the class its script uses (CLASSES). Run: MIRROR_ROOT=/work/.mirror python -m pytest -m oracle -s
 tests/oracle/test_areal_oracle.py
 """

@@ -870,3 +870,14 @@ def _limits(template: Path, *overrides: str) -> list[tuple[str, str]]:
 ])
 def test_run_ledger_refuses_the_layouts_the_runtime_does_not_run(template, overrides, expected):
     assert _limits(template, *overrides) == expected
+
+
+def test_a_releases_keys_rlcfg_does_not_model_are_typed_and_refused_by_run():
+    """0.5's OpenAI-proxy settings (`rollout.openai.*`) are no key of rlcfg's schema: accepted and type-checked as
+    0.5's, and refused by `rlcfg run` unless at their default."""
+    v05 = ["~async_training", "~actor.group_size", "~launcher"]
+    result = check_file(str(GRPO_TEMPLATE), [*v05, "+rollout.openai.mode=subproc"], release="0.5")
+    assert result.ok, [d.message for d in result.diagnostics if d.severity.name == "ERROR"]
+    assert [d.code for d in result.diagnostics if d.path == "rollout.openai.mode"] == ["RLC118"]
+    wrong = check_file(str(GRPO_TEMPLATE), [*v05, "+rollout.openai.subproc_max_workers=many"], release="0.5")
+    assert ("RLC200", "rollout.openai.subproc_max_workers") in {(d.code, d.path) for d in wrong.diagnostics}
