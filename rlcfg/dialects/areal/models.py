@@ -882,8 +882,9 @@ class VLLMConfig(Section):
                                fate=_LORA_ONLY)
     max_loras: int = param(8, description="LoRA adapters per batch.", ge=1,
                            fate=_LORA_ONLY)
-    lora_modules: list[str] | None = param(None, description="LoRA adapters to load (filled by AReaL).",
-                                           fate=_LORA_ONLY)
+    lora_modules: list[str] | str | None = param(None, description="LoRA adapters to load (filled by AReaL): a JSON "
+                                                                 "string in 0.5, a list in 1.0 (areal/lora-modules).",
+                                                 fate=_LORA_ONLY)
 
 
 class GenerationHyperparameters(Section):

@@ -789,6 +789,21 @@ def _total_epochs(cfg, ctx):
                         f"{cfg.total_train_epochs}; AReaL 1.0 stops at load on it", hint="set it to 1 or more")
 
 
+@RULES.rule("areal/lora-modules", "RLC200", "vllm.lora_modules has the judged release's type: a JSON string in 0.5, "
+            "a list of adapters in 1.0.", keys=["vllm.lora_modules"])
+def _lora_modules(cfg, ctx):
+    value = cfg.vllm.lora_modules
+    if value is None or not ctx.is_set("vllm.lora_modules"):
+        return
+    if ctx.release == "0.5" and not isinstance(value, str):
+        yield ctx.error("RLC200", "vllm.lora_modules", f"`vllm.lora_modules`: expected a string (AReaL 0.5 reads one "
+                        f"JSON string), got a list", hint='write it as one string, e.g. \'{"name": "lora", "path": '
+                                                          '"/path/to/adapter"}\'')
+    elif ctx.release == "1.0" and isinstance(value, str):
+        yield ctx.error("RLC200", "vllm.lora_modules", "`vllm.lora_modules`: expected a list (AReaL 1.0 reads a list "
+                        "of adapters), got a string", hint="write each adapter as an item of a list")
+
+
 @RULES.rule("areal/recover-mode", "RLC202", "recover.mode takes the values of the judged release: AReaL 1.0 "
             "accepts on/off/auto/disabled and stops at load on 0.3 to 0.5's fault and resume.", keys=["recover.mode"])
 def _recover_mode(cfg, ctx):

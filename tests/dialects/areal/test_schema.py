@@ -364,6 +364,9 @@ RULE_CASES = {
                            ("RLC201", "total_train_epochs")),
     "areal/recover-mode": (GRPO_TEMPLATE, ["actor.backend=fsdp:d4p1t1", "recover.mode=fault"],
                            ("RLC202", "recover.mode")),
+    # a 1.0 document (its engines' backends) with 0.5's JSON-string spelling
+    "areal/lora-modules": (GRPO_TEMPLATE, ["actor.backend=fsdp:d4p1t1", "vllm.lora_modules='{\"name\": \"a\"}'"],
+                           ("RLC200", "vllm.lora_modules")),
     "areal/micro-batch-tokens": (GRPO_TEMPLATE, ["++actor.mb_spec.max_tokens_per_mb=512"],
                                  ("RLC303", "actor.mb_spec.max_tokens_per_mb")),
     "areal/run-ledger": (PPO_TEMPLATE, ["actor.temperature=0.7"], ("RLC118", "actor.temperature")),
