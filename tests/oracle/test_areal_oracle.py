@@ -267,7 +267,7 @@ def _mutations(tree: Path, release: str, out_dir: Path) -> list[tuple[str, Path,
 
     grpo, sft = "math/gsm8k_grpo.yaml", "math/gsm8k_sft.yaml"
     grpo_cls, sft_cls = "areal.api.cli_args:GRPOConfig", "areal.api.cli_args:SFTConfig"
-    trained = "model" if release == "0.3" else "actor"
+    trained = "model" if release in ("0.3", "0.4") else "actor"  # SFT's engine: 0.5 renamed it
 
     def typo(d):
         d["actor"]["kl_clt"] = d["actor"].pop("kl_ctl", 0.0)
@@ -305,7 +305,7 @@ def _mutations(tree: Path, release: str, out_dir: Path) -> list[tuple[str, Path,
     write("zero-epochs", grpo, grpo_cls, bad_total_epochs)
     write("sft-typo", sft, sft_cls, sft_typo)
     write("sft-gconfig", sft, sft_cls, sft_unknown_top)
-    if release == "0.3":
+    if release != "1.0":  # the releases placed by allocation_mode
         def launcher_ok(d):
             d["launcher"] = {"trainer_cpus_per_gpu": 8}
 
