@@ -112,6 +112,8 @@ STRICTER: dict[tuple[str, str], str] = {
     # v0.3.4 checks adv_norm.mean_level only when the actor builds its normalizer (areal/utils/data.py), after
     # load; rlcfg's Literal type reports it up front (its RLC202 message is the generic one).
     ("0.3", "mut:enum-adv-norm"): "v0.3.4 raises when the actor builds its normalizer",
+    ("0.4", "mut:enum-adv-norm"): "v0.4.1 raises when the actor builds its normalizer",
+    ("0.5", "mut:enum-adv-norm"): "v0.5.3 raises when the actor builds its normalizer",
 }
 
 # The batch driver run inside the oracle sandbox with the release's venv: one JSON line in, one out, per case.
@@ -145,15 +147,17 @@ for line in sys.stdin:
         Cls = load_cls(case["cls"], case["root"])
         stage = "load_expr_config"
         cfg, _ = load_expr_config(["--config", case["path"], *case.get("overrides", [])], Cls)
+        placed = False  # by the engines' backends (1.0); otherwise by allocation_mode, as 0.3 to 0.5 place them
         if ModelAllocation is not None:
             stage = "ModelAllocation.from_str(backend)"
             for name in ("actor", "rollout", "ref", "critic"):
                 eng = getattr(cfg, name, None)
                 if eng is None or not isinstance(getattr(eng, "backend", None), str) or ":" not in eng.backend:
                     continue
+                placed = True
                 if name == "ref" and not (getattr(cfg.actor, "kl_ctl", 0) > 0): continue
                 ModelAllocation.from_str(eng.backend, name=name)
-        elif AllocationMode is not None and getattr(cfg, "allocation_mode", ""):
+        if not placed and AllocationMode is not None and getattr(cfg, "allocation_mode", ""):
             stage = "AllocationMode.from_str(allocation_mode)"
             AllocationMode.from_str(cfg.allocation_mode)
         out = dict(id=case["id"], verdict="ACCEPT", stage=stage, error="")

@@ -397,8 +397,9 @@ def _c_clip(cfg, ctx):
                                  "advantage, which needs c_clip > 1; use e.g. 3.0, or null to disable it")
 
 
-@RULES.rule("areal/behav-imp-weight-cap", "RLC302", "behav_imp_weight_cap is > 1 and needs use_decoupled_loss "
-            "(AReaL v0.3.4).", keys=["actor.behav_imp_weight_cap", "actor.use_decoupled_loss"], also=("RLC201",))
+@RULES.rule("areal/behav-imp-weight-cap", "RLC307", "behav_imp_weight_cap is > 1, and acts only with use_decoupled_loss "
+            "(AReaL's docs say it needs it; its loader accepts it without, and the loss then never reads it).",
+            keys=["actor.behav_imp_weight_cap", "actor.use_decoupled_loss"], also=("RLC201",))
 def _behav_cap(cfg, ctx):
     for name, actor in _actor_paths(cfg):
         cap = actor.behav_imp_weight_cap
@@ -408,9 +409,10 @@ def _behav_cap(cfg, ctx):
             yield ctx.error("RLC201", f"{name}.behav_imp_weight_cap", f"`{name}.behav_imp_weight_cap` must be > 1, "
                             f"got {cap}", hint="a cap of 5.0 is AReaL's usual value")
         if not actor.use_decoupled_loss:
-            yield ctx.error("RLC302", f"{name}.behav_imp_weight_cap", f"`{name}.behav_imp_weight_cap` ({cap}) needs "
-                            f"`{name}.use_decoupled_loss: true`", hint="enable the decoupled loss or remove the cap",
-                            related=[f"{name}.use_decoupled_loss"])
+            yield ctx.warning("RLC307", f"{name}.behav_imp_weight_cap", f"`{name}.behav_imp_weight_cap` ({cap}) has no "
+                              f"effect because `{name}.use_decoupled_loss` is false: AReaL applies the cap only in "
+                              f"its decoupled loss", hint="enable the decoupled loss, or remove the cap",
+                              related=[f"{name}.use_decoupled_loss"])
 
 
 @RULES.rule("areal/legacy-imp-weight", "RLC113", "behave_imp_weight_cap/behave_imp_weight_mode (AReaL v1.0.0.post1 to "

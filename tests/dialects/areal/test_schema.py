@@ -335,7 +335,7 @@ RULE_CASES = {
                        ("RLC302", "actor.megatron.virtual_pipeline_parallel_size")),
     "areal/c-clip": (GRPO_TEMPLATE, ["++actor.c_clip=1.0"], ("RLC201", "actor.c_clip")),
     "areal/behav-imp-weight-cap": (GRPO_TEMPLATE, ["actor.use_decoupled_loss=false"],
-                                   ("RLC302", "actor.behav_imp_weight_cap")),
+                                   ("RLC307", "actor.behav_imp_weight_cap")),
     "areal/legacy-imp-weight": (GRPO_TEMPLATE, ["++actor.behave_imp_weight_mode=token_mask"],
                                 ("RLC113", "actor.behave_imp_weight_mode")),
     "areal/rejection-sampling": (GRPO_TEMPLATE, ["++actor.rejection_sampling.metric=kl_k2",
