@@ -320,9 +320,9 @@ _KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str", "list": 
 
 def entry_extension(source: str, entry: str, read: Any) -> Any:
     """The keys an example's entry module adds to the config: `X = make_config(algorithm_cls=C, ...)` with `C` a
-    @dataclass subclass of the package's section class, declared in the module or imported from another module of
-    the tree (`read(module)` gives its source, or None). None when the module adds none. The module is parsed,
-    never run."""
+    @dataclass subclass of the package's section class, or a @dataclass subclass of SkyRLTrainConfig itself
+    (_subclassed_keys); declared in the module or imported from another module of the tree (`read(module)` gives its
+    source, or None). None when the module adds none. The module is parsed, never run."""
     import ast
 
     from rlcfg.source.project import DeclaredKey, Extension
@@ -351,6 +351,7 @@ def entry_extension(source: str, entry: str, read: Any) -> Any:
                 default = _literal(field.value)
                 keys.append(DeclaredKey((*section, field.target.id), _kind(field.annotation), None, False, None,
                                         default, default is not _UNREADABLE))
+    keys.extend(_subclassed_keys(tree, read, module_tree))
     if not keys:
         return None
     return Extension(entry, tuple(keys), source="entry")
@@ -407,16 +408,65 @@ def _kind(annotation: Any) -> str:
 
 
 def _class_named(tree: Any, name: str, read: Any, parse: Any) -> Any:
+    return _class_and_home(tree, name, read, parse)[0]
+
+
+def _class_and_home(tree: Any, name: str, read: Any, parse: Any) -> tuple[Any, Any]:
+    """The class `name` means in the module `tree`, and the module that declares it: (None, None) if neither the
+    module nor a module it imports the name from (read(module, level) gives its source) declares it."""
     import ast
 
     for node in tree.body:
         if isinstance(node, ast.ClassDef) and node.name == name:
-            return node
+            return node, tree
     for node in tree.body:
         if isinstance(node, ast.ImportFrom) and node.module and any((a.asname or a.name) == name for a in node.names):
             text = read(node.module, node.level)
             other = parse(text) if text is not None else None
             if other is not None:
                 original = next(a.name for a in node.names if (a.asname or a.name) == name)
-                return next((n for n in other.body if isinstance(n, ast.ClassDef) and n.name == original), None)
-    return None
+                found = next((n for n in other.body if isinstance(n, ast.ClassDef) and n.name == original), None)
+                return (found, other) if found is not None else (None, None)
+    return None, None
+
+
+# The package's config classes an entry module may subclass (`class HarborSkyRLConfig(SkyRLTrainConfig)`), and where
+# each one's keys are.
+_SECTION_CLASSES = {"SkyRLTrainConfig": (), "TrainerConfig": ("trainer",), "GeneratorConfig": ("generator",),
+                    "AlgorithmConfig": ("trainer", "algorithm")}
+
+
+def _subclassed_keys(tree: Any, read: Any, parse: Any) -> list:
+    """The keys the config class the module runs adds, where that class is a @dataclass subclass of the package's
+    SkyRLTrainConfig (`HarborSkyRLConfig.from_cli_overrides(sys.argv[1:])`): its own fields, and the fields of the
+    section subclasses it puts in place of the package's (`generator: HarborGeneratorConfig = ...`)."""
+    import ast
+
+    from rlcfg.source.project import DeclaredKey
+
+    used = {node.func.value.id for node in ast.walk(tree) if isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute) and node.func.attr == "from_cli_overrides"
+            and isinstance(node.func.value, ast.Name)}
+    keys: list = []
+
+    def own_fields(cls: Any, home: Any, prefix: tuple, depth: int) -> None:
+        for field in cls.body:
+            if not (isinstance(field, ast.AnnAssign) and isinstance(field.target, ast.Name)):
+                continue
+            annotation = field.annotation
+            if depth < 2 and isinstance(annotation, ast.Name):
+                inner, inner_home = _class_and_home(home, annotation.id, read, parse)
+                bases = {ast.unparse(b) for b in inner.bases} if inner is not None else set()
+                section = next((_SECTION_CLASSES[b] for b in bases if b in _SECTION_CLASSES), None)
+                if section is not None:  # a subclass of a package section, in the section's place
+                    own_fields(inner, inner_home, section, depth + 1)
+                    continue
+            default = _literal(field.value)
+            keys.append(DeclaredKey((*prefix, field.target.id), _kind(annotation), None, False, None, default,
+                                    default is not _UNREADABLE))
+
+    for name in used:
+        cls, home = _class_and_home(tree, name, read, parse)
+        if cls is not None and "SkyRLTrainConfig" in {ast.unparse(b) for b in cls.bases}:
+            own_fields(cls, home, (), 0)
+    return keys

@@ -167,6 +167,30 @@ def test_an_example_entrypoint_adds_its_config_keys(tmp_path: Path, monkeypatch)
         assert ("RLC200", "trainer.algorithm.overlong_buffer_len") in codes(wrong, "error")
 
 
+def test_an_entrypoint_that_subclasses_the_config_adds_its_keys(tmp_path: Path, monkeypatch):
+    """Harbor's entry modules run `HarborSkyRLConfig.from_cli_overrides(...)`, a subclass of SkyRLTrainConfig with a
+    key of its own and a GeneratorConfig subclass in the generator's place (imported from a sibling module)."""
+    module = tmp_path / "examples" / "train_integrations" / "harbor" / "entrypoints"
+    module.mkdir(parents=True)
+    (module / "main_harbor.py").write_text(
+        "from dataclasses import dataclass, field\nfrom typing import Any, Dict\n"
+        "from skyrl.train.config import GeneratorConfig, SkyRLTrainConfig\n"
+        "@dataclass\nclass HarborGeneratorConfig(GeneratorConfig):\n    max_parallel: int = 4\n"
+        "@dataclass\nclass HarborSkyRLConfig(SkyRLTrainConfig):\n"
+        "    harbor_trial_config: Dict[str, Any] = field(default_factory=dict)\n"
+        "    generator: HarborGeneratorConfig = field(default_factory=HarborGeneratorConfig)\n")
+    (module / "main_harbor_generate.py").write_text(
+        "import sys\nfrom .main_harbor import HarborSkyRLConfig\ncfg = HarborSkyRLConfig.from_cli_overrides(sys.argv[1:])\n")
+    monkeypatch.chdir(tmp_path)
+    entry = "examples.train_integrations.harbor.entrypoints.main_harbor_generate"
+    result = check_file("python", ["-m", entry, *BASE, "harbor_trial_config.trials_dir=/t", "generator.max_parallel=8"],
+                        env=HOST_ENV)
+    assert result.ok, [d.message for d in result.diagnostics if d.severity.value == "error"]
+    assert {d.path for d in result.diagnostics if d.code == "RLC118"} >= {"harbor_trial_config", "generator.max_parallel"}
+    wrong = check_file("python", ["-m", entry, *BASE, "generator.max_parallel=many"], env=HOST_ENV)
+    assert ("RLC200", "generator.max_parallel") in codes(wrong, "error")
+
+
 def test_the_declared_keys_match_the_inventories():
     """rlcfg/dialects/skyrl/package_keys.json is what tools/inventory/skyrl_package.py --keys writes from the
     inventories and the schema: a schema change that models one of the keys regenerates it."""
