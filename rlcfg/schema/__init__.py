@@ -78,7 +78,7 @@ REGISTRY: tuple[DialectEntry, ...] = (
                             "hydra"}),
                  launchers=(dict(name="RLinf's Hydra entry script", script=r"\.py$",
                                      config_dir=("--config-path", "-cp"), config_name=("--config-name", "-cn")),)),
-    DialectEntry("roll", "rlcfg.dialects.roll", "ROLL", ("v0.2.1", "v0.3.0", "main"), "hydra", frozenset({"actor_train", "actor_infer"}),
+    DialectEntry("roll", "rlcfg.dialects.roll", "ROLL", ("v0.1.0", "v0.1.3", "v0.2.1", "v0.3.0", "main"), "hydra", frozenset({"actor_train", "actor_infer"}),
                  frozenset({"pretrain", "reward_pretrain", "rollout_batch_size", "num_return_sequences_in_group",
                             "reference", "critic", "rewards", "exp_name", "device_mapping"}),
                  # SFT (sft_train), distillation (student, teacher), on-policy distillation (student_train, ...),

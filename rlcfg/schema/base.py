@@ -96,6 +96,23 @@ def declare_releases(model: type["Section"], releases: tuple[str, ...], /, *name
         info.json_schema_extra = {**extra, RELEASES_KEY: list(releases)}
 
 
+def declare_release_table(namespace: Mapping[str, Any], table: Mapping[str, Sequence[str]]) -> None:
+    """declare_releases for each `Class.field` of `table` whose class `namespace` (a models module's globals)
+    declares: a dialect whose releases' fields are read from its inventories (tools/inventory/<name>.py --tables).
+    A subclass holds a copy of each inherited field, so every section of the namespace that inherits the field (and
+    does not declare one of that name itself) gets the releases too."""
+    sections = [value for value in namespace.values() if isinstance(value, type) and issubclass(value, Section)]
+    by_name = {cls.__name__: cls for cls in sections}
+    for name, releases in table.items():
+        declaring, field_name = name.split(".")
+        if declaring not in by_name:
+            continue  # declared in another module of the dialect, which applies it
+        for cls in sections:
+            nearest = next((c for c in cls.__mro__ if field_name in c.__dict__.get("__annotations__", {})), None)
+            if nearest is by_name[declaring]:
+                declare_releases(cls, tuple(releases), field_name)
+
+
 def field_releases(info: FieldInfo) -> tuple[str, ...] | None:
     """The releases that have this field, or None when every release has it."""
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}

@@ -18,7 +18,7 @@ changes nothing a run of the framework computes. A key rlcfg already knows canno
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any, Literal, Mapping
 
 from rlcfg.diagnostics import Diagnostic, Origin, diagnostic
 from rlcfg.records import record
@@ -48,6 +48,15 @@ class Extension:
     # whose keys: a fork's (a project file), a framework release's that rlcfg does not model, or those the launch
     # script's own entry module adds (its config subclass)
     source: Literal["fork", "release", "entry"] = "fork"
+
+
+def release_extension(label: str, unmodelled: Mapping[str, Any], release: str) -> Extension | None:
+    """The keys of `release` that the schema does not model, from a dialect's generated table (dotted key ->
+    {"type", "default", "releases"}), as the release's own extension: type-checked, and refused by `rlcfg run` at any
+    value but their default. `label` names the release in messages ("AReaL 0.5")."""
+    keys = tuple(DeclaredKey(tuple(key.split(".")), fact["type"], None, False, None, fact["default"], True)
+                 for key, fact in unmodelled.items() if release in fact["releases"])
+    return Extension(label, keys, source="release") if keys else None
 
 
 def load_extension(path: str, dialect: str, known: Any) -> Extension | None:

@@ -9,7 +9,10 @@ Keys are dotted paths. A `Dict[str, X]` of a dataclass X puts `*` for the mappin
 a list of dataclasses, or a Union of a dataclass and a dict of it (PPOConfig.teacher), names X's keys directly.
 
 Usage: python tools/inventory/roll.py [MIRROR_GIT_DIR] [REV] [RELEASE] > tests/inventory/roll/RELEASE.json
-(not run in CI; the JSON it writes is test data for tests/test_inventory.py).
+(not run in CI; the JSON it writes is test data for tests/test_inventory.py), once per claimed release (v0.1.0,
+v0.1.3, v0.2.1 and v0.3.0 at their tags, main at the mirror's HEAD); then
+    python tools/inventory/roll.py --tables
+writes rlcfg/dialects/roll/releases.json (which release has each field, the keys rlcfg does not model) from them.
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ import json
 import subprocess
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 
 MIRROR = "/work/.mirror/alibaba+ROLL/repo"
 PIPELINES = {
@@ -255,7 +259,58 @@ def walk(reader: Reader, cls: ClassInfo, prefix: str, out: dict, seen: tuple = (
             walk(reader, info, sub_prefix, out, seen + (info.name,))
 
 
+_KINDS = {"bool": "bool", "int": "int", "float": "float", "str": "str", "list": "list", "dict": "mapping"}
+
+
+def tables(inventories) -> dict:
+    """What rlcfg/dialects/roll/releases.json holds, from the inventories and rlcfg's own sections:
+    - "fields": `Class.field` -> the releases whose inventory has a key that is this field, for every field some
+      release lacks (a field no inventory names is in every release, unless models.py says otherwise);
+    - "unmodelled": dotted key -> its type (as a project file names types), default and releases, for the keys of
+      the modelled pipelines that the schema does not model (the settings v0.1.x had and later releases removed)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    from rlcfg.dialects.roll import DIALECT
+    from rlcfg.schema.base import field_at
+
+    roots = list(DIALECT.variants().values())
+    releases = list(DIALECT.releases)
+    seen: dict[str, set] = {}
+    unmodelled: dict[str, dict] = {}
+    for release in releases:
+        data = json.loads((inventories / f"{release}.json").read_text())
+        for pipeline, keys in data["pipelines"].items():
+            if pipeline in UNMODELLED_PIPELINES:
+                continue
+            for key, fact in keys.items():
+                path = tuple(key.split("."))
+                known = [(info, owner) for info, owner in (field_at(root, path) for root in roots) if info is not None]
+                if not known:
+                    if any(field_at(root, path)[1] is None and field_at(root, path[:-1])[0] is not None
+                           for root in roots):
+                        continue  # inside a mapping the schema keeps open
+                    kind = _KINDS.get(str(fact.get("type")), "any")
+                    if fact.get("default") is None and kind != "any":
+                        kind += "|null"
+                    entry = unmodelled.setdefault(key, {"type": kind, "default": fact.get("default"), "releases": []})
+                    if release not in entry["releases"]:
+                        entry["releases"].append(release)
+                    continue
+                for info, owner in known:
+                    # named as declared: the class whose body declares the field, and its attribute name
+                    attribute = next(n for n, f in owner.model_fields.items() if f is info)
+                    declaring = next(c for c in owner.__mro__ if attribute in c.__dict__.get("__annotations__", {}))
+                    seen.setdefault(f"{declaring.__name__}.{attribute}", set()).add(release)
+    fields = {name: [r for r in releases if r in having] for name, having in sorted(seen.items())
+              if set(having) != set(releases)}
+    return {"fields": fields, "unmodelled": dict(sorted(unmodelled.items()))}
+
+
 def main() -> None:
+    if sys.argv[1:] == ["--tables"]:
+        root = Path(__file__).resolve().parents[2]
+        target = root / "rlcfg" / "dialects" / "roll" / "releases.json"
+        target.write_text(json.dumps(tables(root / "tests" / "inventory" / "roll"), indent=0) + "\n")
+        return
     git_dir = sys.argv[1] if len(sys.argv) > 1 else MIRROR
     rev = sys.argv[2] if len(sys.argv) > 2 else "HEAD"
     release = sys.argv[3] if len(sys.argv) > 3 else "main"

@@ -75,11 +75,9 @@ ENTRY = entry("areal")
 
 @lru_cache(maxsize=None)
 def _release_extension(release: str) -> Any:
-    from rlcfg.source.project import DeclaredKey, Extension
+    from rlcfg.source.project import release_extension
 
-    keys = tuple(DeclaredKey(tuple(key.split(".")), fact["type"], None, False, None, fact["default"], True)
-                 for key, fact in RELEASE_TABLE["unmodelled"].items() if release in fact["releases"])
-    return Extension(f"AReaL {release}", keys, source="release") if keys else None
+    return release_extension(f"AReaL {release}", RELEASE_TABLE["unmodelled"], release)
 
 
 class AReaLDialect(Dialect):

@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from rlcfg.schema.base import (FATE_KEY, HONORED, REQUIRED, Section, declare_releases, inert, param, refused,
+from rlcfg.schema.base import (FATE_KEY, HONORED, REQUIRED, Section, declare_release_table, inert, param, refused,
                                section)
 
 # The releases before 1.0's per-engine placement and load-time checks (total_train_epochs > 0, recover.mode on/off).
@@ -1331,17 +1331,4 @@ SCRIPT_KEYS: dict[str, str] = {
 RELEASE_TABLE: dict[str, Any] = json.loads((Path(__file__).parent / "releases.json").read_text())
 
 
-def _declare_field_releases() -> None:
-    sections = [value for value in globals().values() if isinstance(value, type) and issubclass(value, Section)]
-    by_name = {cls.__name__: cls for cls in sections}
-    for name, releases in RELEASE_TABLE["fields"].items():
-        declaring, field = name.split(".")
-        # a subclass holds a copy of each inherited field: every class that inherits this one (and does not declare
-        # a field of that name itself) gets the releases
-        for cls in sections:
-            nearest = next((c for c in cls.__mro__ if field in c.__dict__.get("__annotations__", {})), None)
-            if nearest is by_name[declaring]:
-                declare_releases(cls, tuple(releases), field)
-
-
-_declare_field_releases()
+declare_release_table(globals(), RELEASE_TABLE["fields"])

@@ -1,8 +1,9 @@
-"""The ROLL dialect at `main` (alibaba/ROLL's default branch), at `v0.3.0`, and at `v0.2.1`, the last tag with the
-DeepSpeed strategies (which v0.3.0 removed; configs written for v0.1.x and v0.2.x are judged by it): the RLVR
-pipeline (`RLVRConfig`) and the agentic pipeline (`AgenticConfig`), both built on `PPOConfig` and `BaseConfig`. The
-keys added after v0.2.1 name the releases that have them (tests/inventory/roll/<release>.json hold each release's
-keys).
+"""The ROLL dialect at `main` (alibaba/ROLL's default branch) and at the tags `v0.3.0`, `v0.2.1` (the last with the
+DeepSpeed strategies, which v0.3.0 removed; configs written for v0.2.x are judged by it), `v0.1.3` (for v0.1.x) and
+`v0.1.0`: the RLVR pipeline (`RLVRConfig`) and the agentic pipeline (`AgenticConfig`), both built on `PPOConfig` and
+`BaseConfig`. Which release has each field, and the keys old releases had that rlcfg does not model (v0.1.3's
+train/infer mismatch masks, ...), are one table generated from the inventories (releases.json;
+tests/inventory/roll/<release>.json hold each release's keys).
 
 A ROLL config is one flat YAML document: pipeline keys at the top level (batch sizes, lengths, the PPO/GRPO
 algorithm, logging) and one section per worker (`actor_train`, `actor_infer`, `reference`, `critic`; RLVR adds the
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 import types
 from datetime import datetime
+from functools import lru_cache
 from typing import Annotated, Any, Literal, Union, get_args, get_origin
 
 from rlcfg.dialects.roll.derived import describe_config, unrun_pipeline
@@ -118,16 +120,50 @@ class Roll(Dialect):
         return f"ROLL {release}" + (" (DeepSpeed's last release)" if release == "v0.2.1" else "")
 
     def infer_release(self, data: dict) -> tuple[str | None, str]:
-        """A DeepSpeed strategy is v0.2.1's (v0.3.0 removed them, and v0.2.1's loader only drops keys it lacks);
-        otherwise main."""
-        from rlcfg.dialects.roll.models import DEEPSPEED_STRATEGIES
+        """A DeepSpeed strategy narrows the releases to those up to v0.2.1 (v0.3.0 removed them). Among the rest,
+        the release that lacks the fewest of the keys the document writes that some releases lack (the fields the
+        release table tags, and the keys only old releases have), the newest of those."""
+        from rlcfg.dialects.roll.models import DEEPSPEED_STRATEGIES, RELEASE_TABLE, WITH_DEEPSPEED
+        from rlcfg.schema.base import field_at, field_releases
 
         named = next(((path, value) for path, value in _strategy_names(data) if value in DEEPSPEED_STRATEGIES), None)
+        candidates = WITH_DEEPSPEED if named is not None else self.releases
+        root = self.root(data)
+        unmodelled = RELEASE_TABLE["unmodelled"]
+        lacking: dict[str, list[str]] = {release: [] for release in candidates}
+        having: dict[str, tuple] = {}
+        for path in _written_paths(data):
+            key = ".".join(map(str, path))
+            generic = ".".join(("rewards", "*", *map(str, path[2:]))) if path[0] == "rewards" and len(path) > 2 else key
+            info = field_at(root, path)[0]
+            releases = field_releases(info) if info is not None else None
+            if info is None and (key in unmodelled or generic in unmodelled):
+                releases = tuple(unmodelled.get(key, unmodelled.get(generic))["releases"])
+            if not releases:
+                continue
+            having[key] = releases
+            for release in candidates:
+                if release not in releases:
+                    lacking[release].append(key)
+        fewest = min(len(keys) for keys in lacking.values())
+        chosen = [release for release in candidates if len(lacking[release]) == fewest][-1]
+        newer = list(candidates[candidates.index(chosen) + 1:])
+        why = ""
         if named is not None:
             path, value = named
-            return "v0.2.1", (f"`{path}` is {value}, a DeepSpeed strategy, which ROLL removed in v0.3.0; v0.2.1 is the "
-                              "last release that has it")
-        return "main", "no DeepSpeed strategy; assuming the newest (v0.3.0 differs from it by one Megatron key)"
+            why = f"`{path}` is {value}, a DeepSpeed strategy, which ROLL removed in v0.3.0"
+        if newer:
+            deciding = next((k for k in lacking[newer[0]] if k not in lacking[chosen]), None)
+            if deciding is not None:
+                why += ("; " if why else "") + f"`{deciding}` is a key of ROLL {', '.join(having[deciding])}"
+        elif named is None:
+            return chosen, "no key it writes rules out the newest, main (v0.3.0 differs from it by one Megatron key)"
+        return chosen, f"{why}; judged by ROLL {chosen}, the newest release that has the most of the keys it writes"
+
+    def release_keys(self, release: str | None) -> Any:
+        """The keys of `release`'s config classes that rlcfg does not model (v0.1.3's train/infer mismatch masks,
+        ...): type-checked, and refused by `rlcfg run` unless at their default."""
+        return _release_extension(release) if release is not None else None
 
     def prepare(self, tree: SourceTree, release: str | None) -> list:
         """A worker's strategy_args without strategy_name gets the release's default strategy (deepspeed_train up to
@@ -147,6 +183,22 @@ class Roll(Dialect):
 
     def unrun_pipeline(self, config: Any) -> tuple[str, str] | None:
         return unrun_pipeline(config)
+
+
+@lru_cache(maxsize=None)
+def _release_extension(release: str) -> Any:
+    from rlcfg.dialects.roll.models import RELEASE_TABLE
+    from rlcfg.source.project import release_extension
+
+    return release_extension(f"ROLL {release}", RELEASE_TABLE["unmodelled"], release)
+
+
+def _written_paths(data: Any, prefix: tuple = ()):
+    """Every key path a document writes (list items are not followed)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            yield (*prefix, key)
+            yield from _written_paths(value, (*prefix, key))
 
 
 def _strategy_args(data: Any, path: tuple = ()):

@@ -10,19 +10,23 @@ Fields, types and defaults follow the dataclasses at the commit tests/inventory/
 
 # Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
 import copy
+import json
 from functools import lru_cache
+from pathlib import Path
 from typing import Annotated, Any, ClassVar, Literal, Union
 
 from pydantic import ConfigDict, Discriminator, Tag, create_model, model_validator
 
 from rlcfg.dialects.roll.device_mapping import DeviceMappingError, parse_device_mapping
 from rlcfg.schema import entry
-from rlcfg.schema.base import HONORED, Section, declare_fates, declare_releases, inert, param, refused, section
+from rlcfg.schema.base import (HONORED, Section, declare_fates, declare_release_table, declare_releases, inert, param,
+                               refused, section)
 
 
 # ---- reading a worker the way ROLL does ---------------------------------------------------------------------
 
-# The releases rlcfg claims ("v0.2.1": the last tag with DeepSpeed, for configs written for v0.1.x and v0.2.x).
+# The releases rlcfg claims: v0.1.0, v0.1.3 (for v0.1.x), v0.2.1 (the last tag with DeepSpeed, for v0.2.x), v0.3.0
+# and main.
 RELEASES = entry("roll").releases
 FROM_030 = ("v0.3.0", "main")
 ONLY_MAIN = ("main",)
@@ -30,8 +34,16 @@ ONLY_MAIN = ("main",)
 STRATEGY_NAMES = ("hf_infer", "vllm", "sglang", "megatron_infer", "megatron_train", "fsdp2_train", "fsdp2_infer",
                   "deepspeed_train", "deepspeed_infer", "diffusion_deepspeed_train")
 DEEPSPEED_STRATEGIES = ("deepspeed_train", "deepspeed_infer", "diffusion_deepspeed_train")
+# The releases that have DeepSpeed, and each release's strategy_name Literal (v0.1.3's `mock_infer`, a test strategy
+# no example uses, is not modelled).
+WITH_DEEPSPEED = ("v0.1.0", "v0.1.3", "v0.2.1")
+_V010_STRATEGIES = ("deepspeed_train", "hf_infer", "deepspeed_infer", "vllm", "sglang", "megatron_infer", "megatron_train")
+STRATEGIES_OF = {"v0.1.0": _V010_STRATEGIES, "v0.1.3": (*_V010_STRATEGIES, "diffusion_deepspeed_train"),
+                 "v0.2.1": STRATEGY_NAMES,
+                 **{release: tuple(n for n in STRATEGY_NAMES if n not in DEEPSPEED_STRATEGIES) for release in FROM_030}}
 # The strategy of a worker whose strategy_args name none (StrategyArguments' default).
-DEFAULT_STRATEGY = {"v0.2.1": "deepspeed_train", "v0.3.0": "fsdp2_train", "main": "fsdp2_train"}
+DEFAULT_STRATEGY = {**{release: "deepspeed_train" for release in WITH_DEEPSPEED}, "v0.3.0": "fsdp2_train",
+                    "main": "fsdp2_train"}
 
 
 @lru_cache(maxsize=512)
@@ -245,10 +257,6 @@ declare_fates(DataArgs, default=_MEDIA,
        id=inert("a sample id labels logs"), preprocessing_num_workers=PERF, cache_path=PERF,
        custom_data_kwargs_func=refused("rlcfg builds samples from the data's columns only"),
        dataset_dir=inert("ROLL at HEAD drops this key"), interleave_probs=inert("ROLL at HEAD drops this key"))
-# ROLL added these after v0.2.1 (tests/inventory/roll/v0.2.1.json); that release's loader drops them
-declare_releases(DataArgs, FROM_030, "image_max_pixels", "image_min_pixels", "video_max_pixels", "video_min_pixels",
-                 "video_total_pixels", "video_fps", "video_max_frames", "video_resize_chunk_frames", "image_folder",
-                 "video_folder", "audio_folder", "custom_data_kwargs_func")
 
 
 # ---- generating_args ----------------------------------------------------------------------------------------
@@ -709,7 +717,6 @@ declare_fates(Worker,
        opd_kl_coef=inert("only read by on-policy distillation (is_pure_opd / use_opd), which rlcfg refuses"),
        tag_included=inert("routes dataset tags to reward workers; rlcfg refuses more than one reward domain"))
 # before the worker subclasses, which copy these fields (RewardWorker has its own tag_included, which v0.2.1 had)
-declare_releases(Worker, FROM_030, "router_replay", "mtp_training_mode", "opd_kl_coef", "tag_included")
 
 
 class RewardFilter(Section):
@@ -930,7 +937,6 @@ declare_fates(_BaseRoot,
        max_additional_running_prompts=inert("only read with is_use_additional_prompts, which rlcfg refuses"),
        rollout_mock=SECTION, transfer_backend=SECTION, router_args=SECTION,
        user_defined_rollout_loop_cls=refused("rlcfg runs its own rollout loop"))
-declare_releases(_BaseRoot, FROM_030, "otlp_output_dir", "transfer_backend")
 
 
 class _PpoRoot(_BaseRoot):
@@ -1008,7 +1014,7 @@ class _PpoRoot(_BaseRoot):
     pure_opd_pipeline_type: Literal["rlvr", "agentic"] = param(
         "rlvr", description="Which pipeline the OPD start script runs (RLVR or agentic).")
     opd_kl_coef: float = param(1.0, description="Weight of the teacher-KL term of on-policy distillation (v0.2.1; "
-                                                "later releases set it per worker).", releases=("v0.2.1",),
+                                                "later releases set it per worker).",
                                fate=inert("only read by on-policy distillation (is_pure_opd / use_opd), which rlcfg "
                                           "refuses"))
     # ROLL's default is an unconfigured worker; rlcfg leaves it unset, because a default of either shape would be
@@ -1116,13 +1122,13 @@ class RollConfig(_PpoRoot):
     tag_to_template: dict[str, str] = param(
         {}, description="Chat template by dataset tag; tags not listed use global_template. Each name must be a "
                         "template ROLL registers.")
-    # Written by ROLL's examples but read by nothing (dacite drops them).
-    reward_norm: Any = param(None, description="Written by older ROLL examples; ROLL has no such field (no "
-                                               "effect).")
-    reward_shift: bool | None = param(None, description="Written by older ROLL examples; ROLL has no such field "
-                                                        "(no effect).")
-    reward_scale: bool | None = param(None, description="Written by older ROLL examples; ROLL has no such field "
-                                                        "(no effect).")
+    # Written by ROLL's examples but read by nothing: v0.1.0 declares them, later releases drop them.
+    reward_norm: Any = param(None, description="Written by older ROLL examples; v0.1.0 declares it and reads "
+                                               "nothing (no effect).")
+    reward_shift: bool | None = param(None, description="Written by older ROLL examples; v0.1.0 declares it and "
+                                                        "reads nothing (no effect).")
+    reward_scale: bool | None = param(None, description="Written by older ROLL examples; v0.1.0 declares it and "
+                                                        "reads nothing (no effect).")
 
 
 declare_fates(RollConfig,
@@ -1140,9 +1146,13 @@ declare_fates(RollConfig,
        postive_loss_coef=NOWHERE, use_topr_neg_loss_coef=NOWHERE, use_policy_loss_type=NOWHERE,
        use_topr_loss=NOWHERE, val_n_sample=NOWHERE, mask_type=NOWHERE, balance_length=NOWHERE,
        minibatch_data_iter_num=NOWHERE,
-       reward_norm=inert("ROLL has no such field and drops it"),
-       reward_shift=inert("ROLL has no such field and drops it"),
-       reward_scale=inert("ROLL has no such field and drops it"))
-declare_releases(RollConfig, FROM_030, "reward_model", "tag_to_template")
+       reward_norm=inert("ROLL reads nothing of it (v0.1.0 declares it; later releases drop it)"),
+       reward_shift=inert("ROLL reads nothing of it (v0.1.0 declares it; later releases drop it)"),
+       reward_scale=inert("ROLL reads nothing of it (v0.1.0 declares it; later releases drop it)"))
 
 
+# Which releases have each field: read from ROLL's config classes at every claimed release (tools/inventory/roll.py
+# --tables writes releases.json from tests/inventory/roll). A field the table does not name is in every release,
+# unless a declare_releases above says otherwise (mcore_adapter's keys, which the inventories name elsewhere).
+RELEASE_TABLE: dict[str, Any] = json.loads((Path(__file__).parent / "releases.json").read_text())
+declare_release_table(globals(), RELEASE_TABLE["fields"])

@@ -9,8 +9,9 @@ Schema only.
 # Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
 from typing import Any, Literal
 
-from rlcfg.schema.base import Section, declare_fates, field_fate, inert, param, section
-from rlcfg.dialects.roll.models import LOGS, Worker, _PpoRoot
+from rlcfg.schema.base import Section, declare_fates, declare_release_table, field_fate, inert, param, section
+from rlcfg.dialects.roll import models as _roll_models
+from rlcfg.dialects.roll.models import LOGS, RELEASE_TABLE, Worker, _PpoRoot
 
 class RewardNormalization(Section):
     grouping: str = param("batch", description="Over which samples rewards are normalised: batch, or state / "
@@ -121,3 +122,5 @@ declare_fates(LlmProxy, default=AGENTIC)
 declare_fates(RewardNormalization, default=AGENTIC)
 declare_fates(EnvMonitor, default=inert("watches environments for hangs: nothing computed changes"))
 declare_fates(EnvManager, worker_cls=AGENTIC)
+# again with this module's sections: the agentic workers and root inherit fields models.py declares
+declare_release_table({**vars(_roll_models), **globals()}, RELEASE_TABLE["fields"])

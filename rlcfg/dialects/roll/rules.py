@@ -19,8 +19,8 @@ from rlcfg.dialects.roll.derived import (BACKEND_OF_STRATEGY, ENGINE_NAMES, FILT
                                          reward_class, reward_kl_on, rollout_only, schedule_length, strategy_name,
                                          strategy_value, unrun_pipeline, warmup_steps, worker_env, workers)
 from rlcfg.dialects.roll.device_mapping import ACCEPTED_FORMS, describe_ids, format_device_mapping
-from rlcfg.dialects.roll.models import (CONFIG_OF_STRATEGY, DEEPSPEED_STRATEGIES, configured, device_ids,
-                                        parsed_device_mapping)
+from rlcfg.dialects.roll.models import (CONFIG_OF_STRATEGY, DEEPSPEED_STRATEGIES, STRATEGIES_OF, STRATEGY_NAMES,
+                                        WITH_DEEPSPEED, configured, device_ids, parsed_device_mapping)
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -285,14 +285,24 @@ def strategy_roles(cfg: Any, ctx: RuleContext):
                         "actor_infer", hint="use vllm or sglang")
 
 
-@RULES.rule("roll/deepspeed-release", "RLC202",
-            "The DeepSpeed strategies (deepspeed_train, deepspeed_infer, diffusion_deepspeed_train) are ROLL v0.2.1's "
-            "and earlier: v0.3.0 removed them.", keys=["*.strategy_args.strategy_name"])
-def deepspeed_release(cfg: Any, ctx: RuleContext):
-    if ctx.release == "v0.2.1":
-        return
+@RULES.rule("roll/strategy-release", "RLC202",
+            "A worker's strategy is one the judged release has: the DeepSpeed strategies (deepspeed_train, "
+            "deepspeed_infer, diffusion_deepspeed_train) are v0.2.1's and earlier (v0.3.0 removed them); FSDP2 came "
+            "in v0.2.x, diffusion_deepspeed_train in v0.1.x after v0.1.0.", keys=["*.strategy_args.strategy_name"])
+def strategy_release(cfg: Any, ctx: RuleContext):
+    allowed = STRATEGIES_OF.get(ctx.release or "main", STRATEGY_NAMES)
     for path, worker in workers(cfg):
         name = strategy_name(worker)
+        if name is None or name in allowed:
+            continue
+        if name not in DEEPSPEED_STRATEGIES or ctx.release in WITH_DEEPSPEED:
+            having = [r for r, names in STRATEGIES_OF.items() if name in names]
+            yield ctx.error("RLC202", f"{path}.strategy_args.strategy_name",
+                            f"`{path}.strategy_args.strategy_name` is {name}, which ROLL {ctx.release} does not have "
+                            f"(its loader stops on it; it has {', '.join(allowed)})",
+                            hint=f"use one of those, or judge the file by a release that has it "
+                                 f"(`--framework-version {having[-1]}`)" if having else "use one of those")
+            continue
         if name in DEEPSPEED_STRATEGIES:
             yield ctx.error("RLC202", f"{path}.strategy_args.strategy_name",
                             f"`{path}.strategy_args.strategy_name` is {name}: ROLL removed DeepSpeed after v0.2.1 "
@@ -930,6 +940,31 @@ def agentic_generating_args(cfg: Any, ctx: RuleContext):
                         "neither `actor_infer.generating_args` nor `train_env_manager.generating_args` is set; "
                         "ROLL's agentic pipeline stops at load without sampling parameters",
                         hint="add `actor_infer.generating_args` (max_new_tokens, temperature, ...)")
+
+
+@RULES.rule("roll/v010-load-checks", "RLC400",
+            "What ROLL v0.1.0's loader checks that later releases do not: each env manager's environments "
+            "(num_env_groups × group_size) split evenly over max_env_num_per_worker, and RLVR's reward_norm is one of "
+            "batch, group, running or null.", keys=["train_env_manager.max_env_num_per_worker",
+                                                    "val_env_manager.max_env_num_per_worker", "reward_norm"],
+            also=("RLC202",))
+def v010_load_checks(cfg: Any, ctx: RuleContext):
+    if ctx.release != "v0.1.0":
+        return
+    if is_agentic(cfg):
+        for path, manager in _env_managers(cfg):
+            envs, per_worker = manager.num_env_groups * manager.group_size, manager.max_env_num_per_worker
+            if per_worker > 0 and envs % per_worker:
+                yield ctx.error("RLC400", f"{path}.max_env_num_per_worker",
+                                f"`{path}`: its {envs} environments (num_env_groups {manager.num_env_groups} × "
+                                f"group_size {manager.group_size}) do not split over max_env_num_per_worker "
+                                f"{per_worker}; ROLL v0.1.0 stops at load on it (later releases allow it)",
+                                hint=f"set max_env_num_per_worker to a divisor of {envs} (or 0: one worker for all)",
+                                related=[f"{path}.num_env_groups", f"{path}.group_size"])
+    elif ctx.is_set("reward_norm") and getattr(cfg, "reward_norm", None) not in ("batch", "group", "running", None):
+        yield ctx.error("RLC202", "reward_norm", f"`reward_norm` is {cfg.reward_norm!r}; ROLL v0.1.0's RLVR config "
+                        "takes batch, group, running or null, and its loader stops on anything else",
+                        hint="write null (not the string None), or batch, group or running")
 
 
 @RULES.rule("roll/agentic-envs", "RLC302",

@@ -399,8 +399,9 @@ def test_rule(rule, template, overrides, code, severity, path):
 
 
 def test_every_rule_has_a_test():
-    # roll/deepspeed-release fires for a pinned release only (test_deepspeed_under_main_names_the_release_that_...)
-    tested = {case[0] for case in RULE_CASES} | {"roll/deepspeed-release"}
+    # these fire for a pinned release only (test_deepspeed_under_main_names_the_release_that_...,
+    # test_what_only_v0_1_0_checks_at_load)
+    tested = {case[0] for case in RULE_CASES} | {"roll/strategy-release", "roll/v010-load-checks"}
     assert {rule.id for rule in RULES} <= tested
 
 
@@ -832,6 +833,58 @@ def test_v021_defaults_a_nameless_strategy_to_deepspeed_and_drops_later_keys(tmp
     # on main, the same nameless strategy_args is ROLL main's default, fsdp2_train
     main = check_file(str(_deepspeed(tmp_path, name=False)), env={}, release="main")
     assert main.config is None or main.config.actor_train.strategy_args.strategy_name == "fsdp2_train"
+
+
+def test_the_v0_1_releases_are_told_by_their_keys_and_strategies(tmp_path):
+    """v0.1.3 had train/infer mismatch masks that v0.2.1 removed; v0.1.0 had no FSDP2 and no
+    diffusion_deepspeed_train."""
+    path = _deepspeed(tmp_path)
+    path.write_text(path.read_text() + "train_infer_ratio_mask: true\ntrain_infer_ratio_threshold_high: 1.5\n")
+    result = check_file(str(path), env={})
+    assert result.release == "v0.1.3", result.release_reason
+    assert "`train_infer_ratio_mask` is a key of ROLL v0.1.3" in result.release_reason
+    assert result.ok, [d.message for d in result.diagnostics if d.severity.value == "error"]
+    # typed, and refused by `rlcfg run` unless at the release's default
+    assert {d.path for d in result.diagnostics if d.code == "RLC118"} >= {"train_infer_ratio_mask",
+                                                                         "train_infer_ratio_threshold_high"}
+    wrong = check_file(str(path), ["train_infer_ratio_threshold_high=high"], env={})
+    assert ("RLC200", "train_infer_ratio_threshold_high") in {(d.code, d.path) for d in wrong.diagnostics}
+    # main drops them, as dacite drops any key it lacks
+    main = check_file(str(path), env={}, release="main")
+    assert ("RLC114", "train_infer_ratio_mask") in {(d.code, d.path) for d in main.diagnostics}
+    # FSDP2 came after v0.1.x: under v0.1.0 it is an error that names a release that has it
+    fsdp = check_file(str(FSDP2), env={}, release="v0.1.0")
+    [error] = [d for d in fsdp.diagnostics if d.rule == "roll/strategy-release"][:1]
+    assert "which ROLL v0.1.0 does not have" in error.message and "--framework-version" in error.hint
+
+
+def test_what_only_v0_1_0_checks_at_load():
+    """v0.1.0's RLVR config types reward_norm as a Literal (YAML's `None` is the string "None"), and its env managers
+    must split their environments evenly over the workers; later releases check neither."""
+    findings_at = lambda path, release, *o: {(d.code, d.path) for d in  # noqa: E731
+                                             check_file(str(path), list(o), env={}, release=release).diagnostics}
+    assert ("RLC202", "reward_norm") in findings_at(MEGATRON, "v0.1.0", "+reward_norm=None")
+    assert ("RLC202", "reward_norm") not in findings_at(MEGATRON, "v0.1.0", "+reward_norm=group")
+    assert ("RLC202", "reward_norm") not in findings_at(MEGATRON, "v0.1.3", "+reward_norm=None")
+    uneven = ["train_env_manager.num_env_groups=1", "train_env_manager.group_size=1",
+              "train_env_manager.num_groups_partition=[1]", "train_env_manager.max_env_num_per_worker=16"]
+    assert ("RLC400", "train_env_manager.max_env_num_per_worker") in findings_at(AGENTIC, "v0.1.0", *uneven)
+    assert ("RLC400", "train_env_manager.max_env_num_per_worker") not in findings_at(AGENTIC, "v0.1.3", *uneven)
+
+
+def test_the_release_table_is_the_inventories():
+    """rlcfg/dialects/roll/releases.json is what tools/inventory/roll.py --tables writes from the inventories."""
+    import importlib.util
+
+    from rlcfg.dialects.roll.models import RELEASE_TABLE
+
+    import sys
+
+    spec = importlib.util.spec_from_file_location("roll_tool", ROOT / "tools" / "inventory" / "roll.py")
+    tool = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = tool  # its dataclasses look their module up
+    spec.loader.exec_module(tool)
+    assert RELEASE_TABLE == json.loads(json.dumps(tool.tables(ROOT / "tests" / "inventory" / "roll")))
 
 
 def test_an_evaluation_only_config_is_rolls_rollout_pipeline(tmp_path):
