@@ -306,7 +306,7 @@ def _rlinf_example(tmp_path, script: str):
 def test_a_scripts_positional_arguments_and_its_entry_scripts_own_config(tmp_path, monkeypatch):
     """RLinf's scripts take the config's name as $1 and pass the rest on (`${@:2}`); an entry script called without
     --config-name loads the config its @hydra.main names; the script's exports reach the config's search path."""
-    script = _rlinf_example(tmp_path, """\
+    _rlinf_example(tmp_path, """\
         export SHARED_PATH="$( cd "$(dirname "${BASH_SOURCE[0]}" )" && pwd )/shared"
         if [ -z "$1" ]; then
             python examples/train.py runner.max_epochs=3 "$@"

@@ -133,7 +133,7 @@ class AReaLDialect(Dialect):
         newer = [release for release in self.releases[self.releases.index(chosen) + 1:]]
         if not newer:
             return chosen, (f"no key it writes rules out the newest, {chosen}" if not lacking[chosen] else
-                            f"the newest release, which has the most of the keys it writes") + \
+                            "the newest release, which has the most of the keys it writes") + \
                 " (pin another with --framework-version)"
         deciding = next(key for key in lacking[newer[0]] if key not in lacking[chosen])
         if deciding == "allocation_mode":

@@ -798,8 +798,8 @@ def _lora_modules(cfg, ctx):
     if value is None or not ctx.is_set("vllm.lora_modules"):
         return
     if ctx.release == "0.5" and not isinstance(value, str):
-        yield ctx.error("RLC200", "vllm.lora_modules", f"`vllm.lora_modules`: expected a string (AReaL 0.5 reads one "
-                        f"JSON string), got a list", hint='write it as one string, e.g. \'{"name": "lora", "path": '
+        yield ctx.error("RLC200", "vllm.lora_modules", "`vllm.lora_modules`: expected a string (AReaL 0.5 reads one "
+                        "JSON string), got a list", hint='write it as one string, e.g. \'{"name": "lora", "path": '
                                                           '"/path/to/adapter"}\'')
     elif ctx.release == "1.0" and isinstance(value, str):
         yield ctx.error("RLC200", "vllm.lora_modules", "`vllm.lora_modules`: expected a list (AReaL 1.0 reads a list "
