@@ -150,12 +150,22 @@ class Edit:
     origin: Origin | None
     override: str
     in_file: bool
+    # A rename gives the key at `key` the name `value` (its last part), keeping its value; `old_value` is the name
+    # written. Otherwise the edit sets the value.
+    rename: bool = False
+    # Why the edit may change what the experiment computes (the group size, the prompts per step, ...): `--fix`
+    # applies it only with `--unsafe-fixes`. Empty for a safe edit.
+    unsafe: str = ""
+    restores: bool = False  # the new value is the one the file has in its last git commit
 
     def describe(self) -> str:
+        if self.rename and self.in_file:
+            return f"rename `{self.key}` to `{self.value}`"
         if self.in_file:
             import json  # a clean check needs no JSON: its import is a millisecond of every `validate`
 
-            return f"set `{self.key}` to {json.dumps(self.value)}"
+            back = " (its value in the last commit)" if self.restores else ""
+            return f"set `{self.key}` to {json.dumps(self.value)}{back}"
         if self.origin is not None and self.origin.kind == "override":
             if self.origin.file is not None:  # an argument of a launch script
                 return f"change the argument at {self.origin.describe()} to `{self.override}`"
@@ -165,8 +175,12 @@ class Edit:
     def to_json(self) -> dict:
         return {
             "key": self.key,
+            "kind": "rename" if self.rename else "set",
             "value": self.value,
             "old_value": self.old_value,
+            "safe": not self.unsafe,
+            "unsafe_because": self.unsafe or None,
+            "restores": self.restores,
             "apply": "file" if self.in_file else "override",
             "override": self.override,
             "location": self.origin.to_json() if self.origin else None,
@@ -244,6 +258,15 @@ def close_matches(word: str, possibilities: Iterable[str], n: int = 1, cutoff: f
     return get_close_matches(word, list(possibilities), n=n, cutoff=cutoff)
 
 
+def fix_line(edits: Sequence[Edit]) -> str:
+    """How a report shows the edits that clear a diagnostic: a safe fix, or an unsafe one with why it is unsafe."""
+    described = "; ".join(e.describe() for e in edits)
+    reasons = list(dict.fromkeys(e.unsafe for e in edits if e.unsafe))
+    if not reasons:
+        return f"fix: {described}"
+    return f"unsafe fix: {described} ({'; '.join(reasons)}; `--fix --unsafe-fixes` applies it)"
+
+
 def sort_diagnostics(diagnostics: Iterable[Diagnostic]) -> list[Diagnostic]:
     unique: dict[tuple, Diagnostic] = {}
     for d in diagnostics:
@@ -286,10 +309,13 @@ class TextRenderer:
         for path, origin in d.related:
             where = f" ({origin.describe()})" if origin else ""
             out.append(f"   = note: `{path}` is involved{where}")
-        if d.hint:
+        # A safe fix is the hint's concrete form, checked by the validator: shown instead of the rule's own
+        # suggestion, so the hint and what `--fix` writes never disagree. Beside an unsafe fix, which `--fix` does
+        # not apply, the rule's hint still says what else would do.
+        if d.hint and not (d.edits and not any(e.unsafe for e in d.edits)):
             out.append(f"   = hint: {d.hint}")
         if d.edits:
-            out.append(f"   = fix: {'; '.join(e.describe() for e in d.edits)}")
+            out.append(f"   = {fix_line(d.edits)}")
         return "\n".join(out)
 
     def brief(self, d: Diagnostic) -> str:

@@ -13,6 +13,7 @@ old value sits in the checked file, byte for byte in place, so comments, key ord
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 import fnmatch
 import json
@@ -78,17 +79,21 @@ def _error_keys(result: Any) -> set[tuple[str, str]]:
     return {(d.code, d.path) for d in result.diagnostics if d.severity is Severity.ERROR}
 
 
-def _solvable(result: Any) -> list[Diagnostic]:
+def solvable(result: Any) -> list[Diagnostic]:
     return [d for d in result.diagnostics if d.severity is Severity.ERROR and d.code in SOLVABLE_CODES]
 
 
 def solve(problem: Problem, result: Any | None = None, budget: int = DEFAULT_BUDGET,
-          partial_when_cut_short: bool = True) -> Solution | None:
+          partial_when_cut_short: bool = True, safe_only: bool = False,
+          committed: Any = None) -> Solution | None:
     """The nearest edits that leave no batch or parallel-size error and add no error; failing that, the edits that
     clear the most of them and add none; None when no candidate clears any. A search that runs out of budget
-    gives its best partial fix only with `partial_when_cut_short`: a longer search might have found a whole one."""
+    gives its best partial fix only with `partial_when_cut_short`: a longer search might have found a whole one.
+
+    `safe_only` tries only safe edits (`unsafe_reason`). `committed`: the checked file as last committed
+    (`committed_tree`); a key the user changed since is tried at its committed value first, which costs nothing."""
     result = result if result is not None else problem.check()
-    if result.dialect is None or result.tree is None or not _solvable(result):
+    if result.dialect is None or result.tree is None or not solvable(result):
         return None
     from rlcfg import schema
 
@@ -97,6 +102,7 @@ def solve(problem: Problem, result: Any | None = None, budget: int = DEFAULT_BUD
     before = _error_keys(result)
     original: dict[str, int] = {}
     unwritten = {dotted(path) for path, origin in result.tree.values.items() if origin.kind == "default"}
+    restores = _restores(result, committed)
     runs = 0
     seen: dict[tuple, _State] = {}
 
@@ -113,7 +119,7 @@ def solve(problem: Problem, result: Any | None = None, budget: int = DEFAULT_BUD
             seen[marker] = _State(dict(values), None, 10**9, 10**9, last)
             return None
         errors = _error_keys(checked)
-        state = _State(dict(values), checked, len(_solvable(checked)),
+        state = _State(dict(values), checked, len(solvable(checked)),
                        len({e for e in errors if e not in before and e[0] not in SOLVABLE_CODES}), last)
         seen[marker] = state
         return state
@@ -124,26 +130,28 @@ def solve(problem: Problem, result: Any | None = None, budget: int = DEFAULT_BUD
     def best_partial() -> Solution | None:
         """When no assignment clears every batch and parallel-size error (one may need a placement string
         changed, which is no number), the one that clears the most of them and adds none."""
-        kept = [s for s in seen.values() if s.result is not None and clean(s) and s.remaining < len(_solvable(result))]
+        kept = [s for s in seen.values() if s.result is not None and clean(s) and s.remaining < len(solvable(result))]
         if not kept:
             return None
-        best = min(kept, key=lambda s: (s.remaining, _cost(s.values, original, unwritten)))
-        return _solution(best, result, spec, original, runs)
+        best = min(kept, key=lambda s: (s.remaining, _cost(s.values, original, unwritten, restores)))
+        return _solution(best, result, spec, original, runs, restores)
 
-    frontier = [_State({}, result, len(_solvable(result)), 0)]
+    frontier = [_State({}, result, len(solvable(result)), 0)]
     for depth in range(MAX_EDITS):
         # Best first: every assignment one edit beyond the frontier, cheapest first, so the first that clears
         # everything is the nearest this round can reach.
         options: list[tuple[tuple, dict[str, int], str]] = []
         for state in frontier:
-            for key, value, satisfied in _candidates(state.result, rule_keys, problem):
+            for key, value, satisfied in _candidates(state.result, rule_keys, problem, restores):
                 original.setdefault(key, _int_at(result.tree, split_dotted(key)) or value)
+                if safe_only and unsafe_reason(spec, result, key, value, restores):
+                    continue
                 if key not in state.values:
                     values = {**state.values, key: value}
                     # As few keys as possible; among as many, each constraint the new value satisfies counts as
                     # a change of SATISFIED_BONUS less, in the key's own weight (a value that satisfies two errors'
                     # constraints is tried before one 10 times nearer that satisfies none, hardware sizes too).
-                    keys_changed, change, order = _cost(values, original, unwritten)
+                    keys_changed, change, order = _cost(values, original, unwritten, restores)
                     bonus = SATISFIED_BONUS * satisfied * _weight(key)
                     options.append(((keys_changed, change - bonus, order), values, key))
         options.sort(key=lambda option: option[0])
@@ -160,11 +168,11 @@ def solve(problem: Problem, result: Any | None = None, budget: int = DEFAULT_BUD
             if new is None:
                 continue
             if new.remaining == 0 and clean(new):
-                return _solution(new, result, spec, original, runs)
+                return _solution(new, result, spec, original, runs, restores)
             grown.append(new)
         # Keep the best partial assignment per key it last changed: the errors left are a poor guide to which
         # key a two-key fix starts from, so the beam must not fill up with values of one key.
-        grown.sort(key=lambda s: (s.remaining, _cost(s.values, original, unwritten)))
+        grown.sort(key=lambda s: (s.remaining, _cost(s.values, original, unwritten, restores)))
         frontier, keys_kept = [], set()
         for state in grown:
             if state.new == 0 and state.last not in keys_kept:
@@ -177,11 +185,15 @@ def solve(problem: Problem, result: Any | None = None, budget: int = DEFAULT_BUD
     return best_partial()
 
 
-def _cost(values: Mapping[str, int], original: Mapping[str, int], unwritten: Any = frozenset()) -> tuple:
+def _cost(values: Mapping[str, int], original: Mapping[str, int], unwritten: Any = frozenset(),
+          restores: Mapping[str, Any] | None = None) -> tuple:
     """Fewest keys first, then the smallest change in ratio (hardware sizes weigh more, and so does losing factors
     of two the user's value had: 64 prompts become 63 only when nothing rounder is near, and so does a key the
-    user left at its default), then by name and value."""
-    return (len(values), sum(_weight(k) * abs(math.log(v / original[k])) + _lost_twos(original[k], v)
+    user left at its default), then by name and value. Giving a key back the value it has in the last commit costs
+    no change: the nearest config to what the user wrote is often the one before their edit."""
+    restores = restores or {}
+    return (len(values), sum(0.0 if k in restores and restores[k] == v else
+                             _weight(k) * abs(math.log(v / original[k])) + _lost_twos(original[k], v)
                              + (UNWRITTEN_COST if k in unwritten else 0.0) for k, v in values.items()),
             sorted(values.items()))
 
@@ -200,19 +212,87 @@ def _lost_twos(old: int, new: int) -> float:
     return TWO_WEIGHT * max(0, twos(old) - twos(new))
 
 
-def _solution(best: _State, result: Any, spec: Any, original: Mapping[str, int], runs: int) -> Solution:
-    edits = [make_edit(spec, result, key, value, original[key]) for key, value in sorted(best.values.items())]
+def _solution(best: _State, result: Any, spec: Any, original: Mapping[str, int], runs: int,
+              restores: Mapping[str, Any]) -> Solution:
+    edits = [dataclasses.replace(make_edit(spec, result, key, value, original[key],
+                                           unsafe_reason(spec, result, key, value, restores)),
+                                 restores=restores.get(key) == value)
+             for key, value in sorted(best.values.items())]
     after = _error_keys(best.result)
-    cleared = [d for d in _solvable(result) if (d.code, d.path) not in after]
+    cleared = [d for d in solvable(result) if (d.code, d.path) not in after]
     return Solution(edits, cleared, runs)
 
 
-def make_edit(spec: Any, result: Any, key: str, value: Any, old_value: Any) -> Edit:
+def make_edit(spec: Any, result: Any, key: str, value: Any, old_value: Any, unsafe: str = "") -> Edit:
     path = split_dotted(key)
     origin = result.tree.origin(path) if result.tree.has(path) else None
     in_file = (origin is not None and origin.kind == "file" and origin.file == result.file and not origin.via
                and bool(origin.line) and bool(origin.end_column) and result.tree.values.get(path) is origin)
-    return Edit(key, value, old_value, origin, _override_text(spec, result.tree, path, value), in_file)
+    return Edit(key, value, old_value, origin, _override_text(spec, result.tree, path, value), in_file,
+                unsafe=unsafe)
+
+
+# ---- safe and unsafe edits ----------------------------------------------------------------------------------
+
+# Keys that size the hardware the job asks for, whatever the dialect calls them.
+_HARDWARE = lazy(r"(^|_)(gpus?|nodes?|devices?|world_size)(_|$)")
+
+
+def unsafe_reason(spec: Any, result: Any, key: str, value: Any, restores: Mapping[str, Any]) -> str:
+    """Why setting `key` to `value` may change what the experiment computes or asks for, or "" when it cannot: a
+    safe edit changes a key the config writes, among those of the erring constraint (the solver tries no other),
+    and no quantity of the algorithm (the dialect's `algorithm_keys`) nor the hardware. Giving a key back its
+    value of the last commit is safe: it returns to the experiment as committed."""
+    if key in restores and restores[key] == value:
+        return ""
+    what = spec.algorithm_quantity(key)
+    if what is not None:
+        return f"changes {what}"
+    name = key.rsplit(".", 1)[-1]
+    if _HARDWARE.search(name) and "batch" not in name:
+        return "changes the GPUs the job asks for"
+    if not result.tree.written(split_dotted(key)):
+        return "sets a key the config leaves at its default"
+    return ""
+
+
+def committed_tree(problem: Problem) -> Any:
+    """The checked file as its last commit has it (git's HEAD), read as a YAML tree; None when the file is not in a
+    git work tree, is new there, or git is not installed. Read with `git cat-file` (a plain object read: no
+    filter, hook or file-system monitor of the repository runs)."""
+    import os
+    import subprocess
+
+    from rlcfg.source.yaml_loader import load_yaml
+
+    folder, name = os.path.split(os.path.abspath(problem.filename))
+    try:
+        done = subprocess.run(["git", "-c", "core.fsmonitor=false", "-C", folder, "cat-file", "blob",
+                               f"HEAD:./{name}"], capture_output=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if done.returncode != 0:
+        return None
+    try:
+        tree, _problems = load_yaml(done.stdout.decode("utf-8"), problem.filename)
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return tree
+
+
+def _restores(result: Any, committed: Any) -> dict[str, Any]:
+    """The integer keys the checked file writes whose value differs from the last commit's: key -> committed
+    value."""
+    if committed is None or result.tree is None:
+        return {}
+    out: dict[str, Any] = {}
+    for path, origin in result.tree.values.items():
+        if origin.kind != "file" or origin.file != result.file or origin.via:
+            continue
+        now, then = result.tree.get(path), committed.get(path) if committed.has(path) else None
+        if isinstance(now, int) and isinstance(then, int) and not isinstance(then, bool) and now != then:
+            out[dotted(path)] = then
+    return out
 
 
 _PLAIN = lazy(r"^[A-Za-z_][\w\-./]*$")
@@ -240,33 +320,95 @@ def _override_text(spec: Any, tree: Any, path: Path, value: Any) -> str:
 def attach(result: Any, solution: Solution) -> None:
     """Give each diagnostic the solution clears all of its edits: they were checked together, and a part of a joint
     fix applied alone may leave this error or cause another."""
-    cleared = {id(d) for d in solution.cleared}
+    cleared = {(d.code, d.path) for d in solution.cleared}
     for d in result.diagnostics:
-        if id(d) in cleared:
+        if (d.code, d.path) in cleared and not d.edits:
             d.edits = list(solution.edits)
 
 
 _DID_YOU_MEAN = lazy(r"did you mean `([^`]+)`\?")
 
 
-def value_suggestions(problem: Problem, result: Any) -> None:
+def value_suggestions(problem: Problem, result: Any, into: Any = None) -> None:
     """Make the did-you-mean of a value outside its allowed set (RLC202) an edit, once the validator has confirmed
-    that the suggested value clears the error and causes none."""
+    that the suggested value clears the error and causes none. The edits go on the diagnostics of `into` (the
+    report shown, when `result` is the check of the text after its renames), else of `result`."""
     if result.dialect is None or result.tree is None:
         return
     from rlcfg import schema
 
     spec = schema.load(result.dialect)
     before = _error_keys(result)
+    shown = {(d.code, d.path): d for d in (into or result).diagnostics}
     for d in result.diagnostics:
         match = _DID_YOU_MEAN.search(d.hint or "")
         path = split_dotted(d.path)
-        if d.code != "RLC202" or d.edits or match is None or not d.path or not result.tree.has(path):
+        target = shown.get((d.code, d.path))
+        if d.code != "RLC202" or target is None or target.edits or match is None or not d.path \
+                or not result.tree.has(path):
             continue
-        edit = make_edit(spec, result, d.path, match.group(1), result.tree.get(path))
+        edit = make_edit(spec, result, d.path, match.group(1), result.tree.get(path),
+                         unsafe_reason(spec, result, d.path, match.group(1), {}))
         after = _error_keys(problem.check([edit.override]))
         if (d.code, d.path) not in after and not (after - before):
-            d.edits = [edit]
+            target.edits = [edit]
+
+
+_SIBLING = lazy(r"^did you mean `([A-Za-z_][\w\-]*)`\?")
+
+
+def renames(problem: Problem, result: Any) -> list[Edit]:
+    """Renames for the unknown keys of the checked file whose did-you-mean names a key of the same mapping (RLC102),
+    each confirmed by the validator: the renamed file no longer has that error and has no new one, except at the
+    renamed key itself (its value, now read, may be wrong too). Each goes on its diagnostic. An error the rename
+    clears besides (a required key the typo left unset, a batch rule broken by the default the typo left in place)
+    is the typo's consequence: it is folded into the typo's error, which says so, instead of reported again."""
+    if result.dialect is None or result.tree is None:
+        return []
+    before = _error_keys(result)
+    found: list[Edit] = []
+    folded: set[int] = set()
+    for d in result.diagnostics:
+        match = _SIBLING.match(d.hint or "")
+        origin = d.origin
+        if d.code != "RLC102" or d.edits or match is None or origin is None or origin.kind != "file" \
+                or origin.file != problem.filename or not origin.line or not origin.end_column:
+            continue
+        old_path = split_dotted(d.path)
+        new_name = match.group(1)
+        if result.tree.written((*old_path[:-1], new_name)):
+            continue  # the mapping writes that key too: renaming would write it twice
+        line = problem.text.split("\n")[origin.line - 1] if origin.line <= problem.text.count("\n") + 1 else ""
+        if _unquoted(line[origin.column - 1:origin.end_column - 1]) != str(old_path[-1]):
+            continue  # the key is not written where the report points (a flow mapping, an alias)
+        edit = Edit(d.path, new_name, str(old_path[-1]), origin, "", True, rename=True)
+        new_key = dotted((*old_path[:-1], new_name))
+        renamed = Problem(apply_to_text(problem.text, [edit]), problem.filename, problem.overrides,
+                          problem.dialect, problem.release, problem.env, problem.base_dir)
+        try:
+            after = _error_keys(renamed.check())
+        except Exception:  # noqa: BLE001 -- a rename the validator cannot judge is not proposed
+            continue
+        if (d.code, d.path) in after or any(path != new_key and not path.startswith(new_key + ".")
+                                            for _code, path in after - before):
+            continue
+        d.edits = [edit]
+        found.append(edit)
+        consequences = [other for other in result.diagnostics
+                        if other is not d and other.severity is Severity.ERROR and id(other) not in folded
+                        and (other.code, other.path) in before - after]
+        if consequences:
+            folded.update(id(other) for other in consequences)
+            listed = ", ".join(f"{other.code} at `{other.path or 'the top level'}`" for other in consequences)
+            d.message += (f"; as written, `{new_key}` is not set, which also causes "
+                          f"{'this error' if len(consequences) == 1 else 'these errors'}: {listed}")
+    if folded:
+        result.diagnostics = [d for d in result.diagnostics if id(d) not in folded]
+    return found
+
+
+def _unquoted(text: str) -> str:
+    return text[1:-1] if len(text) >= 2 and text[0] == text[-1] and text[0] in ("'", '"') else text
 
 
 # ---- candidate values ---------------------------------------------------------------------------------------
@@ -280,8 +422,8 @@ def _int_at(tree: Any, path: Path) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]],
-                problem: Problem) -> list[tuple[str, int, int]]:
+def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]], problem: Problem,
+                restores: Mapping[str, int] | None = None) -> list[tuple[str, int, int]]:
     """(key, value, satisfied) to try from this state, best first: for each integer key the solvable errors
     involve, the values that satisfy the constraints those errors state (`satisfied` counts them), values near its
     own that are multiples or divisors of the other keys' values (or of their products and least common multiples),
@@ -291,7 +433,7 @@ def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]],
     suggested: dict[str, set[int]] = {}
     # For each key, one set per error whose stated constraint involves it: the key's values that satisfy it.
     satisfying: dict[str, list[set[int]]] = {}
-    for d in _solvable(result):
+    for d in solvable(result):
         named = [d.path, *(p for p, _ in d.related), *_expand(rule_keys.get(d.rule or "", ()), tree)]
         for key in named:
             target = _edit_target(tree, key, result, problem)
@@ -307,6 +449,9 @@ def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]],
                     if target not in keys:
                         keys.append(target)
                     satisfying.setdefault(target, []).append(found)
+    for key in keys:  # the value a key had before the user changed it
+        if restores and restores.get(key, 0) > 0:
+            suggested.setdefault(key, set()).add(restores[key])
     values = {k: _int_at(tree, split_dotted(k)) for k in keys}
     numbers = sorted({v for v in values.values() if v and v > 0})
     numbers = [n for n in numbers if n <= MAX_VALUE]
@@ -329,7 +474,8 @@ def _candidates(result: Any, rule_keys: Mapping[str, tuple[str, ...]],
         for value in _near(current, steps - {current}, suggested.get(key, set()) | exact, set(numbers)):
             # The more stated constraints a value satisfies, the earlier it is tried.
             satisfied = sum(value in found for found in sets)
-            out.append((-satisfied, weight * abs(math.log(value / current)), key, value))
+            restored = bool(restores) and restores.get(key) == value
+            out.append((-satisfied, 0.0 if restored else weight * abs(math.log(value / current)), key, value))
     out.sort()
     return [(key, value, -satisfied) for satisfied, _distance, key, value in out]
 
@@ -477,7 +623,12 @@ def apply_to_text(text: str, edits: Sequence[Edit]) -> str:
         origin = edit.origin
         line = lines[origin.line - 1]
         start, end = origin.column - 1, origin.end_column - 1
-        lines[origin.line - 1] = line[:start] + scalar_text(edit.value, line[start:end]) + line[end:]
+        written = line[start:end]
+        if edit.rename:  # the new name in the quotes the old one had
+            new = f"{written[0]}{edit.value}{written[0]}" if _unquoted(written) != written else edit.value
+        else:
+            new = scalar_text(edit.value, written)
+        lines[origin.line - 1] = line[:start] + new + line[end:]
     return "\n".join(lines)
 
 
@@ -488,7 +639,18 @@ def written_correctly(text: str, filename: str, edits: Sequence[Edit]) -> bool:
     tree, _problems = load_yaml(text, filename)  # problems the file already had are not the edit's doing
     if tree is None:
         return False
-    return all(tree.get(split_dotted(e.key)) == e.value for e in edits if e.in_file)
+    missing = object()
+    for e in edits:
+        if not e.in_file:
+            continue
+        path = split_dotted(e.key)
+        if e.rename:
+            renamed = (*path[:-1], e.value)
+            if tree.has(path) or not tree.has(renamed):
+                return False
+        elif tree.get(path, missing) != e.value:
+            return False
+    return True
 
 
 def unified_diff(before: str, after: str, filename: str) -> str:

@@ -223,7 +223,8 @@ def test_wrong_type_and_unknown_enum_value(chatlearn_available, tmp_path):
     assert result.returncode == 1
     found = {b[0].split("]")[0]: b for b in blocks(result.stdout) if b[0].startswith("error")}
     assert "error[RLC202" in found and "error[RLC200" in found, result.stdout
-    assert "did you mean `fsdp`?" in "\n".join(found["error[RLC202"])
+    # the did-you-mean, checked by the validator, is the fix --fix applies
+    assert 'fix: set `runtime_args.train_backend` to "fsdp"' in "\n".join(found["error[RLC202"])
     lines = text.splitlines()
     for block in found.values():
         match = LOCATION.match(block[1])
@@ -286,7 +287,7 @@ def test_golden_broken_config_reports_every_kind_of_mistake():
     # (seq_length above max_seq_len_to_capture is no error at ChatLearn main, which derives both: RLC303 is gone)
     for code in ("RLC102", "RLC106", "RLC107", "RLC200", "RLC201", "RLC300"):
         assert f"error[{code}]" in text, code
-    assert "did you mean `temperature`?" in text
+    assert "fix: rename `models.policy.tempreature` to `temperature`" in text
     assert "did you mean `models.policy_trainer.load`?" in text
 
 

@@ -48,8 +48,8 @@ def apply_json_edits(text: str, overrides: list[str], edits: list[dict]) -> tupl
         where = edit["location"] or {}
         if edit["apply"] == "file":
             line = lines[where["line"] - 1]
-            lines[where["line"] - 1] = (line[:where["column"] - 1] + json.dumps(edit["value"])
-                                        + line[where["end_column"] - 1:])
+            new = edit["value"] if edit["kind"] == "rename" else json.dumps(edit["value"])
+            lines[where["line"] - 1] = line[:where["column"] - 1] + new + line[where["end_column"] - 1:]
         elif where.get("kind") == "override":
             overrides[where["override_index"] - 1] = edit["override"]
         else:
@@ -66,7 +66,8 @@ def test_chatlearn_episode_fix_satisfies_every_batch_rule_at_once():
     assert len(errors) == 4  # global batch, prompt groups, and the generation batch of two models
     for d in errors:
         assert d["edits"] == [{
-            "key": "runtime_args.sample_per_episode", "value": 2048, "old_value": 2000, "apply": "override",
+            "key": "runtime_args.sample_per_episode", "kind": "set", "value": 2048, "old_value": 2000,
+            "safe": False, "unsafe_because": "changes the samples per step", "restores": False, "apply": "override",
             "override": "runtime_args.sample_per_episode=2048",
             "location": {"kind": "override", "override_index": 1,
                          "override_text": "runtime_args.sample_per_episode=2000"}}]
@@ -147,7 +148,7 @@ def broken_copy(tmp_path: Path) -> Path:
 
 def test_fix_writes_only_the_values_and_keeps_everything_else(tmp_path):
     path = broken_copy(tmp_path)
-    result = cli("validate", "grpo.yaml", "--fix", "--ignore", "RLC308", cwd=tmp_path)
+    result = cli("validate", "grpo.yaml", "--fix", "--unsafe-fixes", "--ignore", "RLC308", cwd=tmp_path)
     assert result.returncode == 0, result.stdout
     # the template itself is the fixed file, byte for byte: comments, order, quoting and spacing kept
     assert path.read_text() == CHATLEARN.read_text()
@@ -172,7 +173,7 @@ def test_fix_writes_only_the_values_and_keeps_everything_else(tmp_path):
 def test_diff_prints_the_fix_and_writes_nothing(tmp_path):
     path = broken_copy(tmp_path)
     before = path.read_bytes()
-    result = cli("validate", "grpo.yaml", "--diff", cwd=tmp_path)
+    result = cli("validate", "grpo.yaml", "--diff", "--unsafe-fixes", cwd=tmp_path)
     assert result.returncode == 1  # the file is still broken
     assert path.read_bytes() == before
     assert "+  sample_per_episode: 2048" in result.stdout and "--fix would write this into grpo.yaml" in result.stdout
@@ -182,7 +183,8 @@ def test_fix_of_a_value_from_an_override_is_printed_not_written(tmp_path):
     path = tmp_path / "grpo.yaml"
     path.write_text(CHATLEARN.read_text())
     before = path.read_bytes()
-    result = cli("validate", "grpo.yaml", "runtime_args.sample_per_episode=2000", "--fix", cwd=tmp_path)
+    result = cli("validate", "grpo.yaml", "runtime_args.sample_per_episode=2000", "--fix", "--unsafe-fixes",
+                 cwd=tmp_path)
     assert result.returncode == 1  # the config as run, with the override, still has the errors
     assert path.read_bytes() == before
     assert "change override 1 to `runtime_args.sample_per_episode=2048`" in result.stdout
@@ -191,7 +193,7 @@ def test_fix_of_a_value_from_an_override_is_printed_not_written(tmp_path):
 
 def test_fix_json_reports_what_it_wrote(tmp_path):
     path = broken_copy(tmp_path)
-    payload = validate_json(str(path), "--fix")
+    payload = validate_json(str(path), "--fix", "--unsafe-fixes")
     assert payload["valid"] and payload["fix"]["written"]
     assert {(e["key"], e["value"], e["apply"]) for e in payload["fix"]["edits"]} == {
         ("runtime_args.sample_per_episode", 2048, "file"), ("runtime_args.train_global_batch_size", 512, "file")}
@@ -299,12 +301,33 @@ def test_fix_of_injected_batch_and_parallel_errors_clears_them_all_and_adds_none
     broken = check_text(path.read_text(), str(path), base_dir=str(folder), env=env)
     if not solvable(broken.diagnostics):
         return  # the new value happens to satisfy every rule
-    result = CliRunner().invoke(app, ["validate", str(path), "--fix", "--format", "json"], env=env)
+    from rlcfg import schema
+
+    spec = schema.load(broken.dialect)
+    # --unsafe-fixes: every batch and parallel-size error is cleared, and none added
+    result = CliRunner().invoke(app, ["validate", str(path), "--diff", "--unsafe-fixes", "--format", "json"],
+                                env=env)
     payload = json.loads(result.output)
     assert payload["fix"]["edits"], (key, old, new)
-    fixed = check_text(path.read_text(), str(path), payload["fix"]["overrides"], base_dir=str(folder), env=env)
+    fixed = check_text(apply_json_edits(path.read_text(), [], [e for e in payload["fix"]["edits"]
+                                                                 if e["apply"] == "file"])[0],
+                       str(path), payload["fix"]["overrides"], base_dir=str(folder), env=env)
     assert not solvable(fixed.diagnostics), (key, old, new, payload["fix"])
     assert not error_keys(fixed.diagnostics) - error_keys(broken.diagnostics), (key, old, new, payload["fix"])
+    # --fix alone: only safe edits, of keys the file writes and of no algorithm quantity; each error it says it
+    # fixes safely is cleared, and none is added
+    result = CliRunner().invoke(app, ["validate", str(path), "--fix", "--format", "json"], env=env)
+    payload = json.loads(result.output)
+    for edit in payload["fix"]["edits"]:
+        assert edit["safe"] and edit["apply"] == "file", (key, old, new, edit)
+        assert spec.algorithm_quantity(edit["key"]) is None, (key, old, new, edit)
+    for edit in payload["fix"]["left_out"]:
+        assert not edit["safe"] and edit["unsafe_because"], edit
+    fixed = check_text(path.read_text(), str(path), base_dir=str(folder), env=env)
+    assert not error_keys(fixed.diagnostics) - error_keys(broken.diagnostics), (key, old, new, payload["fix"])
+    safely_fixed = {(d.code, d.path) for d in broken.diagnostics if d.severity is Severity.ERROR} \
+        - error_keys(fixed.diagnostics)
+    assert bool(safely_fixed) == bool(payload["fix"]["edits"]), (key, old, new, payload["fix"])
 
 
 def test_a_constraint_gives_each_key_the_nearest_values_that_satisfy_it():
@@ -349,3 +372,105 @@ def test_an_edit_of_a_default_is_an_override_that_hydra_accepts():
     checked = problem.check([edit.override])
     assert checked.errors == 0 and checked.tree.get(("val_batch_size",)) == 64
     assert "RLC105" in {d.code for d in problem.check(["val_batch_size=64"]).diagnostics}
+
+
+# ---- safe and unsafe fixes ------------------------------------------------------------------------------------
+
+
+RLINF = TEMPLATES / "rlinf-megatron-sglang.yaml"
+
+
+def edited_copy(tmp_path: Path, template: Path, old: str, new: str, commit: bool = False) -> Path:
+    """The template in tmp_path, edited; with `commit`, the unedited template is the last commit of a git work tree
+    there, and the edit is the user's uncommitted change."""
+    import subprocess
+
+    path = tmp_path / template.name
+    path.write_text(template.read_text())
+    if commit:
+        git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+        subprocess.run([*git, "init", "-q"], check=True)
+        subprocess.run([*git, "add", path.name], check=True)
+        subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    text = path.read_text()
+    assert old in text
+    path.write_text(text.replace(old, new, 1))
+    return path
+
+
+def fix_edits(path: Path, *flags: str) -> dict:
+    return validate_json(str(path), "--diff", *flags)["fix"]
+
+
+def test_roll_fix_keeps_the_prompts_and_the_group_and_the_hint_is_the_fix(tmp_path):
+    path = edited_copy(tmp_path, ROLL, "rollout_batch_size: 32", "rollout_batch_size: 48")
+    fix = fix_edits(path)
+    assert [e["key"] for e in fix["edits"]] == ["actor_train.training_args.gradient_accumulation_steps"]
+    assert all(e["safe"] for e in fix["edits"])
+    text = cli("validate", path.name, cwd=tmp_path).stdout
+    assert "= fix: set `actor_train.training_args.gradient_accumulation_steps` to 6" in text
+    assert "= hint:" not in text  # the rule's own suggestion gives way to the fix --fix would apply
+    assert "1 error (1 fixable with --fix)" in text
+
+
+def test_rlinf_fix_changes_the_mini_batches_not_the_prompts(tmp_path):
+    path = edited_copy(tmp_path, RLINF, "n_minibatches: 4", "n_minibatches: 3")
+    fix = fix_edits(path)
+    assert {(e["key"], e["value"]) for e in fix["edits"]} == {("algorithm.n_minibatches", 4)}
+
+
+@pytest.mark.skipif(__import__("shutil").which("git") is None, reason="git is not installed")
+@pytest.mark.parametrize("template, old, new, key, value", [
+    (ROLL, "rollout_batch_size: 32", "rollout_batch_size: 48", "rollout_batch_size", 32),
+    (RLINF, "n_minibatches: 4", "n_minibatches: 3", "algorithm.n_minibatches", 4),
+    (SKYRL, "policy_mini_batch_size: 256 ", "policy_mini_batch_size: 384 ", "trainer.policy_mini_batch_size", 256),
+])
+def test_safe_fix_gives_back_the_committed_value(tmp_path, template, old, new, key, value):
+    path = edited_copy(tmp_path, template, old, new, commit=True)
+    fix = fix_edits(path)
+    assert [(e["key"], e["value"], e["safe"], e["restores"]) for e in fix["edits"]] == [(key, value, True, True)]
+    assert "(its value in the last commit)" in cli("validate", path.name, cwd=tmp_path).stdout
+
+
+def test_an_unsafe_fix_is_shown_and_applied_only_when_asked(tmp_path):
+    path = broken_copy(tmp_path)  # ChatLearn's samples per step broken: only changing them clears the error
+    before = path.read_text()
+    result = cli("validate", "grpo.yaml", "--fix", cwd=tmp_path)
+    assert result.returncode == 1 and path.read_text() == before
+    assert "no safe fix" in result.stdout
+    assert "left out, as it may change what the experiment computes: unsafe fix: set " \
+           "`runtime_args.sample_per_episode` to 2048" in result.stdout
+    assert "changes the samples per step" in result.stdout
+    report = cli("validate", "grpo.yaml", cwd=tmp_path).stdout
+    assert "= unsafe fix: set `runtime_args.sample_per_episode` to 2048" in report
+    assert "with --unsafe-fixes)" in report
+    assert cli("validate", "grpo.yaml", "--fix", "--unsafe-fixes", "--ignore", "RLC308", cwd=tmp_path).returncode == 0
+
+
+def test_fix_renames_a_misspelt_key_and_folds_what_the_typo_caused(tmp_path):
+    path = edited_copy(tmp_path, ROLL, "num_return_sequences_in_group: 8", "num_return_sequence_in_group: 8")
+    payload = validate_json(str(path))
+    errors = [d for d in payload["diagnostics"] if d["severity"] == "error"]
+    # the batch rule broken by the group size the typo left at its default is the typo's error, not one more
+    assert [d["code"] for d in errors] == ["RLC102"]
+    assert "`num_return_sequences_in_group` is not set, which also causes this error: RLC300" in errors[0]["message"]
+    assert errors[0]["edits"][0]["kind"] == "rename" and errors[0]["edits"][0]["safe"]
+    result = cli("validate", path.name, "--fix", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout
+    assert path.read_text() == ROLL.read_text()
+    assert "fixed roll-fsdp2-vllm.yaml: rename `num_return_sequence_in_group` to `num_return_sequences_in_group`" \
+        in result.stdout
+
+
+def test_a_typo_of_a_required_key_is_one_error(tmp_path):
+    path = edited_copy(tmp_path, CHATLEARN, "  sample_per_episode:", "  sample_per_episod:")
+    payload = validate_json(str(path))
+    assert [d["code"] for d in payload["diagnostics"] if d["severity"] == "error"] == ["RLC102"]
+    assert cli("validate", path.name, "--fix", "--ignore", "RLC308", cwd=tmp_path).returncode == 0
+    assert path.read_text() == CHATLEARN.read_text()
+
+
+def test_a_rename_keeps_the_quotes_of_the_key(tmp_path):
+    path = edited_copy(tmp_path, ROLL, "num_return_sequences_in_group: 8", '"num_return_sequence_in_group": 8')
+    assert cli("validate", path.name, "--fix", cwd=tmp_path).returncode == 0
+    assert '"num_return_sequences_in_group": 8' in path.read_text()

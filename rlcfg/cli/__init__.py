@@ -22,6 +22,7 @@ SHORT_LIVED_COMMANDS = frozenset({"validate", "plan"})
 # `validate`'s options as its typer command declares them (rlcfg.cli.validate): flags, and options that take a
 # value (keyword of validating.validate_config, and whether it may repeat).
 _VALIDATE_FLAGS = {"--strict": ("strict", True), "--fix": ("fix", True), "--diff": ("diff", True),
+                   "--unsafe-fixes": ("unsafe_fixes", True),
                    "--debug": ("debug", True), "--color": ("color", True), "--no-color": ("color", False)}
 _VALIDATE_OPTIONS = {"--dialect": ("dialect", False), "-d": ("dialect", False), "--format": ("output", False),
                      "-f": ("output", False), "--explain": ("explain", False), "--ignore": ("ignore", True),

@@ -22,9 +22,13 @@ from rlcfg.cli.base import (DIALECT_NAMES, FRAMEWORK_VERSION_HELP, IGNORE_HELP, 
            "  rlcfg validate grpo.yaml --fix       (write it into grpo.yaml)\n\n"
            "Batch sizes and parallel sizes constrain each other, so rlcfg solves them together: the `fix:` line "
            "under an error (`edits` in JSON) is the nearest change, to as few keys as possible, after which none of "
-           "those rules fails and no new error appears. --fix writes the keys that are in FILE in place (comments, "
-           "order and quoting kept); a key that came from an override or a default is printed as the override to "
-           "pass instead.\n\n"
+           "those rules fails and no new error appears. A misspelt key whose did-you-mean is unambiguous is "
+           "renamed. --fix writes the keys that are in FILE in place (comments, order and quoting kept); a key that "
+           "came from an override or a default is printed as the override to pass instead.\n\n"
+           "A fix is safe when it changes only keys the config writes, and none that sets the algorithm: the group "
+           "size, the prompts or samples per step, the learning rate, the loss, advantage or KL settings (nor the "
+           "GPUs). Giving a key back the value its file has in the last git commit is safe, and tried first. An "
+           "`unsafe fix:` line says what it would change; --fix applies it only with --unsafe-fixes.\n\n"
            "Exit codes: 0 valid, 1 errors (or warnings with --strict), 2 usage error, 101 a bug in rlcfg. With "
            "--fix, the code is that of the config after fixing.",
 )
@@ -51,9 +55,13 @@ def validate(
     framework_version: Optional[str] = typer.Option(None, "--framework-version", metavar="RELEASE",
                                                     help=FRAMEWORK_VERSION_HELP),
     fix: bool = typer.Option(False, "--fix",
-                             help="Apply the fixes for batch and parallel-size errors to FILE in place, print the "
-                                  "unified diff and the overrides to change, then report on the fixed config."),
+                             help="Apply the safe fixes (batch and parallel sizes, misspelt keys) to FILE in place, "
+                                  "print the unified diff and the overrides to change, then report on the fixed "
+                                  "config."),
     diff: bool = typer.Option(False, "--diff", help="Print what --fix would change, without writing."),
+    unsafe_fixes: bool = typer.Option(False, "--unsafe-fixes",
+                                      help="With --fix or --diff, also apply the fixes that change the algorithm "
+                                           "(group size, prompts per step, ...) or the GPUs."),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback if rlcfg itself fails."),
 ) -> None:
     """Check a config: every parameter, every cross-field rule, all problems at once.
@@ -65,5 +73,5 @@ def validate(
 
     with bug_guard(debug):
         code = validate_config(file, overrides or [], dialect, output is OutputFormat.json, strict, explain, color,
-                               ignore, framework_version, fix, diff, debug)
+                               ignore, framework_version, fix, diff, debug, unsafe_fixes)
     raise typer.Exit(code)

@@ -12,7 +12,7 @@ from rlcfg.cli.common import (EXIT_INVALID, EXIT_OK, bug_guard, drop_ignored, ec
 def validate_config(file: str, overrides: list[str], dialect: Optional[str] = None, json_output: bool = False,
                     strict: bool = False, explain: Optional[str] = None, color: Optional[bool] = None,
                     ignore: Optional[list[str]] = None, framework_version: Optional[str] = None, fix: bool = False,
-                    diff: bool = False, debug: bool = False) -> int:
+                    diff: bool = False, debug: bool = False, unsafe_fixes: bool = False) -> int:
     """Check FILE with OVERRIDES, print the report, and return the exit code (rlcfg.cli.validate documents the
     options). A usage error raises rlcfg.cli.common.Exit after printing its message."""
     from rlcfg.frontend import check_file
@@ -25,14 +25,14 @@ def validate_config(file: str, overrides: list[str], dialect: Optional[str] = No
         except UsageError as exc:
             raise usage_error(str(exc), json_output)
         result.diagnostics = drop_ignored(result.diagnostics, silenced)
-        problem = solution = None
+        problem = None
         if fix or diff or any(_solver_may_help(d) for d in result.diagnostics):
             # the solver (rlcfg.fix) is not even imported for a clean config, or one with warnings only
             problem = _problem(file, overrides, dialect, framework_version)
-            solution = _solve(problem, result, thorough=fix or diff)
+            _solve(problem, result, thorough=fix or diff)
         repair = None
         if fix or diff:
-            repair = _repair(problem, result, solution, write=fix, json_output=json_output)
+            repair = _repair(problem, result, write=fix, json_output=json_output, unsafe=unsafe_fixes)
             if repair.written:
                 result = check_file(file, overrides, dialect=dialect, strict=strict, release=framework_version)
                 result.diagnostics = drop_ignored(result.diagnostics, silenced)
@@ -44,7 +44,8 @@ def validate_config(file: str, overrides: list[str], dialect: Optional[str] = No
         else:
             if repair is not None:
                 echo(_repair_text(repair, problem.filename))
-            echo(_text(result, explanation, use_color(color), strict, searched_longer=repair is not None))
+            echo(_text(result, explanation, use_color(color), strict, searched_longer=repair is not None,
+                       applied=repair is not None and repair.written))
         return EXIT_INVALID if failed else EXIT_OK
 
 
@@ -68,59 +69,90 @@ def _problem(file: str, overrides: list[str], dialect: Optional[str], release: O
 
 
 def _solve(problem: Any, result: Any, reread: bool = False, thorough: bool = False) -> Any:
-    """Solve the batch and parallel-size errors together and hang the edits on the diagnostics they clear."""
-    from rlcfg.fix import DEFAULT_BUDGET, FIX_BUDGET, attach, solve, value_suggestions
+    """Find the fixes and hang each on the diagnostics it clears: renames of misspelt keys first (the errors a typo
+    causes fold into it), then, on the config as renamed, safe edits for the batch and parallel-size errors, unsafe
+    ones for the errors no safe edit clears, and the did-you-means of values. Returns the renamed problem."""
+    import dataclasses
+
+    from rlcfg.fix import (DEFAULT_BUDGET, FIX_BUDGET, apply_to_text, attach, committed_tree, renames, solve,
+                           solvable, value_suggestions)
 
     if reread:  # the file was just rewritten
         from rlcfg.source.yaml_loader import read_text
 
         problem.text = read_text(problem.filename)
-    solution = solve(problem, result, budget=FIX_BUDGET if thorough else DEFAULT_BUDGET,
-                     partial_when_cut_short=thorough)
-    if solution is not None:
-        attach(result, solution)
-    value_suggestions(problem, result)
-    return solution
+    found = renames(problem, result)
+    checked = result
+    if found:
+        problem = dataclasses.replace(problem, text=apply_to_text(problem.text, found))
+        checked = problem.check()
+    if solvable(checked):
+        committed = committed_tree(problem)
+        budget = FIX_BUDGET if thorough else DEFAULT_BUDGET
+        best = solve(problem, checked, budget=budget, partial_when_cut_short=thorough, safe_only=True,
+                     committed=committed)
+        if best is None or len(best.cleared) < len(solvable(checked)):
+            # One solution is shown, never a safe part beside an unsafe whole: the two were not checked together.
+            unsafe = solve(problem, checked, budget=budget, partial_when_cut_short=thorough, committed=committed)
+            if unsafe is not None and (best is None or len(unsafe.cleared) > len(best.cleared)):
+                best = unsafe
+        if best is not None:
+            attach(result, best)
+    value_suggestions(problem, checked, into=result)
+    return problem
 
 
 class _Repair:
-    def __init__(self, edits: list, diff: str, written: bool, unwritable: list, needed: bool):
-        self.needed = needed  # the config has batch or parallel-size errors
+    def __init__(self, edits: list, diff: str, written: bool, unwritable: list, needed: bool, held: list):
+        self.needed = needed  # the config has errors with fixes, or batch and parallel-size errors
         self.edits = edits
         self.diff = diff
         self.written = written
         self.unwritable = unwritable  # in-file edits the loader did not read back as written
+        self.held = held  # unsafe edits left out without --unsafe-fixes
 
     @property
     def overrides(self) -> list:
         return [e for e in self.edits if not e.in_file]
 
 
-def _repair(problem: Any, result: Any, solution: Any, write: bool, json_output: bool) -> _Repair:
+def _repair(problem: Any, result: Any, write: bool, json_output: bool, unsafe: bool = False) -> _Repair:
+    """Apply the fixes hung on the diagnostics: renames first (the other edits were found on the renamed text),
+    then the values. Unsafe edits only with `unsafe`."""
     from rlcfg.diagnostics import Severity
     from rlcfg.fix import SOLVABLE_CODES, apply_to_text, unified_diff, written_correctly
 
-    edits = list(solution.edits) if solution is not None else []
-    needed = any(d.severity is Severity.ERROR and d.code in SOLVABLE_CODES for d in result.diagnostics)
-    in_file = [e for e in edits if e.in_file]
-    fixed = apply_to_text(problem.text, in_file)
+    edits, held = [], []
+    for d in result.diagnostics:
+        # a diagnostic's edits were checked together: an unsafe one holds back its safe companions too
+        kept = edits if unsafe or not any(e.unsafe for e in d.edits) else held
+        kept.extend(e for e in d.edits if e not in edits and e not in held)
+    needed = any(d.severity is Severity.ERROR and (d.code in SOLVABLE_CODES or d.edits) for d in result.diagnostics)
+    renames = [e for e in edits if e.rename and e.in_file]
+    values = [e for e in edits if not e.rename and e.in_file]
+    text = problem.text
+    fixed = apply_to_text(apply_to_text(text, renames), values)
+    in_file = renames + values
     if in_file and not written_correctly(fixed, problem.filename, in_file):
-        return _Repair(edits, "", False, in_file, needed)
-    diff = unified_diff(problem.text, fixed, problem.filename)
+        return _Repair(edits, "", False, in_file, needed, held)
+    diff = unified_diff(text, fixed, problem.filename)
     written = False
-    if write and fixed != problem.text:
+    if write and fixed != text:
         try:
             with open(problem.filename, "w", encoding="utf-8", newline="") as handle:
                 handle.write(fixed)
         except OSError as exc:
             raise usage_error(f"--fix cannot write {problem.filename}: {exc.strerror or exc}", json_output)
         written = True
-    return _Repair(edits, diff, written, [], needed)
+    return _Repair(edits, diff, written, [], needed, held)
 
 
 def _repair_text(repair: _Repair, file: str) -> str:
     lines: list[str] = []
-    if not repair.edits and repair.needed:
+    if not repair.edits and repair.held:
+        lines.append("no safe fix: every change rlcfg found that clears the errors may change what the experiment "
+                     "computes")
+    elif not repair.edits and repair.needed:
         lines.append("no fix: rlcfg found no change to at most a few keys that clears the batch and parallel-size "
                      "errors without causing another; the hints below say what each rule needs")
     elif not repair.edits:
@@ -138,6 +170,10 @@ def _repair_text(repair: _Repair, file: str) -> str:
     if repair.overrides:
         lines.append("these values come from overrides or defaults, so the fix is on your command line: "
                      + "; ".join(e.describe() for e in repair.overrides))
+    if repair.held:
+        from rlcfg.diagnostics import fix_line
+
+        lines.append(f"left out, as it may change what the experiment computes: {fix_line(repair.held)}")
     lines.append("")
     return "\n".join(lines)
 
@@ -155,7 +191,8 @@ def _explain_or_exit(result: Any, key: str, json_output: bool = False) -> Any:
                           + (f"; did you mean `{suggestion}`?" if suggestion else ""), json_output)
 
 
-def _text(result: Any, explanation: Any, color: bool, strict: bool, searched_longer: bool = False) -> str:
+def _text(result: Any, explanation: Any, color: bool, strict: bool, searched_longer: bool = False,
+          applied: bool = False) -> str:
     from rlcfg.diagnostics import Severity, TextRenderer, plural, report_lines, tally
 
     lines: list[str] = []
@@ -169,7 +206,7 @@ def _text(result: Any, explanation: Any, color: bool, strict: bool, searched_lon
     if result.warnings > 1:
         warnings += f" [{tally(result.diagnostics, Severity.WARNING)}]"
     if result.errors:
-        status = f"{result.file}: {plural(result.errors, 'error')}, {warnings} ({dialect})"
+        status = f"{result.file}: {plural(result.errors, 'error')}{_fixable(result, applied)}, {warnings} ({dialect})"
     elif result.warnings:
         verdict = "fails --strict" if strict else "valid"
         status = f"{result.file}: {verdict} {dialect} with {warnings}"
@@ -184,6 +221,18 @@ def _text(result: Any, explanation: Any, color: bool, strict: bool, searched_lon
                      "`rlcfg validate --diff` searches longer)")
     lines.append(status)
     return "\n".join(lines)
+
+
+def _fixable(result: Any, applied: bool) -> str:
+    """How many errors `--fix` clears, and how many more `--unsafe-fixes` would (nothing once a fix was written:
+    the report is then of the fixed config)."""
+    from rlcfg.diagnostics import Severity
+
+    errors = [d for d in result.diagnostics if d.severity is Severity.ERROR and d.edits]
+    safe = sum(not any(e.unsafe for e in d.edits) for d in errors)
+    unsafe = len(errors) - safe
+    parts = ([f"{safe} fixable with --fix"] if safe else []) + ([f"{unsafe} with --unsafe-fixes"] if unsafe else [])
+    return f" ({', '.join(parts)})" if parts and not applied else ""
 
 
 def _unfixed(result: Any) -> bool:
@@ -242,6 +291,7 @@ def _json(result: Any, explanation: Any, strict: bool, repair: Optional[_Repair]
             "diff": repair.diff,
             "edits": [e.to_json() for e in repair.edits],
             "overrides": [e.override for e in repair.overrides],
+            "left_out": [e.to_json() for e in repair.held],
         }
     if explanation is not None:
         payload["explain"] = {

@@ -103,13 +103,19 @@ def declare_release_table(namespace: Mapping[str, Any], table: Mapping[str, Sequ
     does not declare one of that name itself) gets the releases too."""
     sections = [value for value in namespace.values() if isinstance(value, type) and issubclass(value, Section)]
     by_name = {cls.__name__: cls for cls in sections}
+    by_field: dict[str, dict[type, Sequence[str]]] = {}
     for name, releases in table.items():
         declaring, field_name = name.split(".")
-        if declaring not in by_name:
-            continue  # declared in another module of the dialect, which applies it
-        for cls in sections:
-            nearest = next((c for c in cls.__mro__ if field_name in c.__dict__.get("__annotations__", {})), None)
-            if nearest is by_name[declaring]:
+        if declaring in by_name:  # else declared in another module of the dialect, which applies it
+            by_field.setdefault(field_name, {})[by_name[declaring]] = releases
+    for cls in sections:
+        nearest: dict[str, type] = {}  # each field's nearest declaring class, as the MRO finds it
+        for owner in reversed(cls.__mro__):
+            for field_name in owner.__dict__.get("__annotations__", {}):
+                nearest[field_name] = owner
+        for field_name, declaring in nearest.items():
+            releases = by_field.get(field_name, {}).get(declaring)
+            if releases is not None:
                 declare_releases(cls, tuple(releases), field_name)
 
 
@@ -675,6 +681,16 @@ class Dialect:
     # "drop" (dacite, or code that reads only the keys it asks for: the key is silently unused) or "open" (the mapping
     # takes any key and passes it on). See `unknown_key_policy`.
     unknown_keys: ClassVar[str] = "error"
+    # The keys whose value is part of the algorithm rather than of how it is executed: fnmatch patterns over dotted
+    # keys, each with what it sets as a fix's warning says it ("the group size", "the prompts per step", the learning
+    # rate, the loss, advantage and KL settings). `rlcfg validate --fix` changes them only with --unsafe-fixes.
+    algorithm_keys: ClassVar[Mapping[str, str]] = {}
+
+    def algorithm_quantity(self, key: str) -> str | None:
+        """What `key` sets of the algorithm (see `algorithm_keys`), or None for a key of its execution."""
+        from fnmatch import fnmatchcase
+
+        return next((what for pattern, what in self.algorithm_keys.items() if fnmatchcase(key, pattern)), None)
 
     def variants(self) -> dict[str, type[Section]]:
         """Every root model, by variant name (one entry when the dialect has no variants)."""

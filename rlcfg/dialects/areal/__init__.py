@@ -30,7 +30,6 @@ strings); models (the sections); derived (what AReaL computes from them); rules,
 (for `convert`), which never import each other; and this module, the dialect.
 """
 
-import re
 from functools import lru_cache
 from typing import Any, Iterator
 
@@ -40,7 +39,6 @@ from rlcfg.dialects.areal.rules import RULES
 from rlcfg.schema import entry
 from rlcfg.schema.base import Dialect, Section, defaults_tree, field_at, field_releases, section_types
 from rlcfg.patterns import lazy
-from rlcfg.source.tree import split_dotted
 
 _LOAD_EXPR_CONFIG = lazy(r"load_expr_config\(\s*[\w.\[\]:]+\s*,\s*(\w+)\s*\)")
 
@@ -82,6 +80,21 @@ def _release_extension(release: str) -> Any:
 
 class AReaLDialect(Dialect):
     name = ENTRY.name
+    algorithm_keys = {
+        "train_dataset.batch_size": "the prompts per step",
+        "gconfig.n_samples": "the group size",
+        "*.optimizer.lr": "the learning rate",
+        "actor.eps_clip*": "the loss",
+        "actor.c_clip": "the loss",
+        "actor.use_decoupled_loss": "the loss",
+        "actor.use_sapo_loss": "the loss",
+        "actor.kl_ctl": "the KL term",
+        "actor.kl_estimator": "the KL term",
+        "actor.adv_norm.*": "the advantage",
+        "actor.reward_norm.*": "the advantage",
+        "actor.gae_lambda": "the advantage",
+        "actor.group_size": "the advantage",
+    }
     title = "AReaL"
     documents = "AReaL v0.3.4, v0.4.1, v0.5.3 and v1.0.4 (AReaL's reference documents v0.3.4)"
     override_grammar = ENTRY.override_grammar

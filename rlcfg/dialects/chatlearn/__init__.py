@@ -35,6 +35,18 @@ ENTRY = entry("chatlearn")
 
 class ChatLearnDialect(Dialect):
     name = ENTRY.name
+    algorithm_keys = {
+        "runtime_args.sample_per_episode": "the samples per step",
+        "runtime_args.num_inference_per_prompt": "the group size",
+        "models.*.num_inference_per_prompt": "the group size",
+        "models.*.optimizer.lr": "the learning rate",
+        "models.*.optimizer.min_lr": "the learning rate",
+        "models.policy_trainer.*clip_ratio": "the loss",
+        "models.policy_trainer.kl_coef": "the KL term",
+        "models.policy_trainer.entropy_coef": "the loss",
+        "models.policy_trainer.use_group_sequence_policy": "the loss",
+        "models.policy_trainer.calculate_per_token_loss": "the loss",
+    }
     title = "ChatLearn"
     documents = "ChatLearn v1.2.0 and main (the Hydra-structured `runtime_args` + `models` config)"
     override_grammar = ENTRY.override_grammar

@@ -97,6 +97,22 @@ def _tagged_release(data: dict, layout: str) -> tuple[str, str]:
 
 class RLinfDialect(Dialect):
     name = ENTRY.name
+    algorithm_keys = {
+        "data.rollout_batch_size": "the prompts per step",
+        "algorithm.group_size": "the group size",
+        "actor.optim.*lr": "the learning rate",
+        "actor.lr_sched.*lr": "the learning rate",
+        "algorithm.adv_type": "the advantage",
+        "algorithm.normalize_advantages": "the advantage",
+        "algorithm.gamma": "the advantage",
+        "algorithm.gae_lambda": "the advantage",
+        "algorithm.loss_type": "the loss",
+        "algorithm.loss_agg_func": "the loss",
+        "algorithm.*clip*": "the loss",
+        "algorithm.entropy_bonus": "the loss",
+        "algorithm.kl_*": "the KL term",
+        "algorithm.update_epoch": "the updates per step",
+    }
     title = "RLinf"
     documents = "RLinf of mid-2025 (the `GRPO + Megatron-LM + SGLang` basic configuration guide)"
     override_grammar = ENTRY.override_grammar

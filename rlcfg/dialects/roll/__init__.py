@@ -71,6 +71,27 @@ ENTRY = entry("roll")
 
 class Roll(Dialect):
     name = ENTRY.name
+    algorithm_keys = {
+        "rollout_batch_size": "the prompts per step",
+        "num_return_sequences_in_group": "the group size",
+        "*.generating_args.num_return_sequences": "the group size",
+        "*.training_args.learning_rate": "the learning rate",
+        "adv_estimator": "the advantage",
+        "whiten_advantages": "the advantage",
+        "advantage_clip": "the advantage",
+        "gamma": "the advantage",
+        "lambd": "the advantage",
+        "loss_agg_mode": "the loss",
+        "pg_clip*": "the loss",
+        "dual_clip_loss": "the loss",
+        "use_policy_loss_type": "the loss",
+        "entropy_loss_coef": "the loss",
+        "init_kl_coef": "the KL term",
+        "kl_*": "the KL term",
+        "use_kl_loss": "the KL term",
+        "add_token_level_kl": "the KL term",
+        "ppo_epochs": "the updates per step",
+    }
     title = "ROLL"
     documents = "ROLL (alibaba/ROLL) main: the config dataclasses of the RLVR and agentic pipelines"
     override_grammar = ENTRY.override_grammar

@@ -37,6 +37,13 @@ ENTRY = entry("skyrl")
 
 class SkyRL(Dialect):
     name = ENTRY.name
+    algorithm_keys = {
+        "trainer.train_batch_size": "the prompts per step",
+        "generator.n_samples_per_prompt": "the group size",
+        "trainer.*.optimizer_config.lr": "the learning rate",
+        "trainer.algorithm.*": "the loss, advantage or KL settings",
+        "trainer.update_epochs_per_batch": "the updates per step",
+    }
     title = "SkyRL"
     documents = "skyrl-train of mid-2025 (Hydra config ppo_base_config.yaml)"
     override_grammar = ENTRY.override_grammar
