@@ -400,6 +400,30 @@ def _deleted_but_read(deleted: Mapping[tuple, Any], root: Any, spec: Any) -> lis
     return found
 
 
+def _fold_interpolated_copies(diagnostics: list[Diagnostic]) -> list[Diagnostic]:
+    """One error per cause: a value a `${...}` interpolation copied from a key where the same problem is reported
+    (the reference's megatron_config interpolating the policy's, with a misspelt key in it; a learning rate of the
+    wrong type that another role copies) is named as related to that error, not reported again."""
+
+    def cause(d: Diagnostic) -> tuple:
+        parent = d.path.rsplit(".", 1)[0] if "." in d.path else ""
+        message = d.message.replace(d.path, "\0")
+        return d.code, d.path.rsplit(".", 1)[-1], message.replace(parent, "\1") if parent else message
+
+    written: dict[tuple, Diagnostic] = {}
+    for d in diagnostics:
+        if d.path and d.origin is not None and not d.origin.via:
+            written.setdefault(cause(d), d)
+    kept = []
+    for d in diagnostics:
+        source = written.get(cause(d)) if d.path and d.origin is not None and d.origin.via else None
+        if source is not None and source.path != d.path:
+            source.related.append((d.path, d.origin))
+            continue
+        kept.append(d)
+    return kept
+
+
 def _finish(result: CheckResult, diagnostics: list[Diagnostic], env: Mapping[str, str] | None = None,
             overrides: Sequence[str] = ()) -> CheckResult:
     # "renamed, both spellings accepted" contradicts "this release does not have the key": the release wins
@@ -408,6 +432,7 @@ def _finish(result: CheckResult, diagnostics: list[Diagnostic], env: Mapping[str
     # a dialect rule that explains a key missing from the release (with the key that replaced it) says it better
     explained = {d.path for d in diagnostics if d.code == "RLC113" and d.rule}
     diagnostics = [d for d in diagnostics if not (d.code == "RLC113" and not d.rule and d.path in explained)]
+    diagnostics = _fold_interpolated_copies(diagnostics)
     if result.release is not None:
         from rlcfg import schema
 

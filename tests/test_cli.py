@@ -16,6 +16,7 @@ FIXTURES = ROOT / "tests" / "fixtures" / "chatlearn"
 BROKEN = "tests/fixtures/chatlearn/broken.yaml"
 TEMPLATE_FILES = sorted(TEMPLATES.glob("*.yaml"))
 CHATLEARN = TEMPLATES / "chatlearn-fsdp-vllm.yaml"
+SKYRL = TEMPLATES / "skyrl-fsdp-vllm.yaml"
 LOCATION = re.compile(r"^  --> (?P<file>[^:<>]+):(?P<line>\d+):(?P<col>\d+)$")
 
 
@@ -492,3 +493,32 @@ def test_no_color_and_the_no_color_variable_keep_escape_codes_out():
 
 def test_shell_completion_is_offered():
     assert "--install-completion" in run("--help").stdout
+
+
+def test_keys_lists_a_section_one_line_per_key():
+    result = run("keys", "skyrl", "trainer.algorithm")
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert all(line.startswith("trainer.algorithm.") for line in lines)
+    assert any(line.startswith("trainer.algorithm.kl_loss_coef  float >= 0 = 0.001  ") for line in lines)
+
+
+def test_keys_of_an_unknown_section_is_a_usage_error():
+    result = run("keys", "roll", "no_such_section")
+    assert result.returncode == 2
+    assert "`rlcfg keys roll` lists them all" in result.stderr
+
+
+def test_an_unknown_key_without_a_near_name_points_at_the_keys_of_its_section(tmp_path):
+    text = SKYRL.read_text().replace("trainer:\n", "trainer:\n  zzz_qqq: 1\n", 1)
+    result = run("validate", write(tmp_path, "s.yaml", text))
+    assert "`rlcfg keys skyrl trainer` lists the keys it accepts" in result.stdout
+
+
+def test_a_problem_an_interpolation_copies_is_one_error_naming_the_copy(tmp_path):
+    text = SKYRL.read_text().replace("  policy:\n", "  policy:\n    megatron_config:\n      zzz_qqq: 1\n", 1) \
+        .replace("  ref:\n", "  ref:\n    megatron_config: ${trainer.policy.megatron_config}\n", 1)
+    result = run("validate", write(tmp_path, "s.yaml", text), "--format", "json")
+    found = [d for d in json.loads(result.stdout)["diagnostics"] if d["path"].endswith("zzz_qqq")]
+    assert [d["path"] for d in found] == ["trainer.policy.megatron_config.zzz_qqq"]
+    assert [r["path"] for r in found[0]["related"]] == ["trainer.ref.megatron_config.zzz_qqq"]

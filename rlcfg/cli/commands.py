@@ -9,4 +9,5 @@ import rlcfg.cli.run  # noqa: F401
 import rlcfg.cli.docs  # noqa: F401
 import rlcfg.cli.schema  # noqa: F401
 import rlcfg.cli.convert  # noqa: F401
+import rlcfg.cli.keys  # noqa: F401
 from rlcfg.cli.base import app  # noqa: F401

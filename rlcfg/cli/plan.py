@@ -156,9 +156,12 @@ def _text(result: Any, execution: Any, diagnostics: list, show_gpu_map: bool, co
         memory = execution.memory
         fits = "no memory estimate" if memory is None else "fits in memory" if memory.fits else (
             "fits in memory at typical lengths, not at the longest" if memory.fits_typical else "does not fit in memory")
-        status = f"{result.file}: plan for {execution.cluster.gpus} GPUs, {fits}"
+        status = f"{result.file}: plan for {plural(execution.cluster.gpus, 'GPU')}, {fits}"
         if warnings:
             status += f", {plural(warnings, 'warning')}"
+    notes = sum(d.severity is Severity.NOTE for d in diagnostics)
+    if notes:
+        status += f", {plural(notes, 'note')}"
     lines.append(status)
     return "\n".join(lines)
 

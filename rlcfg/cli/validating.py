@@ -205,11 +205,16 @@ def _text(result: Any, explanation: Any, color: bool, strict: bool, searched_lon
     warnings = plural(result.warnings, "warning")
     if result.warnings > 1:
         warnings += f" [{tally(result.diagnostics, Severity.WARNING)}]"
+    notes = sum(d.severity is Severity.NOTE for d in result.diagnostics)
+    noted = plural(notes, "note")
     if result.errors:
-        status = f"{result.file}: {plural(result.errors, 'error')}{_fixable(result, applied)}, {warnings} ({dialect})"
+        status = f"{result.file}: {plural(result.errors, 'error')}{_fixable(result, applied)}, {warnings}"
+        status += f", {noted} ({dialect})" if notes else f" ({dialect})"
     elif result.warnings:
         verdict = "fails --strict" if strict else "valid"
-        status = f"{result.file}: {verdict} {dialect} with {warnings}"
+        status = f"{result.file}: {verdict} {dialect} with {warnings}" + (f" and {noted}" if notes else "")
+    elif notes:
+        status = f"{result.file}: valid {dialect} with {noted}"
     else:
         status = f"{result.file}: valid {dialect}"
     if result.release_label and not result.errors:

@@ -87,7 +87,7 @@ class Reporter:
                 self.tb = SummaryWriter(os.path.join(output_dir, "tensorboard"))
             except ImportError:
                 self.notes.append("TensorBoard logging is enabled but `tensorboard` is not installed; "
-                                  "pip install tensorboard")
+                                  "pip install 'rlcfg[logging]'")
         if "wandb" in backends:
             try:
                 import wandb
@@ -97,7 +97,7 @@ class Reporter:
                 self.wandb = wandb.init(project=project or "rlcfg", name=run_name, dir=output_dir, mode=mode,
                                         config=config or {}, resume="allow")
             except ImportError:
-                self.notes.append("wandb logging is enabled but `wandb` is not installed; pip install wandb")
+                self.notes.append("wandb logging is enabled but `wandb` is not installed; pip install 'rlcfg[logging]'")
         for note in self.notes:
             print(f"rlcfg: note: {note}", file=self.stream)
 

@@ -537,7 +537,7 @@ class RunShell:
             # the new ones first): the user says which they mean.
             raise RunEnvironmentError(
                 f"{out} already holds a run (checkpoints up to step {existing[-1][0]} in {self.ckpt_root}); rerun "
-                "without --no-resume to continue it, add --overwrite to delete its checkpoints, metrics, plots "
+                "with --resume to continue it, add --overwrite to delete its checkpoints, metrics, plots "
                 "and exported model and start over, or choose another --output")
         elif opt.resume == "latest":
             self.resume_path, self.skipped = ckpt.newest_good(self.ckpt_root)

@@ -375,8 +375,8 @@ def _training_parallel(role: Role, backend: str, par: Parallelism, slots: int,
         shard = min(par.fsdp_shard, max(slots, 1))
         new = replace(new, fsdp_shard=None if shard >= max(slots, 1) else shard)
     if new != par:
-        before = ", ".join(f"{k}={v}" for k, v in _sizes(par).items() if _sizes(new).get(k) != v)
-        after = ", ".join(f"{k}={v}" for k, v in _sizes(new).items() if _sizes(par).get(k) != v)
+        before = ", ".join(f"{k}={_size_text(k, v)}" for k, v in _sizes(par).items() if _sizes(new).get(k) != v)
+        after = ", ".join(f"{k}={_size_text(k, v)}" for k, v in _sizes(new).items() if _sizes(par).get(k) != v)
         subs.append(Substitution("parallel sizes", before, after, (where,)))
     return new
 
@@ -384,6 +384,11 @@ def _training_parallel(role: Role, backend: str, par: Parallelism, slots: int,
 def _sizes(par: Parallelism) -> dict[str, Any]:
     return {"tp": par.tp, "pp": par.pp, "cp": par.cp, "ep": par.ep, "etp": par.etp, "vpp": par.vpp,
             "sp (Ulysses)": par.sp, "sequence_parallel": par.sequence_parallel, "fsdp shard": par.fsdp_shard}
+
+
+def _size_text(name: str, value: Any) -> str:
+    # an FSDP shard group of None spans every rank of the role
+    return "all ranks" if value is None and name == "fsdp shard" else str(value)
 
 
 def _dp(role: Role, slots: int) -> int:

@@ -99,8 +99,20 @@ def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dial
     name = dotted(path)
     # `+a.b.c=1` on a config without `a.b` creates the mapping `a.b`, which is where pydantic reports it
     if any(path[: len(a)] == a or a[: len(path)] == path for a in judgement.added):
+        origin = tree.key_origin(path) or tree.origin(path)
+        close = _close_sibling(path, root)
+        if close is not None:
+            # Most likely a typo of the key the user meant to set: that key keeps its value, silently.
+            target = dotted((*path[:-1], close))
+            # Hydra overrides a key the composed config lacks only with `++`; a loader whose base config holds
+            # every key takes the plain form.
+            sees_all = dialect is None or dialect.overrides_see_defaults
+            prefix = "" if sees_all or tree.written((*path[:-1], close)) else "++"
+            return diagnostic("RLC115", name, f"`+{name}` adds a key rlcfg does not know, and `{target}` keeps its "
+                              "value", origin=origin, severity=Severity.WARNING,
+                              hint=f"did you mean `{target}`? Set it with `{prefix}{target}=...`")
         return diagnostic("RLC115", name, f"`+{name}` adds a key rlcfg does not know; it is passed on for the code "
-                          "that reads it", origin=tree.key_origin(path) or tree.origin(path),
+                          "that reads it", origin=origin,
                           hint="nothing to do if your entrypoint or plugin reads it; check the spelling otherwise")
     if judgement.known_keys_only:
         return None
@@ -344,7 +356,9 @@ def _unknown_key(path: Path, root: type[Section], tree: SourceTree, dialect: Dia
             target = _all_keys(root)[cross[0]][0]
             hint = f"did you mean `{target}`?"
         else:
-            hint = (f"{where} has no such key; `rlcfg docs` lists the keys it accepts (a key your fork adds: "
+            listing = "rlcfg docs" if dialect is None else \
+                f"rlcfg keys {dialect.name}" + (f" {dotted(parent)}" if parent else "")
+            hint = (f"{where} has no such key; `{listing}` lists the keys it accepts (a key your fork adds: "
                     "declare it in rlcfg.project.yaml)")
     return diagnostic("RLC102", name, f"unknown key `{key}` in {where}", origin=tree.key_origin(path), hint=hint)
 

@@ -125,6 +125,15 @@ def test_a_key_added_with_plus_is_accepted_with_a_note(toy):
     assert sorted(codes(result)) == [("RLC115", "note", "actor.my_flag"), ("RLC115", "note", "my_plugin")]
 
 
+def test_a_key_added_with_plus_close_to_a_known_key_is_a_likely_typo(toy):
+    result = check("actor: {}\n", "+actor.lrr=0.1")
+    assert codes(result) == [("RLC115", "warning", "actor.lrr")]
+    (found,) = result.diagnostics
+    assert "`actor.lr` keeps its value" in found.message
+    # the toy dialect composes only the user's files (Hydra): the key the file does not write takes `++`
+    assert "did you mean `actor.lr`? Set it with `++actor.lr=...`" in found.hint
+
+
 def test_plus_onto_an_existing_mapping_merges_as_hydra_does(toy):
     result = check("actor:\n  lr: 0.5\n", "+actor={backend: megatron}")
     assert result.ok

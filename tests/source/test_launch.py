@@ -140,7 +140,9 @@ def test_a_command_line_after_double_dash_is_read_like_a_script():
     code, out = _run("validate", "--", "python", "-m", "skyrl_train.entrypoints.main_base",
                     "trainer.train_batch_size=1000", "trainer.policy_mini_batch_size=256", "trainer.logger=console")
     assert code == 1
-    assert "--> <command line>:1:45" in out and "change the argument at <command line>:1:45" in out
+    # the safe fix keeps the prompts per step and changes the mini-batch, the argument at column 75
+    assert "--> <command line>:1:45" in out
+    assert "fix: change the argument at <command line>:1:75 to `trainer.policy_mini_batch_size=250`" in out
 
 
 def test_scripts_that_cannot_be_judged_are_usage_errors_that_say_why(tmp_path):

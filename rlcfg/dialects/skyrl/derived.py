@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlcfg.diagnostics import plural
+
 ADVANTAGE_ESTIMATORS = ("grpo", "gae", "rloo", "reinforce++")
 # The `skyrl` package added maxrl in 0.2.0 (AdvantageEstimatorRegistry); rlcfg does not run it.
 ADVANTAGE_ESTIMATORS_BY_RELEASE = {"skyrl-0.2.0": (*ADVANTAGE_ESTIMATORS, "maxrl"),
@@ -192,14 +194,14 @@ def describe(cfg: Any) -> str:
         rollout = f"remote {_BACKEND[g.backend]} rollout ({engines})"
     policy = world(cfg, "policy")
     if t.placement.colocate_all:
-        gpus = f"{policy} GPUs colocated"
+        gpus = f"{plural(policy, 'GPU')} colocated"
     else:
         total = policy + (rollout_gpus(cfg) if g.run_engines_locally else 0)
         if ref_in_use(cfg) and not t.placement.colocate_policy_ref:
             total += world(cfg, "ref")
         if critic_in_use(cfg):
             total += world(cfg, "critic")
-        gpus = f"{total} GPUs"
+        gpus = plural(total, "GPU")
     return f"{training} training, {rollout}, {gpus}"
 
 

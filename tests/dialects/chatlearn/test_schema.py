@@ -286,8 +286,11 @@ def test_ulysses_divides_gpus():
 def test_megatron_parallel_sizes_divide_gpus():
     found = findings(MEGATRON_TEMPLATE, "models.policy_trainer.tensor_model_parallel_size=3")
     assert_finds(found, "RLC400", "models.policy_trainer.tensor_model_parallel_size", "16", "TP 3")
-    # the reference model follows the trainer by interpolation, so it is caught too
-    assert_finds(found, "RLC400", "models.ref_policy.tensor_model_parallel_size", "16")
+    # the reference model follows the trainer by interpolation: the same cause, named on the trainer's error
+    assert not [f for f in found if f[1] == "models.ref_policy.tensor_model_parallel_size"]
+    result = check_file(MEGATRON_TEMPLATE, ["models.policy_trainer.tensor_model_parallel_size=3"], env=HOST_ENV)
+    (error,) = [d for d in result.diagnostics if d.path == "models.policy_trainer.tensor_model_parallel_size"]
+    assert "models.ref_policy.tensor_model_parallel_size" in [path for path, _origin in error.related]
 
 
 def test_megatron_expert_parallel_divides_gpus():
