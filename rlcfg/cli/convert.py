@@ -8,10 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from rlcfg.cli.base import (EXIT_BUG, EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, app, bug_guard, file_help,
-                            usage_error)
-
-DIALECT_NAMES = "chatlearn, rlinf, skyrl, roll, areal"
+from rlcfg.cli.base import (DIALECT_NAMES, EXIT_BUG, EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, app, bug_guard,
+                            file_help, usage_error)
 
 
 @app.command(
@@ -62,6 +60,8 @@ def convert(
                 if d.severity.value == "error":
                     typer.echo(f"  {d.code} {d.path or '(document)'}: {d.message}", err=True)
             raise typer.Exit(EXIT_BUG if isinstance(exc, EmitterBug) else EXIT_INVALID)
+        if conversion.source_dialect == target:
+            typer.echo(f"rlcfg: note: {file} is already in the {target} dialect: written unchanged", err=True)
         label = "error" if strict else "warning"
         for loss in conversion.losses:
             typer.echo(f"rlcfg: {label}: not expressible in {target}: {loss.describe()}", err=True)

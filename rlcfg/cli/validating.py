@@ -110,6 +110,7 @@ class _Repair:
         self.written = written
         self.unwritable = unwritable  # in-file edits the loader did not read back as written
         self.held = held  # unsafe edits left out without --unsafe-fixes
+        self.errors = False  # the config has errors (with a fix or not)
 
     @property
     def overrides(self) -> list:
@@ -137,6 +138,7 @@ def _repair(problem: Any, result: Any, write: bool, json_output: bool, unsafe: b
         return _Repair(edits, "", False, in_file, needed, held)
     diff = unified_diff(text, fixed, problem.filename)
     written = False
+    errors = any(d.severity is Severity.ERROR for d in result.diagnostics)
     if write and fixed != text:
         try:
             with open(problem.filename, "w", encoding="utf-8", newline="") as handle:
@@ -144,7 +146,9 @@ def _repair(problem: Any, result: Any, write: bool, json_output: bool, unsafe: b
         except OSError as exc:
             raise usage_error(f"--fix cannot write {problem.filename}: {exc.strerror or exc}", json_output)
         written = True
-    return _Repair(edits, diff, written, [], needed, held)
+    repair = _Repair(edits, diff, written, [], needed, held)
+    repair.errors = errors
+    return repair
 
 
 def _repair_text(repair: _Repair, file: str) -> str:
@@ -155,8 +159,11 @@ def _repair_text(repair: _Repair, file: str) -> str:
     elif not repair.edits and repair.needed:
         lines.append("no fix: rlcfg found no change to at most a few keys that clears the batch and parallel-size "
                      "errors without causing another; the hints below say what each rule needs")
+    elif not repair.edits and repair.errors:
+        lines.append("no fix: --fix changes batch and parallel sizes, misspelt keys and misspelt values; the "
+                     "errors below need the changes their hints describe")
     elif not repair.edits:
-        lines.append("nothing to fix: the config has no batch or parallel-size error")
+        lines.append("nothing to fix: the config has no error")
     if repair.diff:
         lines.append(repair.diff.rstrip("\n"))
     in_file = [e for e in repair.edits if e.in_file]

@@ -56,8 +56,30 @@ class Loss:
         """An Experiment field that differs; otherwise a source key (`dialect:key`) the Experiment does not hold."""
         return ":" not in self.path
 
+    @property
+    def rank(self) -> int:
+        """0: it changes the algorithm or its schedule (or is a source setting rlcfg cannot place); 1: only the
+        resources and how they are used; 2: only logging and bookkeeping."""
+        if not self.of_experiment:
+            return 0
+        parts = self.path.split(".")
+        if parts[0] in ("logging", "checkpointing") or parts[-1] in ("project", "run_name"):
+            return 2
+        if parts[0] in ("cluster", "colocation", "engine") or any(p in _EXECUTION for p in parts):
+            return 1
+        return 0
+
     def describe(self) -> str:
-        return f"{self.path}: {_show(self.source)} -> {_show(self.target)} ({self.reason})"
+        return (f"[{LOSS_KINDS[self.rank]}] {self.path}: {_show(self.source)} -> {_show(self.target)} "
+                f"({self.reason})")
+
+
+# What a loss changes, by rank (Loss.rank), as the report names it.
+LOSS_KINDS = ("algorithm", "resources", "logging")
+# Experiment fields of how a role is executed, not of what it computes.
+_EXECUTION = frozenset({"resources", "parallelism", "backend", "micro_batch_size", "forward_micro_batch_size",
+                        "max_tokens_per_micro_batch", "sequence_packing", "dtype", "offload", "gradient_checkpointing",
+                        "engine"})
 
 
 @dataclass
@@ -139,6 +161,8 @@ def convert(path: str, target: str, overrides: Sequence[str] = (), dialect: str 
     if target not in DIALECTS:
         raise ValueError(target)
     checked, source = experiment_of(path, overrides, dialect, release)
+    if checked.dialect == target and not overrides and path.endswith((".yaml", ".yml")):
+        return _unchanged(path, checked, source)
     module = emitter(target)
     if source.kind not in getattr(module, "KINDS", ("rl",)):
         raise ConversionError(f"{TITLES[target]} cannot express this experiment: it is {source.kind!r} training, "
@@ -159,9 +183,21 @@ def convert(path: str, target: str, overrides: Sequence[str] = (), dialect: str 
     differences = diff(source, result)
     losses = _not_modelled(checked) + [Loss(d.path, d.source, d.target, _reason(d, emitted.reasons, target))
                                        for d in differences]
+    # what changes the experiment first, then its resources, then its logging
+    losses.sort(key=lambda loss: loss.rank)
     text = render.text(tree, target, checked.dialect, path, losses, schema_line, emitted.notes)
     return Conversion(path, checked.dialect, target, text, tree, source, result, losses, reread.diagnostics,
                       emitted.notes)
+
+
+def _unchanged(path: str, checked: Any, source: Experiment) -> Conversion:
+    """A config file converted to its own dialect: the file as written (an emitter writes one layout of its dialect
+    and would drop what another of its releases has: AReaL 1.0's Megatron backend, say). With overrides, the emitter
+    writes them in, and lists what it cannot say as for any target."""
+    from rlcfg.source.yaml_loader import read_text
+
+    return Conversion(path, checked.dialect, checked.dialect, read_text(path), {}, source, source, [],
+                      checked.diagnostics)
 
 
 def _not_modelled(checked: Any) -> list[Loss]:

@@ -144,7 +144,8 @@ def text(tree: dict, target: str, source_dialect: str, source_file: str, losses:
             "# It lowers to the same rlcfg Experiment as the source"
             + (", except where listed below." if losses else ".")]
     if losses:
-        head.append(f"# Not expressible in {TITLES[target]} ({len(losses)}): Experiment field: source -> this config")
+        head.append(f"# Not expressible in {TITLES[target]} ({len(losses)}), what it changes first: "
+                    "[kind] Experiment field: source -> this config")
         head.extend(f"#   {loss.describe()}" for loss in losses)
     if notes:
         head.append("# Chosen by rlcfg, since the source does not say (check them):")

@@ -35,9 +35,24 @@ def test_strict_fails_on_a_loss_and_writes_nothing(tmp_path):
 
 
 def test_strict_passes_when_nothing_is_lost():
-    result = cli("convert", SOURCE, "--to", "skyrl", "--strict", cwd=ROOT)
+    result = cli("convert", SOURCE, "trainer.epochs=3", "--to", "skyrl", "--strict", cwd=ROOT)
     assert result.returncode == 0, result.stderr
     assert "# It lowers to the same rlcfg Experiment as the source." in result.stdout
+
+
+def test_a_file_converted_to_its_own_dialect_is_written_unchanged():
+    areal = "templates/areal-fsdp-sglang-grpo.yaml"
+    result = cli("convert", areal, "--to", "areal", "--strict", cwd=ROOT)
+    assert result.returncode == 0 and result.stdout == (ROOT / areal).read_text()
+    assert "already in the areal dialect: written unchanged" in result.stderr
+
+
+def test_losses_come_algorithm_first_then_resources_then_logging():
+    result = cli("convert", "templates/chatlearn-fsdp-vllm.yaml", "--to", "areal", cwd=ROOT)
+    kinds = [line.split("[", 1)[1].split("]", 1)[0] for line in result.stderr.splitlines()
+             if "not expressible in areal: [" in line]
+    assert kinds and kinds == sorted(kinds, key=("algorithm", "resources", "logging").index)
+    assert {"algorithm", "resources", "logging"} <= set(kinds)
 
 
 def test_usage_errors_exit_2():

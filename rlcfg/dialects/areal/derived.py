@@ -73,6 +73,8 @@ class _Placement:
     rollout: alloc.Component | None
     train: alloc.Component | None
     inference_parts: list
+    # (dotted backend key, its text, its GPUs) for each engine that takes GPUs of its own (1.0's backends)
+    shares: tuple = ()
 
 
 def placement(cfg: Any) -> _Placement | None:
@@ -80,9 +82,11 @@ def placement(cfg: Any) -> _Placement | None:
     backends = backend_paths(cfg)
     if backends:
         parsed = {path: parsed_backend(text) for path, text, _ in backends}
+        texts = {path: text for path, text, _ in backends}
         if any(c is None for c in parsed.values()):
             return None
         world = 0
+        shares = []
         for path, component in parsed.items():
             owner = path.rsplit(".", 1)[0]
             if owner == "ref" and pipeline_kind(cfg) == "grpo" and cfg.actor.kl_ctl == 0:
@@ -91,10 +95,11 @@ def placement(cfg: Any) -> _Placement | None:
             if strategy is not None and strategy.type == "colocation" and strategy.target:
                 continue
             world += component.world
+            shares.append((path, texts[path], component.world))
         rollout = parsed.get("rollout.backend")
         trained = trained_engine(cfg)
         train = parsed.get(f"{trained[0]}.backend") if trained else None
-        return _Placement("backends", world, rollout, train, [rollout] if rollout else [])
+        return _Placement("backends", world, rollout, train, [rollout] if rollout else [], tuple(shares))
     parsed_alloc = parsed_allocation(cfg)
     if parsed_alloc is None or parsed_alloc.keyword:
         return None

@@ -113,28 +113,36 @@ def _allocation_cluster(cfg, ctx):
     if per_node == 0:
         return  # a CPU-only cluster (AReaL's CPU example): the d/t/p sizes count processes, not GPUs
     total = nodes * per_node
-    path = "allocation_mode" if where.source == "allocation_mode" else (
-        "rollout.backend" if pipeline_kind(cfg) == "grpo" and cfg.rollout.backend else f"{trained_engine(cfg)[0]}.backend")
     related = ["cluster.n_nodes", "cluster.n_gpus_per_node"]
-    asked = (f"`allocation_mode` ({cfg.allocation_mode!r})" if where.source == "allocation_mode"
-             else "the engines' `backend` fields")
+    if where.source == "allocation_mode":
+        path, asked, plural = "allocation_mode", f"`allocation_mode` ({cfg.allocation_mode!r})", False
+    else:
+        # At the engine that takes the most GPUs (the user's change, as a rule), each engine's share named.
+        path = max(where.shares, key=lambda share: share[2])[0] if where.shares else (
+            "rollout.backend" if pipeline_kind(cfg) == "grpo" and cfg.rollout.backend
+            else f"{trained_engine(cfg)[0]}.backend")
+        related = [*(p for p, _text, _n in where.shares if p != path), *related]
+        asked = "the engines' `backend` fields (" + " + ".join(
+            f"`{p}` {text!r} {n}" for p, text, n in where.shares) + ")"
+        plural = True
+    asks, uses = ("ask", "use") if plural else ("asks", "uses")
     if where.world > total and where.source == "backends" and cfg.scheduler.type is not None:
         # AReaL 1.0's single controller hands GPUs out round-robin from the devices it finds, so engines then
         # share GPUs instead of failing.
-        yield ctx.warning("RLC403", path, f"{asked} asks for {where.world} GPUs but the cluster has {total} "
+        yield ctx.warning("RLC403", path, f"{asked} {asks} for {where.world} GPUs but the cluster has {total} "
                           f"(cluster.n_nodes {nodes} × cluster.n_gpus_per_node {per_node}); AReaL's "
                           f"`scheduler.type: {cfg.scheduler.type}` then puts several engines on one GPU",
                           hint=f"shrink the d/t/p sizes to {total} GPUs in all unless the engines fit together",
                           related=related)
     elif where.world > total:
-        yield ctx.error("RLC403", path, f"{asked} asks for {where.world} GPUs but the cluster has {total} "
+        yield ctx.error("RLC403", path, f"{asked} {asks} for {where.world} GPUs but the cluster has {total} "
                         f"(cluster.n_nodes {nodes} × cluster.n_gpus_per_node {per_node}); AReaL accepts this at "
                         f"load but fails when the launcher places the job (its ray and slurm launchers refuse it "
                         f"at start)",
                         hint=f"shrink the d/t/p sizes to {total} GPUs in all, or give the cluster more nodes "
                              f"(n_nodes: {-(-where.world // per_node)})", related=related)
     elif where.world < total:
-        yield ctx.warning("RLC404", path, f"{asked} uses {where.world} of the cluster's {total} GPUs "
+        yield ctx.warning("RLC404", path, f"{asked} {uses} {where.world} of the cluster's {total} GPUs "
                           f"(cluster.n_nodes {nodes} × cluster.n_gpus_per_node {per_node}); "
                           f"{total - where.world} stay idle",
                           hint=f"raise the data-parallel size d to use all {total} GPUs, or set the cluster to "

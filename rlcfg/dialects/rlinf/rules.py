@@ -50,6 +50,11 @@ def _gpus_text(component: lang.Component) -> str:
     return f"GPUs {lang.describe_ranks(component.gpus)}"
 
 
+# The GPUs per node a check assumes where the config leaves them to RLinf's count at start: the usual node, which the
+# warning names.
+ASSUMED_GPUS_PER_NODE = 8
+
+
 def _world(component: lang.Component | None, cfg: RLinfConfig) -> int | None:
     if component is None:
         return None
@@ -256,11 +261,26 @@ def parallel_divides(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                            ("actor.model.context_parallel_size", model.context_parallel_size)]))
     for name, path, sizes in checks:
         world = _world(components.get(name), cfg)
-        if world is None:
-            continue
         product = 1
         for _key, size in sizes:
             product *= size
+        if world is None:
+            component = components.get(name)
+            if component is not None and component.takes_all and cfg.cluster.num_gpus_per_node is None \
+                    and not cfg.cluster.node_groups:
+                # `all` of a cluster whose nodes' size RLinf counts at start: judged on the usual node
+                assumed = cfg.cluster.num_nodes * ASSUMED_GPUS_PER_NODE
+                if assumed % product:
+                    factors = [f"`{k}` ({v})" for k, v in sizes if v > 1 or k == path]
+                    yield ctx.warning(
+                        "RLC400", path,
+                        f"`{name}` takes every GPU of the cluster, whose size RLinf counts when it starts: on nodes "
+                        f"of {ASSUMED_GPUS_PER_NODE} GPUs (assumed; `cluster.num_gpus_per_node` is not set) that "
+                        f"is {assumed} processes, not a multiple of {' × '.join(factors)}, and RLinf fails when "
+                        f"it builds the {name}'s parallel groups",
+                        f"set `cluster.num_gpus_per_node` to the nodes' GPU count, and a model-parallel size that "
+                        "divides it", related=["cluster.num_nodes"])
+            continue
         if world % product:
             factors = [f"`{k}` ({v})" for k, v in sizes if v > 1 or k == path]
             shown = " × ".join(factors) + (f" = {product}" if len(factors) > 1 else "")

@@ -884,3 +884,16 @@ def test_a_releases_keys_rlcfg_does_not_model_are_typed_and_refused_by_run():
     assert [d.code for d in result.diagnostics if d.path == "rollout.openai.mode"] == ["RLC118"]
     wrong = check_file(str(GRPO_TEMPLATE), [*v05, "+rollout.openai.subproc_max_workers=many"], release="0.5")
     assert ("RLC200", "rollout.openai.subproc_max_workers") in {(d.code, d.path) for d in wrong.diagnostics}
+
+
+def test_engines_that_outgrow_the_cluster_are_told_engine_by_engine_at_the_largest(tmp_path):
+    path = tmp_path / "a.yaml"
+    path.write_text("experiment_name: x\ntrial_name: t\ncluster:\n  n_nodes: 1\n  n_gpus_per_node: 8\n"
+                    "actor:\n  backend: \"megatron:d4p1t3\"\n  path: /tmp/model\nrollout:\n  backend: \"sglang:d4p1t1\"\n"
+                    "gconfig:\n  n_samples: 4\ntrain_dataset:\n  batch_size: 32\n  path: /tmp/data\n")
+    result = check_file(str(path))
+    (found,) = [d for d in result.diagnostics if d.code == "RLC403"]
+    assert found.path == "actor.backend" and found.origin.line == 7
+    assert "(`actor.backend` 'megatron:d4p1t3' 12 + `rollout.backend` 'sglang:d4p1t1' 4) ask for 16 GPUs" \
+        in found.message
+    assert "rollout.backend" in [p for p, _origin in found.related]

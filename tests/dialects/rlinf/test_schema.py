@@ -951,3 +951,17 @@ def test_an_inventoried_key_is_found_by_its_key_without_building_its_neighbours(
     assert list(cluster.model_fields.values()).count(info) == 1
     assert list(cluster.model_fields)[:len(inventoried._layout("cluster"))] == \
         list(inventoried._layout("cluster").values())
+
+
+def test_a_model_parallel_size_that_cannot_fill_the_usual_node_is_a_warning_when_nodes_are_uncounted():
+    result = check_file(str(TEMPLATE), ["actor.model.tensor_model_parallel_size=3", "rollout.tensor_parallel_size=3",
+                                        "cluster.num_gpus_per_node=null"])
+    warned = {d.path: d for d in result.diagnostics if d.code == "RLC400"}
+    assert result.errors == 0 and set(warned) == {"actor.model.tensor_model_parallel_size",
+                                                  "rollout.tensor_parallel_size"}
+    assert all(d.severity.value == "warning" for d in warned.values())
+    assert "on nodes of 8 GPUs (assumed; `cluster.num_gpus_per_node` is not set)" in \
+        warned["actor.model.tensor_model_parallel_size"].message
+    # a size that divides the assumed node says nothing
+    quiet = check_file(str(TEMPLATE), ["actor.model.tensor_model_parallel_size=4", "cluster.num_gpus_per_node=null"])
+    assert not [d for d in quiet.diagnostics if d.code == "RLC400"]
