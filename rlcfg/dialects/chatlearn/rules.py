@@ -17,7 +17,9 @@ REF = "models.ref_policy"
 POL = "models.policy"
 # ChatLearn 1.2.0's BaseConfig.validate() runs only GrpoConfig's own checks; main also runs every nested config's
 # `_validate_impl` (runtime, policy, FSDP/Megatron, rollout managers). A check that only main's loader makes is an
-# error at main and, at 1.2.0, a warning that says the loader lets it through.
+# error at main; at 1.2.0 it is what 1.2.0's code then does, read at its tag: an error where the run fails (and
+# where), a warning where it goes on (and what it does instead). Only a case that reading could not settle keeps
+# the hedge.
 V120_LETS_THROUGH = " (ChatLearn 1.2.0 does not check this when it loads the config; the run may fail later)"
 
 
@@ -25,10 +27,18 @@ def _checked_at_load(ctx: Any) -> bool:
     return ctx.release != "1.2.0"
 
 
-def _nested_check(ctx: Any, code: str, path: str, message: str, **kwargs: Any):
-    """A finding for a check that ChatLearn main's nested `_validate_impl` makes and 1.2.0 does not."""
+def _nested_check(ctx: Any, code: str, path: str, message: str, *, fails_when: str | None = None,
+                  runs_but: str | None = None, **kwargs: Any):
+    """A finding for a check that ChatLearn main's nested `_validate_impl` makes and 1.2.0 does not: at 1.2.0, an
+    error that says when the run fails (`fails_when`), or a warning that says what the run does instead
+    (`runs_but`); with neither, the hedge."""
     if _checked_at_load(ctx):
         return ctx.error(code, path, message, **kwargs)
+    if fails_when is not None:
+        return ctx.error(code, path, f"{message}; ChatLearn 1.2.0 accepts this at load but fails {fails_when}",
+                         **kwargs)
+    if runs_but is not None:
+        return ctx.warning(code, path, f"{message}; ChatLearn 1.2.0 runs it, but {runs_but}", **kwargs)
     return ctx.warning(code, path, message + V120_LETS_THROUGH, **kwargs)
 
 
@@ -49,7 +59,9 @@ def _models_need_gpus(cfg: Any, ctx: Any):
             hint = (f"set models.{name}.num_gpu" + ("" if name == "policy_trainer"
                                                   else ", e.g. `${models.policy_trainer.num_gpu}`"))
             if name == "policy":
-                yield _nested_check(ctx, "RLC306", f"models.{name}.num_gpu", message, hint=hint)
+                yield _nested_check(ctx, "RLC306", f"models.{name}.num_gpu", message, hint=hint,
+                                    fails_when="as soon as it builds the rollout model (ZeroDivisionError in "
+                                               "BaseModule: no rollout replica)")
             else:  # its data-parallel size becomes 0, and GrpoConfig's own batch checks divide by it
                 yield ctx.error("RLC306", f"models.{name}.num_gpu", message, hint=hint)
 
@@ -60,6 +72,12 @@ def _models_need_gpus(cfg: Any, ctx: Any):
 def _episode_global_batches(cfg: Any, ctx: Any):
     r = cfg.runtime_args
     if r.sample_per_episode % r.train_global_batch_size:
+        steps = r.sample_per_episode // r.train_global_batch_size
+        # 1.2.0's StreamDataset makes sample_per_episode // train_global_batch_size steps of an episode, each on
+        # that share of it per rank, and never fetches what is left over
+        runs_but = (f"makes {steps} optimizer step{'s' if steps != 1 else ''} per episode on larger batches than "
+                    "train_global_batch_size, and never trains on the rest of each episode" if steps else
+                    "trains nothing: an episode holds less than one global batch, so no optimizer step runs")
         yield _nested_check(
             ctx, "RLC300", f"{RT}.sample_per_episode",
             f"runtime_args.sample_per_episode ({r.sample_per_episode}) is not a multiple of "
@@ -67,7 +85,7 @@ def _episode_global_batches(cfg: Any, ctx: Any):
             hint=f"each episode is split into global batches; use a sample_per_episode of "
                  f"{_nearest_multiples(r.sample_per_episode, r.train_global_batch_size)}, or a "
                  f"train_global_batch_size that divides {r.sample_per_episode}",
-            related=[f"{RT}.train_global_batch_size"])
+            related=[f"{RT}.train_global_batch_size"], runs_but=runs_but)
 
 
 @rules.rule("chatlearn/episode-whole-prompt-groups", "RLC300",
@@ -112,8 +130,13 @@ def _global_batch_dp(cfg: Any, ctx: Any):
         if model.trainable and gb % dp:
             message = (f"runtime_args.train_global_batch_size ({gb}) does not divide over the {dp} data-parallel "
                        f"ranks of {path}")
+            verdict = (dict(fails_when="when Megatron initializes (it asserts that the global batch divides over "
+                                       "micro-batch × data-parallel ranks)")
+                       if isinstance(model, MegatronOptions) else
+                       dict(runs_but=f"each step trains {dp * (gb // dp)} samples and skips {gb % dp}"))
             yield _nested_check(ctx, "RLC300", f"{RT}.train_global_batch_size", message,
-                                hint=f"use a multiple of {dp}: {_nearest_multiples(gb, dp)}", related=[f"{path}.num_gpu"])
+                                hint=f"use a multiple of {dp}: {_nearest_multiples(gb, dp)}", related=[f"{path}.num_gpu"],
+                                **verdict)
 
 
 @rules.rule("chatlearn/generation-batch-multiple", "RLC300",
@@ -198,7 +221,9 @@ def _rollout_tp(cfg: Any, ctx: Any):
                             f"models.policy.num_gpu ({p.num_gpu}) is not a multiple of "
                             f"models.policy.tensor_model_parallel_size ({p.tensor_model_parallel_size})",
                             hint=f"each rollout engine takes {p.tensor_model_parallel_size} GPUs; use a num_gpu of "
-                                 f"{_nearest_multiples(p.num_gpu, p.tensor_model_parallel_size)}", related=[f"{POL}.num_gpu"])
+                                 f"{_nearest_multiples(p.num_gpu, p.tensor_model_parallel_size)}", related=[f"{POL}.num_gpu"],
+                            fails_when="when it places the rollout engines (their GPUs do not split into engines "
+                                       f"of TP {p.tensor_model_parallel_size})")
 
 
 @rules.rule("chatlearn/rollout-replicas-cover-episode", "RLC300",
@@ -225,7 +250,8 @@ def _trainable(cfg: Any, ctx: Any):
     if cfg.models.policy.trainable:
         yield _nested_check(ctx, "RLC306", f"{POL}.trainable", "models.policy.trainable is true; ChatLearn's rollout "
                                                               "model does not support training",
-                            hint=f"set {POL}.trainable: false")
+                            hint=f"set {POL}.trainable: false",
+                            runs_but="ignores the flag (it only changes how the models share GPUs)")
     for path, model, expected in ((REF, cfg.models.ref_policy, False), (PT, cfg.models.policy_trainer, True)):
         if model.trainable is not expected:
             # ChatLearn does not check these at load; the flag decides which batch checks and replica layout apply
@@ -243,9 +269,14 @@ def _rollout_pp_ep(cfg: Any, ctx: Any):
     for key in ("pipeline_model_parallel_size", "expert_model_parallel_size"):
         value = getattr(p, key)
         if value != 1:
+            # 1.2.0 never hands vLLM the expert-parallel size; what a pipeline size does there, and SGLang's
+            # handling of either, its code does not settle
+            idle = (f"never gives vLLM the expert-parallel size: it starts {value}× fewer engines, and in each only "
+                    f"its {p.tensor_model_parallel_size} tensor-parallel GPUs generate while the rest stay idle"
+                    if key == "expert_model_parallel_size" and cfg.runtime_args.rollout_backend == "vllm" else None)
             yield _nested_check(ctx, "RLC306", f"{POL}.{key}", f"models.policy.{key} is {value}; ChatLearn's rollout "
                                                                f"supports only 1",
-                                hint="use tensor_model_parallel_size to split the model")
+                                hint="use tensor_model_parallel_size to split the model", runs_but=idle)
 
 
 @rules.rule("chatlearn/capture-covers-sequence", "RLC303",
@@ -332,6 +363,17 @@ def _ulysses(cfg: Any, ctx: Any):
     for path in (PT, REF):
         model = getattr(cfg.models, path.split(".")[1])
         if isinstance(model, FSDPOptions) and model.num_gpu % model.ulysses_sequence_parallel_size:
+            if model.num_gpu < model.ulysses_sequence_parallel_size:
+                # its data-parallel size is 0, which GrpoConfig's own batch checks divide by at load, at every release
+                yield ctx.error("RLC400", f"{path}.ulysses_sequence_parallel_size",
+                                f"{path}.num_gpu ({model.num_gpu}) is less than ulysses_sequence_parallel_size "
+                                f"({model.ulysses_sequence_parallel_size}): no data-parallel rank is left, and "
+                                "ChatLearn's loader stops",
+                                hint=f"use a sequence parallel size that divides {model.num_gpu}",
+                                related=[f"{path}.num_gpu"],
+                                fails_when="when it sets up the FSDP model (it asserts that the FSDP size divides "
+                                           "by the sequence parallel size)")
+                continue
             yield _nested_check(ctx, "RLC400", f"{path}.ulysses_sequence_parallel_size",
                                 f"{path}.num_gpu ({model.num_gpu}) is not a multiple of "
                                 f"ulysses_sequence_parallel_size ({model.ulysses_sequence_parallel_size})",
@@ -422,7 +464,9 @@ def _per_token_loss(cfg: Any, ctx: Any):
     if isinstance(m, MegatronPolicyTrainer) and not m.calculate_per_token_loss:
         yield _nested_check(ctx, "RLC306", f"{PT}.calculate_per_token_loss",
                             "models.policy_trainer.calculate_per_token_loss is false; ChatLearn requires the "
-                            "per-token loss for RL training", hint="remove it, or set it to true")
+                            "per-token loss for RL training", hint="remove it, or set it to true",
+                            runs_but="averages the loss per micro-batch (each weighted alike) instead of per token "
+                                     "over the global batch")
 
 
 @rules.rule("chatlearn/packing-ignores-batch-sizes", "RLC307",

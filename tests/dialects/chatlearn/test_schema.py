@@ -407,11 +407,19 @@ def test_rollout_manager_and_partial_rollout_sections():
     assert_finds(found, "RLC305", "models.partial_rollout_manager.rollout_ratio", "1.0")
 
 
-def test_checks_only_main_makes_at_load_are_warnings_in_1_2():
+def test_checks_only_main_makes_at_load_get_1_2_s_own_verdict():
+    # the run fails: an error that says where
     found = findings(V120_FSDP, "models.policy.tensor_model_parallel_size=3")
-    assert_finds(found, "RLC400", "models.policy.tensor_model_parallel_size", "does not check this")
-    result = check_file(V120_FSDP, ["models.policy.tensor_model_parallel_size=3"], env=HOST_ENV)
-    assert result.ok
+    assert_finds(found, "RLC400", "models.policy.tensor_model_parallel_size",
+                 "ChatLearn 1.2.0 accepts this at load but fails when it places the rollout engines")
+    # the run goes on: a warning that says what it does instead
+    result = check_file(V120_FSDP, ["runtime_args.train_global_batch_size=3"], env=HOST_ENV)
+    warned = [d for d in result.diagnostics if d.path == "runtime_args.train_global_batch_size"
+              and "ChatLearn 1.2.0 runs it, but each step trains" in d.message]
+    assert warned and all(d.severity.value == "warning" for d in warned)
+    # no hedge is left but the one 1.2.0's code does not settle (a rollout pipeline size)
+    hedged = findings(V120_FSDP, "models.policy.pipeline_model_parallel_size=2")
+    assert_finds(hedged, "RLC306", "models.policy.pipeline_model_parallel_size", "the run may fail later")
 
 
 def test_omegaconf_converts_values_in_typed_sections():
