@@ -1524,3 +1524,22 @@ def run_refusals_of_partly_shared_gpus(cfg: Any, ctx: RuleContext) -> Iterator[F
                 "(colocated, taking turns) or on disjoint ones",
                 f"give `{path}` the device_mapping of `{other}`, or GPUs of its own",
                 (f"{other}.device_mapping",))
+
+
+REWARD_NORM_METHODS = ("identity", "mean", "mean_std", "asym_clip")
+
+
+@RULES.rule("roll/reward-normalization-fallback", "RLC304",
+            "An agentic config's `reward_normalization.method` outside identity / mean / mean_std / asym_clip is "
+            "replaced by identity: ROLL (from v0.1.3) only logs it, where norm_mean_type / norm_std_type leave the "
+            "choice to the method.",
+            keys=["reward_normalization.method"])
+def _reward_normalization_fallback(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    norm = getattr(cfg, "reward_normalization", None)
+    if norm is None or ctx.release == "v0.1.0" or (norm.norm_mean_type is not None and norm.norm_std_type is not None):
+        return  # v0.1.0 reads method another way; with both types set, the method decides nothing
+    if ctx.is_set("reward_normalization.method") and norm.method not in REWARD_NORM_METHODS:
+        yield ctx.warning("RLC304", "reward_normalization.method",
+                          f"`reward_normalization.method` is {norm.method!r}, which ROLL does not know: its loader "
+                          "replaces it with `identity`, so rewards are not normalised, and only logs it",
+                          hint=f"use one of {', '.join(REWARD_NORM_METHODS)}, or set norm_mean_type / norm_std_type")

@@ -900,3 +900,13 @@ def test_an_evaluation_only_config_is_rolls_rollout_pipeline(tmp_path):
     result = check_file(str(path), env={})
     assert result.dialect == "roll" and result.ok, [d.message for d in result.diagnostics]
     assert [d.code for d in result.diagnostics if d.severity.value != "note"] == ["RLC116"]
+
+
+def test_an_unknown_reward_normalization_method_is_said_to_become_identity():
+    result = check_file(str(AGENTIC), ["++reward_normalization.method=mean_stdd",
+                                       "reward_normalization.norm_mean_type=null"])
+    (found,) = [d for d in result.diagnostics if d.path == "reward_normalization.method"]
+    assert found.code == "RLC304" and "replaces it with `identity`" in found.message
+    # with both norm types written, ROLL never reads the method
+    both = check_file(str(AGENTIC), ["++reward_normalization.method=mean_stdd"])
+    assert not [d for d in both.diagnostics if d.path == "reward_normalization.method"]
