@@ -329,21 +329,24 @@ def attach(result: Any, solution: Solution) -> None:
 _DID_YOU_MEAN = lazy(r"did you mean `([^`]+)`\?")
 
 
-def value_suggestions(problem: Problem, result: Any, into: Any = None) -> None:
+def value_suggestions(problem: Problem, result: Any, into: Any = None) -> list[Edit]:
     """Make the did-you-mean of a value outside its allowed set (RLC202) an edit, once the validator has confirmed
     that the suggested value clears the error and causes none. The edits go on the diagnostics of `into` (the
-    report shown, when `result` is the check of the text after its renames), else of `result`."""
+    report shown, when `result` is the check of the text after its renames), else of `result`; the errors the
+    wrong value caused besides (a strategy's options judged by the default strategy) fold into its error."""
     if result.dialect is None or result.tree is None:
-        return
+        return []
     from rlcfg import schema
 
     spec = schema.load(result.dialect)
     before = _error_keys(result)
-    shown = {(d.code, d.path): d for d in (into or result).diagnostics}
+    shown = into or result
+    by_key = {(d.code, d.path): d for d in shown.diagnostics}
+    found: list[Edit] = []
     for d in result.diagnostics:
         match = _DID_YOU_MEAN.search(d.hint or "")
         path = split_dotted(d.path)
-        target = shown.get((d.code, d.path))
+        target = by_key.get((d.code, d.path))
         if d.code != "RLC202" or target is None or target.edits or match is None or not d.path \
                 or not result.tree.has(path):
             continue
@@ -352,6 +355,26 @@ def value_suggestions(problem: Problem, result: Any, into: Any = None) -> None:
         after = _error_keys(problem.check([edit.override]))
         if (d.code, d.path) not in after and not (after - before):
             target.edits = [edit]
+            found.append(edit)
+            _fold(shown, target, before - after, "; the wrong value also causes")
+    return found
+
+
+FOLDED_SHOWN = 3  # the folded errors a message names; the rest are counted
+
+
+def _fold(shown: Any, cause: Diagnostic, cleared: set, saying: str) -> None:
+    """Fold into `cause` the errors of `shown` that its fix clears besides its own (`cleared`: (code, path) keys):
+    one error per cause, naming the others."""
+    consequences = [d for d in shown.diagnostics if d is not cause and d.severity is Severity.ERROR
+                    and (d.code, d.path) in cleared]
+    if not consequences:
+        return
+    listed = ", ".join(f"{d.code} at `{d.path or 'the top level'}`" for d in consequences[:FOLDED_SHOWN])
+    if len(consequences) > FOLDED_SHOWN:
+        listed += f" and {len(consequences) - FOLDED_SHOWN} more"
+    cause.message += f"{saying} {'this error' if len(consequences) == 1 else 'these errors'}: {listed}"
+    shown.diagnostics = [d for d in shown.diagnostics if not any(d is c for c in consequences)]
 
 
 _SIBLING = lazy(r"^did you mean `([A-Za-z_][\w\-]*)`\?")
@@ -367,8 +390,9 @@ def renames(problem: Problem, result: Any) -> list[Edit]:
         return []
     before = _error_keys(result)
     found: list[Edit] = []
-    folded: set[int] = set()
-    for d in result.diagnostics:
+    for d in list(result.diagnostics):
+        if not any(d is shown for shown in result.diagnostics):
+            continue  # folded into an earlier typo's error
         match = _SIBLING.match(d.hint or "")
         origin = d.origin
         if d.code != "RLC102" or d.edits or match is None or origin is None or origin.kind != "file" \
@@ -394,16 +418,7 @@ def renames(problem: Problem, result: Any) -> list[Edit]:
             continue
         d.edits = [edit]
         found.append(edit)
-        consequences = [other for other in result.diagnostics
-                        if other is not d and other.severity is Severity.ERROR and id(other) not in folded
-                        and (other.code, other.path) in before - after]
-        if consequences:
-            folded.update(id(other) for other in consequences)
-            listed = ", ".join(f"{other.code} at `{other.path or 'the top level'}`" for other in consequences)
-            d.message += (f"; as written, `{new_key}` is not set, which also causes "
-                          f"{'this error' if len(consequences) == 1 else 'these errors'}: {listed}")
-    if folded:
-        result.diagnostics = [d for d in result.diagnostics if id(d) not in folded]
+        _fold(result, d, before - after, f"; as written, `{new_key}` is not set, which also causes")
     return found
 
 

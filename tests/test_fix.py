@@ -474,3 +474,14 @@ def test_a_rename_keeps_the_quotes_of_the_key(tmp_path):
     path = edited_copy(tmp_path, ROLL, "num_return_sequences_in_group: 8", '"num_return_sequence_in_group": 8')
     assert cli("validate", path.name, "--fix", cwd=tmp_path).returncode == 0
     assert '"num_return_sequences_in_group": 8' in path.read_text()
+
+
+def test_a_misspelt_strategy_is_one_error_not_a_cascade_over_the_default_strategy(tmp_path):
+    megatron = TEMPLATES / "roll-megatron-vllm.yaml"
+    path = edited_copy(tmp_path, megatron, "strategy_name: megatron_train", "strategy_name: megatron_trian")
+    payload = validate_json(str(path))
+    errors = [d for d in payload["diagnostics"] if d["severity"] == "error"]
+    assert [d["code"] for d in errors] == ["RLC202"]
+    assert "the wrong value also causes these errors: RLC300" in errors[0]["message"]
+    assert cli("validate", path.name, "--fix", cwd=tmp_path).returncode == 0
+    assert path.read_text() == megatron.read_text()

@@ -86,6 +86,10 @@ def _solve(problem: Any, result: Any, reread: bool = False, thorough: bool = Fal
     if found:
         problem = dataclasses.replace(problem, text=apply_to_text(problem.text, found))
         checked = problem.check()
+    values = [e for e in value_suggestions(problem, checked, into=result) if not e.unsafe]
+    if values:  # the batch and parallel sizes are solved with the misspelt values put right
+        problem = dataclasses.replace(problem, overrides=[*problem.overrides, *(e.override for e in values)])
+        checked = problem.check()
     if solvable(checked):
         committed = committed_tree(problem)
         budget = FIX_BUDGET if thorough else DEFAULT_BUDGET
@@ -98,7 +102,6 @@ def _solve(problem: Any, result: Any, reread: bool = False, thorough: bool = Fal
                 best = unsafe
         if best is not None:
             attach(result, best)
-    value_suggestions(problem, checked, into=result)
     return problem
 
 

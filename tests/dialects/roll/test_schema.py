@@ -388,6 +388,9 @@ RULE_CASES = [
     ("roll/query-filter-args", MEGATRON, ["++rewards.math_rule.query_filter_config.type=std_filter",
                                           "++rewards.math_rule.query_filter_config.filter_args={std_threshold: '0'}"],
      "RLC200", "error", "rewards.math_rule.query_filter_config.filter_args.std_threshold"),
+    ("roll/reward-normalization-fallback", AGENTIC, ["++reward_normalization.method=mean_stdd",
+                                                     "reward_normalization.norm_mean_type=null"],
+     "RLC304", "warning", "reward_normalization.method"),
 ]
 
 
