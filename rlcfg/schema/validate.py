@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import field
 from functools import lru_cache
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 from pydantic import ValidationError
 
@@ -52,7 +52,8 @@ class Judgement:
     release: str | None = None
     release_reason: str = ""
     referenced: frozenset = frozenset()  # paths some interpolation refers to (helper variables live here)
-    added: frozenset = frozenset()  # paths the user added on purpose with `+key=value`
+    # paths the user added on purpose with `+key=value` or `++key=value` -> the prefix written
+    added: Mapping = field(default_factory=dict)
     known_keys_only: bool = False  # a pipeline rlcfg does not model: only the keys it knows are checked
 
 
@@ -98,7 +99,9 @@ def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dial
     """An unknown key, judged the way the framework's loader treats it."""
     name = dotted(path)
     # `+a.b.c=1` on a config without `a.b` creates the mapping `a.b`, which is where pydantic reports it
-    if any(path[: len(a)] == a or a[: len(path)] == path for a in judgement.added):
+    adding = next((a for a in judgement.added if path[: len(a)] == a or a[: len(path)] == path), None)
+    if adding is not None:
+        plus = judgement.added[adding]
         origin = tree.key_origin(path) or tree.origin(path)
         close = _close_sibling(path, root)
         if close is not None:
@@ -108,10 +111,10 @@ def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dial
             # every key takes the plain form.
             sees_all = dialect is None or dialect.overrides_see_defaults
             prefix = "" if sees_all or tree.written((*path[:-1], close)) else "++"
-            return diagnostic("RLC115", name, f"`+{name}` adds a key rlcfg does not know, and `{target}` keeps its "
+            return diagnostic("RLC115", name, f"`{plus}{name}` adds a key rlcfg does not know, and `{target}` keeps its "
                               "value", origin=origin, severity=Severity.WARNING,
                               hint=f"did you mean `{target}`? Set it with `{prefix}{target}=...`")
-        return diagnostic("RLC115", name, f"`+{name}` adds a key rlcfg does not know; it is passed on for the code "
+        return diagnostic("RLC115", name, f"`{plus}{name}` adds a key rlcfg does not know; it is passed on for the code "
                           "that reads it", origin=origin,
                           hint="nothing to do if your entrypoint or plugin reads it; check the spelling otherwise")
     if judgement.known_keys_only:

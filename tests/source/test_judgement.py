@@ -134,6 +134,11 @@ def test_a_key_added_with_plus_close_to_a_known_key_is_a_likely_typo(toy):
     assert "did you mean `actor.lr`? Set it with `++actor.lr=...`" in found.hint
 
 
+def test_a_key_added_with_double_plus_is_named_as_written(toy):
+    (found,) = check("actor: {}\n", "++my_plugin=1").diagnostics
+    assert found.code == "RLC115" and found.message.startswith("`++my_plugin` adds a key")
+
+
 def test_plus_onto_an_existing_mapping_merges_as_hydra_does(toy):
     result = check("actor:\n  lr: 0.5\n", "+actor={backend: megatron}")
     assert result.ok
