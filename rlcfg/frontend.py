@@ -412,11 +412,13 @@ def _fold_interpolated_copies(diagnostics: list[Diagnostic]) -> list[Diagnostic]
 
     written: dict[tuple, Diagnostic] = {}
     for d in diagnostics:
-        if d.path and d.origin is not None and not d.origin.via:
+        if d.path and d.origin is not None and not d.origin.via and d.severity is Severity.ERROR:
             written.setdefault(cause(d), d)
     kept = []
     for d in diagnostics:
-        source = written.get(cause(d)) if d.path and d.origin is not None and d.origin.via else None
+        # errors only: a note or warning about a copy (a refused setting another key repeats) is about that key
+        source = written.get(cause(d)) if d.path and d.origin is not None and d.origin.via \
+            and d.severity is Severity.ERROR else None
         if source is not None and source.path != d.path:
             source.related.append((d.path, d.origin))
             continue

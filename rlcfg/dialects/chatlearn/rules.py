@@ -370,15 +370,15 @@ def _ulysses(cfg: Any, ctx: Any):
                                 f"({model.ulysses_sequence_parallel_size}): no data-parallel rank is left, and "
                                 "ChatLearn's loader stops",
                                 hint=f"use a sequence parallel size that divides {model.num_gpu}",
-                                related=[f"{path}.num_gpu"],
-                                fails_when="when it sets up the FSDP model (it asserts that the FSDP size divides "
-                                           "by the sequence parallel size)")
+                                related=[f"{path}.num_gpu"])
                 continue
             yield _nested_check(ctx, "RLC400", f"{path}.ulysses_sequence_parallel_size",
                                 f"{path}.num_gpu ({model.num_gpu}) is not a multiple of "
                                 f"ulysses_sequence_parallel_size ({model.ulysses_sequence_parallel_size})",
                                 hint=f"use a sequence parallel size that divides {model.num_gpu}",
-                                related=[f"{path}.num_gpu"])
+                                related=[f"{path}.num_gpu"],
+                                fails_when="when it sets up the FSDP model (it asserts that the FSDP size divides "
+                                           "by the sequence parallel size)")
 
 
 @rules.rule("chatlearn/megatron-parallel-divides-gpus", "RLC400",
