@@ -69,9 +69,10 @@ def _problem(file: str, overrides: list[str], dialect: Optional[str], release: O
 
 
 def _solve(problem: Any, result: Any, reread: bool = False, thorough: bool = False) -> Any:
-    """Find the fixes and hang each on the diagnostics it clears: renames of misspelt keys first (the errors a typo
-    causes fold into it), then, on the config as renamed, safe edits for the batch and parallel-size errors, unsafe
-    ones for the errors no safe edit clears, and the did-you-means of values. Returns the renamed problem."""
+    """Find the fixes and hang each on the diagnostics it clears: renames of misspelt keys first, then the
+    did-you-means of misspelt values (the errors a misspelling causes fold into its error), then, on the config with
+    those put right, safe edits for the batch and parallel-size errors, or unsafe ones where no safe edit clears
+    them all."""
     import dataclasses
 
     from rlcfg.fix import (DEFAULT_BUDGET, FIX_BUDGET, apply_to_text, attach, committed_tree, renames, solve,
@@ -102,18 +103,18 @@ def _solve(problem: Any, result: Any, reread: bool = False, thorough: bool = Fal
                 best = unsafe
         if best is not None:
             attach(result, best)
-    return problem
 
 
 class _Repair:
-    def __init__(self, edits: list, diff: str, written: bool, unwritable: list, needed: bool, held: list):
+    def __init__(self, edits: list, diff: str, written: bool, unwritable: list, needed: bool, held: list,
+                 errors: bool):
         self.needed = needed  # the config has errors with fixes, or batch and parallel-size errors
         self.edits = edits
         self.diff = diff
         self.written = written
         self.unwritable = unwritable  # in-file edits the loader did not read back as written
         self.held = held  # unsafe edits left out without --unsafe-fixes
-        self.errors = False  # the config has errors (with a fix or not)
+        self.errors = errors  # the config has errors (with a fix or not)
 
     @property
     def overrides(self) -> list:
@@ -130,18 +131,20 @@ def _repair(problem: Any, result: Any, write: bool, json_output: bool, unsafe: b
     for d in result.diagnostics:
         # a diagnostic's edits were checked together: an unsafe one holds back its safe companions too
         kept = edits if unsafe or not any(e.unsafe for e in d.edits) else held
-        kept.extend(e for e in d.edits if e not in edits and e not in held)
+        for e in d.edits:
+            if e not in edits and e not in held:
+                kept.append(e)
     needed = any(d.severity is Severity.ERROR and (d.code in SOLVABLE_CODES or d.edits) for d in result.diagnostics)
+    errors = any(d.severity is Severity.ERROR for d in result.diagnostics)
     renames = [e for e in edits if e.rename and e.in_file]
     values = [e for e in edits if not e.rename and e.in_file]
     text = problem.text
     fixed = apply_to_text(apply_to_text(text, renames), values)
     in_file = renames + values
     if in_file and not written_correctly(fixed, problem.filename, in_file):
-        return _Repair(edits, "", False, in_file, needed, held)
+        return _Repair(edits, "", False, in_file, needed, held, errors)
     diff = unified_diff(text, fixed, problem.filename)
     written = False
-    errors = any(d.severity is Severity.ERROR for d in result.diagnostics)
     if write and fixed != text:
         try:
             with open(problem.filename, "w", encoding="utf-8", newline="") as handle:
@@ -149,9 +152,7 @@ def _repair(problem: Any, result: Any, write: bool, json_output: bool, unsafe: b
         except OSError as exc:
             raise usage_error(f"--fix cannot write {problem.filename}: {exc.strerror or exc}", json_output)
         written = True
-    repair = _Repair(edits, diff, written, [], needed, held)
-    repair.errors = errors
-    return repair
+    return _Repair(edits, diff, written, [], needed, held, errors)
 
 
 def _repair_text(repair: _Repair, file: str) -> str:
