@@ -751,7 +751,9 @@ def materialize(smoke: Smoke, stream: Any = None) -> list[str]:
 
 def summary(smoke: Smoke, source: str) -> str:
     return (f"rlcfg: smoke run of {source}: the config's algorithm, roles, colocation and batch structure, with these "
-            f"substitutions for what this machine lacks:\n{smoke.table()}")
+            f"substitutions for what this machine lacks:\n{smoke.table()}\n"
+            "rlcfg: it checks that the run goes through end to end, not that the stand-in learns: a tiny model with a "
+            "short warm start may score rewards of 0.000 for the few steps it runs")
 
 
 __all__ = ["DEFAULT_STEPS", "GeneratedData", "Host", "Smoke", "Substitution", "TinyModel", "default_cache",
