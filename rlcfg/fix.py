@@ -310,11 +310,7 @@ def scalar_text(value: Any, written: str = "") -> str:
 
 
 def _override_text(spec: Any, tree: Any, path: Path, value: Any) -> str:
-    text = f"{dotted(path)}={scalar_text(value)}"
-    if spec.override_grammar != "hydra" or spec.overrides_see_defaults:
-        return text
-    # Hydra overrides a key only where the composed config has it; a key left at its default needs `++`.
-    return text if tree.written(path) else f"++{text}"
+    return f"{spec.override_prefix(tree, path)}{dotted(path)}={scalar_text(value)}"
 
 
 def attach(result: Any, solution: Solution) -> None:

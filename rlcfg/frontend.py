@@ -270,7 +270,8 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     diagnostics.extend(spec.prepare(merged, result.release))
     judgement = Judgement(release=result.release, release_reason=result.release_reason,
                           referenced=frozenset(interpolation_targets(merged.data)),
-                          added={path: "++" if o.op == "force" else "+" for path, o in applied.added.items()}, known_keys_only=result.pipeline is not None)
+                          added={path: "++" if o.op == "force" else "+" for path, o in applied.added.items()},
+                          known_keys_only=result.pipeline is not None)
     resolution = resolve(merged, env, spec.resolvers)
     diagnostics.extend(resolution.diagnostics)
     result.tree = merged

@@ -686,6 +686,13 @@ class Dialect:
     # rate, the loss, advantage and KL settings). `rlcfg validate --fix` changes them only with --unsafe-fixes.
     algorithm_keys: ClassVar[Mapping[str, str]] = {}
 
+    def override_prefix(self, tree: Any, path: tuple) -> str:
+        """What an override that sets `path` starts with: `++` where Hydra composes only the user's files and the
+        composed config lacks the key (a key left at its default), else nothing."""
+        if self.override_grammar != "hydra" or self.overrides_see_defaults or tree.written(path):
+            return ""
+        return "++"
+
     def algorithm_quantity(self, key: str) -> str | None:
         """What `key` sets of the algorithm (see `algorithm_keys`), or None for a key of its execution."""
         from fnmatch import fnmatchcase

@@ -107,10 +107,7 @@ def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dial
         if close is not None:
             # Most likely a typo of the key the user meant to set: that key keeps its value, silently.
             target = dotted((*path[:-1], close))
-            # Hydra overrides a key the composed config lacks only with `++`; a loader whose base config holds
-            # every key takes the plain form.
-            sees_all = dialect is None or dialect.overrides_see_defaults
-            prefix = "" if sees_all or tree.written((*path[:-1], close)) else "++"
+            prefix = dialect.override_prefix(tree, (*path[:-1], close)) if dialect is not None else ""
             return diagnostic("RLC115", name, f"`{plus}{name}` adds a key rlcfg does not know, and `{target}` keeps its "
                               "value", origin=origin, severity=Severity.WARNING,
                               hint=f"did you mean `{target}`? Set it with `{prefix}{target}=...`")
