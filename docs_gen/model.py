@@ -273,7 +273,8 @@ def _row(ref: SectionRef, name: str, info: FieldInfo, renamed_from: dict[str, li
         target = ""
         default = default_text(info)
     fate = field_fate(info, ref.model)
-    fate_text = "" if fate is None else fate.kind + (f" ({fate.reason})" if fate.reason else "")
+    fate_text = "" if fate is None else fate.kind + (f" ({fate.reason})" if fate.reason else "") + \
+        ("; `rlcfg validate` warns when it is set (RLC307)" if fate.unread else "")
     return Row(key=key, path=dotted, type=typ, default=default, description=_clean(info.description or ""),
                section=target, renamed_to=str(extra.get("x-rlcfg-renamed-to", "")),
                renamed_from=tuple(renamed_from.get(dotted, ())), rules=tuple(rules_by_key.get(dotted, ())),

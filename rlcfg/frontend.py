@@ -11,7 +11,7 @@ import os
 import re
 from dataclasses import field
 from pathlib import Path as FsPath
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from rlcfg.diagnostics import Diagnostic, Origin, Severity, close_matches, count, diagnostic, sort_diagnostics
 from rlcfg.records import record
@@ -305,6 +305,8 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         muted = checked.error_paths | resolution.unresolved | resolution.missing
         host = HostFacts(env=env, path_exists=lambda p: os.path.exists(os.path.join(base_dir, p)))
         diagnostics.extend(run_rules(spec, checked.config, merged, strict, host, muted, has_errors, result.release))
+        erring = {d.path for d in diagnostics if d.severity is Severity.ERROR}
+        diagnostics.extend(d for d in _unread_warnings(root, merged, defaults, spec.resolvers) if d.path not in erring)
         if not has_errors and not any(d.severity is Severity.ERROR for d in diagnostics):
             result.config = checked.config
             result.summary = spec.describe(checked.config)
@@ -370,6 +372,27 @@ def _refusal_notes(root: Any, tree: SourceTree, defaults: dict, resolvers: Mappi
     from rlcfg.schema.ledger import refusals
     from rlcfg.schema.validate import describe_value
 
+    return [diagnostic("RLC118", dotted(r.path), f"`rlcfg run` refuses `{dotted(r.path)}` = {describe_value(r.value)}: "
+                       f"{r.reason}", origin=tree.origin(r.path),
+                       hint="`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, leave it at its default")
+            for r in refusals(root, tree, defaults, _resolving(defaults, resolvers))]
+
+
+def _unread_warnings(root: Any, tree: SourceTree, defaults: dict, resolvers: Mapping[str, Any] | None = None
+                     ) -> list[Diagnostic]:
+    """A setting the framework never applies, set by the user: the run goes on without it, which they should know."""
+    from rlcfg.schema.ledger import unread_settings
+    from rlcfg.schema.validate import describe_value
+
+    return [diagnostic("RLC307", dotted(s.path), f"`{dotted(s.path)}` = {describe_value(s.value)} has no effect: "
+                       f"{s.reason}", origin=tree.origin(s.path),
+                       hint="remove it; `rlcfg run`, like the framework, runs without it")
+            for s in unread_settings(root, tree, defaults, _resolving(defaults, resolvers))]
+
+
+def _resolving(defaults: dict, resolvers: Mapping[str, Any] | None) -> Callable[[], dict]:
+    """The release's defaults with their interpolations resolved, computed when first asked for."""
+
     def resolved_defaults() -> dict:
         # The environment is left out: a default read from it is not one the release fixes.
         from rlcfg.source.resolve import resolve
@@ -379,10 +402,7 @@ def _refusal_notes(root: Any, tree: SourceTree, defaults: dict, resolvers: Mappi
         resolve(own, {}, resolvers)
         return own.data
 
-    return [diagnostic("RLC118", dotted(r.path), f"`rlcfg run` refuses `{dotted(r.path)}` = {describe_value(r.value)}: "
-                       f"{r.instead}", origin=tree.origin(r.path),
-                       hint="`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, leave it at its default")
-            for r in refusals(root, tree, defaults, resolved_defaults)]
+    return resolved_defaults
 
 
 def _deleted_but_read(deleted: Mapping[tuple, Any], root: Any, spec: Any) -> list[Diagnostic]:

@@ -15,7 +15,7 @@ import pytest
 
 from rlcfg import frontend, lower, schema
 from rlcfg.schema.base import (HONORED, Dialect, RuleSet, Section, field_fate, inert, iter_fields, param, refused,
-                               section)
+                               section, unread)
 from rlcfg.schema.ledger import fates
 from tests.helpers import FIXTURES, TEMPLATES, register_dialect
 
@@ -33,6 +33,8 @@ class Algo(Section):
     lr: float = param(1e-6, description="Learning rate.", fate=HONORED)
     outlier_mask: float | None = param(None, description="Mask tokens above this ratio.",
                                        fate=refused("rlcfg runs no outlier masking"))
+    length_weight: bool = param(False, description="Weight the loss by length.",
+                                fate=unread("Toy never applies it: its loss reads no lengths"))
 
 
 class Root(Section):
@@ -100,6 +102,22 @@ def test_an_interpolation_that_resolves_to_a_refused_value_is_refused():
     result = frontend.check_text(text, "ppo.yaml", dialect="skyrl", env={"HOME": "/home/u"}, release="0.3.0")
     refused = {d.path for d in result.diagnostics if d.code == "RLC118"}
     assert {"trainer.rope_scaling", "generator.rope_scaling"} <= refused
+
+
+def test_a_setting_the_framework_never_applies_is_a_warning_at_its_line(toy):
+    result = frontend.check_text("algo:\n  lr: 0.1\n  length_weight: true\n", "toy.yaml", dialect="toy", env={})
+    assert result.ok
+    [warning] = [d for d in result.diagnostics if d.code == "RLC307"]
+    assert warning.severity.value == "warning" and warning.path == "algo.length_weight"
+    assert "has no effect: Toy never applies it" in warning.message and warning.origin.line == 3
+    assert not frontend.check_text("algo:\n  length_weight: false\n", "toy.yaml", dialect="toy", env={}).diagnostics
+
+
+def test_rolls_difficulty_loss_weight_is_named_as_unapplied():
+    # ROLL logs a warning and trains without the weight; a user who turns it on should hear it from validate.
+    result = frontend.check_file(str(TEMPLATES / "roll-fsdp2-vllm.yaml"), ["+difficulty_loss_weight=true"], env={})
+    assert result.ok
+    assert [d.path for d in result.diagnostics if d.code == "RLC307"] == ["difficulty_loss_weight"]
 
 
 def test_a_deleted_refused_key_is_not_refused(toy):

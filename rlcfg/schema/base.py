@@ -40,13 +40,21 @@ class Fate:
     refused: `rlcfg run` stops before Ray starts when it is set to anything but its default; `reason` says what
       rlcfg would run instead, for the message.
     inert: it changes nothing that is computed (a log folder, a framework-internal knob); `reason` says why.
+    `unread`: an inert setting the framework itself never applies, though its name promises an effect; a user who
+    sets it gets none, and `rlcfg validate` says so (RLC307).
     """
 
     kind: Literal["honored", "refused", "inert"]
     reason: str = ""
+    unread: bool = False
 
     def to_json(self) -> dict:
-        return {"kind": self.kind, "reason": self.reason} if self.reason else {"kind": self.kind}
+        out: dict = {"kind": self.kind}
+        if self.reason:
+            out["reason"] = self.reason
+        if self.unread:
+            out["unread"] = True
+        return out
 
 
 HONORED = Fate("honored")
@@ -60,12 +68,17 @@ def inert(why: str) -> Fate:
     return Fate("inert", why)
 
 
+def unread(why: str) -> Fate:
+    """Inert because the framework never applies the setting; `why` starts with the framework's name."""
+    return Fate("inert", why, unread=True)
+
+
 def field_fate(info: FieldInfo, owner: type["Section"] | None = None) -> Fate | None:
     """The field's own fate, else the one its section declares for all its fields (`Section.run_fate`)."""
     extra = info.json_schema_extra if isinstance(info.json_schema_extra, dict) else {}
     found = extra.get(FATE_KEY)
     if found is not None:
-        return Fate(found["kind"], found.get("reason", ""))
+        return Fate(found["kind"], found.get("reason", ""), found.get("unread", False))
     return getattr(owner, "run_fate", None) if owner is not None else None
 
 

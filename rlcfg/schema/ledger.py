@@ -3,7 +3,8 @@
 Every parameter of a dialect is honored (the lowering reads it and the runtime acts on it with the framework's
 meaning), refused (`rlcfg run` stops before Ray starts when it is set to anything but its default) or inert (it
 changes nothing that is computed). `refusals` finds the refused settings a config sets; `rlcfg validate` shows
-them as notes (RLC118) and `rlcfg run` stops on them.
+them as notes (RLC118) and `rlcfg run` stops on them. `unread_settings` finds the inert settings the framework itself
+never applies (`Fate.unread`), which `rlcfg validate` warns of (RLC307).
 """
 
 from __future__ import annotations
@@ -16,10 +17,12 @@ from rlcfg.source.tree import SourceTree
 
 
 @record(frozen=True)
-class Refusal:
+class Setting:
+    """A parameter a config sets to something other than its default, with its fate's reason."""
+
     path: tuple
     value: Any
-    instead: str
+    reason: str
 
 
 def fates(root: type[Section]) -> Iterator[tuple[tuple, Fate | None]]:
@@ -29,8 +32,20 @@ def fates(root: type[Section]) -> Iterator[tuple[tuple, Fate | None]]:
 
 
 def refusals(root: type[Section], tree: SourceTree, defaults: dict,
-             resolved_defaults: Callable[[], dict] | None = None) -> list[Refusal]:
-    """The refused parameters the user set to something other than their default, in the document's order.
+             resolved_defaults: Callable[[], dict] | None = None) -> list[Setting]:
+    """The refused parameters the user set to something other than their default, in the document's order."""
+    return _set_with(lambda fate: fate.kind == "refused", root, tree, defaults, resolved_defaults)
+
+
+def unread_settings(root: type[Section], tree: SourceTree, defaults: dict,
+                    resolved_defaults: Callable[[], dict] | None = None) -> list[Setting]:
+    """The parameters the framework never applies that the user set to something other than their default."""
+    return _set_with(lambda fate: fate.unread, root, tree, defaults, resolved_defaults)
+
+
+def _set_with(chosen: Callable[[Fate], bool], root: type[Section], tree: SourceTree, defaults: dict,
+              resolved_defaults: Callable[[], dict] | None) -> list[Setting]:
+    """The parameters whose fate is `chosen` and that the user set to something other than their default.
 
     Both sides are compared resolved: a release whose default is an interpolation (SkyRL's
     `generator.rope_scaling: ${trainer.rope_scaling}`) defaults to what that resolves to, so a config that writes the
@@ -48,7 +63,7 @@ def refusals(root: type[Section], tree: SourceTree, defaults: dict,
             continue
         info, owner = located
         fate = field_fate(info, owner)
-        if fate is None or fate.kind != "refused":
+        if fate is None or not chosen(fate):
             continue
         value = tree.get(path)
         default = lookup(defaults, path)
@@ -62,7 +77,7 @@ def refusals(root: type[Section], tree: SourceTree, defaults: dict,
             default = info.get_default(call_default_factory=True)
         if default == value:
             continue
-        found.append(Refusal(path, value, fate.reason))
+        found.append(Setting(path, value, fate.reason))
     return found
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from rlcfg.schema.base import (FATE_KEY, HONORED, REQUIRED, Section, declare_release_table, inert, param, refused,
-                               section)
+                               section, unread)
 
 # The releases before 1.0's per-engine placement and load-time checks (total_train_epochs > 0, recover.mode on/off).
 BEFORE_1_0 = ("0.3", "0.4", "0.5")
@@ -895,7 +895,7 @@ class GenerationHyperparameters(Section):
     max_new_tokens: int = param(16384, description="Maximum number of generated tokens.", ge=1,
                                 fate=HONORED)
     min_new_tokens: int = param(0, description="Minimum number of generated tokens.", ge=0,
-                                fate=inert("AReaL's SGLang and vLLM requests never pass it "
+                                fate=unread("AReaL's SGLang and vLLM requests never pass it "
                                            "(areal/engine/*_remote.py build_generation_request): a response may "
                                            "end at its first EOS, as in rlcfg"))
     max_tokens: int = param(65536, description="Maximum of prompt plus generated tokens.", ge=1,

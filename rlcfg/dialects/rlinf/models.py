@@ -10,7 +10,7 @@ Keys that exist only in some releases say so with `releases=` (the names of `RLi
 # Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
 from typing import Any, Literal
 
-from rlcfg.schema.base import HONORED, REQUIRED, declare_fates, inert, param, refused, section
+from rlcfg.schema.base import HONORED, REQUIRED, declare_fates, inert, param, refused, section, unread
 from rlcfg.dialects.rlinf.inventoried import Inventoried
 
 OLD = ("2025-08", "2025-10")  # rollout.model_dir / model_arch era
@@ -637,7 +637,7 @@ for _logger in (Logger, Tensorboard, Wandb):
 declare_fates(Runner, HONORED, logger=_SECTION, val_check_interval=_NO_EVAL, experiment_name=_LOGS, output_dir=_LOGS,
        per_worker_log=_LOGS, enable_dynamic_batch_size=_PERF, max_tokens_per_mbs=_PERF)
 declare_fates(SamplingParams, HONORED,
-       min_new_tokens=inert("RLinf's rollout workers never pass it to SGLang or vLLM (sglang_worker and "
+       min_new_tokens=unread("RLinf's rollout workers never pass it to SGLang or vLLM (sglang_worker and "
                             "vllm_worker _get_sampling_params): a response may end at any token, as in rlcfg"))
 declare_fates(Algorithm, HONORED, sampling_params=_SECTION, rollout_batch_size_per_gpu=_PERF,
        val_rollout_batch_size_per_gpu=_NO_EVAL,

@@ -20,7 +20,7 @@ from pydantic import ConfigDict, Discriminator, Tag, create_model, model_validat
 from rlcfg.dialects.roll.device_mapping import DeviceMappingError, parse_device_mapping
 from rlcfg.schema import entry
 from rlcfg.schema.base import (HONORED, Section, declare_fates, declare_release_table, declare_releases, inert, param,
-                               refused, section)
+                               refused, section, unread)
 
 
 # ---- reading a worker the way ROLL does ---------------------------------------------------------------------
@@ -1139,7 +1139,7 @@ declare_fates(RollConfig,
        global_template=HONORED, tag_to_template=HONORED, dataset_filter=SECTION, save_logging_board_dir=LOGS,
        reward_model=refused("rlcfg scores with the rule reward workers of `rewards`; it starts no shared "
                             "reward-model cluster"),
-       difficulty_loss_weight=inert("ROLL never applies it: ActorWorker.compute_sample_weights turns the data's "
+       difficulty_loss_weight=unread("ROLL never applies it: ActorWorker.compute_sample_weights turns the data's "
                                     "`difficulty` column, which ROLL keeps as an object array (DataProto requires "
                                     "one), into a tensor, which torch refuses; ROLL logs a warning and goes on "
                                     "without the weight"),
