@@ -250,8 +250,11 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
         new_data = replace(new_data, eval_files=())
     if data.max_prompt_length is None or data.max_prompt_length > limit:
         new_data = replace(new_data, max_prompt_length=limit)
-        subs.append(Substitution("prompt length", str(data.max_prompt_length or "unlimited"),
-                                 f"{limit} (characters: the tiny tokenizer has one token per character)"))
+        # The longest prompt kept, not the key's value: ChatLearn keeps prompts shorter than its limit, so a
+        # config's 1024 is a longest prompt of 1023.
+        subs.append(Substitution("longest prompt", f"{data.max_prompt_length} tokens" if data.max_prompt_length
+                                 else "unlimited",
+                                 f"{limit} characters (the tiny tokenizer has one token per character)"))
     new_roles = [_engine_lengths(r, new_data.max_prompt_length, new_sampling.max_new_tokens) for r in new_roles]
 
     logging = exp.logging

@@ -70,6 +70,13 @@ def test_the_substitutions_name_the_configs_own_keys(tmp_path):
     assert len(smoke.table().splitlines()) == len(smoke.substitutions)
 
 
+def test_the_prompt_limit_reads_as_the_longest_prompt_kept(tmp_path):
+    # ChatLearn keeps prompts shorter than max_prompt_tokens_length: the table must not look like an off-by-one.
+    exp = experiment(TEMPLATES / "chatlearn-fsdp-vllm.yaml", ["models.policy.max_prompt_tokens_length=1024"])
+    table = subs(S.smoke_experiment(exp, host(tmp_path)))
+    assert table["longest prompt"] == ("1023 tokens", "64 characters (the tiny tokenizer has one token per character)")
+
+
 def test_what_the_machine_runs_is_kept(tmp_path):
     exp = experiment(TEMPLATES / "roll-megatron-vllm.yaml")
     smoke = S.smoke_experiment(exp, host(tmp_path, vllm=True, megatron=False))
