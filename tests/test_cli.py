@@ -460,6 +460,23 @@ def test_help():
         assert flag in result.stdout
 
 
+@pytest.mark.parametrize("command", ["validate", "plan", "run", "convert", "docs", "schema", "keys"])
+def test_help_paragraphs_fill_the_terminal_width(command):
+    # A description wrapped at the docstring's own line ends and again at the terminal's reads raggedly: every
+    # line of a paragraph but its last reaches most of the width.
+    lines = [line.strip() for line in run(command, "--help").stdout.split("╭")[0].splitlines()]
+    paragraphs: list[list[str]] = [[]]
+    for line in lines[2:]:  # after the usage line
+        if line:
+            paragraphs[-1].append(line)
+        elif paragraphs[-1]:
+            paragraphs.append([])
+    assert len(paragraphs) >= 2
+    for paragraph in paragraphs:
+        for line in paragraph[:-1]:
+            assert len(line) > 70, f"{command} --help: a short line inside a paragraph: {line!r}"
+
+
 # ---- silencing codes, usage errors for tools, colour ----------------------------------------------------------
 
 def test_ignore_silences_warnings_but_never_errors(tmp_path):

@@ -8,9 +8,10 @@ flag), 101 a bug in rlcfg (a short message; the traceback only under --debug).
 
 from __future__ import annotations
 
+import inspect
 from contextlib import contextmanager
 from enum import Enum
-from typing import Iterator
+from typing import Any, Callable, Iterator
 
 import typer
 
@@ -46,7 +47,26 @@ class OutputFormat(str, Enum):
     text = "text"
     json = "json"
 
-app = typer.Typer(
+def reflowed(doc: str) -> str:
+    """A docstring as help text whose paragraphs rich wraps to the terminal: typer keeps the line breaks inside the
+    paragraphs after the first, which rich then wraps again, leaving every source line's end ragged."""
+    return "\n\n".join(" ".join(line.strip() for line in paragraph.splitlines())
+                       for paragraph in inspect.cleandoc(doc).split("\n\n"))
+
+
+class _App(typer.Typer):
+    def command(self, *args: Any, **kwargs: Any) -> Callable:
+        register = super().command(*args, **kwargs)
+
+        def decorate(function: Callable) -> Callable:
+            if kwargs.get("help") is None and function.__doc__:
+                return super(_App, self).command(*args, **kwargs, help=reflowed(function.__doc__))(function)
+            return register(function)
+
+        return decorate
+
+
+app = _App(
     name="rlcfg",
     help="Check, explain and document the configs of LLM RL post-training frameworks "
          f"({registry.listing('titles')}) before a single GPU is touched.",
