@@ -182,6 +182,20 @@ def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = N
     return result
 
 
+def dialect_of(path: str) -> str | None:
+    """The dialect of the config `path` names (a YAML file or a launch script), as `check_file` would detect it;
+    None when it cannot be told. Raises UsageError for what cannot be read."""
+    from rlcfg import schema
+
+    opened = open_config(path)
+    if opened.dialect is not None:
+        return opened.dialect
+    tree, _problems = load_yaml(opened.text, opened.filename)
+    if tree is None or not isinstance(tree.data, dict):
+        return None
+    return schema.detect(_composed_for_detection(tree, opened.base_dir, os.environ).data).name
+
+
 def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect: str | None = None,
                strict: bool = False, env: Mapping[str, str] | None = None, base_dir: str = ".",
                release: str | None = None, among: Sequence[str] = (), entry_keys: Any = None) -> CheckResult:

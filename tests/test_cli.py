@@ -512,6 +512,45 @@ def test_shell_completion_is_offered():
     assert "--install-completion" in run("--help").stdout
 
 
+def complete(line: str, shell: str = "bash") -> list[str]:
+    """What the shell would offer for the last word of `line`, asked as an installed completion asks."""
+    import subprocess
+    import sys
+
+    env = {**os.environ, "_RLCFG_COMPLETE": f"complete_{shell}", "NO_COLOR": "1"}
+    if shell == "bash":
+        env.update(COMP_WORDS=line, COMP_CWORD=str(len(line.split()) - (0 if line.endswith(" ") else 1)))
+    else:
+        env["_TYPER_COMPLETE_ARGS"] = line
+    rlcfg = str(Path(sys.executable).parent / "rlcfg")
+    result = subprocess.run([rlcfg], capture_output=True, text=True, env=env, cwd=ROOT, timeout=60)
+    assert result.returncode == 0 and not result.stderr, result.stderr
+    return result.stdout.split()
+
+
+def test_completion_of_flag_values():
+    assert complete("rlcfg convert templates/skyrl-fsdp-vllm.yaml --to r") == ["rlinf", "roll"]
+    assert complete("rlcfg plan templates/skyrl-fsdp-vllm.yaml --gpu h2") == ["h200", "h20"]
+    assert complete("rlcfg validate x.yaml -d a") == ["areal"]
+    # the releases of the config's own dialect, read from FILE while its value is being typed
+    assert complete("rlcfg validate templates/roll-fsdp2-vllm.yaml --framework-version v0") == [
+        "v0.1.0", "v0.1.3", "v0.2.1", "v0.3.0"]
+
+
+def test_completion_of_override_keys_one_section_at_a_time():
+    roll = "rlcfg validate templates/roll-fsdp2-vllm.yaml "
+    assert complete(roll + "actor_tr") == ["actor_train."]
+    assert complete(roll + "actor_train.training_args.learning_r") == ["actor_train.training_args.learning_rate="]
+    assert "++actor_train.model_args." in complete(roll + "++actor_train.model_")
+    assert complete(roll + "~actor_train.model_args.dty") == ["~actor_train.model_args.dtype"]  # a deletion takes no value
+    assert complete(roll + "seed=") == []
+    assert complete("rlcfg keys skyrl trainer.algorithm.kl_loss_c") == ["trainer.algorithm.kl_loss_coef"]
+    # zsh and fish hand the words over in another variable
+    assert any("actor_train." in word for word in complete(roll + "actor_tr", "zsh"))
+    # a file that cannot be read completes nothing, quietly
+    assert complete("rlcfg validate missing.yaml actor") == []
+
+
 def test_keys_lists_a_section_one_line_per_key():
     result = run("keys", "skyrl", "trainer.algorithm")
     assert result.returncode == 0, result.stderr

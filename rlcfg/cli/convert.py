@@ -8,6 +8,7 @@ from typing import List, Optional
 
 import typer
 
+from rlcfg.cli import completion
 from rlcfg.cli.base import (DIALECT_NAMES, EXIT_BUG, EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, app, bug_guard,
                             file_help, usage_error)
 
@@ -23,16 +24,20 @@ from rlcfg.cli.base import (DIALECT_NAMES, EXIT_BUG, EXIT_INVALID, EXIT_OK, FRAM
 def convert(
     file: str = typer.Argument(..., help=file_help("convert"), metavar="FILE"),
     overrides: Optional[List[str]] = typer.Argument(
-        None, metavar="[OVERRIDES]...", help="Command-line overrides in the source dialect's own grammar."),
-    to: str = typer.Option(..., "--to", "-t", metavar="DIALECT", help=f"The target dialect: {DIALECT_NAMES}."),
+        None, metavar="[OVERRIDES]...", help="Command-line overrides in the source dialect's own grammar.",
+        autocompletion=completion.override_keys),
+    to: str = typer.Option(..., "--to", "-t", metavar="DIALECT", help=f"The target dialect: {DIALECT_NAMES}.",
+                           autocompletion=completion.dialects),
     out: Optional[str] = typer.Option(None, "--output", "-o", metavar="OUT",
                                       help="Write the converted config here instead of standard output."),
     strict: bool = typer.Option(False, "--strict",
                                 help="Fail (exit 1, nothing written) when the target cannot express a setting."),
     dialect: Optional[str] = typer.Option(None, "--dialect", "-d",
-                                          help="Force the source dialect instead of detecting it."),
+                                          help="Force the source dialect instead of detecting it.",
+                                          autocompletion=completion.dialects),
     framework_version: Optional[str] = typer.Option(None, "--framework-version", metavar="RELEASE",
-                                                    help=FRAMEWORK_VERSION_HELP),
+                                                    help=FRAMEWORK_VERSION_HELP,
+                                                    autocompletion=completion.releases),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback if rlcfg itself fails."),
 ) -> None:
     """Write the same experiment in another framework's dialect.

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import typer
 
+from rlcfg.cli import completion
 from rlcfg.cli.base import DIALECT_NAMES, EXIT_INVALID, EXIT_OK, app, bug_guard, usage_error
 
 DEFAULT_OUT = "docs/reference"
@@ -28,7 +29,8 @@ class DocFormat(str, Enum):
 def docs(
     dialect: str = typer.Option("all", "--dialect", "-d", metavar="DIALECT",
                                 help=f"One dialect ({DIALECT_NAMES}), or all of them plus the "
-                                     "index and the diagnostic-code page."),
+                                     "index and the diagnostic-code page.",
+                                autocompletion=completion.dialects),
     output: DocFormat = typer.Option(DocFormat.md, "--format", "-f", help="Markdown (md) or reStructuredText (rst)."),
     out: Path = typer.Option(Path(DEFAULT_OUT), "--out", "-o", metavar="DIR",
                              help="Folder for the pages (one file per dialect, plus index and diagnostics)."),

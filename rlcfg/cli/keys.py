@@ -6,6 +6,7 @@ from typing import Optional
 
 import typer
 
+from rlcfg.cli import completion
 from rlcfg.cli.base import DIALECT_NAMES, app, bug_guard, usage_error
 from rlcfg.cli.common import echo
 
@@ -21,16 +22,18 @@ DESCRIPTION_WIDTH = 100  # a key's line keeps the first sentence of its descript
            "Exit codes: 0 listed, 2 usage error (an unknown dialect, or a prefix no key has), 101 a bug in rlcfg.",
 )
 def keys(
-    dialect: str = typer.Argument(..., metavar="DIALECT", help=f"The dialect ({DIALECT_NAMES})."),
+    dialect: str = typer.Argument(..., metavar="DIALECT", help=f"The dialect ({DIALECT_NAMES}).",
+                                  autocompletion=completion.dialects),
     prefix: Optional[str] = typer.Argument(None, metavar="[PREFIX]",
-                                           help="Only the keys under this dotted section (or the key itself)."),
+                                           help="Only the keys under this dotted section (or the key itself).",
+                                           autocompletion=completion.key_prefixes),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback if rlcfg itself fails."),
 ) -> None:
     """Print a dialect's keys, one per line: the dotted key, its type, its default and the first sentence of its
     description; the releases that have it when not all do. Sections are listed by their keys.
     """
     with bug_guard(debug):
-        echo("\n".join(key_lines(dialect, prefix or "")))
+        echo("\n".join(key_lines(dialect, (prefix or "").rstrip("."))))  # `a.b.`, as completion offers it
 
 
 def key_lines(dialect: str, prefix: str) -> list[str]:

@@ -8,6 +8,7 @@ from typing import Any, List, Optional
 
 import typer
 
+from rlcfg.cli import completion
 from rlcfg.cli.base import (EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard,
                             drop_ignored, file_help, ignored_codes, usage_error, use_color)
 
@@ -24,7 +25,8 @@ from rlcfg.cli.base import (EXIT_INVALID, EXIT_OK, FRAMEWORK_VERSION_HELP, IGNOR
 def plan(
     file: str = typer.Argument(..., help=file_help("plan"), metavar="FILE"),
     overrides: Optional[List[str]] = typer.Argument(
-        None, metavar="[OVERRIDES]...", help="Command-line overrides in the dialect's own grammar, as for validate."),
+        None, metavar="[OVERRIDES]...", help="Command-line overrides in the dialect's own grammar, as for validate.",
+        autocompletion=completion.override_keys),
     show_gpu_map: bool = typer.Option(False, "--show-gpu-map",
                                       help="Also draw the node × GPU grid and each role's rank coordinates."),
     output: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f",
@@ -36,17 +38,20 @@ def plan(
                                                 help="GPUs per node (default: the config's, else 8)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", metavar="NAME",
                                       help="The GPU kind for the memory estimate: h100, h200, h800, h20, b200, "
-                                           "a100-80g, a100-40g, l40s, l4, ... or a size such as 96GB (default h100)."),
+                                           "a100-80g, a100-40g, l40s, l4, ... or a size such as 96GB (default h100).",
+                                      autocompletion=completion.gpus),
     model_config: Optional[str] = typer.Option(None, "--model-config", metavar="FILE",
                                                help="The policy model's config.json, when its path in the config is "
                                                     "not a local directory; read as JSON, nothing is downloaded."),
     dialect: Optional[str] = typer.Option(None, "--dialect", "-d",
-                                          help="Force the dialect instead of detecting it from the document."),
+                                          help="Force the dialect instead of detecting it from the document.",
+                                          autocompletion=completion.dialects),
     color: Optional[bool] = typer.Option(None, "--color/--no-color",
                                          help="Colour the text output (default: on a terminal, unless NO_COLOR is set)."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="CODE[,CODE...]", help=IGNORE_HELP),
     framework_version: Optional[str] = typer.Option(None, "--framework-version", metavar="RELEASE",
-                                                    help=FRAMEWORK_VERSION_HELP),
+                                                    help=FRAMEWORK_VERSION_HELP,
+                                                    autocompletion=completion.releases),
     debug: bool = typer.Option(False, "--debug", help="Show the traceback if rlcfg itself fails."),
 ) -> None:
     """Plan a config: placement of each role on the cluster's GPUs, the rank layout, the batch schedule and a

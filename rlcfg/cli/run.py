@@ -15,6 +15,7 @@ from typing import List, Optional
 
 import typer
 
+from rlcfg.cli import completion
 from rlcfg.cli.base import (FRAMEWORK_VERSION_HELP, EXIT_INVALID, EXIT_OK, EXIT_USAGE, OutputFormat, app, file_help,
                                 bug_guard, usage_error)
 
@@ -55,7 +56,8 @@ def _fail(message: str, json_output: bool = False) -> typer.Exit:
 def run(
     file: Optional[str] = typer.Argument(None, metavar="[FILE]", help=file_help("run")),
     overrides: Optional[List[str]] = typer.Argument(None, metavar="[OVERRIDES]...",
-                                                    help="Overrides in the dialect's own grammar, as for validate."),
+                                                    help="Overrides in the dialect's own grammar, as for validate.",
+                                                    autocompletion=completion.override_keys),
     quickstart: bool = typer.Option(False, "--quickstart",
                                     help="Run the built-in quickstart: a tiny model, warm-started with a short SFT, learns "
                                          "with GRPO to answer the multiplication table and stop, on CPU, in a couple "
@@ -78,12 +80,14 @@ def run(
     address: Optional[str] = typer.Option(None, "--address", metavar="ADDR",
                                           help="Join an existing Ray cluster (`auto`, host:port, or ray://...); "
                                                "default: RAY_ADDRESS, else a private local instance."),
-    dialect: Optional[str] = typer.Option(None, "--dialect", "-d", help="Force the config's dialect."),
+    dialect: Optional[str] = typer.Option(None, "--dialect", "-d", help="Force the config's dialect.",
+                                          autocompletion=completion.dialects),
     steps: Optional[int] = typer.Option(None, "--steps", min=1,
                                         help="Stop after this many steps of this invocation (a resumed run counts "
                                              "from its checkpoint)."),
     framework_version: Optional[str] = typer.Option(None, "--framework-version", metavar="RELEASE",
-                                                    help=FRAMEWORK_VERSION_HELP),
+                                                    help=FRAMEWORK_VERSION_HELP,
+                                                    autocompletion=completion.releases),
     smoke: bool = typer.Option(False, "--smoke",
                                help="Try the config here before the cluster: its algorithm, roles, colocation and batch "
                                     "structure run for a few steps (3 unless --steps) with stand-ins for what this "
@@ -109,7 +113,8 @@ def run(
                                                 help="With --dry-run: GPUs per node (default: the config's, else 8)."),
     gpu: Optional[str] = typer.Option(None, "--gpu", metavar="NAME",
                                       help="With --dry-run: the GPU kind for the memory verdict (h100, h200, "
-                                           "a100-80g, ... or a size such as 96GB; default h100)."),
+                                           "a100-80g, ... or a size such as 96GB; default h100).",
+                                      autocompletion=completion.gpus),
     output_format: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f",
                                                help="With --dry-run: text for people, json for tools."),
     debug: bool = typer.Option(False, "--debug", help="Show worker logs, and the traceback if rlcfg itself fails."),

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from rlcfg.cli import completion
 from rlcfg.cli.base import DIALECT_NAMES, app, bug_guard
 from rlcfg.cli.docs import _flags, _select, finish
 
@@ -24,7 +25,8 @@ DEFAULT_OUT = "schemas"
 )
 def schema(
     dialect: str = typer.Option("all", "--dialect", "-d", metavar="DIALECT",
-                                help=f"One dialect ({DIALECT_NAMES}), or all of them."),
+                                help=f"One dialect ({DIALECT_NAMES}), or all of them.",
+                                autocompletion=completion.dialects),
     out: Path = typer.Option(Path(DEFAULT_OUT), "--out", "-o", metavar="DIR",
                              help="Folder for the <dialect>.schema.json files."),
     check: bool = typer.Option(False, "--check",

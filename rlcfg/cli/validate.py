@@ -7,6 +7,7 @@ from typing import List, Optional
 import typer
 
 import rlcfg.schema as registry
+from rlcfg.cli import completion
 from rlcfg.cli.base import (DIALECT_NAMES, FRAMEWORK_VERSION_HELP, IGNORE_HELP, OutputFormat, app, bug_guard,
                             file_help)
 
@@ -38,10 +39,12 @@ def validate(
         None, metavar="[OVERRIDES]...",
         help="Command-line overrides in the dialect's own grammar: `a.b=c` everywhere; Hydra dialects ("
              + ", ".join(e.title for e in registry.REGISTRY if e.override_grammar == "hydra")
-             + ") also take `+a.b=c` (add), `++a.b=c` (add or change) and `~a.b` (delete)."),
+             + ") also take `+a.b=c` (add), `++a.b=c` (add or change) and `~a.b` (delete).",
+        autocompletion=completion.override_keys),
     dialect: Optional[str] = typer.Option(None, "--dialect", "-d",
                                           help=f"Force the dialect ({DIALECT_NAMES}) instead of "
-                                               "detecting it from the document's top-level keys."),
+                                               "detecting it from the document's top-level keys.",
+                                          autocompletion=completion.dialects),
     output: OutputFormat = typer.Option(OutputFormat.text, "--format", "-f", help="text for people, json for tools."),
     strict: bool = typer.Option(False, "--strict",
                                 help="Fail on warnings too; rules that depend on the machine the job runs on "
@@ -53,7 +56,8 @@ def validate(
                                          help="Colour the text output (default: on a terminal, unless NO_COLOR is set)."),
     ignore: Optional[List[str]] = typer.Option(None, "--ignore", metavar="CODE[,CODE...]", help=IGNORE_HELP),
     framework_version: Optional[str] = typer.Option(None, "--framework-version", metavar="RELEASE",
-                                                    help=FRAMEWORK_VERSION_HELP),
+                                                    help=FRAMEWORK_VERSION_HELP,
+                                                    autocompletion=completion.releases),
     fix: bool = typer.Option(False, "--fix",
                              help="Apply the safe fixes (batch and parallel sizes, misspelt keys) to FILE in place, "
                                   "print the unified diff and the overrides to change, then report on the fixed "
