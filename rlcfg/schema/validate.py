@@ -13,7 +13,7 @@ from rlcfg.records import record
 from rlcfg.schema.base import (LATE_CHECK_KEY, Dialect, Finding, HostFacts, RuleContext, Section, UndeclaredCode,
                                choices_of, field_at, field_releases, fields_along, is_deferred, iter_fields, key_of,
                                section_at, section_types)
-from rlcfg.source.tree import Path, SourceTree, copy_containers, delete_path, dotted, split_dotted
+from rlcfg.source.tree import Path, SourceTree, copy_containers, delete_path, dotted, set_path, split_dotted
 from rlcfg.source.yaml_loader import TooLongNumber
 
 _TYPE_WORDS = {
@@ -27,8 +27,10 @@ _RANGE = {"greater_than": ">", "greater_than_equal": ">=", "less_than": "<", "le
 
 
 def describe_value(value: Any) -> str:
+    if value is None:
+        return "null"
     kind = {bool: "a boolean", int: "an integer", float: "a float", str: "a string", list: "a list",
-            dict: "a mapping", type(None): "null"}.get(type(value), type(value).__name__)
+            dict: "a mapping"}.get(type(value), type(value).__name__)
     shown = repr(value) if isinstance(value, str) else _short(value)
     return f"{shown} ({kind})"
 
@@ -71,8 +73,11 @@ def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None
         cleaned = copy_containers(data)
         for error in errors:
             path = _tree_path(error["loc"], data)
+            read_as: Any = None
             if error["type"] == "extra_forbidden":
                 found = _unknown_key_verdict(path, root, tree, dialect, judgement)
+            elif error["type"] == "bool_type" and dialect is not None and dialect.flags_by_truth:
+                found, read_as = _flag_by_truth(error["input"], path, tree, dialect, judgement.release)
             elif error["type"] == "missing" and judgement.known_keys_only:
                 found = None  # a key of the modelled pipeline that this one has no use for
             else:
@@ -81,7 +86,9 @@ def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None
                 result.diagnostics.append(found)
             if found is not None and found.severity is Severity.ERROR:
                 result.error_paths.add(path)
-            if error["type"] != "missing":
+            if read_as is not None:
+                set_path(cleaned, path, read_as)  # what the framework's code reads, so that what runs is the same
+            elif error["type"] != "missing":
                 delete_path(cleaned, path)
         try:
             result.config = root.model_validate(cleaned)
@@ -92,6 +99,33 @@ def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None
     if dialect is not None and judgement.release is not None:
         result.diagnostics.extend(_release_diagnostics(root, tree, dialect, judgement))
     return result
+
+
+# Strings that say false but that a truth test reads as true, as any non-empty string.
+FALSE_WORDS = frozenset({"false", "no", "off", "0", "n", "f", "none", "null"})
+TRUE_WORDS = frozenset({"true", "yes", "on", "1", "y", "t"})
+
+
+def _flag_by_truth(value: Any, path: Path, tree: SourceTree, dialect: Dialect, release: str | None
+                   ) -> tuple[Diagnostic, bool | None]:
+    """A flag of another type, where the framework's code tests its truth (`Dialect.flags_by_truth`): a warning and
+    the bool the code reads where that is what the value says (1, 0, null, "yes"), an error where it is not (the
+    string "false" reads as true; a list, a mapping, any other string)."""
+    name = dotted(path)
+    framework = dialect.release_label(release) if release is not None else dialect.title
+    read = bool(value)
+    word = str(read).lower()
+    says = value.strip().lower() if isinstance(value, str) else None
+    plain = isinstance(value, (int, float)) or value is None or (says is not None and (says in TRUE_WORDS or not says))
+    if plain:
+        return diagnostic("RLC200", name, f"`{name}` is {describe_value(value)}, which {framework} reads as {word}: "
+                          "its code tests the flag's truth", origin=tree.origin(path), severity=Severity.WARNING,
+                          hint=f"write `{path[-1]}: {word}`"), read
+    flipped = says in FALSE_WORDS
+    meaning = "the opposite of what it says" if flipped else "whatever it was meant to say"
+    return diagnostic("RLC200", name, f"`{name}`: expected true or false, got {describe_value(value)}; {framework} "
+                      f"accepts this at load but reads it as {word} when its code tests the flag, {meaning}",
+                      origin=tree.origin(path), hint=f"write `{path[-1]}: false`" if flipped else "write true or false"), None
 
 
 def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dialect: Dialect | None,
@@ -254,7 +288,8 @@ def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: Source
         allowed_text = ", ".join(_short(a) for a in allowed) if allowed else error.get("ctx", {}).get("expected", "")
         suggestion = None
         if allowed and isinstance(value, str):
-            close = close_matches(value, [str(a) for a in allowed], n=1, cutoff=0.6)
+            same_but_case = [str(a) for a in allowed if str(a).lower() == value.lower()]
+            close = same_but_case or close_matches(value, [str(a) for a in allowed], n=1, cutoff=0.6)
             suggestion = close[0] if close else None
         hint = f"did you mean `{suggestion}`?" if suggestion else f"use one of: {allowed_text}"
         message = f"`{name}`: {_short(value)} is not one of {allowed_text}"

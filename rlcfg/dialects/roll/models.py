@@ -952,7 +952,7 @@ class _PpoRoot(_BaseRoot):
     reward: Worker = section(Worker, description="A reward-inference worker (PPOConfig; RLVR uses `rewards`).")
     async_generation_ratio: float = param(
         0, description="How far generation may run ahead of training; 0 is synchronous, otherwise >= 1.", ge=0)
-    ppo_epochs: int = param(1, description="Optimisation epochs per batch of samples.", ge=1)
+    ppo_epochs: int = param(1, description="Optimisation epochs per batch of samples.", ge=0)
     max_grad_norm: float = param(1.0, description="Gradient clipping norm.", gt=0)
     l2: float = param(0.0, description="L2 regularisation.", ge=0)
     lambd: float = param(0.95, description="GAE lambda.", ge=0, le=1)

@@ -311,10 +311,17 @@ def strategy_release(cfg: Any, ctx: RuleContext):
                                             "fsdp2_train / megatron_train (fsdp2_infer / megatron_infer to infer)")
 
 
+# The strategies that look up their strategy_config options by name (`strategy_config.get("fsdp_size", 1)`) or not
+# at all, rather than passing the mapping on as keyword arguments: another strategy's option is never read there.
+STRATEGIES_READING_BY_NAME = ("fsdp2_train", "fsdp2_infer", "hf_infer")
+
+
 @RULES.rule("roll/strategy-config-keys", "RLC102",
-            "strategy_config keys must be options of the chosen strategy: a near-miss or another strategy's key "
-            "is an error; an option rlcfg does not list is passed to the engine unchecked (warning).",
-            keys=["*.strategy_args.strategy_config"])
+            "strategy_config keys must be options of the chosen strategy: a near-miss is an error; another "
+            "strategy's key is an error where the strategy passes its options on as keyword arguments (Megatron, "
+            "DeepSpeed, vLLM, SGLang) and a warning where it only looks up its own (FSDP2, hf_infer: RLC307); an "
+            "option rlcfg does not list is passed to the engine unchecked (warning).",
+            keys=["*.strategy_args.strategy_config"], also=("RLC307",))
 def strategy_config_keys(cfg: Any, ctx: RuleContext):
     owners: dict[str, list[str]] = {}
     for name, model in CONFIG_OF_STRATEGY.items():
@@ -329,20 +336,29 @@ def strategy_config_keys(cfg: Any, ctx: RuleContext):
         for key in (config.model_extra or {}):
             where = f"`{path}.strategy_args.strategy_config`"
             full = _sc_path(path, key)
+            # judged against the chosen strategy: muted with it when its name is wrong (a default stands in)
+            chosen = [f"{path}.strategy_args.strategy_name"]
             close = close_matches(key, known, n=1, cutoff=0.75)
             if close:
                 yield ctx.error("RLC102", full, f"unknown key `{key}` in {where} (strategy {name})",
-                                hint=f"did you mean `{close[0]}`?")
+                                hint=f"did you mean `{close[0]}`?", related=chosen)
             elif key in owners:
                 alike = close_matches(key, known, n=1, cutoff=0.5)
                 hint = f"`{key}` is an option of {', '.join(owners[key])}"
                 hint += f"; {name} takes `{alike[0]}`" if alike else f", not of {name}"
-                yield ctx.error("RLC102", full, f"`{key}` is not an option of strategy {name} ({where})", hint=hint)
+                if name in STRATEGIES_READING_BY_NAME:
+                    yield ctx.warning("RLC307", full, f"`{key}` is not an option of strategy {name} ({where}): ROLL's "
+                                      f"{name} strategy reads only the options it asks for, so it is never read",
+                                      hint=hint + "; remove it", related=chosen)
+                else:
+                    yield ctx.error("RLC102", full, f"`{key}` is not an option of strategy {name} ({where})",
+                                    hint=hint, related=chosen)
             else:
                 yield ctx.warning("RLC102", full,
                                   f"`{key}` in {where} is not an option rlcfg knows for {name}; ROLL passes it to "
                                   f"{ENGINE_NAMES.get(name, name)} unchecked",
-                                  hint=f"check the spelling against {ENGINE_NAMES.get(name, name)}'s documentation")
+                                  hint=f"check the spelling against {ENGINE_NAMES.get(name, name)}'s documentation",
+                                  related=chosen)
 
 
 @RULES.rule("roll/megatron-parallel", "RLC400",
@@ -675,6 +691,19 @@ def max_steps(cfg: Any, ctx: RuleContext):
     if cfg.max_steps <= 0:
         yield ctx.error("RLC201", "max_steps", f"max_steps must be > 0 for the RLVR pipeline, got {cfg.max_steps}",
                         hint="set the number of pipeline steps, e.g. max_steps: 500")
+
+
+@RULES.rule("roll/ppo-epochs", "RLC201", "ppo_epochs 0: ROLL runs, and its actor takes no optimiser step (the "
+                                        "samples of each step are iterated zero times); `rlcfg run` refuses it.",
+            keys=["ppo_epochs"], also=("RLC118",))
+def ppo_epochs(cfg: Any, ctx: RuleContext):
+    if cfg.ppo_epochs == 0:
+        yield ctx.warning("RLC201", "ppo_epochs", "ppo_epochs is 0: ROLL accepts it and runs, but the actor iterates "
+                                                  "each step's samples zero times and never takes an optimiser step; "
+                                                  "the rollouts train nothing",
+                          hint="set ppo_epochs: 1")
+        yield _run_refusal("ppo_epochs", 0, "rlcfg runs at least one pass over each step's samples",
+                           "set ppo_epochs: 1")
 
 
 @RULES.rule("roll/profilers-exclusive", "RLC301", "profiler_timeline and profiler_memory are mutually "

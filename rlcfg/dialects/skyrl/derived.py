@@ -32,6 +32,15 @@ POLICY_LOSSES_BY_RELEASE = {
     "skyrl-0.4.0": (*POLICY_LOSSES, "rollout_is", "dppo"),
 }
 
+def dataset_files(value: list[str] | str) -> tuple[str, ...]:
+    """`data.train_data` or `data.val_data` as the files PromptDataset reads: one path alone is a list of one."""
+    return (value,) if isinstance(value, str) else tuple(value)
+
+
+# skyrl-train releases whose PromptDataset iterates a string given as the files, one character at a time
+DATASET_STRING_ITERATED = ("pre-0.1.0", "0.1.0")
+
+
 def policy_loss(cfg: Any) -> tuple[str, str]:
     """The policy loss that runs and the key that chose it: before v0.1.0 `ppo_loss_type` (null in the later
     releases, which do not have it), else `policy_loss_type`."""

@@ -59,7 +59,7 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ENVIRONMENTS_RUN
                                           loss_normalization,
                                       OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS,
                                       VLLM_KWARGS, critic_in_use, critic_trained, dp_size, policy_loss, ref_in_use,
-                                      rollout_gpus, world)
+                                      rollout_gpus, world, dataset_files)
 
 # The estimators and losses rlcfg runs with SkyRL's meaning, by SkyRL's names. The others (custom estimators and
 # losses registered in code, cross_entropy and importance_sampling, which sum over tokens as Tinker's losses do)
@@ -486,7 +486,7 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
     if critic_runs(cfg):
         roles.append(_critic(cfg))
     roles.append(_reward(cfg))
-    data = Data(train_files=tuple(cfg.data.train_data), eval_files=tuple(cfg.data.val_data), prompt_key="prompt",
+    data = Data(train_files=dataset_files(cfg.data.train_data), eval_files=dataset_files(cfg.data.val_data), prompt_key="prompt",
                 # SkyRL's datasets carry the answer under reward_spec for the environment to check.
                 answer_key="reward_spec.ground_truth",
                 # PromptDataset drops prompts longer than max_prompt_length (tokens, after the chat template).

@@ -97,11 +97,13 @@ _GSM8K_ONLY = refused("rlcfg scores each response with its math answer check aga
 
 class Data(Section):
     run_fate = HONORED
-    train_data: list[str] = param(
+    # One path alone is a list of one from skyrl-train 0.2.0 (PromptDataset wraps a string); rule
+    # skyrl/dataset-files says what the releases before do with it.
+    train_data: list[str] | str = param(
         ["${oc.env:HOME}/data/gsm8k/train.parquet"],
         description="Files of the training dataset (parquet; later releases also take JSON files or a Hugging Face "
                     "dataset name). The whole dataset is loaded into the CPU memory of a worker node.")
-    val_data: list[str] = param(
+    val_data: list[str] | str = param(
         ["${oc.env:HOME}/data/gsm8k/validation.parquet"],
         description="Files of the evaluation dataset. With several files, each one is evaluated and logged on its "
                     "own, plus an aggregate.")

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterator
 
 from rlcfg import run_limits
 from rlcfg.diagnostics import Constraint, Severity, close_matches
-from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
+from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE, DATASET_STRING_ITERATED,
                                           ADVANTAGE_ESTIMATORS_PRE, LOSS_AGGREGATIONS, LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, loggers, loss_normalization,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
@@ -407,7 +407,8 @@ def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     for path, value, known, registry in checks:
         if value in known:
             continue
-        typo = close_matches(value, known, n=1, cutoff=0.8)
+        # A built-in in another case is a typo too: the registries' names are case-sensitive
+        typo = [k for k in known if k.lower() == str(value).lower()] or close_matches(value, known, n=1, cutoff=0.8)
         if typo:
             yield ctx.error("RLC202", path, f"`{path}`: {_v(value)} is not one of skyrl-train's built-ins "
                                             f"({', '.join(known)}); validate_cfg stops on it",
@@ -1023,6 +1024,22 @@ def top_k(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 
 
 # ---- evaluation, checkpoints, logging -----------------------------------------------------------------------
+
+
+@RULES.rule("skyrl/dataset-files", "RLC200",
+            "One path alone as data.train_data or data.val_data: from skyrl-train 0.2.0 PromptDataset reads it as a "
+            "list of one; before, it takes each character of the string for a file and fails.",
+            keys=["data.train_data", "data.val_data"])
+def dataset_files_rule(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    if ctx.release not in DATASET_STRING_ITERATED:
+        return
+    for key in ("train_data", "val_data"):
+        value = getattr(cfg.data, key)
+        if isinstance(value, str):
+            yield ctx.error("RLC200", f"data.{key}", f"`data.{key}` is one path, {value!r}, not a list; "
+                            f"{_release_text(ctx)} accepts this at load but fails when it reads the dataset: its "
+                            "PromptDataset takes each character of the string for a file",
+                            hint=f"write it as a list: `{key}: [{value!r}]`")
 
 
 @RULES.rule("skyrl/eval-needs-data", "RLC307", "Evaluation settings have no effect without data.val_data.",

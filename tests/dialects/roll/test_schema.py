@@ -388,6 +388,11 @@ RULE_CASES = [
     ("roll/query-filter-args", MEGATRON, ["++rewards.math_rule.query_filter_config.type=std_filter",
                                           "++rewards.math_rule.query_filter_config.filter_args={std_threshold: '0'}"],
      "RLC200", "error", "rewards.math_rule.query_filter_config.filter_args.std_threshold"),
+    ("roll/ppo-epochs", MEGATRON, ["ppo_epochs=0"], "RLC201", "warning", "ppo_epochs"),
+    ("roll/ppo-epochs", MEGATRON, ["ppo_epochs=0"], "RLC118", "note", "ppo_epochs"),
+    # FSDP2 looks its options up by name: Megatron's are never read there, and the run goes on
+    ("roll/strategy-config-keys", FSDP2, ["+actor_train.strategy_args.strategy_config.tensor_model_parallel_size=2"],
+     "RLC307", "warning", "actor_train.strategy_args.strategy_config.tensor_model_parallel_size"),
     ("roll/reward-normalization-fallback", AGENTIC, ["++reward_normalization.method=mean_stdd",
                                                      "reward_normalization.norm_mean_type=null"],
      "RLC304", "warning", "reward_normalization.method"),

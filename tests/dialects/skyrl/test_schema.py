@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from rlcfg import lower
 from rlcfg.frontend import check_file, check_text
 from rlcfg.schema import load
 from rlcfg.dialects.skyrl.releases import key_releases
@@ -414,6 +415,39 @@ def test_rule(rule, overrides, code, severity, path, words):
         assert found[0].rule == rule
 
 
+def test_one_dataset_path_is_a_list_of_one_from_020_and_fails_before():
+    one = ["data.train_data=/data/train.parquet"]
+    result = check_file(str(TEMPLATE), one, env=HOST_ENV)
+    assert result.ok, [d.message for d in result.diagnostics]
+    assert lower.lower("skyrl", result.config, result.release).data.train_files == ("/data/train.parquet",)
+    old = check_file(str(TEMPLATE), one, env=HOST_ENV, release="0.1.0")
+    [error] = [d for d in old.diagnostics if d.path == "data.train_data" and d.severity.value == "error"]
+    assert error.rule == "skyrl/dataset-files" and "skyrl-train 0.1.0 accepts this at load but fails when" in error.message
+
+
+@pytest.mark.parametrize("written,reads", [("1", True), ("0", False), ("null", False), ("'yes'", True)])
+def test_a_flag_is_read_by_its_truth_as_skyrl_reads_it(written, reads):
+    # skyrl-train tests `if cfg.trainer.algorithm.use_kl_loss:` on an untyped node: 1 is on, null is off. rlcfg says
+    # so, and runs what skyrl-train would.
+    result = check_file(str(TEMPLATE), [f"trainer.algorithm.use_kl_loss={written}"], env=HOST_ENV)
+    assert result.ok
+    [warning] = [d for d in result.diagnostics if d.path == "trainer.algorithm.use_kl_loss"]
+    assert warning.severity.value == "warning" and f"reads as {str(reads).lower()}" in warning.message
+    assert result.config.trainer.algorithm.use_kl_loss is reads
+
+
+def test_the_string_false_on_a_flag_is_an_error_as_skyrl_would_read_it_as_true():
+    result = check_file(str(TEMPLATE), ["trainer.algorithm.use_kl_loss='false'"], env=HOST_ENV)
+    [error] = [d for d in result.diagnostics if d.path == "trainer.algorithm.use_kl_loss" and d.severity.value == "error"]
+    assert "accepts this at load but reads it as true" in error.message and error.hint == "write `use_kl_loss: false`"
+
+
+def test_a_builtin_estimator_in_another_case_is_an_error():
+    result = check_file(str(TEMPLATE), ["trainer.algorithm.advantage_estimator=GRPO"], env=HOST_ENV)
+    [error] = [d for d in result.diagnostics if d.path == "trainer.algorithm.advantage_estimator" and d.severity.value == "error"]
+    assert error.hint == "did you mean `grpo`?"
+
+
 def test_tis_outside_the_clipped_losses_is_refused_up_to_030():
     overrides = ["trainer.algorithm.use_tis=true", "trainer.algorithm.tis_imp_ratio_cap=2.0",
                  "trainer.algorithm.policy_loss_type=gspo"]
@@ -508,11 +542,12 @@ def test_the_ledger_of_each_algorithm_setting():
 
 
 def test_every_rule_has_a_test():
-    # the template is a v0.1.0+ config: the pre-0.1.0 rule is tested on the seed's config (test_the_seed_warmup_...)
+    # the template is a v0.1.0+ config: the pre-0.1.0 rule is tested on the seed's config (test_the_seed_warmup_...),
+    # the 0.1.0 one on its own (test_one_dataset_path_...)
     # ... and the `skyrl` package's rules on its command lines (test_package.py)
     tested = {case[0] for case in RULE_CASES} | {"skyrl/wandb-api-key", "skyrl/pre-010-fsdp-warmup",
                                                  "skyrl/loss-reduction-release", "skyrl/external-servers",
-                                                 "skyrl/mp-executor-one-node"}
+                                                 "skyrl/mp-executor-one-node", "skyrl/dataset-files"}
     assert {rule.id for rule in DIALECT.rules} <= tested
 
 
