@@ -50,6 +50,10 @@ class Loss:
     source: Any
     target: Any
     reason: str
+    # The keys that hold the field in the source's dialect and in the target's (rlcfg.convert.keys); empty where
+    # the dialect has none
+    source_keys: tuple[str, ...] = ()
+    target_keys: tuple[str, ...] = ()
 
     @property
     def of_experiment(self) -> bool:
@@ -70,7 +74,12 @@ class Loss:
         return 0
 
     def describe(self) -> str:
-        return (f"[{LOSS_KINDS[self.rank]}] {self.path}: {_show(self.source)} -> {_show(self.target)} "
+        """`[kind] source_key: value -> target_key: value (why)`, in the dialects' words; the Experiment field
+        names a side whose dialect has no key for it."""
+        source = ", ".join(self.source_keys) or (self.path.split(":", 1)[1] if not self.of_experiment
+                                                  else f"(rlcfg: {self.path})")
+        target = ", ".join(self.target_keys) or "(no key)"
+        return (f"[{LOSS_KINDS[self.rank]}] {source}: {_show(self.source)} -> {target}: {_show(self.target)} "
                 f"({self.reason})")
 
 
@@ -181,13 +190,37 @@ def convert(path: str, target: str, overrides: Sequence[str] = (), dialect: str 
         if pruned_result is not None and not diff(result, pruned_result):
             tree, reread = pruned, pruned_check
     differences = diff(source, result)
-    losses = _not_modelled(checked) + [Loss(d.path, d.source, d.target, _reason(d, emitted.reasons, target))
-                                       for d in differences]
+    named = _dialect_keys(emitter(checked.dialect).emit, module.emit, source, result)
+    losses = _not_modelled(checked) + [Loss(d.path, d.source, d.target, _reason(d, emitted.reasons, target),
+                                            *named(d)) for d in differences]
     # what changes the experiment first, then its resources, then its logging
     losses.sort(key=lambda loss: loss.rank)
     text = render.text(tree, target, checked.dialect, path, losses, schema_line, emitted.notes)
     return Conversion(path, checked.dialect, target, text, tree, source, result, losses, reread.diagnostics,
                       emitted.notes)
+
+
+def _dialect_keys(source_emit: Any, target_emit: Any, source: Experiment, result: Experiment) -> Any:
+    """For a difference: (the source dialect's keys for its field, the target's), each found by asking that
+    dialect's emitter which keys the other side's value changes (rlcfg.convert.keys)."""
+    from rlcfg.convert.keys import flat, keys_of
+
+    bases: dict[str, dict] = {}
+
+    def base(side: str) -> dict | None:
+        if side not in bases:
+            emit, experiment = (source_emit, source) if side == "source" else (target_emit, result)
+            try:
+                bases[side] = flat(emit(experiment).tree)
+            except Exception:  # noqa: BLE001 - an emitter that cannot write it names no key
+                bases[side] = {}
+        return bases[side]
+
+    def named(d: Difference) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        return (keys_of(source_emit, source, d.path, d.target, base("source")),
+                keys_of(target_emit, result, d.path, d.source, base("target")))
+
+    return named
 
 
 def _unchanged(path: str, checked: Any, source: Experiment) -> Conversion:

@@ -145,7 +145,8 @@ def text(tree: dict, target: str, source_dialect: str, source_file: str, losses:
             + (", except where listed below." if losses else ".")]
     if losses:
         head.append(f"# Not expressible in {TITLES[target]} ({len(losses)}), what it changes first: "
-                    "[kind] Experiment field: source -> this config")
+                    f"[kind] {TITLES.get(source_dialect, source_dialect)} key: source value -> key here: this "
+                    "config's value (a side without a key for it names rlcfg's field)")
         head.extend(f"#   {loss.describe()}" for loss in losses)
     if notes:
         head.append("# Chosen by rlcfg, since the source does not say (check them):")

@@ -108,7 +108,18 @@ def test_every_loss_is_listed_in_the_output_header():
     header = [line for line in conversion.text.splitlines() if line.startswith("#")]
     assert conversion.losses
     for loss in conversion.losses:
-        assert any(line.strip("# ").startswith(f"[{LOSS_KINDS[loss.rank]}] {loss.path}:") for line in header), loss.path
+        assert any(line.strip("# ") == loss.describe() for line in header), loss.path
+        assert loss.describe().startswith(f"[{LOSS_KINDS[loss.rank]}] ")
+
+
+def test_losses_are_named_by_the_source_and_target_keys():
+    conversion = converted("templates/skyrl-fsdp-vllm.yaml", "roll")
+    by_field = {loss.path: loss for loss in conversion.losses}
+    # SkyRL counts epochs, ROLL steps: each side names its own key, or has none
+    epochs, steps = by_field["schedule.epochs"], by_field["schedule.total_steps"]
+    assert epochs.source_keys == ("trainer.epochs",) and epochs.target_keys == ()
+    assert steps.target_keys == ("max_steps",)
+    assert epochs.describe().startswith("[algorithm] trainer.epochs: 20 -> (no key): None")
 
 
 def test_the_diff_names_a_role_field_by_role_name():

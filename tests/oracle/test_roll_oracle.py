@@ -236,9 +236,52 @@ def mutations(data: dict, pipeline: str) -> dict[str, dict]:
                 return False
             del d["actor_infer"]["generating_args"]
 
+    # the kinds of issue 29: coerced types, boundary values, keys of a sibling section, enum case, conflicting
+    # settings, nulls
+    def flag_as_1(d):
+        d["add_token_level_kl"] = 1
+
+    def flag_as_null(d):
+        d["add_token_level_kl"] = None
+
+    def flag_as_string(d):
+        d["add_token_level_kl"] = "false"
+
+    def number_as_string(d):
+        d["rollout_batch_size"] = "64"
+
+    def zero_epochs(d):
+        d["ppo_epochs"] = 0
+
+    def zero_steps(d):
+        d["max_steps"] = 0
+
+    def estimator_in_capitals(d):
+        d["adv_estimator"] = "GRPO"
+
+    def sibling_key(d):
+        # every worker declares training_args; the inference worker never reads them
+        if not isinstance(d.get("actor_infer"), dict):
+            return False
+        d["actor_infer"].setdefault("training_args", {})["learning_rate"] = 1.0e-6
+
+    def other_strategy_option(d):
+        args = _get(d, "actor_train.strategy_args")
+        if not isinstance(args, dict) or args.get("strategy_name") != "fsdp2_train":
+            return False
+        args.setdefault("strategy_config", {})["tensor_model_parallel_size"] = 2
+
+    def kl_twice(d):
+        d["use_kl_loss"] = True
+        d["add_token_level_kl"] = True
+
     for kind, change in (("typo", typo), ("wrong type", wrong_type), ("bad enum", bad_enum),
                          ("reward_clip null", reward_clip_null), ("broken divisibility", broken_divisibility),
-                         ("deleted key", deleted_key)):
+                         ("deleted key", deleted_key), ("flag as 1", flag_as_1), ("flag as null", flag_as_null),
+                         ("flag as the string false", flag_as_string), ("number as a string", number_as_string),
+                         ("zero epochs", zero_epochs), ("zero steps", zero_steps),
+                         ("estimator in capitals", estimator_in_capitals), ("sibling section key", sibling_key),
+                         ("another strategy's option", other_strategy_option), ("kl in loss and reward", kl_twice)):
         variant(kind, change)
     return out
 

@@ -79,6 +79,21 @@ MUTATIONS = [
                              "generator.batched=false"], None),
     ("engine_init_kwargs plus", ["+generator.engine_init_kwargs.max_model_len=4096"],
      ("0.2.0", "0.3.0", "0.4.0", "main")),
+    # the kinds of issue 29: coerced types, boundary values, keys of a sibling section, `+`/`++`, enum case,
+    # conflicting settings, nulls
+    ("flag as 1", ["trainer.algorithm.use_kl_loss=1"], None),
+    ("flag as null", ["trainer.algorithm.use_kl_loss=null"], None),
+    ("flag as the string false", ["trainer.algorithm.use_kl_loss='false'"], None),
+    ("number as a string", ["trainer.train_batch_size='1024'"], None),
+    ("null batch size", ["trainer.micro_train_batch_size_per_gpu=null"], None),
+    ("one dataset path", ["data.train_data=/tmp/train.parquet"], None),
+    ("one sample per prompt", ["generator.n_samples_per_prompt=1"], None),
+    ("zero epochs", ["trainer.epochs=0"], None),
+    ("estimator in capitals", ["trainer.algorithm.advantage_estimator=GRPO"], None),
+    ("sibling section key", ["trainer.ref.optimizer_config.lr=1e-6"], None),
+    ("sibling section key, plus", ["+trainer.ref.optimizer_config.lr=1e-6"], None),
+    ("double plus onto existing key", ["++trainer.epochs=2"], None),
+    ("kl in loss and reward", ["trainer.algorithm.use_kl_loss=true", "trainer.algorithm.use_kl_in_reward=true"], None),
     # the keys v0.1.0 renamed or moved, at every release, and what only the release before it checked
     ("seed loss dual_clip", ["trainer.algorithm.ppo_loss_type=dual_clip"], None),
     ("seed loss bad enum", ["trainer.algorithm.ppo_loss_type=gspo"], ("pre-0.1.0",)),
@@ -120,6 +135,13 @@ KNOWINGLY_STRICTER = {
     # rlcfg's message: "skyrl-train accepts this at load but fails when the trainer builds the models".
     "lora/run_qwen2_5_0.5b_gsm8k_ppo_lora.sh@0.4.0": "critic GPUs differ from the policy's under colocate_all",
     "lora/run_qwen2_5_0.5b_gsm8k_ppo_lora.sh@main": "critic GPUs differ from the policy's under colocate_all",
+    # `if cfg.trainer.algorithm.use_kl_loss:` reads the string "false" as true; rlcfg's message: "... accepts this at
+    # load but reads it as true when its code tests the flag, the opposite of what it says"
+    "flag as the string false": "a truth test reads any non-empty string as true",
+    # PromptDataset before v0.2.0 iterates the string's characters as files; rlcfg's message: "... accepts this at
+    # load but fails when it reads the dataset"
+    "one dataset path@pre-0.1.0": "PromptDataset takes each character for a file",
+    "one dataset path@0.1.0": "PromptDataset takes each character for a file",
 }
 
 # Scripts whose own entrypoint (not main_base) registers a custom advantage estimator or policy loss in code before

@@ -622,7 +622,7 @@ class Trainer(Section):
                                                                    "models, dumped batches and eval results).",
                                                                        fate=_LOG)
     bf16: bool = param(True, description="Train in bfloat16.")
-    epochs: int = param(1, description="Passes over the whole training dataset.", ge=1)
+    epochs: int = param(1, description="Passes over the whole training dataset.", ge=0)
     update_epochs_per_batch: int = param(
         1, description="Gradient passes over each training batch (PPO epochs).", ge=1)
     train_batch_size: int = param(1024, description="Prompts per training step (each one gives n_samples_per_prompt "

@@ -1057,6 +1057,17 @@ def eval_needs_data(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                                    "eval_before_train: false", related=["data.val_data"])
 
 
+@RULES.rule("skyrl/zero-epochs", "RLC201", "trainer.epochs 0: skyrl-train starts, and its training loop runs no "
+                                           "step; `rlcfg run` refuses it.", keys=["trainer.epochs"], also=("RLC118",))
+def zero_epochs(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    if cfg.trainer.epochs == 0:
+        yield ctx.warning("RLC201", "trainer.epochs", f"`trainer.epochs` is 0: {_release_text(ctx)} accepts it and "
+                                                      "starts, but its training loop runs no step: the run trains nothing",
+                          hint="set trainer.epochs: 1")
+        yield _refusal("trainer.epochs", 0, "rlcfg runs at least one pass over the training data",
+                       "set trainer.epochs: 1")
+
+
 @RULES.rule("skyrl/max-ckpts-to-keep", "RLC201", "max_ckpts_to_keep must not be 0.",
             keys=["trainer.max_ckpts_to_keep"])
 def max_ckpts(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:

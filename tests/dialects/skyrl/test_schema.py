@@ -219,6 +219,8 @@ def test_describe_names_the_layout():
 
 # (rule or schema check, overrides on the template, code, severity, path, words the message must contain)
 RULE_CASES = [
+    ("skyrl/zero-epochs", ["trainer.epochs=0"], "RLC201", "warning", "trainer.epochs", ["trains nothing"]),
+    ("skyrl/zero-epochs", ["trainer.epochs=0"], "RLC118", "note", "trainer.epochs", ["at least one pass"]),
     ("skyrl/policy-mini-batch", ["trainer.policy_mini_batch_size=300"],
      "RLC300", "error", "trainer.train_batch_size", ["1024", "300", "policy_mini_batch_size"]),
     ("skyrl/policy-mini-batch", ["trainer.train_batch_size=128"],
