@@ -698,10 +698,11 @@ class Dialect:
     # keys, each with what it sets as a fix's warning says it ("the group size", "the prompts per step", the learning
     # rate, the loss, advantage and KL settings). `rlcfg validate --fix` changes them only with --unsafe-fixes.
     algorithm_keys: ClassVar[Mapping[str, str]] = {}
-    # Whether the framework's code tests a flag's truth rather than its loader checking the flag's type (SkyRL: its
-    # YAML nodes are untyped, and its dataclasses are built without conversion). `use_kl_loss: 1` then runs as true
-    # and `null` as false, which `rlcfg validate` says and honours; the string "false" runs as true, an error.
-    flags_by_truth: ClassVar[bool] = False
+    # Whether the framework's loader keeps config values as written, checking no type (SkyRL: its YAML nodes are
+    # untyped, and its dataclasses are built without conversion). Its code then tests a flag's truth: `use_kl_loss: 1`
+    # runs as true and `null` as false, which `rlcfg validate` says and honours, while the string "false" runs as
+    # true, an error. A value of another type fails only where the code computes with it, which the error says.
+    untyped_values: ClassVar[bool] = False
 
     def override_prefix(self, tree: Any, path: tuple) -> str:
         """What an override that sets `path` starts with: `++` where Hydra composes only the user's files and the

@@ -76,7 +76,7 @@ def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None
             read_as: Any = None
             if error["type"] == "extra_forbidden":
                 found = _unknown_key_verdict(path, root, tree, dialect, judgement)
-            elif error["type"] == "bool_type" and dialect is not None and dialect.flags_by_truth:
+            elif error["type"] == "bool_type" and dialect is not None and dialect.untyped_values:
                 found, read_as = _flag_by_truth(error["input"], path, tree, dialect, judgement.release)
             elif error["type"] == "missing" and judgement.known_keys_only:
                 found = None  # a key of the modelled pipeline that this one has no use for
@@ -108,7 +108,7 @@ TRUE_WORDS = frozenset({"true", "yes", "on", "1", "y", "t"})
 
 def _flag_by_truth(value: Any, path: Path, tree: SourceTree, dialect: Dialect, release: str | None
                    ) -> tuple[Diagnostic, bool | None]:
-    """A flag of another type, where the framework's code tests its truth (`Dialect.flags_by_truth`): a warning and
+    """A flag of another type, where the framework's code tests its truth (`Dialect.untyped_values`): a warning and
     the bool the code reads where that is what the value says (1, 0, null, "yes"), an error where it is not (the
     string "false" reads as true; a list, a mapping, any other string)."""
     name = dotted(path)
@@ -315,8 +315,12 @@ def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: Source
             hint = f"write `{int(value)}`, without the decimal point"
         if hint is None and description:
             hint = _first_sentence(description)
-        return diagnostic("RLC200", name, f"`{name}`: expected {expected}, got {describe_value(value)}",
-                          origin=origin, hint=hint)
+        message = f"`{name}`: expected {expected}, got {describe_value(value)}"
+        if dialect is not None and dialect.untyped_values:
+            framework = dialect.release_label(release) if release is not None else dialect.title
+            message += (f"; {framework} keeps config values as written, so the run fails where its code first "
+                        "computes with this one (at load for what its config check reads, else later)")
+        return diagnostic("RLC200", name, message, origin=origin, hint=hint)
     return diagnostic("RLC200", name, f"`{name}`: {error['msg']} (got {describe_value(value)})", origin=origin,
                       hint=_first_sentence(description) if description else None)
 

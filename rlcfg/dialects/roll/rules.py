@@ -603,8 +603,8 @@ def megatron_warmup_within_decay(cfg: Any, ctx: RuleContext):
                         f"{cfg.rollout_batch_size * cfg.num_return_sequences_in_group} samples per step"
                         + (f" × ppo_epochs {cfg.ppo_epochs}" if path == "actor_train" and cfg.ppo_epochs != 1 else "")
                         + f" / global train batch), and a warm-up of {warmup} steps ({key} {written}) does not end "
-                        "before it; ROLL accepts this at load, but Megatron's LR scheduler asserts warm-up < decay "
-                        "when the worker starts",
+                        "before it; ROLL accepts this at load but fails when the worker starts: Megatron's LR "
+                        "scheduler asserts warm-up < decay",
                         hint=(f"use a warm-up below {length} steps" if length > 0 else
                               "raise max_steps: the schedule needs at least one step"),
                         related=["max_steps"])
@@ -680,8 +680,10 @@ def lengths(cfg: Any, ctx: RuleContext):
                         hint="make sequence_length larger than prompt_length", related=["prompt_length"])
 
 
-@RULES.rule("roll/max-steps", "RLC201", "The RLVR pipeline needs max_steps > 0; the agentic pipeline "
-                                      "> 0 or -1 (no limit).", keys=["max_steps"])
+@RULES.rule("roll/max-steps", "RLC201", "The agentic pipeline needs max_steps > 0 or -1 (no limit), which its "
+                                      "config checks at load; the RLVR pipeline runs no step with max_steps <= 0 "
+                                      "(a warning, and `rlcfg run` refuses it).", keys=["max_steps"],
+            also=("RLC118",))
 def max_steps(cfg: Any, ctx: RuleContext):
     if is_agentic(cfg):
         if not (cfg.max_steps > 0 or cfg.max_steps == -1):
@@ -689,8 +691,10 @@ def max_steps(cfg: Any, ctx: RuleContext):
                                                    "ROLL's agentic config stops at load", hint="set max_steps: 200")
         return
     if cfg.max_steps <= 0:
-        yield ctx.error("RLC201", "max_steps", f"max_steps must be > 0 for the RLVR pipeline, got {cfg.max_steps}",
-                        hint="set the number of pipeline steps, e.g. max_steps: 500")
+        yield ctx.warning("RLC201", "max_steps", f"max_steps is {cfg.max_steps}: ROLL accepts it and starts the RLVR "
+                                                 "pipeline, whose loop then runs no step: the run trains nothing",
+                          hint="set the number of pipeline steps, e.g. max_steps: 500")
+        yield _run_refusal("max_steps", cfg.max_steps, "rlcfg runs at least one step", "set max_steps: 500")
 
 
 @RULES.rule("roll/ppo-epochs", "RLC201", "ppo_epochs 0: ROLL runs, and its actor takes no optimiser step (the "

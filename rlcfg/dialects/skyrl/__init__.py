@@ -48,7 +48,7 @@ class SkyRL(Dialect):
     documents = "skyrl-train of mid-2025 (Hydra config ppo_base_config.yaml)"
     override_grammar = ENTRY.override_grammar
     overrides_see_defaults = True  # skyrl-train composes overrides onto ppo_base_config, which holds every key
-    flags_by_truth = True  # `if cfg.trainer.algorithm.use_kl_loss:` on untyped nodes (build_nested_dataclass converts nothing)
+    untyped_values = True  # its code asks `if cfg.trainer.algorithm.use_kl_loss:` of the value as written
     rules: ClassVar = RULES
     releases = ENTRY.releases
     ledger_complete: ClassVar = True

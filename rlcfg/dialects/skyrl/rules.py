@@ -14,7 +14,7 @@ import math
 from typing import Any, Callable, Iterator
 
 from rlcfg import run_limits
-from rlcfg.diagnostics import Constraint, Severity, close_matches
+from rlcfg.diagnostics import Constraint, Severity, close_matches, plural
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE, DATASET_STRING_ITERATED,
                                           ADVANTAGE_ESTIMATORS_PRE, LOSS_AGGREGATIONS, LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, loggers, loss_normalization,
@@ -53,8 +53,8 @@ def _rollout_text(cfg: Any) -> str:
 
 def _placement_text(cfg: Any, role: str) -> str:
     p = cfg.trainer.placement
-    return (f"{getattr(p, f'{role}_num_nodes')} node(s) × {getattr(p, f'{role}_num_gpus_per_node')} GPUs "
-            f"= {world(cfg, role)}")
+    return (f"{plural(getattr(p, f'{role}_num_nodes'), 'node')} × "
+            f"{plural(getattr(p, f'{role}_num_gpus_per_node'), 'GPU')} = {world(cfg, role)}")
 
 
 def lcm_dp(cfg: Any) -> int:
@@ -676,7 +676,7 @@ def colocate_engines(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                 f"{policy // (rollout // g.num_inference_engines)}" if policy % (rollout // g.num_inference_engines) == 0
                 else f"make {_rollout_text(cfg)} equal {policy}")
         yield ctx.error("RLC402", "generator.num_inference_engines",
-                        f"`trainer.placement.colocate_all` is true, so the policy's {policy} GPUs "
+                        f"`trainer.placement.colocate_all` is true, so the policy's {plural(policy, 'GPU')} "
                         f"({_placement_text(cfg, 'policy')}) must equal the inference engines' GPUs "
                         f"({_rollout_text(cfg)} = {rollout})" + (
                             f"; {_release_text(ctx)} accepts this at load but fails when the trainer builds the "

@@ -346,7 +346,7 @@ RULE_CASES = [
     ("skyrl/colocate-all-engines", ["generator.num_inference_engines=2"],
      "RLC402", "error", "generator.num_inference_engines", ["4 GPUs", "num_inference_engines 2 × TP 1 = 2"]),
     ("skyrl/colocate-all-models", ["trainer.placement.ref_num_gpus_per_node=2"],
-     "RLC402", "error", "trainer.placement.ref_num_gpus_per_node", ["1 node(s) × 2 GPUs", "× 4 GPUs"]),
+     "RLC402", "error", "trainer.placement.ref_num_gpus_per_node", ["1 node × 2 GPUs", "× 4 GPUs"]),
     ("skyrl/colocate-policy-ref", ["trainer.placement.colocate_all=false",
                                    "trainer.placement.ref_num_gpus_per_node=2"],
      "RLC402", "error", "trainer.placement.ref_num_gpus_per_node", ["colocate_policy_ref", "× 2 GPUs", "× 4 GPUs"]),
