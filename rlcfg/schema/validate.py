@@ -125,7 +125,8 @@ def _flag_by_truth(value: Any, path: Path, tree: SourceTree, dialect: Dialect, r
     meaning = "the opposite of what it says" if flipped else "whatever it was meant to say"
     return diagnostic("RLC200", name, f"`{name}`: expected true or false, got {describe_value(value)}; {framework} "
                       f"accepts this at load but reads it as {word} when its code tests the flag, {meaning}",
-                      origin=tree.origin(path), hint=f"write `{path[-1]}: false`" if flipped else "write true or false"), None
+                      origin=tree.origin(path),
+                      hint=f"write `{path[-1]}: false`" if flipped else "write true or false"), None
 
 
 def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dialect: Dialect | None,

@@ -486,7 +486,8 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
     if critic_runs(cfg):
         roles.append(_critic(cfg))
     roles.append(_reward(cfg))
-    data = Data(train_files=dataset_files(cfg.data.train_data), eval_files=dataset_files(cfg.data.val_data), prompt_key="prompt",
+    data = Data(train_files=dataset_files(cfg.data.train_data), eval_files=dataset_files(cfg.data.val_data),
+                prompt_key="prompt",
                 # SkyRL's datasets carry the answer under reward_spec for the environment to check.
                 answer_key="reward_spec.ground_truth",
                 # PromptDataset drops prompts longer than max_prompt_length (tokens, after the chat template).

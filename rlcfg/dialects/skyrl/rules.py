@@ -15,8 +15,8 @@ from typing import Any, Callable, Iterator
 
 from rlcfg import run_limits
 from rlcfg.diagnostics import Constraint, Severity, close_matches, plural
-from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE, DATASET_STRING_ITERATED,
-                                          ADVANTAGE_ESTIMATORS_PRE, LOSS_AGGREGATIONS, LOSS_REDUCTIONS,
+from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
+                                          DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE, LOSS_AGGREGATIONS, LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, loggers, loss_normalization,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
@@ -1061,8 +1061,9 @@ def eval_needs_data(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                                            "step; `rlcfg run` refuses it.", keys=["trainer.epochs"], also=("RLC118",))
 def zero_epochs(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     if cfg.trainer.epochs == 0:
-        yield ctx.warning("RLC201", "trainer.epochs", f"`trainer.epochs` is 0: {_release_text(ctx)} accepts it and "
-                                                      "starts, but its training loop runs no step: the run trains nothing",
+        yield ctx.warning("RLC201", "trainer.epochs",
+                          f"`trainer.epochs` is 0: {_release_text(ctx)} accepts it and starts, but its training loop "
+                          "runs no step: the run trains nothing",
                           hint="set trainer.epochs: 1")
         yield _refusal("trainer.epochs", 0, "rlcfg runs at least one pass over the training data",
                        "set trainer.epochs: 1")
