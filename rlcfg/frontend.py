@@ -384,24 +384,29 @@ def _composed_for_detection(tree: SourceTree, base_dir: str, env: Mapping[str, s
 def _refusal_notes(root: Any, tree: SourceTree, defaults: dict, resolvers: Mapping[str, Any] | None = None
                    ) -> list[Diagnostic]:
     from rlcfg.schema.ledger import refusals
-    from rlcfg.schema.validate import describe_value
 
-    return [diagnostic("RLC118", dotted(r.path), f"`rlcfg run` refuses `{dotted(r.path)}` = {describe_value(r.value)}: "
-                       f"{r.reason}", origin=tree.origin(r.path),
-                       hint="`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, leave it at its default")
-            for r in refusals(root, tree, defaults, _resolving(defaults, resolvers))]
+    return _ledger_said(refusals(root, tree, defaults, _resolving(defaults, resolvers)), tree, "RLC118",
+                        "`rlcfg run` refuses `{key}` = {value}: {reason}",
+                        "`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, leave it at its default")
 
 
 def _unread_warnings(root: Any, tree: SourceTree, defaults: dict, resolvers: Mapping[str, Any] | None = None
                      ) -> list[Diagnostic]:
     """A setting the framework never applies, set by the user: the run goes on without it, which they should know."""
     from rlcfg.schema.ledger import unread_settings
+
+    return _ledger_said(unread_settings(root, tree, defaults, _resolving(defaults, resolvers)), tree, "RLC307",
+                        "`{key}` = {value} has no effect: {reason}",
+                        "remove it; `rlcfg run`, like the framework, runs without it")
+
+
+def _ledger_said(settings: Sequence[Any], tree: SourceTree, code: str, message: str, hint: str) -> list[Diagnostic]:
+    """What validate says of the settings the run ledger picked out, each at its own line."""
     from rlcfg.schema.validate import describe_value
 
-    return [diagnostic("RLC307", dotted(s.path), f"`{dotted(s.path)}` = {describe_value(s.value)} has no effect: "
-                       f"{s.reason}", origin=tree.origin(s.path),
-                       hint="remove it; `rlcfg run`, like the framework, runs without it")
-            for s in unread_settings(root, tree, defaults, _resolving(defaults, resolvers))]
+    return [diagnostic(code, dotted(s.path), message.format(key=dotted(s.path), value=describe_value(s.value),
+                                                            reason=s.reason),
+                       origin=tree.origin(s.path), hint=hint) for s in settings]
 
 
 def _resolving(defaults: dict, resolvers: Mapping[str, Any] | None) -> Callable[[], dict]:
