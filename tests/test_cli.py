@@ -535,6 +535,9 @@ def test_completion_of_flag_values():
     # the releases of the config's own dialect, read from FILE while its value is being typed
     assert complete("rlcfg validate templates/roll-fsdp2-vllm.yaml --framework-version v0") == [
         "v0.1.0", "v0.1.3", "v0.2.1", "v0.3.0"]
+    # convert's target release: the releases of the dialect --to names, not of FILE's
+    assert complete("rlcfg convert templates/roll-fsdp2-vllm.yaml --to areal --to-release ") == [
+        "0.3", "0.4", "0.5", "1.0"]
 
 
 def test_completion_of_override_keys_one_section_at_a_time():

@@ -33,7 +33,20 @@ def releases(ctx: typer.Context, args: list[str], incomplete: str) -> list[str]:
     from rlcfg import schema
 
     chosen = _dialect_of(ctx, args)
-    names = [chosen] if chosen else schema.names()
+    return _releases_of([chosen] if chosen else schema.names(), incomplete)
+
+
+def target_releases(ctx: typer.Context, args: list[str], incomplete: str) -> list[str]:
+    """`convert --to-release`: the releases of the dialect `--to` names (all dialects' while it is not given)."""
+    from rlcfg import schema
+
+    target = ctx.params.get("to") or _option_value(args or _typed_words(), ("--to", "-t"))
+    return _releases_of([target] if target in schema.names() else schema.names(), incomplete)
+
+
+def _releases_of(names: list[str], incomplete: str) -> list[str]:
+    from rlcfg import schema
+
     found = dict.fromkeys(release for name in names for release in schema.load(name).releases)
     return [release for release in found if release.startswith(incomplete)]
 

@@ -17,9 +17,11 @@ from rlcfg.cli.base import (DIALECT_NAMES, EXIT_BUG, EXIT_INVALID, EXIT_OK, FRAM
     epilog="Examples:\n\n"
            "  rlcfg convert templates/skyrl-fsdp-vllm.yaml --to roll -o roll-grpo.yaml\n\n"
            "  rlcfg convert templates/chatlearn-fsdp-vllm.yaml --to areal\n\n"
+           "  rlcfg convert templates/areal-fsdp-sglang-grpo.yaml --to areal --to-release 1.0   (upgrade a config)\n\n"
            "  rlcfg convert grpo.yaml trainer.train_batch_size=512 --to skyrl --strict\n\n"
-           "Exit codes: 0 converted (losses, if any, are warnings on stderr), 1 the source has errors or, with "
-           "--strict, the target cannot express some setting, 2 usage error, 101 a bug in rlcfg.",
+           "Exit codes: 0 converted (losses, if any, are warnings on stderr), 1 the source has errors, the target "
+           "release cannot take the experiment or, with --strict, cannot express some setting, 2 usage error, 101 a "
+           "bug in rlcfg.",
 )
 def convert(
     file: str = typer.Argument(..., help=file_help("convert"), metavar="FILE"),
@@ -28,6 +30,11 @@ def convert(
         autocompletion=completion.override_keys),
     to: str = typer.Option(..., "--to", "-t", metavar="DIALECT", help=f"The target dialect: {DIALECT_NAMES}.",
                            autocompletion=completion.dialects),
+    to_release: Optional[str] = typer.Option(
+        None, "--to-release", metavar="RELEASE", autocompletion=completion.target_releases,
+        help="The release of the target framework to write the config for, in that release's layout and judged by "
+             "it; by default the newest release convert writes. A key that release lacks is left out and its "
+             "setting listed as not expressible."),
     out: Optional[str] = typer.Option(None, "--output", "-o", metavar="OUT",
                                       help="Write the converted config here instead of standard output."),
     strict: bool = typer.Option(False, "--strict",
@@ -56,7 +63,7 @@ def convert(
             raise usage_error(f"--to {to}: choose one of {DIALECT_NAMES}")
         try:
             conversion = run_conversion(file, target, overrides or [], dialect=dialect, release=framework_version,
-                                        schema_line=_schema_line(target, out))
+                                        schema_line=_schema_line(target, out), to_release=to_release)
         except UsageError as exc:
             raise usage_error(str(exc))
         except ConversionError as exc:
@@ -65,15 +72,17 @@ def convert(
                 if d.severity.value == "error":
                     typer.echo(f"  {d.code} {d.path or '(document)'}: {d.message}", err=True)
             raise typer.Exit(EXIT_BUG if isinstance(exc, EmitterBug) else EXIT_INVALID)
-        if conversion.source_dialect == target:
-            typer.echo(f"rlcfg: note: {file} is already in the {target} dialect: written unchanged", err=True)
+        if conversion.source_dialect == target and not conversion.tree:
+            typer.echo(f"rlcfg: note: {file} is already in the {target} dialect: written unchanged (--to-release "
+                       "writes it for another release)", err=True)
+        written_for = f"{target} {conversion.target_release}" if conversion.target_release else target
         label = "error" if strict else "warning"
         for loss in conversion.losses:
-            typer.echo(f"rlcfg: {label}: not expressible in {target}: {loss.describe()}", err=True)
+            typer.echo(f"rlcfg: {label}: not expressible in {written_for}: {loss.describe()}", err=True)
         for note in conversion.notes:
             typer.echo(f"rlcfg: note: chosen by rlcfg, check it: {note}", err=True)
         if strict and conversion.losses:
-            typer.echo(f"rlcfg: error: {len(conversion.losses)} setting(s) cannot be expressed in {target}; "
+            typer.echo(f"rlcfg: error: {len(conversion.losses)} setting(s) cannot be expressed in {written_for}; "
                        "nothing written (--strict)", err=True)
             raise typer.Exit(EXIT_INVALID)
         if out is None:
@@ -83,7 +92,7 @@ def convert(
                 Path(out).write_text(conversion.text, encoding="utf-8")
             except OSError as exc:
                 raise usage_error(f"cannot write {out}: {exc.strerror or exc}")
-            typer.echo(f"rlcfg: wrote {out} ({conversion.source_dialect} -> {target}, "
+            typer.echo(f"rlcfg: wrote {out} ({conversion.source_dialect} -> {written_for}, "
                        f"{len(conversion.losses)} setting(s) not expressible)", err=True)
         raise typer.Exit(EXIT_OK)
 

@@ -1,8 +1,9 @@
 """`rlcfg convert`: one experiment, written in another framework's dialect.
 
 A config is read and lowered to its Experiment as `rlcfg plan` does; the target dialect's emitter
-(the `emit` of its package, `rlcfg.dialects.<name>.emit`) writes the keys that reproduce that Experiment in the target's terms; the result is
-checked by reading it back exactly as a user's file would be (validated, lowered) and comparing the two Experiments
+(the `emit` of its package, `rlcfg.dialects.<name>.emit`) writes the keys that reproduce that Experiment in the target's terms,
+for one release of the target (by default the newest its emitter writes); the result is checked by reading it back
+exactly as a user's file would be, judged by that release (validated, lowered), and comparing the two Experiments
 field by field (rlcfg.convert.compare). Every field where they still differ is a loss: a setting the target cannot
 express. Losses are never dropped silently: they are listed at the top of the written config, and the caller
 reports them (a warning, or an error under --strict). What the emitter could not say at all (an SFT experiment in
@@ -26,6 +27,10 @@ class ConversionError(Exception):
     def __init__(self, message: str, diagnostics: Sequence[Any] = ()):
         super().__init__(message)
         self.diagnostics = list(diagnostics)
+
+
+class ReleaseCannotTake(ConversionError):
+    """The release asked for lacks what the experiment needs (a strategy, a combination): its errors tell."""
 
 
 class EmitterBug(ConversionError):
@@ -96,6 +101,7 @@ class Conversion:
     source_file: str
     source_dialect: str
     target_dialect: str
+    target_release: str | None  # the release of the target the config is written for, and judged by
     text: str  # the converted config, as written
     tree: dict  # its keys
     source: Experiment
@@ -138,16 +144,23 @@ def _lowered(result: Any, label: str) -> Experiment:
         raise ConversionError(f"{label}: {exc}") from None
 
 
-def _reread(dialect: str, tree: dict, label: str, must_validate: bool = True) -> tuple[Any, Any]:
-    """Validate and lower the converted config exactly as a user's file; (the check result, its Experiment)."""
+def _reread(dialect: str, tree: dict, label: str, release: str | None, must_validate: bool = True) -> tuple[Any, Any]:
+    """Validate and lower the converted config exactly as a user's file, judged by `release`; (the check result, its
+    Experiment)."""
+    from rlcfg import schema
     from rlcfg.convert.render import dump
     from rlcfg.frontend import check_text
 
     text = dump(tree)
-    checked = check_text(text, f"<{label} converted to {dialect}>", dialect=dialect)
+    checked = check_text(text, f"<{label} converted to {dialect}>", dialect=dialect, release=release)
     if checked.config is None:
         if not must_validate:
             return checked, None
+        if release is not None and release != written_releases(dialect)[-1]:
+            # The emitter writes one layout; an older release may lack a backend or a combination the experiment
+            # needs. That is the release's limit, not a bug.
+            raise ReleaseCannotTake(f"{schema.load(dialect).release_label(release)} does not accept this experiment "
+                                    "as rlcfg writes it (its errors below)", checked.diagnostics)
         raise EmitterBug(f"rlcfg convert wrote a {dialect} config that does not validate; this is a bug in "
                          "rlcfg, please report it with the source config", checked.diagnostics)
     try:
@@ -161,43 +174,164 @@ def emitter(dialect: str) -> Any:
     return importlib.import_module(f"rlcfg.dialects.{dialect}.emit")
 
 
+def written_releases(dialect: str) -> tuple[str, ...]:
+    """The releases of `dialect` its emitter writes configs for, oldest first (the emitter's RELEASES, else every
+    release the dialect claims); the last is what `convert` writes when no release is asked for."""
+    from rlcfg.schema import entry
+
+    return tuple(getattr(emitter(dialect), "RELEASES", ())) or entry(dialect).releases
+
+
+def target_release(dialect: str, asked: str | None) -> str | None:
+    """The release a conversion into `dialect` is written for: `asked` (`--to-release`, aliases resolved), else the
+    newest one the emitter writes. Raises UsageError for a release the dialect does not claim, ConversionError for
+    one it claims but the emitter cannot write."""
+    from rlcfg import schema
+    from rlcfg.source.yaml_loader import UsageError
+
+    written = written_releases(dialect)
+    if asked is None:
+        return written[-1] if written else None
+    spec = schema.load(dialect)
+    release = spec.release_aliases.get(asked, asked)
+    if release not in spec.releases:
+        claimed = ", ".join(spec.releases) or "none (this dialect does not tell releases apart)"
+        raise UsageError(f"--to-release {asked}: {spec.title} releases rlcfg knows are {claimed}")
+    if release not in written:
+        why = getattr(emitter(dialect), "UNWRITTEN", {}).get(release, "it reads another layout")
+        raise ConversionError(f"rlcfg convert cannot write configs for {spec.release_label(release)}: {why}; it "
+                              f"writes {spec.title} {', '.join(written)} (--to-release {written[-1]} by default)")
+    return release
+
+
 def convert(path: str, target: str, overrides: Sequence[str] = (), dialect: str | None = None,
-            release: str | None = None, schema_line: str | None = None) -> Conversion:
-    """Convert one config file to `target`'s dialect. Raises ConversionError when the source has errors or the
-    target cannot express the experiment at all."""
+            release: str | None = None, schema_line: str | None = None,
+            to_release: str | None = None) -> Conversion:
+    """Convert one config file to `target`'s dialect, written for `to_release` (by default the newest release the
+    target's emitter writes). Raises ConversionError when the source has errors or the target release cannot
+    express the experiment at all."""
+    from rlcfg import schema
     from rlcfg.convert import render
 
     if target not in DIALECTS:
         raise ValueError(target)
     checked, source = experiment_of(path, overrides, dialect, release)
-    if checked.dialect == target and not overrides and path.endswith((".yaml", ".yml")):
+    written_for = target_release(target, to_release)
+    if (checked.dialect == target and not overrides and path.endswith((".yaml", ".yml"))
+            and (to_release is None or written_for == checked.release)):
         return _unchanged(path, checked, source)
     module = emitter(target)
     if source.kind not in getattr(module, "KINDS", ("rl",)):
         raise ConversionError(f"{TITLES[target]} cannot express this experiment: it is {source.kind!r} training, "
                               f"and rlcfg's {TITLES[target]} dialect describes only the RL (GRPO/PPO) pipeline")
-    emitted = module.emit(source)
-    tree = render.ordered(target, emitted.tree)
-    reread, result = _reread(target, tree, path)
+    emitted = module.emit(source, written_for)
+    tree, dropped = _keys_the_release_has(target, render.ordered(target, emitted.tree), written_for)
+    try:
+        reread, result = _reread(target, tree, path, written_for)
+    except ReleaseCannotTake as exc:
+        raise _naming_the_default(exc, path, target, overrides, dialect, release) from None
     pruned = render.prune_defaults(target, tree, reread)
     if pruned != tree:
         # Leaving a default out can change what a dialect infers (AReaL's release, say): keep the shorter config
         # only when it reads back to the same Experiment.
         try:
-            pruned_check, pruned_result = _reread(target, pruned, path, must_validate=False)
+            pruned_check, pruned_result = _reread(target, pruned, path, written_for, must_validate=False)
         except ConversionError:
             pruned_check = pruned_result = None
         if pruned_result is not None and not diff(result, pruned_result):
             tree, reread = pruned, pruned_check
     differences = diff(source, result)
-    named = _dialect_keys(emitter(checked.dialect).emit, module.emit, source, result)
-    losses = _not_modelled(checked) + [Loss(d.path, d.source, d.target, _reason(d, emitted.reasons, target),
-                                            *named(d)) for d in differences]
+    source_release = checked.release if checked.release in written_releases(checked.dialect) else None
+    named = _dialect_keys(_for_release(emitter(checked.dialect).emit, source_release),
+                          _for_release(module.emit, written_for), source, result)
+
+    def loss(d: Difference) -> Loss:
+        source_keys, target_keys = named(d)
+        lacking = [key for key in target_keys if key in dropped]
+        reason = dropped[lacking[0]] if lacking else _reason(d, emitted.reasons, target)
+        return Loss(d.path, d.source, d.target, reason, source_keys,
+                    tuple(key for key in target_keys if key not in dropped))
+
+    losses = _not_modelled(checked) + [loss(d) for d in differences]
     # what changes the experiment first, then its resources, then its logging
     losses.sort(key=lambda loss: loss.rank)
-    text = render.text(tree, target, checked.dialect, path, losses, schema_line, emitted.notes)
-    return Conversion(path, checked.dialect, target, text, tree, source, result, losses, reread.diagnostics,
-                      emitted.notes)
+    label = schema.load(target).release_label(written_for) if written_for is not None else TITLES[target]
+    text = render.text(tree, target, checked.dialect, path, losses, schema_line, emitted.notes, label,
+                       _pin_hint(target, tree, written_for), checked.release_label or None)
+    return Conversion(path, checked.dialect, target, written_for, text, tree, source, result, losses,
+                      reread.diagnostics, emitted.notes)
+
+
+def _naming_the_default(exc: ReleaseCannotTake, path: str, target: str, overrides: Sequence[str],
+                        dialect: str | None, release: str | None) -> ReleaseCannotTake:
+    """The refusal, naming the release convert writes by default where that one takes the experiment."""
+    from rlcfg import schema
+
+    try:
+        written = convert(path, target, overrides, dialect, release)
+    except ConversionError:
+        return exc
+    default = written.target_release
+    return ReleaseCannotTake(f"{exc}; {schema.load(target).release_label(default)} takes it (--to-release {default})",
+                             exc.diagnostics)
+
+
+def _keys_the_release_has(dialect: str, tree: dict, release: str | None) -> tuple[dict, dict[str, str]]:
+    """The emitted config without the keys `release` does not have (RLC113: its loader stops on them, or drops them),
+    and those keys, each with why: the fields they carried become losses. An emitter writes one layout for the
+    releases that share it; what an older release lacks of it is left out here, one pass per level it uncovers."""
+    from rlcfg import schema
+    from rlcfg.convert.render import dump
+    from rlcfg.frontend import check_text
+
+    dropped: dict[str, str] = {}
+    if release is None:
+        return tree, dropped
+    label = schema.load(dialect).release_label(release)
+    for _ in range(3):
+        checked = check_text(dump(tree), "<converted>", dialect=dialect, release=release)
+        lacking = [d.path for d in checked.diagnostics if d.code == "RLC113" and d.path]
+        removed = [key for key in lacking if _pop(tree, key)]
+        if not removed:
+            break
+        dropped.update((key, f"{label} has no `{key}`") for key in removed)
+    return tree, dropped
+
+
+def _pop(tree: dict, dotted: str) -> bool:
+    """Remove a dotted key from a nested mapping, and the mappings it leaves empty; whether it was there."""
+    *parents, last = dotted.split(".")
+    chain = [tree]
+    for part in parents:
+        node = chain[-1].get(part)
+        if not isinstance(node, dict):
+            return False
+        chain.append(node)
+    if last not in chain[-1]:
+        return False
+    del chain[-1][last]
+    for parent, part in zip(reversed(chain[:-1]), reversed(parents)):
+        if parent[part]:
+            break
+        del parent[part]
+    return True
+
+
+def _for_release(emit: Any, release: str | None) -> Any:
+    """An emitter with its release fixed, as rlcfg.convert.keys calls it (with the Experiment alone)."""
+    return lambda experiment: emit(experiment, release)
+
+
+def _pin_hint(dialect: str, tree: dict, release: str | None) -> str | None:
+    """`--framework-version RELEASE`, when rlcfg would judge the written config by another release than the one it
+    was written for: a config that writes no key only some releases have reads as the newest."""
+    from rlcfg.convert.render import dump
+    from rlcfg.frontend import check_text
+
+    if release is None:
+        return None
+    inferred = check_text(dump(tree), "<converted>", dialect=dialect).release
+    return None if inferred == release else f"--framework-version {release}"
 
 
 def _dialect_keys(source_emit: Any, target_emit: Any, source: Experiment, result: Experiment) -> Any:
@@ -229,8 +363,8 @@ def _unchanged(path: str, checked: Any, source: Experiment) -> Conversion:
     writes them in, and lists what it cannot say as for any target."""
     from rlcfg.source.yaml_loader import read_text
 
-    return Conversion(path, checked.dialect, checked.dialect, read_text(path), {}, source, source, [],
-                      checked.diagnostics)
+    return Conversion(path, checked.dialect, checked.dialect, checked.release, read_text(path), {}, source, source,
+                      [], checked.diagnostics)
 
 
 def _not_modelled(checked: Any) -> list[Loss]:

@@ -137,14 +137,20 @@ def _flow(value: Any) -> str:
 
 
 def text(tree: dict, target: str, source_dialect: str, source_file: str, losses: Sequence[Any],
-         schema_line: str | None, notes: Sequence[str] = ()) -> str:
+         schema_line: str | None, notes: Sequence[str] = (), written_for: str | None = None,
+         pin: str | None = None, read_as: str | None = None) -> str:
+    """The converted config with its header. `written_for`: the target release's label ("AReaL 1.0"); `pin`: the
+    flag that has rlcfg judge the file by that release, where its keys would point to another; `read_as`: the
+    release the source was judged by ("AReaL 0.3")."""
     head = [f"# yaml-language-server: $schema={schema_line or f'{target}.schema.json'}",
-            f"# Converted by `rlcfg convert` from {source_file} ({TITLES.get(source_dialect, source_dialect)}) "
-            f"to {TITLES[target]}.",
+            f"# Converted by `rlcfg convert` from {source_file}, read as "
+            f"{read_as or TITLES.get(source_dialect, source_dialect)}, to {written_for or TITLES[target]}.",
             "# It lowers to the same rlcfg Experiment as the source"
             + (", except where listed below." if losses else ".")]
+    if pin:
+        head.append(f"# Its keys alone do not tell the release: check it with `rlcfg validate FILE {pin}`.")
     if losses:
-        head.append(f"# Not expressible in {TITLES[target]} ({len(losses)}), what it changes first: "
+        head.append(f"# Not expressible in {written_for or TITLES[target]} ({len(losses)}), what it changes first: "
                     f"[kind] {TITLES.get(source_dialect, source_dialect)} key: source value -> key here: this "
                     "config's value (a side without a key for it names rlcfg's field)")
         head.extend(f"#   {loss.describe()}" for loss in losses)

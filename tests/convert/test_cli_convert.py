@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from rlcfg.frontend import check_file
+import yaml
+
+from rlcfg.frontend import check_file, check_text
 from tests.helpers import ROOT, cli
 
 SOURCE = "templates/skyrl-fsdp-vllm.yaml"
@@ -47,10 +49,71 @@ def test_a_file_converted_to_its_own_dialect_is_written_unchanged():
     assert "already in the areal dialect: written unchanged" in result.stderr
 
 
+def _written(result) -> dict:
+    assert result.returncode == 0, result.stderr
+    return yaml.safe_load(result.stdout)
+
+
+def test_by_default_the_newest_release_is_written_and_its_loader_takes_it():
+    result = cli("convert", SOURCE, "--to", "areal", cwd=ROOT)
+    assert "read as skyrl-train (last commit), to AReaL 1.0." in result.stdout.splitlines()[1]
+    tree = _written(result)
+    # AReaL 1.0 places each engine by its own backend string: no allocation_mode, no actor.group_size
+    assert "allocation_mode" not in tree and "group_size" not in tree["actor"]
+    assert tree["actor"]["backend"].startswith("fsdp:") and tree["rollout"]["backend"].startswith("vllm:")
+    checked = check_text(result.stdout, "<converted>", dialect="areal", release="1.0")
+    assert checked.errors == 0, [d.message for d in checked.diagnostics]
+    assert "not expressible in areal 1.0" in result.stderr
+
+
+def test_an_older_release_is_written_in_its_own_layout():
+    result = cli("convert", SOURCE, "--to", "areal", "--to-release", "0.3", cwd=ROOT)
+    tree = _written(result)
+    assert tree["allocation_mode"].startswith("vllm.") and "backend" not in tree["actor"]
+    assert check_text(result.stdout, "<converted>", dialect="areal", release="0.3").errors == 0
+
+
+def test_a_config_is_moved_to_a_newer_release_of_its_framework():
+    areal = "templates/areal-fsdp-sglang-grpo.yaml"  # written for AReaL 0.3
+    result = cli("convert", areal, "--to", "areal", "--to-release", "1.0", cwd=ROOT)
+    assert "read as AReaL 0.3, to AReaL 1.0." in result.stdout.splitlines()[1]
+    assert "written unchanged" not in result.stderr
+    tree = _written(result)
+    assert tree["rollout"]["backend"] == "sglang:d4p1t1" and tree["actor"]["backend"] == "fsdp:d4p1t1"
+    checked = check_text(result.stdout, "<converted>", dialect="areal")
+    assert checked.release == "1.0" and checked.errors == 0
+
+
+def test_a_key_the_release_lacks_is_left_out_and_reported():
+    result = cli("convert", "templates/roll-fsdp2-vllm.yaml", "--to", "chatlearn", "--to-release", "1.2.0", cwd=ROOT)
+    tree = _written(result)
+    assert "max_prompt_tokens_length" not in tree["models"]["policy"]
+    assert "(ChatLearn 1.2.0 has no `models.policy.max_prompt_tokens_length`)" in result.stderr
+    assert "not expressible in chatlearn 1.2.0" in result.stderr
+    assert check_text(result.stdout, "<converted>", dialect="chatlearn", release="1.2.0").errors == 0
+
+
+def test_a_release_that_cannot_take_the_experiment_is_refused_with_its_errors():
+    result = cli("convert", "templates/roll-fsdp2-vllm.yaml", "--to", "roll", "--to-release", "v0.1.0", cwd=ROOT)
+    assert result.returncode == 1 and not result.stdout
+    assert "ROLL v0.1.0 does not accept this experiment as rlcfg writes it" in result.stderr
+    assert "ROLL main takes it (--to-release main)" in result.stderr
+    assert "RLC202 actor_train.strategy_args.strategy_name" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_a_release_convert_cannot_write_or_does_not_know():
+    package = cli("convert", SOURCE, "--to", "skyrl", "--to-release", "skyrl-0.4.0", cwd=ROOT)
+    assert package.returncode == 1 and "reads its config from the command line only" in package.stderr
+    unknown = cli("convert", SOURCE, "--to", "areal", "--to-release", "2.0", cwd=ROOT)
+    assert unknown.returncode == 2
+    assert "--to-release 2.0: AReaL releases rlcfg knows are 0.3, 0.4, 0.5, 1.0" in unknown.stderr
+
+
 def test_losses_come_algorithm_first_then_resources_then_logging():
     result = cli("convert", "templates/chatlearn-fsdp-vllm.yaml", "--to", "areal", cwd=ROOT)
     kinds = [line.split("[", 1)[1].split("]", 1)[0] for line in result.stderr.splitlines()
-             if "not expressible in areal: [" in line]
+             if "not expressible in areal 1.0: [" in line]
     assert kinds and kinds == sorted(kinds, key=("algorithm", "resources", "logging").index)
     assert {"algorithm", "resources", "logging"} <= set(kinds)
 

@@ -1,4 +1,6 @@
-"""Experiment → AReaL (v0.3 layout: `allocation_mode`, SPMD launcher).
+"""Experiment → AReaL, in the layout of the release asked for: `allocation_mode` up to 0.5 (the SPMD launchers), each
+engine's own `backend` string from 1.0 (the single controller), which also dropped `actor.group_size` (0.5 did) and
+no longer builds a `ref` section the experiment does not use (from 0.5).
 
 AReaL counts a step in prompts (train_dataset.batch_size) times gconfig.n_samples and splits it into
 ppo_n_minibatches optimizer steps; `allocation_mode` gives the generation servers the first GPUs and the trainer
@@ -13,10 +15,13 @@ from typing import Any
 
 from rlcfg.convert import Emitted
 from rlcfg.convert.common import engine, engines, put, shares
+from rlcfg.dialects.areal.models import BEFORE_1_0, RELEASE_TABLE, SECTIONS_ALWAYS_BUILT
 from rlcfg.ir import Experiment, Role
+from rlcfg.schema import entry
+
+ENTRY = entry("areal")
 
 KINDS = ("rl", "sft", "reward_model")
-RELEASE = "0.3"  # the layout written: allocation_mode and the v0.3 engine sections
 DTYPES = {"bfloat16": "bfloat16", "float16": "float16", "float32": "float32"}
 TOP_K_UNLIMITED = 100000000
 
@@ -82,10 +87,10 @@ REASONS = {
     "logging": "AReaL logs under fileroot/logs/<experiment>/<trial>",
     "cluster": "AReaL's cluster.n_nodes and n_gpus_per_node",
     "schedule.total_steps": "AReaL's total_train_steps",
-    "schedule.eval_before_train": "AReaL 0.3 does not evaluate before training",
+    "schedule.eval_before_train": "AReaL evaluates before training from 1.0 (evaluator.eval_before_train)",
     "schedule.samples_per_optimizer_step": "AReaL's mini-batch is the step divided by ppo_n_minibatches",
     "schedule.prompts_per_step": "AReaL rounds the batch down to a multiple of the data-parallel size",
-    "eval_sampling": "AReaL 0.3 evaluates with gconfig's sampling",
+    "eval_sampling": "AReaL evaluates with gconfig's sampling before 0.5 (eval_gconfig)",
     "sampling.repetition_penalty": "AReaL's gconfig has no repetition penalty",
     "sampling.presence_penalty": "AReaL's gconfig has no presence penalty",
     "sampling.frequency_penalty": "AReaL sends frequency_penalty to SGLang only",
@@ -93,6 +98,23 @@ REASONS = {
     "roles.rollout.model.path": "AReaL's servers load the actor's model unless their own path is set",
     "colocation": "AReaL's allocation_mode shares GPUs between the servers and the trainer only as a whole",
 }
+
+
+def _has(release: str, field: str) -> bool:
+    """Whether `release` has the field, `Class.name` (releases.json lists the fields only some releases have)."""
+    releases = RELEASE_TABLE["fields"].get(field)
+    return releases is None or release in releases
+
+
+def _trainer_backend(r: Role) -> str:
+    """A 1.0 training engine's `backend` string: the backend is named (1.0 no longer picks one), then its sizes."""
+    return f"{'megatron' if r.backend == 'megatron' else 'fsdp'}:{_trainer_dims(r)}"
+
+
+def _colocated_with_actor(section: dict, backend: str) -> None:
+    """A 1.0 engine that runs on the actor's GPUs, as the reference and the critic do in AReaL."""
+    section["backend"] = backend
+    section["scheduling_strategy"] = {"type": "colocation", "target": "actor"}
 
 
 def _trainer_dims(r: Role) -> str:
@@ -174,8 +196,10 @@ def _gconfig(s: Any) -> dict[str, Any]:
     return out
 
 
-def emit(experiment: Experiment) -> Emitted:
+def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     e = experiment
+    release = release or ENTRY.releases[-1]
+    per_engine = release not in BEFORE_1_0
     tree: dict[str, Any] = {"experiment_name": e.name, "trial_name": _trial(e), "seed": e.seed}
     s = e.schedule
     if s.epochs is not None:
@@ -191,17 +215,19 @@ def emit(experiment: Experiment) -> Emitted:
     put(tree, "cluster.fileroot", _fileroot(e))
 
     if e.kind != "rl":
-        return _supervised(e, tree)
+        return _supervised(e, tree, release)
 
     actor, rollout = e.role("actor"), e.role("rollout")
     reference, critic = e.role("reference"), e.role("critic")
     a = e.algorithm
     n = a.group_size
     backend = rollout.backend if rollout is not None and rollout.backend in ("sglang", "vllm") else "sglang"
-    if rollout is not None:
+    colocated = rollout is not None and shares(e, "actor", "rollout")
+    if per_engine:
+        pass  # each engine's section names its backend (below)
+    elif rollout is not None:
         inference = f"{backend}.d{engines(rollout)}p{rollout.parallelism.pp}t{rollout.parallelism.tp}"
-        joiner = "|" if shares(e, "actor", "rollout") else "+"
-        tree["allocation_mode"] = f"{inference}{joiner}{_trainer_dims(actor)}"
+        tree["allocation_mode"] = f"{inference}{'|' if colocated else '+'}{_trainer_dims(actor)}"
     else:
         tree["allocation_mode"] = _trainer_dims(actor)
     if actor.model is not None and actor.model.tokenizer and actor.model.tokenizer != actor.model.path:
@@ -211,13 +237,27 @@ def emit(experiment: Experiment) -> Emitted:
     put(tree, "rollout.trial_name", _trial(e))
     # One training batch per rollout batch: the window rlcfg runs.
     put(tree, "rollout.consumer_batch_size", s.prompts_per_step)
+    if per_engine and rollout is not None:
+        put(tree, "rollout.backend", f"{backend}:d{engines(rollout)}p{rollout.parallelism.pp}t{rollout.parallelism.tp}")
+        if colocated:
+            # AReaL swaps the servers and the trainer on the shared GPUs, and then updates weights through disk.
+            put(tree, "rollout.scheduling_strategy", {"type": "colocation", "target": "actor"})
+            tree["enable_offload"] = True
     tree["gconfig"] = _gconfig(e.sampling)
+    if e.eval_sampling is not None and e.eval_sampling != e.sampling and _has(release, "GRPOConfig.eval_gconfig"):
+        tree["eval_gconfig"] = _gconfig(e.eval_sampling)
 
     dp = max(actor.resources.gpus // max(actor.parallelism.tp * actor.parallelism.pp, 1), 1)
     samples = s.samples_per_step
     minibatches = max(samples // max(s.samples_per_optimizer_step, 1), 1)
     section = _engine_section(e, actor, "actor", samples // minibatches // dp, trains=True)
-    section.update(group_size=n, eps_clip=a.clip_low)
+    if per_engine:
+        section["backend"] = _trainer_backend(actor)
+        if colocated:
+            section["weight_update_mode"] = "disk"
+    if _has(release, "PPOActorConfig.group_size"):
+        section["group_size"] = n
+    section["eps_clip"] = a.clip_low
     if a.clip_high != a.clip_low:
         section["eps_clip_higher"] = a.clip_high
     if a.policy_loss == "dual_clip":
@@ -266,12 +306,16 @@ def emit(experiment: Experiment) -> Emitted:
     tree["actor"] = section
     if reference is not None:
         tree["ref"] = _engine_section(e, reference, "ref", samples // dp, trains=False)
-    else:
-        # AReaL 0.3 builds `ref` whatever kl_ctl says, and its names are mandatory.
+        if per_engine:
+            _colocated_with_actor(tree["ref"], section["backend"])
+    elif release in SECTIONS_ALWAYS_BUILT:
+        # These releases build `ref` whatever kl_ctl says, and its names are mandatory.
         tree["ref"] = {"experiment_name": e.name, "trial_name": _trial(e),
                        "path": actor.model.path if actor.model else None, "optimizer": None}
     if critic is not None:
         c = _engine_section(e, critic, "critic", samples // minibatches // dp, trains=True)
+        if per_engine:
+            _colocated_with_actor(c, section["backend"])
         c.update(is_critic=True, ppo_n_minibatches=minibatches)
         if a.value_clip is not None:
             c["eps_clip"] = a.value_clip
@@ -299,13 +343,17 @@ def emit(experiment: Experiment) -> Emitted:
             if args.get(key) is not None:
                 vllm[key] = args[key]
         for key in ("enable_prefix_caching", "enable_chunked_prefill"):
-            if args.get(key) is not None:
+            if args.get(key) is None:
+                continue
+            if _has(release, f"VLLMConfig.no_{key}"):  # from 0.5 the flag passed is vLLM's --no-enable-...
+                vllm[f"no_{key}"] = not args[key]
+            else:
                 vllm[key] = args[key]
         if rollout.model is not None and rollout.model.path != (actor.model.path if actor.model else None):
             vllm["model"] = rollout.model.path
         tree["vllm"] = vllm
     _datasets(e, tree, s.prompts_per_step, "rl")
-    _savers(e, tree)
+    _savers(e, tree, release)
     return Emitted(tree, REASONS)
 
 
@@ -321,7 +369,7 @@ def _datasets(e: Experiment, tree: dict, batch: int, kind: str) -> None:
         tree["valid_dataset"] = {"batch_size": batch, "path": d.eval_files[0], "type": kind}
 
 
-def _savers(e: Experiment, tree: dict) -> None:
+def _savers(e: Experiment, tree: dict, release: str) -> None:
     s, c = e.schedule, e.checkpointing
     common = {"experiment_name": e.name, "trial_name": _trial(e), "fileroot": _fileroot(e)}
     tree["saver"] = dict(common, freq_steps=c.interval, freq_epochs=getattr(c, "epoch_interval", None),
@@ -329,6 +377,8 @@ def _savers(e: Experiment, tree: dict) -> None:
     tree["recover"] = dict(common, mode="disabled" if c.resume == "none" else "auto")
     tree["evaluator"] = dict(common, freq_steps=s.eval_interval, freq_epochs=getattr(s, "eval_epoch_interval", None),
                              freq_secs=_seconds(getattr(s, "eval_time_interval_s", None)))
+    if s.eval_before_train and _has(release, "EvaluatorConfig.eval_before_train"):
+        tree["evaluator"]["eval_before_train"] = True
     logger = dict(common)
     wandb: dict[str, Any] = {"mode": "online" if "wandb" in e.logging.backends else "disabled"}
     if e.logging.project is not None:
@@ -343,15 +393,20 @@ def _seconds(value: float | None) -> int | None:
     return int(value) if value is not None and float(value).is_integer() else value
 
 
-def _supervised(e: Experiment, tree: dict) -> Emitted:
+def _supervised(e: Experiment, tree: dict, release: str) -> Emitted:
+    per_engine = release not in BEFORE_1_0
     trained = e.role("actor") or e.role("critic")
-    tree["allocation_mode"] = _trainer_dims(trained)
     samples = e.schedule.samples_per_step
     dp = max(trained.resources.gpus // max(trained.parallelism.tp * trained.parallelism.pp, 1), 1)
     model = _engine_section(e, trained, "model", samples // dp, trains=True)
     if e.kind == "reward_model":
         model["is_critic"] = True
-    tree["model"] = model
+    if per_engine:
+        model["backend"] = _trainer_backend(trained)
+    else:
+        tree["allocation_mode"] = _trainer_dims(trained)
+    # From 0.5, SFT and reward modelling train their model as `actor`.
+    tree["model" if _has(release, "SFTConfig.model") else "actor"] = model
     _datasets(e, tree, samples, "sft" if e.kind == "sft" else "rw")
-    _savers(e, tree)
+    _savers(e, tree, release)
     return Emitted(tree, REASONS)

@@ -100,7 +100,8 @@ def _trainer_parallel(section: dict[str, Any], r: Role, megatron: bool) -> None:
         section["max_token_in_packing"] = r.max_tokens_per_micro_batch
 
 
-def emit(experiment: Experiment) -> Emitted:
+def emit(experiment: Experiment, release: str | None = None) -> Emitted:
+    """`release`: the one asked for; the layout written is the same for each (convert drops a key the release lacks)."""
     e = experiment
     actor, rollout, reference, reward = (e.role(n) for n in ("actor", "rollout", "reference", "reward"))
     a, s, d = e.algorithm, e.schedule, e.data

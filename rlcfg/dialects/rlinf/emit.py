@@ -15,7 +15,14 @@ from typing import Any
 
 from rlcfg.convert import ConversionError, Emitted
 from rlcfg.convert.common import engine, gpu_ids, megatron_sizes, step_count
+from rlcfg.dialects.rlinf.models import OLD
 from rlcfg.ir import Experiment
+from rlcfg.schema import entry
+
+# The tagged releases' layout; the 2025 snapshots name the rollout model by rollout.model_arch and model_dir.
+RELEASES = tuple(release for release in entry("rlinf").releases if release not in OLD)
+UNWRITTEN = dict.fromkeys(OLD, "it names the rollout model by `rollout.model_arch` and `rollout.model_dir`, a layout "
+                               "convert does not write")
 
 PRECISIONS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 KL_TYPES = {"k1": "kl", "k2": "mse", "abs": "abs", "k3": "k3", "low_var_kl": "low_var_kl"}
@@ -86,7 +93,8 @@ def _model_type(path: str) -> str:
     return "qwen3" if "qwen3" in lowered else "qwen2.5"
 
 
-def emit(experiment: Experiment) -> Emitted:
+def emit(experiment: Experiment, release: str | None = None) -> Emitted:
+    """`release`: the one asked for; the layout written is the same for each (convert drops a key the release lacks)."""
     e = experiment
     actor, rollout = e.role("actor"), e.role("rollout")
     a, s, d = e.algorithm, e.schedule, e.data

@@ -187,7 +187,8 @@ def _generating(s: Any, n: int) -> dict[str, Any]:
     return out
 
 
-def emit(experiment: Experiment) -> Emitted:
+def emit(experiment: Experiment, release: str | None = None) -> Emitted:
+    """`release`: the one asked for; the layout written is the same for each (convert drops a key the release lacks)."""
     e = experiment
     tree: dict[str, Any] = {}
     actor, rollout = e.role("actor"), e.role("rollout")

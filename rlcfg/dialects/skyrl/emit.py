@@ -13,7 +13,14 @@ from typing import Any
 
 from rlcfg.convert import Emitted
 from rlcfg.convert.common import engine, engines, nodes_of, put, shares, step_count
+from rlcfg.dialects.skyrl.package import PACKAGE_RELEASES
 from rlcfg.ir import Experiment, Role
+from rlcfg.schema import entry
+
+# skyrl-train's releases, whose Hydra config reads a YAML file; the `skyrl` package reads a command line only.
+RELEASES = tuple(release for release in entry("skyrl").releases if release not in PACKAGE_RELEASES)
+UNWRITTEN = dict.fromkeys(PACKAGE_RELEASES, "the `skyrl` package reads its config from the command line only, and "
+                                            "convert writes config files")
 
 AGGREGATIONS = {"token-mean": "token_mean", "seq-mean-token-mean": "sequence_mean"}
 SCHEDULERS = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
@@ -138,7 +145,8 @@ def _parallel(tree: dict, section: str, r: Role, megatron: bool) -> None:
             put(tree, f"trainer.{section}.fsdp_config.fsdp_size", p.fsdp_shard)
 
 
-def emit(experiment: Experiment) -> Emitted:
+def emit(experiment: Experiment, release: str | None = None) -> Emitted:
+    """`release`: the one asked for; the layout written is the same for each (convert drops a key the release lacks)."""
     e = experiment
     tree: dict[str, Any] = {}
     actor, rollout = e.role("actor"), e.role("rollout")
