@@ -475,9 +475,12 @@ def _finish(result: CheckResult, diagnostics: list[Diagnostic], env: Mapping[str
     explained = {d.path for d in diagnostics if d.code == "RLC113" and d.rule}
     diagnostics = [d for d in diagnostics if not (d.code == "RLC113" and not d.rule and d.path in explained)]
     diagnostics = _fold_interpolated_copies(diagnostics)
-    if result.release is not None:
-        from rlcfg import schema
+    from rlcfg import schema
 
+    if result.dialect is not None and not schema.load(result.dialect).checks_copied_keys(result.release):
+        # a key an interpolation copied into a section that lacks it: the loader takes it as it is
+        diagnostics = [d for d in diagnostics if not (d.code == "RLC102" and d.origin is not None and d.origin.via)]
+    if result.release is not None:
         diagnostics = schema.load(result.dialect).spelled(diagnostics, result.release, overrides)
     result.diagnostics = sort_diagnostics(diagnostics)
     if env and result.tree is not None:

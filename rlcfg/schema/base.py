@@ -703,6 +703,12 @@ class Dialect:
     # runs as true and `null` as false, which `rlcfg validate` says and honours, while the string "false" runs as
     # true, an error. A value of another type fails only where the code computes with it, which the error says.
     untyped_values: ClassVar[bool] = False
+    def checks_copied_keys(self, release: str | None) -> bool:
+        """Whether the loader checks the keys a `${...}` interpolation copies into a section against that section's
+        own. OmegaConf's struct mode checks the keys a merge sets, not what an interpolation resolves to: a loader
+        built on it alone (skyrl-train) takes `ref.megatron_config: ${trainer.policy.megatron_config}` with the
+        policy's keys as they are, even those the reference's section lacks."""
+        return True
 
     def override_prefix(self, tree: Any, path: tuple) -> str:
         """What an override that sets `path` starts with: `++` where Hydra composes only the user's files and the

@@ -67,6 +67,13 @@ class SkyRL(Dialect):
 
         return compose_defaults_list(tree)
 
+    def checks_copied_keys(self, release: str | None) -> bool:
+        """skyrl-train composes a Hydra config in struct mode, which takes an interpolated section as it resolves;
+        the package builds its dataclasses from the config, which refuse a key they do not declare."""
+        from rlcfg.dialects.skyrl.package import is_package
+
+        return is_package(release)
+
     def release_label(self, release: str) -> str:
         if release == "pre-0.1.0":
             return "skyrl-train before 0.1.0 (the layout of SkyRL's mid-2025 docs)"

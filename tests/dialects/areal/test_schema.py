@@ -897,3 +897,10 @@ def test_engines_that_outgrow_the_cluster_are_told_engine_by_engine_at_the_large
     assert "(`actor.backend` 'megatron:d4p1t3' 12 + `rollout.backend` 'sglang:d4p1t1' 4) ask for 16 GPUs" \
         in found.message
     assert "rollout.backend" in [p for p, _origin in found.related]
+
+
+def test_engines_that_outgrow_the_cluster_golden():
+    """Told at the engine the user grew, with each engine's share (12 + 4 of 8), not at the rollout's backend."""
+    run = cli("validate", "tests/fixtures/areal/broken-engines-outgrow-the-cluster.yaml")
+    assert run.returncode == 1
+    assert_golden("areal/engines-outgrow-the-cluster.txt", run.stdout)

@@ -965,3 +965,10 @@ def test_a_model_parallel_size_that_cannot_fill_the_usual_node_is_a_warning_when
     # a size that divides the assumed node says nothing
     quiet = check_file(str(TEMPLATE), ["actor.model.tensor_model_parallel_size=4", "cluster.num_gpus_per_node=null"])
     assert not [d for d in quiet.diagnostics if d.code == "RLC400"]
+
+
+def test_a_model_parallel_size_that_cannot_fill_the_assumed_node_golden():
+    run = cli("validate", str(TEMPLATE.relative_to(ROOT)), "actor.model.tensor_model_parallel_size=3",
+              "rollout.tensor_parallel_size=3", "cluster.num_gpus_per_node=null", cwd=ROOT)
+    assert run.returncode == 0
+    assert_golden("rlinf/model-parallel-on-an-assumed-node.txt", run.stdout)

@@ -768,3 +768,17 @@ def test_a_train_batch_below_the_dp_size_is_fine_when_its_samples_reach_it():
                     "trainer.policy_mini_batch_size=4", "trainer.micro_train_batch_size_per_gpu=1",
                     "generator.n_samples_per_prompt=8")
     assert not [d for d in result.diagnostics if d.path == "trainer.train_batch_size"], result.diagnostics
+
+
+def test_a_section_an_interpolation_copies_golden():
+    """One error for the misspelt key, at the policy's section, naming the reference's copy of it; the policy's
+    keys the reference's own section lacks are no error: skyrl-train's Hydra config takes the copy as it resolves."""
+    run = cli("validate", "tests/fixtures/skyrl/broken-interpolated-copy.yaml")
+    assert run.returncode == 1
+    assert_golden("skyrl/interpolated-copy.txt", run.stdout)
+
+
+def test_the_package_refuses_the_keys_a_copied_section_lacks():
+    from rlcfg.dialects.skyrl import DIALECT
+
+    assert not DIALECT.checks_copied_keys("main") and DIALECT.checks_copied_keys("skyrl-0.4.0")
