@@ -8,6 +8,11 @@ this module imports nothing of rlcfg, so `validate` can read it without the lowe
 
 from __future__ import annotations
 
+import json
+import os
+import re
+from typing import Iterable, Iterator
+
 EXPERT_PARALLEL = ("rlcfg's Megatron backend converts the weights of dense models only, so it runs no expert "
                    "parallelism")
 CONTEXT_PARALLEL = ("rlcfg's Megatron backend does not split the RL update's batch along the sequence, so it runs no "
@@ -31,3 +36,48 @@ REWARD_MODEL = "rlcfg scores responses with a rule-based reward and runs no rewa
 
 # The hint of a parallel size the runtime does not run: the value that runs.
 SIZE_THAT_RUNS = "set it to 1"
+
+VISION_LANGUAGE = ("rlcfg trains and rolls out text models only, so the images of the data would be dropped and the "
+                   "model trained as text")
+VISION_LANGUAGE_HINT = "point it at a text model; vision-language models are not run yet"
+# Model types of vision-language checkpoints whose config.json has no `vision_config` of its own.
+_VISION_LANGUAGE_TYPES = ("llava", "llava_next", "mllama", "paligemma", "idefics2", "idefics3", "pixtral",
+                          "internvl_chat")
+# A checkpoint's name that says vision-language: a `VL` part (Qwen2.5-VL-7B, InternVL3-8B, Kimi-VL), a `Vision`
+# part (Llama-3.2-11B-Vision), or a family that is only multimodal. OpenVLA-style action models do not match: the
+# embodied pipelines that train them are refused as a whole.
+_VISION_LANGUAGE_NAME = re.compile(r"(?i)(?:^|[-_.])(?:[a-z]*vl\d*|vision|llava|paligemma|idefics\d*|pixtral)"
+                                   r"(?=$|[-_.\d])")
+
+
+def vision_language(path: object) -> str | None:
+    """Why the checkpoint at `path` is a vision-language model, or None: its config.json where the path is a local
+    folder (a `vision_config`, or the model type of one), else its name."""
+    if not isinstance(path, str) or not path.strip():
+        return None
+    config = os.path.join(os.path.expanduser(path), "config.json")
+    if os.path.isfile(config):
+        try:
+            with open(config, encoding="utf-8") as handle:
+                data = json.load(handle)
+        except (OSError, UnicodeDecodeError, ValueError):
+            data = None
+        if isinstance(data, dict):
+            kind = str(data.get("model_type", ""))
+            if "vision_config" in data or kind.endswith("_vl") or "_vl_" in kind or kind in _VISION_LANGUAGE_TYPES:
+                return f"its config.json has model_type {kind!r}" + (" and a vision_config" if "vision_config" in
+                                                                      data else "")
+            return None
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return "its name says so" if _VISION_LANGUAGE_NAME.search(name) else None
+
+
+def vision_language_models(keys: Iterable[tuple[str, object]]) -> Iterator[tuple[str, object, str]]:
+    """(key, model path, why) for each of the (dotted key, model path) pairs that names a vision-language model; a
+    path several keys share is told at the first of them."""
+    seen: set[str] = set()
+    for key, path in keys:
+        why = vision_language(path)
+        if why is not None and path not in seen:
+            seen.add(str(path))
+            yield key, path, why

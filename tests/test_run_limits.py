@@ -79,3 +79,50 @@ def test_a_config_within_the_limits_gets_neither_refusal(template):
     said = [d.message for d in report.result.diagnostics if d.code == "RLC118"]
     said += [b.message for b in report.blockers]
     assert not [m for m in said if any(limit in m for limit in limits)]
+
+
+# ---- vision-language models: refused at validate, never run as text --------------------------------------------
+
+VLM = "Qwen/Qwen2.5-VL-7B-Instruct"
+# (template, the override that points a role at a vision-language model, the key the refusal names)
+VISION_CASES = [
+    pytest.param("areal-fsdp-vllm-ppo", [f"actor.path={VLM}"], "actor.path", id="areal"),
+    pytest.param("skyrl-fsdp-vllm", [f"trainer.policy.model.path={VLM}"], "trainer.policy.model.path", id="skyrl"),
+    pytest.param("roll-fsdp2-vllm", [f"pretrain={VLM}"], "pretrain", id="roll"),
+    pytest.param("chatlearn-fsdp-vllm", [f"models.policy_trainer.load={VLM}"], "models.policy_trainer.load",
+                 id="chatlearn"),
+    pytest.param("rlinf-megatron-sglang", [f"rollout.model.model_path={VLM}"], "rollout.model.model_path",
+                 id="rlinf"),
+]
+
+
+@pytest.mark.parametrize("template,overrides,key", VISION_CASES)
+def test_a_vision_language_model_is_refused_at_its_key_in_every_dialect(template, overrides, key):
+    report = dry_run(str(TEMPLATES / f"{template}.yaml"), overrides)
+    refusals = [b for b in report.blockers if b.code == "RLC118" and run_limits.VISION_LANGUAGE in b.message]
+    assert [b.key for b in refusals] == [key]  # once, though the other roles load the same model
+    assert VLM in refusals[0].message and not report.launches
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen2-VL-7B", "Qwen/Qwen2.5-VL-3B-Instruct", "OpenGVLab/InternVL3-8B",
+                                  "llava-hf/llava-1.5-7b-hf", "meta-llama/Llama-3.2-11B-Vision-Instruct",
+                                  "moonshotai/Kimi-VL-A3B-Instruct", "HuggingFaceM4/idefics2-8b"])
+def test_a_vision_language_checkpoint_is_known_by_its_name(name):
+    assert run_limits.vision_language(name) == "its name says so"
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen2.5-7B-Instruct", "Qwen/Qwen2.5-Math-1.5B", "deepseek-ai/DeepSeek-V3",
+                                  "openai/gpt-oss-20b", "/data/vl/qwen2.5-7b", "", None])
+def test_a_text_checkpoint_is_not_refused(name):
+    assert run_limits.vision_language(name) is None
+
+
+def test_a_local_checkpoint_is_judged_by_its_config_not_its_name(tmp_path):
+    vision = tmp_path / "my-model"
+    vision.mkdir()
+    (vision / "config.json").write_text('{"model_type": "qwen2_5_vl", "vision_config": {"depth": 32}}')
+    assert run_limits.vision_language(str(vision)) == "its config.json has model_type 'qwen2_5_vl' and a vision_config"
+    text = tmp_path / "Qwen2-VL-text-only"
+    text.mkdir()
+    (text / "config.json").write_text('{"model_type": "qwen2"}')
+    assert run_limits.vision_language(str(text)) is None

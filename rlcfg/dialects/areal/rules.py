@@ -920,13 +920,20 @@ def _norm_text(norm: Any) -> str:
             "penalty measured from another length, off-policy rollouts through consumer_batch_size, ...), although "
             "each key alone is honored; and the parallel sizes and backends rlcfg's runtime does not run "
             "(rlcfg/run_limits.py): on Megatron expert and context parallelism, a critic, SFT and reward-model "
-            "training; on FSDP Ulysses (`c`) and the t, p and e sizes.",
-            keys=["allocation_mode", "actor.backend", "critic.backend", "actor.recompute_logprob", "actor.use_decoupled_loss", "actor.rejection_sampling",
+            "training; on FSDP Ulysses (`c`) and the t, p and e sizes; and vision-language models.",
+            keys=["actor.path", "ref.path", "critic.path", "model.path", "sglang.model_path", "vllm.model",
+                  "allocation_mode", "actor.backend", "critic.backend", "actor.recompute_logprob", "actor.use_decoupled_loss", "actor.rejection_sampling",
                   "actor.reward_norm", "actor.adv_norm", "actor.temperature", "actor.discount", "actor.gae_lambda",
                   "actor.mask_no_eos_with_zero", "actor.overlong_reward_penalty", "rollout.consumer_batch_size",
                   "gconfig.max_tokens", "critic.ppo_n_minibatches", "actor.optimizer.warmup_steps_proportion"])
 def _run_ledger(cfg, ctx):
     yield from _runtime_limits(cfg)
+    engines = [(f"{name}.path", getattr(engine, "path", None)) for name, engine in training_engines(cfg)]
+    if pipeline_kind(cfg) == "grpo":
+        engines += [("sglang.model_path", cfg.sglang.model_path), ("vllm.model", cfg.vllm.model)]
+    for key, path, why in run_limits.vision_language_models(engines):
+        yield _refusal(key, f"`{key}` = {path}, a vision-language model ({why}): {run_limits.VISION_LANGUAGE}",
+                       run_limits.VISION_LANGUAGE_HINT)
     if pipeline_kind(cfg) != "grpo":
         return  # the combinations below are the RL loop's; SFT and reward-model keys are judged one by one
     a, g = cfg.actor, cfg.gconfig

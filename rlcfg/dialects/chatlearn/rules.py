@@ -719,11 +719,18 @@ def _runtime_limits(cfg: Any):
 @rules.rule("chatlearn/run-refusals", "RLC118",
             "`rlcfg run` refuses what ChatLearn computes otherwise than rlcfg can: advantage groups that outlive an "
             "episode (runtime_args.num_inference_per_prompt above the rollout's), and what rlcfg's runtime does not "
-            "do (rlcfg/run_limits.py): expert and context parallelism on Megatron, Ulysses sequence parallelism.",
-            keys=[f"{RT}.num_inference_per_prompt", f"{PT}.expert_model_parallel_size", f"{PT}.context_parallel_size",
+            "do (rlcfg/run_limits.py): expert and context parallelism on Megatron, Ulysses sequence parallelism; and "
+            "vision-language models.",
+            keys=[f"models.{name}.load" for name in ("policy_trainer", "policy", "ref_policy")] + [
+                  f"{RT}.num_inference_per_prompt", f"{PT}.expert_model_parallel_size", f"{PT}.context_parallel_size",
                   f"{PT}.ulysses_sequence_parallel_size"])
 def _run_refusals(cfg: Any, ctx: Any):
     r, p = cfg.runtime_args, cfg.models.policy
+    models = [(f"models.{name}.load", getattr(cfg.models, name).load) for name in ("policy_trainer", "policy",
+                                                                                    "ref_policy")]
+    for key, path, why in run_limits.vision_language_models(models):
+        yield _refusal(key, path, f"a vision-language model ({why}); {run_limits.VISION_LANGUAGE}",
+                       run_limits.VISION_LANGUAGE_HINT)
     if ctx.release != "1.2.0" and r.num_inference_per_prompt > p.num_inference_per_prompt:
         # chatlearn/algorithm/grpo_utils/advantage_compute.py AdvantageComputer: rewards are kept per prompt_uid until
         # runtime_args.num_inference_per_prompt of them arrived, so with fewer per episode a prompt drawn again in a

@@ -592,14 +592,20 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
             "other than the PPO clip loss (`actor`), an adv_type other than grpo, importance_sampling_fix "
             "without RLinf main's capped weight, a reward_type other than math, a Megatron learning-rate "
             "schedule other than constant, linear or cosine, and what rlcfg's runtime does not do "
-            "(rlcfg/run_limits.py): expert and context parallelism on Megatron, a critic on Megatron.",
-            keys=["algorithm.loss_type", "algorithm.adv_type", "algorithm.importance_sampling_fix",
+            "(rlcfg/run_limits.py): expert and context parallelism on Megatron, a critic on Megatron; and "
+            "vision-language models.",
+            keys=["actor.model.model_path", "rollout.model.model_path", "rollout.model_dir", "algorithm.loss_type", "algorithm.adv_type", "algorithm.importance_sampling_fix",
                   "algorithm.importance_sampling_clip", "reward.reward_type", "actor.lr_sched.lr_decay_style",
                   "actor.model.expert_model_parallel_size", "actor.model.context_parallel_size",
                   "critic.training_backend"])
 def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if not training(cfg):
         return  # embodied, agent, evaluation, SFT and offline configs are refused by `rlcfg run` as a whole
+    models = [("actor.model.model_path", cfg.actor.model.model_path),
+              ("rollout.model.model_path", cfg.rollout.model.model_path), ("rollout.model_dir", cfg.rollout.model_dir)]
+    for key, path, why in run_limits.vision_language_models(models):
+        yield _refusal(key, f"`{key}` = {path}, a vision-language model ({why}): {run_limits.VISION_LANGUAGE}",
+                       run_limits.VISION_LANGUAGE_HINT)
     alg = cfg.algorithm
     if cfg.runner.task_type != "math" and alg.loss_type not in LOSSES:
         yield _refusal("algorithm.loss_type",

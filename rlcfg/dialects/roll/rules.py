@@ -1210,8 +1210,9 @@ def _run_refusal(path: str, value: Any, why: str, hint: str, related: Iterator[s
             "normalisation, sample masks with whitening or length weights, seq-mean-token-sum-norm, a critic with "
             "another loss_agg_mode than seq-mean-token-mean, sequence importance sampling with per-token "
             "advantages or dual clip, train-infer weights other than capped and detached token or sequence "
-            "ratios, mixed domain_interleave_probs and chat templates other than the tokenizer's.",
-            keys=["rewards", "actor_train.worker_cls", "actor_infer.worker_cls", "reference.worker_cls",
+            "ratios, mixed domain_interleave_probs and chat templates other than the tokenizer's; and "
+            "vision-language models.",
+            keys=["pretrain", "reward_pretrain", "*.model_args.model_name_or_path", "rewards", "actor_train.worker_cls", "actor_infer.worker_cls", "reference.worker_cls",
                   "critic.worker_cls", "actor_train.training_args.lr_scheduler_type",
                   "critic.training_args.lr_scheduler_type", "adv_estimator", "norm_mean_type", "norm_std_type",
                   "gamma", "reward_clip", "max_len_mask", "difficulty_mask", "error_max_len_clip",
@@ -1221,11 +1222,27 @@ def _run_refusal(path: str, value: Any, why: str, hint: str, related: Iterator[s
 def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     if unrun_pipeline(cfg) is not None:
         return  # validate says once that `rlcfg run` does not run the whole pipeline (RLC116)
+    yield from _model_refusals(cfg)
     yield from _worker_refusals(cfg)
     yield from _reward_refusals(cfg)
     yield from _schedule_refusals(cfg)
     yield from _algorithm_refusals(cfg)
     yield from _data_refusals(cfg)
+
+
+def _model_refusals(cfg: Any) -> Iterator[Finding]:
+    """Vision-language checkpoints, at the key that names each worker's model (its own, else `pretrain`, or
+    `reward_pretrain` for the critic)."""
+    from rlcfg import run_limits
+
+    models = []
+    workers = [("actor_train", "pretrain"), ("actor_infer", "pretrain"), ("reference", "pretrain")]
+    for worker, fallback in workers + ([("critic", "reward_pretrain")] if critic_on(cfg) else []):
+        own = getattr(cfg, worker).model_args.model_name_or_path
+        models.append((f"{worker}.model_args.model_name_or_path", own) if own else (fallback, getattr(cfg, fallback)))
+    for key, path, why in run_limits.vision_language_models(models):
+        yield _run_refusal(key, path, f"a vision-language model ({why}); {run_limits.VISION_LANGUAGE}",
+                           run_limits.VISION_LANGUAGE_HINT)
 
 
 def _worker_refusals(cfg: Any) -> Iterator[Finding]:

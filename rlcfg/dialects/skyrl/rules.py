@@ -1147,8 +1147,9 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
             "one, use_tis with a loss that ignores it (up to v0.3.0), overlong filtering with stop strings or "
             "with sequence_mean, a critic trained in several mini-batches, and what rlcfg's runtime does not do "
             "(rlcfg/run_limits.py): the deepspeed strategy, expert and context parallelism on Megatron, Ulysses "
-            "sequence parallelism.",
-            keys=["trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type",
+            "sequence parallelism; and vision-language models.",
+            keys=["trainer.policy.model.path", "trainer.ref.model.path", "trainer.critic.model.path",
+                  "trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type",
                   "trainer.algorithm.loss_reduction", "trainer.algorithm.use_entropy_loss",
                   "trainer.policy.optimizer_config.scheduler",
                   "generator.engine_init_kwargs", "generator.sampling_params", "generator.apply_overlong_filtering",
@@ -1157,6 +1158,10 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
                   "trainer.policy.megatron_config.context_parallel_size", "trainer.policy.sequence_parallel_size"])
 def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t, a, g = cfg.trainer, cfg.trainer.algorithm, cfg.generator
+    models = [(f"trainer.{name}.model.path", getattr(t, name).model.path) for name in ("policy", "ref", "critic")]
+    for key, path, why in run_limits.vision_language_models(models):
+        yield _refusal(key, path, f"a vision-language model ({why}); {run_limits.VISION_LANGUAGE}",
+                       run_limits.VISION_LANGUAGE_HINT)
     if a.advantage_estimator not in ADVANTAGE_ESTIMATORS:
         yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
                        "a custom estimator registered in code is not known to rlcfg; it runs grpo, gae, rloo or "
