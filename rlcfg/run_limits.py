@@ -43,10 +43,10 @@ VISION_LANGUAGE_HINT = "point it at a text model; vision-language models are not
 # Model types of vision-language checkpoints whose config.json has no `vision_config` of its own.
 _VISION_LANGUAGE_TYPES = ("llava", "llava_next", "mllama", "paligemma", "idefics2", "idefics3", "pixtral",
                           "internvl_chat")
-# A checkpoint's name that says vision-language: a `VL` part (Qwen2.5-VL-7B, InternVL3-8B, Kimi-VL), a `Vision`
-# part (Llama-3.2-11B-Vision), or a family that is only multimodal. OpenVLA-style action models do not match: the
-# embodied pipelines that train them are refused as a whole.
-_VISION_LANGUAGE_NAME = re.compile(r"(?i)(?:^|[-_.])(?:[a-z]*vl\d*|vision|llava|paligemma|idefics\d*|pixtral)"
+# A checkpoint's name that says vision-language: a `VL` part (Qwen2.5-VL-7B, InternVL3-8B, Kimi-VL), a `Vision` or
+# `Omni` part (Llama-3.2-11B-Vision, Qwen3-Omni-30B-A3B), or a family that is only multimodal. OpenVLA-style action
+# models do not match: the embodied pipelines that train them are refused as a whole.
+_VISION_LANGUAGE_NAME = re.compile(r"(?i)(?:^|[-_.])(?:[a-z]*vl\d*|vision|omni|llava|paligemma|idefics\d*|pixtral)"
                                    r"(?=$|[-_.\d])")
 
 

@@ -106,7 +106,8 @@ def test_a_vision_language_model_is_refused_at_its_key_in_every_dialect(template
 
 @pytest.mark.parametrize("name", ["Qwen/Qwen2-VL-7B", "Qwen/Qwen2.5-VL-3B-Instruct", "OpenGVLab/InternVL3-8B",
                                   "llava-hf/llava-1.5-7b-hf", "meta-llama/Llama-3.2-11B-Vision-Instruct",
-                                  "moonshotai/Kimi-VL-A3B-Instruct", "HuggingFaceM4/idefics2-8b"])
+                                  "moonshotai/Kimi-VL-A3B-Instruct", "HuggingFaceM4/idefics2-8b",
+                                  "Qwen/Qwen3-Omni-30B-A3B-Thinking"])
 def test_a_vision_language_checkpoint_is_known_by_its_name(name):
     assert run_limits.vision_language(name) == "its name says so"
 
