@@ -39,7 +39,7 @@ SIZE_THAT_RUNS = "set it to 1"
 
 VISION_LANGUAGE = ("rlcfg trains and rolls out text models only, so the images of the data would be dropped and the "
                    "model trained as text")
-VISION_LANGUAGE_HINT = "point it at a text model; vision-language models are not run yet"
+_VL_PART = re.compile(r"(?i)[-_]vl(?=[-_]|$)")
 # Model types of vision-language checkpoints whose config.json has no `vision_config` of its own.
 _VISION_LANGUAGE_TYPES = ("llava", "llava_next", "mllama", "paligemma", "idefics2", "idefics3", "pixtral",
                           "internvl_chat")
@@ -81,3 +81,14 @@ def vision_language_models(keys: Iterable[tuple[str, object]]) -> Iterator[tuple
         if why is not None and path not in seen:
             seen.add(str(path))
             yield key, path, why
+
+
+def vision_language_hint(key: str, path: object) -> str:
+    """Point `key` at a text model: where the checkpoint's name has a `VL` part, its text sibling (Qwen2.5-VL-7B →
+    Qwen2.5-7B), which `--smoke` then stands in for like any model."""
+    hint = "point it at a text model; vision-language models are not run yet"
+    head, _, name = str(path).rstrip("/").rpartition("/")
+    text = _VL_PART.sub("", name, count=1)
+    if text == name or os.path.isdir(os.path.expanduser(str(path))):
+        return hint
+    return f"{hint} (its text sibling: `{key}: {head + '/' if head else ''}{text}`)"

@@ -127,3 +127,21 @@ def test_a_local_checkpoint_is_judged_by_its_config_not_its_name(tmp_path):
     text.mkdir()
     (text / "config.json").write_text('{"model_type": "qwen2"}')
     assert run_limits.vision_language(str(text)) is None
+
+
+@pytest.mark.parametrize("template,overrides,key", VISION_CASES)
+def test_the_smoke_run_stands_in_for_the_text_sibling_and_says_so(template, overrides, key):
+    from rlcfg.frontend import check_file
+    from rlcfg.smoke_settings import settle
+
+    file = str(TEMPLATES / f"{template}.yaml")
+    settled = settle(lambda more: check_file(file, [*overrides, *more]), check_file(file, overrides))
+    assert [(c.key, c.new) for c in settled.changes] == [(key, "'Qwen/Qwen2.5-7B-Instruct'")]
+    assert not settled.refused and not settled.result.errors
+
+
+def test_a_name_without_a_vl_part_gets_no_sibling():
+    assert run_limits.vision_language_hint("actor.path", "OpenGVLab/InternVL3-8B") == (
+        "point it at a text model; vision-language models are not run yet")
+    assert run_limits.vision_language_hint("pretrain", "/m/Qwen2-VL-7B/").endswith("(its text sibling: "
+                                                                                  "`pretrain: /m/Qwen2-7B`)")

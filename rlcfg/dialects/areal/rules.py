@@ -933,7 +933,7 @@ def _run_ledger(cfg, ctx):
         engines += [("sglang.model_path", cfg.sglang.model_path), ("vllm.model", cfg.vllm.model)]
     for key, path, why in run_limits.vision_language_models(engines):
         yield _refusal(key, f"`{key}` = {path}, a vision-language model ({why}): {run_limits.VISION_LANGUAGE}",
-                       run_limits.VISION_LANGUAGE_HINT)
+                       run_limits.vision_language_hint(key, path))
     if pipeline_kind(cfg) != "grpo":
         return  # the combinations below are the RL loop's; SFT and reward-model keys are judged one by one
     a, g = cfg.actor, cfg.gconfig

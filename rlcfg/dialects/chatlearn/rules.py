@@ -730,7 +730,7 @@ def _run_refusals(cfg: Any, ctx: Any):
                                                                                     "ref_policy")]
     for key, path, why in run_limits.vision_language_models(models):
         yield _refusal(key, path, f"a vision-language model ({why}); {run_limits.VISION_LANGUAGE}",
-                       run_limits.VISION_LANGUAGE_HINT)
+                       run_limits.vision_language_hint(key, path))
     if ctx.release != "1.2.0" and r.num_inference_per_prompt > p.num_inference_per_prompt:
         # chatlearn/algorithm/grpo_utils/advantage_compute.py AdvantageComputer: rewards are kept per prompt_uid until
         # runtime_args.num_inference_per_prompt of them arrived, so with fewer per episode a prompt drawn again in a

@@ -605,7 +605,7 @@ def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
               ("rollout.model.model_path", cfg.rollout.model.model_path), ("rollout.model_dir", cfg.rollout.model_dir)]
     for key, path, why in run_limits.vision_language_models(models):
         yield _refusal(key, f"`{key}` = {path}, a vision-language model ({why}): {run_limits.VISION_LANGUAGE}",
-                       run_limits.VISION_LANGUAGE_HINT)
+                       run_limits.vision_language_hint(key, path))
     alg = cfg.algorithm
     if cfg.runner.task_type != "math" and alg.loss_type not in LOSSES:
         yield _refusal("algorithm.loss_type",

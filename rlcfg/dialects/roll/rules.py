@@ -1242,7 +1242,7 @@ def _model_refusals(cfg: Any) -> Iterator[Finding]:
         models.append((f"{worker}.model_args.model_name_or_path", own) if own else (fallback, getattr(cfg, fallback)))
     for key, path, why in run_limits.vision_language_models(models):
         yield _run_refusal(key, path, f"a vision-language model ({why}); {run_limits.VISION_LANGUAGE}",
-                           run_limits.VISION_LANGUAGE_HINT)
+                           run_limits.vision_language_hint(key, path))
 
 
 def _worker_refusals(cfg: Any) -> Iterator[Finding]:

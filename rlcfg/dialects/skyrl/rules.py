@@ -1161,7 +1161,7 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     models = [(f"trainer.{name}.model.path", getattr(t, name).model.path) for name in ("policy", "ref", "critic")]
     for key, path, why in run_limits.vision_language_models(models):
         yield _refusal(key, path, f"a vision-language model ({why}); {run_limits.VISION_LANGUAGE}",
-                       run_limits.VISION_LANGUAGE_HINT)
+                       run_limits.vision_language_hint(key, path))
     if a.advantage_estimator not in ADVANTAGE_ESTIMATORS:
         yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
                        "a custom estimator registered in code is not known to rlcfg; it runs grpo, gae, rloo or "
