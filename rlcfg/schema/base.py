@@ -139,6 +139,29 @@ def field_releases(info: FieldInfo) -> tuple[str, ...] | None:
     return tuple(found) if found is not None else None
 
 
+def written_paths(data: Any, prefix: tuple = ()) -> Iterator[tuple]:
+    """Every key path a document writes, mappings and leaves (list items are not followed: their fields are judged
+    like the list's)."""
+    if isinstance(data, dict):
+        for key, value in data.items():
+            path = (*prefix, key)
+            yield path
+            yield from written_paths(value, path)
+
+
+def release_lacking_fewest(releases: Sequence[str], having: Mapping[str, Sequence[str]]) -> tuple[str, str | None]:
+    """How a document tells releases apart: among `releases` (oldest first), the one that lacks the fewest of the
+    written keys only some releases have (`having`: each such key → the releases that have it), the newest of those;
+    and the first of those keys that the next newer release lacks and the chosen one has (None: it is the newest)."""
+    lacking = {release: [key for key, have in having.items() if release not in have] for release in releases}
+    fewest = min(len(keys) for keys in lacking.values())
+    chosen = [release for release in releases if len(lacking[release]) == fewest][-1]
+    newer = releases[releases.index(chosen) + 1:]
+    if not newer:
+        return chosen, None
+    return chosen, next((key for key in lacking[newer[0]] if key not in lacking[chosen]), None)
+
+
 class Section(BaseModel):
     """A mapping of a config. Unknown keys are errors; values are never coerced from another type
     (a YAML string "8" is not the integer 8), except that an integer is accepted where a float is expected.

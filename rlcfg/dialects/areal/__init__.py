@@ -31,28 +31,20 @@ strings); models (the sections); derived (what AReaL computes from them); rules,
 """
 
 from functools import lru_cache
-from typing import Any, Iterator
+from typing import Any
 
 from rlcfg.dialects.areal.models import (RELEASE_TABLE, SCRIPT_KEYS, SECTIONS_ALWAYS_BUILT, GRPOConfig, RWConfig,
                                          SFTConfig)
 from rlcfg.dialects.areal.rules import RULES
 from rlcfg.schema import entry
-from rlcfg.schema.base import Dialect, Section, defaults_tree, field_at, field_releases, section_types
+from rlcfg.schema.base import (Dialect, Section, defaults_tree, field_at, field_releases, release_lacking_fewest,
+                               section_types, written_paths)
 from rlcfg.patterns import lazy
 
 _LOAD_EXPR_CONFIG = lazy(r"load_expr_config\(\s*[\w.\[\]:]+\s*,\s*(\w+)\s*\)")
 
 # Engine sections whose `backend` holds the 1.0 `name:dims` form.
 _ENGINES = ("actor", "ref", "critic", "teacher", "rollout", "model")
-
-
-def _user_paths(data: Any, prefix: tuple = ()) -> Iterator[tuple]:
-    """Every key path the document writes (list items are skipped: their fields are judged like the list's)."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            path = prefix + (key,)
-            yield path
-            yield from _user_paths(value, path)
 
 
 def _overlay(model: type[Section], tree: dict, table: dict[str, dict[str, Any]]) -> None:
@@ -128,27 +120,21 @@ class AReaLDialect(Dialect):
             if isinstance(backend, str) and ":" in backend and "${" not in backend:
                 return "1.0", f"`{engine}.backend` uses the 1.0 form {backend!r}"
         root = self.root(data)
-        lacking: dict[str, list[str]] = {release: [] for release in self.releases}  # written keys each one lacks
-        having: dict[str, tuple] = {}  # the releases that have each of those keys
-        for path in _user_paths(data):
+        having: dict[str, tuple] = {}  # the written keys only some releases have, and those releases
+        for path in written_paths(data):
             info, _owner = field_at(root, path)
             releases = field_releases(info) if info is not None else None
             if releases:
                 having[".".join(map(str, path))] = releases
-                for release in self.releases:
-                    if release not in releases:
-                        lacking[release].append(".".join(map(str, path)))
         if isinstance(data.get("allocation_mode"), str) and data["allocation_mode"] and \
                 not any(isinstance(data.get(e), dict) and data[e].get("backend") for e in _ENGINES):
-            lacking["1.0"].append("allocation_mode")
-        fewest = min(len(keys) for keys in lacking.values())
-        chosen = [release for release in self.releases if len(lacking[release]) == fewest][-1]
-        newer = [release for release in self.releases[self.releases.index(chosen) + 1:]]
-        if not newer:
-            return chosen, (f"no key it writes rules out the newest, {chosen}" if not lacking[chosen] else
+            having["allocation_mode"] = tuple(r for r in self.releases if r != "1.0")
+        chosen, deciding = release_lacking_fewest(self.releases, having)
+        if deciding is None:
+            lacks = [key for key, have in having.items() if chosen not in have]
+            return chosen, (f"no key it writes rules out the newest, {chosen}" if not lacks else
                             "the newest release, which has the most of the keys it writes") + \
                 " (pin another with --framework-version)"
-        deciding = next(key for key in lacking[newer[0]] if key not in lacking[chosen])
         if deciding == "allocation_mode":
             why = "`allocation_mode` places it, with no engine `backend` (which AReaL 1.0 requires)"
         else:

@@ -28,7 +28,7 @@ from rlcfg.dialects.chatlearn.derived import colocation_groups, trainer_dp
 from rlcfg.dialects.chatlearn.models import ChatLearnFSDP, ChatLearnMegatron, FSDPPolicyTrainer
 from rlcfg.dialects.chatlearn.rules import rules
 from rlcfg.schema import entry
-from rlcfg.schema.base import Dialect, Section, field_at, field_releases
+from rlcfg.schema.base import Dialect, Section, field_at, field_releases, written_paths
 
 ENTRY = entry("chatlearn")
 
@@ -123,15 +123,9 @@ _V120_LENGTHS = {("models", "policy", "seq_length"), ("models", "policy", "max_s
                  ("models", "policy_trainer", "seq_length"), ("models", "ref_policy", "seq_length")}
 
 
-def _written_paths(data: Any, prefix: tuple = ()) -> list[tuple]:
-    """Every key path of the user's tree (mappings and leaves; list items are not keys)."""
-    out: list[tuple] = []
-    if isinstance(data, dict):
-        for key, value in data.items():
-            path = prefix + (str(key),)
-            out.append(path)
-            out.extend(_written_paths(value, path))
-    return out
+def _written_paths(data: Any) -> list[tuple]:
+    """Every key path of the user's tree, its keys as text."""
+    return [tuple(map(str, path)) for path in written_paths(data)]
 
 
 def _some(paths: list[str], limit: int = 2) -> str:

@@ -36,7 +36,7 @@ from rlcfg.dialects.rlinf.models import TAGGED, RLinfConfig
 from rlcfg.dialects.rlinf.resolvers import RESOLVERS
 from rlcfg.dialects.rlinf.rules import rules
 from rlcfg.schema import entry
-from rlcfg.schema.base import Dialect
+from rlcfg.schema.base import Dialect, written_paths
 
 # Mappings whose keys are the user's own names (component groups, node groups), not keys RLinf reads by name.
 OPEN_PATHS = (("hydra",), ("cluster", "component_placement"), ("cluster", "node_groups"))
@@ -62,16 +62,12 @@ def _has(data: Any, *path: str) -> bool:
 ENTRY = entry("rlinf")
 
 
-def _written_keys(data: Any, prefix: tuple = ()) -> Iterator[str]:
+def _written_keys(data: Any) -> Iterator[str]:
     """The dotted keys a document writes, outside the mappings whose keys are the user's own names."""
-    if not isinstance(data, dict):
-        return
-    for key, value in data.items():
-        path = (*prefix, str(key))
-        if any(path[: len(open_path)] == open_path for open_path in OPEN_PATHS):
-            continue
-        yield ".".join(path)
-        yield from _written_keys(value, path)
+    for path in written_paths(data):
+        path = tuple(map(str, path))
+        if not any(path[: len(open_path)] == open_path for open_path in OPEN_PATHS):
+            yield ".".join(path)
 
 
 def _tagged_release(data: dict, layout: str) -> tuple[str, str]:

@@ -145,39 +145,30 @@ class Roll(Dialect):
         the release that lacks the fewest of the keys the document writes that some releases lack (the fields the
         release table tags, and the keys only old releases have), the newest of those."""
         from rlcfg.dialects.roll.models import DEEPSPEED_STRATEGIES, RELEASE_TABLE, WITH_DEEPSPEED
-        from rlcfg.schema.base import field_at, field_releases
+        from rlcfg.schema.base import field_at, field_releases, release_lacking_fewest, written_paths
 
         named = next(((path, value) for path, value in _strategy_names(data) if value in DEEPSPEED_STRATEGIES), None)
         candidates = WITH_DEEPSPEED if named is not None else self.releases
         root = self.root(data)
         unmodelled = RELEASE_TABLE["unmodelled"]
-        lacking: dict[str, list[str]] = {release: [] for release in candidates}
-        having: dict[str, tuple] = {}
-        for path in _written_paths(data):
+        having: dict[str, tuple] = {}  # the written keys only some releases have, and those releases
+        for path in written_paths(data):
             key = ".".join(map(str, path))
             generic = ".".join(("rewards", "*", *map(str, path[2:]))) if path[0] == "rewards" and len(path) > 2 else key
             info = field_at(root, path)[0]
             releases = field_releases(info) if info is not None else None
             if info is None and (key in unmodelled or generic in unmodelled):
                 releases = tuple(unmodelled.get(key, unmodelled.get(generic))["releases"])
-            if not releases:
-                continue
-            having[key] = releases
-            for release in candidates:
-                if release not in releases:
-                    lacking[release].append(key)
-        fewest = min(len(keys) for keys in lacking.values())
-        chosen = [release for release in candidates if len(lacking[release]) == fewest][-1]
-        newer = list(candidates[candidates.index(chosen) + 1:])
+            if releases:
+                having[key] = releases
+        chosen, deciding = release_lacking_fewest(candidates, having)
         why = ""
         if named is not None:
             path, value = named
             why = f"`{path}` is {value}, a DeepSpeed strategy, which ROLL removed in v0.3.0"
-        if newer:
-            deciding = next((k for k in lacking[newer[0]] if k not in lacking[chosen]), None)
-            if deciding is not None:
-                why += ("; " if why else "") + f"`{deciding}` is a key of ROLL {', '.join(having[deciding])}"
-        elif named is None:
+        if deciding is not None:
+            why += ("; " if why else "") + f"`{deciding}` is a key of ROLL {', '.join(having[deciding])}"
+        elif chosen == candidates[-1] and named is None:
             return chosen, "no key it writes rules out the newest, main (v0.3.0 differs from it by one Megatron key)"
         return chosen, f"{why}; judged by ROLL {chosen}, the newest release that has the most of the keys it writes"
 
@@ -212,14 +203,6 @@ def _release_extension(release: str) -> Any:
     from rlcfg.source.project import release_extension
 
     return release_extension(f"ROLL {release}", RELEASE_TABLE["unmodelled"], release)
-
-
-def _written_paths(data: Any, prefix: tuple = ()):
-    """Every key path a document writes (list items are not followed)."""
-    if isinstance(data, dict):
-        for key, value in data.items():
-            yield (*prefix, key)
-            yield from _written_paths(value, (*prefix, key))
 
 
 def _strategy_args(data: Any, path: tuple = ()):
