@@ -8,7 +8,6 @@ this module imports nothing of rlcfg, so `validate` can read it without the lowe
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from typing import Iterable, Iterator
@@ -39,15 +38,16 @@ SIZE_THAT_RUNS = "set it to 1"
 
 VISION_LANGUAGE = ("rlcfg trains and rolls out text models only, so the images of the data would be dropped and the "
                    "model trained as text")
-_VL_PART = re.compile(r"(?i)[-_]vl(?=[-_]|$)")
+_VL_PART = r"(?i)[-_]vl(?=[-_]|$)"
 # Model types of vision-language checkpoints whose config.json has no `vision_config` of its own.
 _VISION_LANGUAGE_TYPES = ("llava", "llava_next", "mllama", "paligemma", "idefics2", "idefics3", "pixtral",
                           "internvl_chat")
 # A checkpoint's name that says vision-language: a `VL` part (Qwen2.5-VL-7B, InternVL3-8B, Kimi-VL), a `Vision` or
 # `Omni` part (Llama-3.2-11B-Vision, Qwen3-Omni-30B-A3B), or a family that is only multimodal. OpenVLA-style action
 # models do not match: the embodied pipelines that train them are refused as a whole.
-_VISION_LANGUAGE_NAME = re.compile(r"(?i)(?:^|[-_.])(?:[a-z]*vl\d*|vision|omni|llava|paligemma|idefics\d*|pixtral)"
-                                   r"(?=$|[-_.\d])")
+# (Patterns, not compiled ones: `re` compiles them on first use, and `validate` starts without the cost.)
+_VISION_LANGUAGE_NAME = (r"(?i)(?:^|[-_.])(?:[a-z]*vl\d*|vision|omni|llava|paligemma|idefics\d*|pixtral)"
+                         r"(?=$|[-_.\d])")
 
 
 def vision_language(path: object) -> str | None:
@@ -57,6 +57,8 @@ def vision_language(path: object) -> str | None:
         return None
     config = os.path.join(os.path.expanduser(path), "config.json")
     if os.path.isfile(config):
+        import json
+
         try:
             with open(config, encoding="utf-8") as handle:
                 data = json.load(handle)
@@ -69,7 +71,7 @@ def vision_language(path: object) -> str | None:
                                                                       data else "")
             return None
     name = path.rstrip("/").rsplit("/", 1)[-1]
-    return "its name says so" if _VISION_LANGUAGE_NAME.search(name) else None
+    return "its name says so" if re.search(_VISION_LANGUAGE_NAME, name) else None
 
 
 def vision_language_models(keys: Iterable[tuple[str, object]]) -> Iterator[tuple[str, object, str]]:
@@ -88,7 +90,7 @@ def vision_language_hint(key: str, path: object) -> str:
     Qwen2.5-7B), which `--smoke` then stands in for like any model."""
     hint = "point it at a text model; vision-language models are not run yet"
     head, _, name = str(path).rstrip("/").rpartition("/")
-    text = _VL_PART.sub("", name, count=1)
+    text = re.sub(_VL_PART, "", name, count=1)
     if text == name or os.path.isdir(os.path.expanduser(str(path))):
         return hint
     return f"{hint} (its text sibling: `{key}: {head + '/' if head else ''}{text}`)"
