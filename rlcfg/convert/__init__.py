@@ -1,8 +1,8 @@
 """`rlcfg convert`: one experiment, written in another framework's dialect.
 
-A config is read and lowered to its Experiment as `rlcfg plan` does; the target dialect's emitter
-(the `emit` of its package, `rlcfg.dialects.<name>.emit`) writes the keys that reproduce that Experiment in the target's terms,
-for one release of the target (by default the newest its emitter writes); the result is checked by reading it back
+A config is read and lowered to its Experiment as `rlcfg plan` does; the target dialect's emitter (the `emit` of its
+package, `rlcfg.dialects.<name>.emit`) writes the keys that reproduce that Experiment in the target's terms, for one
+release of the target (by default the newest its emitter writes); the result is checked by reading it back
 exactly as a user's file would be, judged by that release (validated, lowered), and comparing the two Experiments
 field by field (rlcfg.convert.compare). Every field where they still differ is a loss: a setting the target cannot
 express. Losses are never dropped silently: they are listed at the top of the written config, and the caller

@@ -1,6 +1,6 @@
 """Experiment → AReaL, in the layout of the release asked for: `allocation_mode` up to 0.5 (the SPMD launchers), each
-engine's own `backend` string from 1.0 (the single controller), which also dropped `actor.group_size` (0.5 did) and
-no longer builds a `ref` section the experiment does not use (from 0.5).
+engine's own `backend` string from 1.0 (the single controller). From 0.5 there is no `actor.group_size`, SFT trains
+`actor` rather than `model`, and an unused `ref` section is no longer needed.
 
 AReaL counts a step in prompts (train_dataset.batch_size) times gconfig.n_samples and splits it into
 ppo_n_minibatches optimizer steps; `allocation_mode` gives the generation servers the first GPUs and the trainer
@@ -223,13 +223,10 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     n = a.group_size
     backend = rollout.backend if rollout is not None and rollout.backend in ("sglang", "vllm") else "sglang"
     colocated = rollout is not None and shares(e, "actor", "rollout")
-    if per_engine:
-        pass  # each engine's section names its backend (below)
-    elif rollout is not None:
-        inference = f"{backend}.d{engines(rollout)}p{rollout.parallelism.pp}t{rollout.parallelism.tp}"
-        tree["allocation_mode"] = f"{inference}{'|' if colocated else '+'}{_trainer_dims(actor)}"
-    else:
-        tree["allocation_mode"] = _trainer_dims(actor)
+    if not per_engine:  # from 1.0 each engine's section names its backend (below)
+        inference = (f"{backend}.d{engines(rollout)}p{rollout.parallelism.pp}t{rollout.parallelism.tp}"
+                     f"{'|' if colocated else '+'}") if rollout is not None else ""
+        tree["allocation_mode"] = inference + _trainer_dims(actor)
     if actor.model is not None and actor.model.tokenizer and actor.model.tokenizer != actor.model.path:
         tree["tokenizer_path"] = actor.model.tokenizer
 

@@ -922,7 +922,8 @@ def _norm_text(norm: Any) -> str:
             "(rlcfg/run_limits.py): on Megatron expert and context parallelism, a critic, SFT and reward-model "
             "training; on FSDP Ulysses (`c`) and the t, p and e sizes; and vision-language models.",
             keys=["actor.path", "ref.path", "critic.path", "model.path", "sglang.model_path", "vllm.model",
-                  "allocation_mode", "actor.backend", "critic.backend", "actor.recompute_logprob", "actor.use_decoupled_loss", "actor.rejection_sampling",
+                  "allocation_mode", "actor.backend", "critic.backend", "actor.recompute_logprob",
+                  "actor.use_decoupled_loss", "actor.rejection_sampling",
                   "actor.reward_norm", "actor.adv_norm", "actor.temperature", "actor.discount", "actor.gae_lambda",
                   "actor.mask_no_eos_with_zero", "actor.overlong_reward_penalty", "rollout.consumer_batch_size",
                   "gconfig.max_tokens", "critic.ppo_n_minibatches", "actor.optimizer.warmup_steps_proportion"])

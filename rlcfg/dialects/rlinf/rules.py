@@ -594,7 +594,8 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
             "schedule other than constant, linear or cosine, and what rlcfg's runtime does not do "
             "(rlcfg/run_limits.py): expert and context parallelism on Megatron, a critic on Megatron; and "
             "vision-language models.",
-            keys=["actor.model.model_path", "rollout.model.model_path", "rollout.model_dir", "algorithm.loss_type", "algorithm.adv_type", "algorithm.importance_sampling_fix",
+            keys=["actor.model.model_path", "rollout.model.model_path", "rollout.model_dir", "algorithm.loss_type",
+                  "algorithm.adv_type", "algorithm.importance_sampling_fix",
                   "algorithm.importance_sampling_clip", "reward.reward_type", "actor.lr_sched.lr_decay_style",
                   "actor.model.expert_model_parallel_size", "actor.model.context_parallel_size",
                   "critic.training_backend"])

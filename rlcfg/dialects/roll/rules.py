@@ -1212,7 +1212,8 @@ def _run_refusal(path: str, value: Any, why: str, hint: str, related: Iterator[s
             "advantages or dual clip, train-infer weights other than capped and detached token or sequence "
             "ratios, mixed domain_interleave_probs and chat templates other than the tokenizer's; and "
             "vision-language models.",
-            keys=["pretrain", "reward_pretrain", "*.model_args.model_name_or_path", "rewards", "actor_train.worker_cls", "actor_infer.worker_cls", "reference.worker_cls",
+            keys=["pretrain", "reward_pretrain", "*.model_args.model_name_or_path", "rewards", "actor_train.worker_cls",
+                  "actor_infer.worker_cls", "reference.worker_cls",
                   "critic.worker_cls", "actor_train.training_args.lr_scheduler_type",
                   "critic.training_args.lr_scheduler_type", "adv_estimator", "norm_mean_type", "norm_std_type",
                   "gamma", "reward_clip", "max_len_mask", "difficulty_mask", "error_max_len_clip",
