@@ -726,6 +726,10 @@ class Dialect:
     # runs as true and `null` as false, which `rlcfg validate` says and honours, while the string "false" runs as
     # true, an error. A value of another type fails only where the code computes with it, which the error says.
     untyped_values: ClassVar[bool] = False
+    # Whether the loader converts a quoted number or boolean to the field's type, as OmegaConf's structured configs
+    # do ("4" for an int is 4, "true" for a bool is true; "four" stops it): such a value is a warning and is checked
+    # as converted.
+    converts_strings: ClassVar[bool] = False
     def checks_copied_keys(self, release: str | None) -> bool:
         """Whether the loader checks the keys a `${...}` interpolation copies into a section against that section's
         own. OmegaConf's struct mode checks the keys a merge sets, not what an interpolation resolves to: a loader

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import field
 from functools import lru_cache
-from typing import Any, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from pydantic import ValidationError
 
@@ -71,6 +71,7 @@ def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None
         errors = exc.errors(include_url=False)
     if errors:
         cleaned = copy_containers(data)
+        converted: set[Path] = set()  # values the loader converts, which are then checked as converted
         for error in errors:
             path = _tree_path(error["loc"], data)
             read_as: Any = None
@@ -78,6 +79,11 @@ def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None
                 found = _unknown_key_verdict(path, root, tree, dialect, judgement)
             elif error["type"] == "bool_type" and dialect is not None and dialect.untyped_values:
                 found, read_as = _flag_by_truth(error["input"], path, tree, dialect, judgement.release)
+            elif (error["type"] in _CONVERTERS and isinstance(error["input"], str) and dialect is not None
+                  and dialect.converts_strings and _converted(error["type"], error["input"]) is not None):
+                read_as = _converted(error["type"], error["input"])
+                found = _converted_string(error["input"], read_as, path, tree, dialect, judgement.release)
+                converted.add(path)
             elif error["type"] == "missing" and judgement.known_keys_only:
                 found = None  # a key of the modelled pipeline that this one has no use for
             else:
@@ -92,7 +98,13 @@ def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None
                 delete_path(cleaned, path)
         try:
             result.config = root.model_validate(cleaned)
-        except ValidationError:
+        except ValidationError as again:
+            for error in again.errors(include_url=False):  # a converted value the field's own checks refuse
+                path = _tree_path(error["loc"], cleaned)
+                if path in converted:
+                    result.diagnostics.append(_error_diagnostic(error, path, root, tree, dialect, judgement.release))
+                    result.error_paths.add(path)
+                    delete_path(cleaned, path)
             # Still invalid (a required value is missing): build what can be built, so that the rules can check
             # everything else; a rule that reaches for the missing value is skipped.
             result.config = _lenient(root, cleaned)
@@ -127,6 +139,50 @@ def _flag_by_truth(value: Any, path: Path, tree: SourceTree, dialect: Dialect, r
                       f"accepts this at load but reads it as {word} when its code tests the flag, {meaning}",
                       origin=tree.origin(path),
                       hint=f"write `{path[-1]}: false`" if flipped else "write true or false"), None
+
+
+def _to_bool(text: str) -> bool:
+    word = text.strip().lower()
+    if word in ("y", "yes", "on", "true"):
+        return True
+    if word in ("n", "no", "off", "false"):
+        return False
+    return int(word) != 0
+
+
+# OmegaConf's conversion of a string to a typed field's type (its IntegerNode, FloatNode and BooleanNode), by the
+# pydantic error a strict field raises for a string.
+_CONVERTERS: dict[str, Callable[[str], Any]] = {"int_type": int, "float_type": float, "bool_type": _to_bool}
+
+
+def _late(info: Any, dialect: Dialect | None, release: str | None) -> str:
+    """Where the release's loader takes any value of the field and its run fails later (`param(late_check=...)`):
+    when, in the house wording; else nothing."""
+    extra = info.json_schema_extra if info is not None and isinstance(info.json_schema_extra, dict) else {}
+    late = extra.get(LATE_CHECK_KEY, {}).get(release) if release is not None else None
+    if not late:
+        return ""
+    return f"; {dialect.title if dialect is not None else 'the framework'} {release} accepts this at load but fails {late}"
+
+
+def _converted(kind: str, text: str) -> Any:
+    """The value OmegaConf makes of `text` for a field of that kind, or None where it refuses it too."""
+    try:
+        return _CONVERTERS[kind](text)
+    except ValueError:
+        return None
+
+
+def _converted_string(text: str, value: Any, path: Path, tree: SourceTree, dialect: Dialect,
+                      release: str | None) -> Diagnostic:
+    """A quoted number or boolean that the loader converts to the field's type (`Dialect.converts_strings`): it runs
+    as the converted value, which rlcfg then checks like any other; a warning, since the file says a string."""
+    name = dotted(path)
+    framework = dialect.release_label(release) if release is not None else dialect.title
+    shown = str(value).lower() if isinstance(value, bool) else repr(value)
+    return diagnostic("RLC200", name, f"`{name}` is {describe_value(text)}, which {framework}'s loader converts to "
+                      f"{shown}", origin=tree.origin(path), severity=Severity.WARNING,
+                      hint=f"write `{path[-1]}: {shown}` without quotes")
 
 
 def _unknown_key_verdict(path: Path, root: type[Section], tree: SourceTree, dialect: Dialect | None,
@@ -294,15 +350,11 @@ def _error_diagnostic(error: dict, path: Path, root: type[Section], tree: Source
             suggestion = close[0] if close else None
         hint = f"did you mean `{suggestion}`?" if suggestion else f"use one of: {allowed_text}"
         message = f"`{name}`: {_short(value)} is not one of {allowed_text}"
-        extra = info.json_schema_extra if info is not None and isinstance(info.json_schema_extra, dict) else {}
-        late = extra.get(LATE_CHECK_KEY, {}).get(release) if release is not None else None
-        if late:
-            title = dialect.title if dialect is not None else "the framework"
-            message += f"; {title} {release} accepts this at load but fails {late}"
-        return diagnostic("RLC202", name, message, origin=origin, hint=hint)
+        return diagnostic("RLC202", name, message + _late(info, dialect, release), origin=origin, hint=hint)
     if kind in _RANGE:
         bound = next(iter(error.get("ctx", {}).values()), "?")
-        return diagnostic("RLC201", name, f"`{name}` must be {_RANGE[kind]} {bound}, got {_short(value)}", origin=origin,
+        return diagnostic("RLC201", name, f"`{name}` must be {_RANGE[kind]} {bound}, got {_short(value)}"
+                          + _late(info, dialect, release), origin=origin,
                           hint=_first_sentence(description) if description else None)
     if kind in ("too_short", "too_long"):
         return diagnostic("RLC201", name, f"`{name}`: {error['msg'].lower()}", origin=origin,

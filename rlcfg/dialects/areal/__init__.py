@@ -95,6 +95,7 @@ class AReaLDialect(Dialect):
     releases = ENTRY.releases
     # load_expr_config merges the YAML into OmegaConf.structured(<dataclass>): an unknown key stops it.
     unknown_keys = "error"
+    converts_strings = True  # load_expr_config merges into OmegaConf.structured: typed nodes convert strings
     # Every key declares what `rlcfg run` does with it (the fates in models.py and the rule areal/run-ledger).
     ledger_complete = True
 

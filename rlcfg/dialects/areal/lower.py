@@ -428,7 +428,9 @@ def _lower_rl(cfg: Any) -> Experiment:
     batch = cfg.train_dataset.batch_size
     prompts = batch // dp * dp if batch >= dp else batch
     samples = prompts * group
-    per_opt = max(samples // actor.ppo_n_minibatches, 1)
+    # 0 mini-batches: AReaL cuts the step by its token budget alone, one optimizer step where it all fits (the rule
+    # areal/zero-minibatches warns, and `rlcfg run` refuses it); plan counts it as that one step.
+    per_opt = max(samples // max(actor.ppo_n_minibatches, 1), 1)
     total_steps = _steps(cfg, samples)
     tokenizer = cfg.tokenizer_path or None
     colocated = [g for g in groups if len(g) > 1]
@@ -444,7 +446,7 @@ def _lower_rl(cfg: Any) -> Experiment:
                                False, None, tokenizer, path=cfg.ref.path or actor.path, section="ref"))
     if cfg.critic is not None:
         out.append(_train_role("critic", cfg.critic, components["critic"], ids["critic"],
-                               max(samples // cfg.critic.ppo_n_minibatches, 1) // dp, samples // dp, True,
+                               max(samples // max(cfg.critic.ppo_n_minibatches, 1), 1) // dp, samples // dp, True,
                                total_steps, tokenizer, section="critic"))
     out = [_with_backend_keys(cfg, role) for role in out]
     # Listed in the order of their GPUs, so that a plan reads like AReaL's launch order.

@@ -16,6 +16,9 @@ BEFORE_1_0 = ("0.3", "0.4", "0.5")
 # The releases whose GRPOConfig builds `ref` (and PPOConfig `critic`) from its defaults whatever the document says,
 # so that the section's mandatory experiment_name/trial_name must be written; 0.5 made both sections optional.
 SECTIONS_ALWAYS_BUILT = ("0.3", "0.4")
+# Where a group of 0 samples fails before 1.0, whose loader checks it: the rollout returns no sequence, and the
+# trainer's split of its first batch asserts on it.
+_EMPTY_BATCH = "when the trainer takes its first batch, which the rollout leaves empty"
 
 NAME_HINT = "AReaL's examples write `${experiment_name}` here"
 
@@ -122,7 +125,9 @@ class OptimizerConfig(Section):
         "adam", description="Optimizer type. AReaL's v0.3.4 reference documents `adam` and `empty` (no training); "
                             "AReaL 1.0 adds "
                             "`sgd` and `adam_bf16`. AReaL only checks this when the engine builds the optimizer, "
-                            "after the model is loaded; rlcfg checks it up front.", fate=HONORED)
+                            "after the model is loaded; rlcfg checks it up front.", fate=HONORED,
+        late_check=dict.fromkeys(("0.3", "0.4", "0.5", "1.0"), "when the training engine creates its optimizer, after "
+                                                               "loading the model (it asserts the type)"))
     lr: float = param(2e-5, description="Peak learning rate of the optimizer.", ge=0, fate=HONORED)
     weight_decay: float = param(0.05, description="Decoupled weight decay of AdamW.", ge=0, fate=HONORED)
     beta1: float = param(0.9, description="Adam beta1 (first-moment decay).", ge=0, lt=1, fate=HONORED)
@@ -498,10 +503,11 @@ class PPOActorConfig(TrainEngineConfig):
 
     group_size: int = param(1, description="Sequences per group (v0.3; removed in 1.0, which reads "
                                            "gconfig.n_samples). AReaL's examples set `${gconfig.n_samples}`.",
-                            ge=1,
+                            ge=1, late_check=dict.fromkeys(BEFORE_1_0, _EMPTY_BATCH),
                             fate=inert("v0.3 reads it only for dynamic_sampling, which rlcfg refuses; groups are "
                                        "gconfig.n_samples responses (rule areal/group-size keeps the two equal)"))
-    ppo_n_minibatches: int = param(4, description="Minibatches (optimizer steps) per PPO update.", ge=1,
+    ppo_n_minibatches: int = param(4, description="Minibatches (optimizer steps) per PPO update; 0 leaves the split "
+                                                  "to the token budget (mb_spec.max_tokens_per_mb).", ge=0,
                                    fate=HONORED)
     eps_clip: float = param(0.2, description="Clipping range of the policy ratio; 0 is allowed (AReaL's M2PO example "
                                              "uses it, as its own threshold takes over).", ge=0, fate=HONORED)
@@ -631,7 +637,7 @@ _moot(TeacherConfig, keep=("rl_loss_weight", "distill_loss_weight"))
 class PPOCriticConfig(TrainEngineConfig):
     """A PPO critic (1.0 PPO experiments)."""
 
-    ppo_n_minibatches: int = param(4, description="Minibatches per critic update.", ge=1, fate=HONORED)
+    ppo_n_minibatches: int = param(4, description="Minibatches per critic update.", ge=0, fate=HONORED)
     temperature: float = param(1.0, description="Sampling temperature the log-probabilities are computed at; "
                                                 "keep it equal to gconfig.temperature.", gt=0,
                                fate=inert("a critic computes values, not log-probabilities: nothing divides its "
@@ -891,6 +897,7 @@ class GenerationHyperparameters(Section):
     """Sampling settings of rollout generation."""
 
     n_samples: int = param(1, description="Sequences generated per prompt (the GRPO group size).", ge=1,
+                           late_check=dict.fromkeys(BEFORE_1_0, _EMPTY_BATCH),
                            fate=HONORED)
     max_new_tokens: int = param(16384, description="Maximum number of generated tokens.", ge=1,
                                 fate=HONORED)

@@ -278,8 +278,10 @@ def _norm_group_size(cfg, ctx):
             continue
         path = f"actor.{name}.group_size"
         if norm.group_size < 1:
+            late = (f"; AReaL {ctx.release} accepts this at load but fails when the trainer takes its first batch"
+                    if ctx.release in BEFORE_1_0 else "")
             yield ctx.error("RLC201", path, f"`{path}` is {norm.group_size} but group-level normalization needs "
-                            f">= 1", hint="set it to `${gconfig.n_samples}`")
+                            f">= 1{late}", hint="set it to `${gconfig.n_samples}`")
         elif norm.group_size != cfg.gconfig.n_samples:
             yield ctx.warning("RLC305", path, f"`{path}` ({norm.group_size}) differs from `gconfig.n_samples` "
                               f"({cfg.gconfig.n_samples}), so the normalization groups do not match the GRPO "
@@ -576,6 +578,27 @@ def _queue_size(cfg, ctx):
                         f"never fits in the queue", hint=f"use queue_size >= {cfg.rollout.consumer_batch_size}, or "
                                                          f"null (16 × max_concurrent_rollouts)",
                         related=["rollout.consumer_batch_size"])
+
+
+@RULES.rule("areal/zero-minibatches", "RLC300", "`ppo_n_minibatches: 0` asks for no fixed split: AReaL then cuts "
+            "each step by the token budget alone (mb_spec.max_tokens_per_mb), at least one mini-batch; `rlcfg run`, "
+            "which splits a step into a fixed number of optimizer steps, refuses it.",
+            keys=["actor.ppo_n_minibatches", "critic.ppo_n_minibatches"], also=("RLC118",))
+def _zero_minibatches(cfg, ctx):
+    if pipeline_kind(cfg) != "grpo":
+        return
+    for name in ("actor", "critic"):
+        engine = getattr(cfg, name, None)
+        if engine is None or engine.ppo_n_minibatches != 0:
+            continue
+        key = f"{name}.ppo_n_minibatches"
+        yield ctx.warning("RLC300", key, f"`{key}` is 0; AReaL runs it, but cuts each step into mini-batches by the "
+                          f"token budget alone (`{name}.mb_spec.max_tokens_per_mb`, at least one), so the number of "
+                          "optimizer steps per step follows the lengths of the responses", hint="set 1 for one "
+                          "optimizer step per step, or the number of steps you want")
+        if name == "actor":  # the run ledger refuses any critic split but one (areal/run-ledger)
+            yield _refusal(key, f"`{key}` = 0: rlcfg splits a step into a fixed number of optimizer steps",
+                           f"set `{key}: 1`")
 
 
 @RULES.rule("areal/micro-batch-granularity", "RLC300", "The sequences of a training batch divide by "

@@ -322,6 +322,7 @@ RULE_CASES = {
     "areal/norm-group-size": (GRPO_TEMPLATE, ["actor.adv_norm.mean_level=group", "++actor.adv_norm.group_size=2"],
                               ("RLC305", "actor.adv_norm.group_size")),
     "areal/group-size": (GRPO_TEMPLATE, ["actor.group_size=8"], ("RLC305", "actor.group_size")),
+    "areal/zero-minibatches": (GRPO_TEMPLATE, ["actor.ppo_n_minibatches=0"], ("RLC300", "actor.ppo_n_minibatches")),
     "areal/temperature": (GRPO_TEMPLATE, ["actor.temperature=0.7"], ("RLC305", "actor.temperature")),
     "areal/fsdp-memory-efficient-load": (GRPO_TEMPLATE, ["++actor.fsdp.memory_efficient_load=true",
                                                          "actor.init_from_scratch=true"],
@@ -904,3 +905,36 @@ def test_engines_that_outgrow_the_cluster_golden():
     run = cli("validate", "tests/fixtures/areal/broken-engines-outgrow-the-cluster.yaml")
     assert run.returncode == 1
     assert_golden("areal/engines-outgrow-the-cluster.txt", run.stdout)
+
+
+
+def test_a_quoted_number_or_boolean_runs_as_areals_loader_converts_it():
+    """OmegaConf's structured config converts "4" for an int and "true" for a bool: a warning, and the converted value
+    is checked like any other (the differential suite's coerced mutations)."""
+    result = check_file(str(GRPO_TEMPLATE), ["gconfig.n_samples='8'", "actor.recompute_logprob='true'"])
+    assert result.ok and result.config.gconfig.n_samples == 8 and result.config.actor.recompute_logprob is True
+    warned = {d.path: d.message for d in result.diagnostics if d.code == "RLC200"}
+    assert warned["gconfig.n_samples"].endswith("'8' (a string), which AReaL 0.3's loader converts to 8")
+    assert "converts to true" in warned["actor.recompute_logprob"]
+    zero = check_file(str(GRPO_TEMPLATE), ["gconfig.n_samples='0'"])  # converted, then refused by its bound
+    assert ("RLC201", "gconfig.n_samples") in {(d.code, d.path) for d in zero.diagnostics if d.severity.value == "error"}
+    words = check_file(str(GRPO_TEMPLATE), ["gconfig.n_samples=four"])  # the loader refuses it too
+    assert [d.severity.value for d in words.diagnostics if d.path == "gconfig.n_samples"] == ["error"]
+
+
+def test_values_areal_checks_only_after_load_say_when_it_fails():
+    case = check_file(str(GRPO_TEMPLATE), ["++actor.optimizer.type=Adam"])
+    (error,) = [d for d in case.diagnostics if d.path == "actor.optimizer.type"]
+    assert error.message.endswith("AReaL 0.3 accepts this at load but fails when the training engine creates its "
+                                  "optimizer, after loading the model (it asserts the type)")
+    zero = check_file(str(GRPO_TEMPLATE), ["gconfig.n_samples=0"])
+    errors = [d for d in zero.diagnostics if d.severity.value == "error"]
+    assert errors and all("AReaL 0.3 accepts this at load but fails when the trainer takes its first batch" in d.message
+                          for d in errors)
+
+
+def test_no_fixed_minibatch_split_is_run_by_areal_and_refused_by_rlcfg_run():
+    result = check_file(str(GRPO_TEMPLATE), ["actor.ppo_n_minibatches=0"])
+    assert result.ok
+    codes = {(d.code, d.severity.value) for d in result.diagnostics if d.path == "actor.ppo_n_minibatches"}
+    assert codes == {("RLC300", "warning"), ("RLC118", "note")}
