@@ -155,6 +155,12 @@ def mutations(base: Case) -> list[Case]:
         ("v120-key", ["models.policy.max_new_tokens=1024"]),
         ("fsdp-key", ["models.policy_trainer.gradient_checkpointing=false"]),
         ("megatron-key", ["models.policy_trainer.use_distributed_optimizer=true"]),
+        # the kinds every differential suite covers: an enum value's case, boundary values, a key of a sibling
+        # section
+        ("enum-case", ["runtime_args.rollout_backend=VLLM"]),
+        ("zero-episodes", ["runtime_args.num_episode=0"]),
+        ("zero-micro-batch", ["runtime_args.train_micro_batch_size=0"]),
+        ("sibling-key", ["runtime_args.num_gpu=8"]),
         # accepted at load, fails once the job starts: rlcfg says so (STRICTER)
         ("stricter-colocation", ["runtime_args.colocation=[policy,policy_trainr,ref_policy]"]),
         ("stricter-rollout-backend", ["runtime_args.rollout_backend=vlm"]),

@@ -182,9 +182,16 @@ def rlcfg_verdict(path: Path, overrides: list[str], release: str) -> tuple[bool,
 
 def mutations(release: str, pipeline: str, data: dict) -> list[tuple[str, list[str]]]:
     out = [("wrong type: group_size", ["algorithm.group_size=abc"]),
-           ("deleted key: component_placement", ["~cluster.component_placement"])]
+           ("deleted key: component_placement", ["~cluster.component_placement"]),
+           # the kinds every differential suite covers: a quoted number (RLinf's untyped config keeps it a
+           # string), a boundary value, a null, a key added to a sibling section
+           ("quoted number: group_size", ["algorithm.group_size='8'"]),
+           ("boundary: group_size 0", ["algorithm.group_size=0"]),
+           ("null: group_size", ["algorithm.group_size=null"]),
+           ("sibling key: actor.group_size", ["+actor.group_size=8"])]
     if release != "2025-08":  # 2025-08 checks no training backend name at load
         out.append(("bad enum: training_backend", ["actor.training_backend=fsdq"]))
+        out.append(("enum case: training_backend", ["actor.training_backend=FSDP"]))
     if pipeline == "reasoning":
         out.append(("divisibility: rollout TP", ["rollout.tensor_parallel_size=3"]))
         if release != "2025-08":

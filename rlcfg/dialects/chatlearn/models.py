@@ -14,6 +14,10 @@ from rlcfg.schema.base import HONORED, Section, declare_fates, inert, param, ref
 MODEL_NAMES = ("policy_trainer", "ref_policy", "policy", "reward", "rollout_manager", "partial_rollout_manager")
 MAIN = ("main",)
 V120 = ("1.2.0",)
+# A micro-batch of 0 samples: ChatLearn main checks it against the global batch only without packing, and its data
+# loader divides by it once an episode's batches are handed out.
+_ZERO_MICRO_BATCH = {"main": "when its data loader has handed out the first episode's batches (ZeroDivisionError in "
+                             "StreamDataset)"}
 
 
 # ---- OmegaConf's conversions --------------------------------------------------------------------------------
@@ -117,7 +121,7 @@ class RuntimeArgs(OmegaConfTyped):
     eval_data_path: str | None = param(None, description="Evaluation data path(s), comma-separated like `data_path`.")
     data_checkpoint_path: str | None = param(None, description="Where the data loader's checkpoints are saved (for "
                                                                "resuming).")
-    num_episode: int = param(ge=1, description="Total number of training episodes. Each episode rolls out "
+    num_episode: int = param(ge=0, description="Total number of training episodes. Each episode rolls out "
                                                "`sample_per_episode` samples and makes several weight updates. "
                                                "ChatLearn has no default: it must be set.")
     sample_per_episode: int = param(ge=1, description="Training samples per episode, across all actors (prompts × "
@@ -126,7 +130,8 @@ class RuntimeArgs(OmegaConfTyped):
     num_training_epoch: int = param(1, ge=1, description="Training passes over each episode's samples.")
     train_micro_batch_size: int = param(
         ge=1, description="Samples per forward/backward pass on each data-parallel rank (gradients are accumulated "
-                          "over micro-batches). ChatLearn has no default: it must be set.")
+                          "over micro-batches). ChatLearn has no default: it must be set.",
+        late_check=_ZERO_MICRO_BATCH)
     train_global_batch_size: int = param(
         ge=1, description="Samples per optimizer step, across all data-parallel ranks; each episode is split into "
                           "`sample_per_episode / train_global_batch_size` steps. ChatLearn has no default: it must "
@@ -245,7 +250,8 @@ class TrainerCommon(ModelCommon):
     use_group_sequence_policy: bool = param(False, description="Use GSPO (sequence-level importance ratios).")
     train_micro_batch_size: int = param(
         1, ge=1, description="Samples per forward/backward pass on each data-parallel rank. ChatLearn's batch checks "
-                             "read `runtime_args.train_micro_batch_size`; keep the two equal (its templates link them).")
+                             "read `runtime_args.train_micro_batch_size`; keep the two equal (its templates link them).",
+        late_check=_ZERO_MICRO_BATCH)
 
 
 class FSDPOptions(Section):

@@ -553,6 +553,17 @@ _CHOICES: dict[str, tuple[tuple[str, ...], str, str]] = {
 }
 
 
+@rules.rule("chatlearn/zero-episodes", "RLC201", "`runtime_args.num_episode: 0` is accepted by ChatLearn, whose "
+            "engine then runs no episode and trains nothing; `rlcfg run` refuses it.",
+            keys=[f"{RT}.num_episode"], also=("RLC118",))
+def _zero_episodes(cfg: Any, ctx: Any):
+    if cfg.runtime_args.num_episode == 0:
+        yield ctx.warning("RLC201", f"{RT}.num_episode", "runtime_args.num_episode is 0; ChatLearn runs it, but its "
+                          "engine's episode loop never starts, so the job loads every model and trains nothing",
+                          hint="set the number of episodes to train")
+        yield _refusal(f"{RT}.num_episode", 0, "it trains nothing", "set runtime_args.num_episode to 1 or more")
+
+
 @rules.rule("chatlearn/choices", "RLC202",
             "String keys that ChatLearn reads as a choice (rollout_backend, task_type, wandb_resume, ...) hold one "
             "of its values.", keys=list(_CHOICES))
@@ -580,15 +591,15 @@ def _agent(cfg: Any, ctx: Any):
     r, p = cfg.runtime_args, cfg.models.policy
     if r.task_type == "agent" and not r.use_rollout_manager:
         yield ctx.error("RLC302", f"{RT}.task_type", "runtime_args.task_type is `agent` but use_rollout_manager is "
-                                                     "false: ChatLearn accepts this at load but stops when run() "
-                                                     "starts", hint="set runtime_args.use_rollout_manager: true",
+                                                     "false: ChatLearn accepts this at load but fails when run() "
+                                                     "starts (it asserts the rollout manager)", hint="set runtime_args.use_rollout_manager: true",
                         related=[f"{RT}.use_rollout_manager"])
     if (r.task_type == "agent" or r.use_rollout_manager) and (p.is_sync_mode or r.rollout_backend != "sglang"):
         path = f"{RT}.task_type" if r.task_type == "agent" else f"{RT}.use_rollout_manager"
         yield ctx.error("RLC306", path, f"{path.split('.')[-1]} needs asynchronous SGLang rollout, but rollout_backend "
                                         f"is `{r.rollout_backend}` and models.policy.is_sync_mode is "
-                                        f"{str(p.is_sync_mode).lower()}: ChatLearn accepts this at load but stops "
-                                        f"when run() starts",
+                                        f"{str(p.is_sync_mode).lower()}: ChatLearn accepts this at load but fails "
+                                        f"when run() starts (it asserts asynchronous SGLang)",
                         hint="set runtime_args.rollout_backend: sglang and models.policy.is_sync_mode: false",
                         related=[f"{RT}.rollout_backend", f"{POL}.is_sync_mode"])
 

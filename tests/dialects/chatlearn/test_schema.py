@@ -543,3 +543,17 @@ def test_without_replay_chatlearn_computes_no_advantages():
     assert_finds(findings(FSDP_TEMPLATE, "runtime_args.replay_episode_offset=3"), "RLC306",
                  "runtime_args.replay_episode_offset", "before it")
     assert not [f for f in findings(FSDP_TEMPLATE, "runtime_args.max_replay_episode=-1") if f[0] == "RLC306"]
+
+
+def test_no_episode_is_run_by_chatlearn_and_refused_by_rlcfg_run():
+    """ChatLearn's loader takes num_episode 0 and its engine trains nothing (the differential suite's boundary)."""
+    result = check_file(FSDP_TEMPLATE, ["runtime_args.num_episode=0"])
+    assert result.ok
+    found = {(d.code, d.severity.value) for d in result.diagnostics if d.path == "runtime_args.num_episode"}
+    assert found == {("RLC201", "warning"), ("RLC118", "note")}
+
+
+def test_async_sglang_checks_say_when_chatlearn_fails():
+    result = check_file(FSDP_TEMPLATE, ["runtime_args.use_rollout_manager=true"])
+    (error,) = [d for d in result.diagnostics if d.path == "runtime_args.use_rollout_manager" and d.code == "RLC306"]
+    assert "ChatLearn accepts this at load but fails when run() starts" in error.message
