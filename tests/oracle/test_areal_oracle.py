@@ -16,6 +16,8 @@ tests/oracle/test_areal_oracle.py
 
 from __future__ import annotations
 
+import functools
+
 import json
 import os
 import subprocess
@@ -264,6 +266,13 @@ def _yaml() -> YAML:
     return yaml
 
 
+def _set(data: dict, dotted: str, value) -> None:
+    *parents, last = dotted.split(".")
+    for part in parents:
+        data = data[part]
+    data[last] = value
+
+
 def _mutations(tree: Path, release: str, out_dir: Path) -> list[tuple[str, Path, str, str]]:
     """(id, file, class, what) of mutated copies of a GRPO and an SFT example."""
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -310,47 +319,18 @@ def _mutations(tree: Path, release: str, out_dir: Path) -> list[tuple[str, Path,
 
     # The kinds every differential suite covers: a value the loader coerces (OmegaConf converts a quoted number or
     # boolean to the field's type), boundary values, a key written in a sibling section, an enum value's case, a
-    # null where a value or a section is expected, and settings that contradict each other.
-    def coerced_int(d):
-        d["gconfig"]["n_samples"] = "4"
-
-    def coerced_bool(d):
-        d["actor"]["recompute_logprob"] = "true"
-
-    def coerced_float(d):
-        d["actor"]["optimizer"]["lr"] = 1
-
-    def zero_samples(d):
-        d["gconfig"]["n_samples"] = 0
-
-    def zero_minibatches(d):
-        d["actor"]["ppo_n_minibatches"] = 0
-
-    def sibling_key(d):
-        d["actor"]["n_samples"] = 4
-
-    def enum_case(d):
-        d["actor"]["optimizer"]["type"] = "Adam"
-
-    def null_value(d):
-        d["gconfig"]["max_new_tokens"] = None
-
-    def null_section(d):
-        d["actor"]["optimizer"] = None
-
-    def greedy_and_temperature(d):
-        d["gconfig"]["greedy"] = True
-
-    write("coerced-int", grpo, grpo_cls, coerced_int)
-    write("coerced-bool", grpo, grpo_cls, coerced_bool)
-    write("coerced-float", grpo, grpo_cls, coerced_float)
-    write("zero-samples", grpo, grpo_cls, zero_samples)
-    write("zero-minibatches", grpo, grpo_cls, zero_minibatches)
-    write("sibling-key", grpo, grpo_cls, sibling_key)
-    write("enum-case", grpo, grpo_cls, enum_case)
-    write("null-value", grpo, grpo_cls, null_value)
-    write("null-section", grpo, grpo_cls, null_section)
-    write("greedy-and-temperature", grpo, grpo_cls, greedy_and_temperature)
+    # null where a value or a section is expected, and settings that contradict each other. Each sets one key.
+    for name, dotted, value in (("coerced-int", "gconfig.n_samples", "4"),
+                                ("coerced-bool", "actor.recompute_logprob", "true"),
+                                ("coerced-float", "actor.optimizer.lr", 1),
+                                ("zero-samples", "gconfig.n_samples", 0),
+                                ("zero-minibatches", "actor.ppo_n_minibatches", 0),
+                                ("sibling-key", "actor.n_samples", 4),
+                                ("enum-case", "actor.optimizer.type", "Adam"),
+                                ("null-value", "gconfig.max_new_tokens", None),
+                                ("null-section", "actor.optimizer", None),
+                                ("greedy-and-temperature", "gconfig.greedy", True)):
+        write(name, grpo, grpo_cls, functools.partial(_set, dotted=dotted, value=value))
     write("typo-kl", grpo, grpo_cls, typo)
     write("type-n-samples", grpo, grpo_cls, wrong_type)
     write("type-batch-size", grpo, grpo_cls, wrong_type_float)
