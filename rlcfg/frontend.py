@@ -196,6 +196,17 @@ def dialect_of(path: str) -> str | None:
     return schema.detect(_composed_for_detection(tree, opened.base_dir, os.environ).data).name
 
 
+def claimed_release(spec: Any, asked: str, flag: str = "--framework-version") -> str:
+    """The release `asked` names among those the dialect claims (an alias resolved); UsageError for one it does not
+    claim, naming `flag` and the releases it does."""
+    release = spec.release_aliases.get(asked, asked)
+    if release not in spec.releases:
+        claimed = ", ".join(spec.releases) or "none (this dialect does not tell releases apart)"
+        claimed += "".join(f"; {alias} is {name}" for alias, name in spec.release_aliases.items())
+        raise UsageError(f"{flag} {asked}: {spec.title} releases rlcfg knows are {claimed}")
+    return release
+
+
 def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect: str | None = None,
                strict: bool = False, env: Mapping[str, str] | None = None, base_dir: str = ".",
                release: str | None = None, among: Sequence[str] = (), entry_keys: Any = None) -> CheckResult:
@@ -234,11 +245,7 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     diagnostics.extend(found)
     result.pipeline = spec.pipeline(tree.data) if isinstance(tree.data, dict) else None
 
-    release = spec.release_aliases.get(release, release) if release is not None else None
-    if release is not None and release not in spec.releases:
-        claimed = ", ".join(spec.releases) or "none (this dialect does not tell releases apart)"
-        claimed += "".join(f"; {alias} is {name}" for alias, name in spec.release_aliases.items())
-        raise UsageError(f"--framework-version {release}: {spec.title} releases rlcfg knows are {claimed}")
+    release = claimed_release(spec, release) if release is not None else None
     grammar = spec.grammar((release,) if release is not None else tuple(among))
     parsed, hydra_settings = [], []
     for index, text_override in enumerate(overrides, start=1):

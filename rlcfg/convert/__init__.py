@@ -144,15 +144,13 @@ def _lowered(result: Any, label: str) -> Experiment:
         raise ConversionError(f"{label}: {exc}") from None
 
 
-def _reread(dialect: str, tree: dict, label: str, release: str | None, must_validate: bool = True) -> tuple[Any, Any]:
+def _reread(dialect: str, tree: dict, label: str, release: str | None, must_validate: bool = True,
+            checked: Any = None) -> tuple[Any, Any]:
     """Validate and lower the converted config exactly as a user's file, judged by `release`; (the check result, its
-    Experiment)."""
+    Experiment). `checked`: the tree's check result, where already at hand."""
     from rlcfg import schema
-    from rlcfg.convert.render import dump
-    from rlcfg.frontend import check_text
 
-    text = dump(tree)
-    checked = check_text(text, f"<{label} converted to {dialect}>", dialect=dialect, release=release)
+    checked = checked or _checked(dialect, tree, release)
     if checked.config is None:
         if not must_validate:
             return checked, None
@@ -167,6 +165,15 @@ def _reread(dialect: str, tree: dict, label: str, release: str | None, must_vali
         return checked, _lowered(checked, f"the {dialect} config converted from {label}")
     except ConversionError as exc:
         raise EmitterBug(f"{exc}; this is a bug in rlcfg convert, please report it with the source config") from None
+
+
+def _checked(dialect: str, tree: dict, release: str | None) -> Any:
+    """`rlcfg validate` of a converted config, written out as text, judged by `release` (None: the one its keys
+    point to)."""
+    from rlcfg.convert.render import dump
+    from rlcfg.frontend import check_text
+
+    return check_text(dump(tree), f"<converted to {dialect}>", dialect=dialect, release=release)
 
 
 def emitter(dialect: str) -> Any:
@@ -187,16 +194,13 @@ def target_release(dialect: str, asked: str | None) -> str | None:
     newest one the emitter writes. Raises UsageError for a release the dialect does not claim, ConversionError for
     one it claims but the emitter cannot write."""
     from rlcfg import schema
-    from rlcfg.source.yaml_loader import UsageError
+    from rlcfg.frontend import claimed_release
 
     written = written_releases(dialect)
     if asked is None:
         return written[-1] if written else None
     spec = schema.load(dialect)
-    release = spec.release_aliases.get(asked, asked)
-    if release not in spec.releases:
-        claimed = ", ".join(spec.releases) or "none (this dialect does not tell releases apart)"
-        raise UsageError(f"--to-release {asked}: {spec.title} releases rlcfg knows are {claimed}")
+    release = claimed_release(spec, asked, "--to-release")
     if release not in written:
         why = getattr(emitter(dialect), "UNWRITTEN", {}).get(release, "it reads another layout")
         raise ConversionError(f"rlcfg convert cannot write configs for {spec.release_label(release)}: {why}; it "
@@ -225,9 +229,9 @@ def convert(path: str, target: str, overrides: Sequence[str] = (), dialect: str 
         raise ConversionError(f"{TITLES[target]} cannot express this experiment: it is {source.kind!r} training, "
                               f"and rlcfg's {TITLES[target]} dialect describes only the RL (GRPO/PPO) pipeline")
     emitted = module.emit(source, written_for)
-    tree, dropped = _keys_the_release_has(target, render.ordered(target, emitted.tree), written_for)
+    tree, dropped, checked_tree = _keys_the_release_has(target, render.ordered(target, emitted.tree), written_for)
     try:
-        reread, result = _reread(target, tree, path, written_for)
+        reread, result = _reread(target, tree, path, written_for, checked=checked_tree)
     except ReleaseCannotTake as exc:
         raise _naming_the_default(exc, path, target, overrides, dialect, release) from None
     pruned = render.prune_defaults(target, tree, reread)
@@ -276,26 +280,25 @@ def _naming_the_default(exc: ReleaseCannotTake, path: str, target: str, override
                              exc.diagnostics)
 
 
-def _keys_the_release_has(dialect: str, tree: dict, release: str | None) -> tuple[dict, dict[str, str]]:
+def _keys_the_release_has(dialect: str, tree: dict, release: str | None) -> tuple[dict, dict[str, str], Any]:
     """The emitted config without the keys `release` does not have (RLC113: its loader stops on them, or drops them),
-    and those keys, each with why: the fields they carried become losses. An emitter writes one layout for the
-    releases that share it; what an older release lacks of it is left out here, one pass per level it uncovers."""
+    those keys, each with why (the fields they carried become losses), and the check result of what is left (None
+    where the last pass removed keys). An emitter writes one layout for the releases that share it; what an older
+    release lacks of it is left out here, one pass per level it uncovers."""
     from rlcfg import schema
-    from rlcfg.convert.render import dump
-    from rlcfg.frontend import check_text
 
     dropped: dict[str, str] = {}
     if release is None:
-        return tree, dropped
+        return tree, dropped, None
     label = schema.load(dialect).release_label(release)
     for _ in range(3):
-        checked = check_text(dump(tree), "<converted>", dialect=dialect, release=release)
+        checked = _checked(dialect, tree, release)
         lacking = [d.path for d in checked.diagnostics if d.code == "RLC113" and d.path]
         removed = [key for key in lacking if _pop(tree, key)]
         if not removed:
-            break
+            return tree, dropped, checked
         dropped.update((key, f"{label} has no `{key}`") for key in removed)
-    return tree, dropped
+    return tree, dropped, None
 
 
 def _pop(tree: dict, dotted: str) -> bool:
@@ -325,12 +328,9 @@ def _for_release(emit: Any, release: str | None) -> Any:
 def _pin_hint(dialect: str, tree: dict, release: str | None) -> str | None:
     """`--framework-version RELEASE`, when rlcfg would judge the written config by another release than the one it
     was written for: a config that writes no key only some releases have reads as the newest."""
-    from rlcfg.convert.render import dump
-    from rlcfg.frontend import check_text
-
     if release is None:
         return None
-    inferred = check_text(dump(tree), "<converted>", dialect=dialect).release
+    inferred = _checked(dialect, tree, None).release
     return None if inferred == release else f"--framework-version {release}"
 
 

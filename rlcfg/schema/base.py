@@ -139,14 +139,14 @@ def field_releases(info: FieldInfo) -> tuple[str, ...] | None:
     return tuple(found) if found is not None else None
 
 
-def written_paths(data: Any, prefix: tuple = ()) -> Iterator[tuple]:
+def key_paths(data: Any, prefix: tuple = ()) -> Iterator[tuple]:
     """Every key path a document writes, mappings and leaves (list items are not followed: their fields are judged
     like the list's)."""
     if isinstance(data, dict):
         for key, value in data.items():
             path = (*prefix, key)
             yield path
-            yield from written_paths(value, path)
+            yield from key_paths(value, path)
 
 
 def release_lacking_fewest(releases: Sequence[str], having: Mapping[str, Sequence[str]]) -> tuple[str, str | None]:

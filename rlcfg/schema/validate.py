@@ -79,9 +79,8 @@ def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None
                 found = _unknown_key_verdict(path, root, tree, dialect, judgement)
             elif error["type"] == "bool_type" and dialect is not None and dialect.untyped_values:
                 found, read_as = _flag_by_truth(error["input"], path, tree, dialect, judgement.release)
-            elif (error["type"] in _CONVERTERS and isinstance(error["input"], str) and dialect is not None
-                  and dialect.converts_strings and _converted(error["type"], error["input"]) is not None):
-                read_as = _converted(error["type"], error["input"])
+            elif (dialect is not None and dialect.converts_strings
+                  and (read_as := _converted(error["type"], error["input"])) is not None):
                 found = _converted_string(error["input"], read_as, path, tree, dialect, judgement.release)
                 converted.add(path)
             elif error["type"] == "missing" and judgement.known_keys_only:
@@ -165,10 +164,13 @@ def _late(info: Any, dialect: Dialect | None, release: str | None) -> str:
     return f"; {dialect.title if dialect is not None else 'the framework'} {release} accepts this at load but fails {late}"
 
 
-def _converted(kind: str, text: str) -> Any:
-    """The value OmegaConf makes of `text` for a field of that kind, or None where it refuses it too."""
+def _converted(kind: str, value: Any) -> Any:
+    """The value OmegaConf makes of a string for a field of that kind, or None where it refuses it too (or the value
+    is not a string, or the kind is not one it converts)."""
+    if kind not in _CONVERTERS or not isinstance(value, str):
+        return None
     try:
-        return _CONVERTERS[kind](text)
+        return _CONVERTERS[kind](value)
     except ValueError:
         return None
 

@@ -38,7 +38,7 @@ from rlcfg.dialects.areal.models import (RELEASE_TABLE, SCRIPT_KEYS, SECTIONS_AL
 from rlcfg.dialects.areal.rules import RULES
 from rlcfg.schema import entry
 from rlcfg.schema.base import (Dialect, Section, defaults_tree, field_at, field_releases, release_lacking_fewest,
-                               section_types, written_paths)
+                               section_types, key_paths)
 from rlcfg.patterns import lazy
 
 _LOAD_EXPR_CONFIG = lazy(r"load_expr_config\(\s*[\w.\[\]:]+\s*,\s*(\w+)\s*\)")
@@ -122,7 +122,7 @@ class AReaLDialect(Dialect):
                 return "1.0", f"`{engine}.backend` uses the 1.0 form {backend!r}"
         root = self.root(data)
         having: dict[str, tuple] = {}  # the written keys only some releases have, and those releases
-        for path in written_paths(data):
+        for path in key_paths(data):
             info, _owner = field_at(root, path)
             releases = field_releases(info) if info is not None else None
             if releases:

@@ -15,9 +15,11 @@ from typing import Any
 
 from rlcfg.convert import Emitted
 from rlcfg.convert.common import engine, engines, put, shares
-from rlcfg.dialects.areal.models import BEFORE_1_0, RELEASE_TABLE, SECTIONS_ALWAYS_BUILT
+from rlcfg.dialects.areal.models import (BEFORE_1_0, SECTIONS_ALWAYS_BUILT, EvaluatorConfig, GRPOConfig,
+                                         PPOActorConfig, SFTConfig, VLLMConfig)
 from rlcfg.ir import Experiment, Role
 from rlcfg.schema import entry
+from rlcfg.schema.base import Section, field_releases
 
 ENTRY = entry("areal")
 
@@ -100,9 +102,9 @@ REASONS = {
 }
 
 
-def _has(release: str, field: str) -> bool:
-    """Whether `release` has the field, `Class.name` (releases.json lists the fields only some releases have)."""
-    releases = RELEASE_TABLE["fields"].get(field)
+def _has(release: str, section: type[Section], name: str) -> bool:
+    """Whether `release` has the section's field (the releases declared on it from releases.json)."""
+    releases = field_releases(section.model_fields[name])
     return releases is None or release in releases
 
 
@@ -241,7 +243,7 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
             put(tree, "rollout.scheduling_strategy", {"type": "colocation", "target": "actor"})
             tree["enable_offload"] = True
     tree["gconfig"] = _gconfig(e.sampling)
-    if e.eval_sampling is not None and e.eval_sampling != e.sampling and _has(release, "GRPOConfig.eval_gconfig"):
+    if e.eval_sampling is not None and e.eval_sampling != e.sampling and _has(release, GRPOConfig, "eval_gconfig"):
         tree["eval_gconfig"] = _gconfig(e.eval_sampling)
 
     dp = max(actor.resources.gpus // max(actor.parallelism.tp * actor.parallelism.pp, 1), 1)
@@ -252,7 +254,7 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
         section["backend"] = _trainer_backend(actor)
         if colocated:
             section["weight_update_mode"] = "disk"
-    if _has(release, "PPOActorConfig.group_size"):
+    if _has(release, PPOActorConfig, "group_size"):
         section["group_size"] = n
     section["eps_clip"] = a.clip_low
     if a.clip_high != a.clip_low:
@@ -342,7 +344,7 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
         for key in ("enable_prefix_caching", "enable_chunked_prefill"):
             if args.get(key) is None:
                 continue
-            if _has(release, f"VLLMConfig.no_{key}"):  # from 0.5 the flag passed is vLLM's --no-enable-...
+            if _has(release, VLLMConfig, f"no_{key}"):  # from 0.5 the flag passed is vLLM's --no-enable-...
                 vllm[f"no_{key}"] = not args[key]
             else:
                 vllm[key] = args[key]
@@ -374,7 +376,7 @@ def _savers(e: Experiment, tree: dict, release: str) -> None:
     tree["recover"] = dict(common, mode="disabled" if c.resume == "none" else "auto")
     tree["evaluator"] = dict(common, freq_steps=s.eval_interval, freq_epochs=getattr(s, "eval_epoch_interval", None),
                              freq_secs=_seconds(getattr(s, "eval_time_interval_s", None)))
-    if s.eval_before_train and _has(release, "EvaluatorConfig.eval_before_train"):
+    if s.eval_before_train and _has(release, EvaluatorConfig, "eval_before_train"):
         tree["evaluator"]["eval_before_train"] = True
     logger = dict(common)
     wandb: dict[str, Any] = {"mode": "online" if "wandb" in e.logging.backends else "disabled"}
@@ -403,7 +405,7 @@ def _supervised(e: Experiment, tree: dict, release: str) -> Emitted:
     else:
         tree["allocation_mode"] = _trainer_dims(trained)
     # From 0.5, SFT and reward modelling train their model as `actor`.
-    tree["model" if _has(release, "SFTConfig.model") else "actor"] = model
+    tree["model" if _has(release, SFTConfig, "model") else "actor"] = model
     _datasets(e, tree, samples, "sft" if e.kind == "sft" else "rw")
     _savers(e, tree, release)
     return Emitted(tree, REASONS)

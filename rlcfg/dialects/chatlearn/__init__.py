@@ -28,7 +28,7 @@ from rlcfg.dialects.chatlearn.derived import colocation_groups, trainer_dp
 from rlcfg.dialects.chatlearn.models import ChatLearnFSDP, ChatLearnMegatron, FSDPPolicyTrainer
 from rlcfg.dialects.chatlearn.rules import rules
 from rlcfg.schema import entry
-from rlcfg.schema.base import Dialect, Section, field_at, field_releases, written_paths
+from rlcfg.schema.base import Dialect, Section, field_at, field_releases, key_paths
 
 ENTRY = entry("chatlearn")
 
@@ -125,7 +125,7 @@ _V120_LENGTHS = {("models", "policy", "seq_length"), ("models", "policy", "max_s
 
 def _written_paths(data: Any) -> list[tuple]:
     """Every key path of the user's tree, its keys as text."""
-    return [tuple(map(str, path)) for path in written_paths(data)]
+    return [tuple(map(str, path)) for path in key_paths(data)]
 
 
 def _some(paths: list[str], limit: int = 2) -> str:

@@ -36,7 +36,7 @@ from rlcfg.dialects.rlinf.models import TAGGED, RLinfConfig
 from rlcfg.dialects.rlinf.resolvers import RESOLVERS
 from rlcfg.dialects.rlinf.rules import rules
 from rlcfg.schema import entry
-from rlcfg.schema.base import Dialect, written_paths
+from rlcfg.schema.base import Dialect, key_paths
 
 # Mappings whose keys are the user's own names (component groups, node groups), not keys RLinf reads by name.
 OPEN_PATHS = (("hydra",), ("cluster", "component_placement"), ("cluster", "node_groups"))
@@ -64,7 +64,7 @@ ENTRY = entry("rlinf")
 
 def _written_keys(data: Any) -> Iterator[str]:
     """The dotted keys a document writes, outside the mappings whose keys are the user's own names."""
-    for path in written_paths(data):
+    for path in key_paths(data):
         path = tuple(map(str, path))
         if not any(path[: len(open_path)] == open_path for open_path in OPEN_PATHS):
             yield ".".join(path)

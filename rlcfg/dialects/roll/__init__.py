@@ -145,14 +145,14 @@ class Roll(Dialect):
         the release that lacks the fewest of the keys the document writes that some releases lack (the fields the
         release table tags, and the keys only old releases have), the newest of those."""
         from rlcfg.dialects.roll.models import DEEPSPEED_STRATEGIES, RELEASE_TABLE, WITH_DEEPSPEED
-        from rlcfg.schema.base import field_at, field_releases, release_lacking_fewest, written_paths
+        from rlcfg.schema.base import field_at, field_releases, release_lacking_fewest, key_paths
 
         named = next(((path, value) for path, value in _strategy_names(data) if value in DEEPSPEED_STRATEGIES), None)
         candidates = WITH_DEEPSPEED if named is not None else self.releases
         root = self.root(data)
         unmodelled = RELEASE_TABLE["unmodelled"]
         having: dict[str, tuple] = {}  # the written keys only some releases have, and those releases
-        for path in written_paths(data):
+        for path in key_paths(data):
             key = ".".join(map(str, path))
             generic = ".".join(("rewards", "*", *map(str, path[2:]))) if path[0] == "rewards" and len(path) > 2 else key
             info = field_at(root, path)[0]
