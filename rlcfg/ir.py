@@ -197,7 +197,11 @@ LossAggregation = Literal["token-mean", "seq-mean-token-sum", "seq-mean-token-me
 # "micro-batch": each micro-batch is reduced on its own, its sequence mean taken over all its rows (loss-masked ones
 # count as zeros), and the optimizer step sees the mean of those losses over the micro-batches and ranks of the
 # mini-batch (skyrl-train: reduce_loss per micro-batch, gradients scaled by 1/micro-batches, averaged over ranks).
-LossNormalization = Literal["mini-batch", "micro-batch"]
+# "step": each mini-batch's loss summed over its tokens (sequences) and divided by those of the whole step, so that a
+# mini-batch weighs by its share of the step (RLinf's collocated Megatron actor with use_valid_token_scale: each
+# micro-batch scaled by its tokens over the step's, all-reduced before the split into mini-batches); with one
+# mini-batch per step it is "mini-batch".
+LossNormalization = Literal["mini-batch", "micro-batch", "step"]
 
 
 @dataclass(frozen=True)
@@ -341,6 +345,7 @@ class ActorLossSpec:
     # The KL-loss term and the entropy bonus reduced otherwise than the policy loss (None: by `aggregation`).
     kl_aggregation: LossAggregation | None = None
     entropy_aggregation: LossAggregation | None = None
+    length_norm: int | None = None  # Algorithm.loss_length_norm
 
 
 @dataclass(frozen=True)
@@ -381,6 +386,12 @@ class Algorithm:
     clip_ratio_c: float = 3.0  # dual-clip bound
     loss_aggregation: LossAggregation = "token-mean"
     loss_normalization: LossNormalization = "mini-batch"  # the actor's and the critic's losses
+    # The policy loss's seq-mean-token-sum divided by this constant length (SkyRL's seq_mean_token_sum_norm, Dr.
+    # GRPO's max_seq_len): each sequence's token sum over one length for all, so a long answer weighs no less.
+    loss_length_norm: int | None = None
+    # Whether a sequence mean's denominators count the rows whose loss is masked out entirely (SkyRL: its filters
+    # zero a row's loss mask and reduce_loss still averages over every row) or only the rows with a token in the loss.
+    count_masked_rows: bool = False
     kl_loss_aggregation: LossAggregation | None = None  # None: as loss_aggregation
     entropy_aggregation: LossAggregation | None = None
     value_aggregation: LossAggregation | None = None  # the critic's loss
@@ -412,7 +423,7 @@ class Algorithm:
         return ActorLossSpec(self.policy_loss_spec(), self.loss_aggregation,
                              self.kl.coef if self.kl.placement == "loss" else 0.0, self.kl.estimator,
                              self.entropy_coef, self.weighting, self.loss_normalization, self.kl_loss_aggregation,
-                             self.entropy_aggregation)
+                             self.entropy_aggregation, self.loss_length_norm)
 
     def filter_spec(self) -> FilterSpec:
         """The group filters, with the legacy `dynamic_sampling` flag read as DAPO's filter-and-redraw."""
@@ -484,6 +495,8 @@ class Schedule:
     prompts_per_step: int
     samples_per_step: int  # prompts × group size
     samples_per_optimizer_step: int  # the global mini-batch
+    # The critic's global mini-batch, when it is not the whole step (SkyRL critic_mini_batch_size × n_samples).
+    critic_samples_per_optimizer_step: int | None = None
     total_steps: int | None = None
     epochs: int | None = None  # passes over the dataset, when the dialect counts that way
     eval_interval: int | None = None  # steps; None disables

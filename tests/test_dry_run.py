@@ -96,11 +96,10 @@ def test_an_embodied_config_gets_one_word_for_its_pipeline(tmp_path):
 
 
 def test_plan_draws_the_map_of_a_config_run_refuses():
-    # RLinf's own qwen2.5-7b-grpo-megatron.yaml: several mini-batches with use_valid_token_scale, which `run` refuses.
-    done = cli("plan", RLINF, "algorithm.n_minibatches=2", "algorithm.use_valid_token_scale=true",
-               "--show-gpu-map")
+    # A per-micro-batch loss mean over RLinf's token-budget micro-batches, which `run` refuses.
+    done = cli("plan", RLINF, "runner.enable_dynamic_batch_size=true", "--show-gpu-map")
     assert done.returncode == 0, done.stderr
-    assert "note[RLC118]" in done.stdout and "algorithm.use_valid_token_scale" in done.stdout
+    assert "note[RLC118]" in done.stdout and "runner.enable_dynamic_batch_size" in done.stdout
     assert "GPU" in done.stdout and "plan for 8 GPUs" in done.stdout
 
 

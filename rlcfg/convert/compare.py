@@ -107,6 +107,11 @@ def effective(experiment: Experiment) -> Experiment:
         base = FilterSpec()
         filters = replace(filters, max_draws=base.max_draws, min_replace_ratio=base.min_replace_ratio,
                           on_exhausted=base.on_exhausted)
+    # Without a filter, the truncation mask or a sample mask every row keeps a token in the loss, so whether a
+    # sequence mean counts the rows masked out entirely changes nothing.
+    w = a.weighting
+    masks_rows = (filters != FilterSpec() or a.mask_truncated or w.max_len_mask or w.difficulty_mask is not None
+                  or w.error_max_len_clip is not None)
     adv = a.advantage_options
     if a.advantage not in ("gae", "reinforce++"):
         adv = replace(adv, whiten=AdvantageOptions().whiten)
@@ -126,14 +131,19 @@ def effective(experiment: Experiment) -> Experiment:
     if reward.clip is None and reward.overlong_penalty_length is None and (reward.scale == 1 or reward.bias == 0):
         reward = replace(reward, order=RewardShaping().order)
     algorithm = replace(a, kl=kl, policy_options=options, filters=filters, dynamic_sampling=False,
-                        advantage_options=adv, reward=reward,
+                        advantage_options=adv, reward=reward, count_masked_rows=a.count_masked_rows and masks_rows,
                         clip_ratio_c=a.clip_ratio_c if a.policy_loss == "dual_clip" else Algorithm().clip_ratio_c,
                         lam=a.lam if a.advantage == "gae" else Algorithm().lam,
                         value_clip=a.value_clip if experiment.role("critic") is not None else None)
     roles = tuple(_effective_role(r) for r in experiment.roles)
     sampling, eval_sampling = _effective_sampling(experiment.sampling), _effective_sampling(experiment.eval_sampling)
     evaluates = experiment.schedule.eval_interval is not None or experiment.schedule.eval_before_train
-    return replace(experiment, algorithm=algorithm, roles=roles, sampling=sampling,
+    schedule = experiment.schedule
+    critic = experiment.role("critic")
+    if (critic is None or not critic.trains
+            or schedule.critic_samples_per_optimizer_step in (None, schedule.samples_per_step)):
+        schedule = replace(schedule, critic_samples_per_optimizer_step=None)
+    return replace(experiment, algorithm=algorithm, roles=roles, sampling=sampling, schedule=schedule,
                    eval_sampling=eval_sampling if evaluates else None)
 
 

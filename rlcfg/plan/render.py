@@ -265,6 +265,11 @@ def _batch(plan: ExecutionPlan) -> list[str]:
         (f"{who} data-parallel ranks", f"{b.dp:,}"),
         ("samples per rank per optimizer step", f"{b.samples_per_rank:,}"),
     ]
+    critic_per_opt = exp.schedule.critic_samples_per_optimizer_step
+    if critic_per_opt:
+        critic_steps = b.samples_per_step // critic_per_opt * b.ppo_epochs
+        rows.insert(5, ("critic optimizer steps per step",
+                        f"{critic_steps:,} of {critic_per_opt:,} {word_for(critic_per_opt, 'sample')}"))
     if trainer is not None and trainer.sequence_packing and trainer.max_tokens_per_micro_batch:
         rows.append(("micro-batches", f"packed up to {trainer.max_tokens_per_micro_batch:,} tokens each"))
     else:

@@ -537,10 +537,12 @@ def loss_denominators(normalization: str, mask: torch.Tensor, mini_batch: tuple[
     Megatron by its micro-batch count too) to undo their own averaging, so the gradient is that of
 
       "mini-batch": Σ loss over the global mini-batch / its tokens (sequences);
+      "step": the same with the whole step's tokens (sequences), which step.denominators then gives for every
+              mini-batch;
       "micro-batch": the mean over ranks and micro-batches of each micro-batch's own reduction: Σ loss / its
                      tokens, or Σ per-sequence values / all its rows (skyrl-train's reduce_loss, masked_mean
                      with dim=-1 then .mean(), then 1/accumulation steps and the ranks' mean)."""
-    if normalization == "mini-batch":
+    if normalization in ("mini-batch", "step"):
         return mini_batch
     if normalization != "micro-batch":
         raise ValueError(f"unknown loss normalization {normalization!r}")
@@ -736,6 +738,8 @@ def actor_loss(logprobs: torch.Tensor, mb: Mapping[str, Any], spec: ActorLossSpe
     if w.difficulty_loss_weight or w.length_loss_weight:
         pg = pg * sample_weights(mask, w, mb.get("difficulty")).unsqueeze(1)
     loss = aggregate(pg, mask, spec.aggregation, num_tokens, num_sequences)
+    if spec.length_norm:
+        loss = loss / spec.length_norm
     out = {"pg_loss": loss.detach(), "clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
     if spec.kl_coef and "ref_logprobs" in mb:
         kl = aggregate(kl_estimate(logprobs, mb["ref_logprobs"], spec.kl_estimator), mask,

@@ -200,12 +200,16 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
     trained_dps = [dp[n] for n in ("actor", "critic") if n in dp] or [1]
     rollout = next((r for r in new_roles if r.name == "rollout"), None)
     engines = _dp(rollout, rollout.resources.gpus) if rollout is not None else 1
-    new_prompts = _prompts(prompts, group, mini_batches, math.lcm(*trained_dps), engines)
+    critic_per_opt = schedule.critic_samples_per_optimizer_step
+    critic_mini_batches = schedule.samples_per_step // critic_per_opt if critic_per_opt else 1
+    new_prompts = _prompts(prompts, group, math.lcm(mini_batches, critic_mini_batches), math.lcm(*trained_dps),
+                           engines)
     samples = new_prompts * group
     factor = schedule.samples_per_step / samples if samples else 1
     per_opt = samples // mini_batches if mini_batches else samples
+    new_critic_per_opt = samples // critic_mini_batches if critic_per_opt else None
     new_schedule = replace(schedule, prompts_per_step=new_prompts, samples_per_step=samples,
-                           samples_per_optimizer_step=per_opt)
+                           samples_per_optimizer_step=per_opt, critic_samples_per_optimizer_step=new_critic_per_opt)
     if new_prompts != prompts:
         subs.append(Substitution("prompts per step", str(prompts), f"{new_prompts} (÷{prompts // new_prompts})"
                                  if prompts % new_prompts == 0 else str(new_prompts)))
@@ -215,6 +219,10 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
         subs.append(Substitution("samples per optimizer step (mini-batch)", str(schedule.samples_per_optimizer_step),
                                  f"{per_opt} ({mini_batches} optimizer step{'s' if mini_batches != 1 else ''} per step, "
                                  "as configured)"))
+    if new_critic_per_opt != critic_per_opt:
+        subs.append(Substitution("critic samples per optimizer step", str(critic_per_opt),
+                                 f"{new_critic_per_opt} ({critic_mini_batches} critic optimizer step"
+                                 f"{'s' if critic_mini_batches != 1 else ''} per step, as configured)"))
     new_roles = [_micro(r, factor, per_opt, samples, dp, subs) for r in new_roles]
 
     # Lengths.

@@ -162,9 +162,14 @@ def rollout_logprobs(groups: list[dict[str, Any]], width: int):
     return out
 
 
-def denominators(mask: Any, shards: int, mini: int) -> list[tuple[float, float]]:
+def denominators(mask: Any, shards: int, mini: int, whole_step: bool = False,
+                 count_masked_rows: bool = False) -> list[tuple[float, float]]:
     """(tokens, sequences) of each global mini-batch: mini-batch j is rows [j·mini, (j+1)·mini) of every
-    shard's equal share of the batch."""
+    shard's equal share of the batch. With `whole_step` (loss normalization "step") every mini-batch gets the
+    step's. Sequences are the rows with a token in the loss, or every row with `count_masked_rows`."""
+    def sequences(part: Any) -> float:
+        return float(part.shape[0]) if count_masked_rows else float((part.sum(dim=1) > 0).sum())
+
     n = mask.shape[0] // shards
     out = []
     for m0 in range(0, n, mini):
@@ -172,8 +177,10 @@ def denominators(mask: Any, shards: int, mini: int) -> list[tuple[float, float]]
         for r in range(shards):
             part = mask[r * n + m0:r * n + min(m0 + mini, n)]
             tokens += float(part.sum())
-            seqs += float((part.sum(dim=1) > 0).sum())
+            seqs += sequences(part)
         out.append((max(tokens, 1.0), max(seqs, 1.0)))
+    if whole_step:
+        return [(max(float(mask[:n * shards].sum()), 1.0), max(sequences(mask[:n * shards]), 1.0))] * len(out)
     return out
 
 
@@ -257,8 +264,15 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
             seen = mask if live is None else mask * live.unsqueeze(1)
             next_coef = A.next_kl_coef(coef, A.sequence_mean_kl(kl * seen, seen), int(mask.shape[0]),
                                        alg.kl.controller)
+    w = alg.weighting
+    kept = None  # ROLL's sample-level masks (functionals.get_sample_level_mask): 1.0 keep, 0.0 no loss
+    if w.difficulty_mask is not None or w.error_max_len_clip is not None or w.max_len_mask:
+        kept = A.sample_mask(raw_scores, lengths, alg.group_size, _response_limits(groups, s, lengths),
+                             w).unsqueeze(1)
+    # ROLL computes the advantages under the kept samples' mask (compute_advantage with final_response_mask), so
+    # that whitening's mean and variance leave the dropped samples out; their rows are zero either way.
     adv, returns = A.compute_advantages(
-        scores, mask, estimator=alg.advantage, group_size=alg.group_size, options=alg.advantage_options,
+        scores, mask if kept is None else mask * kept, estimator=alg.advantage, group_size=alg.group_size, options=alg.advantage_options,
         normalize_std=alg.normalize_advantage_std, batch_normalize=alg.batch_normalize_advantage, gamma=alg.gamma,
         lam=alg.lam, kl_penalty=penalty, kl_mode=alg.kl.reward_mode,
         normalized_clip=alg.reward.clip if alg.reward.order == "clip_normalized" else None,
@@ -267,10 +281,8 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
         batch["returns"] = returns
     batch["advantages"] = adv
     loss_mask = A.mask_truncated(mask, finished) if alg.mask_truncated else mask
-    w = alg.weighting
-    if w.difficulty_mask is not None or w.error_max_len_clip is not None or w.max_len_mask:
-        loss_mask = loss_mask * A.sample_mask(raw_scores, lengths, alg.group_size, _response_limits(groups, s, lengths),
-                                              w).unsqueeze(1)
+    if kept is not None:
+        loss_mask = loss_mask * kept
     if live is not None:  # filtered groups kept in the batch with no loss (apply_filters)
         loss_mask = loss_mask * live.unsqueeze(1)
     batch["response_mask"] = loss_mask
@@ -285,7 +297,9 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     # "loss" is everything the actor's loss reads (algorithms.actor_loss); the critic reads aggregation (its own),
     # normalization and value_clip.
     cfg = {"ppo_epochs": alg.ppo_epochs, "mini_batch": mini, "micro_batch": micro,
-           "denominators": denominators(loss_mask, shards, mini), "loss": alg.actor_loss_spec(),
+           "denominators": denominators(loss_mask, shards, mini, alg.loss_normalization == "step",
+                                        alg.count_masked_rows), "count_masked_rows": alg.count_masked_rows,
+           "loss": alg.actor_loss_spec(),
            "aggregation": alg.value_aggregation or alg.loss_aggregation, "normalization": alg.loss_normalization,
            "value_clip": alg.value_clip}
     return Update(batch=batch, cfg=cfg, raw_scores=raw_scores, shaped_scores=scores, finished=finished,
@@ -321,11 +335,15 @@ def rollout_metrics(groups: list[dict[str, Any]], raw_scores: Any, group_size: i
     return out
 
 
-def critic_cfg(update: Update, ranks: int) -> dict[str, Any]:
-    """The critic trains on its ranks' whole shares in one mini-batch each."""
+def critic_cfg(update: Update, ranks: int, samples_per_optimizer_step: int | None = None) -> dict[str, Any]:
+    """The critic's update settings: mini-batches of `samples_per_optimizer_step` samples over its ranks (None:
+    each rank's whole share in one), for the actor's epochs."""
     mask = update.batch["response_mask"]
     share = max(1, mask.shape[0] // ranks)
-    return dict(update.cfg, denominators=denominators(mask, ranks, share), mini_batch=share)
+    mini = min(max(samples_per_optimizer_step // ranks, 1), share) if samples_per_optimizer_step else share
+    return dict(update.cfg, denominators=denominators(mask, ranks, mini,
+                                                      count_masked_rows=update.cfg.get("count_masked_rows", False)),
+                mini_batch=mini)
 
 
 def train_metrics(update: Update, shard_results: list[dict[str, float]], all_results: list[dict[str, float]],

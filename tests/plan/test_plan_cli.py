@@ -82,6 +82,13 @@ def test_overrides_reach_the_plan():
     assert rollout["dp"] == 2
 
 
+def test_the_critics_own_mini_batches_are_shown():
+    template = str(TEMPLATES / "skyrl-ppo-fsdp-vllm.yaml")
+    text = cli("plan", template, "trainer.critic_mini_batch_size=64").stdout
+    assert re.search(r"critic optimizer steps per step +4 of 320 samples\n", text), text
+    assert "critic optimizer steps" not in cli("plan", template).stdout  # one step over the whole batch
+
+
 def test_an_areal_reward_model_plans_its_batch_on_the_critic():
     # AReaL's reward-model training (RWConfig) trains a critic and has no actor: the batch of 128 pairs splits over
     # the critic's 8 data-parallel ranks (d8p1t1), 16 each, packed into micro-batches of 4,096 tokens.

@@ -20,17 +20,18 @@ LOGPROBS = -torch.rand(8, 4, generator=g) - 0.1
 REF = -torch.rand(8, 4, generator=g) - 0.1
 ENTROPY = torch.rand(8, 4, generator=g)
 KL_COEF, ENT_COEF = 0.1, 0.01
+MAX_SEQ_LEN = 16
 
 
-def optimizer_loss(spec: ir.ActorLossSpec) -> float:
-    """The loss whose gradient the optimizer applies: each rank runs its micro-batches, each loss scaled by the
-    rank count (the backends undo FSDP's averaging), then the ranks' mean."""
-    mini_batches = denominators(MASK, RANKS, MINI)
+def optimizer_loss(spec: ir.ActorLossSpec, mini: int = MINI, count_masked_rows: bool = False) -> float:
+    """The loss whose gradient the optimizer applies, summed over the optimizer steps: each rank runs its
+    micro-batches, each loss scaled by the rank count (the backends undo FSDP's averaging), then the ranks' mean."""
+    mini_batches = denominators(MASK, RANKS, mini, spec.normalization == "step", count_masked_rows)
     share = MASK.shape[0] // RANKS
     total = 0.0
     for r in range(RANKS):
-        for j, m0 in enumerate(range(0, share, MINI)):
-            starts = range(r * share + m0, r * share + m0 + MINI, MICRO)
+        for j, m0 in enumerate(range(0, share, mini)):
+            starts = range(r * share + m0, r * share + m0 + mini, MICRO)
             for s in starts:
                 rows = slice(s, s + MICRO)
                 mb = {"response_mask": MASK[rows], "advantages": ADV[rows], "ref_logprobs": REF[rows]}
@@ -56,23 +57,43 @@ def skyrl_by_hand(loss_reduction: str) -> float:
         for s in range(r * MINI, (r + 1) * MINI, MICRO):
             m, rows = MASK[s:s + MICRO], slice(s, s + MICRO)
             pg = -ADV[rows]
-            policy = masked_mean(pg, m) if loss_reduction == "token_mean" else masked_mean(pg, m, -1).mean()
+            if loss_reduction == "token_mean":
+                policy = masked_mean(pg, m)
+            elif loss_reduction == "seq_mean_token_sum_norm":  # Dr. GRPO: each sequence's sum over max_seq_len
+                policy = ((pg * m).sum(-1) / MAX_SEQ_LEN).mean()
+            else:
+                policy = masked_mean(pg, m, -1).mean()
             kl_term = masked_mean(kl[rows], m, -1).mean()
             micro.append(policy + KL_COEF * kl_term - ENT_COEF * masked_mean(ENTROPY[rows], m))
         per_rank.append(sum(micro) / len(micro))
     return float(sum(per_rank) / RANKS)
 
 
-def skyrl_spec(aggregation: str) -> ir.ActorLossSpec:
+def skyrl_spec(aggregation: str, length_norm: int | None = None) -> ir.ActorLossSpec:
     return ir.ActorLossSpec(aggregation=aggregation, kl_coef=KL_COEF, entropy_coef=ENT_COEF,
                             normalization="micro-batch", kl_aggregation="seq-mean-token-mean",
-                            entropy_aggregation="token-mean")
+                            entropy_aggregation="token-mean", length_norm=length_norm)
 
 
-@pytest.mark.parametrize("loss_reduction,aggregation", [("token_mean", "token-mean"),
-                                                        ("sequence_mean", "seq-mean-token-mean")])
-def test_micro_batch_normalisation_is_skyrls_formula(loss_reduction, aggregation):
-    assert optimizer_loss(skyrl_spec(aggregation)) == pytest.approx(skyrl_by_hand(loss_reduction), rel=1e-6)
+@pytest.mark.parametrize("loss_reduction,aggregation,length_norm", [
+    ("token_mean", "token-mean", None), ("sequence_mean", "seq-mean-token-mean", None),
+    ("seq_mean_token_sum_norm", "seq-mean-token-sum", MAX_SEQ_LEN)])
+def test_micro_batch_normalisation_is_skyrls_formula(loss_reduction, aggregation, length_norm):
+    assert optimizer_loss(skyrl_spec(aggregation, length_norm)) == \
+        pytest.approx(skyrl_by_hand(loss_reduction), rel=1e-6)
+
+
+@pytest.mark.parametrize("aggregation,length_norm", [("seq-mean-token-mean", None),
+                                                     ("seq-mean-token-sum", MAX_SEQ_LEN)])
+def test_the_skyrl_packages_mini_batch_sequence_reductions_count_the_masked_rows(aggregation, length_norm):
+    """skyrl's apply_loss_reduction_to_advantages_minibatch divides by the mini-batch's batch_size, the rows its
+    filters masked out of the loss included (row 5 here); the ranks' gradients are averaged."""
+    per_token = (-ADV * MASK).sum(-1)
+    per_seq = per_token / MAX_SEQ_LEN if length_norm else per_token / MASK.sum(-1).clamp(min=1.0)
+    policy_only = ir.ActorLossSpec(aggregation=aggregation, length_norm=length_norm)
+    assert optimizer_loss(policy_only, count_masked_rows=True) == pytest.approx(float(per_seq.sum() / 8), rel=1e-6)
+    # Counting only the rows left in the loss divides by 7.
+    assert optimizer_loss(policy_only) == pytest.approx(float(per_seq.sum() / 7), rel=1e-6)
 
 
 def test_mini_batch_normalisation_is_one_mean_over_the_global_mini_batch():
@@ -82,6 +103,42 @@ def test_mini_batch_normalisation_is_one_mean_over_the_global_mini_batch():
     # The two scopes differ on this batch, so the SkyRL test above tells them apart.
     assert optimizer_loss(ir.ActorLossSpec(aggregation="token-mean", normalization="micro-batch")) != \
         pytest.approx(optimizer_loss(spec), rel=1e-3)
+
+
+def rlinf_valid_token_scale_by_hand(mini: int) -> list[float]:
+    """RLinf's collocated Megatron actor with use_valid_token_scale, written out per optimizer step: the step's
+    tokens all-reduced over the ranks (_setup_valid_token_scale), each micro-batch's token mean (policy, KL and
+    entropy terms) scaled by its tokens / the step's × ranks × micro-batches, then Megatron's mean over the
+    micro-batches and the ranks' mean."""
+    kl = A.kl_estimate(LOGPROBS, REF, "k3")
+    step_tokens = float(MASK.sum())
+    share = MASK.shape[0] // RANKS
+    steps = []
+    for m0 in range(0, share, mini):
+        per_rank = []
+        for r in range(RANKS):
+            micro = []
+            starts = range(r * share + m0, r * share + m0 + mini, MICRO)
+            for s in starts:
+                m, rows = MASK[s:s + MICRO], slice(s, s + MICRO)
+                loss = masked_mean(-ADV[rows], m) + KL_COEF * masked_mean(kl[rows], m) \
+                    - ENT_COEF * masked_mean(ENTROPY[rows], m)
+                micro.append(loss * float(m.sum()) / step_tokens * RANKS * len(starts))
+            per_rank.append(sum(micro) / len(micro))
+        steps.append(float(sum(per_rank) / RANKS))
+    return steps
+
+
+def test_step_normalisation_is_rlinfs_use_valid_token_scale_over_several_mini_batches():
+    spec = ir.ActorLossSpec(aggregation="token-mean", kl_coef=KL_COEF, entropy_coef=ENT_COEF, normalization="step")
+    by_hand = rlinf_valid_token_scale_by_hand(mini=2)
+    assert len(by_hand) == 2
+    assert optimizer_loss(spec, mini=2) == pytest.approx(sum(by_hand), rel=1e-6)
+    # Each mini-batch weighs by its share of the step's tokens: unlike a mean over the mini-batch's own tokens.
+    own = ir.ActorLossSpec(aggregation="token-mean", kl_coef=KL_COEF, entropy_coef=ENT_COEF)
+    assert optimizer_loss(own, mini=2) != pytest.approx(optimizer_loss(spec, mini=2), rel=1e-3)
+    # With one mini-batch per step the two are one.
+    assert optimizer_loss(spec) == pytest.approx(optimizer_loss(own), rel=1e-6)
 
 
 def test_a_fully_masked_row_counts_in_skyrls_sequence_mean_only():

@@ -156,6 +156,17 @@ def test_divisibility_is_kept(path, tmp_path):
         assert new.role("rollout").parallelism.tp == 1
 
 
+def test_the_critics_mini_batches_keep_their_count(tmp_path):
+    exp = experiment(TEMPLATES / "skyrl-ppo-fsdp-vllm.yaml", ["trainer.critic_mini_batch_size=64"])
+    old = exp.schedule
+    assert old.samples_per_step // old.critic_samples_per_optimizer_step == 4
+    smoke = S.smoke_experiment(exp, host(tmp_path))
+    s = smoke.experiment.schedule
+    assert s.samples_per_step // s.critic_samples_per_optimizer_step == 4
+    assert subs(smoke)["critic samples per optimizer step"][1].startswith(
+        f"{s.critic_samples_per_optimizer_step} (4 critic optimizer steps per step")
+
+
 @pytest.mark.parametrize("group, kept", [(1, 1), (5, 5), (8, 8), (12, 6), (16, 8), (32, 8), (10, 5), (9, 3)])
 def test_group_size_rule(group, kept):
     assert S._group_size(group) == kept

@@ -79,7 +79,6 @@ def test_a_change_whose_error_is_not_cleared_is_not_made():
     # a refusal whose hint gives the value that runs, computed from the config
     ("chatlearn-fsdp-vllm.yaml", ["models.policy.num_inference_per_prompt=8"],
      "runtime_args.num_inference_per_prompt", "32", "8"),
-    ("skyrl-ppo-fsdp-vllm.yaml", ["trainer.train_batch_size=512"], "trainer.critic_mini_batch_size", "256", "512"),
     ("areal-fsdp-vllm-ppo.yaml", ["critic.backend=megatron:d4p1t1"], "critic.backend", "'megatron:d4p1t1'",
      "'fsdp:d4p1t1'"),
     # the hint's value before the default: an empty allocation_mode clears the refusal by training on no GPU

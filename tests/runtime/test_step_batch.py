@@ -117,6 +117,29 @@ def test_prepare_update_honours_reward_order_masks_kl_controller_and_rollout_log
     assert update.metrics["kl_coef"] == 0.1
 
 
+def test_roll_whitening_takes_its_statistics_over_the_samples_the_sample_masks_keep():
+    """ROLL computes the advantages under final_response_mask (functionals.compute_advantage): a sample that
+    max_len_mask drops neither trains nor moves the mean and variance that whiten_advantages divides by."""
+    from rlcfg import ir
+    from rlcfg.runtime.step import prepare_update
+
+    def advantages(**weighting):
+        alg = ir.Algorithm(group_size=2, batch_normalize_advantage=True, weighting=ir.SampleWeighting(**weighting))
+        return prepare_update(_groups(), _settings(alg), 1, lambda role, b: None, {}).batch["advantages"]
+
+    # GRPO per token before whitening: ±a on the first group's 2 + 1 tokens, 0 on the second group's 4 + 1.
+    a = 1 / (2 ** 0.5 + 1e-6 * 2 ** 0.5)
+    kept = torch.tensor([a, a, -a, 0.0])  # the 4-token response is at the limit (4): max_len_mask drops it
+    n = kept.numel()
+    expected = (kept - kept.mean()) / torch.sqrt(kept.var(unbiased=False) * n / (n - 1) + 1e-8)
+    masked = advantages(max_len_mask=True)
+    assert torch.allclose(torch.cat([masked[0, :2], masked[1, :1], masked[3, :1]]), expected, atol=1e-5)
+    assert masked[2].abs().sum() == 0
+    # Over every sample the four zeros of the dropped response would pull the mean and the spread down.
+    unmasked = advantages()
+    assert not torch.allclose(unmasked[0, :2], masked[0, :2], atol=1e-3)
+
+
 def test_old_log_probs_from_the_rollout_are_the_engines_and_no_recompute_pass_runs():
     """Algorithm.old_logprobs "rollout" (RLinf recompute_logprobs: false): the ratio's old log-probs are the engine's,
     even for an update that is not on-policy, and the actor is never asked for them."""
@@ -137,3 +160,18 @@ def test_old_log_probs_from_the_rollout_are_the_engines_and_no_recompute_pass_ru
     # The trainer's source recomputes them for the same update.
     prepare_update(_groups(), _settings(ir.Algorithm(group_size=2, ppo_epochs=2), on_policy=False), 1, compute, {})
     assert asked == ["actor"]
+
+
+def test_the_critic_steps_over_its_own_mini_batches():
+    """SkyRL's critic_mini_batch_size: the critic takes samples_per_step / its mini-batch optimizer steps per epoch,
+    each normalised over its own mini-batch; without one it takes a single step over the whole share."""
+    from rlcfg import ir
+    from rlcfg.runtime.step import critic_cfg, prepare_update
+
+    update = prepare_update(_groups(), _settings(ir.Algorithm(group_size=2)), 1, lambda role, b: None, {})
+    whole = critic_cfg(update, 1)
+    assert whole["mini_batch"] == 4 and len(whole["denominators"]) == 1
+    split = critic_cfg(update, 1, samples_per_optimizer_step=2)
+    # rows 0-1 hold 2 + 1 tokens, rows 2-3 hold 4 + 1
+    assert split["mini_batch"] == 2 and split["denominators"] == [(3.0, 2.0), (5.0, 2.0)]
+    assert critic_cfg(update, 2, samples_per_optimizer_step=2)["mini_batch"] == 1  # per rank

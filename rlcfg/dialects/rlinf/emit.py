@@ -34,10 +34,10 @@ REASONS = {
     "algorithm.normalize_advantage_std": "RLinf's GRPO always divides by the group std",
     "algorithm.kl": "RLinf's kl_beta puts the KL in the loss (its FSDP actor: mse or abs only)",
     "algorithm.reward": "RLinf maps the verifier's 0/1 score to ±reward_scale (scale 2·s, bias −s)",
-    "algorithm.loss_aggregation": "RLinf averages a token-mean loss per micro-batch unless the Megatron actor "
-                                  "rescales by the step's tokens (one mini-batch per step)",
-    "algorithm.loss_normalization": "RLinf reduces each micro-batch on its own unless the Megatron actor rescales by "
-                                    "the step's tokens (token-mean, one mini-batch per step)",
+    "algorithm.loss_aggregation": "RLinf averages a token-mean loss per micro-batch unless the collocated Megatron "
+                                  "actor rescales by the step's tokens",
+    "algorithm.loss_normalization": "RLinf reduces each micro-batch on its own unless the collocated Megatron actor "
+                                    "rescales by the step's tokens (token-mean)",
     "algorithm.policy_loss": "RLinf's loss is PPO's clip loss, with dual clip",
     "algorithm.policy_options": "RLinf's loss has log-ratio clamps, importance-sampling fix and early stop only",
     "algorithm.ppo_epochs": "RLinf walks a step's samples once",
@@ -161,8 +161,11 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     minibatches = max(s.samples_per_step // max(s.samples_per_optimizer_step, 1), 1)
     alg: dict[str, Any] = {"group_size": n, "n_minibatches": minibatches}
     normalization = getattr(a, "loss_normalization", "mini-batch")
-    if normalization == "mini-batch" and a.loss_aggregation == "token-mean" and megatron and minibatches == 1:
-        # use_valid_token_scale makes the Megatron actor's token mean the step's: one mini-batch's.
+    step_mean = normalization == "step" or (normalization == "mini-batch" and minibatches == 1)
+    collocated = placed.get("actor") == placed.get("rollout")
+    if step_mean and a.loss_aggregation == "token-mean" and megatron and collocated:
+        # use_valid_token_scale makes the collocated Megatron actor's token means over the step's tokens (one
+        # mini-batch's when the step is one).
         alg.update(loss_agg_func="token-mean", use_valid_token_scale=True,
                    training_batch_size_per_gpu=actor.micro_batch_size or 1)
     else:

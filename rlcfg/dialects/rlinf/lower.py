@@ -162,6 +162,16 @@ def per_micro_batch_mean(cfg: Any, megatron: bool) -> bool:
     return not (megatron and scale)
 
 
+def _normalization(cfg: Any, megatron: bool) -> str:
+    """Where use_valid_token_scale rescales each micro-batch by its share of the step's tokens (all-reduced over
+    the data-parallel ranks before the split into n_minibatches), a mini-batch's token mean is over the step's
+    tokens: "step" ("mini-batch" when the step is one mini-batch); otherwise each micro-batch is reduced on its
+    own. In a disaggregated placement the share is of an estimate instead, which is refused (rlinf/run-refusals)."""
+    if per_micro_batch_mean(cfg, megatron):
+        return "micro-batch"
+    return "step" if cfg.algorithm.n_minibatches > 1 else "mini-batch"
+
+
 def _aggregation(cfg: Any, megatron: bool) -> str:
     """rlcfg's aggregation for what RLinf computes. Where RLinf reduces each micro-batch on its own (FSDP, or
     Megatron without use_valid_token_scale), the Algorithm's loss_normalization is "micro-batch" and
@@ -169,12 +179,10 @@ def _aggregation(cfg: Any, megatron: bool) -> str:
     its rows, then `loss / gradient_accumulation` and the ranks' mean (fsdp_actor_worker.training_step). With
     enable_dynamic_batch_size RLinf cuts micro-batches by max_tokens_per_mbs, its own way, which rlcfg does not
     reproduce, so a per-micro-batch mean over them is refused. use_valid_token_scale rescales each micro-batch by
-    its share of the step's tokens: with token-mean that is the token mean of the step (rlcfg's "mini-batch"
-    normalisation with one mini-batch per step); the seq-mean aggregations it reweights, which rlcfg does not run
-    (rlinf/run-refusals refuses both)."""
+    its share of the step's tokens: with token-mean each mini-batch's token losses over the step's tokens
+    (_normalization); the seq-mean aggregations it reweights, which rlcfg does not run (rlinf/run-refusals)."""
     # Refused (rlinf/run-refusals): the per-micro-batch mean over RLinf's token-budget micro-batches, a seq-mean
-    # aggregation reweighted by use_valid_token_scale, and use_valid_token_scale over several mini-batches (RLinf
-    # divides by the tokens of the whole step, rlcfg by the mini-batch's).
+    # aggregation reweighted by use_valid_token_scale, and use_valid_token_scale in a disaggregated placement.
     return cfg.algorithm.loss_agg_func
 
 
@@ -483,7 +491,7 @@ def lower(cfg: Any) -> Experiment:
         clip_high=alg.clip_ratio_high if alg.clip_ratio_high is not None else alg.ratio_clip_eps,
         clip_ratio_c=alg.clip_ratio_c if alg.clip_ratio_c is not None else 3.0,
         loss_aggregation=aggregation,
-        loss_normalization="micro-batch" if per_micro_batch_mean(cfg, megatron) else "mini-batch",
+        loss_normalization=_normalization(cfg, megatron),
         # shuffle_rollout (absent: true, at every release): each rank's samples reordered by one permutation seeded
         # with actor.seed before the split into mini-batches (get_iterator_k_split).
         shuffle_seed=cfg.actor.seed if alg.shuffle_rollout else None,

@@ -591,14 +591,16 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
             "`rlcfg run` refuses the RLinf reasoning settings whose values it would compute otherwise: a loss_type "
             "other than the PPO clip loss (`actor`), an adv_type other than grpo, importance_sampling_fix "
             "without RLinf main's capped weight, a reward_type other than math, a Megatron learning-rate "
-            "schedule other than constant, linear or cosine, and what rlcfg's runtime does not do "
+            "schedule other than constant, linear or cosine, use_valid_token_scale in a disaggregated placement "
+            "or with a sequence-mean aggregation, a per-micro-batch loss over dynamic micro-batches, and what "
+            "rlcfg's runtime does not do "
             "(rlcfg/run_limits.py): expert and context parallelism on Megatron, a critic on Megatron; and "
             "vision-language models.",
             keys=["actor.model.model_path", "rollout.model.model_path", "rollout.model_dir", "algorithm.loss_type",
                   "algorithm.adv_type", "algorithm.importance_sampling_fix",
                   "algorithm.importance_sampling_clip", "reward.reward_type", "actor.lr_sched.lr_decay_style",
                   "actor.model.expert_model_parallel_size", "actor.model.context_parallel_size",
-                  "critic.training_backend"])
+                  "critic.training_backend", "algorithm.use_valid_token_scale", "runner.enable_dynamic_batch_size"])
 def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if not training(cfg):
         return  # embodied, agent, evaluation, SFT and offline configs are refused by `rlcfg run` as a whole
@@ -629,12 +631,15 @@ def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                        "them the way RLinf does, and the mean depends on the cut", "set "
                        "`runner.enable_dynamic_batch_size: false`, or `algorithm.use_valid_token_scale: true` "
                        "(Megatron)", ("algorithm.use_valid_token_scale", "actor.training_backend"))
-    if not per_mb and alg.n_minibatches > 1:
+    if not per_mb and placement_mode(cfg) == "disaggregated":
+        # megatron_worker._setup_valid_token_scale without a batch (run_training_pipeline): an estimate.
         yield _refusal("algorithm.use_valid_token_scale",
-                       "`use_valid_token_scale` = true with several mini-batches per step: RLinf divides each "
-                       "mini-batch's token losses by the tokens of the whole step, rlcfg by the mini-batch's",
-                       "set `algorithm.n_minibatches: 1`, or `use_valid_token_scale: false`",
-                       ("algorithm.n_minibatches",))
+                       "`use_valid_token_scale` = true in a disaggregated placement: RLinf's pipelined Megatron actor "
+                       "then divides the token losses by an estimate of the tokens (the longest response "
+                       "encoder_seq_length - max_prompt_length allows × the samples of a rank's mini-batch), not "
+                       "by their count, which rlcfg does not compute",
+                       "set `use_valid_token_scale: false`, or collocate actor and rollout",
+                       ("cluster.component_placement",))
     if alg.loss_agg_func != "token-mean" and not per_mb:
         yield _refusal("algorithm.use_valid_token_scale",
                        f"`use_valid_token_scale` = true with loss_agg_func {alg.loss_agg_func}: RLinf then weights "

@@ -1207,7 +1207,7 @@ def _run_refusal(path: str, value: Any, why: str, hint: str, related: Iterator[s
             "beyond one, reward workers other than the math rule and reward plug-ins, worker classes other than "
             "ROLL's standard ones, learning-rate schedules it has no shape for, a KL both in the loss and in the reward or the "
             "`full` KL, running reward statistics, gamma < 1 with GRPO, reward_clip with a KL in the reward and no "
-            "normalisation, sample masks with whitening or length weights, seq-mean-token-sum-norm, a critic with "
+            "normalisation, sample masks with length weights or an entropy bonus, seq-mean-token-sum-norm, a critic with "
             "another loss_agg_mode than seq-mean-token-mean, sequence importance sampling with per-token "
             "advantages or dual clip, train-infer weights other than capped and detached token or sequence "
             "ratios, mixed domain_interleave_probs and chat templates other than the tokenizer's; and "
@@ -1330,12 +1330,6 @@ def _algorithm_refusals(cfg: Any) -> Iterator[Finding]:
                            "remove reward_clip, or set norm_mean_type / norm_std_type",
                            ("add_token_level_kl", "norm_mean_type", "norm_std_type"))
     masks = [key for key in SAMPLE_MASKS if getattr(cfg, key)]
-    whitening = [key for key in ("whiten_rewards", "whiten_advantages") if getattr(cfg, key)]
-    if masks and whitening:
-        yield _run_refusal(masks[0], getattr(cfg, masks[0]), f"with {' and '.join(whitening)} ROLL whitens over the "
-                                                             "samples the masks keep, rlcfg over all samples",
-                           f"set {' and '.join(masks)} to false, or {' and '.join(whitening)} to false",
-                           (*masks[1:], *whitening))
     weights = [key for key in ("length_loss_weight",) if cfg.length_loss_weight]
     weights += ["entropy_loss_coef"] if cfg.entropy_loss_coef > 0 else []
     if masks and weights:

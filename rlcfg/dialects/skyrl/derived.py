@@ -64,10 +64,10 @@ POLICY_LOSSES_RUN = ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_co
 OFF_POLICY_CORRECTED = ("regular", "dual_clip", "gspo", "cispo", "sapo")
 
 
-# loss_reduction → rlcfg's aggregation; seq_mean_token_sum_norm (each sequence's sum divided by max_seq_len) has
-# no rlcfg counterpart and is refused.
+# loss_reduction → rlcfg's aggregation; seq_mean_token_sum_norm is the token sum per sequence divided by max_seq_len
+# (Algorithm.loss_length_norm).
 LOSS_AGGREGATIONS = {"token_mean": "token-mean", "sequence_mean": "seq-mean-token-mean",
-                     "token_mean_legacy": "token-mean"}
+                     "token_mean_legacy": "token-mean", "seq_mean_token_sum_norm": "seq-mean-token-sum"}
 # The reductions each release's validate_cfg accepts (skyrl-train's three elsewhere).
 LOSS_REDUCTIONS = ("token_mean", "sequence_mean", "seq_mean_token_sum_norm")
 LOSS_REDUCTIONS_BY_RELEASE = {"skyrl-0.2.0": (*LOSS_REDUCTIONS, "token_mean_legacy"),

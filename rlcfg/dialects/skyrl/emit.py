@@ -193,7 +193,11 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
         put(tree, f"{alg}.eps_clip_high", a.clip_high)
     if a.policy_loss == "dual_clip":
         put(tree, f"{alg}.clip_ratio_c", a.clip_ratio_c)
-    put(tree, f"{alg}.loss_reduction", AGGREGATIONS.get(a.loss_aggregation, "token_mean"))
+    if a.loss_aggregation == "seq-mean-token-sum" and a.loss_length_norm:
+        put(tree, f"{alg}.loss_reduction", "seq_mean_token_sum_norm")
+        put(tree, f"{alg}.max_seq_len", a.loss_length_norm)
+    else:
+        put(tree, f"{alg}.loss_reduction", AGGREGATIONS.get(a.loss_aggregation, "token_mean"))
     kl = a.kl
     put(tree, f"{alg}.use_kl_loss", kl.placement == "loss")
     put(tree, f"{alg}.use_kl_in_reward", kl.placement == "reward")
@@ -240,7 +244,8 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     put(tree, f"{t}.train_batch_size", s.prompts_per_step)
     put(tree, f"{t}.policy_mini_batch_size", max(s.samples_per_optimizer_step // max(n, 1), 1))
     if critic is not None:
-        put(tree, f"{t}.critic_mini_batch_size", max(s.samples_per_optimizer_step // max(n, 1), 1))
+        per_opt = s.critic_samples_per_optimizer_step or s.samples_per_step
+        put(tree, f"{t}.critic_mini_batch_size", max(per_opt // max(n, 1), 1))
     if actor.micro_batch_size is not None:
         put(tree, f"{t}.micro_train_batch_size_per_gpu", actor.micro_batch_size)
     if actor.forward_micro_batch_size is not None:

@@ -25,11 +25,10 @@ What skyrl-train derives or rewrites, and the lowering reproduces:
     engine i × DP rank r with trainer.seed + i × DP + r, and with rope_scaling and no max_model_len of their
     own get max_model_len = factor × original_max_position_embeddings.
 
-Two derivations have no place in the Experiment and are only described here: the `seq_mean_token_sum_norm` loss
-divides each sequence's token sum by algorithm.max_seq_len, which defaults to generator.max_input_length +
-sampling_params.max_generate_length (`effective_max_seq_len`; `rlcfg run` refuses that reduction), and
-`override_existing_update_group: auto` means `enable` for remote vLLM engines and `disable` otherwise
-(`effective_update_group`).
+The `seq_mean_token_sum_norm` loss divides each sequence's token sum by algorithm.max_seq_len, which defaults to
+generator.max_input_length + sampling_params.max_generate_length (`effective_max_seq_len`, Algorithm.loss_length_norm).
+One derivation has no place in the Experiment and is only described here: `override_existing_update_group: auto`
+means `enable` for remote vLLM engines and `disable` otherwise (`effective_update_group`).
 
 The algorithm (skyrl_train/utils/ppo_utils.py, trainer.py, workers/worker.py at the claimed releases) is lowered into
 rlcfg's typed settings: every built-in policy loss with its own knobs (CISPO's clip bounds, SAPO's temperatures,
@@ -425,6 +424,10 @@ def _algorithm(cfg: Any, release: str | None) -> Algorithm:
         clip_low=clip_low, clip_high=clip_high, clip_ratio_c=a.clip_ratio_c,
         loss_aggregation=LOSS_AGGREGATIONS.get(a.loss_reduction, "seq-mean-token-sum"), kl=_kl(cfg),
         loss_normalization=loss_normalization(a.loss_reduction, release), kl_loss_aggregation="seq-mean-token-mean",
+        loss_length_norm=effective_max_seq_len(cfg) if a.loss_reduction == "seq_mean_token_sum_norm" else None,
+        # reduce_loss (skyrl-train: .mean() over a micro-batch's rows) and the package's mini-batch scaling
+        # (batch_size) count the rows that the filters masked out of the loss.
+        count_masked_rows=True,
         entropy_aggregation="token-mean",
         value_aggregation="seq-mean-token-mean",
         entropy_coef=entropy_coef if a.use_entropy_loss else 0.0,
@@ -454,8 +457,12 @@ def _schedule(cfg: Any) -> Schedule:
     evaluates = t.eval_interval > 0 and bool(cfg.data.val_data)
     # total_steps is len(dataloader) × epochs: it depends on the dataset's length, known only at run time.
     # SkyRL also evaluates after the last step whatever the interval.
+    # The critic steps over mini-batches of critic_mini_batch_size prompts' samples (trainer.train_critic_and_policy).
+    critic_mini = t.critic_mini_batch_size * n if critic_trained(cfg) and t.critic_mini_batch_size < t.train_batch_size \
+        else None
     return Schedule(prompts_per_step=prompts, samples_per_step=prompts * n,
                     samples_per_optimizer_step=t.policy_mini_batch_size * n // dp * dp, total_steps=None,
+                    critic_samples_per_optimizer_step=critic_mini,
                     epochs=t.epochs, eval_interval=t.eval_interval if evaluates else None,
                     eval_before_train=evaluates and t.eval_before_train)
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 from rlcfg import run_limits
 from rlcfg.diagnostics import Constraint, Severity, close_matches, plural
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
-                                          DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE, LOSS_AGGREGATIONS, LOSS_REDUCTIONS,
+                                          DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE, LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, loggers, loss_normalization,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
@@ -1142,10 +1142,10 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/run-refusals", "RLC118",
             "`rlcfg run` refuses values it cannot run with skyrl-train's meaning: custom advantage estimators and "
-            "policy losses, the Tinker-style summed losses, the seq_mean_token_sum_norm reduction, schedulers it "
-            "lacks (on Megatron, any but constant_with_warmup), engine_init_kwargs it does not pass, keys added to the sampling parameters, GRPO on groups of "
-            "one, use_tis with a loss that ignores it (up to v0.3.0), overlong filtering with stop strings or "
-            "with sequence_mean, a critic trained in several mini-batches, and what rlcfg's runtime does not do "
+            "policy losses, the Tinker-style summed losses, the prompt_mean reduction, schedulers it lacks (on "
+            "Megatron, any but constant_with_warmup), engine_init_kwargs it does not pass, keys added to the "
+            "sampling parameters, GRPO on groups of one, use_tis with a loss that ignores it (up to v0.3.0), "
+            "overlong filtering with stop strings, and what rlcfg's runtime does not do "
             "(rlcfg/run_limits.py): the deepspeed strategy, expert and context parallelism on Megatron, Ulysses "
             "sequence parallelism; and vision-language models.",
             keys=["trainer.policy.model.path", "trainer.ref.model.path", "trainer.critic.model.path",
@@ -1153,7 +1153,7 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
                   "trainer.algorithm.loss_reduction", "trainer.algorithm.use_entropy_loss",
                   "trainer.policy.optimizer_config.scheduler",
                   "generator.engine_init_kwargs", "generator.sampling_params", "generator.apply_overlong_filtering",
-                  "trainer.critic_mini_batch_size", "trainer.strategy",
+                  "trainer.strategy",
                   "trainer.policy.megatron_config.expert_model_parallel_size",
                   "trainer.policy.megatron_config.context_parallel_size", "trainer.policy.sequence_parallel_size"])
 def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
@@ -1187,19 +1187,10 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         yield _refusal("trainer.algorithm.loss_reduction", a.loss_reduction,
                        f"{_release_text(ctx)} averages the loss per prompt's group of responses; rlcfg has no such "
                        "reduction")
-    elif a.loss_reduction not in LOSS_AGGREGATIONS:
-        yield _refusal("trainer.algorithm.loss_reduction", a.loss_reduction,
-                       "skyrl-train divides each sequence's token sum by a constant length (max_seq_len); rlcfg "
-                       "has no such reduction and would run seq-mean-token-sum, max_seq_len times larger")
     elif a.use_entropy_loss and loss_normalization(a.loss_reduction, ctx.release) == "mini-batch":
         yield _refusal("trainer.algorithm.use_entropy_loss", a.use_entropy_loss,
                        f"{_release_text(ctx)} reduces the policy loss over the whole mini-batch but the entropy bonus "
                        "per micro-batch; rlcfg reduces both one way")
-    elif a.loss_reduction == "sequence_mean" and g.apply_overlong_filtering:
-        yield _refusal("trainer.algorithm.loss_reduction", a.loss_reduction,
-                       "with apply_overlong_filtering skyrl-train's sequence mean still counts the masked responses "
-                       "(reduce_loss: masked_mean per sequence, then the mean over all of them); rlcfg's counts only "
-                       "the sequences left in the loss")
     for role in ("policy", "critic"):
         scheduler = getattr(t, role).optimizer_config.scheduler
         if scheduler not in SCHEDULERS and (role == "policy" or critic_trained(cfg)):
@@ -1229,11 +1220,4 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             yield _refusal(f"generator.{block}.{key}", ctx.tree.get(("generator", block, key)),
                            "skyrl-train hands it to the engine's sampling parameters; rlcfg's rollout samples with "
                            "max_generate_length, temperature, top_p, top_k, min_p and stop only")
-    # A mini-batch as large as the batch is rlcfg's one critic step per epoch; a smaller one splits the batch.
-    if critic_trained(cfg) and t.critic_mini_batch_size < t.train_batch_size:
-        yield _refusal("trainer.critic_mini_batch_size", t.critic_mini_batch_size,
-                       f"skyrl-train takes train_batch_size / critic_mini_batch_size "
-                       f"({t.train_batch_size} / {t.critic_mini_batch_size}) critic optimizer steps per epoch; rlcfg "
-                       "trains the critic in one optimizer step per epoch over the whole batch",
-                       f"set `trainer.critic_mini_batch_size: {t.train_batch_size}` (train_batch_size), one step")
     yield from _runtime_limits(cfg)

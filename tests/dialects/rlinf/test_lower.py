@@ -497,6 +497,9 @@ def test_use_valid_token_scale_gives_rlcfgs_token_mean():
 
     exp = lowered(TEMPLATE, "algorithm.use_valid_token_scale=true", "algorithm.n_minibatches=1")
     assert (exp.algorithm.loss_aggregation, exp.algorithm.loss_normalization) == ("token-mean", "mini-batch")
+    # several mini-batches: each one's token losses over the step's tokens (tests/runtime/test_loss_normalization.py)
+    exp = lowered(TEMPLATE, "algorithm.use_valid_token_scale=true", "algorithm.n_minibatches=4")
+    assert exp.algorithm.loss_normalization == "step"
     # RLinf without it, micro-batches of two samples on one rank: the mean of each micro-batch's token mean
     # (fsdp_actor_worker.training_step: loss_agg_func, then loss / gradient_accumulation).
     from rlcfg.runtime.algorithms import loss_denominators

@@ -858,10 +858,14 @@ def test_a_per_micro_batch_mean_runs_except_over_token_budget_micro_batches():
     assert "runner.enable_dynamic_batch_size" not in _notes(
         variant({"runner.enable_dynamic_batch_size": True, "algorithm.use_valid_token_scale": True,
                  "algorithm.n_minibatches": 1}))
-    assert "algorithm.use_valid_token_scale" in _notes(
-        variant({"algorithm.training_batch_size_per_gpu": 2, "algorithm.use_valid_token_scale": True}))
-    assert not _notes(variant({"algorithm.training_batch_size_per_gpu": 2, "algorithm.use_valid_token_scale": True,
-                               "algorithm.n_minibatches": 1}))
+    # The collocated Megatron actor's use_valid_token_scale runs over one mini-batch or several (their token losses
+    # over the step's tokens); the pipelined actor's estimate of those tokens does not.
+    for minibatches in (1, 4):
+        assert not _notes(variant({"algorithm.training_batch_size_per_gpu": 2, "algorithm.use_valid_token_scale": True,
+                                   "algorithm.n_minibatches": minibatches}))
+    disaggregated = {"cluster.component_placement": {"actor": "0-3", "rollout": "4-7"},
+                     "algorithm.use_valid_token_scale": True, "algorithm.n_minibatches": 1}
+    assert "estimate of the tokens" in _notes(variant(disaggregated))["algorithm.use_valid_token_scale"]
     assert "algorithm.use_valid_token_scale" in _notes(variant({"algorithm.use_valid_token_scale": True,
                                                                 "algorithm.loss_agg_func": "seq-mean-token-sum"}))
 

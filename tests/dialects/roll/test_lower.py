@@ -546,7 +546,6 @@ _CODE_DOMAIN = ("++rewards.code.worker_cls=roll.pipeline.rlvr.rewards.math_rule_
      "critic.training_args.lr_scheduler_type"),
     (["++importance_sampling=seq", "adv_estimator=reinforce", "++gamma=0.9"], "importance_sampling"),
     (["++importance_sampling=seq", "++dual_clip_loss=true"], "importance_sampling"),
-    (["++max_len_mask=true", "++whiten_advantages=true"], "max_len_mask"),
     (["++difficulty_mask=true", "++entropy_loss_coef=0.01"], "difficulty_mask"),
     (["++train_infer_correction.is_weight.enabled=true",
       "++train_infer_correction.is_weight.weight_type=geometric"], "train_infer_correction.is_weight.weight_type"),
@@ -572,6 +571,14 @@ def test_the_settings_rlcfg_runs_get_no_run_refusal():
     for path in (QUICKSTART, FSDP2, MEGATRON):
         result = check_file(str(path), env={})
         assert not [d.path for d in result.diagnostics if d.rule == "roll/run-refusals"]
+
+
+def test_sample_masks_with_whitening_run():
+    # rlcfg whitens over the samples the masks keep, as ROLL does (tests/runtime/test_step_batch.py)
+    for overrides in (["++max_len_mask=true", "++whiten_advantages=true"],
+                      ["++difficulty_mask=true", "++whiten_rewards=true", "++whiten_advantages=true"]):
+        result = check_file(str(QUICKSTART), overrides, env={})
+        assert result.ok and not [d.path for d in result.diagnostics if d.rule == "roll/run-refusals"]
 
 
 def test_several_reward_domains_are_described_by_the_one_with_the_largest_share():

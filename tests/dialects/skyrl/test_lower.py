@@ -268,6 +268,8 @@ def test_gae_with_a_critic():
     assert exp.algorithm.advantage == "gae" and exp.algorithm.value_clip == 0.2
     # The critic's DP 2 joins the trim: lcm(4, 4, 2) = 4, 1024 stays.
     assert exp.schedule.prompts_per_step == 1024
+    # 1024 / 128 = 8 critic optimizer steps per epoch, of 128 prompts' samples each
+    assert exp.schedule.critic_samples_per_optimizer_step == 128 * exp.algorithm.group_size
 
 
 def test_critic_and_reward_model_paired():
@@ -366,9 +368,14 @@ def test_newer_algorithm_keys():
 
 def test_max_seq_len_and_update_group_derivations():
     cfg = checked(FSDP2, "trainer.algorithm.loss_reduction=seq_mean_token_sum_norm").config
-    assert lower(cfg).algorithm.loss_aggregation == "seq-mean-token-sum"
+    alg = lower(cfg).algorithm
+    # Dr. GRPO: each sequence's token sum over max_seq_len, the mean over every row the micro-batch holds
+    assert (alg.loss_aggregation, alg.loss_length_norm, alg.count_masked_rows) == ("seq-mean-token-sum", 1536, True)
     assert effective_max_seq_len(cfg) == 512 + 1024
-    assert effective_max_seq_len(checked(FSDP2, "trainer.algorithm.max_seq_len=4096").config) == 4096
+    explicit = checked(FSDP2, "trainer.algorithm.loss_reduction=seq_mean_token_sum_norm",
+                       "trainer.algorithm.max_seq_len=4096").config
+    assert effective_max_seq_len(explicit) == 4096 and lower(explicit).algorithm.loss_length_norm == 4096
+    assert lower(checked(FSDP2).config).algorithm.loss_length_norm is None
     assert effective_update_group(cfg) == "disable"  # local engines
     remote = ("generator.run_engines_locally=false", "generator.num_inference_engines=1",
               "generator.sampling_params.logprobs=null", "trainer.placement.colocate_all=false")
