@@ -2,7 +2,8 @@
 
 `exact_match` compares the stripped strings; `math` checks the final answer with math-verify when it is
 installed, else with a small normaliser (the last \\boxed{...} or the last number, fractions and
-thousands separators understood); `arithmetic` is the quickstart task's verifier.
+thousands separators understood); `gsm8k_strict` takes only a `#### <number>` answer (SkyRL-Gym's gsm8k
+environment); `arithmetic` is the quickstart task's verifier.
 """
 
 from __future__ import annotations
@@ -111,7 +112,24 @@ def math(response: str, answer: str | None) -> float:
     return verifier(response, answer) if verifier is not None else _math_builtin(response, answer)
 
 
-REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": math, "arithmetic": arithmetic}
+# The first "#### " followed by a number, as GSM8K's reference solutions end.
+_GSM8K_FINAL = re.compile(r"#### (-?[0-9.,]+)")
+
+
+def gsm8k_strict(response: str, answer: str | None) -> float:
+    """SkyRL-Gym's gsm8k environment (its compute_score in the default strict mode): 1 when the response's first
+    `#### <number>`, without its commas and dollar signs, is the ground truth as a string; else 0. A right number
+    written any other way scores 0, which is how the environment teaches the format."""
+    found = _GSM8K_FINAL.search(response)
+    if found is None or answer is None:
+        return 0.0
+    return float(found.group(1).replace(",", "").replace("$", "") == answer)
+
+
+REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": math, "arithmetic": arithmetic,
+                                         "gsm8k_strict": gsm8k_strict}
+# The verifiers that score an answer format the smoke run's generated task does not write.
+FORMATTED = {"gsm8k_strict": "`#### <number>` answers only"}
 
 
 def get(name: str) -> RewardFn:

@@ -28,3 +28,20 @@ def test_registry():
     assert callable(rewards.get("math"))
     with pytest.raises(KeyError, match="exact_match"):
         rewards.get("nope")
+
+
+@pytest.mark.parametrize("response, answer, expected", [
+    ("3 + 4 = 7 apples.\n#### 7", "7", 1.0),
+    ("#### 1,234", "1234", 1.0),  # commas go
+    ("#### $18", "18", 0.0),  # the number must follow "#### " directly
+    ("#### 18$", "18", 1.0),
+    ("#### 72 and later #### 9", "72", 1.0),  # the first one counts
+    ("The answer is 72.", "72", 0.0),  # the right number without the format scores nothing
+    ("\\boxed{72}", "72", 0.0),
+    ("####72", "72", 0.0),
+    ("#### 72.0", "72", 0.0),  # compared as strings
+    ("#### -3", "-3", 1.0),
+    ("#### 7", None, 0.0),
+])
+def test_gsm8k_strict_is_skyrl_gyms_gsm8k_score(response, answer, expected):
+    assert rewards.get("gsm8k_strict")(response, answer) == expected

@@ -99,7 +99,8 @@ def test_the_transform_is_pure(tmp_path):
 
 def test_what_is_not_substituted_stays(tmp_path):
     exp = experiment(TEMPLATES / "skyrl-ppo-fsdp-vllm.yaml")
-    smoke = S.smoke_experiment(exp, host(tmp_path)).experiment
+    own_data = frozenset(exp.data.train_files + exp.data.eval_files)
+    smoke = S.smoke_experiment(exp, host(tmp_path, local_files=own_data)).experiment
     assert smoke.algorithm == replace(exp.algorithm, group_size=smoke.algorithm.group_size)
     assert smoke.colocation == exp.colocation
     assert [r.name for r in smoke.roles] == [r.name for r in exp.roles]
@@ -193,6 +194,13 @@ def test_the_configs_own_data_is_used_when_it_is_here(tmp_path):
     generated = S.smoke_experiment(exp, host(tmp_path))
     assert generated.experiment.data.train_files != exp.data.train_files
     assert generated.experiment.data.max_prompt_length == S.PROMPT_TOKENS
+    # SkyRL's gsm8k verifier scores its own data as configured; the generated task's plain-number answers are
+    # scored by math instead, and the table says so.
+    assert smoke.experiment.reward_function == exp.reward_function == "gsm8k_strict"
+    assert "reward function" not in subs(smoke)
+    assert generated.experiment.reward_function == "math"
+    assert subs(generated)["reward function"] == ("gsm8k_strict (`#### <number>` answers only)",
+                                                  "math (the generated task's answers are plain numbers)")
 
 
 def test_generated_data_is_written_in_the_configs_columns(tmp_path):

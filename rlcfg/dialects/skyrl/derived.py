@@ -107,9 +107,9 @@ VLLM_KWARGS = {k: k for k in ("gpu_memory_utilization", "max_num_seqs", "max_mod
                               "load_format", "attention_backend")}
 
 
-# The SkyRL-Gym environment whose meaning rlcfg's reward reproduces: the final answer checked against the ground
-# truth (rlcfg's `math` reward).
-ENVIRONMENTS_RUN = ("gsm8k",)
+# The SkyRL-Gym environments whose meaning rlcfg's reward reproduces: gsm8k's `#### <number>` answer equal to the
+# ground truth (rlcfg's `gsm8k_strict` reward).
+ENVIRONMENT_REWARDS = {"gsm8k": "gsm8k_strict"}
 
 
 def ref_in_use(cfg: Any) -> bool:

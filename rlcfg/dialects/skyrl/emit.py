@@ -95,7 +95,7 @@ REASONS = {
     "sampling.min_new_tokens": "SkyRL's sampling_params have no minimum length",
     "sampling.stop_token_ids": "SkyRL's sampling_params have no stop token ids",
     "algorithm.mask_truncated": "SkyRL's apply_overlong_filtering",
-    "reward_function": "SkyRL's gsm8k environment checks the final answer",
+    "reward_function": "SkyRL's gsm8k environment takes only a `#### <number>` answer",
     "seed": "SkyRL seeds everything with trainer.seed",
 }
 

@@ -54,7 +54,7 @@ from typing import Any
 from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec, KLController, Logging,
                       Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
                       Schedule, Spelling)
-from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ENVIRONMENTS_RUN, LOSS_AGGREGATIONS, loggers,
+from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ENVIRONMENT_REWARDS, LOSS_AGGREGATIONS, loggers,
                                           loss_normalization,
                                       OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS,
                                       VLLM_KWARGS, critic_in_use, critic_trained, dp_size, policy_loss, ref_in_use,
@@ -65,7 +65,6 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ENVIRONMENTS_RUN
 # and the seq_mean_token_sum_norm reduction (a sum divided by a constant length) are refused before a run
 # (rules.run_refusals); `rlcfg plan` shows them as the nearest rlcfg has.
 ADVANTAGES = {name: name for name in ADVANTAGE_ESTIMATORS}
-ENVIRONMENT_REWARDS = {name: "math" for name in ENVIRONMENTS_RUN}
 POLICY_LOSSES = {name: name for name in POLICY_LOSSES_RUN}
 
 

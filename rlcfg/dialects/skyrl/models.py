@@ -88,8 +88,8 @@ _HF_EXPORT = inert("exports the weights in Hugging Face format beside the run; n
                    "writes them with its checkpoints)")
 _EXPERT_LAYOUT = inert("how an engine lays its experts over its GPUs; the generated tokens are the same (rlcfg's "
                        "engines keep vLLM's default layout)")
-_GSM8K_ONLY = refused("rlcfg scores each response with its math answer check against the ground truth, the gsm8k "
-                      "environment's reward; other SkyRL-Gym environments are not run")
+_GSM8K_ONLY = refused("rlcfg scores each response as the gsm8k environment does (its `#### <number>` answer against "
+                      "the ground truth); other SkyRL-Gym environments are not run")
 
 
 # ---- data ---------------------------------------------------------------------------------------------------

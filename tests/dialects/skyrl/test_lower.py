@@ -104,7 +104,7 @@ def test_fsdp2_template():
         "max_num_batched_tokens": 8192, "enforce_eager": True, "enable_prefix_caching": True,
         "enable_chunked_prefill": True}
     assert reward.backend == "rule" and reward.resources.gpus == 0 and reward.model is None
-    assert exp.reward_function == "math"
+    assert exp.reward_function == "gsm8k_strict"  # SkyRL-Gym gsm8k: a `#### <number>` answer
 
     # 1024 prompts × 5 samples = 5120 per step; mini batch 256 prompts × 5 = 1280 samples = 320 per GPU × DP 4.
     s = exp.schedule
