@@ -477,6 +477,9 @@ class Data:
     shuffle: bool = True
     seed: int = 42
     apply_chat_template: bool = True
+    # Keyword arguments the chat template is rendered with, as (name, value) pairs: Qwen3's enable_thinking,
+    # gpt-oss's reasoning_effort (SkyRL generator.chat_template_kwargs).
+    chat_template_kwargs: tuple[tuple[str, Any], ...] = ()
     # Supervised experiments (Experiment.kind "sft", "reward_model"): sequences (prompt and answer together, or
     # each side of a preference pair) longer than this many tokens are left out, as AReaL's dataset loaders do.
     max_length: int | None = None

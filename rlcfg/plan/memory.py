@@ -563,8 +563,11 @@ def _advice(biggest: str, est: dict[str, RoleEstimate], over: int, capacity: int
         if e.kind == "vllm":
             util = dict(role.engine).get("gpu_memory_utilization") or 0.9
             fit = math.floor((capacity - others_resident) / capacity * 20) / 20
-            return (f"{need}: lower gpu_memory_utilization ({util:g} → {fit:.2f}) or offload the roles that stay "
-                    "resident during generation")
+            if 0 < fit < util:
+                return (f"{need}: lower gpu_memory_utilization ({util:g} → {fit:.2f}) or offload the roles that "
+                        "stay resident during generation")
+            # The engine's share already leaves the resident roles their room: the peak is theirs.
+            return f"{need}: offload the roles that stay resident during generation, or give them GPUs of their own"
         return f"{need}: lower the rollout engine's memory share, or offload the colocated roles between phases"
     return need
 

@@ -200,11 +200,13 @@ def _lookup(record: dict[str, Any], dotted: str) -> Any:
     return value
 
 
-def render_prompt(tokenizer: Any, prompt: Any, apply_chat_template: bool) -> str:
+def render_prompt(tokenizer: Any, prompt: Any, apply_chat_template: bool,
+                  template_kwargs: Sequence[tuple[str, Any]] = ()) -> str:
     has_template = bool(getattr(tokenizer, "chat_template", None))
     if apply_chat_template and has_template:
         messages = prompt if isinstance(prompt, list) else [{"role": "user", "content": prompt}]
-        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True)
+        return tokenizer.apply_chat_template(messages, tokenize=False, add_generation_prompt=True,
+                                             **dict(template_kwargs))
     if isinstance(prompt, list):
         if apply_chat_template:
             raise DataError("the prompts are chat messages but the tokenizer has no chat template; give the "
@@ -215,16 +217,16 @@ def render_prompt(tokenizer: Any, prompt: Any, apply_chat_template: bool) -> str
 
 def load_prompts(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt", answer_key: str | None = None,
                  max_prompt_length: int | None = None, apply_chat_template: bool = True,
-                 long_prompts: str = "drop") -> PromptSet:
-    """Read, template and tokenize every prompt; drop those longer than `max_prompt_length` tokens, or with
-    `long_prompts="truncate"` keep their first `max_prompt_length` tokens."""
+                 long_prompts: str = "drop", template_kwargs: Sequence[tuple[str, Any]] = ()) -> PromptSet:
+    """Read, template (with `template_kwargs`) and tokenize every prompt; drop those longer than
+    `max_prompt_length` tokens, or with `long_prompts="truncate"` keep their first `max_prompt_length` tokens."""
     if not files:
         raise DataError("no training data files are configured")
     examples = read_examples(files, prompt_key, answer_key)
     ids, texts, answers, dropped, cut = [], [], [], 0, 0
     for ex in examples:
         try:
-            text = render_prompt(tokenizer, ex.prompt, apply_chat_template)
+            text = render_prompt(tokenizer, ex.prompt, apply_chat_template, template_kwargs)
         except DataError as exc:
             raise DataError(f"{ex.source}: {exc}") from None
         tokens = tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -373,3 +373,16 @@ def test_a_model_config_of_the_configs_own_model_keeps_the_models_name():
                      rollout(gpus=8, model="/models/Qwen2.5-32B-Instruct"), colocation=(("actor", "rollout"),))
     plan, _ = build_plan(exp, gpu="h100", model_config=QWEN25_32B_CONFIG, model_source="--model-config c.json")
     assert {a.name for a in plan.memory.architectures} == {"Qwen2.5-32B-Instruct"}
+
+
+def test_the_kv_cache_advice_never_asks_to_lower_the_share_to_a_larger_one():
+    from rlcfg.plan.memory import RoleEstimate, _advice
+
+    exp = experiment(rollout(gpu_memory_utilization=0.8))
+    est = {"rollout": RoleEstimate("rollout", "vllm", "generate", [], 0, False, None)}
+    # Neighbours hold 40 of 80 GiB: the engine's 0.8 share comes down to 0.5.
+    assert "lower gpu_memory_utilization (0.8 → 0.50)" in _advice(
+        "rollout: kv cache", est, 10 * GiB, 80 * GiB, 40 * GiB, exp)
+    # Nothing resident beside it: its share already leaves room, so lowering it is not the advice.
+    advice = _advice("rollout: kv cache", est, 10 * GiB, 80 * GiB, 0, exp)
+    assert "gpu_memory_utilization" not in advice and "offload the roles that stay resident" in advice

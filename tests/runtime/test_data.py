@@ -86,6 +86,18 @@ def test_chat_messages_go_through_the_chat_template(tmp_path, tokenizer):
         tokenizer.chat_template = None
 
 
+def test_the_chat_template_is_rendered_with_the_configs_arguments(tmp_path, tokenizer):
+    # SkyRL's generator.chat_template_kwargs, e.g. Qwen3's enable_thinking: false
+    tokenizer.chat_template = ("{% for m in messages %}{{ m['content'] }}={% endfor %}"
+                               "{% if enable_thinking is defined and not enable_thinking %}!{% endif %}")
+    try:
+        path = write(tmp_path / "d.jsonl", json.dumps({"prompt": "1+2"}) + "\n")
+        assert load_prompts([path], tokenizer).texts == ("1+2=",)
+        assert load_prompts([path], tokenizer, template_kwargs=(("enable_thinking", False),)).texts == ("1+2=!",)
+    finally:
+        tokenizer.chat_template = None
+
+
 def test_chat_messages_without_a_template_are_an_error(tmp_path, tokenizer):
     path = write(tmp_path / "d.jsonl", json.dumps({"prompt": [{"role": "user", "content": "1+2"}]}) + "\n")
     with pytest.raises(DataError, match="no chat template"):

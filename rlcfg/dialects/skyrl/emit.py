@@ -303,6 +303,8 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
         if kwargs:
             put(tree, f"{g}.engine_init_kwargs", kwargs)
     put(tree, f"{g}.n_samples_per_prompt", n)
+    if e.data.chat_template_kwargs:
+        put(tree, f"{g}.chat_template_kwargs", dict(e.data.chat_template_kwargs))
     if e.data.max_prompt_length is not None:
         put(tree, f"{g}.max_input_length", e.data.max_prompt_length)
     put(tree, f"{g}.sampling_params", _sampling(e.sampling))

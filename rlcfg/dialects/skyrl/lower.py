@@ -497,7 +497,8 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
                 # SkyRL's datasets carry the answer under reward_spec for the environment to check.
                 answer_key="reward_spec.ground_truth",
                 # PromptDataset drops prompts longer than max_prompt_length (tokens, after the chat template).
-                max_prompt_length=t.max_prompt_length, shuffle=True, seed=t.seed, apply_chat_template=True)
+                max_prompt_length=t.max_prompt_length, shuffle=True, seed=t.seed, apply_chat_template=True,
+                chat_template_kwargs=tuple(sorted((g.chat_template_kwargs or {}).items())))
     return Experiment(
         name=t.run_name, dialect="skyrl", variant=t.strategy, cluster=Cluster(), roles=tuple(roles),
         colocation=_colocation(cfg, roles), algorithm=_algorithm(cfg, release),

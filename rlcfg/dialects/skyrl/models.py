@@ -83,7 +83,6 @@ _ENGINE_MODEL_NAME = inert("it names the model behind the HTTP endpoint and remo
 _SINGLE_TURN_INPUT = inert("the input limit of later turns in multi-turn generation, which `rlcfg run` refuses; "
                            "single-turn prompts are limited by trainer.max_prompt_length")
 _SINGLE_TURN = refused("rlcfg generates one response per prompt (single-turn); environments are not stepped")
-_NO_TEMPLATE_KWARGS = refused("rlcfg renders the chat template without extra arguments")
 _HF_EXPORT = inert("exports the weights in Hugging Face format beside the run; nothing computed changes (rlcfg "
                    "writes them with its checkpoints)")
 _EXPERT_LAYOUT = inert("how an engine lays its experts over its GPUs; the generated tokens are the same (rlcfg's "
@@ -816,7 +815,7 @@ class Generator(Section):
     chat_template: ChatTemplate = section(ChatTemplate, description="Chat template override (v0.2.0 and later).",
                                           releases=FROM_020, fate=_CHAT_TEMPLATE_ONLY)
     chat_template_kwargs: dict[str, Any] = param({}, description="Arguments for the chat template (not with batched).",
-        releases=FROM_020, fate=_NO_TEMPLATE_KWARGS)
+        releases=FROM_020, fate=HONORED)
     eval_sampling_params: EvalSamplingParams = section(EvalSamplingParams, description="Sampling during evaluation.")
     eval_n_samples_per_prompt: int = param(1, description="Samples per prompt in evaluation: each prompt gets this "
                                                  "many responses, and evaluation reports the mean reward and "

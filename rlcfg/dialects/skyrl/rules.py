@@ -1012,6 +1012,21 @@ def inference_ep(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                                  "generator.inference_engine_data_parallel_size"])
 
 
+@RULES.rule("skyrl/template-kwargs-unbatched", "RLC302",
+            "generator.chat_template_kwargs needs batched: false (with batched generation the engine renders the "
+            "template; SkyRLGymGenerator refuses the pair when it starts).",
+            keys=["generator.chat_template_kwargs", "generator.batched"])
+def template_kwargs_unbatched(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    g = cfg.generator
+    if g.chat_template_kwargs and g.batched:
+        yield ctx.error("RLC302", "generator.chat_template_kwargs",
+                        f"`generator.chat_template_kwargs` is set with `generator.batched: true`; {_release_text(ctx)} "
+                        "accepts this at load but fails when the generator starts: batched generation leaves the "
+                        "chat template to the engine, which takes no template arguments",
+                        hint="set `generator.batched: false`, or drop chat_template_kwargs",
+                        related=["generator.batched"])
+
+
 @RULES.rule("skyrl/top-k", "RLC201", "sampling top_k is -1 (off) or at least 1.",
             keys=["generator.sampling_params.top_k", "generator.eval_sampling_params.top_k"])
 def top_k(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:

@@ -791,3 +791,9 @@ def test_eval_n_samples_per_prompt_is_the_evaluations_samples_per_prompt():
     assert not any(d.code == "RLC118" for d in result.diagnostics), [d.message for d in result.diagnostics]
     exp = lower(result.config)
     assert exp.eval_sampling.n == 4 and exp.sampling.n == exp.algorithm.group_size
+
+
+def test_chat_template_arguments_reach_the_prompts():
+    exp = experiment(FSDP2, "+generator.chat_template_kwargs={enable_thinking: false}", "generator.batched=false")
+    assert exp.data.chat_template_kwargs == (("enable_thinking", False),)
+    assert experiment(FSDP2).data.chat_template_kwargs == ()

@@ -285,6 +285,9 @@ RULE_CASES = [
      "RLC118", "note", "trainer.algorithm.advantage_estimator", ["'my_estimator'", "custom estimator"]),
     ("skyrl/run-refusals", ["generator.n_samples_per_prompt=1"],
      "RLC118", "note", "trainer.algorithm.advantage_estimator", ["'grpo'", "advantage 0"]),
+    ("skyrl/template-kwargs-unbatched", ["+generator.chat_template_kwargs={enable_thinking: false}",
+                                         "generator.batched=true"],
+     "RLC302", "error", "generator.chat_template_kwargs", ["batched: true", "fails when the generator starts"]),
     ("skyrl/run-refusals", ["+generator.sampling_params.presence_penalty=0.5"],
      "RLC118", "note", "generator.sampling_params.presence_penalty", ["0.5", "sampling parameters"]),
     ("skyrl/run-refusals", ["+generator.eval_sampling_params.additional_kwargs.min_tokens=4"],
@@ -783,3 +786,9 @@ def test_the_sequence_reductions_run_with_overlong_filtering():
                       ["trainer.algorithm.loss_reduction=sequence_mean", "generator.apply_overlong_filtering=true"]):
         result = check_file(str(TEMPLATE), overrides, env=HOST_ENV)
         assert result.ok and not [d for d in result.diagnostics if d.rule == "skyrl/run-refusals"], overrides
+
+
+def test_chat_template_arguments_are_run():
+    result = check_file(str(TEMPLATE), ["+generator.chat_template_kwargs={enable_thinking: false}",
+                                        "generator.batched=false"], env=HOST_ENV)
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"]
