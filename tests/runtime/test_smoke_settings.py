@@ -36,15 +36,15 @@ def test_a_refused_key_is_set_to_its_default_and_named_with_the_reason():
 def test_every_refusal_of_a_config_is_cleared_with_a_value_its_rule_accepts():
     result = settled(TEMPLATES / "skyrl-fsdp-vllm.yaml",
                      ["trainer.algorithm.policy_loss_type=cross_entropy", "+generator.engine_init_kwargs.swap_space=4",
-                      "trainer.algorithm.loss_reduction=seq_mean_token_sum_norm"])
+                      "trainer.policy.optimizer_config.scheduler=polynomial"])
     changes = {c.key: (c.old, c.new) for c in result.changes}
     assert changes == {"trainer.algorithm.policy_loss_type": ("'cross_entropy'", "'regular'"),
                        "generator.engine_init_kwargs.swap_space": ("4", "(not set)"),
-                       "trainer.algorithm.loss_reduction": ("'seq_mean_token_sum_norm'", "'token_mean'")}
+                       "trainer.policy.optimizer_config.scheduler": ("'polynomial'", "'constant_with_warmup'")}
     assert result.refused == [] and not result.result.errors
     # The reason is the refusal's, without the key and value the table shows already.
-    reduction = next(c for c in result.changes if c.key == "trainer.algorithm.loss_reduction")
-    assert reduction.reason.startswith("skyrl-train divides each sequence's token sum by a constant length")
+    scheduler = next(c for c in result.changes if c.key == "trainer.policy.optimizer_config.scheduler")
+    assert scheduler.reason.startswith("rlcfg's learning-rate schedules reproduce constant")
 
 
 def test_a_rule_refusal_gets_the_value_the_rule_runs():
@@ -142,11 +142,12 @@ def test_a_smoke_run_has_rewards_that_differ_in_a_group_and_a_policy_gradient(re
 def test_a_loss_setting_changes_a_smoke_run_and_a_refused_setting_is_substituted(regular, tmp_path, cache):
     out = tmp_path / "out"
     done, _ = run_cli(str(TEMPLATES / "skyrl-fsdp-vllm.yaml"), "trainer.algorithm.policy_loss_type=cispo",
-                      "trainer.algorithm.loss_reduction=seq_mean_token_sum_norm", "--smoke", "--steps", "1",
+                      "trainer.policy.optimizer_config.scheduler=polynomial", "--smoke", "--steps", "1",
                       "-o", str(out), cache=cache, timeout=900)
     assert done.returncode == 0, done.stderr[-3000:]
-    line = next(x for x in done.stderr.splitlines() if x.strip().startswith("trainer.algorithm.loss_reduction"))
-    assert "'seq_mean_token_sum_norm'" in line and "-> 'token_mean' (skyrl-train divides" in line
+    line = next(x for x in done.stderr.splitlines()
+                if x.strip().startswith("trainer.policy.optimizer_config.scheduler"))
+    assert "'polynomial'" in line and "-> 'constant_with_warmup' (rlcfg's learning-rate schedules" in line
     ran = json.loads((out / "experiment.json").read_text())
     assert ran["algorithm"]["policy_loss"] == "cispo"
     # The same rollouts (same seeds), another loss: the first step's policy loss is not the regular one's.
