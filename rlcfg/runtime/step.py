@@ -341,8 +341,8 @@ def critic_cfg(update: Update, ranks: int, samples_per_optimizer_step: int | Non
     mask = update.batch["response_mask"]
     share = max(1, mask.shape[0] // ranks)
     mini = min(max(samples_per_optimizer_step // ranks, 1), share) if samples_per_optimizer_step else share
-    return dict(update.cfg, denominators=denominators(mask, ranks, mini,
-                                                      count_masked_rows=update.cfg.get("count_masked_rows", False)),
+    return dict(update.cfg, denominators=denominators(mask, ranks, mini, update.cfg.get("normalization") == "step",
+                                                      update.cfg.get("count_masked_rows", False)),
                 mini_batch=mini)
 
 
