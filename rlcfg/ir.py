@@ -330,6 +330,11 @@ class SampleWeighting:
     error_max_len_clip: int | None = None  # keep score-1 samples and score-0 samples shorter than this
     max_len_mask: bool = False  # ROLL max_len_mask: drop responses exactly at the length limit
 
+    @property
+    def masks_samples(self) -> bool:
+        """Whether a mask can leave whole samples out of the loss (algorithms.sample_mask)."""
+        return self.difficulty_mask is not None or self.error_max_len_clip is not None or self.max_len_mask
+
 
 @dataclass(frozen=True)
 class ActorLossSpec:

@@ -109,9 +109,7 @@ def effective(experiment: Experiment) -> Experiment:
                           on_exhausted=base.on_exhausted)
     # Without a filter, the truncation mask or a sample mask every row keeps a token in the loss, so whether a
     # sequence mean counts the rows masked out entirely changes nothing.
-    w = a.weighting
-    masks_rows = (filters != FilterSpec() or a.mask_truncated or w.max_len_mask or w.difficulty_mask is not None
-                  or w.error_max_len_clip is not None)
+    masks_rows = filters != FilterSpec() or a.mask_truncated or a.weighting.masks_samples
     adv = a.advantage_options
     if a.advantage not in ("gae", "reinforce++"):
         adv = replace(adv, whiten=AdvantageOptions().whiten)

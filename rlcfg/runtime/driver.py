@@ -392,7 +392,8 @@ class Run(RunShell):
         if prefetch:
             self.prefetched = self._draw(step + 1, 0)
         if self.critic:
-            ccfg = S.critic_cfg(update, len(self.critic), self.exp.schedule.critic_samples_per_optimizer_step)
+            ccfg = S.critic_cfg(update, len(self.critic), self.alg,
+                                self.exp.schedule.critic_samples_per_optimizer_step)
             critic_calls = [w.train.remote(part, ccfg, "critic") for w, part in
                             zip(self.critic, self._split({k: batch[k] for k in S.CRITIC_KEYS}, len(self.critic)))]
         results = ray.get(calls)

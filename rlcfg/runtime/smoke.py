@@ -45,6 +45,7 @@ import random
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+from rlcfg.diagnostics import plural
 from rlcfg.ir import Experiment, Model, Offload, Parallelism, Resources, Role
 from rlcfg.runtime import rewards
 
@@ -218,12 +219,11 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
         subs.append(Substitution("samples per step", str(schedule.samples_per_step), str(samples)))
     if per_opt != schedule.samples_per_optimizer_step:
         subs.append(Substitution("samples per optimizer step (mini-batch)", str(schedule.samples_per_optimizer_step),
-                                 f"{per_opt} ({mini_batches} optimizer step{'s' if mini_batches != 1 else ''} per step, "
-                                 "as configured)"))
+                                 f"{per_opt} ({plural(mini_batches, 'optimizer step')} per step, as configured)"))
     if new_critic_per_opt != critic_per_opt:
         subs.append(Substitution("critic samples per optimizer step", str(critic_per_opt),
-                                 f"{new_critic_per_opt} ({critic_mini_batches} critic optimizer step"
-                                 f"{'s' if critic_mini_batches != 1 else ''} per step, as configured)"))
+                                 f"{new_critic_per_opt} ({plural(critic_mini_batches, 'critic optimizer step')} per "
+                                 "step, as configured)"))
     new_roles = [_micro(r, factor, per_opt, samples, dp, subs) for r in new_roles]
 
     # Lengths.

@@ -264,15 +264,15 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
             seen = mask if live is None else mask * live.unsqueeze(1)
             next_coef = A.next_kl_coef(coef, A.sequence_mean_kl(kl * seen, seen), int(mask.shape[0]),
                                        alg.kl.controller)
-    w = alg.weighting
     kept = None  # ROLL's sample-level masks (functionals.get_sample_level_mask): 1.0 keep, 0.0 no loss
-    if w.difficulty_mask is not None or w.error_max_len_clip is not None or w.max_len_mask:
+    if alg.weighting.masks_samples:
         kept = A.sample_mask(raw_scores, lengths, alg.group_size, _response_limits(groups, s, lengths),
-                             w).unsqueeze(1)
+                             alg.weighting).unsqueeze(1)
     # ROLL computes the advantages under the kept samples' mask (compute_advantage with final_response_mask), so
     # that whitening's mean and variance leave the dropped samples out; their rows are zero either way.
     adv, returns = A.compute_advantages(
-        scores, mask if kept is None else mask * kept, estimator=alg.advantage, group_size=alg.group_size, options=alg.advantage_options,
+        scores, mask if kept is None else mask * kept, estimator=alg.advantage, group_size=alg.group_size,
+        options=alg.advantage_options,
         normalize_std=alg.normalize_advantage_std, batch_normalize=alg.batch_normalize_advantage, gamma=alg.gamma,
         lam=alg.lam, kl_penalty=penalty, kl_mode=alg.kl.reward_mode,
         normalized_clip=alg.reward.clip if alg.reward.order == "clip_normalized" else None,
@@ -298,7 +298,7 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     # normalization and value_clip.
     cfg = {"ppo_epochs": alg.ppo_epochs, "mini_batch": mini, "micro_batch": micro,
            "denominators": denominators(loss_mask, shards, mini, alg.loss_normalization == "step",
-                                        alg.count_masked_rows), "count_masked_rows": alg.count_masked_rows,
+                                        alg.count_masked_rows),
            "loss": alg.actor_loss_spec(),
            "aggregation": alg.value_aggregation or alg.loss_aggregation, "normalization": alg.loss_normalization,
            "value_clip": alg.value_clip}
@@ -335,14 +335,15 @@ def rollout_metrics(groups: list[dict[str, Any]], raw_scores: Any, group_size: i
     return out
 
 
-def critic_cfg(update: Update, ranks: int, samples_per_optimizer_step: int | None = None) -> dict[str, Any]:
+def critic_cfg(update: Update, ranks: int, alg: Any, samples_per_optimizer_step: int | None = None
+               ) -> dict[str, Any]:
     """The critic's update settings: mini-batches of `samples_per_optimizer_step` samples over its ranks (None:
-    each rank's whole share in one), for the actor's epochs."""
+    each rank's whole share in one), for the actor's epochs, normalised as the algorithm says."""
     mask = update.batch["response_mask"]
     share = max(1, mask.shape[0] // ranks)
     mini = min(max(samples_per_optimizer_step // ranks, 1), share) if samples_per_optimizer_step else share
-    return dict(update.cfg, denominators=denominators(mask, ranks, mini, update.cfg.get("normalization") == "step",
-                                                      update.cfg.get("count_masked_rows", False)),
+    return dict(update.cfg, denominators=denominators(mask, ranks, mini, alg.loss_normalization == "step",
+                                                      alg.count_masked_rows),
                 mini_batch=mini)
 
 

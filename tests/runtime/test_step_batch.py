@@ -168,10 +168,11 @@ def test_the_critic_steps_over_its_own_mini_batches():
     from rlcfg import ir
     from rlcfg.runtime.step import critic_cfg, prepare_update
 
-    update = prepare_update(_groups(), _settings(ir.Algorithm(group_size=2)), 1, lambda role, b: None, {})
-    whole = critic_cfg(update, 1)
+    alg = ir.Algorithm(group_size=2)
+    update = prepare_update(_groups(), _settings(alg), 1, lambda role, b: None, {})
+    whole = critic_cfg(update, 1, alg)
     assert whole["mini_batch"] == 4 and len(whole["denominators"]) == 1
-    split = critic_cfg(update, 1, samples_per_optimizer_step=2)
+    split = critic_cfg(update, 1, alg, samples_per_optimizer_step=2)
     # rows 0-1 hold 2 + 1 tokens, rows 2-3 hold 4 + 1
     assert split["mini_batch"] == 2 and split["denominators"] == [(3.0, 2.0), (5.0, 2.0)]
-    assert critic_cfg(update, 2, samples_per_optimizer_step=2)["mini_batch"] == 1  # per rank
+    assert critic_cfg(update, 2, alg, samples_per_optimizer_step=2)["mini_batch"] == 1  # per rank

@@ -1019,7 +1019,8 @@ def inference_ep(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 def template_kwargs_unbatched(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     g = cfg.generator
     if g.chat_template_kwargs and g.batched:
-        yield ctx.error("RLC302", "generator.chat_template_kwargs",
+        # At the first argument: a mapping written in one override is located by its keys.
+        yield ctx.error("RLC302", f"generator.chat_template_kwargs.{next(iter(g.chat_template_kwargs))}",
                         f"`generator.chat_template_kwargs` is set with `generator.batched: true`; {_release_text(ctx)} "
                         "accepts this at load but fails when the generator starts: batched generation leaves the "
                         "chat template to the engine, which takes no template arguments",
