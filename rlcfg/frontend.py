@@ -292,7 +292,9 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
     judgement = Judgement(release=result.release, release_reason=result.release_reason,
                           referenced=frozenset(interpolation_targets(merged.data)),
                           added={path: "++" if o.op == "force" else "+" for path, o in applied.added.items()},
-                          known_keys_only=result.pipeline is not None)
+                          known_keys_only=result.pipeline is not None,
+                          entry_modelled=frozenset(k.path for k in entry_keys.keys if k.modelled)
+                          if entry_keys is not None else frozenset())
     resolution = resolve(merged, env, spec.resolvers)
     diagnostics.extend(resolution.diagnostics)
     result.tree = merged

@@ -102,6 +102,22 @@ class Offload:
 
 
 @dataclass(frozen=True)
+class Lora:
+    """Low-rank adapters (LoRA) on a trained role's linear layers, with PEFT's meaning: each targeted weight W
+    computes as W + (alpha / rank) · B·A, only A and B train, and B starts at zero, so the first step's policy is
+    the model as loaded. The rollout engines receive the merged weights; exports carry the adapter beside them."""
+
+    rank: int
+    alpha: float
+    dropout: float = 0.0
+    # PEFT's target_modules: module names matched at the end of a module's dotted name, "all-linear" for every
+    # linear layer but the output layer, or one string read as a regular expression over the whole name.
+    target_modules: str | tuple[str, ...] = "all-linear"
+    exclude_modules: str | tuple[str, ...] | None = None
+    init: Literal["kaiming", "gaussian"] = "kaiming"  # how A is drawn (PEFT's init_lora_weights True, "gaussian")
+
+
+@dataclass(frozen=True)
 class Resources:
     """What a role asks for. `gpus` is the total; `nodes`/`gpus_per_node` when the dialect pins them; `gpu_ids`
     when the dialect names exact global GPU ids (RLinf's component_placement, ROLL's device_mapping)."""
@@ -153,6 +169,7 @@ class Role:
     # (`model.embed_tokens.weight`), starts with one of these (ROLL freeze_module_prefix). A prefix that matches
     # nothing freezes nothing; the run warns.
     frozen_prefixes: tuple[str, ...] = ()
+    lora: Lora | None = None  # None: every weight trains
     # Environment variables of this role's worker processes, as (name, value), set before the process starts
     # (Ray runtime_env), so even what libraries read at import sees them. Roles share a process only when their
     # environments are equal.

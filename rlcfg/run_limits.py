@@ -23,6 +23,9 @@ MEGATRON_CRITIC = "rlcfg's Megatron backend has no value head, so it trains no c
 # The prefixes name Hugging Face parameters (`model.embed_tokens.`); megatron-core names its modules otherwise.
 MEGATRON_FROZEN = ("rlcfg freezes parameters by their Hugging Face names, which megatron-core's modules do not have, "
                    "so only its fsdp backend freezes them")
+MEGATRON_LORA = "rlcfg's Megatron backend has no LoRA adapters, so only its fsdp backend trains them"
+# PEFT's initialisations that start B at zero and leave the base weights as loaded.
+LORA_INITS = ("kaiming", "gaussian")
 MEGATRON_SUPERVISED = "rlcfg runs SFT and reward-model training on its fsdp backend only"
 DEEPSPEED = "the deepspeed backend is not wired into `rlcfg run`, which trains with fsdp or megatron"
 HF_ROLLOUT_PARALLEL = ("rlcfg's `hf` rollout backend runs one whole model per engine, so tensor and pipeline parallel "

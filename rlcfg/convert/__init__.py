@@ -385,6 +385,7 @@ def _not_modelled(checked: Any) -> list[Loss]:
 # Why a target misses a field, where no emitter says more: by the path's last parts ({T}: the target's name).
 GENERIC_REASONS = {
     "disable_dropout": "{T} trains with the model's own dropout settings",
+    "lora": "rlcfg writes no LoRA adapters for {T}: the converted config trains every weight",
     "micro_batch_size": "{T} sizes micro-batches its own way",
     "forward_micro_batch_size": "{T} sizes forward micro-batches its own way (one size for every model, or a token "
                                 "budget)",

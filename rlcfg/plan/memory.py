@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, replace
 from typing import Any, Iterable, Mapping
 
-from rlcfg.ir import Experiment, Role
+from rlcfg.ir import Experiment, Lora, Role
 from rlcfg.plan.model import Architecture, GpuVerdict, MemoryPlan, MemoryTerm, RoleMemory, RolePlacement
 from rlcfg.plan.model_table import TableEntry, last_component, lookup
 
@@ -114,6 +114,31 @@ def _breakdown(arch: Architecture) -> dict[str, int]:
                                arch.intermediate, arch.vocab, arch.tied_embeddings, arch.qkv_bias, arch.qk_norm,
                                arch.experts, arch.expert_intermediate, arch.shared_expert_intermediate,
                                arch.kv_lora_rank, arch.qk_rope_head_dim)
+
+
+# The linear layers of a decoder layer, by the names Hugging Face's Llama-style models give them: what LoRA's
+# "all-linear" adapts (every linear layer but the output layer).
+_LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def lora_parameters(arch: Architecture, lora: Lora) -> int:
+    """Parameters of LoRA adapters on `arch`: rank × (inputs + outputs) for each adapted linear layer. A target
+    written as a regular expression counts as every linear layer (an upper bound); an MoE layer's experts count
+    each."""
+    q_out, kv_out = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
+    mlp = (arch.intermediate if not arch.experts else arch.shared_expert_intermediate, 1)
+    shapes = {"q_proj": [(arch.hidden, q_out, 1)], "k_proj": [(arch.hidden, kv_out, 1)],
+              "v_proj": [(arch.hidden, kv_out, 1)], "o_proj": [(q_out, arch.hidden, 1)]}
+    for name in ("gate_proj", "up_proj", "down_proj"):
+        shapes[name] = [(arch.hidden, mlp[0], 1)] + ([(arch.hidden, arch.expert_intermediate, arch.experts)]
+                                                     if arch.experts else [])
+    targets = lora.target_modules
+    names = set(_LINEAR_NAMES) if isinstance(targets, str) else {t.rsplit(".", 1)[-1] for t in targets}
+    if isinstance(lora.exclude_modules, tuple):
+        names -= {t.rsplit(".", 1)[-1] for t in lora.exclude_modules}
+    per_layer = sum(lora.rank * (fan_in + fan_out) * count for name in names & set(_LINEAR_NAMES)
+                    for fan_in, fan_out, count in shapes[name])
+    return per_layer * arch.layers
 
 
 def architecture_from_table(entry: TableEntry) -> Architecture:
@@ -348,7 +373,15 @@ def _training_stage(role: Role, arch: Architecture, world: int, lengths: Lengths
         tp, cp = max(par.tp, 1), 1
         layers_here = arch.layers
         shard_size = max(min(par.fsdp_shard or world, world), 1)
-        if trains:
+        if trains and role.lora is not None:
+            # The frozen base in the compute dtype; only the adapters have gradients and optimizer states.
+            adapters = lora_parameters(arch, role.lora)
+            terms.append(_t(f"parameters (frozen base, sharded over {shard_size})",
+                            dtype_bytes * total_params / shard_size))
+            terms.append(_t("parameters (LoRA adapters, fp32, sharded)", 4 * adapters / shard_size))
+            terms.append(_t("gradients (LoRA adapters, fp32, sharded)", 4 * adapters / shard_size))
+            terms.append(_t("optimizer states (Adam, LoRA adapters, sharded)", 8 * adapters / shard_size))
+        elif trains:
             # fp32 master weights (the RL frameworks' FSDP default), so parameters and gradients are fp32 too:
             # 16 B/param over the shard group, ZeRO-3's figure.
             terms.append(_t(f"parameters (fp32 master, sharded over {shard_size})", 4 * total_params / shard_size))

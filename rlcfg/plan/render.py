@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
+from rlcfg.ir import Lora
 from rlcfg.plan.model import ExecutionPlan, RolePlacement
 
 GiB = 1024 ** 3
@@ -137,7 +138,8 @@ def _roles(plan: ExecutionPlan) -> list[str]:
         role = plan.experiment.role(p.role)
         assert role is not None
         where = f"{plural(len(p.gpus), 'GPU')}: {_span(p.gpus, gpn)}" if p.gpus else "-"
-        rows.append((label(plan, p.role), role.backend, where, layout(plan, p)))
+        adapters = f"; {lora_text(role.lora)}" if role.lora is not None else ""
+        rows.append((label(plan, p.role), role.backend, where, layout(plan, p) + adapters))
     widths = [max(len(r[i]) for r in rows) for i in range(3)]
     for r in rows:
         lines.append(f"  {r[0]:<{widths[0]}}  {r[1]:<{widths[1]}}  {r[2]:<{widths[2]}}  {r[3]}".rstrip())
@@ -194,6 +196,15 @@ def _gpu_map(plan: ExecutionPlan) -> list[str]:
                 start = i
         lines.append(f"  {node_label(a, b)}: {'; '.join(segments)}")
     return lines
+
+
+def lora_text(lora: Lora) -> str:
+    """`LoRA rank 32, alpha 32 on all-linear`: what a role's adapters are, for the plan and the dry run."""
+    targets = lora.target_modules if isinstance(lora.target_modules, str) else ", ".join(lora.target_modules)
+    excluded = lora.exclude_modules if isinstance(lora.exclude_modules, str) or lora.exclude_modules is None \
+        else ", ".join(lora.exclude_modules)
+    return (f"LoRA rank {lora.rank}, alpha {lora.alpha:g} on {targets}" + (f" except {excluded}" if excluded else "")
+            + (f", dropout {lora.dropout:g}" if lora.dropout else ""))
 
 
 def _coords(coords: tuple[tuple[str, int], ...]) -> str:

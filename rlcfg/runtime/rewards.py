@@ -126,10 +126,57 @@ def gsm8k_strict(response: str, answer: str | None) -> float:
     return float(found.group(1).replace(",", "").replace("$", "") == answer)
 
 
+# Minerva's normalisation of a final answer (Lewkowycz et al., 2022), as DAPO's math verifier and SkyRL-Gym's aime
+# environment apply it: literal edits, then words and LaTeX that carry no value, then rewrites by pattern.
+_MINERVA_EDITS = (("an ", ""), ("a ", ""), (".$", "$"), ("\\$", ""), ("\\ ", ""), (" ", ""), ("mbox", "text"),
+                  (",\\text{and}", ","), ("\\text{and}", ","), ("\\text{m}", "\\text{}"))
+_MINERVA_DROPPED = ("square", "ways", "integers", "dollars", "mph", "inches", "hours", "km", "units", "\\ldots", "sue",
+                    "points", "feet", "minutes", "digits", "cents", "degrees", "cm", "gm", "pounds", "meters", "meals",
+                    "edges", "students", "childrentickets", "multiples", "\\text{s}", "\\text{.}", "\\text{\ns}",
+                    "\\text{}^2", "\\text{}^3", "\\text{\n}", "\\text{}", "\\mathrm{th}", "^\\circ", "^{\\circ}",
+                    "\\;", ",\\!", "{,}", '"', "\\dots")
+_MINERVA_REWRITES = tuple((re.compile(pattern), replacement) for pattern, replacement in (
+    (r"(.*?)(\$)(.*?)(\$)(.*)", r"$\3$"),  # the first $...$ alone
+    (r"(\\text\{)(.*?)(\})", r"\2"), (r"(\\textbf\{)(.*?)(\})", r"\2"), (r"(\\overline\{)(.*?)(\})", r"\2"),
+    (r"(\\boxed\{)(.*)(\})", r"\2"),
+    (r"(frac)([^{])(.)", r"frac{\2}{\3}"),  # \frac12 is \frac{1}{2}
+    (r"(sqrt)([^{])", r"sqrt{\2}"),  # \sqrt2 is \sqrt{2}
+))
+# "Answer: <final answer>" up to the end of its line (or a `<` that starts a special token).
+_ANSWER_LINE = re.compile(r"(?i)Answer\s*:\s*([^\n<]+)")
+ANSWER_LINE_TAIL = 300  # characters of the response's end the answer is looked for in
+
+
+def minerva_normalised(answer: str) -> str:
+    text = answer.split("=")[-1]
+    for old, new in _MINERVA_EDITS:
+        text = text.replace(old, new)
+    for dropped in _MINERVA_DROPPED:
+        text = text.replace(dropped, "")
+    for pattern, replacement in _MINERVA_REWRITES:
+        text = pattern.sub(replacement, text)
+    text = text.replace("$", "")
+    if text.replace(",", "").isdigit():
+        text = text.replace(",", "")
+    return text.strip()
+
+
+def answer_line(response: str, answer: str | None) -> float:
+    """SkyRL-Gym's aime environment (DAPO's verifier): the last `Answer: ...` in the response's final
+    ANSWER_LINE_TAIL characters, normalised as Minerva's evaluation does, equal to the normalised ground truth
+    scores 1; anything else, a missing answer line included, scores −1."""
+    if answer is None:
+        return -1.0
+    found = _ANSWER_LINE.findall(response[-ANSWER_LINE_TAIL:])
+    predicted = minerva_normalised(found[-1] if found else "[INVALID]")
+    return 1.0 if predicted == minerva_normalised(str(answer)) else -1.0
+
+
 REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": math, "arithmetic": arithmetic,
-                                         "gsm8k_strict": gsm8k_strict}
+                                         "gsm8k_strict": gsm8k_strict, "answer_line": answer_line}
 # The verifiers that score an answer format the smoke run's generated task does not write.
-FORMATTED = {"gsm8k_strict": "`#### <number>` answers only"}
+FORMATTED = {"gsm8k_strict": "`#### <number>` answers only",
+             "answer_line": "`Answer: <answer>` lines only, wrong ones −1"}
 
 
 def get(name: str) -> RewardFn:

@@ -27,7 +27,7 @@ from typing import Any
 from rlcfg.ir import Experiment, Role, to_json
 from rlcfg.plan.model import ExecutionPlan
 from rlcfg.runtime import checkpoint as ckpt
-from rlcfg.runtime.backends import MEGATRON_ON_CPU_ENV, Machine, detect_machine
+from rlcfg.runtime.backends import MEGATRON_ON_CPU_ENV, Machine, PreflightError, detect_machine
 from rlcfg.runtime.specs import RolloutSpec, TrainSpec
 
 # Environment switches the workers read.
@@ -572,7 +572,6 @@ class RunShell:
     def _lower_megatron(self) -> dict[str, Any]:
         """The Megatron roles lowered to megatron-core's settings, here rather than in the workers so that a
         model or layout megatron cannot take (heads vs TP, layers vs pipeline stages) fails before Ray starts."""
-        from rlcfg.runtime.backends import PreflightError
         from rlcfg.runtime.backends import megatron as M
 
         out = {}
@@ -606,7 +605,7 @@ class RunShell:
                          sequence_packing=role.sequence_packing,
                          max_tokens_per_micro_batch=role.max_tokens_per_micro_batch,
                          budget_key=role.key_for("max_tokens_per_micro_batch"), disable_dropout=role.disable_dropout,
-                         frozen_prefixes=role.frozen_prefixes)
+                         frozen_prefixes=role.frozen_prefixes, lora=role.lora)
 
     def _start_trainers(self, roles: list[tuple[Role, str]], rollout_spec: RolloutSpec | None = None) -> list[Any]:
         """One worker per rank of roles[0]; the other roles share its processes (same GPUs, same ranks)."""
@@ -629,9 +628,21 @@ class RunShell:
         for workers in groups:
             address, port = ray.get(workers[0].rendezvous.remote())
             calls += [w.setup.remote(address, port) for w in workers]
-        ray.get(calls)
+        from rlcfg.runtime.backends.fsdp import LoraTargetError
+
+        try:
+            ray.get(calls)
+        except LoraTargetError as exc:  # Ray's wrapper of a worker's error is an instance of it too
+            raise PreflightError(self._lora_target_problem(getattr(exc, "cause", None) or exc)) from None
         if any(role.frozen_prefixes for role in self.exp.roles):
             self._warn_unmatched_prefixes(groups)
+
+    def _lora_target_problem(self, exc: Any) -> str:
+        """The message of a LoRA target the loaded model refuses, under the config's key for it."""
+        roles = [r for r in self.exp.roles if r.lora is not None]
+        keys = [r.key_for("lora.target_modules") for r in roles]
+        key = next((k for k in keys if k), "the LoRA target modules")
+        return f"this plan cannot run here:\n  - `{key}` {getattr(exc, 'problem', exc)}"
 
     def _warn_unmatched_prefixes(self, groups: list[list[Any]]) -> None:
         """A frozen prefix that names no parameter freezes nothing, silently in ROLL; said here, once the models

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rlcfg.ir import Optimizer
+from rlcfg.ir import Lora, Optimizer
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,7 @@ class TrainSpec:
     budget_key: str | None = None  # the config key of max_tokens_per_micro_batch, for its messages
     disable_dropout: bool = False
     frozen_prefixes: tuple[str, ...] = ()
+    lora: Lora | None = None
 
 
 @dataclass(frozen=True)

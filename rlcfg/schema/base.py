@@ -30,6 +30,7 @@ FATE_KEY = "x-rlcfg-run"  # where a field records what `rlcfg run` does with it
 # Where a field records, per release, when the framework first rejects a value its type forbids, for the releases
 # whose loader accepts any value: rlcfg is knowingly stricter there and says so.
 LATE_CHECK_KEY = "x-rlcfg-late-check"
+ENTRY_KEY = "x-rlcfg-entry"  # the entry module that adds a key no release's base config has
 
 
 @record(frozen=True)
@@ -271,7 +272,7 @@ def param(default: Any = REQUIRED, *, description: str, ge: float | None = None,
           le: float | None = None, lt: float | None = None, alias: str | None = None,
           renamed_to: str | None = None, examples: list | None = None, min_length: int | None = None,
           releases: Iterable[str] | None = None, fate: Fate | None = None,
-          late_check: Mapping[str, str] | None = None) -> Any:
+          late_check: Mapping[str, str] | None = None, entry: str | None = None) -> Any:
     """Declare one parameter.
 
     default: the documented default as a user would write it; an interpolation such as
@@ -286,12 +287,16 @@ def param(default: Any = REQUIRED, *, description: str, ge: float | None = None,
     fate: what `rlcfg run` does with it (HONORED, refused("..."), inert("...")); see `Fate`.
     late_check: release → when that release's framework first fails on a value the type forbids ("when the
       trainer builds ..."), for releases whose loader accepts any value; the type error then says so.
+    entry: the entry module that adds this key to the config (with `releases=()`: no base config has it), named
+      in the message to a user who sets it without that entry module; the dialect's entry_keys marks it modelled.
     """
     extra: dict[str, Any] = {}
     if late_check:
         extra[LATE_CHECK_KEY] = dict(late_check)
     if renamed_to:
         extra["x-rlcfg-renamed-to"] = renamed_to
+    if entry:
+        extra[ENTRY_KEY] = entry
     if releases is not None:
         extra[RELEASES_KEY] = list(releases)
     if fate is not None:

@@ -10,7 +10,7 @@ from pydantic import ValidationError
 
 from rlcfg.diagnostics import Diagnostic, Origin, Severity, close_matches, diagnostic
 from rlcfg.records import record
-from rlcfg.schema.base import (LATE_CHECK_KEY, Dialect, Finding, HostFacts, RuleContext, Section, UndeclaredCode,
+from rlcfg.schema.base import (ENTRY_KEY, LATE_CHECK_KEY, Dialect, Finding, HostFacts, RuleContext, Section, UndeclaredCode,
                                choices_of, field_at, field_releases, fields_along, is_deferred, iter_fields, key_of,
                                section_at, section_types)
 from rlcfg.source.tree import Path, SourceTree, copy_containers, delete_path, dotted, set_path, split_dotted
@@ -57,6 +57,9 @@ class Judgement:
     # paths the user added on purpose with `+key=value` or `++key=value` -> the prefix written
     added: Mapping = field(default_factory=dict)
     known_keys_only: bool = False  # a pipeline rlcfg does not model: only the keys it knows are checked
+    # keys the launch script's entry module adds that the schema declares for it (DeclaredKey.modelled): no
+    # release's base config has them, and here they are the entry module's own
+    entry_modelled: frozenset = frozenset()
 
 
 def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None = None,
@@ -247,6 +250,8 @@ def _release_diagnostics(root: type[Section], tree: SourceTree, dialect: Dialect
     for path in user_paths:
         if any(path[: len(r)] == r for r in reported) or any(isinstance(part, int) for part in path):
             continue
+        if not tree.has(path):  # an extension's key, taken out of the document before the schema judges it
+            continue
         # The outermost key of the path that the release lacks: a key below a section that only some releases
         # have is missing from the others too.
         found_gap = None
@@ -255,7 +260,7 @@ def _release_diagnostics(root: type[Section], tree: SourceTree, dialect: Dialect
             if releases is not None and release not in releases:
                 found_gap = (path[:depth], info, releases)
                 break
-        if found_gap is None:
+        if found_gap is None or found_gap[0] in judgement.entry_modelled:
             continue
         path, info, releases = found_gap
         if any(path[: len(r)] == r for r in reported):
@@ -268,7 +273,11 @@ def _release_diagnostics(root: type[Section], tree: SourceTree, dialect: Dialect
         renamed = extra.get("x-rlcfg-renamed-to")
         others = ", ".join(releases) or "no release rlcfg claims"
         why = f"rlcfg judges this file as {label}" + (f" ({judgement.release_reason})" if judgement.release_reason else "")
-        if renamed:
+        entry = extra.get(ENTRY_KEY)
+        if entry:
+            others = f"{entry} adds, and only there does it exist"
+            hint = f"run it with that entrypoint, or remove it; {why}"
+        elif renamed:
             hint = f"write `{renamed}` instead; {why}"
         elif releases:
             hint = f"remove it, or pin the release the file is written for with `--framework-version {releases[-1]}`; {why}"
@@ -276,8 +285,9 @@ def _release_diagnostics(root: type[Section], tree: SourceTree, dialect: Dialect
             hint = f"remove it; {why}"
         refused = dialect.unknown_key_policy(path, judgement.release) == "error"
         consequence = "its loader stops on it" if refused else "it is ignored there"
-        found.append(diagnostic("RLC113", name, f"`{name}` does not exist in {label} ({consequence}); it is a key of "
-                                + (f"{dialect.title} {others}" if releases else others), origin=tree.key_origin(path) or tree.origin(path),
+        found.append(diagnostic("RLC113", name, f"`{name}` does not exist in {label} ({consequence}); it is a key "
+                                + ("that " + others if entry else "of " + (f"{dialect.title} {others}" if releases
+                                                                             else others)), origin=tree.key_origin(path) or tree.origin(path),
                                 hint=hint, severity=None if refused else Severity.WARNING))
     return found
 

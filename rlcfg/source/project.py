@@ -34,11 +34,16 @@ class DeclaredKey:
     path: tuple
     kind: str
     choices: tuple | None
-    inert: bool  # the author says a run computes the same with it; otherwise `rlcfg run` refuses it when set
+    # the author (or, for a release's key, the dialect) says a run computes the same with it; otherwise `rlcfg run`
+    # refuses it when set (a release's key: set to anything but its default)
+    inert: bool
     origin: Origin | None  # where the project file declares it
     # A release's own key (Dialect.release_keys): set to its default, it changes nothing `rlcfg run` computes.
     default: Any = None
     has_default: bool = False
+    # An entry module's key whose meaning rlcfg models (Dialect.entry_keys marks it): it stays in the document, at
+    # the module's default when unwritten, for the schema (which declares it for that entry module) and the lowering.
+    modelled: bool = False
 
 
 @record(frozen=True)
@@ -125,6 +130,12 @@ def apply_extension(extension: Extension, tree: SourceTree) -> list[Diagnostic]:
                                     origin=tree.origin(parent), hint=f"set {dotted(key.path)}"))
     # a section's own keys first: the section is then what they leave of it
     for key in sorted(extension.keys, key=lambda k: -len(k.path)):
+        # The schema's own default of such a key only stands for "no entry module adds it".
+        if key.modelled and not tree.written(key.path) and key.has_default and \
+                isinstance(tree.get(key.path[:-1]), dict):
+            tree.get(key.path[:-1])[key.path[-1]] = key.default
+            tree.values[key.path] = Origin("default")
+            continue
         if not tree.has(key.path):
             continue
         value = tree.get(key.path)
@@ -146,12 +157,14 @@ def apply_extension(extension: Extension, tree: SourceTree) -> list[Diagnostic]:
             found.append(diagnostic("RLC202", name, f"`{name}`: {value!r} is not one of "
                                                     f"{', '.join(map(str, key.choices))} ({owner})",
                                     origin=origin, hint=f"use one of {', '.join(map(str, key.choices))}"))
-        elif extension.source == "release" and not (key.has_default and value == key.default):
+        elif extension.source == "release" and not key.inert and not (key.has_default and value == key.default):
             shown = "" if not key.has_default else f" (its default is {key.default!r})"
             found.append(diagnostic("RLC118", name, f"`rlcfg run` refuses `{name}` = {value!r}: {owner} has the "
                                                     f"key, and rlcfg does not model what it does{shown}",
                                     origin=origin, hint="validate and plan go on; run it with the framework itself, "
                                                         "or leave the key at its default"))
+        elif key.modelled:
+            continue  # the schema checks it further, and the lowering reads it
         elif extension.source == "entry":
             found.append(diagnostic("RLC118", name, f"`rlcfg run` refuses `{name}` = {value!r}: the entrypoint "
                                                     f"{owner} adds the key, and rlcfg cannot run what that entrypoint "

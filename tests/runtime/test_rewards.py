@@ -45,3 +45,47 @@ def test_registry():
 ])
 def test_gsm8k_strict_is_skyrl_gyms_gsm8k_score(response, answer, expected):
     assert rewards.get("gsm8k_strict")(response, answer) == expected
+
+
+@pytest.mark.parametrize("response,answer,expected", [
+    ("Let me add.\nAnswer: 1,234", "1234", 1.0),
+    ("Answer: $\\frac12$", "\\frac{1}{2}", 1.0),
+    ("Answer: \\boxed{204}", "204", 1.0),
+    ("answer:  17 degrees", "17", 1.0),  # case-insensitive; units Minerva drops
+    ("Answer: x = 5", "5", 1.0),  # what follows the last `=`
+    ("Answer: 3\nthen Answer: 4", "3", -1.0),  # the last answer line counts
+    ("The answer is 204", "204", -1.0),  # no `Answer:` line
+    ("Answer: 204" + " padding" * 40, "204", -1.0),  # outside the last 300 characters
+    ("Answer: 204<|im_end|>", "204", 1.0),
+    ("Answer: 204", None, -1.0),
+])
+def test_answer_line_is_skyrl_gyms_aime_score(response, answer, expected):
+    assert rewards.get("answer_line")(response, answer) == expected
+
+
+def _aime_compute_score():
+    """SkyRL-Gym's aime scorer at the mirror's last commit (skipped without MIRROR_ROOT)."""
+    import os
+    import subprocess
+
+    root = os.environ.get("MIRROR_ROOT")
+    if not root:
+        pytest.skip("MIRROR_ROOT is not set")
+    text = subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show",
+                           "HEAD:skyrl-gym/skyrl_gym/envs/aime/utils.py"], capture_output=True, text=True,
+                          check=True).stdout
+    namespace: dict = {}
+    exec(compile(text, "aime/utils.py", "exec"), namespace)  # the framework's own scorer, as the oracle
+    return namespace["compute_score"]
+
+
+ANSWERS = ["204", "1,234", "\\frac{1}{2}", "\\frac12", "$5$", "\\boxed{7}", "17 degrees", "x = 5", "\\text{(B)}",
+           "3\\sqrt2", "10^{\\circ}", "a 12", "\\$4.50", "2,3", "\\dfrac{3}{4}", "0.5"]
+
+
+@pytest.mark.parametrize("truth", ["204", "1234", "\\frac{1}{2}", "5", "7", "17", "(B)", "3\\sqrt{2}", "0.5"])
+def test_answer_line_agrees_with_skyrl_gym_on_written_answers(truth):
+    theirs = _aime_compute_score()
+    for written in ANSWERS:
+        for response in (f"Work.\nAnswer: {written}", f"answer : {written}<|im_end|>", f"Answer:{written}\nDone."):
+            assert rewards.answer_line(response, truth) == theirs(response, truth)["score"], (response, truth)

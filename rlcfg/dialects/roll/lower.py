@@ -208,8 +208,8 @@ def _reference(cfg: Any) -> Role:
     worker = cfg.reference
     resources = _resources(worker)
     # With LoRA (actor_train.model_args.lora_target) ROLL starts no reference cluster and takes the reference
-    # log-probs from actor_train with its adapter disabled. The Experiment has no LoRA, so it describes the
-    # full fine-tuning run, which needs the reference model as a role of its own.
+    # log-probs from actor_train with its adapter disabled. `rlcfg run` refuses ROLL's LoRA, so the Experiment
+    # describes the full fine-tuning run, which needs the reference model as a role of its own.
     return Role(name="reference", backend=backend_of(worker), resources=resources, model=_model(cfg, "reference"),
                 parallelism=_parallelism(worker, resources.gpus), offload=_offload(worker, trains=False),
                 forward_micro_batch_size=worker.infer_batch_size, env=_env(cfg, worker), section="reference",

@@ -147,7 +147,9 @@ declare_fates(ModelArgs,
        num_labels=inert("only read with a classification model_type, which rlcfg refuses"),
        model_config_kwargs=refused("rlcfg builds the model from its own config.json, without extra options"),
        freeze_module_prefix=HONORED,
-       lora_target=refused("rlcfg fine-tunes the full model; it has no LoRA adapters"),
+       lora_target=refused("rlcfg does not read ROLL's LoRA targets (the all-linear, all-embedding and all-router "
+                           "groups, regular expressions, additional_target) into its adapters yet, and would train "
+                           "the full model"),
        lora_rank=_ONLY_LORA, lora_alpha=_ONLY_LORA, lora_dropout=_ONLY_LORA, additional_target=_ONLY_LORA,
        autocast_adapter_dtype=_ONLY_LORA)
 

@@ -108,8 +108,11 @@ VLLM_KWARGS = {k: k for k in ("gpu_memory_utilization", "max_num_seqs", "max_mod
 
 
 # The SkyRL-Gym environments whose meaning rlcfg's reward reproduces: gsm8k's `#### <number>` answer equal to the
-# ground truth (rlcfg's `gsm8k_strict` reward).
-ENVIRONMENT_REWARDS = {"gsm8k": "gsm8k_strict"}
+# ground truth (rlcfg's `gsm8k_strict` reward), and aime's `Answer: ...` line scored ±1 (`answer_line`).
+ENVIRONMENT_REWARDS = {"gsm8k": "gsm8k_strict", "aime": "answer_line"}
+# Where each environment reads the ground truth in a dataset row (its `extras`): gsm8k in reward_spec, aime in the
+# reward_model column of DAPO's datasets.
+ENVIRONMENT_ANSWER_KEYS = {"gsm8k": "reward_spec.ground_truth", "aime": "reward_model.ground_truth"}
 
 
 def ref_in_use(cfg: Any) -> bool:

@@ -124,6 +124,19 @@ def _optimizer(tree: dict, section: str, r: Role) -> None:
 def _model(tree: dict, section: str, r: Role, megatron: bool) -> None:
     put(tree, f"trainer.{section}.model.path", r.model.path if r.model else None)
     _parallel(tree, section, r, megatron)
+    if r.lora is not None:
+        lora, base = r.lora, f"trainer.{section}.model.lora"
+        put(tree, f"{base}.rank", lora.rank)
+        put(tree, f"{base}.alpha", lora.alpha)
+        put(tree, f"{base}.dropout", lora.dropout)
+        put(tree, f"{base}.target_modules", _modules(lora.target_modules))
+        put(tree, f"{base}.exclude_modules", _modules(lora.exclude_modules))
+        if section == "policy":  # the critic's adapters start with PEFT's default, kaiming
+            put(tree, f"{base}.init_method", lora.init)
+
+
+def _modules(value: str | tuple[str, ...] | None) -> str | list[str] | None:
+    return list(value) if isinstance(value, tuple) else value
 
 
 def _parallel(tree: dict, section: str, r: Role, megatron: bool) -> None:

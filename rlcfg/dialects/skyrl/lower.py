@@ -52,13 +52,14 @@ import math
 from typing import Any
 
 from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec, KLController, Logging,
-                      Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
+                      Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
                       Schedule, Spelling)
-from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ENVIRONMENT_REWARDS, LOSS_AGGREGATIONS, loggers,
-                                          loss_normalization,
-                                      OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS,
-                                      VLLM_KWARGS, critic_in_use, critic_trained, dp_size, policy_loss, ref_in_use,
-                                      rollout_gpus, world, dataset_files)
+from rlcfg.dialects.skyrl.models import UNTIL_030
+from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ENVIRONMENT_ANSWER_KEYS, ENVIRONMENT_REWARDS,
+                                          LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS,
+                                          SGLANG_KWARGS, VLLM_KWARGS, critic_in_use, critic_trained, dataset_files,
+                                          dp_size, loggers, loss_normalization, policy_loss, ref_in_use, rollout_gpus,
+                                          world)
 
 # The estimators and losses rlcfg runs with SkyRL's meaning, by SkyRL's names. The others (custom estimators and
 # losses registered in code, cross_entropy and importance_sampling, which sum over tokens as Tinker's losses do)
@@ -219,23 +220,65 @@ def _model_keys(model: str) -> tuple[tuple[str, str], ...]:
     return (("backend", "trainer.strategy"), ("parallelism.sp", f"trainer.{model}.sequence_parallel_size"))
 
 
-def _trained(cfg: Any, name: str, key: str) -> Role:
+def _trained(cfg: Any, name: str, key: str, release: str | None) -> Role:
     """The actor (`policy`) or the critic: a model trained with its own optimizer and the trainer's batches."""
     t = cfg.trainer
     section = getattr(t, key)
+    lora, lora_keys = _lora(cfg, key, release)
     return Role(name=name, backend=t.strategy, resources=_resources(cfg, key),
                 model=Model(path=section.model.path, dtype=_dtype(cfg), trust_remote_code=True),
                 parallelism=_parallelism(cfg, key), offload=_offload(cfg, section, trains=True),
                 optimizer=_optimizer(cfg, section), micro_batch_size=t.micro_train_batch_size_per_gpu,
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu,
-                gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing,
-                section=f"trainer.{key}", keys=TRAIN_KEYS + _model_keys(key))
+                gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing, lora=lora,
+                section=f"trainer.{key}", keys=TRAIN_KEYS + _model_keys(key) + lora_keys)
 
 
-def _actor(cfg: Any) -> Role:
-    # LoRA (policy.model.lora.rank > 0) trains adapters only; the Experiment has no LoRA and describes full
-    # fine-tuning of the same model.
-    return _trained(cfg, "actor", "policy")
+def lora_module_keys(key: str, release: str | None) -> tuple[str, str]:
+    """The keys of the modules LoRA targets and leaves alone: one pair for every model up to v0.3.0
+    (trainer.target_modules), each model's own from v0.4.0."""
+    if release in UNTIL_030:
+        return "trainer.target_modules", "trainer.exclude_modules"
+    return f"trainer.{key}.model.lora.target_modules", f"trainer.{key}.model.lora.exclude_modules"
+
+
+def _lora(cfg: Any, key: str, release: str | None) -> tuple[Lora | None, tuple[tuple[str, str], ...]]:
+    """skyrl-train's LoRA (rank > 0): PEFT's LoraConfig of the model's rank, alpha, dropout, target and excluded
+    modules and init method (HFModelWrapper; the critic's get_llm_for_sequence_regression passes no init method,
+    so PEFT's default, kaiming, holds there)."""
+    lora = getattr(cfg.trainer, key).model.lora
+    if lora.rank <= 0:
+        return None, ()
+    targets_key, excluded_key = lora_module_keys(key, release)
+    source = cfg.trainer if release in UNTIL_030 else lora
+    targets, excluded = source.target_modules, source.exclude_modules
+    base = f"trainer.{key}.model.lora"
+    keys = (("lora.rank", f"{base}.rank"), ("lora.alpha", f"{base}.alpha"), ("lora.dropout", f"{base}.dropout"),
+            ("lora.target_modules", targets_key), ("lora.exclude_modules", excluded_key))
+    init = lora.init_method if key == "policy" else "kaiming"
+    if key == "policy":
+        keys += (("lora.init", f"{base}.init_method"),)
+    return Lora(rank=lora.rank, alpha=lora.alpha, dropout=lora.dropout, target_modules=_modules(targets) or "all-linear",
+                exclude_modules=_modules(excluded), init=init), keys
+
+
+def _modules(value: str | list[str] | None) -> str | tuple[str, ...] | None:
+    return tuple(value) if isinstance(value, list) else value
+
+
+def overlong_penalty(cfg: Any) -> dict[str, Any]:
+    """DAPO's soft overlong punishment of SkyRL's DAPO entrypoint (DAPOTrainer.postprocess_generator_output): a
+    response longer than max_generate_length − overlong_buffer_len tokens loses its excess over that, divided by the
+    buffer, × the penalty factor; a buffer of 0 or less punishes nothing. Empty without the entrypoint."""
+    a = cfg.trainer.algorithm
+    if a.overlong_buffer_len is None or a.overlong_buffer_len <= 0:
+        return {}
+    return {"overlong_penalty_length": cfg.generator.sampling_params.max_generate_length - a.overlong_buffer_len,
+            "overlong_penalty_factor": a.overlong_buffer_penalty_factor}
+
+
+def _actor(cfg: Any, release: str | None) -> Role:
+    return _trained(cfg, "actor", "policy", release)
 
 
 def _reference(cfg: Any) -> Role:
@@ -249,8 +292,8 @@ def _reference(cfg: Any) -> Role:
                 section="trainer.ref", keys=FORWARD_KEYS + _model_keys("ref"))
 
 
-def _critic(cfg: Any) -> Role:
-    return _trained(cfg, "critic", "critic")
+def _critic(cfg: Any, release: str | None) -> Role:
+    return _trained(cfg, "critic", "critic", release)
 
 
 def _reward(cfg: Any) -> Role:
@@ -433,7 +476,8 @@ def _algorithm(cfg: Any, release: str | None) -> Algorithm:
         value_clip=a.value_clip if critic_runs(cfg) else None, ppo_epochs=cfg.trainer.update_epochs_per_batch,
         # zero_reward_on_non_stop: a response that did not stop on its own scores 0 (it stays in the loss);
         # apply_overlong_filtering: such a response leaves the loss.
-        reward=RewardShaping(zero_truncated=g.zero_reward_on_non_stop), mask_truncated=g.apply_overlong_filtering,
+        reward=RewardShaping(zero_truncated=g.zero_reward_on_non_stop, **overlong_penalty(cfg)),
+        mask_truncated=g.apply_overlong_filtering,
         policy_options=_policy_options(cfg, kind), filters=_filters(cfg),
         dynamic_sampling=a.dynamic_sampling.type is not None,
         # advantage_batch_normalize (normalize_advantages_dict) is refused: its mean runs over padding too.
@@ -486,16 +530,16 @@ def _logging(cfg: Any) -> Logging:
 
 def lower(cfg: Any, release: str | None = None) -> Experiment:
     t, g = cfg.trainer, cfg.generator
-    roles = [_actor(cfg), _rollout(cfg)]
+    roles = [_actor(cfg, release), _rollout(cfg)]
     if reference_runs(cfg):
         roles.append(_reference(cfg))
     if critic_runs(cfg):
-        roles.append(_critic(cfg))
+        roles.append(_critic(cfg, release))
     roles.append(_reward(cfg))
     data = Data(train_files=dataset_files(cfg.data.train_data), eval_files=dataset_files(cfg.data.val_data),
                 prompt_key="prompt",
-                # SkyRL's datasets carry the answer under reward_spec for the environment to check.
-                answer_key="reward_spec.ground_truth",
+                # SkyRL's datasets carry the answer where the environment reads it.
+                answer_key=ENVIRONMENT_ANSWER_KEYS.get(cfg.environment.env_class, "reward_spec.ground_truth"),
                 # PromptDataset drops prompts longer than max_prompt_length (tokens, after the chat template).
                 max_prompt_length=t.max_prompt_length, shuffle=True, seed=t.seed, apply_chat_template=True,
                 chat_template_kwargs=tuple(sorted((g.chat_template_kwargs or {}).items())))
@@ -505,8 +549,8 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
         sampling=_sampling(g.sampling_params, g.n_samples_per_prompt),
         eval_sampling=_sampling(g.eval_sampling_params, g.eval_n_samples_per_prompt), data=data,
         schedule=_schedule(cfg), checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=t.seed,
-        # SkyRL-Gym's gsm8k environment compares the final answer with the ground truth; `rlcfg run` refuses the
-        # other environments.
+        # SkyRL-Gym's gsm8k and aime environments compare the final answer with the ground truth; `rlcfg run`
+        # refuses the other environments.
         reward_function=ENVIRONMENT_REWARDS.get(cfg.environment.env_class, "math"),
     )
 

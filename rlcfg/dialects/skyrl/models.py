@@ -8,7 +8,7 @@ means all of them); the inventories under tests/inventory/skyrl/ hold the facts 
 from typing import Any, Literal
 
 from rlcfg.schema import entry
-from rlcfg.schema.base import HONORED, Section, inert, param, refused, section
+from rlcfg.schema.base import HONORED, Section, inert, param, refused, section, unread
 
 # The releases whose base config has a key (tags skyrl_train-vX.Y.Z; "main" is the last commit with skyrl-train;
 # "pre-0.1.0" is the layout of SkyRL's mid-2025 reference document, before v0.1.0 moved and renamed four keys).
@@ -26,6 +26,11 @@ FROM_040 = ("0.4.0", "main", *PACKAGE)
 ONLY_MAIN = ("main", *PACKAGE)
 
 
+# The `skyrl` package's DAPO example entrypoint, whose trainer applies the soft overlong punishment of the two keys it
+# adds to trainer.algorithm (package.DAPO_ENTRY_FINGERPRINTS tells it from an edited copy).
+DAPO_ENTRY = "SkyRL's DAPO example entrypoint (examples.train.algorithms.dapo.main_dapo)"
+
+
 def upto(last: str, tags: tuple = RELEASES) -> tuple:
     """The releases of `tags` up to `last`: for a key a later release removed."""
     return tuple(r for r in tags if RELEASES.index(r) <= RELEASES.index(last))
@@ -37,9 +42,9 @@ def upto(last: str, tags: tuple = RELEASES) -> tuple:
 _LOG = inert("where logs, metrics, dumps, profiles or exports go, or what they are called; nothing computed changes")
 _PERF = inert("a speed, memory or communication knob of skyrl-train's own; what is computed is the same")
 _KEYS = inert("a group of pass-through settings; each of its keys declares what `rlcfg run` does with it")
-_LORA_ONLY = inert("read only with LoRA (lora.rank > 0), which `rlcfg run` refuses")
-_LORA_SECTION = inert("LoRA adapters: lora.rank decides whether there are any, and `rlcfg run` refuses a rank above 0")
-_NO_LORA = refused("rlcfg trains every weight of the model (full fine-tuning); LoRA adapters are not run")
+_MEGATRON_LORA_ONLY = inert("read only with LoRA on the megatron strategy, which `rlcfg run` refuses")
+_LORA_SYNC = inert("rlcfg hands the inference engines the merged weights (base + adapter) in memory, so no adapter "
+                   "folder is written for them; what they generate with is the same model")
 _DEEPSPEED = inert("DeepSpeed's own config, read only with strategy deepspeed, which `rlcfg run` does not train with")
 _NO_REWARD_MODEL = refused("rlcfg scores responses with the environment's rule (the answer check); a learned reward "
                            "model is not run (skyrl-train itself stops on one)")
@@ -55,7 +60,7 @@ _ENDPOINT = inert("an HTTP endpoint that serves the engines to outside clients; 
 _SEQUENCE_MASK_ONLY = inert("read only with off_policy_correction.sequence_mask_metric set, which `rlcfg run` refuses")
 _OUTLIER = refused("rlcfg masks no sequence for an outlying token importance ratio; it would train on all of them")
 _CHAT_TEMPLATE_ONLY = inert("read only with chat_template.name_or_path set, which `rlcfg run` refuses")
-_ENVIRONMENT = inert("settings of SkyRL-Gym environments other than gsm8k, which `rlcfg run` refuses "
+_ENVIRONMENT = inert("settings of SkyRL-Gym environments other than gsm8k and aime, which `rlcfg run` refuses "
                      "(environment.env_class)")
 _FULLY_ASYNC = inert("read only by skyrl-train's fully-asynchronous entrypoint, not by the synchronous trainer these "
                      "configs describe; `rlcfg run` trains synchronously")
@@ -87,8 +92,6 @@ _HF_EXPORT = inert("exports the weights in Hugging Face format beside the run; n
                    "writes them with its checkpoints)")
 _EXPERT_LAYOUT = inert("how an engine lays its experts over its GPUs; the generated tokens are the same (rlcfg's "
                        "engines keep vLLM's default layout)")
-_GSM8K_ONLY = refused("rlcfg scores each response as the gsm8k environment does (its `#### <number>` answer against "
-                      "the ground truth); other SkyRL-Gym environments are not run")
 
 
 # ---- data ---------------------------------------------------------------------------------------------------
@@ -144,9 +147,9 @@ class Placement(Section):
 
 
 class CriticLora(Section):
-    run_fate = _LORA_ONLY
+    run_fate = HONORED
     rank: int = param(0, description="LoRA rank; 0 trains the full model. LoRA needs the vLLM backend and an "
-                                     "fsdp, fsdp2 or megatron strategy. (v0.2.0 and later.)", ge=0, fate=_NO_LORA)
+                                     "fsdp, fsdp2 or megatron strategy. (v0.2.0 and later.)", ge=0)
     alpha: int = param(16, description="LoRA scaling factor alpha.", ge=0)
     dropout: float = param(0.0, description="Dropout applied inside the LoRA adapters.", ge=0, le=1)
     target_modules: str | list[str] = param(
@@ -155,24 +158,30 @@ class CriticLora(Section):
     exclude_modules: str | list[str] | None = param(
         None, description="Modules to leave without adapters (v0.4.0 and later, before that trainer.exclude_modules).",
         releases=FROM_040)
-    init_method: str = param("kaiming", description="How the adapter weights are initialised: PEFT's "
-                                                    "init_lora_weights for FSDP; xavier, normal, kaiming or zero for "
-                                                    "Megatron (v0.4.0 and later).", releases=FROM_040)
+    init_method: str = param("kaiming", description="How the adapter weights are initialised (v0.4.0 and later).",
+                             releases=FROM_040,
+                             fate=unread("skyrl-train's critic builder (get_llm_for_sequence_regression) passes no "
+                                         "init method to PEFT, so the critic's adapters start with PEFT's default "
+                                         "(kaiming) whatever this says"))
 
 
 class Lora(CriticLora):
     """The policy's LoRA settings: the critic's, plus where adapters are handed to the engines."""
 
+    init_method: str = param("kaiming", description="How the adapter weights are initialised: PEFT's "
+                                                    "init_lora_weights for FSDP (kaiming is PEFT's default); xavier, "
+                                                    "normal, kaiming or zero for Megatron (v0.4.0 and later).",
+                             releases=FROM_040, fate=HONORED)
     lora_sync_path: str = param("/tmp/skyrl_lora_sync",
-                                description="Directory through which adapter weights are handed to the inference engines.")
+                                description="Directory through which adapter weights are handed to the inference engines.",
+                                fate=_LORA_SYNC)
 
 
 class PolicyModel(Section):
     run_fate = HONORED
     path: str = param("Qwen/Qwen2.5-1.5B-Instruct",
                       description="Hugging Face model name or local directory of the policy model.")
-    lora: Lora = section(Lora, description="LoRA adapters for the policy (v0.2.0 and later).", releases=FROM_020,
-        fate=_LORA_SECTION)
+    lora: Lora = section(Lora, description="LoRA adapters for the policy (v0.2.0 and later).", releases=FROM_020)
 
 
 class RefModel(Section):
@@ -188,7 +197,7 @@ class CriticModel(Section):
     path: str | None = param(None, description="Model of the critic (value model). Null means no critic: GRPO and "
                                                "other critic-free estimators. `gae` needs one.")
     lora: CriticLora = section(CriticLora, description="LoRA adapters for the critic (v0.2.0 and later).",
-                               releases=FROM_020, fate=_LORA_SECTION)
+                               releases=FROM_020)
 
 
 class RewardModel(Section):
@@ -287,7 +296,7 @@ class MegatronProfiler(Section):
 
 
 class MegatronLora(Section):
-    run_fate = _LORA_ONLY
+    run_fate = _MEGATRON_LORA_ONLY
     lora_type: Literal["lora", "canonical_lora"] = param("lora", description="Megatron-Bridge's LoRA flavour.")
 
 
@@ -319,7 +328,7 @@ class MegatronConfig(MegatronParallel):
                                                                                     "0.2.0).", fate=_LOG,
                                                       releases=upto("skyrl-0.2.0"))
     lora_config: MegatronLora = section(MegatronLora, description="Megatron LoRA settings (v0.4.0 and later).",
-                                        releases=FROM_040, fate=_LORA_ONLY)
+                                        releases=FROM_040, fate=_MEGATRON_LORA_ONLY)
     empty_cuda_cache: bool = param(
         True, description="Empty torch's CUDA cache between backward and optimizer step to avoid fragmentation OOMs "
                           "(v0.4.0 and later).", releases=FROM_040, fate=_PERF)
@@ -534,6 +543,16 @@ class Algorithm(Section):
                                                      "(v0.1.0 and later; before, always).", releases=FROM_010)
     zero_variance_filter: bool = param(False, description="Mask out groups whose rewards are all equal (v0.4.0 and "
                                                           "later).", releases=FROM_040)
+    overlong_buffer_len: int | None = param(
+        None, description="DAPO's soft overlong punishment: the last this many tokens before max_generate_length "
+                          "are its buffer, and a response that ends in it loses (tokens into the buffer) / "
+                          "overlong_buffer_len × overlong_buffer_penalty_factor of its reward. Added by SkyRL's DAPO "
+                          "example entrypoint (its default there: 512); 0 or less punishes nothing.",
+        releases=(), entry=DAPO_ENTRY)
+    overlong_buffer_penalty_factor: float | None = param(
+        None, description="The reward a response at max_generate_length loses to DAPO's soft overlong punishment "
+                          "(added by SkyRL's DAPO example entrypoint; its default there: 1.0).",
+        releases=(), entry=DAPO_ENTRY)
     lambd: float = param(1.0, description="GAE lambda.", ge=0, le=1)
     gamma: float = param(1.0, description="GAE discount gamma.", ge=0, le=1)
     eps_clip_low: float = param(0.2, description="PPO ratio clip below 1 (the ratio is clamped to 1 - eps_clip_low).",
@@ -648,10 +667,10 @@ class Trainer(Section):
     disable_fast_tokenizer: bool = param(False, description="Use the slow (Python) tokenizer.", fate=_PERF)
     target_modules: str | list[str] = param(
         "all-linear", description="Modules LoRA targets (up to v0.3.0; v0.4.0 moved it to "
-                                  "trainer.policy.model.lora.target_modules).", releases=UNTIL_030, fate=_LORA_ONLY)
+                                  "trainer.policy.model.lora.target_modules).", releases=UNTIL_030)
     exclude_modules: str | list[str] | None = param(
         None, description="Modules LoRA leaves alone (v0.2.0 and v0.3.0; v0.4.0 moved it to "
-                          "trainer.policy.model.lora.exclude_modules).", releases=("0.2.0", "0.3.0"), fate=_LORA_ONLY)
+                          "trainer.policy.model.lora.exclude_modules).", releases=("0.2.0", "0.3.0"))
     use_orm_score: bool = param(False, description="Use the outcome reward model's score as the reward (up to "
                                                    "v0.1.0).", releases=UNTIL_010, fate=_NO_REWARD_MODEL)
     num_warmup_steps: int | None = param(
@@ -767,7 +786,7 @@ class Generator(Section):
                            "processes on one node (`mp`; skyrl 0.2.0 and later).", releases=PACKAGE[1:], fate=_PERF)
     fully_sharded_loras: bool = param(
         False, description="vLLM's fully_sharded_loras: shard the LoRA computation over the engine's tensor-parallel "
-                           "ranks (v0.3.0 and later).", releases=FROM_030, fate=_LORA_ONLY)
+                           "ranks (v0.3.0 and later).", releases=FROM_030, fate=_LORA_SYNC)
     enable_ray_prometheus_stats: bool = param(
         False, description="Export vLLM engine metrics through Ray's Prometheus stats logger (vLLM v1; v0.4.0 and "
                            "later).", releases=FROM_040, fate=_LOG)
@@ -904,7 +923,8 @@ class SkyRLGym(Section):
 
 class Environment(Section):
     run_fate = HONORED
-    env_class: str = param("gsm8k", description="SkyRL-Gym environment the generator steps through.", fate=_GSM8K_ONLY)
+    env_class: str = param("gsm8k", description="SkyRL-Gym environment the generator steps through. `rlcfg run` "
+                                                "runs gsm8k and aime; it refuses the others.")
     skyrl_gym: SkyRLGym = section(SkyRLGym, description="Environment settings (skyrl_gym_config/default.yaml); "
                                                         "settings of custom environments are added with "
                                                         "`+environment.skyrl_gym.NAME.KEY=...`.", fate=_ENVIRONMENT)

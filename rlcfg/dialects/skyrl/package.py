@@ -264,13 +264,25 @@ def unmodelled_at(release: str) -> dict[tuple, dict]:
     return out
 
 
+# Unmodelled keys (by path prefix) that change nothing a run computes, so `rlcfg run` takes any value of them: where
+# profiles, logged examples and tags go, and how often; allocator and data-loader process settings.
+INERT_UNMODELLED = (("trainer", "policy", "torch_profiler_config"), ("trainer", "log_example_interval"),
+                    ("trainer", "print_example_interval"), ("trainer", "num_logger_train_samples"),
+                    ("trainer", "num_logger_eval_samples"), ("trainer", "tags"), ("trainer", "enable_ray_gpu_monitor"),
+                    ("trainer", "use_expandable_segments"), ("generator", "use_expandable_segments"),
+                    ("data", "dataloader", "num_workers"), ("data", "dataloader", "persistent_workers"))
+
+
 @lru_cache(maxsize=None)
 def release_extension(release: str) -> Any:
     """`release`'s keys that rlcfg does not model, as an extension of the schema: type-checked, and refused by
-    `rlcfg run` at any value but the release's default (rlcfg.source.project)."""
+    `rlcfg run` at any value but the release's default (rlcfg.source.project), except the INERT_UNMODELLED ones."""
     from rlcfg.source.project import DeclaredKey, Extension
 
-    keys = tuple(DeclaredKey(path, fact["type"], None, False, None, fact["default"], True)
+    def inert(path: tuple) -> bool:
+        return any(path[:len(prefix)] == prefix for prefix in INERT_UNMODELLED)
+
+    keys = tuple(DeclaredKey(path, fact["type"], None, inert(path), None, fact["default"], True)
                  for path, fact in unmodelled_at(release).items())
     return Extension(label(release), keys, source="release")
 
@@ -318,6 +330,30 @@ _KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str", "list": 
           "tuple": "list", "Tuple": "list", "dict": "mapping", "Dict": "mapping"}
 
 
+# SkyRL's DAPO example entrypoint as the package released it (skyrl 0.1.0; 0.2.0 to 0.4.0), by module_fingerprint:
+# its trainer subtracts DAPO's soft overlong punishment from each reward with the two keys it adds, which rlcfg runs
+# (the lowering's overlong penalty). A copy with any other code is an entrypoint rlcfg does not model.
+DAPO_ENTRY_FINGERPRINTS = frozenset({"79363b4908067abb", "e8ebce4ad5bb41de"})
+DAPO_ENTRY_KEYS = (("trainer", "algorithm", "overlong_buffer_len"),
+                   ("trainer", "algorithm", "overlong_buffer_penalty_factor"))
+
+
+def module_fingerprint(tree: Any) -> str:
+    """A module's code, comments and docstrings aside: the first 16 hex digits of its syntax tree's SHA-256."""
+    import ast
+    import copy
+    import hashlib
+
+    tree = copy.deepcopy(tree)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
+                isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and \
+                isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()[:16]
+
+
 def entry_extension(source: str, entry: str, read: Any) -> Any:
     """The keys an example's entry module adds to the config: `X = make_config(algorithm_cls=C, ...)` with `C` a
     @dataclass subclass of the package's section class, or a @dataclass subclass of SkyRLTrainConfig itself
@@ -354,6 +390,10 @@ def entry_extension(source: str, entry: str, read: Any) -> Any:
     keys.extend(_subclassed_keys(tree, read, module_tree))
     if not keys:
         return None
+    if module_fingerprint(tree) in DAPO_ENTRY_FINGERPRINTS:
+        from dataclasses import replace
+
+        keys = [replace(k, modelled=True) if k.path in DAPO_ENTRY_KEYS else k for k in keys]
     return Extension(entry, tuple(keys), source="entry")
 
 

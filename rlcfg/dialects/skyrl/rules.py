@@ -16,7 +16,7 @@ from typing import Any, Callable, Iterator
 from rlcfg import run_limits
 from rlcfg.diagnostics import Constraint, Severity, close_matches, plural
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
-                                          DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE, LOSS_REDUCTIONS,
+                                          DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE, ENVIRONMENT_REWARDS, LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, loggers, loss_normalization,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
@@ -1147,6 +1147,17 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
                 if getattr(sizes, name) > 1:
                     yield _refusal(f"trainer.{model}.megatron_config.{name}", getattr(sizes, name), limit,
                                    run_limits.SIZE_THAT_RUNS)
+    for model in ("policy", "critic"):
+        adapters = getattr(t, model).model.lora
+        if adapters.rank <= 0 or (model == "critic" and not critic_trained(cfg)):
+            continue
+        if t.strategy == "megatron" and model == "policy":
+            yield _refusal(f"trainer.{model}.model.lora.rank", adapters.rank, run_limits.MEGATRON_LORA,
+                           "set `trainer.strategy: fsdp2` to train the adapters with FSDP")
+        elif model == "policy" and adapters.init_method not in run_limits.LORA_INITS:
+            yield _refusal(f"trainer.{model}.model.lora.init_method", adapters.init_method,
+                           f"rlcfg starts LoRA adapters with PEFT's {' or '.join(run_limits.LORA_INITS)} "
+                           "initialisation only", f"set it to {run_limits.LORA_INITS[0]}")
     # The Megatron strategy reads Ulysses sizes only of the models it does not build with Megatron: the critic.
     ulysses = (models if t.strategy != "megatron" else []) + (["critic"] if critic_trained(cfg) else [])
     for model in ulysses:
@@ -1157,27 +1168,34 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/run-refusals", "RLC118",
-            "`rlcfg run` refuses values it cannot run with skyrl-train's meaning: custom advantage estimators and "
+            "`rlcfg run` refuses values it cannot run with skyrl-train's meaning: environments other than gsm8k and "
+            "aime, custom advantage estimators and "
             "policy losses, the Tinker-style summed losses, the prompt_mean reduction, schedulers it lacks (on "
             "Megatron, any but constant_with_warmup), engine_init_kwargs it does not pass, keys added to the "
             "sampling parameters, GRPO on groups of one, use_tis with a loss that ignores it (up to v0.3.0), "
             "overlong filtering with stop strings, and what rlcfg's runtime does not do "
-            "(rlcfg/run_limits.py): the deepspeed strategy, expert and context parallelism on Megatron, Ulysses "
-            "sequence parallelism; and vision-language models.",
+            "(rlcfg/run_limits.py): the deepspeed strategy, expert and context parallelism and LoRA on Megatron, "
+            "LoRA initialisations other than kaiming and gaussian, Ulysses sequence parallelism; and "
+            "vision-language models.",
             keys=["trainer.policy.model.path", "trainer.ref.model.path", "trainer.critic.model.path",
-                  "trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type",
+                  "environment.env_class", "trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type",
                   "trainer.algorithm.loss_reduction", "trainer.algorithm.use_entropy_loss",
                   "trainer.policy.optimizer_config.scheduler",
                   "generator.engine_init_kwargs", "generator.sampling_params", "generator.apply_overlong_filtering",
                   "trainer.strategy",
                   "trainer.policy.megatron_config.expert_model_parallel_size",
-                  "trainer.policy.megatron_config.context_parallel_size", "trainer.policy.sequence_parallel_size"])
+                  "trainer.policy.megatron_config.context_parallel_size", "trainer.policy.sequence_parallel_size",
+                  "trainer.policy.model.lora.rank", "trainer.policy.model.lora.init_method"])
 def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t, a, g = cfg.trainer, cfg.trainer.algorithm, cfg.generator
     models = [(f"trainer.{name}.model.path", getattr(t, name).model.path) for name in ("policy", "ref", "critic")]
     for key, path, why in run_limits.vision_language_models(models):
         yield _refusal(key, path, f"a vision-language model ({why}); {run_limits.VISION_LANGUAGE}",
                        run_limits.vision_language_hint(key, path))
+    if cfg.environment.env_class not in ENVIRONMENT_REWARDS:
+        yield _refusal("environment.env_class", cfg.environment.env_class,
+                       "rlcfg scores each response as the gsm8k or aime environment does (their answer against the "
+                       "ground truth); other SkyRL-Gym environments are not run")
     if a.advantage_estimator not in ADVANTAGE_ESTIMATORS:
         yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
                        "a custom estimator registered in code is not known to rlcfg; it runs grpo, gae, rloo or "
@@ -1221,6 +1239,18 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         if key not in known:
             yield _refusal(f"generator.engine_init_kwargs.{key}", g.engine_init_kwargs[key],
                            f"rlcfg hands the {g.backend} engine only {', '.join(sorted(known))} of engine_init_kwargs")
+    if a.overlong_buffer_len is not None and a.overlong_buffer_len > 0:
+        # DAPOTrainer punishes in postprocess_generator_output, after the generator has zeroed what did not stop and
+        # before the base class filters zero-variance groups, which therefore see the punished rewards.
+        if g.zero_reward_on_non_stop:
+            yield _refusal("trainer.algorithm.overlong_buffer_len", a.overlong_buffer_len,
+                           "with zero_reward_on_non_stop the DAPO entrypoint punishes a response cut at the limit "
+                           "below 0 (0 − the penalty factor); rlcfg's zeroing comes after the punishment and leaves "
+                           "it at 0")
+        if a.zero_variance_filter:
+            yield _refusal("trainer.algorithm.overlong_buffer_len", a.overlong_buffer_len,
+                           "the DAPO entrypoint's zero-variance filter judges the punished rewards; rlcfg's judges "
+                           "the environment's")
     if g.apply_overlong_filtering and g.sampling_params.stop:
         yield _refusal("generator.apply_overlong_filtering", True,
                        "with stop strings skyrl-train's overlong filtering (generators/utils.apply_overlong_filtering) "

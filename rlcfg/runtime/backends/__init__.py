@@ -280,6 +280,10 @@ def _megatron_problems(role: Role) -> list[str]:
         if size > 1:
             keyed = _sizes(role, {name: size}) if role.key_for(f"parallelism.{name}") else "it"
             out.append(f"{where}: {what} parallel size {size}: {limit}; set {keyed} to 1")
+    if role.lora is not None:
+        key = role.key_for("lora.rank")
+        out.append(f"{where}: LoRA (rank {role.lora.rank}{f', `{key}`' if key else ''}) on the megatron backend: "
+                   f"{run_limits.MEGATRON_LORA}; train it with `fsdp`")
     if role.frozen_prefixes:
         key = role.key_for("frozen_prefixes")
         out.append(f"{where}: frozen parameters{f' (`{key}`)' if key else ''} on the megatron backend: "

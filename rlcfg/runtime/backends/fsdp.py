@@ -14,7 +14,7 @@ import os
 import time
 from typing import Any, Mapping
 
-from rlcfg.ir import Optimizer
+from rlcfg.ir import Lora, Optimizer
 from rlcfg.runtime import algorithms as A
 from rlcfg.runtime import packing
 from rlcfg.runtime.step import SHARE_METRICS
@@ -124,6 +124,74 @@ def freeze(model: Any, prefixes: tuple[str, ...]) -> tuple[str, ...]:
     return tuple(p for p in prefixes if p not in matched)
 
 
+# PEFT's prefix of the wrapped model's parameter names, and its name of the one adapter rlcfg trains.
+PEFT_PREFIX = "base_model.model."
+ADAPTER = "default"
+LORA_ADAPTER_DIR = "lora_adapter"  # beside the merged model in an export, as the frameworks name the adapter's folder
+
+
+class LoraTargetError(ValueError):
+    """A LoRA target that rlcfg cannot merge for the rollout engines, or one that names no module: found when the
+    model is loaded. `problem` says what, without the config's key, which the driver adds."""
+
+    def __init__(self, problem: str):
+        super().__init__(problem)
+        self.problem = problem
+
+
+def with_lora(model: Any, lora: Lora, causal_lm: bool) -> Any:
+    """`model` wrapped by PEFT with one LoRA adapter: only the adapter's weights still require gradients. PEFT keeps
+    the adapter in fp32 over a bf16 or fp16 base (autocast_adapter_dtype), as the optimizer's master copy."""
+    from peft import LoraConfig, TaskType, get_peft_model
+    from peft.tuners.lora import Linear as LoraLinear
+    from peft.tuners.lora import LoraLayer
+
+    def modules(value: str | tuple[str, ...] | None) -> str | list[str] | None:
+        return list(value) if isinstance(value, tuple) else value
+
+    config = LoraConfig(r=lora.rank, lora_alpha=lora.alpha, lora_dropout=lora.dropout,
+                        target_modules=modules(lora.target_modules), exclude_modules=modules(lora.exclude_modules),
+                        bias="none", init_lora_weights=True if lora.init == "kaiming" else lora.init,
+                        task_type=TaskType.CAUSAL_LM if causal_lm else None)
+    try:
+        wrapped = get_peft_model(model, config)
+    except ValueError as e:  # PEFT: "Target modules {...} not found in the base model"
+        raise LoraTargetError(f"= {_shown(lora.target_modules)}: PEFT cannot adapt the model with it ({e}); name "
+                              "the model's linear layers (q_proj, v_proj, ...) or use all-linear") from None
+    # The rollout engines get the merged weights (merged_lora_state), which is written for linear layers.
+    other = sorted({type(m).__name__ for m in wrapped.modules() if isinstance(m, LoraLayer)
+                    and not isinstance(m, LoraLinear)})
+    if other:
+        raise LoraTargetError(f"= {_shown(lora.target_modules)} puts adapters on {', '.join(other)} layers; rlcfg "
+                              "merges adapters of linear layers only, so target linear layers")
+    return wrapped
+
+
+def _shown(targets: str | tuple[str, ...]) -> str:
+    return repr(targets) if isinstance(targets, str) else "[" + ", ".join(targets) + "]"
+
+
+def merged_lora_state(state: Mapping[str, Any], scaling: float, fan_in_fan_out: bool = False) -> dict[str, Any]:
+    """A PEFT LoRA model's weights under the base model's Hugging Face names, each adapted weight merged:
+    W + scaling · B·A (transposed for fan-in-fan-out layers, GPT-2's Conv1D), in W's dtype. What a rollout engine
+    or a plain checkpoint of the trained model holds."""
+    merged: dict[str, Any] = {}
+    for name, tensor in state.items():
+        if ".lora_A." in name or ".lora_B." in name:
+            continue
+        plain = name[len(PEFT_PREFIX):] if name.startswith(PEFT_PREFIX) else name
+        if ".base_layer." in plain:
+            module, leaf = plain.rsplit(".base_layer.", 1)
+            if leaf == "weight":
+                a = state[f"{PEFT_PREFIX}{module}.lora_A.{ADAPTER}.weight"].float()
+                b = state[f"{PEFT_PREFIX}{module}.lora_B.{ADAPTER}.weight"].float()
+                delta = scaling * (b @ a)
+                tensor = (tensor.float() + (delta.T if fan_in_fan_out else delta)).to(tensor.dtype)
+            plain = f"{module}.{leaf}"
+        merged[plain] = tensor
+    return merged
+
+
 class FSDPEngine:
     def __init__(self, kind: str, model_path: str, *, dtype: str = "float32", device: str = "cpu",
                  optimizer: Optimizer | None = None, total_optimizer_steps: int | None = None,
@@ -132,7 +200,7 @@ class FSDPEngine:
                  cpu_offload: bool = False, offload_params: bool = False, offload_optimizer: bool = False,
                  sequence_packing: bool = False, max_tokens_per_micro_batch: int | None = None,
                  budget_key: str | None = None, disable_dropout: bool = False,
-                 frozen_prefixes: tuple[str, ...] = ()):
+                 frozen_prefixes: tuple[str, ...] = (), lora: Lora | None = None):
         import torch
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
@@ -151,8 +219,9 @@ class FSDPEngine:
         compute_dtype = getattr(torch, dtype)
         trains = optimizer is not None
         # Trainable weights are kept in fp32 (the optimizer's master copy) and computed in the configured
-        # dtype; a frozen reference is simply loaded in that dtype.
-        load_dtype = torch.float32 if trains else compute_dtype
+        # dtype; a frozen reference, and the frozen base under LoRA adapters, are simply loaded in that dtype.
+        self.lora = lora if trains else None
+        load_dtype = torch.float32 if trains and self.lora is None else compute_dtype
         # A reward model (Experiment.kind "reward_model") has the critic's scalar head.
         if kind in ("critic", "reward_model"):
             from transformers import AutoModelForTokenClassification
@@ -172,6 +241,8 @@ class FSDPEngine:
         # Before sharding (the names are the Hugging Face ones) and before the optimizer, which takes only the
         # parameters that still require gradients.
         self.unmatched_prefixes = freeze(model, frozen_prefixes) if trains else ()
+        if self.lora is not None:
+            model = with_lora(model, self.lora, causal_lm=kind not in ("critic", "reward_model"))
         model.to(self.device)
 
         if fsdp_shard and fsdp_shard < self.world:
@@ -414,8 +485,16 @@ class FSDPEngine:
 
     def full_state_dict(self, all_ranks: bool = False) -> dict[str, Any] | None:
         """The whole model's weights under their Hugging Face names, on rank 0 (None elsewhere) or, with
-        `all_ranks`, on every rank (each colocated engine needs its own copy). Every rank must call it:
-        gathering the shards is a collective."""
+        `all_ranks`, on every rank (each colocated engine needs its own copy); with LoRA, the adapters merged in.
+        Every rank must call it: gathering the shards is a collective."""
+        state = self._gathered_state(all_ranks)
+        if state is None or self.lora is None:
+            return state
+        config = self.model.peft_config[ADAPTER]
+        return merged_lora_state(state, self.lora.alpha / self.lora.rank, config.fan_in_fan_out)
+
+    def _gathered_state(self, all_ranks: bool) -> dict[str, Any] | None:
+        """full_state_dict under the model's own names (PEFT's, with LoRA), nothing merged."""
         from torch.distributed.tensor import DTensor
 
         state = {}
@@ -484,10 +563,28 @@ class FSDPEngine:
                 torch.cuda.set_rng_state(extra["cuda_rng"])
 
     def export_hf(self, path: str) -> None:
-        """A plain Hugging Face checkpoint (config + safetensors) of the current weights, written by rank 0."""
-        state = self.full_state_dict()
-        if self.rank == 0:
-            self.model.save_pretrained(path, state_dict=state)
+        """A plain Hugging Face checkpoint (config + safetensors) of the current weights, written by rank 0. With
+        LoRA, the merged model, and the adapter in PEFT's format in its LORA_ADAPTER_DIR (loadable over the base
+        model with peft's PeftModel.from_pretrained)."""
+        if self.lora is None:
+            state = self.full_state_dict()
+            if self.rank == 0:
+                self.model.save_pretrained(path, state_dict=state)
+            return
+        state = self._gathered_state(all_ranks=False)
+        if self.rank != 0:
+            return
+        from peft import get_peft_model_state_dict
+        from safetensors.torch import save_file
+
+        config = self.model.peft_config[ADAPTER]
+        self.model.get_base_model().save_pretrained(
+            path, state_dict=merged_lora_state(state, self.lora.alpha / self.lora.rank, config.fan_in_fan_out))
+        adapter_dir = os.path.join(path, LORA_ADAPTER_DIR)
+        os.makedirs(adapter_dir, exist_ok=True)
+        adapter = get_peft_model_state_dict(self.model, state_dict=state, adapter_name=ADAPTER)
+        save_file({k: v.contiguous() for k, v in adapter.items()}, os.path.join(adapter_dir, "adapter_model.safetensors"))
+        config.save_pretrained(adapter_dir)
 
     # ------------------------------------------------------------------------------------------ colocation
 

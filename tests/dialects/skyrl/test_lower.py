@@ -797,3 +797,62 @@ def test_chat_template_arguments_reach_the_prompts():
     exp = experiment(FSDP2, "+generator.chat_template_kwargs={enable_thinking: false}", "generator.batched=false")
     assert exp.data.chat_template_kwargs == (("enable_thinking", False),)
     assert experiment(FSDP2).data.chat_template_kwargs == ()
+
+
+# ---- LoRA ---------------------------------------------------------------------------------------------------
+
+
+LORA = ("trainer.policy.model.lora.rank=16", "trainer.policy.model.lora.alpha=32")
+
+
+def test_lora_reaches_the_policy_with_skyrl_trains_defaults():
+    result = checked(FSDP2, *LORA, "trainer.policy.model.lora.dropout=0.05")
+    assert not [d for d in result.diagnostics if d.code == "RLC118"], [d.message for d in result.diagnostics]
+    actor = lower(result.config).role("actor")
+    assert (actor.lora.rank, actor.lora.alpha, actor.lora.dropout) == (16, 32, 0.05)
+    assert (actor.lora.target_modules, actor.lora.exclude_modules, actor.lora.init) == ("all-linear", None, "kaiming")
+    assert actor.key_for("lora.target_modules") == "trainer.policy.model.lora.target_modules"
+    assert experiment(FSDP2).role("actor").lora is None
+    assert experiment(FSDP2, *LORA).role("reference").lora is None  # the reference is the base model
+
+
+def test_up_to_v030_one_pair_of_module_keys_serves_every_model():
+    exp = lower(check_file(str(PPO), [*LORA, "trainer.critic.model.lora.rank=4", "trainer.critic.model.lora.alpha=4",
+                                      "trainer.target_modules=[q_proj,v_proj]", "trainer.exclude_modules=[v_proj]"],
+                           env=ENV, release="0.3.0").config, "0.3.0")
+    for name in ("actor", "critic"):
+        lora = exp.role(name).lora
+        assert (lora.target_modules, lora.exclude_modules) == (("q_proj", "v_proj"), ("v_proj",))
+        assert exp.role(name).key_for("lora.target_modules") == "trainer.target_modules"
+
+
+def test_lora_on_megatron_and_other_initialisations_are_refused_before_launch():
+    megatron = checked(FSDP2, *LORA, "trainer.strategy=megatron")
+    notes = {d.path: d.message for d in megatron.diagnostics if d.code == "RLC118"}
+    assert "Megatron backend has no LoRA adapters" in notes["trainer.policy.model.lora.rank"]
+    pissa = checked(FSDP2, *LORA, "trainer.policy.model.lora.init_method=pissa")
+    notes = {d.path: d.message for d in pissa.diagnostics if d.code == "RLC118"}
+    assert "kaiming or gaussian" in notes["trainer.policy.model.lora.init_method"]
+    gaussian = checked(FSDP2, *LORA, "trainer.policy.model.lora.init_method=gaussian")
+    assert not [d for d in gaussian.diagnostics if d.code == "RLC118"]
+    assert lower(gaussian.config).role("actor").lora.init == "gaussian"
+
+
+def test_the_plan_shows_the_adapters_and_counts_only_their_optimizer_states():
+    from rlcfg.plan import build_plan
+    from rlcfg.plan.render import render_text
+
+    full = build_plan(experiment(PPO))[0]
+    adapted = build_plan(experiment(PPO, *LORA))[0]
+    assert "LoRA rank 16, alpha 32 on all-linear" in render_text(adapted)
+    assert "LoRA" not in render_text(full)
+
+    def actor_terms(plan):
+        return {t.name: t.bytes for t in next(r for r in plan.memory.roles if r.role == "actor").terms}
+
+    full_terms, lora_terms = actor_terms(full), actor_terms(adapted)
+    # Qwen2.5-1.5B: hidden 1536, q 12 × 128, k and v 2 × 128, FFN 8960, 28 layers; rank 16 on every projection,
+    # Adam's 8 bytes per adapter parameter, sharded over the policy's 4 GPUs.
+    per_layer = (1536 + 1536) + 2 * (1536 + 256) + (1536 + 1536) + 2 * (1536 + 8960) + (8960 + 1536)
+    assert lora_terms["optimizer states (Adam, LoRA adapters, sharded)"] == 8 * 16 * per_layer * 28 // 4
+    assert "optimizer states (Adam, sharded)" in full_terms and "optimizer states (Adam, sharded)" not in lora_terms

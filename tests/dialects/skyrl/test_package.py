@@ -90,6 +90,15 @@ def test_keys_rlcfg_does_not_model_are_typed_and_refused_by_run_unless_default()
     assert ("RLC200", "trainer.mtp.num_speculative_tokens") in codes(wrong, "error")
     missing = check("generator.inference_engine.delta_weight_sync.cloud_download_workers=2", release="skyrl-0.4.0")
     assert ("RLC203", "generator.inference_engine.delta_weight_sync.sync_dir") in codes(missing, "error")
+
+
+def test_unmodelled_keys_that_compute_nothing_run_at_any_value():
+    """Where profiles and logged examples go, and the data loader's processes: a run computes the same."""
+    result = check("trainer.policy.torch_profiler_config.save_path=/tmp/traces", "trainer.log_example_interval=3",
+                   "data.dataloader.num_workers=4", release="skyrl-0.4.0")
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    wrong = check("trainer.log_example_interval=often", release="skyrl-0.4.0")
+    assert ("RLC200", "trainer.log_example_interval") in codes(wrong, "error")
     # a key of a later release
     early = check("trainer.mtp.enabled=true", release="skyrl-0.1.0")
     assert not early.ok
@@ -233,3 +242,98 @@ def test_the_package_layout_judged_by_skyrl_train_says_which_release_reads_it():
     result = check(release="0.4.0")
     [error] = [d for d in result.diagnostics if d.code == "RLC113" and d.path.startswith("generator.inference_engine")]
     assert "`--framework-version skyrl-0.4.0`" in error.hint and "generator.num_inference_engines" in error.message
+
+
+# ---- SkyRL's DAPO entrypoint: its soft overlong punishment runs ----------------------------------------------
+
+DAPO_MODULE = ("import ray\nfrom dataclasses import dataclass\nfrom skyrl.train.config import AlgorithmConfig, make_config\n"
+               "@dataclass\nclass DAPOAlgorithmConfig(AlgorithmConfig):\n    overlong_buffer_len: int = 512\n"
+               "    overlong_buffer_penalty_factor: float = 1.0\n"
+               "DAPOConfig = make_config(algorithm_cls=DAPOAlgorithmConfig)\n")
+DAPO_ENTRY = ["-m", "examples.train.algorithms.dapo.main_dapo"]
+
+
+@pytest.fixture
+def dapo_entry(tmp_path: Path, monkeypatch):
+    """An entry module rlcfg takes for SkyRL's DAPO example: the released module's fingerprint is replaced by this
+    stand-in's (test_the_released_dapo_entrypoints_are_recognised checks the real ones against the mirror)."""
+    import ast
+
+    from rlcfg.dialects.skyrl import package
+
+    module = tmp_path / "examples" / "train" / "algorithms" / "dapo"
+    module.mkdir(parents=True)
+    (module / "main_dapo.py").write_text(DAPO_MODULE)
+    monkeypatch.setattr(package, "DAPO_ENTRY_FINGERPRINTS",
+                        frozenset({package.module_fingerprint(ast.parse(DAPO_MODULE))}))
+    monkeypatch.chdir(tmp_path)
+    return module / "main_dapo.py"
+
+
+def dapo(*overrides: str):
+    return check_file("python", [*DAPO_ENTRY, *BASE, "generator.sampling_params.max_generate_length=1024",
+                                 *overrides], env=HOST_ENV)
+
+
+def test_the_dapo_entrypoints_overlong_buffer_is_the_runs_overlong_penalty(dapo_entry):
+    result = dapo("trainer.algorithm.overlong_buffer_len=256", "trainer.algorithm.overlong_buffer_penalty_factor=0.5")
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], \
+        [d.message for d in result.diagnostics]
+    shaping = lower("skyrl", result.config, result.release).algorithm.reward
+    assert (shaping.overlong_penalty_length, shaping.overlong_penalty_factor) == (1024 - 256, 0.5)
+    # Left out, the entrypoint's own defaults hold: a buffer of 512 tokens and a factor of 1.
+    defaults = lower("skyrl", dapo().config).algorithm.reward
+    assert (defaults.overlong_penalty_length, defaults.overlong_penalty_factor) == (512, 1.0)
+    # A buffer of 0 or less punishes nothing (DAPOTrainer's window is then empty).
+    assert lower("skyrl", dapo("trainer.algorithm.overlong_buffer_len=0").config).algorithm.reward \
+        .overlong_penalty_length is None
+
+
+def test_the_penalty_is_dapo_trainers_formula():
+    """DAPOTrainer.postprocess_generator_output by hand: a response of length n in the last `buffer` tokens before
+    the limit L loses (n − (L − buffer)) / buffer × factor of its reward."""
+    torch = pytest.importorskip("torch")
+    from rlcfg.runtime.algorithms import overlong_penalty
+
+    limit, buffer, factor = 1024, 256, 0.5
+    lengths = torch.tensor([10, 768, 769, 896, 1024])
+    expected = [0.0, 0.0, -(1 / 256) * 0.5, -(128 / 256) * 0.5, -0.5]
+    assert overlong_penalty(lengths, limit, limit - buffer, factor).tolist() == pytest.approx(expected)
+
+
+def test_the_dapo_keys_outside_its_entrypoint_and_with_settings_it_reorders(dapo_entry):
+    plain = check("trainer.algorithm.overlong_buffer_len=256")
+    [error] = [d for d in plain.diagnostics if d.path == "trainer.algorithm.overlong_buffer_len"]
+    assert error.code == "RLC113" and "DAPO example entrypoint" in error.message
+    zeroed = dapo("generator.zero_reward_on_non_stop=true")
+    [note] = [d for d in zeroed.diagnostics if d.code == "RLC118"]
+    assert note.path == "trainer.algorithm.overlong_buffer_len" and "zero_reward_on_non_stop" in note.message
+    filtered = dapo("trainer.algorithm.zero_variance_filter=true")
+    assert [d.path for d in filtered.diagnostics if d.code == "RLC118"] == ["trainer.algorithm.overlong_buffer_len"]
+
+
+def test_an_edited_dapo_entrypoint_is_still_refused(dapo_entry):
+    dapo_entry.write_text(DAPO_MODULE + "\nEXTRA = 1\n")
+    result = dapo("trainer.algorithm.overlong_buffer_len=256")
+    assert [d.path for d in result.diagnostics if d.code == "RLC118"] == ["trainer.algorithm.overlong_buffer_len"]
+
+
+@pytest.mark.parametrize("tag", ["skyrl-v0.1.0", "skyrl-v0.2.0", "skyrl-v0.3.0", "HEAD"])
+def test_the_released_dapo_entrypoints_are_recognised(tag):
+    import ast
+    import os
+    import subprocess
+
+    from rlcfg.dialects.skyrl.package import DAPO_ENTRY_FINGERPRINTS, module_fingerprint
+
+    root = os.environ.get("MIRROR_ROOT")
+    if not root:
+        pytest.skip("MIRROR_ROOT is not set")
+    text = subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show",
+                           f"{tag}:examples/train/algorithms/dapo/main_dapo.py"], capture_output=True, text=True,
+                          check=True).stdout
+    assert module_fingerprint(ast.parse(text)) in DAPO_ENTRY_FINGERPRINTS
+    # Comments and docstrings aside: an edit to either keeps the fingerprint, an edit to the code does not.
+    assert module_fingerprint(ast.parse(text.replace("# modify rewards here", "# changed"))) in DAPO_ENTRY_FINGERPRINTS
+    assert module_fingerprint(ast.parse(text.replace("rewards[i] -= penalty", "rewards[i] -= 2 * penalty"))) \
+        not in DAPO_ENTRY_FINGERPRINTS

@@ -495,7 +495,6 @@ def test_the_critic_in_one_mini_batch_or_several_is_run():
     ("trainer.algorithm.off_policy_correction.sequence_mask_metric=geometric",
      "trainer.algorithm.off_policy_correction.sequence_mask_metric"),
     ("generator.max_turns=2", "generator.max_turns"),
-    ("trainer.policy.model.lora.rank=8", "trainer.policy.model.lora.rank"),
     ("environment.env_class=text2sql", "environment.env_class"),
 ])
 def test_settings_rlcfg_run_does_not_run_are_refused(override, key):
