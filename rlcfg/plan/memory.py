@@ -116,6 +116,12 @@ def _breakdown(arch: Architecture) -> dict[str, int]:
                                arch.kv_lora_rank, arch.qk_rope_head_dim)
 
 
+# How rlcfg's fsdp backend takes log-probs (rlcfg.runtime.backends.fsdp.ChunkedLogProbs), which the estimate counts:
+# for the Hugging Face families whose forward applies nothing but the output layer to the last hidden states, from
+# those hidden states, LOGPROB_CHUNK_TOKENS positions of logits at a time; for the others, whole logits.
+CHUNKED_HEAD_FAMILIES = frozenset({"llama", "mistral", "mixtral", "qwen2", "qwen2_moe", "qwen3", "qwen3_moe"})
+LOGPROB_CHUNK_TOKENS = 2048
+
 # The linear layers of a decoder layer, by the names Hugging Face's Llama-style models give them: what LoRA's
 # "all-linear" adapts (every linear layer but the output layer).
 _LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
@@ -145,7 +151,10 @@ def architecture_from_table(entry: TableEntry) -> Architecture:
     head_dim = entry.head_dim or entry.hidden // entry.heads
     counts = parameter_breakdown(entry.layers, entry.hidden, entry.heads, entry.kv_heads, head_dim,
                                  entry.intermediate, entry.vocab, entry.tied_embeddings, entry.qkv_bias, entry.qk_norm)
-    return Architecture(name=entry.name, source="built-in table", layers=entry.layers, hidden=entry.hidden,
+    # The table's rows are Qwen2.5 (and models of its shape), Qwen3 and Llama.
+    family = "llama" if entry.name.startswith("Llama") else "qwen3" if entry.name.startswith("Qwen3") else "qwen2"
+    return Architecture(name=entry.name, source="built-in table", model_type=family, layers=entry.layers,
+                        hidden=entry.hidden,
                         heads=entry.heads, kv_heads=entry.kv_heads, head_dim=head_dim,
                         intermediate=entry.intermediate, vocab=entry.vocab, tied_embeddings=entry.tied_embeddings,
                         params=counts["total"], qkv_bias=entry.qkv_bias, qk_norm=entry.qk_norm)
@@ -189,7 +198,7 @@ def architecture_from_config(config: Mapping[str, Any], source: str, name: str |
                         tied_embeddings=tied, params=counts["total"], qkv_bias=qkv_bias, qk_norm=qk_norm,
                         experts=experts,
                         expert_intermediate=expert_intermediate, shared_expert_intermediate=shared,
-                        kv_lora_rank=kv_lora_rank, qk_rope_head_dim=rope_dim)
+                        kv_lora_rank=kv_lora_rank, qk_rope_head_dim=rope_dim, model_type=model_type)
 
 
 # ---- the formulas, as plain functions of numbers (the tests check them against performance.md) ----------------
@@ -312,6 +321,14 @@ def _distributed_optimizer(role: Role) -> bool:
     # The Experiment does not carry Megatron's use_distributed_optimizer yet; every RL framework we lower
     # defaults it on, so the estimate assumes it unless a future field says otherwise.
     return bool(getattr(role, "distributed_optimizer", getattr(role.parallelism, "distributed_optimizer", True)))
+
+
+def runtime_logits_chunk(role: Role, arch: Architecture) -> int | None:
+    """The positions of logits rlcfg's runtime computes at once for `role`: LOGPROB_CHUNK_TOKENS on its fsdp
+    backend for the CHUNKED_HEAD_FAMILIES, else None (all of them)."""
+    if role.backend in ("fsdp", "fsdp2") and arch.model_type in CHUNKED_HEAD_FAMILIES:
+        return LOGPROB_CHUNK_TOKENS
+    return None
 
 
 def estimate_training(role: Role, arch: Architecture, placement: RolePlacement, lengths: Lengths,
@@ -683,7 +700,7 @@ def _estimate(exp: Experiment, placements: list, archs: Mapping[str, Architectur
                                  "raise the engine's memory share or tensor parallel size, or lower max_model_len",
                                  None))
         else:
-            e = estimate_training(role, arch, p, lengths)
+            e = estimate_training(role, arch, p, lengths, runtime_logits_chunk(role, arch))
         est[role.name] = e
 
     group_of = {p.role: p.group for p in placements}

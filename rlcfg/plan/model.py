@@ -99,6 +99,7 @@ class Architecture:
     shared_expert_intermediate: int = 0
     kv_lora_rank: int | None = None  # MLA: the compressed KV latent replaces per-head K and V
     qk_rope_head_dim: int = 0
+    model_type: str | None = None  # the Hugging Face family (config.json's model_type), where known
 
 
 @dataclass(frozen=True)

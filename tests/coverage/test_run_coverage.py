@@ -13,6 +13,9 @@ example configs, ChatLearn's templates and launch scripts. No framework loader r
   either validate should have said so (RLC118 on the setting), or the lowering, plan or backend preflight refuses
   what it should run. A plan error whose code validate already reported (a warning that the framework's loader lets
   through what its run fails on) has been said;
+- out of memory: validate clean, and the dry run's only objection is the memory estimate (RLC500): the config's own
+  batch does not fit the GPU it names, or the H100 the plan assumes when it names none (`--gpu` changes it). Not a
+  setting validate should refuse, nor one rlcfg fails to run: counted and listed apart, not failed;
 - usage error: the file could not be read (UsageError); crashes: anything else raised, a bug in rlcfg.
 
 The table, the contradictions grouped by reason and a tally of the dry run's refusals go to stdout and to
@@ -72,10 +75,14 @@ class Outcome:
     unsaid: list[str] = field(default_factory=list)  # the blockers whose code validate did not report
 
     @property
+    def out_of_memory(self) -> bool:
+        return self.clean and bool(self.unsaid) and set(self.unsaid) == {"RLC500"}
+
+    @property
     def contradiction(self) -> bool:
         # A plan check that validate already reports under the same code (ChatLearn 1.2.0's warning that its loader
         # lets a rollout size through that the run then fails on) has been said; anything else has not.
-        return self.clean and bool(self.unsaid)
+        return self.clean and bool(self.unsaid) and not self.out_of_memory
 
 
 # ---- the corpus: the oracle suite's enumeration, less its mutations ----------------------------------------------
@@ -214,13 +221,13 @@ def judge(case: Case) -> Outcome:
 # ---- the report ---------------------------------------------------------------------------------------------------
 
 COLUMNS = ["files", "usage error", "crashes", "validate accepts", "validate clean", "dry-run passes",
-           "contradictions"]
+           "out of memory", "contradictions"]
 
 
 def counts(outcomes: list[Outcome]) -> list[int]:
     return [len(outcomes), sum(bool(o.usage_error) for o in outcomes), sum(bool(o.crash) for o in outcomes),
             sum(o.accepted for o in outcomes), sum(o.clean for o in outcomes), sum(o.launches for o in outcomes),
-            sum(o.contradiction for o in outcomes)]
+            sum(o.out_of_memory for o in outcomes), sum(o.contradiction for o in outcomes)]
 
 
 def table(outcomes: list[Any], columns: list[str] = COLUMNS, count: Callable[[list[Any]], list[int]] = counts) -> str:
@@ -256,6 +263,9 @@ def report(outcomes: list[Outcome]) -> str:
             detail = next(d for d, r in zip(o.details, o.refusals) if r == why)
             parts.append(f"- {label(o)}\n  - {detail}")
         parts.append("")
+    short = [o for o in outcomes if o.out_of_memory]
+    parts += [f"## Out of memory ({len(short)}): validate clean, the batch does not fit the GPU", ""]
+    parts += [f"- {label(o)}\n  - {next(d for d in o.details if d.startswith('RLC500'))}" for o in short] + [""]
     parts += ["## The dry run's refusals, per dialect (files of validate accepts)", ""]
     for dialect in dict.fromkeys(o.case.dialect for o in outcomes):
         tally = Counter(r for o in outcomes if o.case.dialect == dialect for r in dict.fromkeys(o.refusals))

@@ -219,7 +219,31 @@ def colocated_qwen7b(offload: bool):
                       colocation=(("actor", "rollout", "reference"),))
 
 
-def test_colocated_example_bars():
+@pytest.fixture
+def whole_logits(monkeypatch):
+    """An fsdp runtime that computes whole logits, as the frameworks' own do and as rlcfg's does for families its
+    chunked output layer does not serve: the figures of performance.md."""
+    from rlcfg.plan import memory
+
+    monkeypatch.setattr(memory, "CHUNKED_HEAD_FAMILIES", frozenset())
+
+
+def test_rlcfgs_chunked_log_probs_bound_the_logits_term():
+    """rlcfg's fsdp backend takes the Qwen and Llama families' log-probs LOGPROB_CHUNK_TOKENS positions of logits at
+    a time: the logits term is one chunk's, not the micro-batch's, and the long-sample example that whole logits
+    overflow fits."""
+    from rlcfg.plan.memory import LOGPROB_CHUNK_TOKENS
+
+    exp = experiment(trainer(micro=64, packing_tokens=None), rollout(sleep=True), colocation=(("actor", "rollout"),),
+                     prompt_len=2048, response_len=6144)
+    plan, diags = build_plan(exp, gpu="h100")
+    actor = next(r for r in plan.memory.roles if r.role == "actor")
+    terms = {t.name: t.bytes for t in actor.terms}
+    assert terms["logits (fp32, chunked)"] == LOGPROB_CHUNK_TOKENS * 152064 * 4
+    assert not [d for d in diags if d.code == "RLC500" and "logits" in d.message]
+
+
+def test_colocated_example_bars(whole_logits):
     plan, _ = build_plan(colocated_qwen7b(offload=False), gpu="80GB")
     roles = {r.role: r for r in plan.memory.roles}
     # Train bar ≈ 35 GB: actor 16Ψ/8 = 15.2 GB + checkpointed inputs 3.3 + one layer ~2 + logits 10 + buffers,
@@ -247,7 +271,7 @@ def test_colocated_example_peak_is_the_biggest_phase_when_roles_offload():
                                          r.resident_bytes for n, r in roles.items() if n != "reference"))
 
 
-def test_colocated_example_without_offload_adds_the_phases():
+def test_colocated_example_without_offload_adds_the_phases(whole_logits):
     # Without sleep the vLLM reservation stays during training: train bar + 40 GB. (performance.md's "≈ 92 GB"
     # adds its two bars, each of which already includes the same 17 GB of actor and reference states; the
     # phases really add up to about 75 GB.)
@@ -260,7 +284,7 @@ def test_colocated_example_without_offload_adds_the_phases():
     assert verdict.biggest == "rollout: kept resident"
 
 
-def test_without_offload_a_bigger_engine_share_runs_out_of_memory_and_h200_fixes_it():
+def test_without_offload_a_bigger_engine_share_runs_out_of_memory_and_h200_fixes_it(whole_logits):
     exp = colocated_qwen7b(offload=False)
     exp = exp.__class__(**{**exp.__dict__, "roles": tuple(
         rollout(gpu_memory_utilization=0.6) if r.name == "rollout" else r for r in exp.roles)})
@@ -274,7 +298,7 @@ def test_without_offload_a_bigger_engine_share_runs_out_of_memory_and_h200_fixes
     assert plan.memory.fits and not [d for d in diags if d.code == "RLC500"]
 
 
-def test_logits_dominate_and_the_advice_names_the_micro_batch():
+def test_logits_dominate_and_the_advice_names_the_micro_batch(whole_logits):
     exp = experiment(trainer(micro=64, packing_tokens=None), rollout(sleep=True), colocation=(("actor", "rollout"),),
                      prompt_len=2048, response_len=6144)
     plan, diags = build_plan(exp, gpu="h100")
@@ -309,7 +333,7 @@ def _peak_diagnostics(diags):
     return [d for d in diags if d.code in ("RLC500", "RLC502")]
 
 
-def test_overflowing_only_at_the_longest_samples_is_a_warning_that_says_up_to_which_length_it_fits():
+def test_overflowing_only_at_the_longest_samples_is_a_warning_that_says_up_to_which_length_it_fits(whole_logits):
     # A reference model whose fp32 logits for 16 samples of 8,192 tokens overflow an H100; at half that length
     # (a typical step) they fit.
     reference = trainer("reference", trains=False, micro=16)
@@ -338,7 +362,7 @@ def test_a_model_too_big_for_its_gpus_is_still_an_error():
     assert not plan.memory.fits_typical
 
 
-def test_memory_hints_name_the_key_that_sets_the_number():
+def test_memory_hints_name_the_key_that_sets_the_number(whole_logits):
     from dataclasses import replace
 
     reference = replace(trainer("reference", trains=False, micro=16),

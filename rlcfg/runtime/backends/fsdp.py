@@ -15,6 +15,7 @@ import time
 from typing import Any, Mapping
 
 from rlcfg.ir import Lora, Optimizer
+from rlcfg.plan.memory import CHUNKED_HEAD_FAMILIES, LOGPROB_CHUNK_TOKENS
 from rlcfg.runtime import algorithms as A
 from rlcfg.runtime import packing
 from rlcfg.runtime.step import SHARE_METRICS
@@ -192,6 +193,57 @@ def merged_lora_state(state: Mapping[str, Any], scaling: float, fan_in_fan_out: 
     return merged
 
 
+
+
+class ChunkedLogProbs:
+    """The output layer's forward, replaced: with a request set, it turns the last hidden states into the targets'
+    log-probs (and entropies), LOGPROB_CHUNK_TOKENS positions of logits at a time, and each chunk's logits are
+    recomputed in the backward pass instead of kept. A micro-batch's whole fp32 logits (tokens × vocabulary × 4
+    bytes: 180 GB for 64 samples of 4.6k tokens over a 152k vocabulary) then never exist at once. It stays the
+    output layer's forward so that FSDP's root unit gathers the weight as it does for logits; without a request
+    (SFT, reward models) it is the layer's own forward."""
+
+    def __init__(self, head: Any):
+        self.linear = head.forward  # the layer's own (bound) forward
+        self.request: tuple | None = None
+
+    def __call__(self, hidden: Any) -> Any:
+        if self.request is None:
+            return self.linear(hidden)
+        import torch
+        from torch.utils.checkpoint import checkpoint
+
+        targets, temperature, want_entropy = self.request
+        flat = hidden.reshape(-1, hidden.shape[-1])
+        wanted = targets.reshape(-1)
+
+        def chunk(states: Any, chosen: Any) -> Any:
+            logits = self.linear(states).float() / temperature
+            logprobs = torch.log_softmax(logits, dim=-1).gather(-1, chosen.unsqueeze(-1)).squeeze(-1)
+            if not want_entropy:
+                return logprobs.unsqueeze(-1)
+            return torch.stack([logprobs, A.entropy_from_logits(logits)], dim=-1)
+
+        parts = []
+        for start in range(0, flat.shape[0], LOGPROB_CHUNK_TOKENS):
+            states, chosen = flat[start:start + LOGPROB_CHUNK_TOKENS], wanted[start:start + LOGPROB_CHUNK_TOKENS]
+            parts.append(checkpoint(chunk, states, chosen, use_reentrant=False) if torch.is_grad_enabled()
+                         else chunk(states, chosen))
+        return torch.cat(parts).reshape(*hidden.shape[:-1], -1)
+
+
+def chunked_head(model: Any) -> ChunkedLogProbs | None:
+    """Install ChunkedLogProbs as the output layer's forward of a causal LM whose family allows it; None otherwise
+    (the engine then computes whole logits)."""
+    base = model.get_base_model() if hasattr(model, "get_base_model") else model
+    head = base.get_output_embeddings() if hasattr(base, "get_output_embeddings") else None
+    if getattr(base.config, "model_type", None) not in CHUNKED_HEAD_FAMILIES or head is None:
+        return None
+    replacement = ChunkedLogProbs(head)
+    head.forward = replacement
+    return replacement
+
+
 class FSDPEngine:
     def __init__(self, kind: str, model_path: str, *, dtype: str = "float32", device: str = "cpu",
                  optimizer: Optimizer | None = None, total_optimizer_steps: int | None = None,
@@ -243,6 +295,7 @@ class FSDPEngine:
         self.unmatched_prefixes = freeze(model, frozen_prefixes) if trains else ()
         if self.lora is not None:
             model = with_lora(model, self.lora, causal_lm=kind not in ("critic", "reward_model"))
+        self.head = chunked_head(model) if kind in ("actor", "reference") else None
         model.to(self.device)
 
         if fsdp_shard and fsdp_shard < self.world:
@@ -327,15 +380,29 @@ class FSDPEngine:
         # Without padding the mask says nothing the causal kernel does not know, and leaving it out lets SDPA
         # take its causal fast path instead of materialising a mask.
         mask = None if bool(attn.all()) else attn
-        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
         start = prompt_width - 1 - lo  # logits at column c predict the token at c + 1; start + hi = input width
+        targets = mb["input_ids"][:, prompt_width:prompt_width + hi].to(self.device)
+        if self.head is not None:
+            # Only the last `hi` columns predict response tokens: the output layer sees just those.
+            scored = self._scored(targets, want_entropy, input_ids=ids, attention_mask=mask, position_ids=pos,
+                                  logits_to_keep=hi)
+            return scored[..., 0], (scored[..., 1] if want_entropy else None), hi
+        out = self.model(input_ids=ids, attention_mask=mask, position_ids=pos, use_cache=False)
         if self.kind == "critic":
             return out.logits[:, start:, 0].float(), None, hi
         logits = out.logits[:, start:].float() / self.temperature
-        targets = mb["input_ids"][:, prompt_width:prompt_width + hi].to(self.device)
         logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         entropy = A.entropy_from_logits(logits) if want_entropy else None
         return logprobs, entropy, hi
+
+    def _scored(self, targets: Any, want_entropy: bool, **inputs: Any) -> Any:
+        """The model run with the output layer handing back [..., log-prob (, entropy)] of `targets`
+        (ChunkedLogProbs), for the positions `inputs["logits_to_keep"]` selects."""
+        self.head.request = (targets, self.temperature, want_entropy)
+        try:
+            return self.model(**inputs, use_cache=False).logits
+        finally:
+            self.head.request = None
 
     def _forward_packed(self, mb: Mapping[str, Any], prompt_width: int, want_entropy: bool = False):
         """_forward with the micro-batch's samples packed into one row (packing.pack): no padding is computed,
@@ -344,15 +411,19 @@ class FSDPEngine:
 
         row = packing.pack(mb["input_ids"], mb["attention_mask"], prompt_width)
         samples = mb["input_ids"].shape[0]
-        # No attention mask: transformers then reads the sample boundaries from the restarting position ids.
-        out = self.model(input_ids=row.input_ids.to(self.device), position_ids=row.position_ids.to(self.device),
-                         use_cache=False)
         sources = row.sources.to(self.device)
+        rows, cols = row.rows.to(self.device), row.cols.to(self.device)
+        targets = mb["input_ids"][:, prompt_width:].to(self.device)[rows, cols]
+        # No attention mask: transformers then reads the sample boundaries from the restarting position ids.
+        inputs = {"input_ids": row.input_ids.to(self.device), "position_ids": row.position_ids.to(self.device)}
+        if self.head is not None:
+            scored = self._scored(targets.unsqueeze(0), want_entropy, logits_to_keep=sources, **inputs)[0]
+            entropy = row.unpack(scored[:, 1], samples) if want_entropy else None
+            return row.unpack(scored[:, 0], samples), entropy, row.width
+        out = self.model(**inputs, use_cache=False)
         if self.kind == "critic":
             return row.unpack(out.logits[0, sources, 0].float(), samples), None, row.width
-        rows, cols = row.rows.to(self.device), row.cols.to(self.device)
         logits = out.logits[0, sources].float() / self.temperature
-        targets = mb["input_ids"][:, prompt_width:].to(self.device)[rows, cols]
         logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
         entropy = row.unpack(A.entropy_from_logits(logits), samples) if want_entropy else None
         return row.unpack(logprobs, samples), entropy, row.width
