@@ -193,8 +193,6 @@ def merged_lora_state(state: Mapping[str, Any], scaling: float, fan_in_fan_out: 
     return merged
 
 
-
-
 class ChunkedLogProbs:
     """The output layer's forward, replaced: with a request set, it turns the last hidden states into the targets'
     log-probs (and entropies), LOGPROB_CHUNK_TOKENS positions of logits at a time, and each chunk's logits are
