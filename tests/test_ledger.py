@@ -14,8 +14,8 @@ from typing import Any, ClassVar, Iterator
 import pytest
 
 from rlcfg import frontend, lower, schema
-from rlcfg.schema.base import (ENTRY_KEY, HONORED, Dialect, RuleSet, Section, field_fate, inert, iter_fields, param, refused,
-                               section, unread)
+from rlcfg.schema.base import (ENTRY_KEY, HONORED, Dialect, RuleSet, Section, field_fate, inert, iter_fields, param,
+                               refused, section, unread)
 from rlcfg.schema.ledger import fates
 from tests.helpers import FIXTURES, TEMPLATES, register_dialect
 

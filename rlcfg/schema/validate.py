@@ -10,9 +10,9 @@ from pydantic import ValidationError
 
 from rlcfg.diagnostics import Diagnostic, Origin, Severity, close_matches, diagnostic
 from rlcfg.records import record
-from rlcfg.schema.base import (ENTRY_KEY, LATE_CHECK_KEY, Dialect, Finding, HostFacts, RuleContext, Section, UndeclaredCode,
-                               choices_of, field_at, field_releases, fields_along, is_deferred, iter_fields, key_of,
-                               section_at, section_types)
+from rlcfg.schema.base import (ENTRY_KEY, LATE_CHECK_KEY, Dialect, Finding, HostFacts, RuleContext, Section,
+                               UndeclaredCode, choices_of, field_at, field_releases, fields_along, is_deferred,
+                               iter_fields, key_of, section_at, section_types)
 from rlcfg.source.tree import Path, SourceTree, copy_containers, delete_path, dotted, set_path, split_dotted
 from rlcfg.source.yaml_loader import TooLongNumber
 
@@ -285,9 +285,9 @@ def _release_diagnostics(root: type[Section], tree: SourceTree, dialect: Dialect
             hint = f"remove it; {why}"
         refused = dialect.unknown_key_policy(path, judgement.release) == "error"
         consequence = "its loader stops on it" if refused else "it is ignored there"
+        whose = "that " + others if entry else "of " + (f"{dialect.title} {others}" if releases else others)
         found.append(diagnostic("RLC113", name, f"`{name}` does not exist in {label} ({consequence}); it is a key "
-                                + ("that " + others if entry else "of " + (f"{dialect.title} {others}" if releases
-                                                                             else others)), origin=tree.key_origin(path) or tree.origin(path),
+                                f"{whose}", origin=tree.key_origin(path) or tree.origin(path),
                                 hint=hint, severity=None if refused else Severity.WARNING))
     return found
 

@@ -52,8 +52,8 @@ import math
 from typing import Any
 
 from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec, KLController, Logging,
-                      Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
-                      Schedule, Spelling)
+                      Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role,
+                      Sampling, Schedule, Spelling)
 from rlcfg.dialects.skyrl.models import UNTIL_030
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ENVIRONMENT_ANSWER_KEYS, ENVIRONMENT_REWARDS,
                                           LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS,
@@ -258,8 +258,8 @@ def _lora(cfg: Any, key: str, release: str | None) -> tuple[Lora | None, tuple[t
     init = lora.init_method if key == "policy" else "kaiming"
     if key == "policy":
         keys += (("lora.init", f"{base}.init_method"),)
-    return Lora(rank=lora.rank, alpha=lora.alpha, dropout=lora.dropout, target_modules=_modules(targets) or "all-linear",
-                exclude_modules=_modules(excluded), init=init), keys
+    return Lora(rank=lora.rank, alpha=lora.alpha, dropout=lora.dropout,
+                target_modules=_modules(targets) or "all-linear", exclude_modules=_modules(excluded), init=init), keys
 
 
 def _modules(value: str | list[str] | None) -> str | tuple[str, ...] | None:

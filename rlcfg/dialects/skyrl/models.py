@@ -172,9 +172,9 @@ class Lora(CriticLora):
                                                     "init_lora_weights for FSDP (kaiming is PEFT's default); xavier, "
                                                     "normal, kaiming or zero for Megatron (v0.4.0 and later).",
                              releases=FROM_040, fate=HONORED)
-    lora_sync_path: str = param("/tmp/skyrl_lora_sync",
-                                description="Directory through which adapter weights are handed to the inference engines.",
-                                fate=_LORA_SYNC)
+    lora_sync_path: str = param(
+        "/tmp/skyrl_lora_sync", description="Directory through which adapter weights are handed to the inference "
+                                            "engines.", fate=_LORA_SYNC)
 
 
 class PolicyModel(Section):

@@ -16,7 +16,8 @@ from typing import Any, Callable, Iterator
 from rlcfg import run_limits
 from rlcfg.diagnostics import Constraint, Severity, close_matches, plural
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
-                                          DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE, ENVIRONMENT_REWARDS, LOSS_REDUCTIONS,
+                                          DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE, ENVIRONMENT_REWARDS,
+                                          LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, loggers, loss_normalization,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
@@ -1178,7 +1179,8 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
             "LoRA initialisations other than kaiming and gaussian, Ulysses sequence parallelism; and "
             "vision-language models.",
             keys=["trainer.policy.model.path", "trainer.ref.model.path", "trainer.critic.model.path",
-                  "environment.env_class", "trainer.algorithm.advantage_estimator", "trainer.algorithm.policy_loss_type",
+                  "environment.env_class", "trainer.algorithm.advantage_estimator",
+                  "trainer.algorithm.policy_loss_type",
                   "trainer.algorithm.loss_reduction", "trainer.algorithm.use_entropy_loss",
                   "trainer.policy.optimizer_config.scheduler",
                   "generator.engine_init_kwargs", "generator.sampling_params", "generator.apply_overlong_filtering",

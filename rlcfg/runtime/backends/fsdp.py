@@ -652,7 +652,8 @@ class FSDPEngine:
         adapter_dir = os.path.join(path, LORA_ADAPTER_DIR)
         os.makedirs(adapter_dir, exist_ok=True)
         adapter = get_peft_model_state_dict(self.model, state_dict=state, adapter_name=ADAPTER)
-        save_file({k: v.contiguous() for k, v in adapter.items()}, os.path.join(adapter_dir, "adapter_model.safetensors"))
+        save_file({k: v.contiguous() for k, v in adapter.items()},
+                  os.path.join(adapter_dir, "adapter_model.safetensors"))
         config.save_pretrained(adapter_dir)
 
     # ------------------------------------------------------------------------------------------ colocation

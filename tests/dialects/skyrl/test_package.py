@@ -246,8 +246,9 @@ def test_the_package_layout_judged_by_skyrl_train_says_which_release_reads_it():
 
 # ---- SkyRL's DAPO entrypoint: its soft overlong punishment runs ----------------------------------------------
 
-DAPO_MODULE = ("import ray\nfrom dataclasses import dataclass\nfrom skyrl.train.config import AlgorithmConfig, make_config\n"
-               "@dataclass\nclass DAPOAlgorithmConfig(AlgorithmConfig):\n    overlong_buffer_len: int = 512\n"
+DAPO_MODULE = ("import ray\nfrom dataclasses import dataclass\n"
+               "from skyrl.train.config import AlgorithmConfig, make_config\n@dataclass\n"
+               "class DAPOAlgorithmConfig(AlgorithmConfig):\n    overlong_buffer_len: int = 512\n"
                "    overlong_buffer_penalty_factor: float = 1.0\n"
                "DAPOConfig = make_config(algorithm_cls=DAPOAlgorithmConfig)\n")
 DAPO_ENTRY = ["-m", "examples.train.algorithms.dapo.main_dapo"]
