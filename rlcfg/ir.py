@@ -396,7 +396,7 @@ class FilterSpec:
 
 @dataclass(frozen=True)
 class Algorithm:
-    advantage: Literal["grpo", "gae", "rloo", "reinforce++"] = "grpo"
+    advantage: Literal["grpo", "gae", "rloo", "reinforce++", "maxrl"] = "grpo"
     group_size: int = 1  # responses per prompt
     normalize_advantage_std: bool = True  # GRPO: divide by the group's std
     batch_normalize_advantage: bool = False

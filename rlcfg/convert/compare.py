@@ -114,7 +114,9 @@ def effective(experiment: Experiment) -> Experiment:
     if a.advantage not in ("gae", "reinforce++"):
         adv = replace(adv, whiten=AdvantageOptions().whiten)
     if not (a.advantage == "grpo" and a.normalize_advantage_std):
-        adv = replace(adv, std=AdvantageOptions().std, eps=AdvantageOptions().eps)
+        adv = replace(adv, std=AdvantageOptions().std)
+        if a.advantage != "maxrl":  # MaxRL divides by the group's mean + eps
+            adv = replace(adv, eps=AdvantageOptions().eps)
     reward = a.reward
     if reward.overlong_penalty_length is None:
         reward = replace(reward, overlong_penalty_factor=RewardShaping().overlong_penalty_factor)

@@ -285,6 +285,16 @@ def rloo_advantages(scores: torch.Tensor, group_size: int) -> torch.Tensor:
     return (g - others).reshape(-1)
 
 
+def maxrl_advantages(scores: torch.Tensor, group_size: int, eps: float = 1e-6) -> torch.Tensor:
+    """MaxRL (SkyRL compute_maxrl_advantage): (score − group mean) / (group mean + eps), the group-relative gain
+    as a share of the group's mean reward; a group of one keeps its score."""
+    g = _groups(scores.float(), group_size)
+    if group_size == 1:
+        return g.reshape(-1)
+    mean = g.mean(dim=1, keepdim=True)
+    return ((g - mean) / (mean + eps)).reshape(-1)
+
+
 def reward_norm(scores: torch.Tensor, group_size: int, mean: str | None, std: str | None) -> torch.Tensor:
     """ROLL roll/utils/functionals.py reward_norm (without the running statistics): score − the batch or group
     mean (or nothing), divided by the batch or group std (unbiased, torch.std) + 1e-6 when a std is named."""
@@ -405,6 +415,8 @@ def compute_advantages(scores: torch.Tensor, mask: torch.Tensor, *, estimator: s
     def baseline(seq: torch.Tensor) -> torch.Tensor:
         if estimator == "grpo":
             return grpo_advantages(seq, group_size, normalize_std, options.eps, options.std)
+        if estimator == "maxrl":
+            return maxrl_advantages(seq, group_size, options.eps)
         return rloo_advantages(seq, group_size)
 
     def token_rewards(seq_scores: torch.Tensor, per_token_clip: bool = True) -> torch.Tensor:
@@ -425,7 +437,7 @@ def compute_advantages(scores: torch.Tensor, mask: torch.Tensor, *, estimator: s
         return out.clamp(-normalized_clip, normalized_clip) if normalized_clip is not None else out
 
     returns = None
-    if estimator in ("grpo", "rloo"):
+    if estimator in ("grpo", "rloo", "maxrl"):
         if kl_mode == "token" or penalty is None:
             norm = baseline(scores.float())
             if normalized_clip is not None:
@@ -457,7 +469,8 @@ def compute_advantages(scores: torch.Tensor, mask: torch.Tensor, *, estimator: s
         if options.whiten:
             adv = whiten(adv, mask)
     else:
-        raise ValueError(f"unknown advantage estimator {estimator!r}; expected grpo, rloo, reinforce++ or gae")
+        raise ValueError(f"unknown advantage estimator {estimator!r}; expected grpo, rloo, maxrl, reinforce++ or "
+                         "gae")
     if options.clip is not None:
         adv = adv.clamp(-options.clip, options.clip)
     return adv * mask, returns

@@ -682,3 +682,20 @@ def test_evaluation_metrics_are_skyrl_trains_pass_at_n_and_means():
     assert got["eval/mean_positive_reward"] == pytest.approx(2.5 / 9)
     assert got["eval/samples"] == 9
     assert A.evaluation_metrics([1.0, 0.0], 1) == {"eval/reward": 0.5, "eval/samples": 2}
+
+
+def test_maxrl_is_skyrls_mean_normalised_group_gain():
+    """SkyRL compute_maxrl_advantage by hand: (score − group mean) / (group mean + 1e-6); a group of one keeps its
+    score; every token of a response gets its advantage."""
+    from rlcfg.ir import AdvantageOptions
+    from rlcfg.runtime.algorithms import compute_advantages, maxrl_advantages
+
+    scores = torch.tensor([1.0, 0.0, 0.0, 1.0, 1.0, 1.0, 0.5, 0.0])
+    means = [0.5] * 4 + [0.625] * 4
+    expected = [(s - m) / (m + 1e-6) for s, m in zip(scores.tolist(), means)]
+    assert maxrl_advantages(scores, 4).tolist() == pytest.approx(expected, rel=1e-6)
+    assert maxrl_advantages(torch.tensor([0.3, 2.0]), 1).tolist() == pytest.approx([0.3, 2.0])
+    mask = torch.tensor([[1.0, 1.0, 0.0]] * 8)
+    adv, returns = compute_advantages(scores, mask, estimator="maxrl", group_size=4, options=AdvantageOptions())
+    assert returns is None
+    assert adv[:, 0].tolist() == pytest.approx(expected, rel=1e-6) and adv[:, 2].abs().sum() == 0

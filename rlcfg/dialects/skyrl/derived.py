@@ -11,10 +11,12 @@ from typing import Any
 from rlcfg.diagnostics import plural
 
 ADVANTAGE_ESTIMATORS = ("grpo", "gae", "rloo", "reinforce++")
-# The `skyrl` package added maxrl in 0.2.0 (AdvantageEstimatorRegistry); rlcfg does not run it.
+# The `skyrl` package added maxrl in 0.2.0 (AdvantageEstimatorRegistry).
 ADVANTAGE_ESTIMATORS_BY_RELEASE = {"skyrl-0.2.0": (*ADVANTAGE_ESTIMATORS, "maxrl"),
                                    "skyrl-0.3.0": (*ADVANTAGE_ESTIMATORS, "maxrl"),
                                    "skyrl-0.4.0": (*ADVANTAGE_ESTIMATORS, "maxrl")}
+# The estimators `rlcfg run` runs with SkyRL's meaning (each release's validate rule says which it has).
+ADVANTAGE_ESTIMATORS_RUN = (*ADVANTAGE_ESTIMATORS, "maxrl")
 # Before v0.1.0 validate_cfg accepted these two and had no registry for others.
 ADVANTAGE_ESTIMATORS_PRE = ("gae", "grpo")
 

@@ -55,7 +55,7 @@ from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, F
                       Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role,
                       Sampling, Schedule, Spelling)
 from rlcfg.dialects.skyrl.models import UNTIL_030
-from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ENVIRONMENT_ANSWER_KEYS, ENVIRONMENT_REWARDS,
+from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_ANSWER_KEYS, ENVIRONMENT_REWARDS,
                                           LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, VLLM_KWARGS, critic_in_use, critic_trained, dataset_files,
                                           dp_size, loggers, loss_normalization, policy_loss, ref_in_use, rollout_gpus,
@@ -65,7 +65,7 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ENVIRONMENT_ANSW
 # losses registered in code, cross_entropy and importance_sampling, which sum over tokens as Tinker's losses do)
 # and the seq_mean_token_sum_norm reduction (a sum divided by a constant length) are refused before a run
 # (rules.run_refusals); `rlcfg plan` shows them as the nearest rlcfg has.
-ADVANTAGES = {name: name for name in ADVANTAGE_ESTIMATORS}
+ADVANTAGES = {name: name for name in ADVANTAGE_ESTIMATORS_RUN}
 POLICY_LOSSES = {name: name for name in POLICY_LOSSES_RUN}
 
 

@@ -16,8 +16,8 @@ from typing import Any, Callable, Iterator
 from rlcfg import run_limits
 from rlcfg.diagnostics import Constraint, Severity, close_matches, plural
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
-                                          DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE, ENVIRONMENT_REWARDS,
-                                          LOSS_REDUCTIONS,
+                                          ADVANTAGE_ESTIMATORS_RUN, DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE,
+                                          ENVIRONMENT_REWARDS, LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, loggers, loss_normalization,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
@@ -1198,10 +1198,13 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         yield _refusal("environment.env_class", cfg.environment.env_class,
                        "rlcfg scores each response as the gsm8k or aime environment does (their answer against the "
                        "ground truth); other SkyRL-Gym environments are not run")
-    if a.advantage_estimator not in ADVANTAGE_ESTIMATORS:
+    # A name the release does not register is a custom estimator's, whatever it is called.
+    runnable = [e for e in ADVANTAGE_ESTIMATORS_BY_RELEASE.get(ctx.release or "", ADVANTAGE_ESTIMATORS)
+                if e in ADVANTAGE_ESTIMATORS_RUN]
+    if a.advantage_estimator not in runnable:
         yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
-                       "a custom estimator registered in code is not known to rlcfg; it runs grpo, gae, rloo or "
-                       "reinforce++")
+                       "a custom estimator registered in code is not known to rlcfg; it runs "
+                       f"{', '.join(runnable)} at {_release_text(ctx)}")
     elif a.advantage_estimator == "grpo" and g.n_samples_per_prompt == 1:
         yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
                        "with n_samples_per_prompt 1 skyrl-train's GRPO advantage is the score itself (mean 0, std 1 "

@@ -338,3 +338,12 @@ def test_the_released_dapo_entrypoints_are_recognised(tag):
     assert module_fingerprint(ast.parse(text.replace("# modify rewards here", "# changed"))) in DAPO_ENTRY_FINGERPRINTS
     assert module_fingerprint(ast.parse(text.replace("rewards[i] -= penalty", "rewards[i] -= 2 * penalty"))) \
         not in DAPO_ENTRY_FINGERPRINTS
+
+
+def test_maxrl_runs_from_the_release_that_added_it():
+    result = check("trainer.algorithm.advantage_estimator=maxrl", release="skyrl-0.2.0")
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    assert lower("skyrl", result.config, result.release).algorithm.advantage == "maxrl"
+    # skyrl 0.1.0 has no maxrl: the name is a custom estimator's there, which `rlcfg run` refuses.
+    before = check("trainer.algorithm.advantage_estimator=maxrl", release="skyrl-0.1.0")
+    assert ("RLC118", "trainer.algorithm.advantage_estimator") in codes(before)
