@@ -198,7 +198,8 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
         policy: dict[str, Any] = {"load": rollout.model.path if rollout.model else None,
                                   "num_gpu": rollout.resources.gpus, "free_gpu_memory": _offload(rollout, False),
                                   "tensor_model_parallel_size": rollout.parallelism.tp,
-                                  "num_inference_per_prompt": n}
+                                  "num_inference_per_prompt": n,
+                                  "enable_thinking": bool(dict(d.chat_template_kwargs).get("enable_thinking", False))}
         if args.get("max_num_seqs") is not None:
             policy["generation_batch_size"] = args["max_num_seqs"]
         prompt = (d.max_prompt_length + 1) if d.max_prompt_length is not None else 1024

@@ -195,6 +195,9 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
         eval_files=tuple(p.strip() for p in (rt.eval_data_path or "").split(",") if p.strip()),
         prompt_key=PROMPT_KEY, answer_key=ANSWER_KEY,
         max_prompt_length=prompt_limit(cfg, release), shuffle=rt.data_shuffle, seed=trainer.seed,
+        # PromptPipeline renders every chat prompt with enable_thinking given, False unless the policy says so: for
+        # Qwen3's template that closes an empty thinking block before the response.
+        chat_template_kwargs=(("enable_thinking", policy.enable_thinking),),
     )
     schedule = Schedule(
         prompts_per_step=rt.sample_per_episode // alg.group_size, samples_per_step=rt.sample_per_episode,

@@ -500,8 +500,6 @@ _TEMPERATURE = refused("ChatLearn samples at this temperature but trains on the 
                        "entropy would differ (rlcfg runs ChatLearn's meaning at temperature 1.0 only)")
 _STALE_WEIGHTS = refused("rlcfg hands the rollout engines the new weights after every training step; synchronising "
                          "only every n-th episode (rollout with older weights) is not run")
-_THINKING = refused("rlcfg renders prompts with the chat template's own defaults; rendering them with Qwen3's thinking "
-                    "mode turned on by ChatLearn is not run")
 _TEXT_ONLY = refused("rlcfg trains text-only language models built from the checkpoint's config.json; other model "
                      "providers (vision-language) are not run")
 _FORCED_ROUTING = refused("rlcfg routes MoE tokens with the model's own router; forced balanced routing (a "
@@ -625,7 +623,7 @@ declare_fates(FSDPRefPolicy, **{**_REFERENCE, **_FSDP})
 declare_fates(MegatronRefPolicy, **{**_REFERENCE, **_MEGATRON, "tokenizer_model": _TOKENIZER})
 declare_fates(Policy, **{
     **_MODEL_COMMON, "packing": _NO_PACKING_IN_ROLLOUT, "max_token_in_packing": _NO_PACKING_IN_ROLLOUT,
-    "sync_frequency": _STALE_WEIGHTS, "num_inference_per_prompt": HONORED, "enable_thinking": _THINKING,
+    "sync_frequency": _STALE_WEIGHTS, "num_inference_per_prompt": HONORED, "enable_thinking": HONORED,
     "max_prompt_tokens_length": HONORED, "max_response_tokens_length": HONORED,
     "is_sync_mode": _SYNC_ROLLOUT, "tensor_model_parallel_size": HONORED,
     "pipeline_model_parallel_size": inert("ChatLearn's rollout supports only 1, which rlcfg checks"),

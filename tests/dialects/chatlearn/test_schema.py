@@ -511,10 +511,21 @@ def test_megatron_settings_rlcfg_does_not_run_are_refused(override):
 @pytest.mark.parametrize("override", [
     "runtime_args.use_partial_rollout=true", "runtime_args.model_type=vlm",
     "runtime_args.data_ratio=[1,2]", "models.policy.is_sync_mode=false", "models.policy.sync_frequency=2",
-    "models.policy.enable_thinking=true",
 ])
 def test_rollout_and_data_settings_rlcfg_does_not_run_are_refused(override):
     assert override.split("=")[0] in refusals(FSDP_TEMPLATE, override)
+
+
+def test_prompts_are_rendered_with_chatlearns_enable_thinking():
+    """PromptPipeline hands the chat template enable_thinking, False unless the policy turns it on: Qwen3's template
+    then closes an empty thinking block before the response."""
+    from rlcfg.lower import lower
+
+    for value in (False, True):
+        result = check_file(str(FSDP_TEMPLATE), [f"models.policy.enable_thinking={str(value).lower()}"])
+        assert "models.policy.enable_thinking" not in refusals(FSDP_TEMPLATE, f"models.policy.enable_thinking={value}")
+        assert lower("chatlearn", result.config, result.release).data.chat_template_kwargs == (
+            ("enable_thinking", value),)
 
 
 def test_every_chatlearn_key_declares_its_fate():
