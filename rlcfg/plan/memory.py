@@ -132,12 +132,12 @@ def lora_parameters(arch: Architecture, lora: Lora) -> int:
     written as a regular expression counts as every linear layer (an upper bound); an MoE layer's experts count
     each."""
     q_out, kv_out = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
-    mlp = (arch.intermediate if not arch.experts else arch.shared_expert_intermediate, 1)
+    dense_mlp = arch.shared_expert_intermediate if arch.experts else arch.intermediate
     shapes = {"q_proj": [(arch.hidden, q_out, 1)], "k_proj": [(arch.hidden, kv_out, 1)],
               "v_proj": [(arch.hidden, kv_out, 1)], "o_proj": [(q_out, arch.hidden, 1)]}
     for name in ("gate_proj", "up_proj", "down_proj"):
-        shapes[name] = [(arch.hidden, mlp[0], 1)] + ([(arch.hidden, arch.expert_intermediate, arch.experts)]
-                                                     if arch.experts else [])
+        shapes[name] = [(arch.hidden, dense_mlp, 1)] + ([(arch.hidden, arch.expert_intermediate, arch.experts)]
+                                                        if arch.experts else [])
     targets = lora.target_modules
     names = set(_LINEAR_NAMES) if isinstance(targets, str) else {t.rsplit(".", 1)[-1] for t in targets}
     if isinstance(lora.exclude_modules, tuple):

@@ -1148,17 +1148,16 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
                 if getattr(sizes, name) > 1:
                     yield _refusal(f"trainer.{model}.megatron_config.{name}", getattr(sizes, name), limit,
                                    run_limits.SIZE_THAT_RUNS)
-    for model in ("policy", "critic"):
-        adapters = getattr(t, model).model.lora
-        if adapters.rank <= 0 or (model == "critic" and not critic_trained(cfg)):
-            continue
-        if t.strategy == "megatron" and model == "policy":
-            yield _refusal(f"trainer.{model}.model.lora.rank", adapters.rank, run_limits.MEGATRON_LORA,
-                           "set `trainer.strategy: fsdp2` to train the adapters with FSDP")
-        elif model == "policy" and adapters.init_method not in run_limits.LORA_INITS:
-            yield _refusal(f"trainer.{model}.model.lora.init_method", adapters.init_method,
-                           f"rlcfg starts LoRA adapters with PEFT's {' or '.join(run_limits.LORA_INITS)} "
-                           "initialisation only", f"set it to {run_limits.LORA_INITS[0]}")
+    # The critic's adapters need no check of their own: skyrl-train builds no critic on Megatron and passes the
+    # critic no init method.
+    adapters = t.policy.model.lora
+    if adapters.rank > 0 and t.strategy == "megatron":
+        yield _refusal("trainer.policy.model.lora.rank", adapters.rank, run_limits.MEGATRON_LORA,
+                       "set `trainer.strategy: fsdp2` to train the adapters with FSDP")
+    elif adapters.rank > 0 and adapters.init_method not in run_limits.LORA_INITS:
+        yield _refusal("trainer.policy.model.lora.init_method", adapters.init_method,
+                       f"rlcfg starts LoRA adapters with PEFT's {' or '.join(run_limits.LORA_INITS)} "
+                       "initialisation only", f"set it to {run_limits.LORA_INITS[0]}")
     # The Megatron strategy reads Ulysses sizes only of the models it does not build with Megatron: the critic.
     ulysses = (models if t.strategy != "megatron" else []) + (["critic"] if critic_trained(cfg) else [])
     for model in ulysses:

@@ -559,8 +559,12 @@ class FSDPEngine:
         state = self._gathered_state(all_ranks)
         if state is None or self.lora is None:
             return state
-        config = self.model.peft_config[ADAPTER]
-        return merged_lora_state(state, self.lora.alpha / self.lora.rank, config.fan_in_fan_out)
+        return self._merged(state)
+
+    def _merged(self, state: Mapping[str, Any]) -> dict[str, Any]:
+        """merged_lora_state of this engine's adapter, under its scaling and layout."""
+        return merged_lora_state(state, self.lora.alpha / self.lora.rank,
+                                 self.model.peft_config[ADAPTER].fan_in_fan_out)
 
     def _gathered_state(self, all_ranks: bool) -> dict[str, Any] | None:
         """full_state_dict under the model's own names (PEFT's, with LoRA), nothing merged."""
@@ -646,15 +650,13 @@ class FSDPEngine:
         from peft import get_peft_model_state_dict
         from safetensors.torch import save_file
 
-        config = self.model.peft_config[ADAPTER]
-        self.model.get_base_model().save_pretrained(
-            path, state_dict=merged_lora_state(state, self.lora.alpha / self.lora.rank, config.fan_in_fan_out))
+        self.model.get_base_model().save_pretrained(path, state_dict=self._merged(state))
         adapter_dir = os.path.join(path, LORA_ADAPTER_DIR)
         os.makedirs(adapter_dir, exist_ok=True)
         adapter = get_peft_model_state_dict(self.model, state_dict=state, adapter_name=ADAPTER)
         save_file({k: v.contiguous() for k, v in adapter.items()},
                   os.path.join(adapter_dir, "adapter_model.safetensors"))
-        config.save_pretrained(adapter_dir)
+        self.model.peft_config[ADAPTER].save_pretrained(adapter_dir)
 
     # ------------------------------------------------------------------------------------------ colocation
 
