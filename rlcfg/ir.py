@@ -245,6 +245,9 @@ class KL:
     # group-normalised. "token" (ROLL's compute_token_reward / AReaL's PPOActor._compute_advantages): the score
     # is normalised first, then β·KL is subtracted per token and the advantage is the per-token reward-to-go.
     reward_mode: Literal["sequence", "token"] = "sequence"
+    # The policy's side of the penalty: the old log-probs of the ratio ("old"), or the rollout engine's ("rollout":
+    # AReaL with the decoupled loss, whose PPOActor.compute_advantages measures it from the behaviour policy).
+    policy_logprobs: Literal["old", "rollout"] = "old"
 
 
 @dataclass(frozen=True)
@@ -530,6 +533,17 @@ class Schedule:
     # time-triggered evaluation (AReaL evaluator.freq_epochs / freq_secs; each trigger counts on its own).
     eval_epoch_interval: int | None = None
     eval_time_interval_s: float | None = None
+    # Asynchronous RL: the rollouts of a step may be generated up to this many weight updates before the update
+    # that trains on them, while earlier steps train (AReaL rollout.max_head_offpolicyness); 0 generates every
+    # step's rollouts with the weights of the update that trains on them.
+    max_staleness: int = 0
+    # Prompts being generated at once while rollouts run ahead (AReaL max_concurrent_rollouts); None: one step's.
+    rollout_concurrency: int | None = None
+
+    def steps_generating_at_once(self) -> int:
+        """Whole steps' rollouts that may generate at once when they run ahead: at least one (a framework that
+        starts each prompt as a slot frees then generates a step in waves)."""
+        return max(1, (self.rollout_concurrency or self.prompts_per_step) // max(self.prompts_per_step, 1))
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,9 @@ TRAINING_BACKENDS = ("rlcfg runs the models it does not roll out with (trained o
 ROLLOUT_BACKENDS = "rlcfg rolls out with its hf, vllm or sglang backend only"
 SGLANG_ACROSS_NODES = "rlcfg starts each SGLang engine on one node, so its GPUs (tp × pp) must fit in one"
 REWARD_MODEL = "rlcfg scores responses with a rule-based reward and runs no reward model"
+# Its extra draws would take prompts after the steps already started ahead, which a checkpoint could not record.
+ASYNC_DYNAMIC_SAMPLING = ("rlcfg starts a step's rollouts ahead of the trainer one whole step at a time, and does not "
+                          "draw again for a step whose groups a filter rejected")
 
 # The hint of a parallel size the runtime does not run: the value that runs.
 SIZE_THAT_RUNS = "set it to 1"

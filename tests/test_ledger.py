@@ -179,6 +179,8 @@ PROBES: dict[str, list[tuple[str, ...]]] = {
               ("trainer.policy.model.lora.rank=8", "trainer.critic.model.lora.rank=4", "trainer.exclude_modules=null")],
     # lr_warmup_iters counts only where lr_warmup_fraction is null, which the RLinf template does not write
     "rlinf": [("actor.lr_sched.lr_warmup_fraction=null",)],
+    # LoRA's settings count only where it is on
+    "areal": [("+actor.use_lora=true",)],
     # the importance weight's settings count only where it is on
     "roll": [("++train_infer_correction.is_weight.enabled=true", "++train_infer_correction.is_weight.upper_bound=2.0")],
 }

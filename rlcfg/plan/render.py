@@ -294,6 +294,11 @@ def _batch(plan: ExecutionPlan) -> list[str]:
     elif exp.schedule.epochs:
         rows.append(("total steps",
                      f"{plural(exp.schedule.epochs, 'epoch')} over the dataset (its size sets the steps)"))
+    sch = exp.schedule
+    if sch.max_staleness:
+        rows.append(("asynchronous rollouts", f"up to {plural(sch.max_staleness, 'update')} stale; "
+                                              f"{plural(sch.steps_generating_at_once(), 'step')} of prompts "
+                                              "generating at once"))
     width = max(len(k) for k, _ in rows)
     return ["", "batch schedule (one step)"] + [f"  {k:<{width}}  {v}" for k, v in rows]
 

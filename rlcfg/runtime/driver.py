@@ -24,6 +24,7 @@ from typing import Any
 from rlcfg.ir import Role, Sampling
 from rlcfg.plan.model import ExecutionPlan
 from rlcfg.runtime import step as S
+from rlcfg.runtime.ahead import AheadStep, RolloutsAhead
 from rlcfg.runtime.backends import preflight
 from rlcfg.runtime.environment import looks_like_hub_id
 from rlcfg.runtime.shell import (Cluster, RunOptions, RunResult, RunShell, plan_here, rollout_engines, run_length,
@@ -207,9 +208,13 @@ class Run(RunShell):
         self.sampler_state = self.sampler.state_dict()
         # One worker holding every role (rollout colocated, one rank, reference fused or absent, no critic)
         # runs each step in a single call; group filters (dynamic sampling's extra draws need the driver's
-        # sampler between rollouts) keep the general path.
+        # sampler between rollouts) and rollouts started ahead keep the general path.
+        sch = exp.schedule
+        # Asynchronous RL: steps' rollouts start ahead of the updates, within the staleness bound (ahead.py).
+        self.ahead = RolloutsAhead(sch.max_staleness, sch.steps_generating_at_once()) if sch.max_staleness else None
         self.fused = (self.opt.fused_step and self.hybrid and len(self.actor) == 1 and not self.critic
-                      and self.reference in ([], self.actor) and not S.filters_active(self.filters))
+                      and self.reference in ([], self.actor) and not S.filters_active(self.filters)
+                      and self.ahead is None)
         self.last_reply = 0.0
 
     def _engines_sharing_gpus(self) -> list[bool]:
@@ -256,7 +261,8 @@ class Run(RunShell):
         texts = [x for _o, info in results for x in info["texts"]]
         infos = [info for _o, info in results]
         times = {"generate": max(i["generate_s"] for i in infos), "weight_load": max(i["load_s"] for i in infos),
-                 "reward": max(i.get("reward_s", 0.0) for i in infos)}
+                 "reward": max(i.get("reward_s", 0.0) for i in infos),
+                 "rollout_idle": max(i.get("idle_s", 0.0) for i in infos)}
         return gens, scores, texts, times
 
     def _rollout(self, prompt_ids: list[tuple[int, ...]], sampling: Sampling, seed: int,
@@ -357,17 +363,31 @@ class Run(RunShell):
     def step(self, step: int, prefetch: bool = False) -> dict[str, Any]:
         """One training step. With `prefetch`, the next step's first rollout is queued right behind this
         step's update (same process, same order, so it sees the new weights): the engines start it without
-        waiting for the driver's round trip. `self.sampler_state` keeps the data position as of the end of
-        this step, which is what a checkpoint must record."""
+        waiting for the driver's round trip. With rollouts started ahead (asynchronous RL) the next steps'
+        rollouts start before this update instead, as far as the staleness bound allows, and `prefetch` is not
+        needed. `self.sampler_state` keeps the data position as of the end of this step, which is what a
+        checkpoint must record."""
         if self.fused:
             return self._fused_step(step, prefetch)
         ray = self.cluster.ray
         exp = self.exp
         timing: dict[str, float] = {}
-        t_step = time.perf_counter()
-        first, self.prefetched = self.prefetched, None
-        groups, data_info = self._collect(step, timing, first)
-        self.sampler_state = self.sampler.state_dict()
+        t_step = time.perf_counter()  # until the step's rollouts are scored, the trainers wait for them
+        if self.ahead is not None:
+            entry = self._take_ahead(step)
+            groups, data_info = self._collect(step, timing, entry.draw)
+            timing["rollout_wait"] = time.perf_counter() - t_step
+            # A checkpoint records the data position of the trained steps: the steps started ahead are drawn
+            # again after a resume, so none is lost or trained twice.
+            self.sampler_state = entry.sampler
+            data_info["data/epoch"] = entry.epoch
+            self._top_up(step)  # this step's rollouts are done: the next ones may start before it trains
+            data_info.update(self._ahead_metrics(step, entry))
+        else:
+            first, self.prefetched = self.prefetched, None
+            groups, data_info = self._collect(step, timing, first)
+            timing["rollout_wait"] = time.perf_counter() - t_step
+            self.sampler_state = self.sampler.state_dict()
         workers = {"actor": self.actor, "reference": self.reference, "critic": self.critic}
         update = S.prepare_update(
             groups, self.step_settings, max(self._shards("actor", self.actor)) + 1,
@@ -389,7 +409,7 @@ class Run(RunShell):
                 weight_refs.append(weights_ref)
         if weight_refs:
             self.pending_weights = weight_refs[0]  # loaded by the engines at their next generate
-        if prefetch:
+        if prefetch and self.ahead is None:  # asynchronous rollouts have started the next steps already
             self.prefetched = self._draw(step + 1, 0)
         if self.critic:
             ccfg = S.critic_cfg(update, len(self.critic), self.alg,
@@ -406,6 +426,34 @@ class Run(RunShell):
                                  step_s=time.perf_counter() - t_step, example=groups[0]["texts"][0] if groups else "")
         metrics.update(step=step, **data_info)
         return metrics
+
+    def _top_up(self, training: int) -> None:
+        """Start the rollouts of every step the staleness bound allows now (before `training`'s update)."""
+        def running(queue: list[AheadStep]) -> int:
+            calls = [call for entry in queue for call in entry.draw["calls"]]
+            if not calls:
+                return 0
+            ready, _ = self.cluster.ray.wait(calls, num_returns=len(calls), timeout=0)
+            done = set(ready)
+            return sum(1 for entry in queue if not all(call in done for call in entry.draw["calls"]))
+
+        def start(step: int, version: int) -> AheadStep:
+            draw = self._draw(step, 0)
+            return AheadStep(step=step, version=version, draw=draw, sampler=self.sampler.state_dict(),
+                             epoch=self.sampler.epoch)
+
+        self.ahead.top_up(training, self.last_step, running, start)
+
+    def _take_ahead(self, step: int) -> AheadStep:
+        self._top_up(step)  # at least this step's rollouts, when none started ahead (the first step)
+        return self.ahead.take(step)
+
+    def _ahead_metrics(self, step: int, entry: AheadStep) -> dict[str, Any]:
+        """How stale the trained rollouts are, in updates (one version per step's rollouts: mean and max agree),
+        and how many steps' rollouts have started and wait to be trained."""
+        staleness = step - 1 - entry.version
+        return {"async/staleness_mean": float(staleness), "async/staleness_max": staleness,
+                "async/steps_ahead": len(self.ahead.queue), "async/max_staleness": self.ahead.max_staleness}
 
     def _submit_fused(self, step: int, kl_coef: float | None) -> dict[str, Any]:
         """Queue step `step` on the worker. `kl_coef`: its KL coefficient, or None while the previous step is

@@ -43,6 +43,11 @@ PLOTS = (
     Plot("grad_norm", "gradient norm (before clipping)", (("actor/grad_norm", "actor"), ("grad_norm", "model"))),
     Plot("learning_rate", "learning rate", (("actor/lr", "actor"), ("lr", "model"))),
     Plot("throughput", "samples per second", (("throughput/samples_per_s", "samples/s"),)),
+    Plot("staleness", "asynchronous rollouts",
+         (("async/staleness_max", "staleness, max (updates)"), ("async/staleness_mean", "staleness, mean"),
+          ("async/max_staleness", "bound"), ("async/steps_ahead", "steps started ahead"))),
+    Plot("waiting", "seconds waited per step",
+         (("time/rollout_wait", "trainer, for rollouts"), ("time/rollout_idle", "rollout engines, for work"))),
     Plot("loss", "supervised loss", (("sft/loss", "train"), ("rw/loss", "train"), ("eval/loss", "evaluation"))),
 )
 # A supervised step's loss, for the progress line and the summary (rlcfg.runtime.supervised_step.step_metrics).

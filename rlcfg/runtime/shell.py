@@ -815,6 +815,7 @@ class RunShell:
             last = self.total_steps
             if opt.max_steps is not None:
                 last = min(last, start_step + opt.max_steps)
+            self.last_step = last  # no step's rollouts start beyond it
             t_run = time.perf_counter()
             done = 0
             plots: list[str] = []

@@ -212,6 +212,11 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
     new_critic_per_opt = samples // critic_mini_batches if critic_per_opt else None
     new_schedule = replace(schedule, prompts_per_step=new_prompts, samples_per_step=samples,
                            samples_per_optimizer_step=per_opt, critic_samples_per_optimizer_step=new_critic_per_opt)
+    if schedule.rollout_concurrency is not None and new_prompts != prompts:
+        # As many steps' prompts generate at once as the config lets run ahead of the trainer.
+        concurrency = max(1, schedule.rollout_concurrency * new_prompts // prompts)
+        new_schedule = replace(new_schedule, rollout_concurrency=concurrency)
+        subs.append(Substitution("prompts generating at once", str(schedule.rollout_concurrency), str(concurrency)))
     if new_prompts != prompts:
         subs.append(Substitution("prompts per step", str(prompts), f"{new_prompts} (÷{prompts // new_prompts})"
                                  if prompts % new_prompts == 0 else str(new_prompts)))

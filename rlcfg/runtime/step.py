@@ -217,7 +217,7 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     alg = s.algorithm
     opts = alg.policy_options
     batch, raw_scores, finished = make_batch(groups, s.pad_token_id)
-    if opts.tis_cap is not None or opts.decoupled:
+    if opts.tis_cap is not None or opts.decoupled or alg.kl.policy_logprobs == "rollout":
         batch["rollout_logprobs"] = rollout_logprobs(groups, batch["response_mask"].shape[1])
     from_rollout = alg.old_logprobs == "rollout"
     if from_rollout:
@@ -253,8 +253,9 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     coef = alg.kl.coef if kl_coef is None else kl_coef
     penalty = None
     next_coef = None
-    if "ref_logprobs" in batch and "old_logprobs" in batch:
-        kl = A.kl_estimate(batch["old_logprobs"], batch["ref_logprobs"], alg.kl.estimator) * mask
+    policy = batch.get("rollout_logprobs" if alg.kl.policy_logprobs == "rollout" else "old_logprobs")
+    if "ref_logprobs" in batch and policy is not None:
+        kl = A.kl_estimate(policy, batch["ref_logprobs"], alg.kl.estimator) * mask
         metrics["kl"] = float(kl.sum() / mask.sum().clamp(min=1))
         if alg.kl.placement == "reward":
             penalty = coef * kl

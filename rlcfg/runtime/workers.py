@@ -292,7 +292,10 @@ class _Generating:
         """Generate (n per prompt) and, given one answer per sample, score the responses. With `weights`, load
         them first: the sync of the previous update, folded into this call to save a round trip.
         Returns (generations, info) — call with num_returns=2 to fetch them separately."""
-        info: dict[str, Any] = {"load_s": 0.0}
+        called = time.perf_counter()
+        # How long the engine sat without work since its previous call ended (what asynchronous RL saves).
+        done_at = getattr(self, "_done_at", None)
+        info: dict[str, Any] = {"load_s": 0.0, "idle_s": called - done_at if done_at is not None else 0.0}
         if weights is not None:
             start = time.perf_counter()
             self.rollout.update_weights(weights)
@@ -305,6 +308,7 @@ class _Generating:
             start = time.perf_counter()
             info["scores"], info["texts"] = self.scorer.score([g.token_ids for g in gens], answers)
             info["reward_s"] = time.perf_counter() - start
+        self._done_at = time.perf_counter()
         return out, info
 
     def update_weights(self, named_tensors: Mapping[str, Any]) -> int:

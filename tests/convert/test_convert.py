@@ -142,11 +142,25 @@ def test_known_differences_of_meaning_are_reported():
 
 
 def test_a_source_setting_rlcfg_does_not_model_is_reported_not_dropped():
-    # AReaL's asynchronous off-policy training is not in the Experiment; converting must say it is left behind.
-    conversion = convert(str(ROOT / "templates/areal-fsdp-sglang-grpo.yaml"), "roll",
-                         ["async_training=true", "rollout.max_head_offpolicyness=2"])
+    # AReaL's dynamic sampling is not in the Experiment; converting must say it is left behind.
+    conversion = convert(str(ROOT / "templates/areal-fsdp-sglang-grpo.yaml"), "roll", ["+actor.dynamic_sampling=true"])
     lost = {loss.path: loss for loss in conversion.losses if not loss.of_experiment}
-    assert lost["areal:rollout.max_head_offpolicyness"].source == 2
+    assert lost["areal:actor.dynamic_sampling"].source is True
+
+
+def test_asynchronous_rollouts_reach_areal_and_are_a_loss_elsewhere():
+    overrides = ["async_training=true", "rollout.max_head_offpolicyness=2", "+rollout.max_concurrent_rollouts=64"]
+    # ROLL's async_generation_ratio is the same bound, with no limit of its own on what generates at once.
+    to_roll = convert(str(ROOT / "templates/areal-fsdp-sglang-grpo.yaml"), "roll", overrides)
+    lost = {loss.path: loss for loss in to_roll.losses}
+    assert "async_generation_ratio: 2" in to_roll.text and "schedule.max_staleness" not in lost
+    assert lost["schedule.rollout_concurrency"].source == 64
+    to_skyrl = convert(str(ROOT / "templates/areal-fsdp-sglang-grpo.yaml"), "skyrl", overrides)
+    lost = {loss.path: loss for loss in to_skyrl.losses}
+    assert (lost["schedule.max_staleness"].source, lost["schedule.max_staleness"].target) == (2, 0)
+    to_areal = convert(str(ROOT / "templates/areal-fsdp-sglang-grpo.yaml"), "areal", overrides, to_release="1.0")
+    assert "max_head_offpolicyness: 2" in to_areal.text and "max_concurrent_rollouts: 64" in to_areal.text
+    assert not [loss for loss in to_areal.losses if loss.path.startswith("schedule.")]
 
 
 def test_scalars_read_back_as_written_by_a_yaml_1_1_loader():

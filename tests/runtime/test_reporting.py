@@ -129,6 +129,18 @@ def test_every_figure_of_a_run_is_plotted_from_what_it_recorded(tmp_path):
     reporter.close()
 
 
+def test_an_asynchronous_run_plots_its_staleness_and_who_waited(tmp_path):
+    pytest.importorskip("matplotlib")
+    reporter = Reporter(str(tmp_path), stream=io.StringIO())
+    for step in (1, 2, 3):
+        reporter.log({**_rl_step(step), "async/staleness_max": min(step - 1, 2), "async/staleness_mean": 1.0,
+                      "async/max_staleness": 2, "async/steps_ahead": 1, "time/rollout_wait": 0.1,
+                      "time/rollout_idle": 0.0})
+    written = [p.rsplit("/", 1)[1] for p in reporter.plots()]
+    assert "staleness.png" in written and "waiting.png" in written
+    reporter.close()
+
+
 def test_a_run_without_a_kl_term_or_a_supervised_run_gets_only_its_own_figures(tmp_path):
     pytest.importorskip("matplotlib")
     rl = Reporter(str(tmp_path / "rl"), stream=io.StringIO())

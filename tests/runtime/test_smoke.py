@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -291,6 +292,20 @@ def test_smoke_runs(path, tmp_path, cache):
         actor = next(r for r in ran["roles"] if r["name"] == "actor")
         assert {k: ran["sampling"][k] for k in sampling} == sampling
         assert {k: actor["optimizer"][k] for k in optimizer} == optimizer
+
+
+def test_areal_s_asynchronous_example_smoke_runs_as_written(tmp_path, cache):
+    """AReaL's GSM8K GRPO example trains with rollouts up to 2 updates stale and one step's prompts generating at
+    once: the smoke run keeps both (only the concurrency shrinks with the prompts), and every step stays in bound."""
+    out = tmp_path / "out"
+    done, _ = run_cli(str(FIXTURES / "areal" / "gsm8k-grpo-v0.3.yaml"), "--smoke", "--steps", "4", "-o", str(out),
+                      cache=cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "max_head_offpolicyness" not in done.stderr
+    assert re.search(r"prompts generating at once +256 +-> 2\n", done.stderr)
+    rows = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    staleness = [r["async/staleness_max"] for r in rows if "async/staleness_max" in r]
+    assert len(staleness) == 4 and all(s <= 2 for s in staleness) and staleness[0] == 0 and max(staleness) == 1
 
 
 def test_without_smoke_nothing_is_substituted(tmp_path, cache):

@@ -26,10 +26,10 @@ def settled(path: Path, overrides: list[str]):
 
 
 def test_a_refused_key_is_set_to_its_default_and_named_with_the_reason():
-    result = settled(TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["rollout.max_head_offpolicyness=2"])
-    assert [(c.key, c.old, c.new) for c in result.changes] == [("rollout.max_head_offpolicyness", "2", "0")]
-    assert "asynchronous off-policy training is not run" in result.changes[0].reason
-    assert result.overrides == ("++rollout.max_head_offpolicyness=0",)
+    result = settled(TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["+actor.m2_threshold=0.04"])
+    assert [(c.key, c.old, c.new) for c in result.changes] == [("actor.m2_threshold", "0.04", "null")]
+    assert "no M2PO second-moment masking" in result.changes[0].reason
+    assert result.overrides == ("++actor.m2_threshold=null",)
     assert result.refused == [] and result.result.config is not None
 
 

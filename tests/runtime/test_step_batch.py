@@ -176,3 +176,29 @@ def test_the_critic_steps_over_its_own_mini_batches():
     # rows 0-1 hold 2 + 1 tokens, rows 2-3 hold 4 + 1
     assert split["mini_batch"] == 2 and split["denominators"] == [(3.0, 2.0), (5.0, 2.0)]
     assert critic_cfg(update, 2, alg, samples_per_optimizer_step=2)["mini_batch"] == 1  # per rank
+
+
+def test_a_kl_penalty_of_the_behaviour_policy_reads_the_engines_log_probs():
+    """AReaL with the decoupled loss measures the KL penalty from the inference engine's log-probabilities (the
+    behaviour policy): with rollouts generated ahead, those of older weights than the trainer's."""
+    import math
+
+    from rlcfg.ir import KL, Algorithm, PolicyOptions
+    from rlcfg.runtime.step import StepSettings, prepare_update
+
+    n = 2
+    groups = [{"prompt": (5,), "responses": [([7, 8], [-1.0, -1.0], True)] * n, "scores": [0.0, 1.0]}]
+    logps = {"reference": lambda b: torch.zeros(b["response_mask"].shape),
+             "actor": lambda b: torch.full(b["response_mask"].shape, -0.5)}
+
+    def kl_of(policy):
+        alg = Algorithm(advantage="grpo", group_size=n, policy_options=PolicyOptions(decoupled=True),
+                        kl=KL(placement="reward", coef=0.1, estimator="k1", reward_mode="token",
+                              policy_logprobs=policy))
+        settings = StepSettings(algorithm=alg, max_new_tokens=4, pad_token_id=0, needs_reference=True,
+                                on_policy=False, samples_per_rank=None, micro_batch_size=None, has_critic=False,
+                                forward_micro_batch={})
+        return prepare_update(groups, settings, 1, lambda role, b: logps[role](b), {}).metrics["kl"]
+
+    assert math.isclose(kl_of("rollout"), -1.0, rel_tol=1e-6)  # k1: log π_behave − log π_ref
+    assert math.isclose(kl_of("old"), -0.5, rel_tol=1e-6)  # the trainer's recomputed log-probs

@@ -149,6 +149,11 @@ def _engine_section(e: Experiment, r: Role, name: str, samples_per_rank: int | N
     if trains:
         out["gradient_checkpointing"] = r.gradient_checkpointing
         out["disable_dropout"] = getattr(r, "disable_dropout", False)
+    if trains and r.lora is not None:  # AReaL's PEFT settings; what it cannot say (dropout, ...) is a listed loss
+        out.update(use_lora=True, lora_rank=r.lora.rank, lora_alpha=r.lora.alpha,
+                   target_modules=["all-linear"] if r.lora.target_modules == "all-linear"
+                   else list(r.lora.target_modules) if isinstance(r.lora.target_modules, tuple)
+                   else [r.lora.target_modules])
     if r.max_tokens_per_micro_batch is not None:
         out["mb_spec"] = {"max_tokens_per_mb": r.max_tokens_per_micro_batch}
     else:
@@ -236,6 +241,10 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     put(tree, "rollout.trial_name", _trial(e))
     # One training batch per rollout batch: the window rlcfg runs.
     put(tree, "rollout.consumer_batch_size", s.prompts_per_step)
+    if s.max_staleness:  # AReaL's default, 0, is the synchronous loop
+        put(tree, "rollout.max_head_offpolicyness", s.max_staleness)
+    if s.rollout_concurrency is not None:
+        put(tree, "rollout.max_concurrent_rollouts", s.rollout_concurrency)
     if per_engine and rollout is not None:
         put(tree, "rollout.backend", f"{backend}:d{engines(rollout)}p{rollout.parallelism.pp}t{rollout.parallelism.tp}")
         if colocated:

@@ -38,7 +38,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model,
+from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Lora, Model,
                       Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
                       Schedule, Spelling)
 from rlcfg.dialects.areal import allocation as alloc
@@ -150,6 +150,18 @@ def _micro(engine: Any, samples_per_rank: int) -> tuple[int | None, int | None]:
     return (max(-(-samples_per_rank // n), 1) if samples_per_rank else None), None
 
 
+# Where AReaL writes each field of ir.Lora, under the engine's section.
+LORA_KEYS = (("rank", "lora_rank"), ("alpha", "lora_alpha"), ("target_modules", "target_modules"))
+
+
+def _lora(engine: Any) -> Lora:
+    """FSDPEngine._apply_peft_wrapper: PEFT's LoraConfig of lora_rank and lora_alpha on target_modules (empty or
+    [all-linear] is PEFT's all-linear), with PEFT's defaults for the rest (no dropout, kaiming A, zero B)."""
+    targets = list(engine.target_modules or [])
+    return Lora(rank=engine.lora_rank, alpha=engine.lora_alpha,
+                target_modules="all-linear" if targets in ([], ["all-linear"]) else tuple(targets))
+
+
 def _train_role(name: str, engine: Any, c: alloc.Component | None, gpu_ids: tuple[int, ...],
                 samples_per_rank_opt: int, samples_per_rank_step: int, trains: bool, total_steps: int | None,
                 tokenizer: str | None, colocated_with_rollout: bool = False, path: str | None = None,
@@ -159,6 +171,8 @@ def _train_role(name: str, engine: Any, c: alloc.Component | None, gpu_ids: tupl
     optimizer = _optimizer(engine, total_steps, backend) if trains else None
     micro, budget = _micro(engine, samples_per_rank_opt if trains else samples_per_rank_step)
     forward_micro, _ = _micro(engine, samples_per_rank_step)
+    # Only a trained engine's adapter changes anything: a reference's starts at zero and never moves.
+    lora = _lora(engine) if trains and getattr(engine, "use_lora", False) else None
     return Role(
         name=name, backend=backend,
         resources=Resources(gpus=len(gpu_ids), gpu_ids=gpu_ids or None),
@@ -174,11 +188,13 @@ def _train_role(name: str, engine: Any, c: alloc.Component | None, gpu_ids: tupl
         disable_dropout=engine.disable_dropout if trains else False,
         sequence_packing=True,
         max_tokens_per_micro_batch=budget,
+        lora=lora,
         section=section,
         # AReaL sizes micro-batches by a token budget (max_tokens_per_mb) or by their count (n_mbs).
         keys=(("max_tokens_per_micro_batch", f"{section}.mb_spec.max_tokens_per_mb"),)
         + ((("micro_batch_size", f"{section}.mb_spec.n_mbs"),) if trains and micro is not None else ())
-        + ((("forward_micro_batch_size", f"{section}.mb_spec.n_mbs"),) if forward_micro is not None else ()),
+        + ((("forward_micro_batch_size", f"{section}.mb_spec.n_mbs"),) if forward_micro is not None else ())
+        + (tuple((f"lora.{field}", f"{section}.{key}") for field, key in LORA_KEYS) if lora else ()),
     )
 
 
@@ -283,6 +299,14 @@ def _logging(cfg: Any) -> Logging:
                    backends=tuple(backends))
 
 
+def _asynchrony(cfg: Any) -> dict[str, Any]:
+    """How far rollouts run ahead of the trainer. v0.3 with async_training false rolls out synchronously whatever
+    the bound says; without a bound, how many rollouts generate at once changes nothing that is computed."""
+    staleness = cfg.rollout.max_head_offpolicyness if cfg.async_training else 0
+    return {"max_staleness": staleness,
+            "rollout_concurrency": cfg.rollout.max_concurrent_rollouts if staleness else None}
+
+
 def _eval_schedule(cfg: Any) -> dict[str, Any]:
     """When to evaluate, when there is validation data: each of evaluator.freq_steps, freq_epochs and freq_secs
     triggers on its own (AReaL's EpochStepTimeFreqCtl)."""
@@ -362,9 +386,8 @@ def _policy(a: Any) -> tuple[str, PolicyOptions]:
         kind = "regular"
     rs = a.rejection_sampling
     cap = rs.upper if rs is not None else a.behav_imp_weight_cap
-    # recompute_logprob (implied by the decoupled loss) makes the proximal log-probabilities the trainer's, which is
-    # what rlcfg's runtime always uses; without either AReaL takes the inference engine's, which areal/run-ledger
-    # refuses. So a config that runs has it in effect, and nothing else follows from it here.
+    # recompute_logprob (implied by the decoupled loss) makes the proximal log-probabilities the trainer's; without
+    # either AReaL takes π_old of the ratio and of the KL penalty from the inference engine (Algorithm.old_logprobs).
     options = PolicyOptions(gspo_form="sequence", sapo_tau_pos=a.sapo_tau_pos, sapo_tau_neg=a.sapo_tau_neg,
                             decoupled=a.use_decoupled_loss, behav_imp_weight_cap=cap if a.use_decoupled_loss else None)
     return kind, options
@@ -389,7 +412,9 @@ def _algorithm(cfg: Any, group: int, reference_built: bool) -> Algorithm:
         # The loss weighs every micro-batch by its count of loss tokens: a token mean over the minibatch.
         loss_aggregation="token-mean",
         # The KL penalty goes into the token rewards after the score's normalisation (reward_mode "token").
-        kl=KL(placement="reward", coef=a.kl_ctl, estimator=a.kl_estimator, reward_mode="token")
+        # With the decoupled loss π_old of the penalty is the behaviour policy, the inference engine's log-probs.
+        kl=KL(placement="reward", coef=a.kl_ctl, estimator=a.kl_estimator, reward_mode="token",
+              policy_logprobs="rollout" if a.use_decoupled_loss else "old")
         if reference_built else KL(),
         entropy_coef=0.0,
         value_clip=cfg.critic.eps_clip if has_critic else None,
@@ -401,6 +426,7 @@ def _algorithm(cfg: Any, group: int, reference_built: bool) -> Algorithm:
                              # A response without EOS scores 0 and stays in the loss (its KL terms too).
                              zero_truncated=a.mask_no_eos_with_zero),
         policy_options=options,
+        old_logprobs="trainer" if a.recompute_logprob or a.use_decoupled_loss else "rollout",
     )
 
 
@@ -465,6 +491,7 @@ def _lower_rl(cfg: Any) -> Experiment:
         data=_data(cfg, cfg.train_dataset.max_length),
         schedule=Schedule(prompts_per_step=prompts, samples_per_step=samples, samples_per_optimizer_step=per_opt,
                           total_steps=total_steps, epochs=cfg.total_train_epochs,
+                          **_asynchrony(cfg),
                           **_eval_schedule(cfg)),
         checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed, reward_function="math",
         kind="rl",

@@ -8,8 +8,8 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from rlcfg.schema.base import (FATE_KEY, HONORED, REQUIRED, Section, declare_release_table, inert, param, refused,
-                               section, unread)
+from rlcfg.schema.base import (FATE_KEY, HONORED, REQUIRED, Section, declare_fates, declare_release_table, inert,
+                               param, refused, section, unread)
 
 # The releases before 1.0's per-engine placement and load-time checks (total_train_epochs > 0, recover.mode on/off).
 BEFORE_1_0 = ("0.3", "0.4", "0.5")
@@ -45,7 +45,8 @@ _LOSS_SCALE = inert("dynamic loss scaling of fp16 training only rescales gradien
 _WEIGHT_SYNC = inert("how new weights reach the generation servers (disk or NCCL); the weights are the same")
 _GATEWAY = inert("AReaL 1.0's controller, gateway and inference-service plumbing (versions, keys, routing, timeouts); "
                  "rlcfg drives its own engines directly")
-_LORA_ONLY = inert("read only when LoRA adapters are trained or served, which rlcfg refuses (actor.use_lora)")
+_LORA_ONLY = inert("how AReaL's inference servers load the LoRA adapter; rlcfg hands its engines the adapter merged "
+                   "into the weights, which generate the same")
 _AGENT = inert("read only by AReaL's agent service, which rlcfg refuses (rollout.agent)")
 _SECTION = inert("a section whose keys each declare their own fate")
 _OPTIM_STATE = refused("rlcfg's checkpoints always hold the optimizer state and a resumed run restores it")
@@ -441,13 +442,14 @@ class TrainEngineConfig(Section):
         fate=_WEIGHT_SYNC)
     offload: bool = param(False, description="Offload parameters and optimizer states to CPU between steps "
                                              "(1.0); needs enable_offload.", fate=HONORED)
-    use_lora: bool = param(False, description="Train LoRA adapters (FSDP only).",
-                           fate=refused("rlcfg trains every weight of the model; LoRA adapters are not trained"))
-    lora_rank: int = param(32, description="Rank of the LoRA adapter matrices.", ge=1, fate=_LORA_ONLY)
-    lora_alpha: int = param(16, description="LoRA scaling factor alpha.", ge=1, fate=_LORA_ONLY)
-    target_modules: list[str] = param([], description="Modules LoRA adapts.", fate=_LORA_ONLY)
+    # Honored on the RL actor (a reference's zero-initialised adapter leaves its model as loaded); the run ledger
+    # refuses it on a critic and in SFT (areal/run-ledger).
+    use_lora: bool = param(False, description="Train LoRA adapters (FSDP only).", fate=HONORED)
+    lora_rank: int = param(32, description="Rank of the LoRA adapter matrices.", ge=1, fate=HONORED)
+    lora_alpha: int = param(16, description="LoRA scaling factor alpha.", ge=1, fate=HONORED)
+    target_modules: list[str] = param([], description="Modules LoRA adapts; empty means all-linear.", fate=HONORED)
     peft_type: Literal["lora"] = param("lora", description="PEFT method; only LoRA exists.",
-                                       fate=_LORA_ONLY)
+                                       fate=inert("LoRA is AReaL's only PEFT method, the one rlcfg trains"))
     enable_tree_training: bool = param(False, description="Tree training with flex attention (1.0).",
                                        fate=refused("rlcfg trains on padded sequences, one per row; tree training with "
                                                     "shared prefixes is not run"))
@@ -575,8 +577,9 @@ class PPOActorConfig(TrainEngineConfig):
         fate=HONORED)
     prox_logp_method: Literal["recompute", "loglinear", "metrics"] = param(
         "recompute", description="How the proximal log-probabilities of the decoupled loss are obtained (1.0).",
-        fate=refused("rlcfg recomputes the proximal log-probabilities with a forward pass of the trainer "
-                     "(prox_logp_method recompute)"))
+        # `metrics` trains on the recomputed ones and only logs how well the approximations match; areal/run-ledger
+        # refuses `loglinear`.
+        fate=HONORED)
     dynamic_sampling: bool = param(False, description="DAPO dynamic sampling: mask out groups whose rewards are "
                                                       "all equal, so batch sizes vary (v0.3; removed in 1.0).",
                                    fate=refused("AReaL drops the groups whose rewards are all equal only in "
@@ -618,6 +621,10 @@ class ReferenceConfig(PPOActorConfig):
 _moot(ReferenceConfig, keep=tuple(n for n in TrainEngineConfig.model_fields
                                   if n not in ("gradient_checkpointing", "optimizer", "disable_dropout"))
       + ("temperature",))
+_FROZEN_ADAPTER = inert("a reference model's LoRA adapter starts at zero and never trains: it computes with the "
+                        "model as loaded")
+declare_fates(ReferenceConfig, use_lora=_FROZEN_ADAPTER, lora_rank=_FROZEN_ADAPTER, lora_alpha=_FROZEN_ADAPTER,
+              target_modules=_FROZEN_ADAPTER)
 
 
 class TeacherConfig(PPOActorConfig):
@@ -646,6 +653,12 @@ class PPOCriticConfig(TrainEngineConfig):
     mask_no_eos_with_zero: bool = param(False, description="Exclude truncated generations from training.",
                                         fate=inert("AReaL's critic only logs it; the actor's mask_no_eos_with_zero "
                                                    "shapes the rewards"))
+
+
+_CRITIC_LORA = inert("read only with use_lora, which rlcfg refuses on a critic")
+declare_fates(PPOCriticConfig, use_lora=refused("rlcfg trains LoRA adapters on the RL actor only; a critic trains "
+                                                "every weight"),
+              lora_rank=_CRITIC_LORA, lora_alpha=_CRITIC_LORA, target_modules=_CRITIC_LORA)
 
 
 # ---- inference ---------------------------------------------------------------------------------------------
@@ -688,20 +701,17 @@ class InferenceEngineConfig(Section):
                                  fate=_LOGS)
     max_concurrent_rollouts: int | None = param(None, description="Concurrent rollouts sent to the inference "
                                                                   "servers; null means consumer_batch_size.",
-                                                ge=1, fate=_SERVER_PERF)
+                                                ge=1, fate=HONORED)
     queue_size: int | None = param(None, description="Size of the input/output queues of asynchronous "
                                                      "rollout; null means 16 x max_concurrent_rollouts.", ge=1,
                                    fate=_SERVER_PERF)
     consumer_batch_size: int = param(1, description="Rollouts taken from the queue per training batch.", ge=1,
-                                     fate=inert("sizes AReaL's staleness window; equal to train_dataset.batch_size with"
-                                                " max_head_offpolicyness 0, rollouts are on-policy as in rlcfg (rule "
+                                     fate=inert("sizes AReaL's staleness window; equal to train_dataset.batch_size, "
+                                                "every training step takes one step's prompts, as in rlcfg (rule "
                                                 "areal/run-ledger refuses other values)"))
     max_head_offpolicyness: int = param(0, description="How many policy versions a rollout may lag behind; "
                                                        "older requests are not accepted. 0 is synchronous "
-                                                       "(on-policy).", ge=0,
-                                        fate=refused("rlcfg trains synchronously and on-policy: every step's rollouts "
-                                                     "are generated with the current weights (max_head_offpolicyness "
-                                                     "0); asynchronous off-policy training is not run"))
+                                                       "(on-policy).", ge=0, fate=HONORED)
     enable_rollout_tracing: bool = param(False, description="Log every generation request verbosely.",
                                          fate=_LOGS)
     check_trajectory_format: bool = param(False, description="Check the trajectories a custom workflow produces "
@@ -730,7 +740,7 @@ class InferenceEngineConfig(Section):
     scheduling_strategy: SchedulingStrategy = section(SchedulingStrategy, fate=HONORED,
                                                        description="Placement relative to other engines (1.0).")
     use_lora: bool = param(False, description="Serve LoRA adapters; keep equal to actor.use_lora (1.0).",
-                           fate=refused("rlcfg trains and serves the full model; LoRA adapters are not served"))
+                           fate=_LORA_ONLY)
     agent: AgentServiceConfig | None = section(AgentServiceConfig, optional=True,
                                                description="Agent workflow of inference-service rollouts (1.0); "
                                                            "null for none.",
@@ -1284,9 +1294,7 @@ class GRPOConfig(BaseExperimentConfig):
 
     async_training: bool = param(True, description="Overlap rollout and training (v0.3; removed in 1.0, where "
                                                    "rollout.max_head_offpolicyness alone decides).",
-                                 fate=inert("with max_head_offpolicyness 0, the only value rlcfg runs, overlapping "
-                                            "rollout and training changes timing only: every step still trains on "
-                                            "rollouts of the current weights"))
+                                 fate=HONORED)
     gconfig: GenerationHyperparameters = section(GenerationHyperparameters, description="Rollout sampling.",
                                                   fate=HONORED)
     eval_gconfig: GenerationHyperparameters | None = section(GenerationHyperparameters, optional=True,

@@ -938,18 +938,20 @@ def _norm_text(norm: Any) -> str:
 
 
 @RULES.rule("areal/run-ledger", "RLC118", "`rlcfg run` refuses combinations that AReaL computes otherwise than "
-            "rlcfg's runtime (π_old from the inference engine's log-probabilities, normalisations other than "
+            "rlcfg's runtime (log-linear proximal log-probabilities, normalisations other than "
             "GRPO's, RLOO's or a batch whitening, a trainer temperature other than the sampling one, an overlong "
             "penalty measured from another length, off-policy rollouts through consumer_batch_size, ...), although "
             "each key alone is honored; and the parallel sizes and backends rlcfg's runtime does not run "
             "(rlcfg/run_limits.py): on Megatron expert and context parallelism, a critic, SFT and reward-model "
-            "training; on FSDP Ulysses (`c`) and the t, p and e sizes; and vision-language models.",
+            "training; on FSDP Ulysses (`c`) and the t, p and e sizes; LoRA outside the RL actor; and vision-language "
+            "models.",
             keys=["actor.path", "ref.path", "critic.path", "model.path", "sglang.model_path", "vllm.model",
-                  "allocation_mode", "actor.backend", "critic.backend", "actor.recompute_logprob",
+                  "allocation_mode", "actor.backend", "critic.backend", "actor.prox_logp_method",
                   "actor.use_decoupled_loss", "actor.rejection_sampling",
                   "actor.reward_norm", "actor.adv_norm", "actor.temperature", "actor.discount", "actor.gae_lambda",
                   "actor.mask_no_eos_with_zero", "actor.overlong_reward_penalty", "rollout.consumer_batch_size",
-                  "gconfig.max_tokens", "critic.ppo_n_minibatches", "actor.optimizer.warmup_steps_proportion"])
+                  "gconfig.max_tokens", "critic.ppo_n_minibatches", "actor.optimizer.warmup_steps_proportion",
+                  "model.use_lora", "actor.use_lora"])
 def _run_ledger(cfg, ctx):
     yield from _runtime_limits(cfg)
     engines = [(f"{name}.path", getattr(engine, "path", None)) for name, engine in training_engines(cfg)]
@@ -958,20 +960,20 @@ def _run_ledger(cfg, ctx):
     for key, path, why in run_limits.vision_language_models(engines):
         yield _refusal(key, f"`{key}` = {path}, a vision-language model ({why}): {run_limits.VISION_LANGUAGE}",
                        run_limits.vision_language_hint(key, path))
+    for name, engine in training_engines(cfg) if pipeline_kind(cfg) != "grpo" else ():
+        if engine.use_lora:  # (a critic's use_lora is refused by its own fate)
+            yield _refusal(f"{name}.use_lora", f"`{name}.use_lora` = true: rlcfg trains LoRA adapters on an RL "
+                           f"actor only, not in SFT and reward-model training", f"set `use_lora: false` under {name}")
     if pipeline_kind(cfg) != "grpo":
         return  # the combinations below are the RL loop's; SFT and reward-model keys are judged one by one
     a, g = cfg.actor, cfg.gconfig
     critic = cfg.critic
     reference = a.kl_ctl > 0 and cfg.ref is not None
-    # The proximal policy (π_old of the PPO ratio) and the policy of the KL penalty.
-    if not a.recompute_logprob and not a.use_decoupled_loss:
-        yield _refusal("actor.recompute_logprob", "`actor.recompute_logprob` = false (with use_decoupled_loss false): "
-                       "AReaL then takes π_old of the PPO ratio (and of the KL penalty) from the inference engine's "
-                       "log-probabilities, rlcfg always recomputes them with the trainer",
-                       "set `actor.recompute_logprob: true`, which is what rlcfg runs")
-    # (With the decoupled loss AReaL measures the KL penalty with the inference engine's log-probabilities, rlcfg with
-    # the trainer's recomputed ones: in synchronous training both are the current weights' and differ only by the
-    # engines' numerics, and the penalty is a reward, no gradient flows through it; so that is not refused.)
+    if a.prox_logp_method == "loglinear":  # (it also skips the recompute pass without the decoupled loss)
+        yield _refusal("actor.prox_logp_method", "`actor.prox_logp_method` = loglinear: AReaL then interpolates the "
+                       "proximal log-probabilities between the engine's and the current policy's by their versions, "
+                       "rlcfg recomputes them with a forward pass of the trainer",
+                       "use `prox_logp_method: recompute` (or `metrics`, which trains the same)")
     if ctx.release == "1.0" and a.use_decoupled_loss and a.rejection_sampling is None and not a.use_sapo_loss:
         yield _refusal("actor.use_decoupled_loss", "`actor.use_decoupled_loss` = true without rejection_sampling: "
                        "AReaL 1.0 then applies no behaviour importance weight, rlcfg's decoupled loss always weights "

@@ -493,8 +493,8 @@ _STATIC_GRAPH = inert("which sequence lengths the engine captures in CUDA graphs
 
 _SINGLE_TURN = refused("rlcfg generates one response per prompt on its own engines (a chat task); ChatLearn's agent "
                        "tasks (multi-turn, tools) are not run")
-_SYNC_ROLLOUT = refused("rlcfg rolls out synchronously on its own engines, each step with the weights it trains; "
-                        "ChatLearn's asynchronous rollout is not run")
+_ROLLOUT_MANAGER = refused("ChatLearn's rollout manager (its own asynchronous scheduling of rollouts across steps, "
+                           "for agent and partial rollouts) is not run by rlcfg")
 _TEMPERATURE = refused("ChatLearn samples at this temperature but trains on the log-probs of the untempered logits; "
                        "rlcfg's trainers divide the logits by the sampling temperature, so the loss, the KL and the "
                        "entropy would differ (rlcfg runs ChatLearn's meaning at temperature 1.0 only)")
@@ -523,7 +523,7 @@ Reward.run_fate = inert("ChatLearn's reward model is rule-based (the math answer
 
 declare_fates(RuntimeArgs, **{
     "train_backend": HONORED, "rollout_backend": HONORED, "task_type": _SINGLE_TURN,
-    "use_rollout_manager": _SYNC_ROLLOUT,
+    "use_rollout_manager": _ROLLOUT_MANAGER,
     "use_partial_rollout": refused("rlcfg generates each response in one go, in the step that trains on it; partial "
                                    "rollout continues long responses over later episodes (off-policy) and is not run"),
     "exp_name": _LOG, "colocation": HONORED, "concurrent_setup": _PERF, "debug": _LOG, "nsys": _LOG,
@@ -625,7 +625,12 @@ declare_fates(Policy, **{
     **_MODEL_COMMON, "packing": _NO_PACKING_IN_ROLLOUT, "max_token_in_packing": _NO_PACKING_IN_ROLLOUT,
     "sync_frequency": _STALE_WEIGHTS, "num_inference_per_prompt": HONORED, "enable_thinking": HONORED,
     "max_prompt_tokens_length": HONORED, "max_response_tokens_length": HONORED,
-    "is_sync_mode": _SYNC_ROLLOUT, "tensor_model_parallel_size": HONORED,
+    # Without the rollout manager (refused on its own key) ChatLearn's GRPOEngine runs the same synchronous loop;
+    # false only swaps SGLang's blocking Engine for its AsyncEngine (AsyncSGLangModule.generate: the same batch,
+    # sampling settings and weights through async_generate).
+    "is_sync_mode": inert("selects SGLang's asyncio engine API; without use_rollout_manager each step's batch is "
+                          "generated with the same weights and sampling settings either way"),
+    "tensor_model_parallel_size": HONORED,
     "pipeline_model_parallel_size": inert("ChatLearn's rollout supports only 1, which rlcfg checks"),
     "expert_model_parallel_size": inert("ChatLearn's rollout supports only 1, which rlcfg checks"),
     "max_new_tokens": inert("ChatLearn 1.2.0 declares it but never reads it: each prompt's response may take "

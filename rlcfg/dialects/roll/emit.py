@@ -221,6 +221,8 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     if s.eval_interval is not None:
         tree["eval_steps"] = s.eval_interval
     tree["rollout_batch_size"] = s.prompts_per_step
+    if s.max_staleness:  # its prompts ahead are bounded by the staleness alone (roll lower._asynchrony)
+        tree["async_generation_ratio"] = s.max_staleness
     tree["resume_from_checkpoint"] = {"latest": True, "none": False}.get(c.resume, c.resume)
     prompt_length = d.max_prompt_length or 1024
     tree["prompt_length"] = prompt_length

@@ -442,6 +442,16 @@ def _algorithm(cfg: Any) -> Algorithm:
     )
 
 
+def _asynchrony(cfg: Any) -> dict[str, Any]:
+    """async_generation_ratio r (a whole number; the run-refusal rule refuses a fraction): ROLL's replay buffer lets
+    the prompts started reach r steps' worth beyond those of the steps begun, and trains no group started more than r
+    steps back, which is a staleness bound of r with no other limit on what generates at once."""
+    ratio = cfg.async_generation_ratio
+    if ratio <= 0 or ratio != int(ratio):
+        return {}
+    return {"max_staleness": int(ratio), "rollout_concurrency": (int(ratio) + 1) * cfg.rollout_batch_size}
+
+
 def lower(cfg: Any) -> Experiment:
     unrun = unrun_pipeline(cfg)
     if unrun is not None:  # validate says so (RLC116); this guards the lowering's other callers
@@ -514,6 +524,7 @@ def lower(cfg: Any) -> Experiment:
         samples_per_optimizer_step=global_train_batch(cfg.actor_train), total_steps=cfg.max_steps,
         # The pipeline validates at the start of every step whose index divides by eval_steps, step 0 included.
         eval_interval=cfg.eval_steps if val_files else None, eval_before_train=bool(val_files),
+        **_asynchrony(cfg),
     )
 
     # With checkpoint_config.type file_system ROLL writes under output_dir/<start timestamp>, a name known only

@@ -1061,8 +1061,7 @@ declare_fates(_PpoRoot,
        add_token_level_kl=HONORED, use_kl_loss=HONORED, kl_loss_coef=HONORED, entropy_loss_coef=HONORED,
        loss_agg_mode=HONORED, dual_clip_loss=HONORED, enable_reference=HONORED, train_infer_correction=HONORED,
        reward=inert("the RLVR pipeline scores with `rewards`; PPOConfig's reward worker is not started"),
-       async_generation_ratio=refused("rlcfg generates and trains in turn (ratio 0): each step trains on samples of "
-                                      "the current policy"),
+       async_generation_ratio=HONORED,
        l2=NOWHERE, use_reward_scaling=NOWHERE, add_len_reward=NOWHERE, use_reward_norm=NOWHERE,
        # The driver carries the adaptive controller's coefficient from step to step and in checkpoints.
        target_kl=HONORED, kl_horizon=HONORED,

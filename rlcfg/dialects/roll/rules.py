@@ -1210,8 +1210,8 @@ def _run_refusal(path: str, value: Any, why: str, hint: str, related: Iterator[s
             "normalisation, sample masks with length weights or an entropy bonus, seq-mean-token-sum-norm, a critic with "
             "another loss_agg_mode than seq-mean-token-mean, sequence importance sampling with per-token "
             "advantages or dual clip, train-infer weights other than capped and detached token or sequence "
-            "ratios, mixed domain_interleave_probs and chat templates other than the tokenizer's; and "
-            "vision-language models.",
+            "ratios, mixed domain_interleave_probs and chat templates other than the tokenizer's, a fractional "
+            "async_generation_ratio; and vision-language models.",
             keys=["pretrain", "reward_pretrain", "*.model_args.model_name_or_path", "rewards", "actor_train.worker_cls",
                   "actor_infer.worker_cls", "reference.worker_cls",
                   "critic.worker_cls", "actor_train.training_args.lr_scheduler_type",
@@ -1219,7 +1219,7 @@ def _run_refusal(path: str, value: Any, why: str, hint: str, related: Iterator[s
                   "gamma", "reward_clip", "max_len_mask", "difficulty_mask", "error_max_len_clip",
                   "loss_agg_mode", "importance_sampling", "add_token_level_kl", "use_kl_loss", "kl_penalty",
                   "train_infer_correction.is_weight", "actor_train.data_args.domain_interleave_probs",
-                  "global_template", "actor_train.data_args.template", "tag_to_template"])
+                  "global_template", "actor_train.data_args.template", "tag_to_template", "async_generation_ratio"])
 def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     if unrun_pipeline(cfg) is not None:
         return  # validate says once that `rlcfg run` does not run the whole pipeline (RLC116)
@@ -1277,6 +1277,11 @@ def _reward_refusals(cfg: Any) -> Iterator[Finding]:
 
 
 def _schedule_refusals(cfg: Any) -> Iterator[Finding]:
+    ratio = cfg.async_generation_ratio
+    if ratio > 0 and ratio != int(ratio):
+        # ROLL then starts a fraction of a step's prompts ahead and trains that fraction of the oldest step.
+        yield _run_refusal("async_generation_ratio", ratio, "rlcfg starts whole steps' prompts ahead of the trainer",
+                           f"use {int(ratio)} or {int(ratio) + 1}")
     for path in ("actor_train", "critic") if critic_on(cfg) else ("actor_train",):
         worker = getattr(cfg, path)
         name = worker.training_args.lr_scheduler_type

@@ -228,6 +228,10 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
         problems.append("advantage `gae` needs a `critic` role (a value model); add one, or use grpo/rloo/reinforce++")
     if alg.kl.placement != "none" and alg.kl.coef > 0 and exp.role("reference") is None:
         problems.append(f"KL in the {alg.kl.placement} (coef {alg.kl.coef}) needs a `reference` role")
+    if exp.schedule.max_staleness > 0 and alg.filter_spec().dynamic is not None:
+        problems.append(f"rollouts up to {exp.schedule.max_staleness} updates stale with dynamic sampling "
+                        f"({alg.filter_spec().dynamic}): {run_limits.ASYNC_DYNAMIC_SAMPLING}; set the staleness to 0, or "
+                        "drop the dynamic sampling")
     for role in exp.roles:
         placement = plan.placement(role.name)
         if role.backend != "rule" and (placement is None or not placement.ranks):

@@ -561,3 +561,54 @@ def test_frequency_penalty_and_stop_token_ids_move_the_sampling():
     assert vllm.sampling.frequency_penalty == 0.0 and vllm.sampling.stop_token_ids == (7,)
     # min_new_tokens reaches neither engine in AReaL
     assert lowered(GRPO, "gconfig.min_new_tokens=4").sampling.min_new_tokens == 0
+
+
+def test_the_staleness_bound_reaches_the_experiment():
+    exp = lowered(GRPO, "rollout.max_head_offpolicyness=2", "rollout.max_concurrent_rollouts=64")
+    assert (exp.schedule.max_staleness, exp.schedule.rollout_concurrency) == (2, 64)
+    # v0.3 without async_training rolls out synchronously whatever the bound says; with no bound the concurrency
+    # changes nothing that is computed.
+    for overrides in (["async_training=false"], ["rollout.max_head_offpolicyness=0"]):
+        exp = lowered(GRPO, "rollout.max_head_offpolicyness=2", "rollout.max_concurrent_rollouts=64", *overrides)
+        assert (exp.schedule.max_staleness, exp.schedule.rollout_concurrency) == (0, None), overrides
+
+
+def test_lora_on_the_actor_is_peft_s_as_areal_builds_it():
+    exp = lowered(GRPO, "+actor.use_lora=true", "+actor.lora_rank=16", "+actor.lora_alpha=32")
+    lora = exp.role("actor").lora
+    assert (lora.rank, lora.alpha, lora.dropout, lora.target_modules, lora.init) == (16, 32, 0.0, "all-linear",
+                                                                                     "kaiming")
+    assert exp.role("actor").key_for("lora.rank") == "actor.lora_rank"
+    named = lowered(GRPO, "+actor.use_lora=true", "+actor.target_modules=[q_proj,v_proj]").role("actor").lora
+    assert named.target_modules == ("q_proj", "v_proj")
+    assert lowered(GRPO, "+actor.use_lora=true", "+actor.target_modules=[all-linear]").role(
+        "actor").lora.target_modules == "all-linear"
+    assert lowered(GRPO).role("actor").lora is None
+
+
+def test_lora_outside_the_rl_actor_is_refused():
+    from rlcfg.frontend import check_file
+
+    notes = {d.path for d in check_file(GRPO, ["+ref.use_lora=true", "+actor.use_lora=true"]).diagnostics
+             if d.code == "RLC118"}
+    assert not {"actor.use_lora", "ref.use_lora"} & notes  # a reference's adapter starts at zero and never moves
+    sft = {d.path for d in check_file(SFT, ["+model.use_lora=true"]).diagnostics if d.code == "RLC118"}
+    assert "model.use_lora" in sft
+
+
+def test_without_recomputation_pi_old_is_the_engines():
+    """recompute_logprob false without the decoupled loss: AReaL's PPO ratio and KL penalty take π_old from the
+    inference engine's log-probabilities; the decoupled loss always recomputes (the proximal policy)."""
+    plain = ("actor.use_decoupled_loss=false", "~actor.behav_imp_weight_cap")
+    assert lowered(GRPO, *plain, "actor.recompute_logprob=false").algorithm.old_logprobs == "rollout"
+    assert lowered(GRPO, *plain, "actor.recompute_logprob=true").algorithm.old_logprobs == "trainer"
+    assert lowered(GRPO, "actor.recompute_logprob=false").algorithm.old_logprobs == "trainer"
+
+
+def test_the_decoupled_loss_measures_the_kl_penalty_from_the_engines_log_probs():
+    """PPOActor.compute_advantages: with the decoupled loss π_old of the KL penalty is the behaviour policy (the
+    inference engine's log-probabilities); without it, the recomputed ones."""
+    assert lowered(GRPO).algorithm.kl.policy_logprobs == "rollout"  # the fixture: decoupled, kl_ctl 0.001
+    plain = lowered(GRPO, "actor.use_decoupled_loss=false", "~actor.behav_imp_weight_cap",
+                    "actor.recompute_logprob=true")
+    assert plain.algorithm.kl.policy_logprobs == "old" and plain.algorithm.kl.coef > 0

@@ -768,12 +768,14 @@ def test_fates_of_the_algorithm_keys():
                "actor.behav_imp_weight_cap", "actor.rejection_sampling.upper", "actor.use_sapo_loss",
                "actor.importance_sampling_level", "actor.kl_ctl", "actor.kl_estimator", "actor.reward_norm.mean_level",
                "actor.mask_no_eos_with_zero", "actor.overlong_reward_penalty", "actor.temperature", "gconfig.top_p",
-               "ref.path", "ref.temperature", "critic.eps_clip", "gconfig.frequency_penalty", "gconfig.stop_token_ids"]
-    refused = ["rollout.max_head_offpolicyness", "actor.m2_threshold", "actor.prox_logp_method",
+               "ref.path", "ref.temperature", "critic.eps_clip", "gconfig.frequency_penalty", "gconfig.stop_token_ids",
+               "rollout.max_head_offpolicyness", "rollout.max_concurrent_rollouts", "async_training",
+               "actor.use_lora", "actor.lora_rank", "actor.lora_alpha", "actor.target_modules",
+               "actor.prox_logp_method", "actor.recompute_logprob"]
+    refused = ["actor.m2_threshold",
                "actor.dynamic_sampling", "actor.rejection_sampling.lower", "actor.rejection_sampling.level",
-               "teacher",
-               "actor.use_lora", "rollout.agent"]
-    inert = ["async_training", "stats_logger.swanlab.project", "sglang.log_level", "actor.attn_impl",
+               "teacher", "rollout.agent"]
+    inert = ["stats_logger.swanlab.project", "sglang.log_level", "actor.attn_impl",
              "ref.eps_clip", "ref.use_decoupled_loss", "ref.gradient_checkpointing", "teacher.path",
              "gconfig.min_new_tokens"]
     for kind, keys in (("honored", honored), ("refused", refused), ("inert", inert)):
@@ -782,9 +784,9 @@ def test_fates_of_the_algorithm_keys():
 
 
 def test_the_templates_refusals():
-    # The v0.3 template trains asynchronously (off-policy by up to 2 versions).
+    # The v0.3 template trains asynchronously (off-policy by up to 2 versions), which runs.
     refused = refused_paths(GRPO_TEMPLATE)
-    assert {"rollout.max_head_offpolicyness"} <= refused
+    assert not {"rollout.max_head_offpolicyness", "rollout.max_concurrent_rollouts"} & refused
     assert not {"saver.freq_epochs", "evaluator.freq_epochs"} & refused  # saving and evaluating by epoch run
     assert not {"actor.eps_clip", "actor.reward_norm", "actor.temperature", "async_training",
                 "actor.use_decoupled_loss", "actor.disable_dropout"} & refused
@@ -793,16 +795,15 @@ def test_the_templates_refusals():
                 and not p.startswith("actor.rejection_sampling.")}
 
 
-def test_synchronous_on_policy_rollouts_run():
-    assert "rollout.max_head_offpolicyness" not in refused_paths(GRPO_TEMPLATE, "rollout.max_head_offpolicyness=0")
-    # async_training alone changes only timing when no rollout may be stale.
-    assert "async_training" not in refused_paths(GRPO_TEMPLATE, "rollout.max_head_offpolicyness=0",
-                                                 "async_training=false")
+def test_synchronous_and_asynchronous_rollouts_run():
+    for staleness in (0, 2, 8):
+        for flag in ("true", "false"):
+            refused = refused_paths(GRPO_TEMPLATE, f"rollout.max_head_offpolicyness={staleness}",
+                                    f"async_training={flag}")
+            assert not {"rollout.max_head_offpolicyness", "async_training"} & refused, (staleness, flag)
 
 
 @pytest.mark.parametrize("overrides, path", [
-    (("actor.use_decoupled_loss=false", "~actor.behav_imp_weight_cap", "actor.recompute_logprob=false"),
-     "actor.recompute_logprob"),
     (("actor.temperature=0.7",), "actor.temperature"),
     (("gconfig.greedy=true",), "actor.temperature"),
     (("actor.reward_norm.mean_level=batch",), "actor.reward_norm"),
@@ -823,6 +824,9 @@ def test_combinations_the_runtime_computes_otherwise_are_refused(overrides, path
 
 
 def test_combinations_refused_in_1_0():
+    assert "actor.prox_logp_method" in refused_paths(GRPO_TEMPLATE, *V1, "+actor.prox_logp_method=loglinear")
+    assert "actor.prox_logp_method" not in refused_paths(GRPO_TEMPLATE, *V1, "+actor.prox_logp_method=metrics",
+                                                         "+actor.rejection_sampling.upper=5.0")
     # AReaL 1.0's decoupled loss applies no behaviour weight without rejection_sampling; rlcfg's always does.
     assert "actor.use_decoupled_loss" in refused_paths(GRPO_TEMPLATE, *V1)
     assert "actor.use_decoupled_loss" not in refused_paths(GRPO_TEMPLATE, *V1, "+actor.rejection_sampling.upper=5.0")

@@ -466,6 +466,14 @@ def test_templates_run_as_written():
     assert not refusals(FSDP_TEMPLATE) and not refusals(MEGATRON_TEMPLATE)
 
 
+def test_the_asynchronous_sglang_engine_alone_runs_and_the_rollout_manager_is_refused():
+    # Without the rollout manager, is_sync_mode false only swaps SGLang's engine API: the loop is the same.
+    assert not refusals(FSDP_TEMPLATE, "runtime_args.rollout_backend=sglang", "models.policy.is_sync_mode=false")
+    assert "runtime_args.use_rollout_manager" in refusals(
+        FSDP_TEMPLATE, "runtime_args.rollout_backend=sglang", "models.policy.is_sync_mode=false",
+        "runtime_args.use_rollout_manager=true")
+
+
 def test_advantage_groups_that_outlive_an_episode_are_refused():
     # AdvantageComputer keeps a prompt's rewards until runtime_args.num_inference_per_prompt have arrived
     # (the template links models.policy.num_inference_per_prompt to the runtime's, so the rollout's is overridden)
@@ -510,7 +518,7 @@ def test_megatron_settings_rlcfg_does_not_run_are_refused(override):
 
 @pytest.mark.parametrize("override", [
     "runtime_args.use_partial_rollout=true", "runtime_args.model_type=vlm",
-    "runtime_args.data_ratio=[1,2]", "models.policy.is_sync_mode=false", "models.policy.sync_frequency=2",
+    "runtime_args.data_ratio=[1,2]", "models.policy.sync_frequency=2",
 ])
 def test_rollout_and_data_settings_rlcfg_does_not_run_are_refused(override):
     assert override.split("=")[0] in refusals(FSDP_TEMPLATE, override)

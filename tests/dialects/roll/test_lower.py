@@ -509,7 +509,7 @@ def test_adaptive_kl_is_lowered_and_run():
 @pytest.mark.parametrize("override,key", [
     ("++critic_warmup=2", "critic_warmup"),
     ("++actor_train.pg_variant=topr", "actor_train.pg_variant"),
-    ("++async_generation_ratio=1", "async_generation_ratio"),
+    ("++async_generation_ratio=1.5", "async_generation_ratio"),
     ("++train_infer_correction.filters=[{enabled: true}]", "train_infer_correction.filters"),
 ])
 def test_settings_rlcfg_does_not_run_are_refused(override, key):
@@ -643,3 +643,15 @@ def test_the_repetition_penalty_moves_the_sampling():
     result = check_file(str(QUICKSTART), ["++actor_infer.generating_args.repetition_penalty=1.1"], env={})
     assert "actor_infer.generating_args.repetition_penalty" not in [
         d.path for d in result.diagnostics if d.code == "RLC118"]
+
+
+def test_generation_ahead_is_a_staleness_bound_with_no_other_limit():
+    """ROLL's replay buffer lets the prompts started reach (ratio + steps begun) × rollout_batch_size and trains no
+    group started more than ratio steps back: AReaL's bound with η = ratio, nothing else limiting what generates."""
+    exp = experiment(MEGATRON, "++async_generation_ratio=2")
+    prompts = exp.schedule.prompts_per_step
+    assert (exp.schedule.max_staleness, exp.schedule.rollout_concurrency) == (2, 3 * prompts)
+    assert exp.schedule.steps_generating_at_once() == 3
+    assert experiment(MEGATRON).schedule.max_staleness == 0
+    result = check_file(str(QUICKSTART), ["++async_generation_ratio=1"], env={})
+    assert "async_generation_ratio" not in [d.path for d in result.diagnostics if d.code == "RLC118"]
