@@ -83,8 +83,6 @@ def open_config(path: str, overrides: Sequence[str] = (), dialect: str | None = 
     command = scripts.is_command(path, overrides)
     if not command and not scripts.is_script(path):
         return Opened(read_text(path), path, list(overrides), dialect, str(FsPath(path).parent), path)
-    from rlcfg import schema
-
     positional: list = []
     if command:
         text, script, shown, extra = scripts.command_text([path, *overrides]), COMMAND_LINE, COMMAND_LINE, []
@@ -94,22 +92,35 @@ def open_config(path: str, overrides: Sequence[str] = (), dialect: str | None = 
         # override always has `=` (or starts with `~`), so nothing a user means as an override is taken
         while extra and "=" not in extra[0] and not extra[0].startswith("~"):
             positional.append(scripts.Word(extra.pop(0), 0, 0))
-    found = scripts.read_launch(text, script, schema.launchers(dialect), env, shown_as=shown, arguments=positional)
+    return open_script(text, script, shown, extra, positional, dialect, env, path if not command else ".")
+
+
+def open_script(text: str, script: str, shown: str, extra: Sequence[str] = (), positional: Sequence[Any] = (),
+                dialect: str | None = None, env: Mapping[str, str] | None = None, where: str = ".") -> Opened:
+    """The config a launch script's text loads, as open_config reads it. `script`: its name; `shown`: what messages
+    call it; `extra`: overrides after it; `positional`: its own arguments; `where`: the path that files it names
+    are looked up from."""
+    from rlcfg import schema
+    from rlcfg.source import launch as scripts
+
+    found = scripts.read_launch(text, script, schema.launchers(dialect), env, shown_as=shown,
+                                arguments=list(positional))
     sources = {shown: text, **found.sources}
-    entry = _entry_config(found.dialect, found.entry, path if not command else ".")
-    added = _entry_keys(found.dialect, found.module, path if not command else ".")
+    entry = _entry_config(found.dialect, found.entry, where)
+    added = _entry_keys(found.dialect, found.module, where)
     call = Origin("file", file=shown, line=found.line, column=1)
+    extra = list(extra)
     if found.config is None:
         title = schema.entry(found.dialect).title
         return Opened("{}\n", f"<{title} base config>", [*found.arguments, *extra], found.dialect, ".", shown,
                       sources, found.diagnostics, found.environment, entry, call, found.launcher.releases, added)
-    config = scripts.locate(found.config, path if not command else ".")
+    config = scripts.locate(found.config, where)
     if not FsPath(config).is_file():
-        where = "which does not exist" if FsPath(found.config).is_absolute() else \
+        where_not = "which does not exist" if FsPath(found.config).is_absolute() else \
             "which is neither under the current directory nor above the script; run rlcfg from where the script is run"
         takes = " (the script reads arguments: give them after it, `rlcfg validate SCRIPT ARG ... key=value`)" \
-            if not command and re.search(r"\$\{?[1-9@*]", text) else ""
-        raise UsageError(f"{shown}:{found.line}: the call loads {found.config}, {where}{takes}")
+            if script != COMMAND_LINE and re.search(r"\$\{?[1-9@*]", text) else ""
+        raise UsageError(f"{shown}:{found.line}: the call loads {found.config}, {where_not}{takes}")
     return Opened(read_text(config), config, [*found.arguments, *extra], found.dialect, str(FsPath(config).parent),
                   shown, sources, found.diagnostics, found.environment, entry, call, found.launcher.releases, added)
 
@@ -161,7 +172,18 @@ def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = N
                env: Mapping[str, str] | None = None, release: str | None = None) -> CheckResult:
     """Check a config file, or what a launch script or command line loads (open_config). Raises UsageError for a
     file that cannot be read at all, or for a `release` the dialect does not claim."""
-    opened = open_config(path, overrides, dialect, env)
+    return check_opened(open_config(path, overrides, dialect, env), strict, env, release)
+
+
+def check_script(text: str, shown_as: str, dialect: str | None = None, release: str | None = None) -> CheckResult:
+    """A launch script given as its text, checked as `rlcfg validate SCRIPT` checks the file (rlcfg convert reads
+    back the command lines it writes this way)."""
+    return check_opened(open_script(text, shown_as, shown_as, dialect=dialect), release=release)
+
+
+def check_opened(opened: Opened, strict: bool = False, env: Mapping[str, str] | None = None,
+                 release: str | None = None) -> CheckResult:
+    """Check what open_config or open_script opened: the document with its overrides, and what the script said."""
     if opened.exported:  # the entrypoint runs with what the script exports on top of the caller's environment
         env = {**(os.environ if env is None else env), **opened.exported}
     result = check_text(opened.text, opened.filename, opened.overrides, opened.dialect, strict, env,

@@ -18,6 +18,8 @@ from rlcfg.cli.base import (DIALECT_NAMES, EXIT_BUG, EXIT_INVALID, EXIT_OK, FRAM
            "  rlcfg convert templates/skyrl-fsdp-vllm.yaml --to roll -o roll-grpo.yaml\n\n"
            "  rlcfg convert templates/chatlearn-fsdp-vllm.yaml --to areal\n\n"
            "  rlcfg convert templates/areal-fsdp-sglang-grpo.yaml --to areal --to-release 1.0   (upgrade a config)\n\n"
+           "  rlcfg convert templates/skyrl-fsdp-vllm.yaml --to skyrl --to-release skyrl-0.4.0 -o run.sh   (the `skyrl` "
+           "package reads a command line: a launch script)\n\n"
            "  rlcfg convert grpo.yaml trainer.train_batch_size=512 --to skyrl --strict\n\n"
            "Exit codes: 0 converted (losses, if any, are warnings on stderr), 1 the source has errors, the target "
            "release cannot take the experiment or, with --strict, cannot express some setting, 2 usage error, 101 a "
@@ -33,7 +35,8 @@ def convert(
     to_release: Optional[str] = typer.Option(
         None, "--to-release", metavar="RELEASE", autocompletion=completion.target_releases,
         help="The release of the target framework to write the config for, in that release's layout and judged by "
-             "it; by default the newest release convert writes. A key that release lacks is left out and its "
+             "it; by default the newest release that reads a config file. A release that reads a command line only "
+             "(the `skyrl` package, skyrl-*) gets a launch script. A key that release lacks is left out and its "
              "setting listed as not expressible."),
     out: Optional[str] = typer.Option(None, "--output", "-o", metavar="OUT",
                                       help="Write the converted config here instead of standard output."),
@@ -85,6 +88,12 @@ def convert(
             typer.echo(f"rlcfg: error: {len(conversion.losses)} setting(s) cannot be expressed in {written_for}; "
                        "nothing written (--strict)", err=True)
             raise typer.Exit(EXIT_INVALID)
+        if out is not None and conversion.is_script and out.endswith((".yaml", ".yml")):
+            from rlcfg import schema
+
+            label = schema.load(target).release_label(conversion.target_release)
+            raise usage_error(f"-o {out}: {label} reads its config from a command line, and convert writes it a "
+                              "launch script; name the output .sh (`-o run.sh`), then `bash run.sh`")
         if out is None:
             typer.echo(conversion.text, nl=False)
         else:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rlcfg.convert.common import DIALECTS, TITLES
 from rlcfg.convert.compare import ABSENT, SECTION, Difference, covered, diff
@@ -109,6 +109,7 @@ class Conversion:
     losses: list[Loss]
     diagnostics: list = field(default_factory=list)  # rlcfg validate's findings on the converted config
     notes: list[str] = field(default_factory=list)  # values the emitter chose (Emitted.notes)
+    is_script: bool = False  # `text` is a launch script: the target release reads a command line, not a file
 
 
 def _show(value: Any) -> str:
@@ -154,7 +155,7 @@ def _reread(dialect: str, tree: dict, label: str, release: str | None, must_vali
     if checked.config is None:
         if not must_validate:
             return checked, None
-        if release is not None and release != written_releases(dialect)[-1]:
+        if release is not None and release != default_release(dialect):
             # The emitter writes one layout; an older release may lack a backend or a combination the experiment
             # needs. That is the release's limit, not a bug.
             raise ReleaseCannotTake(f"{schema.load(dialect).release_label(release)} does not accept this experiment "
@@ -167,13 +168,18 @@ def _reread(dialect: str, tree: dict, label: str, release: str | None, must_vali
         raise EmitterBug(f"{exc}; this is a bug in rlcfg convert, please report it with the source config") from None
 
 
-def _checked(dialect: str, tree: dict, release: str | None) -> Any:
-    """`rlcfg validate` of a converted config, written out as text, judged by `release` (None: the one its keys
-    point to)."""
-    from rlcfg.convert.render import dump
-    from rlcfg.frontend import check_text
+def _checked(dialect: str, tree: dict, release: str | None, pinned: bool = True) -> Any:
+    """`rlcfg validate` of a config converted for `release`, written out as text (a config file, or the command line
+    of a release that reads one), judged by that release, or unless `pinned` by the one its keys point to."""
+    from rlcfg.convert.render import command_line, dump
+    from rlcfg.frontend import check_script, check_text
 
-    return check_text(dump(tree), f"<converted to {dialect}>", dialect=dialect, release=release)
+    shown = f"<converted to {dialect}>"
+    judged_by = release if pinned else None
+    command = command_of(dialect, release)
+    if command is not None:
+        return check_script(command_line(tree, command, written_key(dialect, release)), shown, dialect, judged_by)
+    return check_text(dump(tree), shown, dialect=dialect, release=judged_by)
 
 
 def emitter(dialect: str) -> Any:
@@ -182,11 +188,34 @@ def emitter(dialect: str) -> Any:
 
 
 def written_releases(dialect: str) -> tuple[str, ...]:
-    """The releases of `dialect` its emitter writes configs for, oldest first (the emitter's RELEASES, else every
-    release the dialect claims); the last is what `convert` writes when no release is asked for."""
+    """The releases of `dialect` its emitter writes for, oldest first: those that read a config file (the emitter's
+    RELEASES, else every release the dialect claims), then those that read a command line only (COMMAND_LINES)."""
     from rlcfg.schema import entry
 
-    return tuple(getattr(emitter(dialect), "RELEASES", ())) or entry(dialect).releases
+    module = emitter(dialect)
+    return (tuple(getattr(module, "RELEASES", ())) or entry(dialect).releases) + tuple(command_lines(dialect))
+
+
+def default_release(dialect: str) -> str | None:
+    """What `convert` writes when no release is asked for: the newest release that reads a config file."""
+    files = [release for release in written_releases(dialect) if release not in command_lines(dialect)]
+    return files[-1] if files else None
+
+
+def command_lines(dialect: str) -> dict[str, str]:
+    """The releases of `dialect` that read their config from a command line only, each with the command that
+    starts the run (`python -m skyrl.train.entrypoints.main_base`): convert writes them a launch script."""
+    return dict(getattr(emitter(dialect), "COMMAND_LINES", {}))
+
+
+def command_of(dialect: str, release: str | None) -> str | None:
+    return command_lines(dialect).get(release) if release is not None else None
+
+
+def written_key(dialect: str, release: str | None) -> Callable[[str], str]:
+    """A dotted key as the emitter's tree names it (the dialect's schema layout) → as `release` spells it."""
+    spell = getattr(emitter(dialect), "written_key", None)
+    return (lambda key: spell(key, release)) if spell is not None else (lambda key: key)
 
 
 def target_release(dialect: str, asked: str | None) -> str | None:
@@ -198,13 +227,14 @@ def target_release(dialect: str, asked: str | None) -> str | None:
 
     written = written_releases(dialect)
     if asked is None:
-        return written[-1] if written else None
+        return default_release(dialect)
     spec = schema.load(dialect)
     release = claimed_release(spec, asked, "--to-release")
     if release not in written:
         why = getattr(emitter(dialect), "UNWRITTEN", {}).get(release, "it reads another layout")
         raise ConversionError(f"rlcfg convert cannot write configs for {spec.release_label(release)}: {why}; it "
-                              f"writes {spec.title} {', '.join(written)} (--to-release {written[-1]} by default)")
+                              f"writes {spec.title} {', '.join(written)} (--to-release {default_release(dialect)} by "
+                              "default)")
     return release
 
 
@@ -234,36 +264,79 @@ def convert(path: str, target: str, overrides: Sequence[str] = (), dialect: str 
         reread, result = _reread(target, tree, path, written_for, checked=checked_tree)
     except ReleaseCannotTake as exc:
         raise _naming_the_default(exc, path, target, overrides, dialect, release) from None
-    pruned = render.prune_defaults(target, tree, reread)
-    if pruned != tree:
-        # Leaving a default out can change what a dialect infers (AReaL's release, say): keep the shorter config
-        # only when it reads back to the same Experiment.
-        try:
-            pruned_check, pruned_result = _reread(target, pruned, path, written_for, must_validate=False)
-        except ConversionError:
-            pruned_check = pruned_result = None
-        if pruned_result is not None and not diff(result, pruned_result):
-            tree, reread = pruned, pruned_check
+    tree, reread = _without_defaults(target, tree, reread, result, path, written_for)
     differences = diff(source, result)
     source_release = checked.release if checked.release in written_releases(checked.dialect) else None
     named = _dialect_keys(_for_release(emitter(checked.dialect).emit, source_release),
                           _for_release(module.emit, written_for), source, result)
+    source_spelling, target_spelling = written_key(checked.dialect, source_release), written_key(target, written_for)
 
     def loss(d: Difference) -> Loss:
         source_keys, target_keys = named(d)
         lacking = [key for key in target_keys if key in dropped]
         reason = dropped[lacking[0]] if lacking else _reason(d, emitted.reasons, target)
-        return Loss(d.path, d.source, d.target, reason, source_keys,
-                    tuple(key for key in target_keys if key not in dropped))
+        return Loss(d.path, d.source, d.target, reason, tuple(map(source_spelling, source_keys)),
+                    tuple(target_spelling(key) for key in target_keys if key not in dropped))
 
     losses = _not_modelled(checked) + [loss(d) for d in differences]
     # what changes the experiment first, then its resources, then its logging
     losses.sort(key=lambda loss: loss.rank)
     label = schema.load(target).release_label(written_for) if written_for is not None else TITLES[target]
-    text = render.text(tree, target, checked.dialect, path, losses, schema_line, emitted.notes, label,
-                       _pin_hint(target, tree, written_for), checked.release_label or None)
+    command = command_of(target, written_for)
+    header = render.Header(checked.dialect, path, losses, emitted.notes, label, _pin_hint(target, tree, written_for),
+                           checked.release_label or None)
+    text = render.command_script(tree, command, written_key(target, written_for), target, header) if command \
+        else render.text(tree, target, header, schema_line)
     return Conversion(path, checked.dialect, target, written_for, text, tree, source, result, losses,
-                      reread.diagnostics, emitted.notes)
+                      reread.diagnostics, emitted.notes, is_script=command is not None)
+
+
+def _without_defaults(dialect: str, tree: dict, checked: Any, result: Experiment, label: str,
+                      release: str | None) -> tuple[dict, Any]:
+    """The converted tree without the target's defaults, and its check result. Leaving a default out can change
+    what a dialect infers (AReaL's release, say) or what a section's other keys default to (the `skyrl` package
+    rebuilds a section a command line writes into from that section's own defaults): the shorter config is kept
+    only where it reads back to the same Experiment, the whole tree at once, else one mapping at a time."""
+    from rlcfg.convert import render
+    from rlcfg.convert.keys import flat
+
+    def same(candidate: dict) -> Any:
+        try:
+            candidate_check, candidate_result = _reread(dialect, candidate, label, release, must_validate=False)
+        except ConversionError:
+            return None
+        return candidate_check if candidate_result is not None and not diff(result, candidate_result) else None
+
+    pruned = render.prune_defaults(dialect, tree, checked)
+    if pruned == tree:
+        return tree, checked
+    found = same(pruned)
+    if found is not None:
+        return pruned, found
+    kept = flat(pruned)
+    by_mapping: dict[str, list[str]] = {}
+    for key in flat(tree):
+        if key not in kept:
+            by_mapping.setdefault(key.rpartition(".")[0], []).append(key)
+    leaves = flat(tree)
+    for keys in by_mapping.values():
+        trial = {key: value for key, value in leaves.items() if key not in keys}
+        found = same(_nested(trial))
+        if found is not None:
+            leaves, checked = trial, found
+    return _nested(leaves), checked
+
+
+def _nested(leaves: dict[str, Any]) -> dict:
+    """Dotted leaves (rlcfg.convert.keys.flat) → the nested mapping, in their order."""
+    tree: dict = {}
+    for dotted, value in leaves.items():
+        *parents, last = dotted.split(".")
+        node = tree
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    return tree
 
 
 def _naming_the_default(exc: ReleaseCannotTake, path: str, target: str, overrides: Sequence[str],
@@ -290,14 +363,17 @@ def _keys_the_release_has(dialect: str, tree: dict, release: str | None) -> tupl
     dropped: dict[str, str] = {}
     if release is None:
         return tree, dropped, None
-    label = schema.load(dialect).release_label(release)
+    spec = schema.load(dialect)
+    label, spelled = spec.release_label(release), written_key(dialect, release)
     for _ in range(3):
         checked = _checked(dialect, tree, release)
-        lacking = [d.path for d in checked.diagnostics if d.code == "RLC113" and d.path]
+        # the diagnostics name keys as the release spells them, the tree as the schema does
+        lacking = [".".join(spec.schema_path(tuple(d.path.split(".")), release)) for d in checked.diagnostics
+                   if d.code == "RLC113" and d.path]
         removed = [key for key in lacking if _pop(tree, key)]
         if not removed:
             return tree, dropped, checked
-        dropped.update((key, f"{label} has no `{key}`") for key in removed)
+        dropped.update((key, f"{label} has no `{spelled(key)}`") for key in removed)
     return tree, dropped, None
 
 
@@ -330,7 +406,7 @@ def _pin_hint(dialect: str, tree: dict, release: str | None) -> str | None:
     was written for: a config that writes no key only some releases have reads as the newest."""
     if release is None:
         return None
-    inferred = _checked(dialect, tree, None).release
+    inferred = _checked(dialect, tree, release, pinned=False).release
     return None if inferred == release else f"--framework-version {release}"
 
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import json
 import math
 import re
-from typing import Any, Sequence
+import shlex
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
 
 from rlcfg.convert.common import TITLES
 from rlcfg.convert.compare import same
@@ -133,28 +135,64 @@ def _dump_mapping(node: dict, indent: int, lines: list[str]) -> None:
 def _flow(value: Any) -> str:
     if isinstance(value, (list, tuple)):
         return "[" + ", ".join(_flow(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{scalar(k)}: {_flow(v)}" for k, v in value.items()) + "}"
     return scalar(value)
 
 
-def text(tree: dict, target: str, source_dialect: str, source_file: str, losses: Sequence[Any],
-         schema_line: str | None, notes: Sequence[str] = (), written_for: str | None = None,
-         pin: str | None = None, read_as: str | None = None) -> str:
-    """The converted config with its header. `written_for`: the target release's label ("AReaL 1.0"); `pin`: the
-    flag that has rlcfg judge the file by that release, where its keys would point to another; `read_as`: the
-    release the source was judged by ("AReaL 0.3")."""
-    head = [f"# yaml-language-server: $schema={schema_line or f'{target}.schema.json'}",
-            f"# Converted by `rlcfg convert` from {source_file}, read as "
-            f"{read_as or TITLES.get(source_dialect, source_dialect)}, to {written_for or TITLES[target]}.",
-            "# It lowers to the same rlcfg Experiment as the source"
-            + (", except where listed below." if losses else ".")]
-    if pin:
-        head.append(f"# Its keys alone do not tell the release: check it with `rlcfg validate FILE {pin}`.")
-    if losses:
-        head.append(f"# Not expressible in {written_for or TITLES[target]} ({len(losses)}), what it changes first: "
-                    f"[kind] {TITLES.get(source_dialect, source_dialect)} key: source value -> key here: this "
-                    "config's value (a side without a key for it names rlcfg's field)")
-        head.extend(f"#   {loss.describe()}" for loss in losses)
-    if notes:
-        head.append("# Chosen by rlcfg, since the source does not say (check them):")
-        head.extend(f"#   {note}" for note in notes)
+@dataclass(frozen=True)
+class Header:
+    """What the comment lines at the top of a converted config say."""
+
+    source_dialect: str
+    source_file: str
+    losses: Sequence[Any] = ()
+    notes: Sequence[str] = ()
+    written_for: str | None = None  # the target release's label ("AReaL 1.0")
+    pin: str | None = None  # the flag that has rlcfg judge the file by that release, where its keys point to another
+    read_as: str | None = None  # the release the source was judged by ("AReaL 0.3")
+
+    def lines(self, target: str, hint: str | None = None) -> list[str]:
+        written_for = self.written_for or TITLES[target]
+        head = [f"# Converted by `rlcfg convert` from {self.source_file}, read as "
+                f"{self.read_as or TITLES.get(self.source_dialect, self.source_dialect)}, to {written_for}.",
+                "# It lowers to the same rlcfg Experiment as the source"
+                + (", except where listed below." if self.losses else ".")]
+        if hint:
+            head.append(f"# {hint}")
+        if self.pin:
+            head.append(f"# Its keys alone do not tell the release: check it with `rlcfg validate FILE {self.pin}`.")
+        if self.losses:
+            head.append(f"# Not expressible in {written_for} ({len(self.losses)}), what it changes first: [kind] "
+                        f"{TITLES.get(self.source_dialect, self.source_dialect)} key: source value -> key here: this "
+                        "config's value (a side without a key for it names rlcfg's field)")
+            head.extend(f"#   {loss.describe()}" for loss in self.losses)
+        if self.notes:
+            head.append("# Chosen by rlcfg, since the source does not say (check them):")
+            head.extend(f"#   {note}" for note in self.notes)
+        return head
+
+
+def text(tree: dict, target: str, header: Header, schema_line: str | None = None) -> str:
+    """The converted config file with its header."""
+    head = [f"# yaml-language-server: $schema={schema_line or f'{target}.schema.json'}", *header.lines(target)]
     return "\n".join(head) + "\n" + dump(tree)
+
+
+def command_line(tree: dict, command: str, spelled: Callable[[str], str] = str) -> str:
+    """The launch script of a release that reads its config from the command line only: `command`, then one
+    `key=value` per leaf of `tree` (its keys as `spelled` names them; each value as the YAML that OmegaConf's
+    dotlist reads back to it), then the script's own arguments, passed on."""
+    from rlcfg.convert.keys import flat
+
+    words = [shlex.quote(f"{spelled(key)}={_flow(value)}") for key, value in flat(tree).items()]
+    return " \\\n  ".join([command, *words, '"$@"']) + "\n"
+
+
+def command_script(tree: dict, command: str, spelled: Callable[[str], str], target: str, header: Header) -> str:
+    """The converted config as a launch script: a shell script whose one command starts the run."""
+    head = ["#!/usr/bin/env bash", *header.lines(target, hint="This release reads its config from the command line "
+                                                             "only. Check it with `rlcfg validate FILE`; start the "
+                                                             "run with `bash FILE`, key=value arguments after it "
+                                                             "override these.")]
+    return "\n".join(head) + "\n" + command_line(tree, command, spelled)

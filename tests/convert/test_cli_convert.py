@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import yaml
 
 from rlcfg.frontend import check_file, check_text
-from tests.helpers import ROOT, cli
+from tests.helpers import ROOT, assert_golden, cli
 
 SOURCE = "templates/skyrl-fsdp-vllm.yaml"
 
@@ -102,9 +104,47 @@ def test_a_release_that_cannot_take_the_experiment_is_refused_with_its_errors():
     assert "Traceback" not in result.stderr
 
 
-def test_a_release_convert_cannot_write_or_does_not_know():
-    package = cli("convert", SOURCE, "--to", "skyrl", "--to-release", "skyrl-0.4.0", cwd=ROOT)
-    assert package.returncode == 1 and "reads its config from the command line only" in package.stderr
+def test_the_skyrl_package_gets_a_launch_script_that_reads_back_to_the_same_experiment(tmp_path):
+    from rlcfg.convert import convert, experiment_of
+    from rlcfg.convert.compare import diff
+
+    out = tmp_path / "run.sh"
+    result = cli("convert", SOURCE, "--to", "skyrl", "--to-release", "skyrl-0.4.0", "--strict", "-o", str(out),
+                 cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    text = out.read_text()
+    assert_golden("cli/convert_skyrl_package.sh", text.replace(str(ROOT) + "/", ""))
+    assert subprocess.run(["bash", "-n", str(out)]).returncode == 0
+    # the package's layout and names: engine keys under generator.inference_engine, and the micro-batch mean of the
+    # loss kept as token_mean_legacy (this release's token_mean spans the mini-batch); FSDP2 is its default
+    assert "  generator.inference_engine.num_engines=4 \\\n" in text and "generator.num_inference_engines" not in text
+    assert "loss_reduction=token_mean_legacy" in text and "trainer.strategy" not in text
+    checked = check_file(str(out))
+    assert (checked.dialect, checked.release, checked.errors) == ("skyrl", "skyrl-0.4.0", 0)
+    # read back in this process's environment (the CLI's HOME differs), the script lowers to the source's Experiment
+    converted = tmp_path / "here.sh"
+    converted.write_text(convert(str(ROOT / SOURCE), "skyrl", to_release="skyrl-0.4.0").text)
+    _, source = experiment_of(str(ROOT / SOURCE))
+    _, written = experiment_of(str(converted))
+    assert not diff(source, written)
+
+
+def test_an_older_package_release_is_pinned_in_the_script():
+    result = cli("convert", "templates/roll-fsdp2-vllm.yaml", "--to", "skyrl", "--to-release", "skyrl-0.2.0",
+                 cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    assert "check it with `rlcfg validate FILE --framework-version skyrl-0.2.0`" in result.stdout
+    assert "not expressible in skyrl skyrl-0.2.0" in result.stderr
+
+
+def test_a_launch_script_is_not_written_to_a_yaml_file(tmp_path):
+    out = tmp_path / "run.yaml"
+    result = cli("convert", SOURCE, "--to", "skyrl", "--to-release", "skyrl-0.4.0", "-o", str(out), cwd=ROOT)
+    assert result.returncode == 2 and not out.exists()
+    assert "skyrl 0.4.0 reads its config from a command line" in result.stderr and "-o run.sh" in result.stderr
+
+
+def test_a_release_convert_does_not_know():
     unknown = cli("convert", SOURCE, "--to", "areal", "--to-release", "2.0", cwd=ROOT)
     assert unknown.returncode == 2
     assert "--to-release 2.0: AReaL releases rlcfg knows are 0.3, 0.4, 0.5, 1.0" in unknown.stderr

@@ -2,10 +2,11 @@
 `validate_cfg(cfg)`. Run by tests/oracle/test_skyrl_package_oracle.py inside a virtualenv that has the release's
 `skyrl` and `skyrl_gym` on PYTHONPATH; never imported by rlcfg.
 
-stdin: one JSON object per line, {"id", "overrides", "entry"}; `entry` is the module the script runs
+stdin: one JSON object per line, {"id", "overrides", "entry", "values"}; `entry` is the module the script runs
 (`skyrl.train.entrypoints.main_base`, or an example's `examples.train....main_dapo`, whose own config class, a
-subclass of SkyRLTrainConfig made by make_config, is used when it has one). stdout: one JSON line per case,
-{"id", "verdict": "ACCEPT" | "REJECT", "error"}.
+subclass of SkyRLTrainConfig made by make_config, is used when it has one); `values` (optional): dotted keys and
+the values the loaded config must hold (what `rlcfg convert` meant each `key=value` to say). stdout: one JSON line
+per case, {"id", "verdict": "ACCEPT" | "REJECT", "error"}.
 """
 
 import ast
@@ -65,6 +66,27 @@ def config_class(entry: str):
     return own[0] if own else SkyRLTrainConfig
 
 
+def read(cfg, dotted: str):
+    """The value at a dotted key of the loaded config (dataclasses, dicts and lists as the loader built them)."""
+    node = cfg
+    for part in dotted.split("."):
+        node = node[part] if isinstance(node, dict) else getattr(node, part)
+    return node
+
+
+def same(found, value) -> bool:
+    """Whether the loaded value is the one written (floats to 1e-9 relative; tuples and lists alike)."""
+    if isinstance(found, (list, tuple)) and isinstance(value, (list, tuple)):
+        return len(found) == len(value) and all(same(f, v) for f, v in zip(found, value))
+    if isinstance(found, dict) and isinstance(value, dict):
+        return found.keys() == value.keys() and all(same(found[k], value[k]) for k in found)
+    if isinstance(found, bool) or isinstance(value, bool):
+        return found is value
+    if isinstance(found, (int, float)) and isinstance(value, (int, float)):
+        return abs(found - value) <= 1e-9 * max(abs(found), abs(value), 1.0)
+    return found == value and type(found) is type(value)
+
+
 for line in sys.stdin:
     case = json.loads(line)
     try:
@@ -75,7 +97,10 @@ for line in sys.stdin:
     try:
         cfg = config.from_cli_overrides(case["overrides"])
         validate_cfg(cfg)
-        out = {"id": case["id"], "verdict": "ACCEPT", "error": ""}
+        wrong = [f"{key}: the loader has {found!r}, rlcfg wrote {value!r}"
+                 for key, value in case.get("values", {}).items() if not same(found := read(cfg, key), value)]
+        out = {"id": case["id"], "verdict": "REJECT" if wrong else "ACCEPT",
+               "error": ("values differ: " + "; ".join(wrong)) if wrong else ""}
     except BaseException as exc:  # noqa: BLE001 - every failure of the loader is a verdict
         if isinstance(exc, KeyboardInterrupt):
             raise

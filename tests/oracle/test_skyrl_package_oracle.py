@@ -14,7 +14,8 @@ install: 0.1.0 and 0.2.0 then still read skyrl-train's layout), and the PyPI whe
 mirror; its example scripts are those of the mirror's newest commit, which predates 0.4.0 by weeks.
 
 The cases, per release: the defaults alone; every script under examples/train that runs main_base or an example's
-`main_*` module, read as `rlcfg validate SCRIPT` reads it; mutations.
+`main_*` module, read as `rlcfg validate SCRIPT` reads it; mutations; every RL template converted to the release by
+`rlcfg convert --to-release`, where the loader must also hold the value each written key says.
 
 Run: MIRROR_ROOT=/work/.mirror python -m pytest -m oracle tests/oracle/test_skyrl_package_oracle.py -s
 """
@@ -30,6 +31,8 @@ from pathlib import Path
 
 import pytest
 
+from rlcfg.convert import written_key
+from tests.helpers import ROOT
 from tests.oracle.common import Agreement, compare, extract, listed, mirror, report, verdict_lines
 # an example's entry module registers a custom estimator or loss in code, which the oracle does not run
 from tests.oracle.test_skyrl_oracle import ENV, REGISTERED_IN_CODE, SHARED_MUTATIONS
@@ -117,8 +120,9 @@ def sources(release: str, rev: str | None, tmp: Path) -> Path:
     return target
 
 
-def cases(release: str, tree: Path) -> list[tuple[str, list[str], str]]:
-    """(name, overrides, entry module): the defaults, the example scripts as rlcfg reads them, the mutations."""
+def cases(release: str, tree: Path, converted: list = ()) -> list[tuple[str, list[str], str]]:
+    """(name, overrides, entry module): the defaults, the example scripts as rlcfg reads them, the mutations, and
+    the templates converted to the release (converted_cases)."""
     from rlcfg import schema
     from rlcfg.source.launch import read_launch
     from rlcfg.source.yaml_loader import UsageError
@@ -138,6 +142,27 @@ def cases(release: str, tree: Path) -> list[tuple[str, list[str], str]]:
     for name, overrides, only in MUTATIONS:
         if only is None or release in only:
             out.append((name, overrides, ENTRY))
+    return out + [(name, overrides, ENTRY) for name, overrides, _values in converted]
+
+
+def converted_cases(release: str) -> list[tuple[str, list[str], dict]]:
+    """(name, overrides, values): every RL template written for the release by `rlcfg convert --to-release`, its
+    command line as rlcfg reads the written script, and the value each of its keys must load as."""
+    from rlcfg.convert import ConversionError, convert
+    from rlcfg.convert.keys import flat
+    from rlcfg.source.launch import read_launch
+    from rlcfg import schema
+
+    out = []
+    for template in sorted((ROOT / "templates").glob("*.yaml")):
+        try:
+            conversion = convert(str(template), "skyrl", to_release=f"skyrl-{release}")
+        except ConversionError:
+            continue  # an SFT template, or an experiment the release cannot take (rlcfg says which)
+        found = read_launch(conversion.text, "converted.sh", schema.launchers("skyrl"), {})
+        spell = written_key("skyrl", f"skyrl-{release}")
+        values = {spell(key): value for key, value in flat(conversion.tree).items()}
+        out.append((f"converted {template.name}", [str(a) for a in found.arguments], values))
     return out
 
 
@@ -156,8 +181,11 @@ def rlcfg_verdict(overrides: list[str], entry: str, release: str, cwd: Path) -> 
     return not errors, "; ".join(f"{d.code} {d.message}" for d in errors)[:300]
 
 
-def oracle_verdicts(python: str, paths: str, cwd: Path, batch: list) -> dict[str, tuple[bool | None, str]]:
-    lines = "".join(json.dumps({"id": name, "overrides": overrides, "entry": entry}) + "\n"
+def oracle_verdicts(python: str, paths: str, cwd: Path, batch: list,
+                    values: dict | None = None) -> dict[str, tuple[bool | None, str]]:
+    """`values`: by case name, the values its keys must load as (a case is rejected where the loader holds others)."""
+    lines = "".join(json.dumps({"id": name, "overrides": overrides, "entry": entry,
+                                "values": (values or {}).get(name, {})}) + "\n"
                     for name, overrides, entry in batch)
     proc = subprocess.run([python, "-W", "ignore", str(HERE / "skyrl_package_loader.py")], input=lines, text=True,
                           capture_output=True, timeout=1800, cwd=str(cwd),
@@ -175,15 +203,18 @@ def test_skyrl_package_agrees_with_its_loader(oracle_dir: Path, package_python: 
     for release, (rev, examples_rev) in RELEASES.items():
         tree = sources(release, rev, tmp_path)
         scripts = extract(REPO, examples_rev, tmp_path / f"examples-{release}", "examples/train")
-        batch = cases(release, scripts)
+        converted = converted_cases(release)
+        batch = cases(release, scripts, converted)
         gym = tree / "skyrl-gym"
         stubs = oracle_dir / "stubs" / "skyrl"
-        oracle = oracle_verdicts(package_python, f"{tree}:{gym}:{scripts}:{stubs}", scripts, batch)
+        written = {name: values for name, _overrides, values in converted}
+        oracle = oracle_verdicts(package_python, f"{tree}:{gym}:{scripts}:{stubs}", scripts, batch, written)
         assert "<loader>" not in oracle, oracle.get("<loader>")
         for name, overrides, entry in batch:
             ok, why = rlcfg_verdict(overrides, entry, release, scripts)
             loader_ok, loader_why = oracle.get(name, (None, "no answer from the oracle"))
-            corpus = f"skyrl {release} {'scripts' if name.endswith('.sh') else 'mutations'}"
+            corpus = f"skyrl {release} " + ("scripts" if name.endswith(".sh") else
+                                            "converted" if name in written else "mutations")
             if not compare(agreement, both_reject, corpus, release, name, ok, why, loader_ok, loader_why):
                 continue
             if not ok and listed(KNOWINGLY_STRICTER, name, release):

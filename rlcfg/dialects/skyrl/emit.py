@@ -13,14 +13,21 @@ from typing import Any
 
 from rlcfg.convert import Emitted
 from rlcfg.convert.common import engine, engines, nodes_of, put, shares, step_count
-from rlcfg.dialects.skyrl.package import PACKAGE_RELEASES
+from rlcfg.dialects.skyrl.derived import MINI_BATCH_REDUCTION
+from rlcfg.dialects.skyrl.package import PACKAGE_FROM_030, PACKAGE_RELEASES, is_package, package_name
 from rlcfg.ir import Experiment, Role
 from rlcfg.schema import entry
 
-# skyrl-train's releases, whose Hydra config reads a YAML file; the `skyrl` package reads a command line only.
+# skyrl-train's releases, whose Hydra config reads a YAML file; the `skyrl` package reads a command line only, so
+# convert writes it a launch script of its entrypoint, in the package's layout (written_key).
 RELEASES = tuple(release for release in entry("skyrl").releases if release not in PACKAGE_RELEASES)
-UNWRITTEN = dict.fromkeys(PACKAGE_RELEASES, "the `skyrl` package reads its config from the command line only, and "
-                                            "convert writes config files")
+COMMAND_LINES = dict.fromkeys(PACKAGE_RELEASES, "python -m skyrl.train.entrypoints.main_base")
+
+
+def written_key(dotted_key: str, release: str | None) -> str:
+    """A key of the emitted tree (skyrl-train's layout) as `release` names it."""
+    return package_name(dotted_key, release) if is_package(release) else dotted_key
+
 
 AGGREGATIONS = {"token-mean": "token_mean", "seq-mean-token-mean": "sequence_mean"}
 SCHEDULERS = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
@@ -31,6 +38,10 @@ REASONS = {
     "algorithm.advantage_options.eps": "SkyRL's GRPO adds 1e-6 to the group std",
     "algorithm.advantage_options": "SkyRL's estimators have no such option",
     "algorithm.reward": "SkyRL has no reward scaling, bias or clipping (only zero_reward_on_non_stop)",
+    "algorithm.reward.overlong_penalty_length": "only SkyRL's DAPO entrypoint (main_dapo) punishes overlong "
+                                                "responses, and convert writes main_base's config",
+    "algorithm.reward.overlong_penalty_factor": "only SkyRL's DAPO entrypoint (main_dapo) punishes overlong "
+                                                "responses, and convert writes main_base's config",
     "algorithm.policy_options.log_ratio_max": "SkyRL's loss clamps the log-ratio at ±20 only",
     "algorithm.policy_options.log_ratio_min": "SkyRL's loss clamps the log-ratio at ±20 only",
     "algorithm.policy_options.loss_cap": "SkyRL's loss has no per-token cap",
@@ -159,7 +170,8 @@ def _parallel(tree: dict, section: str, r: Role, megatron: bool) -> None:
 
 
 def emit(experiment: Experiment, release: str | None = None) -> Emitted:
-    """`release`: the one asked for; the layout written is the same for each (convert drops a key the release lacks)."""
+    """`release`: the one asked for; the layout written is the same for each (convert drops a key the release lacks,
+    and spells a package release's keys in its layout), except the loss reduction that keeps the micro-batch mean."""
     e = experiment
     tree: dict[str, Any] = {}
     actor, rollout = e.role("actor"), e.role("rollout")
@@ -171,6 +183,8 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     put(tree, "data.val_data", list(e.data.eval_files))
 
     strategy = STRATEGIES.get(actor.backend, "fsdp2")
+    if strategy == "fsdp2" and release in PACKAGE_FROM_030:
+        strategy = "fsdp"  # these releases' name of FSDP2 (`fsdp2` is a deprecated alias)
     megatron = strategy == "megatron"
     put(tree, "trainer.strategy", strategy)
     colocate_all = rollout is not None and shares(e, "actor", "rollout")
@@ -209,6 +223,9 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     if a.loss_aggregation == "seq-mean-token-sum" and a.loss_length_norm:
         put(tree, f"{alg}.loss_reduction", "seq_mean_token_sum_norm")
         put(tree, f"{alg}.max_seq_len", a.loss_length_norm)
+    elif release in MINI_BATCH_REDUCTION and a.loss_aggregation == "token-mean" \
+            and a.loss_normalization == "micro-batch":
+        put(tree, f"{alg}.loss_reduction", "token_mean_legacy")  # these releases' token_mean spans the mini-batch
     else:
         put(tree, f"{alg}.loss_reduction", AGGREGATIONS.get(a.loss_aggregation, "token_mean"))
     kl = a.kl

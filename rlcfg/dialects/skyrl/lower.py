@@ -55,6 +55,7 @@ from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, F
                       Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role,
                       Sampling, Schedule, Spelling)
 from rlcfg.dialects.skyrl.models import UNTIL_030
+from rlcfg.dialects.skyrl.package import PACKAGE_FROM_030
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_ANSWER_KEYS, ENVIRONMENT_REWARDS,
                                           LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, VLLM_KWARGS, critic_in_use, critic_trained, dataset_files,
@@ -225,7 +226,7 @@ def _trained(cfg: Any, name: str, key: str, release: str | None) -> Role:
     t = cfg.trainer
     section = getattr(t, key)
     lora, lora_keys = _lora(cfg, key, release)
-    return Role(name=name, backend=t.strategy, resources=_resources(cfg, key),
+    return Role(name=name, backend=training_backend(t.strategy, release), resources=_resources(cfg, key),
                 model=Model(path=section.model.path, dtype=_dtype(cfg), trust_remote_code=True),
                 parallelism=_parallelism(cfg, key), offload=_offload(cfg, section, trains=True),
                 optimizer=_optimizer(cfg, section), micro_batch_size=t.micro_train_batch_size_per_gpu,
@@ -277,13 +278,19 @@ def overlong_penalty(cfg: Any) -> dict[str, Any]:
             "overlong_penalty_factor": a.overlong_buffer_penalty_factor}
 
 
+def training_backend(strategy: str, release: str | None) -> str:
+    """rlcfg's name for `trainer.strategy`: from skyrl 0.3.0 the package's `fsdp` is FSDP2 (its validate_cfg renames a
+    written `fsdp2` to `fsdp`); before, `fsdp` was FSDP1."""
+    return "fsdp2" if strategy == "fsdp" and release in PACKAGE_FROM_030 else strategy
+
+
 def _actor(cfg: Any, release: str | None) -> Role:
     return _trained(cfg, "actor", "policy", release)
 
 
-def _reference(cfg: Any) -> Role:
+def _reference(cfg: Any, release: str | None) -> Role:
     t = cfg.trainer
-    return Role(name="reference", backend=t.strategy, resources=_resources(cfg, "ref"),
+    return Role(name="reference", backend=training_backend(t.strategy, release), resources=_resources(cfg, "ref"),
                 model=Model(path=t.ref.model.path or t.policy.model.path, dtype=_dtype(cfg), trust_remote_code=True),
                 parallelism=_parallelism(cfg, "ref"),
                 offload=Offload(params=t.placement.colocate_all,
@@ -296,12 +303,12 @@ def _critic(cfg: Any, release: str | None) -> Role:
     return _trained(cfg, "critic", "critic", release)
 
 
-def _reward(cfg: Any) -> Role:
+def _reward(cfg: Any, release: str | None) -> Role:
     t = cfg.trainer
     if reward_model_in_use(cfg):
         # skyrl-train of mid-2025 stops with "reward models are not supported yet" when this path is set, and
         # later releases removed the key; the role says what the config asks for.
-        return Role(name="reward", backend=t.strategy, resources=_resources(cfg, "reward"),
+        return Role(name="reward", backend=training_backend(t.strategy, release), resources=_resources(cfg, "reward"),
                     model=Model(path=t.reward.model.path, dtype=_dtype(cfg), trust_remote_code=True),
                     parallelism=Parallelism(sp=t.reward.sequence_parallel_size),
                     offload=Offload(params=t.placement.colocate_all,
@@ -532,10 +539,10 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
     t, g = cfg.trainer, cfg.generator
     roles = [_actor(cfg, release), _rollout(cfg)]
     if reference_runs(cfg):
-        roles.append(_reference(cfg))
+        roles.append(_reference(cfg, release))
     if critic_runs(cfg):
         roles.append(_critic(cfg, release))
-    roles.append(_reward(cfg))
+    roles.append(_reward(cfg, release))
     data = Data(train_files=dataset_files(cfg.data.train_data), eval_files=dataset_files(cfg.data.val_data),
                 prompt_key="prompt",
                 # SkyRL's datasets carry the answer where the environment reads it.
@@ -544,7 +551,8 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
                 max_prompt_length=t.max_prompt_length, shuffle=True, seed=t.seed, apply_chat_template=True,
                 chat_template_kwargs=tuple(sorted((g.chat_template_kwargs or {}).items())))
     return Experiment(
-        name=t.run_name, dialect="skyrl", variant=t.strategy, cluster=Cluster(), roles=tuple(roles),
+        name=t.run_name, dialect="skyrl", variant=training_backend(t.strategy, release), cluster=Cluster(),
+        roles=tuple(roles),
         colocation=_colocation(cfg, roles), algorithm=_algorithm(cfg, release),
         sampling=_sampling(g.sampling_params, g.n_samples_per_prompt),
         eval_sampling=_sampling(g.eval_sampling_params, g.eval_n_samples_per_prompt), data=data,
