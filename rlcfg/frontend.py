@@ -35,6 +35,9 @@ class CheckResult:
     release_reason: str = ""  # why that release ("pinned with --framework-version", or the keys that tell)
     pipeline: str | None = None  # set when the document is a pipeline the dialect does not model
     unrun: tuple[str, str] | None = None  # (pipeline, why) for a modelled pipeline `rlcfg run` does not run
+    # The loop the launch script's entry module runs in place of the framework's usual one (SkyRL's fully
+    # asynchronous trainer: "fully_async"), as Dialect.entry_keys recognises it; the rules and the lowering read it.
+    entry_runs: str | None = None
 
     @property
     def errors(self) -> int:
@@ -349,7 +352,9 @@ def check_text(text: str, filename: str, overrides: Sequence[str] = (), dialect:
         has_errors = any(d.severity is Severity.ERROR for d in diagnostics)
         muted = checked.error_paths | resolution.unresolved | resolution.missing
         host = HostFacts(env=env, path_exists=lambda p: os.path.exists(os.path.join(base_dir, p)))
-        diagnostics.extend(run_rules(spec, checked.config, merged, strict, host, muted, has_errors, result.release))
+        result.entry_runs = entry_keys.runs if entry_keys is not None else None
+        diagnostics.extend(run_rules(spec, checked.config, merged, strict, host, muted, has_errors, result.release,
+                                     result.entry_runs))
         erring = {d.path for d in diagnostics if d.severity is Severity.ERROR}
         diagnostics.extend(d for d in _unread_warnings(root, merged, defaults, spec.resolvers) if d.path not in erring)
         if not has_errors and not any(d.severity is Severity.ERROR for d in diagnostics):

@@ -316,6 +316,12 @@ class PolicyOptions:
     # RLinf importance_sampling_fix/importance_sampling_clip): loss × min(π_old/π_rollout, cap), detached.
     tis_cap: float | None = None
     tis_level: Literal["token", "sequence"] = "token"
+    # SkyRL's off-policy sequence mask: a sequence whose geometric mean ("geometric") or product ("product") of the
+    # token ratios π_old/π_rollout lies outside [sequence_mask_low, sequence_mask_high] leaves the policy loss; the
+    # loss's denominators still count it (the `skyrl` package scales its advantages by the unmasked tokens).
+    sequence_mask: Literal["geometric", "product"] | None = None
+    sequence_mask_low: float | None = None  # None: no bound on that side
+    sequence_mask_high: float | None = None
     # AReaL's decoupled PPO: the ratio is taken against the proximal policy (the recomputed old log-probs) and
     # the loss weighted by π_prox/π_behave (behaviour = the rollout engine's log-probs); tokens whose weight
     # exceeds behav_imp_weight_cap leave the loss.
@@ -326,7 +332,7 @@ class PolicyOptions:
 
 
 PolicyLossKind = Literal["regular", "dual_clip", "gspo", "cispo", "sapo", "clip_cov", "kl_cov", "cross_entropy",
-                         "importance_sampling"]
+                         "importance_sampling", "rollout_is"]
 
 
 @dataclass(frozen=True)
@@ -442,6 +448,12 @@ class Algorithm:
 
     def policy_loss_spec(self) -> PolicyLossSpec:
         return PolicyLossSpec(self.policy_loss, self.clip_low, self.clip_high, self.clip_ratio_c, self.policy_options)
+
+    def needs_rollout_logprobs(self) -> bool:
+        """Whether the update reads the rollout engine's log-probs of the sampled tokens."""
+        o = self.policy_options
+        return (o.tis_cap is not None or o.decoupled or o.sequence_mask is not None
+                or self.policy_loss == "rollout_is" or self.kl.policy_logprobs == "rollout")
 
     def actor_loss_spec(self) -> ActorLossSpec:
         """The actor's loss settings, one value for every backend."""

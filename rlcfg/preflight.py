@@ -139,7 +139,7 @@ def lower_result(result: CheckResult) -> tuple[Any, list[Blocker]]:
         return None, [Blocker("RLC116", f"`rlcfg run` cannot run {result.dialect} configs yet: there is no lowering "
                                         "for that dialect")]
     try:
-        return lower.lower(result.dialect, result.config, result.release), []
+        return lower.lower(result.dialect, result.config, result.release, result.entry_runs), []
     except UsageError as exc:  # a pipeline the dialect validates but does not run (ROLL agentic, say)
         return None, [Blocker("RLC116", str(exc))]
 

@@ -176,7 +176,11 @@ PROBES: dict[str, list[tuple[str, ...]]] = {
     "skyrl": [("trainer.strategy=megatron",),
               # LoRA's settings count only with a rank above 0; up to v0.3.0 one pair of module keys serves both
               ("trainer.policy.model.lora.rank=8", "trainer.critic.model.lora.rank=4"),
-              ("trainer.policy.model.lora.rank=8", "trainer.critic.model.lora.rank=4", "trainer.exclude_modules=null")],
+              ("trainer.policy.model.lora.rank=8", "trainer.critic.model.lora.rank=4", "trainer.exclude_modules=null"),
+              # the sequence mask's bounds count only with its metric set
+              ("trainer.algorithm.off_policy_correction.sequence_mask_metric=geometric",),
+              ("trainer.algorithm.off_policy_correction.sequence_mask_metric=product",),
+              ],
     # lr_warmup_iters counts only where lr_warmup_fraction is null, which the RLinf template does not write
     "rlinf": [("actor.lr_sched.lr_warmup_fraction=null",)],
     # LoRA's settings count only where it is on
@@ -192,6 +196,10 @@ EXTRA_CONFIGS: dict[str, list[Path]] = {
     "rlinf": [FIXTURES / "rlinf" / "seed.yaml"],
 }
 
+
+# The loops an entry module runs instead of the usual one (CheckResult.entry_runs), whose keys only that loop reads:
+# SkyRL's fully-asynchronous trainer reads trainer.fully_async.
+ENTRY_RUNS: dict[str, tuple[str, ...]] = {"skyrl": ("fully_async",)}
 
 REFUSAL_RULES = ("run-ledger", "run-refusals")  # rule ids (after the dialect's prefix) that emit RLC118 by value
 
@@ -221,7 +229,8 @@ def test_every_honored_field_is_read_by_the_lowering(name):
             if result.dialect != name or result.config is None:
                 continue
             with reads() as seen:
-                lower.lower(name, result.config, result.release)
+                for runs in (None, *ENTRY_RUNS.get(name, ())):
+                    lower.lower(name, result.config, result.release, runs)
                 _run_refusal_rules(dialect, result)
             read |= seen
             lowered += 1

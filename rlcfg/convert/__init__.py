@@ -140,7 +140,7 @@ def _lowered(result: Any, label: str) -> Experiment:
     if not available(result.dialect):
         raise ConversionError(f"{label}: rlcfg cannot lower {TITLES.get(result.dialect, result.dialect)} configs")
     try:
-        return lower(result.dialect, result.config, result.release)
+        return lower(result.dialect, result.config, result.release, result.entry_runs)
     except UsageError as exc:
         raise ConversionError(f"{label}: {exc}") from None
 

@@ -20,13 +20,14 @@ from typing import Any
 from rlcfg.ir import Experiment
 
 
-def lower(dialect: str, config: Any, release: str | None = None) -> Experiment:
-    """`release`: the framework release the document was judged by (CheckResult.release); None when unknown."""
+def lower(dialect: str, config: Any, release: str | None = None, entry_runs: str | None = None) -> Experiment:
+    """`release`: the framework release the document was judged by (CheckResult.release); None when unknown.
+    `entry_runs`: the loop the launch's entry module runs instead of the framework's usual one
+    (CheckResult.entry_runs), for a lowering that takes it."""
     module = importlib.import_module(f"rlcfg.dialects.{dialect}.lower")
-    if "release" in inspect.signature(module.lower).parameters:
-        experiment = module.lower(config, release=release)
-    else:
-        experiment = module.lower(config)
+    parameters = inspect.signature(module.lower).parameters
+    given = {"release": release, "entry_runs": entry_runs}
+    experiment = module.lower(config, **{name: value for name, value in given.items() if name in parameters})
     return replace(experiment, roles=tuple(replace(role, spelling=module.spelling(role)) for role in experiment.roles))
 
 

@@ -605,12 +605,16 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
       tokens with the largest covariance.
     cross_entropy (SkyRL cross_entropy_loss): −log π (supervised). importance_sampling (SkyRL
       importance_sampling_loss): −r·A, unclipped.
+    rollout_is (the `skyrl` package's rollout_is_policy_loss): CISPO's −sg(w)·A·log π with the ratio taken
+      against the rollout engine's log-probs, w = r inside (1−ε_low, 1+ε_high) and 0 outside (what an
+      asynchronous run trains with: the policy that sampled a stale response is gone).
 
     Options (ir.PolicyOptions): loss_cap (ChatLearn calculate_grpo_loss: min(loss, 3), after the clip, with the
     log-ratio clamped ≤ 10 by log_ratio_max); decoupled (AReaL ppo_actor_loss_fn: π_old is the proximal policy,
     the loss is × π_prox/π_behave, π_behave = rollout_logprobs, tokens above behav_imp_weight_cap drop out);
     tis_cap (SkyRL compute_tis_ratio, RLinf importance_sampling_fix): × min(π_old/π_rollout, cap), detached,
-    per token or per sequence."""
+    per token or per sequence; sequence_mask (SkyRL compute_sequence_mask): × 0 for the sequences whose ratio
+    π_old/π_rollout leaves its bounds (sequence_mask below)."""
     o = spec.options
     advantages = advantages.float()
     mask_f = mask.float()
@@ -688,13 +692,21 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     elif kind == "importance_sampling":
         ratio = raw_log_ratio.exp()
         loss = -ratio * advantages
+    elif kind == "rollout_is":
+        if rollout_logprobs is None:
+            raise ValueError("the rollout_is loss needs the rollout engine's log-probs")
+        ratio = (logp - rollout_logprobs.float()).clamp(-20.0, 20.0).exp()
+        inside = (ratio > 1.0 - spec.clip_low) & (ratio < 1.0 + spec.clip_high)
+        loss = -torch.where(inside, ratio, torch.zeros_like(ratio)).detach() * advantages * logp
+        clip_frac = _masked_mean((~inside).float(), mask_f)
     else:
         raise ValueError(f"unknown policy loss {kind!r}; expected one of {', '.join(POLICY_LOSSES)}")
     if o.loss_cap is not None:
         loss = torch.minimum(loss, torch.full_like(loss, o.loss_cap))
-    if o.decoupled or o.tis_cap is not None:
+    if o.decoupled or o.tis_cap is not None or o.sequence_mask is not None:
         if rollout_logprobs is None:
-            raise ValueError("decoupled PPO and truncated importance sampling need the rollout engine's log-probs")
+            raise ValueError("decoupled PPO, truncated importance sampling and the sequence mask need the rollout "
+                             "engine's log-probs")
         behave = rollout_logprobs.float()
     if o.decoupled:
         with torch.no_grad():
@@ -706,9 +718,33 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         loss = loss * weight
     if o.tis_cap is not None:
         loss = loss * tis_weights(old_logprobs, behave, mask_f, o.tis_cap, o.tis_level)
+    stats = {}
+    if o.sequence_mask is not None:
+        kept = sequence_mask(old_logprobs, behave, mask_f, o.sequence_mask, o.sequence_mask_low, o.sequence_mask_high)
+        loss = loss * kept
+        stats["masked_sequences"] = 1.0 - kept[:, 0].mean()
     approx_kl = _masked_mean(-raw_log_ratio, mask_f)
     ratio_mean = _masked_mean(ratio.detach(), mask_f)
-    return loss, {"clip_frac": clip_frac.detach(), "approx_kl": approx_kl.detach(), "ratio_mean": ratio_mean}
+    return loss, {"clip_frac": clip_frac.detach(), "approx_kl": approx_kl.detach(), "ratio_mean": ratio_mean, **stats}
+
+
+def sequence_mask(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask: torch.Tensor, metric: str,
+                  low: float | None, high: float | None) -> torch.Tensor:
+    """1 for the sequences kept, 0 for those whose importance ratio π_old/π_rollout leaves [low, high], per token
+    (SkyRL off_policy_correction_utils.compute_sequence_mask): geometric: exp(the masked mean log-ratio); product:
+    exp(the masked sum); both clamped to ±20 in log space. A bound that is None does not mask."""
+    log_ratio = ((old_logprobs.float() - rollout_logprobs.float()) * mask).detach().sum(dim=-1, keepdim=True)
+    if metric == "geometric":
+        log_ratio = log_ratio / mask.sum(dim=-1, keepdim=True).clamp(min=1.0)
+    elif metric != "product":
+        raise ValueError(f"unknown sequence mask {metric!r}; expected geometric or product")
+    ratio = log_ratio.clamp(-20.0, 20.0).exp()
+    keep = torch.ones_like(ratio, dtype=torch.bool)
+    if low is not None:
+        keep &= ratio >= low
+    if high is not None:
+        keep &= ratio <= high
+    return keep.float().expand_as(mask)
 
 
 def tis_weights(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask: torch.Tensor, cap: float,
@@ -754,6 +790,8 @@ def actor_loss(logprobs: torch.Tensor, mb: Mapping[str, Any], spec: ActorLossSpe
     if spec.length_norm:
         loss = loss / spec.length_norm
     out = {"pg_loss": loss.detach(), "clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
+    if "masked_sequences" in stats:  # the share of sequences the off-policy sequence mask took out of the loss
+        out["masked_sequences"] = stats["masked_sequences"]
     if spec.kl_coef and "ref_logprobs" in mb:
         kl = aggregate(kl_estimate(logprobs, mb["ref_logprobs"], spec.kl_estimator), mask,
                        spec.kl_aggregation or spec.aggregation, num_tokens, num_sequences)

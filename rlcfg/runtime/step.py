@@ -215,9 +215,8 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     them for the whole batch, timing itself), advantages and the actor's update settings. `kl_coef` is the
     current KL coefficient when a controller moves it (None: the configured one)."""
     alg = s.algorithm
-    opts = alg.policy_options
     batch, raw_scores, finished = make_batch(groups, s.pad_token_id)
-    if opts.tis_cap is not None or opts.decoupled or alg.kl.policy_logprobs == "rollout":
+    if alg.needs_rollout_logprobs():
         batch["rollout_logprobs"] = rollout_logprobs(groups, batch["response_mask"].shape[1])
     from_rollout = alg.old_logprobs == "rollout"
     if from_rollout:

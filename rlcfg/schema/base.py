@@ -656,11 +656,13 @@ class HostFacts:
 
 
 class RuleContext:
-    def __init__(self, tree: SourceTree, strict: bool, host: HostFacts, release: str | None = None):
+    def __init__(self, tree: SourceTree, strict: bool, host: HostFacts, release: str | None = None,
+                 entry_runs: str | None = None):
         self.tree = tree
         self.strict = strict
         self.host = host
         self.release = release  # the dialect release the document is judged by
+        self.entry_runs = entry_runs  # the loop the launch's entry module runs instead (CheckResult.entry_runs)
         self.rule: Rule | None = None  # the rule being run, whose declared codes bound what it may report
 
     def is_set(self, path: str) -> bool:

@@ -511,10 +511,11 @@ def check_renames(root: type[Section], tree: SourceTree, context: RuleContext) -
 
 
 def run_rules(dialect: Dialect, config: Section | None, tree: SourceTree, strict: bool, host: HostFacts,
-              muted: set, config_has_errors: bool, release: str | None = None) -> list[Diagnostic]:
+              muted: set, config_has_errors: bool, release: str | None = None,
+              entry_runs: str | None = None) -> list[Diagnostic]:
     """The dialect's rules over `config`; without one (a pipeline rlcfg does not model), only the rules of the
-    composed document."""
-    context = RuleContext(tree, strict, host, release)
+    composed document. `entry_runs`: CheckResult.entry_runs."""
+    context = RuleContext(tree, strict, host, release, entry_runs)
     out: list[Diagnostic] = []
     for rule in dialect.rules:
         if config is None and not rule.on_document:

@@ -53,6 +53,8 @@ class Extension:
     # whose keys: a fork's (a project file), a framework release's that rlcfg does not model, or those the launch
     # script's own entry module adds (its config subclass)
     source: Literal["fork", "release", "entry"] = "fork"
+    # An entry module's: the loop it runs in place of the framework's usual one (CheckResult.entry_runs), or None
+    runs: str | None = None
 
 
 def release_extension(label: str, unmodelled: Mapping[str, Any], release: str) -> Extension | None:

@@ -7,7 +7,6 @@ tests/convert/test_docs_examples.py fails when the page no longer shows what the
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from tests.helpers import ROOT, cli
 

@@ -324,6 +324,45 @@ def test_truncated_importance_sampling():
     close(loss, [[-1.2, -1.2]])  # r = 1, A = 1: −1 × min(1.5, 1.2)
 
 
+def test_rollout_is_weights_log_prob_by_the_ratio_to_the_rollout_policy_inside_its_band():
+    # the skyrl package's rollout_is_policy_loss: r = π/π_rollout (not π_old), w = r inside (1 − 0.2, 1 + 0.2) and
+    # 0 outside, loss −sg(w)·A·log π. Tokens with log π = log 0.5 (π_old = π: the ratio to π_old is 1):
+    # π_rollout 0.45 → r = 1.111, inside: −1.111·ln 0.5 = 0.7701635, gradient −1.111; π_rollout 0.25 → r = 2,
+    # outside: loss 0 and no gradient.
+    logp = torch.log(torch.tensor([[0.5, 0.5]])).requires_grad_(True)
+    rollout = torch.log(torch.tensor([[0.45, 0.25]]))
+    loss, stats = A.policy_loss(logp, logp.detach(), torch.ones(1, 2), torch.ones(1, 2), spec("rollout_is"),
+                                rollout_logprobs=rollout)
+    close(loss.detach(), [[0.7701635, 0.0]], tol=1e-6)
+    loss.sum().backward()
+    close(logp.grad, [[-0.5 / 0.45, 0.0]], tol=1e-6)
+    assert float(stats["clip_frac"]) == 0.5
+    with pytest.raises(ValueError, match="rollout engine"):
+        A.policy_loss(logp, logp.detach(), torch.ones(1, 2), torch.ones(1, 2), spec("rollout_is"))
+
+
+def test_the_sequence_mask_takes_sequences_out_of_the_loss_but_not_out_of_its_denominator():
+    # SkyRL compute_sequence_mask: geometric = exp(mean over the sequence's tokens of log π_old/π_rollout), masked
+    # outside [0.99, 1.01]; product = exp(the sum), masked outside [0.5, 2]. Row 0: ratios 1.0 and 1.0 (kept);
+    # row 1: ratios 1.05 and 1.0 (geometric √1.05 = 1.0247: masked; product 1.05: kept); row 2: ratios 3 and 1 on
+    # one token only, the other padding (geometric 3, product 3: masked by both).
+    mask = torch.tensor([[1.0, 1.0], [1.0, 1.0], [1.0, 0.0]])
+    old = torch.zeros(3, 2)
+    rollout = -torch.log(torch.tensor([[1.0, 1.0], [1.05, 1.0], [3.0, 1.0]]))
+    close(A.sequence_mask(old, rollout, mask, "geometric", 0.99, 1.01), [[1, 1], [0, 0], [0, 0]])
+    close(A.sequence_mask(old, rollout, mask, "product", 0.5, 2.0), [[1, 1], [1, 1], [0, 0]])
+    close(A.sequence_mask(old, rollout, mask, "product", None, None), [[1, 1], [1, 1], [1, 1]])
+    # In the actor's loss the masked rows contribute 0 while the token mean still divides by all 5 tokens (the
+    # package scales its advantages by the unmasked loss mask before the mask applies): regular loss −A·r = −1 per
+    # kept token, 2 kept tokens → −2/5.
+    options = dict(sequence_mask="geometric", sequence_mask_low=0.99, sequence_mask_high=1.01)
+    actor = ir.ActorLossSpec(spec(**options), "token-mean", normalization="mini-batch")
+    mb = {"response_mask": mask, "advantages": torch.ones(3, 2), "old_logprobs": old, "rollout_logprobs": rollout}
+    loss, stats = A.actor_loss(old.clone(), mb, actor, num_tokens=5.0, num_sequences=3.0)
+    assert float(loss) == pytest.approx(-0.4)
+    assert float(stats["masked_sequences"]) == pytest.approx(2 / 3)
+
+
 def test_actor_loss_order_coefficients_weights_and_early_stop():
     mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
     logp = torch.zeros(2, 2)

@@ -28,7 +28,7 @@ POLICY_LOSSES_BY_RELEASE = {
     "0.1.0": ("regular", "dual_clip", "gspo"),
     "0.2.0": ("regular", "dual_clip", "gspo", "clip_cov", "kl_cov"),
     "0.3.0": ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov"),
-    # the `skyrl` package: rollout_is from 0.2.0, dppo from 0.3.0 (rlcfg runs neither)
+    # the `skyrl` package: rollout_is from 0.2.0, dppo from 0.3.0 (rlcfg does not run dppo)
     "skyrl-0.2.0": (*POLICY_LOSSES, "rollout_is"),
     "skyrl-0.3.0": (*POLICY_LOSSES, "rollout_is", "dppo"),
     "skyrl-0.4.0": (*POLICY_LOSSES, "rollout_is", "dppo"),
@@ -58,12 +58,18 @@ TIS_LOSSES_UNTIL_030 = ("regular", "dual_clip")
 
 # The built-in policy losses rlcfg runs with SkyRL's meaning. cross_entropy and importance_sampling sum their
 # token losses whatever loss_reduction says (Tinker's semantics); rlcfg aggregates every loss with the reduction.
-POLICY_LOSSES_RUN = ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov", "sapo")
+POLICY_LOSSES_RUN = ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov", "sapo", "rollout_is")
+
+
+# The built-in losses whose ratio reads the old log-probs, which the fully-asynchronous trainer refuses from skyrl
+# 0.3.0 (ppo_utils.LOSSES_WITH_OLD_LOGPROBS): the stale policy that sampled a response is gone.
+LOSSES_WITH_OLD_LOGPROBS = ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov", "sapo", "cross_entropy",
+                            "importance_sampling")
 
 
 # The losses that call apply_off_policy_correction (truncated importance sampling), from v0.4.0; up to v0.3.0
 # use_tis applies inside ppo_policy_loss only (regular, dual_clip).
-OFF_POLICY_CORRECTED = ("regular", "dual_clip", "gspo", "cispo", "sapo")
+OFF_POLICY_CORRECTED = ("regular", "dual_clip", "gspo", "cispo", "sapo", "rollout_is")
 
 
 # loss_reduction → rlcfg's aggregation; seq_mean_token_sum_norm is the token sum per sequence divided by max_seq_len

@@ -94,6 +94,10 @@ REASONS = {
     "data.seed": "SkyRL shuffles with trainer.seed",
     "data.apply_chat_template": "SkyRL always applies the chat template",
     "schedule.total_steps": "SkyRL counts epochs over the dataset, not steps",
+    "schedule.max_staleness": "SkyRL trains asynchronously only under its fully-asynchronous entrypoint "
+                              "(main_fully_async); convert writes main_base's config",
+    "schedule.rollout_concurrency": "SkyRL trains asynchronously only under its fully-asynchronous entrypoint "
+                                    "(main_fully_async); convert writes main_base's config",
     "schedule.epochs": "SkyRL counts epochs over the dataset",
     "schedule.samples_per_optimizer_step": "SkyRL's mini-batch is a whole number of prompts per data-parallel rank",
     "checkpointing.keep_last": "SkyRL's max_ckpts_to_keep",

@@ -443,7 +443,17 @@ def _policy_options(cfg: Any, kind: str) -> PolicyOptions:
     return PolicyOptions(sapo_tau_pos=a.sapo.tau_pos, sapo_tau_neg=a.sapo.tau_neg,
                          clip_cov_ratio=a.clip_cov.clip_ratio, clip_cov_lb=a.clip_cov.clip_cov_lb,
                          clip_cov_ub=a.clip_cov.clip_cov_ub, kl_cov_ratio=a.kl_cov.kl_cov_frac,
-                         kl_cov_coef=a.kl_cov.ppo_kl_coef, tis_cap=cap, tis_level=level)
+                         kl_cov_coef=a.kl_cov.ppo_kl_coef, tis_cap=cap, tis_level=level, **_sequence_mask(cfg, kind))
+
+
+def _sequence_mask(cfg: Any, kind: str) -> dict[str, Any]:
+    """off_policy_correction's sequence mask (compute_sequence_mask), for the losses that apply the correction."""
+    oc = cfg.trainer.algorithm.off_policy_correction
+    if oc.sequence_mask_metric is None or kind not in OFF_POLICY_CORRECTED:
+        return {}
+    low, high = ((oc.geo_mask_low, oc.geo_mask_high) if oc.sequence_mask_metric == "geometric"
+                 else (oc.product_mask_low, oc.product_mask_high))
+    return {"sequence_mask": oc.sequence_mask_metric, "sequence_mask_low": low, "sequence_mask_high": high}
 
 
 def _filters(cfg: Any) -> FilterSpec:
@@ -499,7 +509,11 @@ def _sampling(params: Any, n: int) -> Sampling:
                     repetition_penalty=params.repetition_penalty)
 
 
-def _schedule(cfg: Any) -> Schedule:
+def _schedule(cfg: Any, entry_runs: str | None = None) -> Schedule:
+    """The batch schedule. Under the fully-asynchronous entrypoint (FullyAsyncRayPPOTrainer) a group scheduled while
+    step i trains is trained at a step ≤ i + max_staleness_steps (its _AsyncStalenessManager admits groups while
+    (max_staleness_steps + current step) × mini-batch exceeds those accepted or running), and at most
+    num_parallel_generation_workers groups (prompts) generate at once."""
     t, g = cfg.trainer, cfg.generator
     n = g.n_samples_per_prompt
     prompts = prompts_kept(cfg)
@@ -514,7 +528,10 @@ def _schedule(cfg: Any) -> Schedule:
                     samples_per_optimizer_step=t.policy_mini_batch_size * n // dp * dp, total_steps=None,
                     critic_samples_per_optimizer_step=critic_mini,
                     epochs=t.epochs, eval_interval=t.eval_interval if evaluates else None,
-                    eval_before_train=evaluates and t.eval_before_train)
+                    eval_before_train=evaluates and t.eval_before_train,
+                    **({"max_staleness": t.fully_async.max_staleness_steps,
+                        "rollout_concurrency": t.fully_async.num_parallel_generation_workers}
+                       if entry_runs == "fully_async" else {}))
 
 
 def _checkpointing(cfg: Any) -> Checkpointing:
@@ -535,7 +552,7 @@ def _logging(cfg: Any) -> Logging:
     return Logging(directory=None, project=t.project_name, run_name=t.run_name, backends=("jsonl", "console") + extra)
 
 
-def lower(cfg: Any, release: str | None = None) -> Experiment:
+def lower(cfg: Any, release: str | None = None, entry_runs: str | None = None) -> Experiment:
     t, g = cfg.trainer, cfg.generator
     roles = [_actor(cfg, release), _rollout(cfg)]
     if reference_runs(cfg):
@@ -556,7 +573,7 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
         colocation=_colocation(cfg, roles), algorithm=_algorithm(cfg, release),
         sampling=_sampling(g.sampling_params, g.n_samples_per_prompt),
         eval_sampling=_sampling(g.eval_sampling_params, g.eval_n_samples_per_prompt), data=data,
-        schedule=_schedule(cfg), checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=t.seed,
+        schedule=_schedule(cfg, entry_runs), checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=t.seed,
         # SkyRL-Gym's gsm8k and aime environments compare the final answer with the ground truth; `rlcfg run`
         # refuses the other environments.
         reward_function=ENVIRONMENT_REWARDS.get(cfg.environment.env_class, "math"),

@@ -24,6 +24,7 @@ FROM_020 = ("0.2.0", "0.3.0", "0.4.0", "main", *PACKAGE)
 FROM_030 = ("0.3.0", "0.4.0", "main", *PACKAGE)
 FROM_040 = ("0.4.0", "main", *PACKAGE)
 ONLY_MAIN = ("main", *PACKAGE)
+PACKAGE_FROM_030 = PACKAGE[PACKAGE.index("skyrl-0.3.0"):]
 
 
 # The `skyrl` package's DAPO example entrypoint, whose trainer applies the soft overlong punishment of the two keys it
@@ -57,16 +58,12 @@ _MODEL_OVERRIDES = refused("rlcfg builds each model from its own config.json; ov
 _ROPE = refused("rlcfg runs the model with the RoPE settings of its own config.json")
 _ENDPOINT = inert("an HTTP endpoint that serves the engines to outside clients; the training loop's generation is the "
                   "same")
-_SEQUENCE_MASK_ONLY = inert("read only with off_policy_correction.sequence_mask_metric set, which `rlcfg run` refuses")
 _OUTLIER = refused("rlcfg masks no sequence for an outlying token importance ratio; it would train on all of them")
 _CHAT_TEMPLATE_ONLY = inert("read only with chat_template.name_or_path set, which `rlcfg run` refuses")
 _ENVIRONMENT = inert("settings of SkyRL-Gym environments other than gsm8k and aime, which `rlcfg run` refuses "
                      "(environment.env_class)")
-_FULLY_ASYNC = inert("read only by skyrl-train's fully-asynchronous entrypoint, not by the synchronous trainer these "
-                     "configs describe; `rlcfg run` trains synchronously")
 
 _PRECISION_AWARE = refused("rlcfg's Megatron optimizer keeps fp32 master weights and optimizer states")
-_NO_SEQUENCE_MASK = refused("rlcfg masks no sequences by their importance ratio; it would train on all of them")
 _NO_BATCH_NORMALIZE = refused("rlcfg's batch normalisation whitens with the masked mean and unbiased variance; "
                               "skyrl-train's normalize_advantages_dict takes the mean over the padding too and "
                               "the biased variance")
@@ -474,11 +471,11 @@ class OffPolicyCorrection(Section):
                                                                  "sequence; 2 to 10 is usual).")
     sequence_mask_metric: Literal["product", "geometric"] | None = param(
         None, description="Mask whole sequences whose product or geometric mean of ratios leaves the bounds below; "
-                          "null disables it.", fate=_NO_SEQUENCE_MASK)
-    geo_mask_high: float = param(1.01, description="Upper bound of the geometric-mean mask.", fate=_SEQUENCE_MASK_ONLY)
-    geo_mask_low: float = param(0.99, description="Lower bound of the geometric-mean mask.", fate=_SEQUENCE_MASK_ONLY)
-    product_mask_high: float = param(2.0, description="Upper bound of the product mask.", fate=_SEQUENCE_MASK_ONLY)
-    product_mask_low: float = param(0.5, description="Lower bound of the product mask.", fate=_SEQUENCE_MASK_ONLY)
+                          "null disables it. The masked sequences still count in the loss's denominators.")
+    geo_mask_high: float = param(1.01, description="Upper bound of the geometric-mean mask.")
+    geo_mask_low: float = param(0.99, description="Lower bound of the geometric-mean mask.")
+    product_mask_high: float = param(2.0, description="Upper bound of the product mask.")
+    product_mask_low: float = param(0.5, description="Lower bound of the product mask.")
     outlier_token_is_threshold_low: float | None = param(
         None, description="With any correction on: mask sequences holding a token whose ratio is below this; null "
                           "disables it.", fate=_OUTLIER)
@@ -590,11 +587,22 @@ class Algorithm(Section):
 
 
 class FullyAsync(Section):
-    run_fate = _FULLY_ASYNC
-    max_staleness_steps: int = param(4, description="Fully-async training: how many policy versions a sample may lag.",
-                                     ge=0)
-    num_parallel_generation_workers: int = param(768, description="Fully-async training: concurrent generation "
-                                                                  "workers.", ge=1)
+    run_fate = HONORED
+    enabled: bool = param(False, description="Train fully asynchronously; the fully-asynchronous entrypoint "
+                                             "(examples/train/fully_async/main_fully_async) stops unless it is true, "
+                                             "and main_base trains synchronously whatever it says.",
+                          releases=PACKAGE_FROM_030,
+                          fate=inert("a switch the fully-asynchronous entrypoint requires on (rlcfg validate checks it); "
+                                     "the entrypoint makes the run asynchronous, and under another the key is "
+                                     "refused"))
+    max_staleness_steps: int = param(4, description="Fully-async training: a group scheduled at step i is trained "
+                                                    "at a step j ≤ i + this. Read by the fully-asynchronous "
+                                                    "entrypoint only.", ge=0)
+    num_parallel_generation_workers: int = param(768, description="Fully-async training: the prompts (groups) "
+                                                                  "generating at once, between policy_mini_batch_size "
+                                                                  "and policy_mini_batch_size × (max_staleness_steps "
+                                                                  "+ 1). Read by the fully-asynchronous entrypoint "
+                                                                  "only.", ge=1)
 
 
 # ---- trainer ------------------------------------------------------------------------------------------------
@@ -614,8 +622,9 @@ class Trainer(Section):
     critic: Critic = section(Critic, description="The critic, used when critic.model.path is set.")
     reward: Reward = section(Reward, description="A learned reward model (up to v0.1.0).", releases=UNTIL_010)
     algorithm: Algorithm = section(Algorithm, description="The RL algorithm: advantages, KL, loss.")
-    fully_async: FullyAsync = section(FullyAsync, description="Fully asynchronous training (v0.3.0 and later).",
-                                      releases=FROM_030, fate=_FULLY_ASYNC)
+    fully_async: FullyAsync = section(FullyAsync, description="Fully asynchronous training (v0.3.0 and later), read "
+                                                               "by the fully-asynchronous entrypoint.",
+                                      releases=FROM_030)
     gradient_checkpointing: bool = param(True, description="Recompute activations in the backward pass to save memory.")
     gradient_checkpointing_use_reentrant: bool = param(False, description="Use torch's reentrant checkpointing.",
         fate=_PERF)

@@ -333,7 +333,16 @@ _KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str", "list": 
 # SkyRL's DAPO example entrypoint as the package released it (skyrl 0.1.0; 0.2.0 to 0.4.0), by module_fingerprint:
 # its trainer subtracts DAPO's soft overlong punishment from each reward with the two keys it adds, which rlcfg runs
 # (the lowering's overlong penalty). A copy with any other code is an entrypoint rlcfg does not model.
-DAPO_ENTRY_FINGERPRINTS = frozenset({"79363b4908067abb", "e8ebce4ad5bb41de"})
+# examples/train/algorithms/dapo/main_dapo_fully_async.py as released (0.2.0; 0.3.0 and 0.4.0): DAPO's punishment,
+# the same formula on sequence-level rewards, in the fully-asynchronous trainer.
+DAPO_FULLY_ASYNC_ENTRY_FINGERPRINTS = frozenset({"f0c3009ea9849ae1", "94f1d5e7c5dba557"})
+DAPO_ENTRY_FINGERPRINTS = frozenset({"79363b4908067abb", "e8ebce4ad5bb41de", *DAPO_FULLY_ASYNC_ENTRY_FINGERPRINTS})
+# examples/train/fully_async/main_fully_async.py as released (0.1.0 and 0.2.0; 0.3.0 and 0.4.0): it runs
+# FullyAsyncRayPPOTrainer, whose rollouts run ahead of the trainer within trainer.fully_async's bound. An edited copy
+# may run anything, so it is not recognised and its run is refused (trainer.fully_async.enabled).
+FULLY_ASYNC_ENTRY_FINGERPRINTS = frozenset({"a66ed1f7f0ecd50f", "864de383feba7ba6",
+                                            *DAPO_FULLY_ASYNC_ENTRY_FINGERPRINTS})
+FULLY_ASYNC_ENTRY = "examples.train.fully_async.main_fully_async"
 DAPO_ENTRY_KEYS = (("trainer", "algorithm", "overlong_buffer_len"),
                    ("trainer", "algorithm", "overlong_buffer_penalty_factor"))
 
@@ -372,6 +381,7 @@ def entry_extension(source: str, entry: str, read: Any) -> Any:
     tree = module_tree(source)
     if tree is None:
         return None
+    runs = "fully_async" if module_fingerprint(tree) in FULLY_ASYNC_ENTRY_FINGERPRINTS else None
     keys: list = []
     for call, home in _make_config_calls(tree, read, module_tree):
         for keyword in call.keywords:
@@ -388,13 +398,13 @@ def entry_extension(source: str, entry: str, read: Any) -> Any:
                 keys.append(DeclaredKey((*section, field.target.id), _kind(field.annotation), None, False, None,
                                         default, default is not _UNREADABLE))
     keys.extend(_subclassed_keys(tree, read, module_tree))
-    if not keys:
+    if not keys and runs is None:
         return None
     if module_fingerprint(tree) in DAPO_ENTRY_FINGERPRINTS:
         from dataclasses import replace
 
         keys = [replace(k, modelled=True) if k.path in DAPO_ENTRY_KEYS else k for k in keys]
-    return Extension(entry, tuple(keys), source="entry")
+    return Extension(entry, tuple(keys), source="entry", runs=runs)
 
 
 def _make_config_calls(tree: Any, read: Any, parse: Any) -> list:

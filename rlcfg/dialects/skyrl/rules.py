@@ -18,7 +18,8 @@ from rlcfg.diagnostics import Constraint, Severity, close_matches, plural
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
                                           ADVANTAGE_ESTIMATORS_RUN, DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE,
                                           ENVIRONMENT_REWARDS, LOSS_REDUCTIONS,
-                                          LOSS_REDUCTIONS_BY_RELEASE, loggers, loss_normalization,
+                                          LOSS_REDUCTIONS_BY_RELEASE, LOSSES_WITH_OLD_LOGPROBS, MINI_BATCH_REDUCTION,
+                                          loggers, loss_normalization,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dp_size, model_parallel, policy_loss, ref_in_use,
@@ -972,6 +973,58 @@ def logprobs(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                         related=["generator.batched"])
 
 
+@RULES.rule("skyrl/fully_async", "RLC306",
+            "The fully-asynchronous entrypoint's trainer (FullyAsyncRayPPOTrainer) stops at start unless "
+            "fully_async.enabled is true (0.3.0 and later), train_batch_size equals policy_mini_batch_size, "
+            "num_parallel_generation_workers lies between policy_mini_batch_size and policy_mini_batch_size × "
+            "(max_staleness_steps + 1), no model is colocated with the engines (colocate_all), generation is not "
+            "batched, dynamic sampling is off and (0.3.0 and later) the loss reads the rollout's log-probs "
+            "(rollout_is or dppo).",
+            keys=["trainer.fully_async.enabled", "trainer.fully_async.max_staleness_steps",
+                  "trainer.fully_async.num_parallel_generation_workers", "trainer.train_batch_size",
+                  "trainer.policy_mini_batch_size", "trainer.placement.colocate_all", "generator.batched",
+                  "trainer.algorithm.dynamic_sampling.type", "trainer.algorithm.policy_loss_type"])
+def fully_async(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    if ctx.entry_runs != "fully_async":
+        return
+    t, g, a = cfg.trainer, cfg.generator, cfg.trainer.algorithm
+    f = t.fully_async
+    why = "the fully-asynchronous trainer stops at start"
+    if ctx.release in PACKAGE_FROM_030 and not f.enabled:
+        yield ctx.error("RLC306", "trainer.fully_async.enabled", f"`trainer.fully_async.enabled` is false: {why} "
+                        "unless it is true", hint="set trainer.fully_async.enabled=true")
+    if t.train_batch_size != t.policy_mini_batch_size:
+        yield ctx.error("RLC306", "trainer.train_batch_size",
+                        f"`trainer.train_batch_size` ({t.train_batch_size}) must equal `trainer.policy_mini_batch_size` "
+                        f"({t.policy_mini_batch_size}): {why} otherwise (one optimizer step per training step)",
+                        hint=f"set trainer.train_batch_size={t.policy_mini_batch_size}",
+                        related=["trainer.policy_mini_batch_size"])
+    workers, mini, stale = f.num_parallel_generation_workers, t.policy_mini_batch_size, f.max_staleness_steps
+    if not mini <= workers <= mini * (stale + 1):
+        yield ctx.error("RLC306", "trainer.fully_async.num_parallel_generation_workers",
+                        f"`trainer.fully_async.num_parallel_generation_workers` is {workers}; {why} unless it lies "
+                        f"between policy_mini_batch_size ({mini}) and policy_mini_batch_size × (max_staleness_steps + "
+                        f"1) ({mini * (stale + 1)})", hint=f"set it to {mini * (stale + 1)}",
+                        related=["trainer.policy_mini_batch_size", "trainer.fully_async.max_staleness_steps"])
+    if t.placement.colocate_all:
+        yield ctx.error("RLC306", "trainer.placement.colocate_all", f"`trainer.placement.colocate_all` is true: {why} "
+                        "(the engines must keep generating while the policy trains)",
+                        hint="set trainer.placement.colocate_all=false and give the engines GPUs of their own")
+    if g.batched:
+        yield ctx.error("RLC306", "generator.batched", f"`generator.batched` is true: {why} (a batched generate call "
+                        "cannot be paused for a weight update)", hint="set generator.batched=false")
+    if a.dynamic_sampling.type is not None:
+        yield ctx.error("RLC306", "trainer.algorithm.dynamic_sampling.type",
+                        f"`trainer.algorithm.dynamic_sampling.type` is {a.dynamic_sampling.type}: {why} with dynamic "
+                        "sampling", hint="set trainer.algorithm.dynamic_sampling.type=null")
+    loss = policy_loss(cfg)[0]
+    if ctx.release in PACKAGE_FROM_030 and loss in LOSSES_WITH_OLD_LOGPROBS:
+        yield ctx.error("RLC306", "trainer.algorithm.policy_loss_type",
+                        f"`trainer.algorithm.policy_loss_type` is {loss}, whose ratio reads the old log-probs: {why} "
+                        "(a stale response's sampling policy is gone; the loss must read the rollout's log-probs)",
+                        hint="use policy_loss_type=rollout_is")
+
+
 def _release_text(ctx: RuleContext) -> str:
     if ctx.release == "pre-0.1.0":
         return "skyrl-train before v0.1.0"
@@ -1172,7 +1225,10 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
             "aime, custom advantage estimators and "
             "policy losses, the Tinker-style summed losses, the prompt_mean reduction, schedulers it lacks (on "
             "Megatron, any but constant_with_warmup), engine_init_kwargs it does not pass, keys added to the "
-            "sampling parameters, GRPO on groups of one, use_tis with a loss that ignores it (up to v0.3.0), "
+            "sampling parameters, GRPO on groups of one, use_tis with a loss that ignores it (up to v0.3.0), the "
+            "off-policy sequence mask where a masked sequence leaves the token mean's denominator (skyrl-train, "
+            "skyrl 0.1.0), trainer.fully_async.enabled under an entrypoint rlcfg does not know as the "
+            "fully-asynchronous one, "
             "overlong filtering with stop strings, and what rlcfg's runtime does not do "
             "(rlcfg/run_limits.py): the deepspeed strategy, expert and context parallelism and LoRA on Megatron, "
             "LoRA initialisations other than kaiming and gaussian, Ulysses sequence parallelism; and "
@@ -1180,6 +1236,7 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
             keys=["trainer.policy.model.path", "trainer.ref.model.path", "trainer.critic.model.path",
                   "environment.env_class", "trainer.algorithm.advantage_estimator",
                   "trainer.algorithm.policy_loss_type",
+                  "trainer.algorithm.off_policy_correction.sequence_mask_metric", "trainer.fully_async.enabled",
                   "trainer.algorithm.loss_reduction", "trainer.algorithm.use_entropy_loss",
                   "trainer.policy.optimizer_config.scheduler",
                   "generator.engine_init_kwargs", "generator.sampling_params", "generator.apply_overlong_filtering",
@@ -1213,14 +1270,30 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         yield _refusal("trainer.algorithm.policy_loss_type", loss,
                        "skyrl-train sums this loss over the tokens whatever loss_reduction says (Tinker's semantics); "
                        "rlcfg aggregates every loss with loss_reduction")
-    elif loss not in POLICY_LOSSES_RUN:
+    elif loss not in POLICY_LOSSES_RUN or loss not in POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES):
+        registered = POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES)
         yield _refusal("trainer.algorithm.policy_loss_type", loss,
                        "a custom loss registered in code is not known to rlcfg; it runs "
-                       f"{', '.join(POLICY_LOSSES_RUN)}")
+                       f"{', '.join(x for x in POLICY_LOSSES_RUN if x in registered)} at {_release_text(ctx)}")
     elif a.use_tis and ctx.release in ("0.1.0", "0.2.0", "0.3.0") and loss not in TIS_LOSSES_UNTIL_030:
         yield _refusal("trainer.algorithm.policy_loss_type", loss,
                        f"{_release_text(ctx)} applies use_tis inside the regular/dual_clip loss only, so this loss "
                        "runs there without truncated importance sampling; rlcfg would apply it")
+    if ctx.entry_runs != "fully_async" and ctx.release in PACKAGE_FROM_030 and t.fully_async.enabled:
+        # The fully-asynchronous trainer stops unless this is on, so it tells such a run where rlcfg does not
+        # recognise the entry module; main_base with it on trains synchronously but keeps the engines' KV cache
+        # across weight updates.
+        yield _refusal("trainer.fully_async.enabled", True,
+                       "rlcfg runs fully-asynchronous training only under the entrypoint that does it, "
+                       "examples.train.fully_async.main_fully_async of the `skyrl` package as released; this launch "
+                       "runs another (or an edited copy), which rlcfg cannot tell from a synchronous one",
+                       hint="start the run with `python -m examples.train.fully_async.main_fully_async` from SkyRL's "
+                            "source tree (where rlcfg can read it), or set trainer.fully_async.enabled=false")
+    sequence_mask = a.off_policy_correction.sequence_mask_metric
+    if sequence_mask is not None and ctx.release not in MINI_BATCH_REDUCTION:
+        yield _refusal("trainer.algorithm.off_policy_correction.sequence_mask_metric", sequence_mask,
+                       f"{_release_text(ctx)} drops a masked sequence's tokens from its token mean's denominator; "
+                       "rlcfg's sequence mask keeps the denominators, as the `skyrl` package does from 0.2.0")
     if a.loss_reduction == "prompt_mean":
         yield _refusal("trainer.algorithm.loss_reduction", a.loss_reduction,
                        f"{_release_text(ctx)} averages the loss per prompt's group of responses; rlcfg has no such "

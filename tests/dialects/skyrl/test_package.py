@@ -347,3 +347,119 @@ def test_maxrl_runs_from_the_release_that_added_it():
     # skyrl 0.1.0 has no maxrl: the name is a custom estimator's there, which `rlcfg run` refuses.
     before = check("trainer.algorithm.advantage_estimator=maxrl", release="skyrl-0.1.0")
     assert ("RLC118", "trainer.algorithm.advantage_estimator") in codes(before)
+
+
+def test_rollout_is_and_the_sequence_mask_run_as_the_package_computes_them():
+    mask = ["trainer.algorithm.off_policy_correction.sequence_mask_metric=geometric",
+            "trainer.algorithm.off_policy_correction.geo_mask_low=0.98"]
+    result = check("trainer.algorithm.policy_loss_type=rollout_is", *mask, release="skyrl-0.4.0")
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    algorithm = lower("skyrl", result.config, result.release).algorithm
+    options = algorithm.policy_options
+    assert algorithm.policy_loss == "rollout_is" and algorithm.needs_rollout_logprobs()
+    assert (options.sequence_mask, options.sequence_mask_low, options.sequence_mask_high) == ("geometric", 0.98, 1.01)
+    product = check("trainer.algorithm.off_policy_correction.sequence_mask_metric=product", release="skyrl-0.2.0")
+    options = lower("skyrl", product.config, product.release).algorithm.policy_options
+    assert (options.sequence_mask, options.sequence_mask_low, options.sequence_mask_high) == ("product", 0.5, 2.0)
+    # skyrl 0.1.0 divides its token mean by the tokens the mask leaves, which rlcfg does not: refused at the key
+    before = check(*mask, release="skyrl-0.1.0")
+    assert ("RLC118", "trainer.algorithm.off_policy_correction.sequence_mask_metric") in codes(before)
+    # rollout_is is not registered at 0.1.0: a custom loss's name there
+    custom = check("trainer.algorithm.policy_loss_type=rollout_is", release="skyrl-0.1.0")
+    assert ("RLC118", "trainer.algorithm.policy_loss_type") in codes(custom)
+
+
+FULLY_ASYNC_MODULE = '''"""A stand-in for examples/train/fully_async/main_fully_async.py."""
+from skyrl.train.fully_async_trainer import FullyAsyncRayPPOTrainer
+
+
+def main():
+    return FullyAsyncRayPPOTrainer
+'''
+FULLY_ASYNC_ENTRY = ["-m", "examples.train.fully_async.main_fully_async"]
+# BASE's run, split as the fully-asynchronous trainer needs: engines of their own, one mini-batch per step
+FULLY_ASYNC = ["trainer.placement.colocate_all=false", "trainer.train_batch_size=16", "generator.batched=false",
+               "trainer.fully_async.enabled=true", "trainer.fully_async.max_staleness_steps=2",
+               "trainer.fully_async.num_parallel_generation_workers=32",
+               "trainer.algorithm.policy_loss_type=rollout_is"]
+
+
+@pytest.fixture
+def fully_async_entry(tmp_path: Path, monkeypatch):
+    """An entry module rlcfg takes for the released fully-asynchronous one (its fingerprint stands in for theirs;
+    test_the_released_fully_async_entrypoints_are_recognised checks the real ones against the mirror)."""
+    import ast
+
+    from rlcfg.dialects.skyrl import package
+
+    module = tmp_path / "examples" / "train" / "fully_async"
+    module.mkdir(parents=True)
+    (module / "main_fully_async.py").write_text(FULLY_ASYNC_MODULE)
+    monkeypatch.setattr(package, "FULLY_ASYNC_ENTRY_FINGERPRINTS",
+                        frozenset({package.module_fingerprint(ast.parse(FULLY_ASYNC_MODULE))}))
+    monkeypatch.chdir(tmp_path)
+    return module / "main_fully_async.py"
+
+
+def fully_async(*overrides: str, release: str = "skyrl-0.4.0"):
+    return check_file("python", [*FULLY_ASYNC_ENTRY, *BASE, *FULLY_ASYNC, *overrides], env=HOST_ENV, release=release)
+
+
+def test_the_fully_async_entrypoint_runs_rollouts_ahead_within_its_bound(fully_async_entry):
+    result = fully_async()
+    assert result.ok and result.entry_runs == "fully_async", codes(result)
+    assert not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    schedule = lower("skyrl", result.config, result.release, result.entry_runs).schedule
+    assert (schedule.max_staleness, schedule.rollout_concurrency) == (2, 32)
+    assert schedule.steps_generating_at_once() == 2  # 32 prompts at once, 16 a step
+    # without the entrypoint the keys are not the run's: synchronous, and `rlcfg run` says why it will not launch it
+    plain = check_file("python", [*MAIN_BASE, *BASE, *FULLY_ASYNC], env=HOST_ENV, release="skyrl-0.4.0")
+    assert plain.entry_runs is None and lower("skyrl", plain.config, plain.release).schedule.max_staleness == 0
+    assert [d.path for d in plain.diagnostics if d.code == "RLC118"] == ["trainer.fully_async.enabled"]
+
+
+@pytest.mark.parametrize("override, path", [
+    ("trainer.fully_async.enabled=false", "trainer.fully_async.enabled"),
+    ("trainer.train_batch_size=64", "trainer.train_batch_size"),
+    ("trainer.fully_async.num_parallel_generation_workers=64", "trainer.fully_async.num_parallel_generation_workers"),
+    ("trainer.placement.colocate_all=true", "trainer.placement.colocate_all"),
+    ("generator.batched=true", "generator.batched"),
+    ("trainer.algorithm.policy_loss_type=regular", "trainer.algorithm.policy_loss_type"),
+])
+def test_what_the_fully_async_trainer_stops_on_is_an_error_before_launch(fully_async_entry, override, path):
+    result = fully_async(override)
+    assert ("RLC306", path) in codes(result, "error"), codes(result)
+
+
+def test_before_030_the_fully_async_trainer_has_no_enabled_key_and_takes_any_loss(fully_async_entry):
+    overrides = [o for o in FULLY_ASYNC if not o.startswith("trainer.fully_async.enabled")
+                 and not o.startswith("trainer.algorithm.policy_loss_type")]
+    result = check_file("python", [*FULLY_ASYNC_ENTRY, *BASE, *overrides], env=HOST_ENV, release="skyrl-0.2.0")
+    assert result.ok, codes(result)
+    assert lower("skyrl", result.config, result.release, result.entry_runs).schedule.max_staleness == 2
+
+
+@pytest.mark.parametrize("tag, module", [
+    *[(tag, "examples/train/fully_async/main_fully_async.py")
+      for tag in ("skyrl-v0.1.0", "skyrl-v0.2.0", "skyrl-v0.3.0", "HEAD")],
+    *[(tag, "examples/train/algorithms/dapo/main_dapo_fully_async.py") for tag in ("skyrl-v0.2.0", "skyrl-v0.3.0", "HEAD")],
+])
+def test_the_released_fully_async_entrypoints_are_recognised(tag, module):
+    import ast
+    import os
+    import subprocess
+
+    from rlcfg.dialects.skyrl.package import (DAPO_ENTRY_FINGERPRINTS, FULLY_ASYNC_ENTRY_FINGERPRINTS,
+                                              module_fingerprint)
+
+    root = os.environ.get("MIRROR_ROOT")
+    if not root:
+        pytest.skip("MIRROR_ROOT is not set")
+    text = subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show", f"{tag}:{module}"],
+                          capture_output=True, text=True, check=True).stdout
+    assert module_fingerprint(ast.parse(text)) in FULLY_ASYNC_ENTRY_FINGERPRINTS
+    # the DAPO one is DAPO's entrypoint too: its overlong keys are modelled
+    assert (module_fingerprint(ast.parse(text)) in DAPO_ENTRY_FINGERPRINTS) == ("dapo" in module)
+    assert module_fingerprint(ast.parse(text.replace("(FullyAsyncRayPPOTrainer)", "(RayPPOTrainer)")
+                                        .replace("return FullyAsyncRayPPOTrainer(", "return RayPPOTrainer("))) \
+        not in FULLY_ASYNC_ENTRY_FINGERPRINTS

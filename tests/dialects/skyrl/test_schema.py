@@ -544,7 +544,8 @@ def test_every_rule_has_a_test():
     # ... and the `skyrl` package's rules on its command lines (test_package.py)
     tested = {case[0] for case in RULE_CASES} | {"skyrl/wandb-api-key", "skyrl/pre-010-fsdp-warmup",
                                                  "skyrl/loss-reduction-release", "skyrl/external-servers",
-                                                 "skyrl/mp-executor-one-node", "skyrl/dataset-files"}
+                                                 "skyrl/mp-executor-one-node", "skyrl/dataset-files",
+                                                 "skyrl/fully_async"}
     assert {rule.id for rule in DIALECT.rules} <= tested
 
 
