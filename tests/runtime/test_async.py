@@ -20,14 +20,7 @@ from rlcfg.runtime.driver import Run, RunOptions, run  # noqa: E402
 
 COMPARED = ("step", "data/prompt_indices", "reward/mean", "actor/pg_loss", "actor/grad_norm")
 
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_instance():
-    yield
-    import ray
-
-    if ray.is_initialized():
-        ray.shutdown()
+pytestmark = pytest.mark.usefixtures("ray_instance")
 
 
 @pytest.fixture(scope="module")

@@ -15,16 +15,7 @@ pytest.importorskip("transformers")
 from rlcfg.runtime import quickstart  # noqa: E402
 from rlcfg.runtime.driver import RunOptions, run  # noqa: E402
 
-
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_instance():
-    """One local Ray instance for the in-process runs of this module (each run reuses it)."""
-    yield
-    import ray
-
-    if ray.is_initialized():
-        ray.shutdown()
+pytestmark = pytest.mark.usefixtures("ray_instance")
 
 
 @pytest.fixture(scope="module")

@@ -21,14 +21,7 @@ from rlcfg.ir import Parallelism  # noqa: E402
 from rlcfg.runtime import quickstart  # noqa: E402
 from rlcfg.runtime.driver import RunOptions, run  # noqa: E402
 
-
-@pytest.fixture(scope="module", autouse=True)
-def ray_instance():
-    yield
-    import ray
-
-    if ray.is_initialized():
-        ray.shutdown()
+pytestmark = pytest.mark.usefixtures("ray_instance")
 
 
 @pytest.fixture(scope="module")

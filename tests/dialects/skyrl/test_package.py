@@ -258,17 +258,23 @@ DAPO_ENTRY = ["-m", "examples.train.algorithms.dapo.main_dapo"]
 def dapo_entry(tmp_path: Path, monkeypatch):
     """An entry module rlcfg takes for SkyRL's DAPO example: the released module's fingerprint is replaced by this
     stand-in's (test_the_released_dapo_entrypoints_are_recognised checks the real ones against the mirror)."""
+    return stand_in(tmp_path, monkeypatch, "examples/train/algorithms/dapo/main_dapo.py", DAPO_MODULE,
+                    "DAPO_ENTRY_FINGERPRINTS")
+
+
+def stand_in(tmp_path: Path, monkeypatch, path: str, text: str, fingerprints: str) -> Path:
+    """`text` written as the entry module at `path` under a source tree at tmp_path (the current directory), and
+    taken for the released module: its fingerprint alone in the package's set `fingerprints`."""
     import ast
 
     from rlcfg.dialects.skyrl import package
 
-    module = tmp_path / "examples" / "train" / "algorithms" / "dapo"
-    module.mkdir(parents=True)
-    (module / "main_dapo.py").write_text(DAPO_MODULE)
-    monkeypatch.setattr(package, "DAPO_ENTRY_FINGERPRINTS",
-                        frozenset({package.module_fingerprint(ast.parse(DAPO_MODULE))}))
+    module = tmp_path / path
+    module.parent.mkdir(parents=True)
+    module.write_text(text)
+    monkeypatch.setattr(package, fingerprints, frozenset({package.module_fingerprint(ast.parse(text))}))
     monkeypatch.chdir(tmp_path)
-    return module / "main_dapo.py"
+    return module
 
 
 def dapo(*overrides: str):
@@ -388,17 +394,8 @@ FULLY_ASYNC = ["trainer.placement.colocate_all=false", "trainer.train_batch_size
 def fully_async_entry(tmp_path: Path, monkeypatch):
     """An entry module rlcfg takes for the released fully-asynchronous one (its fingerprint stands in for theirs;
     test_the_released_fully_async_entrypoints_are_recognised checks the real ones against the mirror)."""
-    import ast
-
-    from rlcfg.dialects.skyrl import package
-
-    module = tmp_path / "examples" / "train" / "fully_async"
-    module.mkdir(parents=True)
-    (module / "main_fully_async.py").write_text(FULLY_ASYNC_MODULE)
-    monkeypatch.setattr(package, "FULLY_ASYNC_ENTRY_FINGERPRINTS",
-                        frozenset({package.module_fingerprint(ast.parse(FULLY_ASYNC_MODULE))}))
-    monkeypatch.chdir(tmp_path)
-    return module / "main_fully_async.py"
+    return stand_in(tmp_path, monkeypatch, "examples/train/fully_async/main_fully_async.py", FULLY_ASYNC_MODULE,
+                    "FULLY_ASYNC_ENTRY_FINGERPRINTS")
 
 
 def fully_async(*overrides: str, release: str = "skyrl-0.4.0"):
