@@ -171,3 +171,17 @@ def test_scalars_read_back_as_written_by_a_yaml_1_1_loader():
 
     tree = {"lr": 1e-06, "name": "no", "mode": "none", "path": "/a/b", "ids": [0, 1], "nothing": None, "n": "8"}
     assert yaml.safe_load(dump(tree)) == tree
+
+
+def test_the_packages_sequence_mask_converts_only_where_it_means_the_same():
+    command = ["-m", "skyrl.train.entrypoints.main_base", "trainer.policy.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+               "trainer.algorithm.policy_loss_type=rollout_is",
+               "trainer.algorithm.off_policy_correction.sequence_mask_metric=product",
+               "trainer.algorithm.off_policy_correction.product_mask_high=3.0"]
+    package = convert("python", "skyrl", command, release="skyrl-0.4.0", to_release="skyrl-0.2.0")
+    assert not [loss.path for loss in package.losses if "sequence_mask" in loss.path]
+    assert "off_policy_correction.product_mask_high=3.0" in package.text
+    # skyrl-train divides its token mean by the tokens the mask leaves: the mask is not written there
+    train = convert("python", "skyrl", command, release="skyrl-0.4.0")
+    lost = {loss.path: loss.reason for loss in train.losses}
+    assert "only in the `skyrl` package from 0.2.0" in lost["algorithm.policy_options.sequence_mask"]

@@ -47,6 +47,10 @@ REASONS = {
     "algorithm.policy_options.loss_cap": "SkyRL's loss has no per-token cap",
     "algorithm.policy_options.gspo_form": "SkyRL's GSPO is the token form",
     "algorithm.policy_options.decoupled": "SkyRL has no decoupled (proximal-policy) loss",
+    **dict.fromkeys(("algorithm.policy_options.sequence_mask", "algorithm.policy_options.sequence_mask_low",
+                     "algorithm.policy_options.sequence_mask_high"),
+                    "SkyRL's sequence mask keeps a masked sequence in the loss's denominators only in the `skyrl` "
+                    "package from 0.2.0"),
     "algorithm.policy_options.behav_imp_weight_cap": "SkyRL has no decoupled (proximal-policy) loss",
     "algorithm.policy_options.early_stop_ratio": "SkyRL has no early stop on the importance ratio",
     "algorithm.policy_options.loss_coef": "SkyRL has no policy-loss coefficient",
@@ -251,6 +255,11 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     if o.tis_cap is not None:
         put(tree, f"{alg}.off_policy_correction.tis_ratio_type", o.tis_level)
         put(tree, f"{alg}.off_policy_correction.{o.tis_level}_tis_ratio_clip_high", o.tis_cap)
+    if o.sequence_mask is not None and release in MINI_BATCH_REDUCTION:
+        prefix = "geo" if o.sequence_mask == "geometric" else "product"
+        put(tree, f"{alg}.off_policy_correction.sequence_mask_metric", o.sequence_mask)
+        put(tree, f"{alg}.off_policy_correction.{prefix}_mask_low", o.sequence_mask_low)
+        put(tree, f"{alg}.off_policy_correction.{prefix}_mask_high", o.sequence_mask_high)
     # Each loss reads only its own knobs.
     if a.policy_loss == "sapo":
         put(tree, f"{alg}.sapo.tau_pos", o.sapo_tau_pos)

@@ -7,6 +7,7 @@ means all of them); the inventories under tests/inventory/skyrl/ hold the facts 
 # Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
 from typing import Any, Literal
 
+from rlcfg.dialects.skyrl.package import PACKAGE_FROM_030
 from rlcfg.schema import entry
 from rlcfg.schema.base import HONORED, Section, inert, param, refused, section, unread
 
@@ -24,7 +25,6 @@ FROM_020 = ("0.2.0", "0.3.0", "0.4.0", "main", *PACKAGE)
 FROM_030 = ("0.3.0", "0.4.0", "main", *PACKAGE)
 FROM_040 = ("0.4.0", "main", *PACKAGE)
 ONLY_MAIN = ("main", *PACKAGE)
-PACKAGE_FROM_030 = PACKAGE[PACKAGE.index("skyrl-0.3.0"):]
 
 
 # The `skyrl` package's DAPO example entrypoint, whose trainer applies the soft overlong punishment of the two keys it
