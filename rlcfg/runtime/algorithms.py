@@ -695,7 +695,7 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     elif kind == "rollout_is":
         if rollout_logprobs is None:
             raise ValueError("the rollout_is loss needs the rollout engine's log-probs")
-        ratio = (logp - rollout_logprobs.float()).clamp(-20.0, 20.0).exp()
+        ratio = _clamped(logp - rollout_logprobs.float(), spec, -20.0, 20.0).exp()
         inside = (ratio > 1.0 - spec.clip_low) & (ratio < 1.0 + spec.clip_high)
         loss = -torch.where(inside, ratio, torch.zeros_like(ratio)).detach() * advantages * logp
         clip_frac = _masked_mean((~inside).float(), mask_f)
@@ -733,7 +733,7 @@ def sequence_mask(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, ma
     """1 for the sequences kept, 0 for those whose importance ratio π_old/π_rollout leaves [low, high], per token
     (SkyRL off_policy_correction_utils.compute_sequence_mask): geometric: exp(the masked mean log-ratio); product:
     exp(the masked sum); both clamped to ±20 in log space. A bound that is None does not mask."""
-    log_ratio = ((old_logprobs.float() - rollout_logprobs.float()) * mask).detach().sum(dim=-1, keepdim=True)
+    log_ratio = _sequence_log_ratio(old_logprobs, rollout_logprobs, mask)
     if metric == "geometric":
         log_ratio = log_ratio / mask.sum(dim=-1, keepdim=True).clamp(min=1.0)
     elif metric != "product":
@@ -747,6 +747,12 @@ def sequence_mask(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, ma
     return keep.float().expand_as(mask)
 
 
+def _sequence_log_ratio(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask: torch.Tensor
+                        ) -> torch.Tensor:
+    """Each sequence's log π_old/π_rollout over its tokens in `mask`, detached (rows × 1)."""
+    return ((old_logprobs.float() - rollout_logprobs.float()).detach() * mask.float()).sum(dim=-1, keepdim=True)
+
+
 def tis_weights(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask: torch.Tensor, cap: float,
                 level: str = "token") -> torch.Tensor:
     """Truncated importance-sampling weights between the trainer's and the rollout engine's policy (SkyRL
@@ -757,7 +763,7 @@ def tis_weights(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask
     if level == "token":
         return log_ratio.clamp(-20.0, 20.0).exp().clamp(max=cap)
     if level == "sequence":
-        seq = (log_ratio * mask.float()).sum(dim=-1, keepdim=True)
+        seq = _sequence_log_ratio(old_logprobs, rollout_logprobs, mask)
         return seq.clamp(-20.0, 20.0).exp().clamp(max=cap).expand_as(log_ratio)
     raise ValueError(f"unknown TIS level {level!r}; expected token or sequence")
 

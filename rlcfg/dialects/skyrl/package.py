@@ -381,7 +381,8 @@ def entry_extension(source: str, entry: str, read: Any) -> Any:
     tree = module_tree(source)
     if tree is None:
         return None
-    runs = "fully_async" if module_fingerprint(tree) in FULLY_ASYNC_ENTRY_FINGERPRINTS else None
+    fingerprint = module_fingerprint(tree)
+    runs = "fully_async" if fingerprint in FULLY_ASYNC_ENTRY_FINGERPRINTS else None
     keys: list = []
     for call, home in _make_config_calls(tree, read, module_tree):
         for keyword in call.keywords:
@@ -400,7 +401,7 @@ def entry_extension(source: str, entry: str, read: Any) -> Any:
     keys.extend(_subclassed_keys(tree, read, module_tree))
     if not keys and runs is None:
         return None
-    if module_fingerprint(tree) in DAPO_ENTRY_FINGERPRINTS:
+    if fingerprint in DAPO_ENTRY_FINGERPRINTS:
         from dataclasses import replace
 
         keys = [replace(k, modelled=True) if k.path in DAPO_ENTRY_KEYS else k for k in keys]

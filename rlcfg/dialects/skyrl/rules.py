@@ -24,7 +24,8 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMA
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dp_size, model_parallel, policy_loss, ref_in_use,
                                           rollout_gpus, world)
-from rlcfg.dialects.skyrl.package import OLD_LAYOUT_READ, PACKAGE_FROM_030, PACKAGE_RELEASES, is_package, label
+from rlcfg.dialects.skyrl.package import (FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, PACKAGE_FROM_030, PACKAGE_RELEASES,
+                                          is_package, label)
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -1285,9 +1286,9 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         # across weight updates.
         yield _refusal("trainer.fully_async.enabled", True,
                        "rlcfg runs fully-asynchronous training only under the entrypoint that does it, "
-                       "examples.train.fully_async.main_fully_async of the `skyrl` package as released; this launch "
+                       f"{FULLY_ASYNC_ENTRY} of the `skyrl` package as released; this launch "
                        "runs another (or an edited copy), which rlcfg cannot tell from a synchronous one",
-                       hint="start the run with `python -m examples.train.fully_async.main_fully_async` from SkyRL's "
+                       hint=f"start the run with `python -m {FULLY_ASYNC_ENTRY}` from SkyRL's "
                             "source tree (where rlcfg can read it), or set trainer.fully_async.enabled=false")
     sequence_mask = a.off_policy_correction.sequence_mask_metric
     if sequence_mask is not None and ctx.release not in MINI_BATCH_REDUCTION:
