@@ -42,6 +42,9 @@ REASONS = {
                                                 "responses, and convert writes main_base's config",
     "algorithm.reward.overlong_penalty_factor": "only SkyRL's DAPO entrypoint (main_dapo) punishes overlong "
                                                 "responses, and convert writes main_base's config",
+    "algorithm.loss_normalization": "SkyRL reduces the policy loss per micro-batch in skyrl-train and skyrl 0.1.0, and "
+                                    "over the whole mini-batch from skyrl 0.2.0, where only token_mean_legacy keeps "
+                                    "the micro-batch mean",
     "algorithm.policy_options.log_ratio_max": "SkyRL's loss clamps the log-ratio at ±20 only",
     "algorithm.policy_options.log_ratio_min": "SkyRL's loss clamps the log-ratio at ±20 only",
     "algorithm.policy_options.loss_cap": "SkyRL's loss has no per-token cap",
