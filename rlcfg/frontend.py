@@ -155,7 +155,7 @@ def _entry_keys(dialect: str, module: str | None, script: str) -> Any:
     try:
         source = read_text(found)
     except UsageError:
-        return None
+        source = None  # not on this machine: the dialect says what that leaves unknown
 
     def read(name: str, level: int) -> str | None:
         folder = FsPath(found).parent
@@ -168,7 +168,7 @@ def _entry_keys(dialect: str, module: str | None, script: str) -> Any:
         except UsageError:
             return None
 
-    return schema.load(dialect).entry_keys(source, found, read)
+    return schema.load(dialect).entry_keys(source, found, read, module)
 
 
 def check_file(path: str, overrides: Sequence[str] = (), dialect: str | None = None, strict: bool = False,
@@ -194,6 +194,9 @@ def check_opened(opened: Opened, strict: bool = False, env: Mapping[str, str] | 
                         entry_keys=opened.entry_keys)
     if opened.shown_as != opened.filename:
         found = list(opened.diagnostics)
+        refused = getattr(opened.entry_keys, "refused", None)
+        if refused is not None and result.config is not None:
+            found.append(diagnostic("RLC118", "", refused[0], origin=opened.call, hint=refused[1]))
         if opened.entry is not None and result.config is not None:
             from rlcfg import schema
 

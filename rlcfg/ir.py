@@ -257,6 +257,9 @@ class RewardShaping:
     clip: float | None = None  # rewards clipped to [-clip, clip]
     overlong_penalty_length: int | None = None  # DAPO: responses longer than this are penalised
     overlong_penalty_factor: float = 1.0
+    # The penalty window starts this many tokens less the prompt's later (SkyRL's DAPO trainers whose buffer ends at
+    # max_input_length + max_generate_length less the prompt: this is max_input_length); None: no shift.
+    overlong_penalty_prompt_room: int | None = None
     # In which order the steps apply (algorithms.shape_scores):
     # "scale_first" (rlcfg's default): score·scale + bias, clip, then the overlong penalty.
     # "penalty_first" (AReaL PPOActor._compute_advantages): overlong penalty on the raw score, then
@@ -288,6 +291,12 @@ class AdvantageOptions:
     # batch or group std (+ 1e-6) before anything else. ROLL's "running" statistics are not offered.
     reward_norm_mean: Literal["batch", "group"] | None = None
     reward_norm_std: Literal["batch", "group"] | None = None
+    # Which spread that std measures: "scores" (ROLL: torch.std of the scores, about their own mean, + 1e-6) or
+    # "centred" (AReaL's Normalization: the centred scores' root mean square, over n − 1 when unbiased, + eps;
+    # with a group mean and a batch std that is the spread about each group's mean).
+    reward_norm_std_of: Literal["scores", "centred"] = "scores"
+    reward_norm_eps: float = 1e-6
+    reward_norm_unbiased: bool = True
     clip: float | None = None  # ROLL advantage_clip: the final advantages clamped to ±clip
 
 
@@ -551,6 +560,9 @@ class Schedule:
     max_staleness: int = 0
     # Prompts being generated at once while rollouts run ahead (AReaL max_concurrent_rollouts); None: one step's.
     rollout_concurrency: int | None = None
+    # False: rollouts run ahead within an epoch only, and each epoch's first step generates under the weights that
+    # train on it (SkyRL's one-step off-policy trainer starts a new generator every epoch).
+    ahead_across_epochs: bool = True
 
     def steps_generating_at_once(self) -> int:
         """Whole steps' rollouts that may generate at once when they run ahead: at least one (a framework that

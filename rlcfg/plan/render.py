@@ -298,7 +298,9 @@ def _batch(plan: ExecutionPlan) -> list[str]:
     if sch.max_staleness:
         rows.append(("asynchronous rollouts", f"up to {plural(sch.max_staleness, 'update')} stale; "
                                               f"{plural(sch.steps_generating_at_once(), 'step')} of prompts "
-                                              "generating at once"))
+                                              "generating at once"
+                                              + ("" if sch.ahead_across_epochs else
+                                                 "; each epoch's first step waits for the last update")))
     width = max(len(k) for k, _ in rows)
     return ["", "batch schedule (one step)"] + [f"  {k:<{width}}  {v}" for k, v in rows]
 

@@ -10,6 +10,9 @@ are still generating. The step is trained by update j, under version j − 1: it
 
 AReaL starts each prompt as soon as a slot frees, so with `max_concurrent_rollouts` below a step's prompts its
 later prompts may start under newer weights than rlcfg's; the bound holds the same in both.
+
+Without `across_epochs` (SkyRL's one-step off-policy trainer, which starts a new generator each epoch) a step that
+opens an epoch starts only under the weights that train on it: the epoch's last update comes first.
 """
 
 from __future__ import annotations
@@ -33,11 +36,12 @@ class AheadStep:
 class RolloutsAhead:
     """The steps started and not yet trained, oldest first."""
 
-    def __init__(self, max_staleness: int, concurrency_steps: int):
+    def __init__(self, max_staleness: int, concurrency_steps: int, across_epochs: bool = True):
         if max_staleness < 0 or concurrency_steps < 1:
             raise ValueError("max_staleness >= 0 and concurrency_steps >= 1")
         self.max_staleness = max_staleness
         self.concurrency_steps = concurrency_steps
+        self.across_epochs = across_epochs
         self.queue: deque[AheadStep] = deque()
         self.last_started: int | None = None  # the latest step started, trained or not
 
@@ -45,20 +49,24 @@ class RolloutsAhead:
         """The next step to start, when `training` is the step about to train (or training)."""
         return training if self.last_started is None or self.last_started < training else self.last_started + 1
 
-    def may_start(self, step: int, version: int, running: int, last_step: int) -> bool:
-        """Whether `step` may start now, under `version`, with `running` steps still generating."""
-        return step <= last_step and step - 1 - version <= self.max_staleness and running < self.concurrency_steps
+    def may_start(self, step: int, version: int, running: int, last_step: int, opens_epoch: bool = False) -> bool:
+        """Whether `step` may start now, under `version`, with `running` steps still generating; `opens_epoch`:
+        the step is the first of an epoch."""
+        bound = 0 if opens_epoch and not self.across_epochs else self.max_staleness
+        return step <= last_step and step - 1 - version <= bound and running < self.concurrency_steps
 
     def top_up(self, training: int, last_step: int, running: Callable[[list[AheadStep]], int],
-               start: Callable[[int, int], AheadStep]) -> int:
+               start: Callable[[int, int], AheadStep], opens_epoch: Callable[[], bool] = lambda: False) -> int:
         """Start every step the bound allows now, when `training` is the step about to train (or training) and
         the engines' weights have seen `training - 1` updates. `running(queue)` counts the queued steps still
-        generating; `start(step, version)` starts one. Returns how many started."""
+        generating; `start(step, version)` starts one; `opens_epoch()`: whether the next step to start is the
+        first of an epoch. Returns how many started."""
         started = 0
         version = training - 1
         while True:
             step = self.next_step(training)
-            if not self.may_start(step, version, running(list(self.queue)), last_step):
+            if not self.may_start(step, version, running(list(self.queue)), last_step,
+                                  not self.across_epochs and opens_epoch()):
                 return started
             entry = start(step, version)
             if entry.step != step or entry.version != version:

@@ -56,20 +56,23 @@ def shape_rewards(scores: torch.Tensor, scale: float = 1.0, bias: float = 0.0,
     return out
 
 
-def overlong_penalty(lengths: torch.Tensor, max_length: int, penalty_start: int, factor: float = 1.0) -> torch.Tensor:
+def overlong_penalty(lengths: torch.Tensor, max_length: int, penalty_start: int, factor: float = 1.0,
+                     shift: torch.Tensor | None = None) -> torch.Tensor:
     """DAPO's soft overlong punishment: 0 up to `penalty_start` tokens, then falling linearly to −factor at
     `max_length` (and staying there). AReaL's reward_overlong_penalty is the same with
-    penalty_start = max_new_tokens − overlong_tokens (a response never exceeds max_length there)."""
+    penalty_start = max_new_tokens − overlong_tokens (a response never exceeds max_length there). `shift`: per
+    response, how many tokens later its window starts and ends (RewardShaping.overlong_penalty_prompt_room)."""
     buffer = max_length - penalty_start
     if buffer <= 0:
         raise ValueError(f"the overlong penalty starts at {penalty_start} tokens, which is not below the "
                          f"maximum response length {max_length}")
-    excess = (lengths.float() - penalty_start).clamp(min=0.0)
+    start = penalty_start if shift is None else penalty_start + shift.float()
+    excess = (lengths.float() - start).clamp(min=0.0)
     return -(excess / buffer).clamp(max=1.0) * factor
 
 
 def shape_scores(raw: torch.Tensor, lengths: torch.Tensor, finished: torch.Tensor, max_length: int,
-                 spec: RewardShaping) -> torch.Tensor:
+                 spec: RewardShaping, prompt_lengths: torch.Tensor | None = None) -> torch.Tensor:
     """The sequence scores the advantage starts from, in the order the dialect's framework applies its steps
     (RewardShaping.order):
 
@@ -79,10 +82,16 @@ def shape_scores(raw: torch.Tensor, lengths: torch.Tensor, finished: torch.Tenso
     clip_normalized (ROLL reward_postprocess): score·scale + bias + overlong penalty; the clip is applied by
       the advantage to the group-normalised reward (compute_advantages' `normalized_clip`).
     zero_truncated (AReaL mask_no_eos_with_zero, SkyRL zero_reward_on_non_stop) makes the score of a response
-    cut at the length limit 0, whatever the shaping."""
+    cut at the length limit 0, whatever the shaping. `prompt_lengths`: each response's prompt tokens, which an
+    overlong penalty with a prompt room reads."""
     raw = raw.float()
-    penalty = (overlong_penalty(lengths, max_length, spec.overlong_penalty_length, spec.overlong_penalty_factor)
-               if spec.overlong_penalty_length is not None else torch.zeros_like(raw))
+    shift = None
+    if spec.overlong_penalty_prompt_room is not None:
+        if prompt_lengths is None:
+            raise ValueError("an overlong penalty with a prompt room needs the prompts' lengths")
+        shift = spec.overlong_penalty_prompt_room - prompt_lengths
+    penalty = (overlong_penalty(lengths, max_length, spec.overlong_penalty_length, spec.overlong_penalty_factor,
+                                shift) if spec.overlong_penalty_length is not None else torch.zeros_like(raw))
     if spec.order == "scale_first":
         out = shape_rewards(raw, spec.scale, spec.bias, spec.clip) + penalty
     elif spec.order == "penalty_first":
@@ -295,10 +304,15 @@ def maxrl_advantages(scores: torch.Tensor, group_size: int, eps: float = 1e-6) -
     return ((g - mean) / (mean + eps)).reshape(-1)
 
 
-def reward_norm(scores: torch.Tensor, group_size: int, mean: str | None, std: str | None) -> torch.Tensor:
+def reward_norm(scores: torch.Tensor, group_size: int, mean: str | None, std: str | None, eps: float = 1e-6,
+                unbiased: bool = True, std_of: str = "scores") -> torch.Tensor:
     """ROLL roll/utils/functionals.py reward_norm (without the running statistics): score − the batch or group
-    mean (or nothing), divided by the batch or group std (unbiased, torch.std) + 1e-6 when a std is named."""
+    mean (or nothing), divided by the batch or group std (unbiased, torch.std) + 1e-6 when a std is named.
+    std_of "centred" is AReaL's Normalization instead: the std is the root mean square of the centred scores (over
+    the batch or each group, n − 1 when `unbiased`, and 1 where that leaves nothing to divide by), + `eps`."""
     scores = scores.float()
+    if std_of == "centred":
+        return _centred_norm(scores, group_size, mean, std, eps, unbiased)
     g = _groups(scores, group_size)
     if mean == "batch":
         centred = scores - scores.mean()
@@ -315,6 +329,37 @@ def reward_norm(scores: torch.Tensor, group_size: int, mean: str | None, std: st
     if std == "group":
         return centred / (g.std(dim=1, keepdim=True).expand(-1, group_size).reshape(-1) + 1e-6)
     raise ValueError(f"unknown reward normalisation std {std!r}; expected batch or group")
+
+
+def _centred_norm(scores: torch.Tensor, group_size: int, mean: str | None, std: str | None, eps: float,
+                  unbiased: bool) -> torch.Tensor:
+    """AReaL areal/utils/data.py Normalization on sequence scores (no mask), in float64 as its high_precision."""
+    x = scores.double()
+    if mean == "batch":
+        centre = x.mean().expand_as(x)
+    elif mean == "group":
+        centre = _groups(x, group_size).mean(dim=1, keepdim=True).expand(-1, group_size).reshape(-1)
+    elif mean is None:
+        centre = torch.zeros_like(x)
+    else:
+        raise ValueError(f"unknown reward normalisation mean {mean!r}; expected batch or group")
+    centred = x - centre
+    if std is None:
+        return centred.float()
+
+    def spread(deviations: torch.Tensor) -> torch.Tensor:
+        n = deviations.shape[-1]
+        if (unbiased and n <= 1) or n == 0:
+            return torch.ones(deviations.shape[:-1] + (1,), dtype=deviations.dtype)
+        return ((deviations ** 2).sum(dim=-1, keepdim=True) / (n - 1 if unbiased else n)).sqrt()
+
+    if std == "batch":
+        scale = spread(centred).expand_as(centred)
+    elif std == "group":
+        scale = spread(_groups(centred, group_size)).expand(-1, group_size).reshape(-1)
+    else:
+        raise ValueError(f"unknown reward normalisation std {std!r}; expected batch or group")
+    return (centred / (scale + eps)).float()
 
 
 def whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, unbiased: bool = True) -> torch.Tensor:
@@ -433,7 +478,8 @@ def compute_advantages(scores: torch.Tensor, mask: torch.Tensor, *, estimator: s
     def normalized(seq_scores: torch.Tensor) -> torch.Tensor:
         if options.reward_norm_mean is None and options.reward_norm_std is None:
             return seq_scores.float()
-        out = reward_norm(seq_scores, group_size, options.reward_norm_mean, options.reward_norm_std)
+        out = reward_norm(seq_scores, group_size, options.reward_norm_mean, options.reward_norm_std,
+                          options.reward_norm_eps, options.reward_norm_unbiased, options.reward_norm_std_of)
         return out.clamp(-normalized_clip, normalized_clip) if normalized_clip is not None else out
 
     returns = None

@@ -278,6 +278,10 @@ class PromptSampler:
         self.cursor += self.batch
         return out
 
+    def opens_epoch(self) -> bool:
+        """Whether the next batch is the first of an epoch (after the first epoch)."""
+        return self.cursor + self.batch > self.size
+
     def state_dict(self) -> dict[str, int]:
         return {"epoch": self.epoch, "cursor": self.cursor, "size": self.size, "seed": self.seed}
 

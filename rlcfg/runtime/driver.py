@@ -211,7 +211,8 @@ class Run(RunShell):
         # sampler between rollouts) and rollouts started ahead keep the general path.
         sch = exp.schedule
         # Asynchronous RL: steps' rollouts start ahead of the updates, within the staleness bound (ahead.py).
-        self.ahead = RolloutsAhead(sch.max_staleness, sch.steps_generating_at_once()) if sch.max_staleness else None
+        self.ahead = RolloutsAhead(sch.max_staleness, sch.steps_generating_at_once(), sch.ahead_across_epochs) \
+            if sch.max_staleness else None
         self.fused = (self.opt.fused_step and self.hybrid and len(self.actor) == 1 and not self.critic
                       and self.reference in ([], self.actor) and not S.filters_active(self.filters)
                       and self.ahead is None)
@@ -442,7 +443,7 @@ class Run(RunShell):
             return AheadStep(step=step, version=version, draw=draw, sampler=self.sampler.state_dict(),
                              epoch=self.sampler.epoch)
 
-        self.ahead.top_up(training, self.last_step, running, start)
+        self.ahead.top_up(training, self.last_step, running, start, self.sampler.opens_epoch)
 
     def _take_ahead(self, step: int) -> AheadStep:
         self._top_up(step)  # at least this step's rollouts, when none started ahead (the first step)

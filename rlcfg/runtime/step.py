@@ -231,7 +231,8 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     lengths = mask.sum(dim=1)
 
     t0 = time.perf_counter()
-    scores = A.shape_scores(raw_scores, lengths, finished, s.max_new_tokens, alg.reward)
+    scores = A.shape_scores(raw_scores, lengths, finished, s.max_new_tokens, alg.reward,
+                            batch["attention_mask"].sum(dim=1) - lengths)
     timing["advantage"] = time.perf_counter() - t0
 
     metrics: dict[str, Any] = rollout_metrics(groups, raw_scores, alg.group_size)

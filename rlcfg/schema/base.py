@@ -310,10 +310,13 @@ def param(default: Any = REQUIRED, *, description: str, ge: float | None = None,
 
 
 def section(model: type[Section], *, description: str, alias: str | None = None, optional: bool = False,
-            releases: Iterable[str] | None = None, fate: Fate | None = None) -> Any:
+            releases: Iterable[str] | None = None, fate: Fate | None = None, entry: str | None = None) -> Any:
     """A nested section; `optional` sections default to null (absent) instead of their defaults.
-    `releases` and `fate` as for `param` (the fate of the section key itself; its fields declare their own)."""
+    `releases`, `fate` and `entry` as for `param` (the fate of the section key itself; its fields declare their
+    own)."""
     extra: dict[str, Any] = {}
+    if entry:
+        extra[ENTRY_KEY] = entry
     if releases is not None:
         extra[RELEASES_KEY] = list(releases)
     if fate is not None:
@@ -802,10 +805,11 @@ class Dialect:
         releases that moved keys spells them back here); `overrides` as the user gave them."""
         return diagnostics
 
-    def entry_keys(self, source: str, entry: str, read: Callable[[str, int], str | None]) -> Any:
-        """The keys a launch script's entry module (its Python source, read, never run) adds to the config, as an
-        extension (rlcfg.source.project.Extension), or None. `read(module, level)` gives the source of a module it
-        imports from, or None."""
+    def entry_keys(self, source: str | None, entry: str, read: Callable[[str, int], str | None], module: str) -> Any:
+        """The keys a launch script's entry module `module` (its file `entry`; its Python source, read, never run,
+        or None where the file is not on this machine) adds to the config, and the loop it runs, as an extension
+        (rlcfg.source.project.Extension), or None. `read(module, level)` gives the source of a module it imports
+        from, or None."""
         return None
 
     def prepare(self, tree: Any, release: str | None) -> list:

@@ -67,6 +67,12 @@ def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None
     judgement = judgement or Judgement()
     result = SchemaResult(None)
     data = tree.data
+    passed_on = _passed_on(root, tree, judgement)
+    if passed_on:
+        data = copy_containers(data)
+        for path, found in passed_on.items():
+            delete_path(data, path)
+            result.diagnostics.append(found)
     try:
         result.config = root.model_validate(data)
         errors = []
@@ -111,8 +117,31 @@ def validate_tree(root: type[Section], tree: SourceTree, dialect: Dialect | None
             # everything else; a rule that reaches for the missing value is skipped.
             result.config = _lenient(root, cleaned)
     if dialect is not None and judgement.release is not None:
-        result.diagnostics.extend(_release_diagnostics(root, tree, dialect, judgement))
+        result.diagnostics.extend(d for d in _release_diagnostics(root, tree, dialect, judgement)
+                                  if split_dotted(d.path) not in passed_on)
     return result
+
+
+def _passed_on(root: type[Section], tree: SourceTree, judgement: Judgement) -> dict[Path, Diagnostic]:
+    """Keys added with `+` that only an entry module reads (a field declared with `entry`), where the launch does not
+    run that module: the loader passes them on and nothing reads them, so they are left out of the config, with a
+    warning each."""
+    found: dict[Path, Diagnostic] = {}
+    for added, plus in judgement.added.items():
+        if not tree.has(added):
+            continue
+        for depth, (info, _owner) in enumerate(fields_along(root, added), start=1):
+            extra = info.json_schema_extra if info is not None and isinstance(info.json_schema_extra, dict) else {}
+            if not extra.get(ENTRY_KEY):
+                continue
+            path = added[:depth]
+            if path not in judgement.entry_modelled and path not in found:
+                found[path] = diagnostic(
+                    "RLC115", dotted(path), f"`{plus}{dotted(added)}` adds a key that only {extra[ENTRY_KEY]} reads; "
+                    "this launch does not run that entrypoint as released, so nothing rlcfg runs reads the key", origin=tree.key_origin(added) or
+                    tree.origin(added), severity=Severity.WARNING, hint="run it with that entrypoint, or remove it")
+            break
+    return found
 
 
 # Strings that say false but that a truth test reads as true, as any non-empty string.

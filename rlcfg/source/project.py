@@ -55,6 +55,8 @@ class Extension:
     source: Literal["fork", "release", "entry"] = "fork"
     # An entry module's: the loop it runs in place of the framework's usual one (CheckResult.entry_runs), or None
     runs: str | None = None
+    # An entry module's that `rlcfg run` refuses as a whole: why, and the hint (validate says it at the call, RLC118)
+    refused: tuple[str, str] | None = None
 
 
 def release_extension(label: str, unmodelled: Mapping[str, Any], release: str) -> Extension | None:
@@ -139,6 +141,11 @@ def apply_extension(extension: Extension, tree: SourceTree) -> list[Diagnostic]:
             tree.values[key.path] = Origin("default")
             continue
         if not tree.has(key.path):
+            continue
+        if extension.source == "entry" and not key.modelled and not tree.written(key.path):
+            # unwritten, it is the module's own default, which only the module reads; what stands here is the
+            # schema's "no entry module adds it"
+            delete_path(tree.data, key.path)
             continue
         value = tree.get(key.path)
         # A section left empty here was written `{}`: its written keys went before it (and took it with them). For a

@@ -93,10 +93,26 @@ def skyrl_cases(work: Path) -> Iterator[Case]:
     for release, rev in skyrl.RELEASES.items():
         tree = extract(skyrl.REPO, rev, work / "skyrl" / release, "skyrl-train/skyrl_train/config",
                        "skyrl-train/examples")
-        for name, overrides, _entrypoint in skyrl.cases(release, tree):
-            if name not in mutated:
+        for name, overrides, entrypoint in skyrl.cases(release, tree):
+            if name in mutated:
+                continue
+            if entrypoint == "main_base":
                 yield Case("skyrl", release, name, tree / skyrl.BASE, overrides)
+            else:  # an example's own entrypoint: judged with its module, as `rlcfg run SCRIPT` judges it
+                module = _skyrl_train_module(tree / "skyrl-train" / "examples" / name, tree)
+                yield Case("skyrl", release, name, Path("python"), ["-m", module, *overrides],
+                           cwd=tree / "skyrl-train")
     yield from skyrl_package_cases(work)
+
+
+def _skyrl_train_module(script: Path, tree: Path) -> str:
+    """The module a skyrl-train example script's call runs (`examples.algorithms.dapo.main_dapo`)."""
+    from rlcfg import schema
+    from rlcfg.source.launch import read_launch
+
+    env = {"HOME": "/home/user", "PWD": str(tree / "skyrl-train")}
+    found = read_launch(script.read_text(errors="replace"), str(script), schema.launchers("skyrl"), env)
+    return found.module
 
 
 def skyrl_package_cases(work: Path) -> Iterator[Case]:

@@ -10,10 +10,11 @@ from hypothesis import strategies as st
 from rlcfg.runtime.ahead import AheadStep, RolloutsAhead
 
 
-def simulate(bound: int, at_once: int, last: int, seed: int):
-    """Train steps 1..last, with each started step finishing generation at a random later moment."""
+def simulate(bound: int, at_once: int, last: int, seed: int, epoch_steps: int | None = None):
+    """Train steps 1..last, with each started step finishing generation at a random later moment. With
+    `epoch_steps`, rollouts run ahead within epochs of that many steps only."""
     rng = random.Random(seed)
-    ahead = RolloutsAhead(bound, at_once)
+    ahead = RolloutsAhead(bound, at_once, across_epochs=epoch_steps is None)
     done: set[int] = set()
     started: list[tuple[int, int, int]] = []  # (step, version, steps generating when it started)
     trained: list[tuple[int, int]] = []  # (step, staleness)
@@ -28,12 +29,15 @@ def simulate(bound: int, at_once: int, last: int, seed: int):
         started.append((step, version, sum(1 for e in ahead.queue if e.step not in done)))
         return AheadStep(step=step, version=version, draw={}, sampler={}, epoch=0)
 
+    def opens_epoch():
+        return epoch_steps is not None and ahead.next_step(step) % epoch_steps == 1 % epoch_steps
+
     for step in range(1, last + 1):
-        ahead.top_up(step, last, running, start)
+        ahead.top_up(step, last, running, start, opens_epoch)
         entry = ahead.take(step)
         done.add(entry.step)  # the trainer waits for its rollouts
         trained.append((step, step - 1 - entry.version))
-        ahead.top_up(step, last, running, start)
+        ahead.top_up(step, last, running, start, opens_epoch)
     return started, trained, ahead
 
 
@@ -82,6 +86,24 @@ def test_one_step_generating_at_once_overlaps_one_update():
         staleness.append(step - 1 - entry.version)
         ahead.top_up(step, 5, lambda queue: len(queue), start)
     assert staleness == [0, 1, 1, 1, 1]
+
+
+@settings(max_examples=200, deadline=None)
+@given(bound=st.integers(1, 3), at_once=st.integers(1, 3), epoch_steps=st.integers(1, 6), last=st.integers(1, 20),
+       seed=st.integers(0, 10**6))
+def test_within_epochs_only_each_epochs_first_step_is_on_policy(bound, at_once, epoch_steps, last, seed):
+    """SkyRL's one-step off-policy trainer: a new generator each epoch, so an epoch's first step generates under the
+    weights that train on it; the others stay within the bound."""
+    started, trained, _ = simulate(bound, at_once, last, seed, epoch_steps)
+    assert [s for s, _, _ in started] == list(range(1, last + 1))
+    for step, staleness in trained:
+        assert staleness == 0 if step % epoch_steps == 1 % epoch_steps else 0 <= staleness <= bound
+
+
+def test_one_update_behind_within_an_epoch_is_skyrls_one_step_trainer():
+    """Generation finishes in time: every step after an epoch's first trains one update behind its rollouts."""
+    _, trained, _ = simulate(1, 1, 9, seed=3, epoch_steps=3)
+    assert [staleness for _, staleness in trained] == [0, 1, 1] * 3
 
 
 def test_taking_a_step_out_of_order_is_a_bug_caught():

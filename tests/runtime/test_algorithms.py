@@ -689,6 +689,21 @@ def test_roll_reward_norm_for_other_estimators():
     close(adv.squeeze(1), [1.0, -0.5, -0.5, -0.5], tol=1e-5)
 
 
+def test_areals_group_mean_and_batch_std_is_the_spread_about_each_groups_mean():
+    """AReaL Normalization(mean_level group, std_level batch) by hand: x − group mean, over
+    sqrt(Σ (x − group mean)² / (n − 1)) + eps; not torch.std about the batch's mean."""
+    s = torch.tensor([1.0, 0.0, 0.0, 0.0, 1.0, 1.0])
+    centred = [0.5, -0.5, 0.0, 0.0, 0.0, 0.0]
+    spread = (sum(c * c for c in centred) / 5) ** 0.5
+    close(A.reward_norm(s, 2, "group", "batch", eps=1e-5, std_of="centred"),
+          [c / (spread + 1e-5) for c in centred], tol=1e-6)
+    population = (sum(c * c for c in centred) / 6) ** 0.5
+    close(A.reward_norm(s, 2, "group", "batch", eps=1e-5, unbiased=False, std_of="centred"),
+          [c / (population + 1e-5) for c in centred], tol=1e-6)
+    # one response per group, unbiased: AReaL divides by 1 (+ eps)
+    close(A.reward_norm(torch.tensor([2.0]), 1, None, "group", eps=0.5, std_of="centred"), [2.0 / 1.5], tol=1e-6)
+
+
 def test_roll_clamps_the_token_rewards_after_the_kl_penalty():
     # compute_token_reward: token rewards − β·KL, then clamp ±reward_clip. Normalised [0.7071, −0.7071] (within the
     # clip); the second sample's −0.7071 − 0.5 = −1.2071 is clamped to −1.

@@ -74,6 +74,22 @@ def test_a_bound_of_zero_is_the_synchronous_run(tmp_path, qs):
     assert [{k: m[k] for k in COMPARED} for m in zero] == [{k: m[k] for k in COMPARED} for m in plain]
 
 
+def test_within_epochs_only_each_epoch_starts_on_policy(tmp_path, qs):
+    """SkyRL's one-step off-policy trainer (Schedule.ahead_across_epochs false, one update behind): a dataset of two
+    steps, so every other step opens an epoch and generates under the weights that train on it."""
+    out = str(tmp_path / "one-step")
+    exp = qs(out, staleness=1, steps=4, checkpoint_interval=None)
+    with open(exp.data.train_files[0]) as f:
+        first_eight = [line for line in f if line.strip()][:8]
+    small = tmp_path / "train.jsonl"
+    small.write_text("".join(first_eight))
+    exp = dataclasses.replace(exp, data=dataclasses.replace(exp.data, train_files=(str(small),)),
+                              schedule=dataclasses.replace(exp.schedule, ahead_across_epochs=False))
+    history = run(quickstart.plan_for(exp), RunOptions(output_dir=out, threads=1, stream=io.StringIO())).history
+    assert [m["async/staleness_max"] for m in history] == [0, 1, 0, 1]
+    assert [m["data/epoch"] for m in history] == [0, 0, 1, 1]
+
+
 class Killed(RuntimeError):
     pass
 

@@ -92,6 +92,7 @@ REASONS = {
     "schedule.eval_before_train": "AReaL evaluates before training from 1.0 (evaluator.eval_before_train)",
     "schedule.samples_per_optimizer_step": "AReaL's mini-batch is the step divided by ppo_n_minibatches",
     "schedule.prompts_per_step": "AReaL rounds the batch down to a multiple of the data-parallel size",
+    "schedule.ahead_across_epochs": "AReaL's rollouts run ahead across epochs",
     "eval_sampling": "AReaL evaluates with gconfig's sampling before 0.5 (eval_gconfig)",
     "sampling.repetition_penalty": "AReaL's gconfig has no repetition penalty",
     "sampling.presence_penalty": "AReaL's gconfig has no presence penalty",

@@ -344,6 +344,9 @@ def _norm_advantage(actor: Any, has_critic: bool) -> dict[str, Any]:
     - a group-level reward_norm: GRPO, (score − group mean) / (group std + eps) with AReaL's eps and std
       (std_unbiased), or without the std (std_level null); RLOO with mean_leave1out; adv_norm then whitens over
       the batch (batch_normalize_advantage);
+    - a group mean with a batch std (LitePPO): the scores so normalised (the std is the spread about each group's
+      mean, AReaL's Normalization), then as without reward_norm: the discounted returns, whitened when adv_norm
+      is set;
     - no reward_norm: the plain (discounted) returns, REINFORCE++, whitened over the batch when adv_norm is set.
     Norm settings outside these (batch-level reward_norm, group-level adv_norm, ...) are refused by the rule
     areal/run-ledger; the nearest form is lowered here so that `rlcfg plan` can still show the rest."""
@@ -358,6 +361,12 @@ def _norm_advantage(actor: Any, has_critic: bool) -> dict[str, Any]:
         if rn is not None:
             options = AdvantageOptions(whiten=whiten, reward_norm_mean=rn.mean_level, reward_norm_std=rn.std_level)
         return {"advantage": "gae", "advantage_options": options}
+    if rn is not None and rn.mean_level == "group" and rn.std_level == "batch":
+        options = AdvantageOptions(whiten=whiten, reward_norm_mean="group", reward_norm_std="batch",
+                                   reward_norm_std_of="centred", reward_norm_eps=rn.eps,
+                                   reward_norm_unbiased=rn.std_unbiased)
+        return {"advantage": "reinforce++", "normalize_advantage_std": False, "batch_normalize_advantage": False,
+                "advantage_options": options}
     if rn is not None and rn.mean_level == "group":
         _mean, std_level, leave1out, unbiased, eps, _group_size = settings["reward"]
         options = AdvantageOptions(std="unbiased" if unbiased else "population", eps=eps)

@@ -1005,14 +1005,15 @@ def _run_ledger(cfg, ctx):
     # Normalisations: GRPO (group mean, with or without the group std), RLOO, a batch whitening of the advantages.
     rn, an = a.reward_norm, a.adv_norm
     if rn is not None:
-        supported = (rn.mean_level == "group" and rn.std_level in ("group", None)
+        supported = (rn.mean_level == "group" and rn.std_level in ("group", "batch", None)
                      and not (rn.mean_leave1out and rn.std_level is not None) and critic is None)
         if not supported:
             yield _refusal("actor.reward_norm", f"`actor.reward_norm` = {{{_norm_text(rn)}, mean_leave1out "
                            f"{str(rn.mean_leave1out).lower()}}}" + (" with a critic" if critic is not None else "") +
-                           ": rlcfg normalises scores by group only, as GRPO (group mean and std, or mean alone) or "
-                           "RLOO (leave-one-out mean, no std), and not before GAE",
-                           "use `mean_level: group` with `std_level: group` or null, or drop reward_norm")
+                           ": rlcfg normalises scores by group mean only, as GRPO (group mean and std, or mean "
+                           "alone), RLOO (leave-one-out mean, no std) or LitePPO (group mean, batch std), and not "
+                           "before GAE",
+                           "use `mean_level: group` with `std_level: group`, batch or null, or drop reward_norm")
         elif rn.group_size != g.n_samples:
             yield _refusal("actor.reward_norm.group_size", f"`actor.reward_norm.group_size` = {rn.group_size} with "
                            f"gconfig.n_samples {g.n_samples}: rlcfg's groups are each prompt's n_samples responses",
@@ -1024,8 +1025,8 @@ def _run_ledger(cfg, ctx):
                        f"rlcfg whitens the advantages over the batch only (batch mean, unbiased batch std)",
                        "use `mean_level: batch` and `std_level: batch` with the other keys at their defaults, or "
                        "drop adv_norm")
-    if critic is None and a.discount * a.gae_lambda != 1.0 and (rn is not None and rn.mean_level == "group") \
-            and not reference:
+    if critic is None and a.discount * a.gae_lambda != 1.0 and not reference and \
+            (rn is not None and rn.mean_level == "group" and rn.std_level != "batch"):
         yield _refusal("actor.discount", f"`actor.discount` × `actor.gae_lambda` = {a.discount * a.gae_lambda} with a "
                        f"group-normalised score and no KL penalty: AReaL discounts the score back from the last token, "
                        f"rlcfg's GRPO/RLOO gives every token the same advantage", "set discount and gae_lambda to 1",

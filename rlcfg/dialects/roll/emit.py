@@ -69,6 +69,7 @@ REASONS = {
     "roles.actor.optimizer.min_lr": "ROLL's schedules decay to 0",
     "roles.actor.optimizer.name": "ROLL trains with AdamW",
     "schedule.epochs": "ROLL counts steps (max_steps), not epochs",
+    "schedule.ahead_across_epochs": "ROLL's rollouts run ahead across epochs",
     "schedule.total_steps": "ROLL counts steps (max_steps)",
     "schedule.eval_before_train": "ROLL evaluates before training whenever it has validation data",
     "schedule.eval_interval": "ROLL evaluates every eval_steps when it has validation data",

@@ -116,10 +116,10 @@ class SkyRL(Dialect):
             return "open"
         return self.unknown_keys
 
-    def entry_keys(self, source: str, entry: str, read):
+    def entry_keys(self, source: str | None, entry: str, read, module: str):
         from rlcfg.dialects.skyrl.package import entry_extension
 
-        return entry_extension(source, entry, read)
+        return entry_extension(source, entry, read, module)
 
     def prepare(self, tree, release: str | None) -> list:
         from rlcfg.dialects.skyrl.package import is_package, section_resets

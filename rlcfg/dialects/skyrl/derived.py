@@ -228,3 +228,14 @@ def describe(cfg: Any) -> str:
 def critic_trained(cfg: Any) -> bool:
     """Whether `rlcfg run` trains the critic: only for GAE, the one estimator that reads its values."""
     return critic_in_use(cfg) and cfg.trainer.algorithm.advantage_estimator == "gae"
+
+
+def overlong_buffer(cfg: Any) -> tuple[int, float] | None:
+    """The DAPO entrypoint's overlong buffer and penalty factor (the skyrl package's keys, or skyrl-train's
+    `overlong_buffer` section), or None without the entrypoint."""
+    a = cfg.trainer.algorithm
+    if a.overlong_buffer is not None:
+        return a.overlong_buffer.len, a.overlong_buffer.penalty_factor
+    if a.overlong_buffer_len is not None:
+        return a.overlong_buffer_len, a.overlong_buffer_penalty_factor
+    return None

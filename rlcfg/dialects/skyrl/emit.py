@@ -33,6 +33,8 @@ AGGREGATIONS = {"token-mean": "token_mean", "seq-mean-token-mean": "sequence_mea
 SCHEDULERS = {"constant": "constant_with_warmup", "linear": "linear", "cosine": "cosine"}
 STRATEGIES = {"fsdp": "fsdp", "fsdp2": "fsdp2", "megatron": "megatron", "deepspeed": "deepspeed"}
 
+_ASYNC_ENTRYPOINTS = ("SkyRL trains asynchronously only under its fully-asynchronous and one-step off-policy "
+                      "entrypoints (main_fully_async, main_async); convert writes main_base's config")
 REASONS = {
     "algorithm.advantage_options.std": "SkyRL's GRPO divides by the unbiased group std",
     "algorithm.advantage_options.eps": "SkyRL's GRPO adds 1e-6 to the group std",
@@ -101,10 +103,9 @@ REASONS = {
     "data.seed": "SkyRL shuffles with trainer.seed",
     "data.apply_chat_template": "SkyRL always applies the chat template",
     "schedule.total_steps": "SkyRL counts epochs over the dataset, not steps",
-    "schedule.max_staleness": "SkyRL trains asynchronously only under its fully-asynchronous entrypoint "
-                              "(main_fully_async); convert writes main_base's config",
-    "schedule.rollout_concurrency": "SkyRL trains asynchronously only under its fully-asynchronous entrypoint "
-                                    "(main_fully_async); convert writes main_base's config",
+    "schedule.max_staleness": _ASYNC_ENTRYPOINTS,
+    "schedule.rollout_concurrency": _ASYNC_ENTRYPOINTS,
+    "schedule.ahead_across_epochs": _ASYNC_ENTRYPOINTS,
     "schedule.epochs": "SkyRL counts epochs over the dataset",
     "schedule.samples_per_optimizer_step": "SkyRL's mini-batch is a whole number of prompts per data-parallel rank",
     "checkpointing.keep_last": "SkyRL's max_ckpts_to_keep",

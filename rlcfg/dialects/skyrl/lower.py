@@ -55,12 +55,12 @@ from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, F
                       Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role,
                       Sampling, Schedule, Spelling)
 from rlcfg.dialects.skyrl.models import UNTIL_030
-from rlcfg.dialects.skyrl.package import PACKAGE_FROM_030
+from rlcfg.dialects.skyrl.package import DAPO_CONTEXT_BUFFER, PACKAGE_FROM_030
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_ANSWER_KEYS, ENVIRONMENT_REWARDS,
                                           LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, VLLM_KWARGS, critic_in_use, critic_trained, dataset_files,
-                                          dp_size, loggers, loss_normalization, policy_loss, ref_in_use, rollout_gpus,
-                                          world)
+                                          dp_size, loggers, loss_normalization, overlong_buffer, policy_loss,
+                                          ref_in_use, rollout_gpus, world)
 
 # The estimators and losses rlcfg runs with SkyRL's meaning, by SkyRL's names. The others (custom estimators and
 # losses registered in code, cross_entropy and importance_sampling, which sum over tokens as Tinker's losses do)
@@ -267,15 +267,19 @@ def _modules(value: str | list[str] | None) -> str | tuple[str, ...] | None:
     return tuple(value) if isinstance(value, list) else value
 
 
-def overlong_penalty(cfg: Any) -> dict[str, Any]:
-    """DAPO's soft overlong punishment of SkyRL's DAPO entrypoint (DAPOTrainer.postprocess_generator_output): a
-    response longer than max_generate_length − overlong_buffer_len tokens loses its excess over that, divided by the
-    buffer, × the penalty factor; a buffer of 0 or less punishes nothing. Empty without the entrypoint."""
-    a = cfg.trainer.algorithm
-    if a.overlong_buffer_len is None or a.overlong_buffer_len <= 0:
+def overlong_penalty(cfg: Any, entry_runs: str | None = None) -> dict[str, Any]:
+    """DAPO's soft overlong punishment of SkyRL's DAPO entrypoints (DAPOTrainer.postprocess_generator_output): a
+    response longer than max_generate_length − the buffer tokens loses its excess over that, divided by the buffer,
+    × the penalty factor; a buffer of 0 or less punishes nothing. Where the trainer's buffer ends at the context
+    limit (DAPO_CONTEXT_BUFFER), the window starts max_input_length − the prompt's tokens later (a prompt is never
+    longer than max_input_length there, so the window never passes that limit, where the trainer zeroes the
+    reward). Empty without the entrypoint."""
+    found = overlong_buffer(cfg)
+    if found is None or found[0] <= 0:
         return {}
-    return {"overlong_penalty_length": cfg.generator.sampling_params.max_generate_length - a.overlong_buffer_len,
-            "overlong_penalty_factor": a.overlong_buffer_penalty_factor}
+    room = cfg.generator.max_input_length if entry_runs == DAPO_CONTEXT_BUFFER else None
+    return {"overlong_penalty_length": cfg.generator.sampling_params.max_generate_length - found[0],
+            "overlong_penalty_factor": found[1], "overlong_penalty_prompt_room": room}
 
 
 def training_backend(strategy: str, release: str | None) -> str:
@@ -389,13 +393,16 @@ def _colocation(cfg: Any, roles: list[Role]) -> tuple[tuple[str, ...], ...]:
 # ---- algorithm, sampling, schedule --------------------------------------------------------------------------
 
 
-def _kl(cfg: Any) -> KL:
+def _kl(cfg: Any, entry_runs: str | None) -> KL:
     a = cfg.trainer.algorithm
     estimator = kl_estimator(cfg)
     # kl_ctrl drives the reward-side coefficient only (RayPPOTrainer.apply_reward_kl_penalty); it starts at
     # kl_loss_coef; the driver carries it from step to step (the adaptive controller moves it after each step).
+    # The one-step off-policy trainer never builds the controller (RayPPOTrainer.train does), so its coefficient
+    # stays kl_loss_coef.
     c = a.kl_ctrl
-    controller = KLController(kind=c.type, target=c.kl_target, horizon=c.horizon)
+    kind = "fixed" if entry_runs == "one_step_async" else c.type
+    controller = KLController(kind=kind, target=c.kl_target, horizon=c.horizon)
     if a.use_kl_loss:
         # The worker adds kl_loss_coef × KL to the policy loss (PolicyWorker._forward_backward_micro). Every release
         # rlcfg claims computes that KL under torch.no_grad (ppo_utils.compute_approx_kl, SkyRL issue #1340, fixed
@@ -456,7 +463,7 @@ def _sequence_mask(cfg: Any, kind: str) -> dict[str, Any]:
     return {"sequence_mask": oc.sequence_mask_metric, "sequence_mask_low": low, "sequence_mask_high": high}
 
 
-def _filters(cfg: Any) -> FilterSpec:
+def _filters(cfg: Any, entry_runs: str | None) -> FilterSpec:
     """zero_variance_filter (trainer_utils.zero_variance_filter: groups of more than one sample whose rewards have
     zero std) and dynamic sampling (handle_dynamic_sampling: `filter` or `replace`, at most max_sample_batches
     draws, -1 without limit, then a RuntimeError, as RayPPOTrainer.handle_dynamic_sampling). Without dynamic
@@ -465,12 +472,19 @@ def _filters(cfg: Any) -> FilterSpec:
     a = cfg.trainer.algorithm
     d = a.dynamic_sampling
     limit = d.max_sample_batches
-    return FilterSpec(zero_variance=a.zero_variance_filter or d.type is not None, zero_variance_tol=0.0,
-                      dynamic=d.type, max_draws=None if limit <= 0 else limit, min_replace_ratio=d.min_replace_ratio,
+    dynamic = dynamic_sampling(cfg, entry_runs)
+    return FilterSpec(zero_variance=a.zero_variance_filter or dynamic is not None, zero_variance_tol=0.0,
+                      dynamic=dynamic, max_draws=None if limit <= 0 else limit, min_replace_ratio=d.min_replace_ratio,
                       on_exhausted="error", failed="mask")
 
 
-def _algorithm(cfg: Any, release: str | None) -> Algorithm:
+def dynamic_sampling(cfg: Any, entry_runs: str | None) -> str | None:
+    """The dynamic sampling that runs: none under the one-step off-policy trainer, whose training step never calls
+    handle_dynamic_sampling."""
+    return None if entry_runs == "one_step_async" else cfg.trainer.algorithm.dynamic_sampling.type
+
+
+def _algorithm(cfg: Any, release: str | None, entry_runs: str | None) -> Algorithm:
     a, g = cfg.trainer.algorithm, cfg.generator
     kind = POLICY_LOSSES.get(policy_loss(cfg)[0], "regular")
     clip_low, clip_high = _clip_range(cfg, kind)
@@ -481,7 +495,7 @@ def _algorithm(cfg: Any, release: str | None) -> Algorithm:
         advantage=ADVANTAGES.get(a.advantage_estimator, "grpo"), group_size=g.n_samples_per_prompt,
         normalize_advantage_std=a.grpo_norm_by_std, gamma=a.gamma, lam=a.lambd, policy_loss=kind,
         clip_low=clip_low, clip_high=clip_high, clip_ratio_c=a.clip_ratio_c,
-        loss_aggregation=LOSS_AGGREGATIONS.get(a.loss_reduction, "seq-mean-token-sum"), kl=_kl(cfg),
+        loss_aggregation=LOSS_AGGREGATIONS.get(a.loss_reduction, "seq-mean-token-sum"), kl=_kl(cfg, entry_runs),
         loss_normalization=loss_normalization(a.loss_reduction, release), kl_loss_aggregation="seq-mean-token-mean",
         loss_length_norm=effective_max_seq_len(cfg) if a.loss_reduction == "seq_mean_token_sum_norm" else None,
         # reduce_loss (skyrl-train: .mean() over a micro-batch's rows) and the package's mini-batch scaling
@@ -493,10 +507,10 @@ def _algorithm(cfg: Any, release: str | None) -> Algorithm:
         value_clip=a.value_clip if critic_runs(cfg) else None, ppo_epochs=cfg.trainer.update_epochs_per_batch,
         # zero_reward_on_non_stop: a response that did not stop on its own scores 0 (it stays in the loss);
         # apply_overlong_filtering: such a response leaves the loss.
-        reward=RewardShaping(zero_truncated=g.zero_reward_on_non_stop, **overlong_penalty(cfg)),
+        reward=RewardShaping(zero_truncated=g.zero_reward_on_non_stop, **overlong_penalty(cfg, entry_runs)),
         mask_truncated=g.apply_overlong_filtering,
-        policy_options=_policy_options(cfg, kind), filters=_filters(cfg),
-        dynamic_sampling=a.dynamic_sampling.type is not None,
+        policy_options=_policy_options(cfg, kind), filters=_filters(cfg, entry_runs),
+        dynamic_sampling=dynamic_sampling(cfg, entry_runs) is not None,
         # advantage_batch_normalize (normalize_advantages_dict) is refused: its mean runs over padding too.
         batch_normalize_advantage=False,
     )
@@ -513,7 +527,8 @@ def _schedule(cfg: Any, entry_runs: str | None = None) -> Schedule:
     """The batch schedule. Under the fully-asynchronous entrypoint (FullyAsyncRayPPOTrainer) a group scheduled while
     step i trains is trained at a step ≤ i + max_staleness_steps (its _AsyncStalenessManager admits groups while
     (max_staleness_steps + current step) × mini-batch exceeds those accepted or running), and at most
-    num_parallel_generation_workers groups (prompts) generate at once."""
+    num_parallel_generation_workers groups (prompts) generate at once. Under the one-step off-policy entrypoint
+    (AsyncRayPPOTrainer) rollouts run one update behind within each epoch."""
     t, g = cfg.trainer, cfg.generator
     n = g.n_samples_per_prompt
     prompts = prompts_kept(cfg)
@@ -524,14 +539,20 @@ def _schedule(cfg: Any, entry_runs: str | None = None) -> Schedule:
     # The critic steps over mini-batches of critic_mini_batch_size prompts' samples (trainer.train_critic_and_policy).
     critic_mini = t.critic_mini_batch_size * n if critic_trained(cfg) and t.critic_mini_batch_size < t.train_batch_size \
         else None
+    if entry_runs == "one_step_async":
+        # AsyncRayPPOTrainer: step k+1's rollouts generate while step k trains, under the weights step k started
+        # from; each epoch starts a new generator (its first step waits for the last update of the epoch before).
+        running_ahead = {"max_staleness": 1, "ahead_across_epochs": False}
+    elif entry_runs == "fully_async":
+        running_ahead = {"max_staleness": t.fully_async.max_staleness_steps,
+                         "rollout_concurrency": t.fully_async.num_parallel_generation_workers}
+    else:
+        running_ahead = {}
     return Schedule(prompts_per_step=prompts, samples_per_step=prompts * n,
                     samples_per_optimizer_step=t.policy_mini_batch_size * n // dp * dp, total_steps=None,
                     critic_samples_per_optimizer_step=critic_mini,
                     epochs=t.epochs, eval_interval=t.eval_interval if evaluates else None,
-                    eval_before_train=evaluates and t.eval_before_train,
-                    **({"max_staleness": t.fully_async.max_staleness_steps,
-                        "rollout_concurrency": t.fully_async.num_parallel_generation_workers}
-                       if entry_runs == "fully_async" else {}))
+                    eval_before_train=evaluates and t.eval_before_train, **running_ahead)
 
 
 def _checkpointing(cfg: Any) -> Checkpointing:
@@ -570,7 +591,7 @@ def lower(cfg: Any, release: str | None = None, entry_runs: str | None = None) -
     return Experiment(
         name=t.run_name, dialect="skyrl", variant=training_backend(t.strategy, release), cluster=Cluster(),
         roles=tuple(roles),
-        colocation=_colocation(cfg, roles), algorithm=_algorithm(cfg, release),
+        colocation=_colocation(cfg, roles), algorithm=_algorithm(cfg, release, entry_runs),
         sampling=_sampling(g.sampling_params, g.n_samples_per_prompt),
         eval_sampling=_sampling(g.eval_sampling_params, g.eval_n_samples_per_prompt), data=data,
         schedule=_schedule(cfg, entry_runs), checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=t.seed,

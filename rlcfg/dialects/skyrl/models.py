@@ -30,6 +30,8 @@ ONLY_MAIN = ("main", *PACKAGE)
 # The `skyrl` package's DAPO example entrypoint, whose trainer applies the soft overlong punishment of the two keys it
 # adds to trainer.algorithm (package.DAPO_ENTRY_FINGERPRINTS tells it from an edited copy).
 DAPO_ENTRY = "SkyRL's DAPO example entrypoint (examples.train.algorithms.dapo.main_dapo)"
+SKYRL_TRAIN_DAPO_ENTRY = ("skyrl-train's DAPO example entrypoints (examples.algorithms.dapo.main_dapo, "
+                          "examples.tis_correction.main_tis_dapo)")
 
 
 def upto(last: str, tags: tuple = RELEASES) -> tuple:
@@ -422,6 +424,18 @@ class KlCtrl(Section):
     horizon: int = param(10000, description="Update horizon of the adaptive controller; must be > 0 when adaptive.")
 
 
+class OverlongBuffer(Section):
+    # lower.overlong_penalty: the reward shaping the driver applies
+    run_fate = HONORED
+    len: int = param(description="DAPO's soft overlong punishment: the last this many tokens before "
+                                 "max_generate_length (up to 0.3.0, and in the TIS-DAPO example: before "
+                                 "max_input_length + max_generate_length less the prompt's tokens) are its buffer, "
+                                 "and a response that ends in it loses (tokens into the buffer) / len × "
+                                 "penalty_factor of its reward; 0 or less punishes nothing.")
+    penalty_factor: float = param(description="The reward a response at max_generate_length loses to DAPO's soft "
+                                              "overlong punishment.")
+
+
 class DynamicSampling(Section):
     # The driver draws, filters and replaces as handle_dynamic_sampling does, and stops at the draw limit
     # (metrics data/draws, data/groups_passed, data/groups_kept).
@@ -550,6 +564,11 @@ class Algorithm(Section):
         None, description="The reward a response at max_generate_length loses to DAPO's soft overlong punishment "
                           "(added by SkyRL's DAPO example entrypoint; its default there: 1.0).",
         releases=(), entry=DAPO_ENTRY)
+    overlong_buffer: OverlongBuffer | None = section(
+        OverlongBuffer, optional=True, releases=(), entry=SKYRL_TRAIN_DAPO_ENTRY,
+        description="DAPO's soft overlong punishment as skyrl-train's DAPO example entrypoint reads it, added with "
+                    "`+trainer.algorithm.overlong_buffer.len=...` and `+...penalty_factor=...` (the skyrl package "
+                    "names it overlong_buffer_len and overlong_buffer_penalty_factor).")
     lambd: float = param(1.0, description="GAE lambda.", ge=0, le=1)
     gamma: float = param(1.0, description="GAE discount gamma.", ge=0, le=1)
     eps_clip_low: float = param(0.2, description="PPO ratio clip below 1 (the ratio is clamped to 1 - eps_clip_low).",

@@ -336,15 +336,43 @@ _KINDS = {"int": "int", "float": "float", "bool": "bool", "str": "str", "list": 
 # examples/train/algorithms/dapo/main_dapo_fully_async.py as released (0.2.0; 0.3.0 and 0.4.0): DAPO's punishment,
 # the same formula on sequence-level rewards, in the fully-asynchronous trainer.
 DAPO_FULLY_ASYNC_ENTRY_FINGERPRINTS = frozenset({"f0c3009ea9849ae1", "94f1d5e7c5dba557"})
-DAPO_ENTRY_FINGERPRINTS = frozenset({"79363b4908067abb", "e8ebce4ad5bb41de", *DAPO_FULLY_ASYNC_ENTRY_FINGERPRINTS})
+# examples/train/tis_correction/main_tis_dapo.py as released (0.1.0; 0.2.0 to 0.4.0): DAPO's, with the buffer of
+# DAPO_CONTEXT_BUFFER_FINGERPRINTS.
+DAPO_ENTRY_FINGERPRINTS = frozenset({"79363b4908067abb", "e8ebce4ad5bb41de", "c7cb428a8c1e4a6f", "223fd64f23144e22",
+                                     *DAPO_FULLY_ASYNC_ENTRY_FINGERPRINTS})
 # examples/train/fully_async/main_fully_async.py as released (0.1.0 and 0.2.0; 0.3.0 and 0.4.0): it runs
 # FullyAsyncRayPPOTrainer, whose rollouts run ahead of the trainer within trainer.fully_async's bound. An edited copy
 # may run anything, so it is not recognised and its run is refused (trainer.fully_async.enabled).
-FULLY_ASYNC_ENTRY_FINGERPRINTS = frozenset({"a66ed1f7f0ecd50f", "864de383feba7ba6",
+# skyrl-train's examples/fully_async/main_fully_async.py (0.4.0 and its last commit) runs the same trainer as the
+# package's 0.1.0 (skyrl_train/fully_async_trainer.py there).
+FULLY_ASYNC_ENTRY_FINGERPRINTS = frozenset({"a66ed1f7f0ecd50f", "864de383feba7ba6", "4f9637598f4b3212",
                                             *DAPO_FULLY_ASYNC_ENTRY_FINGERPRINTS})
 FULLY_ASYNC_ENTRY = "examples.train.fully_async.main_fully_async"
+# examples/train/async/main_async.py (skyrl-train's examples/async/main_async.py) as released, with the module it
+# imports AsyncRayPPOTrainer from (async_trainer.py) as released: SkyRL's one-step off-policy trainer. Its generator
+# runs one step ahead of the trainer: step k+1's rollouts generate under the weights of update k−1 while update k
+# trains, weights reach the engines between the two, and each epoch starts a new generator (its first step's
+# rollouts are on-policy). Keyed by release family: skyrl-train (pre-0.1.0 to its last commit), the package's 0.1.0
+# and 0.2.0, then 0.3.0 and 0.4.0.
+ONE_STEP_ENTRY_FINGERPRINTS = frozenset({"50946743cca5518b", "d30e7c34672ecc02", "530cb45a00ffb939"})
+ONE_STEP_TRAINER_FINGERPRINTS = frozenset({"43aab68e3fa1d2a2", "e39c385845006e4a", "859647988000b59b",
+                                           "2feb8cd44a806b30", "244f2981663b152e", "d6e569c5866e36b6",
+                                           "767c1c2ceaa948bd"})
+ONE_STEP_ENTRY = "examples.train.async.main_async"
+# The modules of SkyRL itself: an entrypoint among them runs main_base's loop (the launchers name the ones that do).
+FRAMEWORK_MODULE = re.compile(r"(skyrl|skyrl_train)\.")
 DAPO_ENTRY_KEYS = (("trainer", "algorithm", "overlong_buffer_len"),
                    ("trainer", "algorithm", "overlong_buffer_penalty_factor"))
+# skyrl-train's examples/algorithms/dapo/main_dapo.py as released (0.1.0 to 0.3.0; 0.4.0 and its last commit), and
+# its examples/tis_correction/main_tis_dapo.py (every release): the same punishment, read from
+# `trainer.algorithm.overlong_buffer` (len, penalty_factor), which the launch adds with `+`.
+SKYRL_TRAIN_DAPO_ENTRY_FINGERPRINTS = frozenset({"f416a5b88b3746d9", "7923351ac5fd0bb1"})
+SKYRL_TRAIN_DAPO_SECTION = ("trainer", "algorithm", "overlong_buffer")
+# The DAPO trainers whose buffer ends at the context limit less each prompt's length (generator.max_input_length +
+# max_generate_length − the prompt's tokens) rather than at max_generate_length: skyrl-train's DAPO up to 0.3.0 and
+# every release's TIS-DAPO example. CheckResult.entry_runs DAPO_CONTEXT_BUFFER tells the lowering.
+DAPO_CONTEXT_BUFFER_FINGERPRINTS = frozenset({"7923351ac5fd0bb1", "c7cb428a8c1e4a6f", "223fd64f23144e22"})
+DAPO_CONTEXT_BUFFER = "dapo_context_buffer"
 
 
 def module_fingerprint(tree: Any) -> str:
@@ -363,26 +391,41 @@ def module_fingerprint(tree: Any) -> str:
     return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()[:16]
 
 
-def entry_extension(source: str, entry: str, read: Any) -> Any:
-    """The keys an example's entry module adds to the config: `X = make_config(algorithm_cls=C, ...)` with `C` a
-    @dataclass subclass of the package's section class, or a @dataclass subclass of SkyRLTrainConfig itself
-    (_subclassed_keys); declared in the module or imported from another module of the tree (`read(module)` gives its
-    source, or None). None when the module adds none. The module is parsed, never run."""
+def entry_extension(source: str | None, entry: str, read: Any, module: str) -> Any:
+    """What a launch's entry module `module` (its file `entry`, whose text is `source`, None when it is not on this
+    machine) changes: the keys it adds to the config, `X = make_config(algorithm_cls=C, ...)` with `C` a @dataclass
+    subclass of the package's section class, or a @dataclass subclass of SkyRLTrainConfig itself (_subclassed_keys),
+    declared in the module or imported from another module of the tree (`read(module, level)` gives its source, or
+    None); and the loop it runs (entry_loop). None for SkyRL's own entrypoints. The module is parsed, never run."""
     import ast
 
     from rlcfg.source.project import DeclaredKey, Extension
 
-    def module_tree(text: str):
+    if FRAMEWORK_MODULE.match(module):
+        return None
+
+    def module_tree(text: str | None):
         try:
-            return ast.parse(text)
+            return ast.parse(text) if text is not None else None
         except SyntaxError:
             return None
 
     tree = module_tree(source)
     if tree is None:
-        return None
+        why = "is not on this machine" if source is None else "is not Python that parses"
+        return Extension(entry, (), source="entry", refused=(
+            f"`rlcfg run` refuses this launch: its entry module {module} {why}, so rlcfg cannot tell what its "
+            "trainer does", "run rlcfg from the directory the script runs from (SkyRL's source tree), where the "
+                            "module is"))
     fingerprint = module_fingerprint(tree)
-    runs = "fully_async" if fingerprint in FULLY_ASYNC_ENTRY_FINGERPRINTS else None
+    runs = entry_loop(tree, fingerprint, read, module_tree)
+    refused = None
+    if runs == UNRECOGNISED_ENTRY:
+        runs = None
+        refused = (f"`rlcfg run` refuses this launch: rlcfg does not recognise the code of its entry module {module} "
+                   "(it runs SkyRL's main_base and, as released, its DAPO, TIS-DAPO, fully-asynchronous and "
+                   "one-step off-policy examples), so its trainer may do what rlcfg cannot tell",
+                   "start the run with SkyRL's main_base, or with one of those examples as released")
     keys: list = []
     for call, home in _make_config_calls(tree, read, module_tree):
         for keyword in call.keywords:
@@ -399,13 +442,38 @@ def entry_extension(source: str, entry: str, read: Any) -> Any:
                 keys.append(DeclaredKey((*section, field.target.id), _kind(field.annotation), None, False, None,
                                         default, default is not _UNREADABLE))
     keys.extend(_subclassed_keys(tree, read, module_tree))
-    if not keys and runs is None:
+    if fingerprint in SKYRL_TRAIN_DAPO_ENTRY_FINGERPRINTS:
+        keys.append(DeclaredKey(SKYRL_TRAIN_DAPO_SECTION, "mapping", None, False, None, modelled=True))
+    if not keys and runs is None and refused is None:
         return None
     if fingerprint in DAPO_ENTRY_FINGERPRINTS:
         from dataclasses import replace
 
         keys = [replace(k, modelled=True) if k.path in DAPO_ENTRY_KEYS else k for k in keys]
-    return Extension(entry, tuple(keys), source="entry", runs=runs)
+    return Extension(entry, tuple(keys), source="entry", runs=runs, refused=refused)
+
+
+# entry_loop's word for an entry module whose code is not as SkyRL released it (an edited copy, a user's own): its
+# trainer may do anything, so `rlcfg run` refuses it (Extension.refused).
+UNRECOGNISED_ENTRY = "unrecognised"
+
+
+def entry_loop(tree: Any, fingerprint: str, read: Any, parse: Any) -> str | None:
+    """The loop an example's entry module (parsed: `tree`) runs, as rlcfg recognises it by its code: "fully_async"
+    (FullyAsyncRayPPOTrainer), "one_step_async" (the one-step off-policy trainer, with the module it imports it from
+    as released), None for main_base's own loop (the DAPO entrypoints' trainers change only the rewards, with the
+    keys they read; DAPO_CONTEXT_BUFFER where their buffer ends at the context limit), or UNRECOGNISED_ENTRY."""
+    if fingerprint in FULLY_ASYNC_ENTRY_FINGERPRINTS:
+        return "fully_async"
+    if fingerprint in DAPO_CONTEXT_BUFFER_FINGERPRINTS:
+        return DAPO_CONTEXT_BUFFER
+    if fingerprint in DAPO_ENTRY_FINGERPRINTS | SKYRL_TRAIN_DAPO_ENTRY_FINGERPRINTS:
+        return None
+    if fingerprint in ONE_STEP_ENTRY_FINGERPRINTS:
+        _trainer, home = _class_and_home(tree, "AsyncRayPPOTrainer", read, parse)
+        if home is not None and module_fingerprint(home) in ONE_STEP_TRAINER_FINGERPRINTS:
+            return "one_step_async"
+    return UNRECOGNISED_ENTRY
 
 
 def _make_config_calls(tree: Any, read: Any, parse: Any) -> list:

@@ -19,13 +19,13 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMA
                                           ADVANTAGE_ESTIMATORS_RUN, DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE,
                                           ENVIRONMENT_REWARDS, LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, LOSSES_WITH_OLD_LOGPROBS, MINI_BATCH_REDUCTION,
-                                          loggers, loss_normalization,
+                                          loggers, loss_normalization, overlong_buffer,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dp_size, model_parallel, policy_loss, ref_in_use,
                                           rollout_gpus, world)
-from rlcfg.dialects.skyrl.package import (FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, PACKAGE_FROM_030, PACKAGE_RELEASES,
-                                          is_package, label)
+from rlcfg.dialects.skyrl.package import (FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, ONE_STEP_ENTRY, PACKAGE_FROM_030,
+                                          PACKAGE_RELEASES, is_package, label)
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -974,16 +974,21 @@ def logprobs(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                         related=["generator.batched"])
 
 
+# The releases whose fully-asynchronous trainer asserts generator.async_engine (dropped from skyrl 0.2.0).
+FULLY_ASYNC_NEEDS_ASYNC_ENGINE = frozenset({"0.4.0", "main", "skyrl-0.1.0"})
+
+
 @RULES.rule("skyrl/fully_async", "RLC306",
             "The fully-asynchronous entrypoint's trainer (FullyAsyncRayPPOTrainer) stops at start unless "
             "fully_async.enabled is true (0.3.0 and later), train_batch_size equals policy_mini_batch_size, "
             "num_parallel_generation_workers lies between policy_mini_batch_size and policy_mini_batch_size × "
             "(max_staleness_steps + 1), no model is colocated with the engines (colocate_all), generation is not "
-            "batched, dynamic sampling is off and (0.3.0 and later) the loss reads the rollout's log-probs "
+            "batched and (up to skyrl 0.1.0) runs on the asynchronous engine, dynamic sampling is off and (0.3.0 and later) the loss reads the rollout's log-probs "
             "(rollout_is or dppo).",
             keys=["trainer.fully_async.enabled", "trainer.fully_async.max_staleness_steps",
                   "trainer.fully_async.num_parallel_generation_workers", "trainer.train_batch_size",
                   "trainer.policy_mini_batch_size", "trainer.placement.colocate_all", "generator.batched",
+                  "generator.async_engine",
                   "trainer.algorithm.dynamic_sampling.type", "trainer.algorithm.policy_loss_type"])
 def fully_async(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     if ctx.entry_runs != "fully_async":
@@ -1014,6 +1019,9 @@ def fully_async(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     if g.batched:
         yield ctx.error("RLC306", "generator.batched", f"`generator.batched` is true: {why} (a batched generate call "
                         "cannot be paused for a weight update)", hint="set generator.batched=false")
+    if not g.async_engine and ctx.release in FULLY_ASYNC_NEEDS_ASYNC_ENGINE:
+        yield ctx.error("RLC306", "generator.async_engine", f"`generator.async_engine` is false: {why} (it asserts "
+                        "the asynchronous engine)", hint="set generator.async_engine=true")
     if a.dynamic_sampling.type is not None:
         yield ctx.error("RLC306", "trainer.algorithm.dynamic_sampling.type",
                         f"`trainer.algorithm.dynamic_sampling.type` is {a.dynamic_sampling.type}: {why} with dynamic "
@@ -1024,6 +1032,42 @@ def fully_async(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                         f"`trainer.algorithm.policy_loss_type` is {loss}, whose ratio reads the old log-probs: {why} "
                         "(a stale response's sampling policy is gone; the loss must read the rollout's log-probs)",
                         hint="use policy_loss_type=rollout_is")
+
+
+@RULES.rule("skyrl/one_step_async", "RLC306",
+            "SkyRL's one-step off-policy entrypoint (examples/train/async/main_async.py) stops at start when a model "
+            "is colocated with the engines (colocate_all). Its trainer never applies dynamic sampling and never "
+            "builds the adaptive KL controller (the reward's KL coefficient stays kl_loss_coef), which validate "
+            "says (RLC307) and `rlcfg run` runs; it resumes from a checkpoint its own way, which `rlcfg run` "
+            "refuses.",
+            keys=["trainer.placement.colocate_all", "trainer.algorithm.dynamic_sampling.type",
+                  "trainer.algorithm.kl_ctrl.type", "trainer.resume_mode"], also=("RLC307", "RLC118"))
+def one_step_async(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    if ctx.entry_runs != "one_step_async":
+        return
+    t, a = cfg.trainer, cfg.trainer.algorithm
+    trainer = f"SkyRL's one-step off-policy trainer ({ONE_STEP_ENTRY})"
+    if t.placement.colocate_all:
+        yield ctx.error("RLC306", "trainer.placement.colocate_all",
+                        f"`trainer.placement.colocate_all` is true: {trainer} stops at start (the engines generate "
+                        "the next step while the policy trains)",
+                        hint="set trainer.placement.colocate_all=false and give the engines GPUs of their own")
+    if a.dynamic_sampling.type is not None:
+        yield ctx.warning("RLC307", "trainer.algorithm.dynamic_sampling.type",
+                          f"`trainer.algorithm.dynamic_sampling.type` is {a.dynamic_sampling.type}, but {trainer} "
+                          "never applies dynamic sampling: it trains every group it generates, and so does `rlcfg "
+                          "run`", hint="set trainer.algorithm.dynamic_sampling.type=null to say so")
+    if a.use_kl_in_reward and ctx.release != "pre-0.1.0" and a.kl_ctrl.type != "fixed":
+        yield ctx.warning("RLC307", "trainer.algorithm.kl_ctrl.type",
+                          f"`trainer.algorithm.kl_ctrl.type` is {a.kl_ctrl.type}, but {trainer} never builds the KL "
+                          "controller: the reward's KL coefficient stays trainer.algorithm.kl_loss_coef, and so it "
+                          "does in `rlcfg run`", hint="set trainer.algorithm.kl_ctrl.type=fixed to say so")
+    if t.resume_mode not in (None, "none"):
+        yield _refusal("trainer.resume_mode", t.resume_mode,
+                       f"{trainer} resumes its own way (up to skyrl-train 0.1.0 it loads the weights and counts its "
+                       "steps from 1 again; later ones wait for a whole epoch's batches, so a resume in the middle of "
+                       "an epoch never ends); rlcfg would resume at the checkpoint's data position",
+                       hint="set trainer.resume_mode=null")
 
 
 def _release_text(ctx: RuleContext) -> str:
@@ -1317,16 +1361,19 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         if key not in known:
             yield _refusal(f"generator.engine_init_kwargs.{key}", g.engine_init_kwargs[key],
                            f"rlcfg hands the {g.backend} engine only {', '.join(sorted(known))} of engine_init_kwargs")
-    if a.overlong_buffer_len is not None and a.overlong_buffer_len > 0:
+    buffer = overlong_buffer(cfg)
+    buffer_key = "trainer.algorithm.overlong_buffer.len" if a.overlong_buffer is not None else \
+        "trainer.algorithm.overlong_buffer_len"
+    if buffer is not None and buffer[0] > 0:
         # DAPOTrainer punishes in postprocess_generator_output, after the generator has zeroed what did not stop and
         # before the base class filters zero-variance groups, which therefore see the punished rewards.
         if g.zero_reward_on_non_stop:
-            yield _refusal("trainer.algorithm.overlong_buffer_len", a.overlong_buffer_len,
+            yield _refusal(buffer_key, buffer[0],
                            "with zero_reward_on_non_stop the DAPO entrypoint punishes a response cut at the limit "
                            "below 0 (0 − the penalty factor); rlcfg's zeroing comes after the punishment and leaves "
                            "it at 0")
         if a.zero_variance_filter:
-            yield _refusal("trainer.algorithm.overlong_buffer_len", a.overlong_buffer_len,
+            yield _refusal(buffer_key, buffer[0],
                            "the DAPO entrypoint's zero-variance filter judges the punished rewards; rlcfg's judges "
                            "the environment's")
     if g.apply_overlong_filtering and g.sampling_params.stop:

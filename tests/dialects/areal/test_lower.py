@@ -292,6 +292,26 @@ def test_group_mean_without_std_and_leave_one_out():
     assert (alg.advantage_options.std, alg.advantage_options.eps) == ("population", 0.01)
 
 
+def test_litepps_group_mean_and_batch_std_normalise_the_scores_before_the_return():
+    """LitePPO (reward_norm: group mean, batch std): the scores so normalised with AReaL's Normalization (the
+    spread about each group's mean, its eps and std_unbiased), then the discounted return, whitened by adv_norm."""
+    from rlcfg.frontend import check_file
+
+    overrides = ("actor.reward_norm.std_level=batch", "+actor.reward_norm.eps=0.01")
+    result = check_file(GRPO, list(overrides))
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], \
+        [(d.code, d.path) for d in result.diagnostics]
+    alg = lowered(GRPO, *overrides).algorithm
+    options = alg.advantage_options
+    assert alg.advantage == "reinforce++" and options.whiten and not alg.batch_normalize_advantage
+    assert (options.reward_norm_mean, options.reward_norm_std, options.reward_norm_std_of) == \
+        ("group", "batch", "centred")
+    assert (options.reward_norm_eps, options.reward_norm_unbiased) == (0.01, True)
+    # a batch mean is still not run
+    refused = check_file(GRPO, ["actor.reward_norm.mean_level=batch"])
+    assert "actor.reward_norm" in {d.path for d in refused.diagnostics if d.code == "RLC118"}
+
+
 def test_no_norm_at_all_is_the_plain_return():
     alg = lowered(GRPO, "~actor.reward_norm", "~actor.adv_norm").algorithm
     assert alg.advantage == "reinforce++" and not alg.advantage_options.whiten

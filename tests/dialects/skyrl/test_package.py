@@ -170,8 +170,11 @@ def test_an_example_entrypoint_adds_its_config_keys(tmp_path: Path, monkeypatch)
     for entry in ("examples.train.dapo.main_dapo", "examples.train.dapo.main_dapo_async"):
         result = check_file("python", ["-m", entry, *BASE, "trainer.algorithm.overlong_buffer_len=64"], env=HOST_ENV)
         assert result.ok, [d.message for d in result.diagnostics]
-        [note] = [d for d in result.diagnostics if d.code == "RLC118"]
+        [note] = [d for d in result.diagnostics if d.code == "RLC118" and d.path]
         assert f"{entry.replace('.', '/')}.py" in note.message
+        # neither module is one SkyRL released: `rlcfg run` refuses the launch as a whole, at the call
+        [launch] = [d for d in result.diagnostics if d.code == "RLC118" and not d.path]
+        assert entry in launch.message and launch.origin.line == 1
         wrong = check_file("python", ["-m", entry, *BASE, "trainer.algorithm.overlong_buffer_len=long"], env=HOST_ENV)
         assert ("RLC200", "trainer.algorithm.overlong_buffer_len") in codes(wrong, "error")
 
@@ -322,7 +325,10 @@ def test_the_dapo_keys_outside_its_entrypoint_and_with_settings_it_reorders(dapo
 def test_an_edited_dapo_entrypoint_is_still_refused(dapo_entry):
     dapo_entry.write_text(DAPO_MODULE + "\nEXTRA = 1\n")
     result = dapo("trainer.algorithm.overlong_buffer_len=256")
-    assert [d.path for d in result.diagnostics if d.code == "RLC118"] == ["trainer.algorithm.overlong_buffer_len"]
+    # the key it adds, and the launch as a whole; the key left unwritten is the module's own
+    assert result.ok, codes(result)
+    assert sorted(d.path for d in result.diagnostics if d.code == "RLC118") == \
+        ["", "trainer.algorithm.overlong_buffer_len"]
 
 
 @pytest.mark.parametrize("tag", ["skyrl-v0.1.0", "skyrl-v0.2.0", "skyrl-v0.3.0", "HEAD"])
@@ -460,3 +466,236 @@ def test_the_released_fully_async_entrypoints_are_recognised(tag, module):
     assert module_fingerprint(ast.parse(text.replace("(FullyAsyncRayPPOTrainer)", "(RayPPOTrainer)")
                                         .replace("return FullyAsyncRayPPOTrainer(", "return RayPPOTrainer("))) \
         not in FULLY_ASYNC_ENTRY_FINGERPRINTS
+
+
+# ---- SkyRL's one-step off-policy entrypoint (examples/train/async) ------------------------------------------------
+
+ONE_STEP_MODULE = '''"""A stand-in for examples/train/async/main_async.py."""
+from .async_trainer import AsyncRayPPOTrainer
+
+
+def main():
+    return AsyncRayPPOTrainer
+'''
+ONE_STEP_TRAINER = '''"""A stand-in for examples/train/async/async_trainer.py."""
+from skyrl.train.trainer import RayPPOTrainer
+
+
+class AsyncRayPPOTrainer(RayPPOTrainer):
+    pass
+'''
+ONE_STEP_ENTRY = ["-m", "examples.train.async.main_async"]
+
+
+@pytest.fixture
+def one_step_entry(tmp_path: Path, monkeypatch):
+    """The entry module and its trainer's module, taken for the released ones (their fingerprints stand in;
+    test_the_released_one_step_entrypoints_are_recognised checks the real ones against the mirror)."""
+    import ast
+
+    from rlcfg.dialects.skyrl import package
+
+    trainer = tmp_path / "examples" / "train" / "async" / "async_trainer.py"
+    stand_in(tmp_path, monkeypatch, "examples/train/async/main_async.py", ONE_STEP_MODULE,
+             "ONE_STEP_ENTRY_FINGERPRINTS")
+    trainer.write_text(ONE_STEP_TRAINER)
+    monkeypatch.setattr(package, "ONE_STEP_TRAINER_FINGERPRINTS",
+                        frozenset({package.module_fingerprint(ast.parse(ONE_STEP_TRAINER))}))
+    return trainer
+
+
+def one_step(*overrides: str, release: str = "skyrl-0.4.0"):
+    return check_file("python", [*ONE_STEP_ENTRY, *BASE, "trainer.placement.colocate_all=false",
+                                 "trainer.resume_mode=null", *overrides], env=HOST_ENV, release=release)
+
+
+def test_the_one_step_entrypoint_trains_one_update_behind_within_each_epoch(one_step_entry):
+    result = one_step()
+    assert result.ok and result.entry_runs == "one_step_async", codes(result)
+    assert not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    schedule = lower("skyrl", result.config, result.release, result.entry_runs).schedule
+    assert (schedule.max_staleness, schedule.ahead_across_epochs, schedule.steps_generating_at_once()) == (1, False, 1)
+
+
+def test_what_the_one_step_trainer_skips_runs_as_it_skips_it(one_step_entry):
+    """It never calls handle_dynamic_sampling and never builds the KL controller: validate says so, and the run
+    trains every group with the fixed coefficient."""
+    result = one_step("trainer.algorithm.dynamic_sampling.type=filter", "trainer.algorithm.use_kl_loss=false",
+                      "trainer.algorithm.use_kl_in_reward=true", "trainer.algorithm.kl_ctrl.type=adaptive",
+                      "trainer.algorithm.kl_ctrl.kl_target=0.1")
+    assert result.ok, codes(result)
+    assert {("RLC307", "trainer.algorithm.dynamic_sampling.type"), ("RLC307", "trainer.algorithm.kl_ctrl.type")} \
+        <= set(codes(result, "warning"))
+    algorithm = lower("skyrl", result.config, result.release, result.entry_runs).algorithm
+    assert algorithm.filters.dynamic is None and not algorithm.dynamic_sampling
+    assert algorithm.kl.placement == "reward" and algorithm.kl.controller.kind == "fixed"
+    # under main_base the same settings are the run's
+    plain = check_file("python", [*MAIN_BASE, *BASE, "trainer.algorithm.dynamic_sampling.type=filter"],
+                       env=HOST_ENV, release="skyrl-0.4.0")
+    assert lower("skyrl", plain.config, plain.release).algorithm.filters.dynamic == "filter"
+
+
+def test_what_the_one_step_trainer_stops_on_or_resumes_differently(one_step_entry):
+    colocated = one_step("trainer.placement.colocate_all=true")
+    assert ("RLC306", "trainer.placement.colocate_all") in codes(colocated, "error")
+    resumed = one_step("trainer.resume_mode=latest")
+    assert ("RLC118", "trainer.resume_mode") in codes(resumed)
+
+
+def test_an_edited_one_step_trainer_is_not_taken_for_the_released_one(one_step_entry):
+    one_step_entry.write_text(ONE_STEP_TRAINER.replace("pass", "def train(self):\n        return None"))
+    result = one_step()
+    assert result.entry_runs is None
+    [refusal] = [d for d in result.diagnostics if d.code == "RLC118"]
+    assert refusal.path == "" and "examples.train.async.main_async" in refusal.message
+
+
+def test_an_entry_module_not_on_this_machine_is_refused_and_skyrls_own_are_not(tmp_path: Path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    away = check_file("python", [*ONE_STEP_ENTRY, *BASE], env=HOST_ENV, release="skyrl-0.4.0")
+    [refusal] = [d for d in away.diagnostics if d.code == "RLC118"]
+    assert "is not on this machine" in refusal.message
+    own = check_file("python", [*MAIN_BASE, *BASE], env=HOST_ENV, release="skyrl-0.4.0")
+    assert not [d for d in own.diagnostics if d.code == "RLC118"]
+
+
+@pytest.mark.parametrize("tag, folder", [
+    *[(tag, "examples/train/async") for tag in ("skyrl-v0.1.0", "skyrl-v0.2.0", "skyrl-v0.3.0", "HEAD")],
+    *[(tag, "skyrl-train/examples/async") for tag in ("skyrl_train-v0.1.0", "skyrl_train-v0.2.0", "skyrl_train-v0.4.0",
+                                                       "0b2b28216538e307f85e78876f214966e3edd117")],
+])
+def test_the_released_one_step_entrypoints_are_recognised(tag, folder, tmp_path: Path):
+    import os
+    import subprocess
+
+    from rlcfg.dialects.skyrl.package import entry_extension
+
+    root = os.environ.get("MIRROR_ROOT")
+    if not root:
+        pytest.skip("MIRROR_ROOT is not set")
+
+    def show(name: str) -> str:
+        return subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show",
+                               f"{tag}:{folder}/{name}"], capture_output=True, text=True, check=True).stdout
+
+    trainer = show("async_trainer.py")
+    module = "examples.train.async.main_async"
+    found = entry_extension(show("main_async.py"), "main_async.py",
+                            lambda name, level: trainer if name == "async_trainer" else None, module)
+    assert found is not None and found.runs == "one_step_async" and found.refused is None
+    edited = trainer.replace("asyncio.Queue(maxsize=1)", "asyncio.Queue(maxsize=2)")
+    assert edited != trainer
+    other = entry_extension(show("main_async.py"), "main_async.py",
+                            lambda name, level: edited if name == "async_trainer" else None, module)
+    assert other.runs is None and other.refused is not None
+
+
+# ---- skyrl-train's DAPO entrypoint: `+trainer.algorithm.overlong_buffer.*` ---------------------------------------
+
+SKYRL_TRAIN_DAPO_MODULE = ("from skyrl_train.trainer import RayPPOTrainer\n"
+                           "class DAPOTrainer(RayPPOTrainer):\n"
+                           "    def postprocess_generator_output(self, generator_output, uids):\n"
+                           "        return self.cfg.trainer.algorithm.overlong_buffer.len\n")
+SKYRL_TRAIN_BUFFER = ["+trainer.algorithm.overlong_buffer.len=256", "+trainer.algorithm.overlong_buffer.penalty_factor=0.5",
+                      "generator.sampling_params.max_generate_length=1024"]
+SKYRL_TRAIN_BASE = ["trainer.policy.model.path=Qwen/Qwen2.5-0.5B-Instruct"]
+
+
+def test_skyrl_trains_dapo_entrypoint_reads_its_added_buffer(tmp_path: Path, monkeypatch):
+    stand_in(tmp_path, monkeypatch, "examples/algorithms/dapo/main_dapo.py", SKYRL_TRAIN_DAPO_MODULE,
+             "SKYRL_TRAIN_DAPO_ENTRY_FINGERPRINTS")
+    result = check_file("python", ["-m", "examples.algorithms.dapo.main_dapo", *SKYRL_TRAIN_BASE, *SKYRL_TRAIN_BUFFER],
+                        env=HOST_ENV, release="0.4.0")
+    assert result.ok and not [d for d in result.diagnostics if d.code in ("RLC118", "RLC115")], codes(result)
+    shaping = lower("skyrl", result.config, result.release).algorithm.reward
+    assert (shaping.overlong_penalty_length, shaping.overlong_penalty_factor) == (1024 - 256, 0.5)
+    # main_base passes the added keys on and nothing reads them: a warning, and no punishment
+    plain = check_file("python", ["-m", "skyrl_train.entrypoints.main_base", *SKYRL_TRAIN_BASE, *SKYRL_TRAIN_BUFFER],
+                       env=HOST_ENV, release="0.4.0")
+    assert plain.ok and ("RLC115", "trainer.algorithm.overlong_buffer") in codes(plain, "warning"), codes(plain)
+    assert lower("skyrl", plain.config, plain.release).algorithm.reward.overlong_penalty_length is None
+
+
+@pytest.mark.parametrize("tag, module, fingerprints", [
+    *[(tag, "skyrl-train/examples/algorithms/dapo/main_dapo.py", "SKYRL_TRAIN_DAPO_ENTRY_FINGERPRINTS")
+      for tag in ("skyrl_train-v0.1.0", "skyrl_train-v0.3.0", "skyrl_train-v0.4.0", "27380cb")],
+    *[(tag, "skyrl-train/examples/tis_correction/main_tis_dapo.py", "DAPO_CONTEXT_BUFFER_FINGERPRINTS")
+      for tag in ("skyrl_train-v0.1.0", "27380cb")],
+    *[(tag, "examples/train/tis_correction/main_tis_dapo.py", "DAPO_CONTEXT_BUFFER_FINGERPRINTS")
+      for tag in ("skyrl-v0.1.0", "skyrl-v0.2.0", "HEAD")],
+    *[(tag, "skyrl-train/examples/fully_async/main_fully_async.py", "FULLY_ASYNC_ENTRY_FINGERPRINTS")
+      for tag in ("skyrl_train-v0.4.0", "27380cb")],
+])
+def test_skyrl_trains_released_entrypoints_are_recognised(tag, module, fingerprints):
+    """skyrl-train's DAPO and TIS-DAPO, the package's TIS-DAPO, and skyrl-train's fully-asynchronous (0.4.0 on: the
+    trainer of the package's 0.1.0) entrypoints."""
+    import ast
+    import os
+    import subprocess
+
+    from rlcfg.dialects.skyrl import package
+
+    root = os.environ.get("MIRROR_ROOT")
+    if not root:
+        pytest.skip("MIRROR_ROOT is not set")
+
+    def fingerprint(rev: str) -> str:
+        text = subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show", f"{rev}:{module}"],
+                              capture_output=True, text=True, check=True).stdout
+        return package.module_fingerprint(ast.parse(text))
+
+    assert fingerprint(tag) in getattr(package, fingerprints)
+    # skyrl-train's DAPO ends its buffer at the context limit up to 0.3.0, at max_generate_length from 0.4.0
+    if module.endswith("dapo/main_dapo.py"):
+        assert (fingerprint(tag) in package.DAPO_CONTEXT_BUFFER_FINGERPRINTS) == (tag in ("skyrl_train-v0.1.0",
+                                                                                           "skyrl_train-v0.3.0"))
+
+
+def test_up_to_skyrl_010_the_fully_async_trainer_needs_the_asynchronous_engine(fully_async_entry):
+    overrides = [o for o in FULLY_ASYNC if not o.startswith(("trainer.fully_async.enabled",
+                                                             "trainer.algorithm.policy_loss_type"))]
+    sync_engine = [*FULLY_ASYNC_ENTRY, *BASE, *overrides, "generator.inference_engine.async_engine=false"]
+    before = check_file("python", sync_engine, env=HOST_ENV, release="skyrl-0.1.0")
+    assert ("RLC306", "generator.inference_engine.async_engine") in codes(before, "error"), codes(before)
+    later = check_file("python", sync_engine, env=HOST_ENV, release="skyrl-0.2.0")
+    assert not [c for c in codes(later) if c[1] == "generator.inference_engine.async_engine"], codes(later)
+
+
+def test_dapo_trainers_whose_buffer_ends_at_the_context_limit(tmp_path: Path, monkeypatch):
+    """skyrl-train's DAPO up to 0.3.0 and the TIS-DAPO examples: the buffer ends at max_input_length +
+    max_generate_length less the prompt's tokens."""
+    import ast
+
+    from rlcfg.dialects.skyrl import package
+
+    stand_in(tmp_path, monkeypatch, "examples/tis_correction/main_tis_dapo.py", SKYRL_TRAIN_DAPO_MODULE,
+             "SKYRL_TRAIN_DAPO_ENTRY_FINGERPRINTS")
+    monkeypatch.setattr(package, "DAPO_CONTEXT_BUFFER_FINGERPRINTS",
+                        frozenset({package.module_fingerprint(ast.parse(SKYRL_TRAIN_DAPO_MODULE))}))
+    result = check_file("python", ["-m", "examples.tis_correction.main_tis_dapo", *SKYRL_TRAIN_BASE,
+                                   *SKYRL_TRAIN_BUFFER, "generator.max_input_length=512", "trainer.max_prompt_length=512"],
+                        env=HOST_ENV, release="0.2.0")
+    assert result.ok and result.entry_runs == package.DAPO_CONTEXT_BUFFER, codes(result)
+    shaping = lower("skyrl", result.config, result.release, result.entry_runs).algorithm.reward
+    assert (shaping.overlong_penalty_length, shaping.overlong_penalty_prompt_room) == (1024 - 256, 512)
+
+
+def test_the_context_limited_penalty_is_those_trainers_formula():
+    """DAPOTrainer (context limit) by hand: with L = max_input_length + max_generate_length and a prompt of p tokens,
+    a response of r tokens past L − buffer − p loses (r − (L − buffer − p)) / buffer × factor."""
+    torch = pytest.importorskip("torch")
+    from rlcfg import ir
+    from rlcfg.runtime import algorithms as A
+
+    max_input, max_gen, buffer, factor = 512, 1024, 256, 0.5
+    prompts = torch.tensor([512, 412, 100])
+    responses = torch.tensor([1024, 1024, 1024])
+    expected = []
+    for p, r in zip(prompts.tolist(), responses.tolist()):
+        start = max_input + max_gen - buffer - p
+        expected.append(1.0 - (r - start) / buffer * factor if r > start else 1.0)
+    spec = ir.RewardShaping(overlong_penalty_length=max_gen - buffer, overlong_penalty_factor=factor,
+                            overlong_penalty_prompt_room=max_input)
+    shaped = A.shape_scores(torch.ones(3), responses, torch.ones(3, dtype=torch.bool), max_gen, spec, prompts)
+    assert shaped.tolist() == pytest.approx(expected)
+    assert expected[0] == pytest.approx(0.5) and expected[2] == 1.0  # a short prompt's window lies past the limit
