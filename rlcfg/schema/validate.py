@@ -138,8 +138,9 @@ def _passed_on(root: type[Section], tree: SourceTree, judgement: Judgement) -> d
             if path not in judgement.entry_modelled and path not in found:
                 found[path] = diagnostic(
                     "RLC115", dotted(path), f"`{plus}{dotted(added)}` adds a key that only {extra[ENTRY_KEY]} reads; "
-                    "this launch does not run that entrypoint as released, so nothing rlcfg runs reads the key", origin=tree.key_origin(added) or
-                    tree.origin(added), severity=Severity.WARNING, hint="run it with that entrypoint, or remove it")
+                    "this launch does not run that entrypoint as released, so nothing rlcfg runs reads the key",
+                    origin=tree.key_origin(added) or tree.origin(added), severity=Severity.WARNING,
+                    hint="run it with that entrypoint, or remove it")
             break
     return found
 

@@ -983,8 +983,8 @@ FULLY_ASYNC_NEEDS_ASYNC_ENGINE = frozenset({"0.4.0", "main", "skyrl-0.1.0"})
             "fully_async.enabled is true (0.3.0 and later), train_batch_size equals policy_mini_batch_size, "
             "num_parallel_generation_workers lies between policy_mini_batch_size and policy_mini_batch_size × "
             "(max_staleness_steps + 1), no model is colocated with the engines (colocate_all), generation is not "
-            "batched and (up to skyrl 0.1.0) runs on the asynchronous engine, dynamic sampling is off and (0.3.0 and later) the loss reads the rollout's log-probs "
-            "(rollout_is or dppo).",
+            "batched and (up to skyrl 0.1.0) runs on the asynchronous engine, dynamic sampling is off and (0.3.0 "
+            "and later) the loss reads the rollout's log-probs (rollout_is or dppo).",
             keys=["trainer.fully_async.enabled", "trainer.fully_async.max_staleness_steps",
                   "trainer.fully_async.num_parallel_generation_workers", "trainer.train_batch_size",
                   "trainer.policy_mini_batch_size", "trainer.placement.colocate_all", "generator.batched",
