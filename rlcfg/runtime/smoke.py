@@ -277,6 +277,13 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
                                  else "unlimited",
                                  f"{limit} characters (the tiny tokenizer has one token per character)"))
     new_roles = [_engine_lengths(r, new_data.max_prompt_length, new_sampling.max_new_tokens) for r in new_roles]
+    room = shaping.overlong_penalty_prompt_room
+    if room is not None and new_data.max_prompt_length is not None and room > new_data.max_prompt_length:
+        # The window moves by the room less the prompt: the config's room over the stand-in's short prompts would
+        # move it past the shortened responses, and the smoke run would never punish.
+        shaping = replace(shaping, overlong_penalty_prompt_room=new_data.max_prompt_length)
+        subs.append(Substitution("overlong penalty prompt room (tokens)", str(room),
+                                 f"{new_data.max_prompt_length} (the longest prompt)"))
 
     logging = exp.logging
     if "wandb" in logging.backends:

@@ -123,6 +123,20 @@ def test_the_overlong_penalty_keeps_its_share_of_the_shorter_responses(tmp_path)
     assert replace(smoke.experiment.algorithm.reward, overlong_penalty_length=768) == exp.algorithm.reward
 
 
+def test_a_prompt_room_shrinks_to_the_stand_ins_longest_prompt(tmp_path):
+    """SkyRL's DAPO trainers that end the buffer at the context limit: the window moves by the room less the prompt,
+    so with the stand-in's short prompts the room is the smoke run's longest prompt, or nothing would be punished."""
+    exp = experiment(TEMPLATES / "areal-fsdp-sglang-grpo.yaml",
+                     ["+actor.overlong_reward_penalty=true", "+actor.overlong_tokens=256",
+                      "+actor.overlong_penalty_factor=1.0"])
+    exp = replace(exp, algorithm=replace(exp.algorithm, reward=replace(exp.algorithm.reward,
+                                                                       overlong_penalty_prompt_room=2048)))
+    smoke = S.smoke_experiment(exp, host(tmp_path))
+    longest = smoke.experiment.data.max_prompt_length
+    assert smoke.experiment.algorithm.reward.overlong_penalty_prompt_room == longest < 2048
+    assert subs(smoke)["overlong penalty prompt room (tokens)"] == ("2048", f"{longest} (the longest prompt)")
+
+
 @pytest.mark.parametrize("path", TEMPLATE_FILES + REFERENCE_EXAMPLES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_divisibility_is_kept(path, tmp_path):
     exp = experiment(path)
