@@ -155,7 +155,7 @@ def _entry_keys(dialect: str, module: str | None, script: str) -> Any:
     try:
         source = read_text(found)
     except UsageError:
-        source = None  # not on this machine: the dialect says what that leaves unknown
+        source = None  # missing here, or not text: the dialect says what that leaves unknown
 
     def read(name: str, level: int) -> str | None:
         folder = FsPath(found).parent

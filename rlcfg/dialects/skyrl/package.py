@@ -412,7 +412,7 @@ def entry_extension(source: str | None, entry: str, read: Any, module: str) -> A
 
     tree = module_tree(source)
     if tree is None:
-        why = "is not on this machine" if source is None else "does not parse as Python"
+        why = "cannot be read here (no such file, or not text)" if source is None else "does not parse as Python"
         return Extension(entry, (), source="entry", refused=(
             f"`rlcfg run` refuses this launch: its entry module {module} {why}, so rlcfg cannot tell what its "
             "trainer does", "run rlcfg from the directory the script runs from (SkyRL's source tree), where the "

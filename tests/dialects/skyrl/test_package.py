@@ -554,7 +554,14 @@ def test_an_entry_module_not_on_this_machine_is_refused_and_skyrls_own_are_not(t
     monkeypatch.chdir(tmp_path)
     away = check_file("python", [*ONE_STEP_ENTRY, *BASE], env=HOST_ENV, release="skyrl-0.4.0")
     [refusal] = [d for d in away.diagnostics if d.code == "RLC118"]
-    assert "is not on this machine" in refusal.message
+    assert "cannot be read here (no such file, or not text)" in refusal.message
+    # a file that is there but not text reads the same
+    module = tmp_path / "examples" / "train" / "async" / "main_async.py"
+    module.parent.mkdir(parents=True)
+    module.write_bytes(b"\x00\xff\xfe binary")
+    binary = check_file("python", [*ONE_STEP_ENTRY, *BASE], env=HOST_ENV, release="skyrl-0.4.0")
+    [refusal] = [d for d in binary.diagnostics if d.code == "RLC118"]
+    assert "cannot be read here" in refusal.message
     own = check_file("python", [*MAIN_BASE, *BASE], env=HOST_ENV, release="skyrl-0.4.0")
     assert not [d for d in own.diagnostics if d.code == "RLC118"]
 
