@@ -307,43 +307,40 @@ def maxrl_advantages(scores: torch.Tensor, group_size: int, eps: float = 1e-6) -
 def reward_norm(scores: torch.Tensor, group_size: int, mean: str | None, std: str | None, eps: float = 1e-6,
                 unbiased: bool = True, std_of: str = "scores") -> torch.Tensor:
     """ROLL roll/utils/functionals.py reward_norm (without the running statistics): score − the batch or group
-    mean (or nothing), divided by the batch or group std (unbiased, torch.std) + 1e-6 when a std is named.
+    mean (or nothing), divided by the batch or group std (unbiased, torch.std) + `eps` when a std is named.
     std_of "centred" is AReaL's Normalization instead: the std is the root mean square of the centred scores (over
     the batch or each group, n − 1 when `unbiased`, and 1 where that leaves nothing to divide by), + `eps`."""
-    scores = scores.float()
     if std_of == "centred":
-        return _centred_norm(scores, group_size, mean, std, eps, unbiased)
+        return _centred_norm(scores.double(), group_size, mean, std, eps, unbiased)
+    scores = scores.float()
     g = _groups(scores, group_size)
-    if mean == "batch":
-        centred = scores - scores.mean()
-    elif mean == "group":
-        centred = (g - g.mean(dim=1, keepdim=True)).reshape(-1)
-    elif mean is None:
-        centred = scores
-    else:
-        raise ValueError(f"unknown reward normalisation mean {mean!r}; expected batch or group")
+    centred = _centre(scores, group_size, mean)
+    correction = 1 if unbiased else 0
     if std is None:
         return centred
     if std == "batch":
-        return centred / (scores.std() + 1e-6)
+        return centred / (scores.std(correction=correction) + eps)
     if std == "group":
-        return centred / (g.std(dim=1, keepdim=True).expand(-1, group_size).reshape(-1) + 1e-6)
+        return centred / (g.std(dim=1, keepdim=True, correction=correction).expand(-1, group_size).reshape(-1) + eps)
     raise ValueError(f"unknown reward normalisation std {std!r}; expected batch or group")
 
 
-def _centred_norm(scores: torch.Tensor, group_size: int, mean: str | None, std: str | None, eps: float,
-                  unbiased: bool) -> torch.Tensor:
-    """AReaL areal/utils/data.py Normalization on sequence scores (no mask), in float64 as its high_precision."""
-    x = scores.double()
+def _centre(x: torch.Tensor, group_size: int, mean: str | None) -> torch.Tensor:
+    """`x` less its batch or group mean, or as it is (mean None)."""
     if mean == "batch":
-        centre = x.mean().expand_as(x)
-    elif mean == "group":
-        centre = _groups(x, group_size).mean(dim=1, keepdim=True).expand(-1, group_size).reshape(-1)
-    elif mean is None:
-        centre = torch.zeros_like(x)
-    else:
-        raise ValueError(f"unknown reward normalisation mean {mean!r}; expected batch or group")
-    centred = x - centre
+        return x - x.mean()
+    if mean == "group":
+        g = _groups(x, group_size)
+        return (g - g.mean(dim=1, keepdim=True)).reshape(-1)
+    if mean is None:
+        return x
+    raise ValueError(f"unknown reward normalisation mean {mean!r}; expected batch or group")
+
+
+def _centred_norm(x: torch.Tensor, group_size: int, mean: str | None, std: str | None, eps: float,
+                  unbiased: bool) -> torch.Tensor:
+    """AReaL areal/utils/data.py Normalization on sequence scores `x` (no mask; float64, as its high_precision)."""
+    centred = _centre(x, group_size, mean)
     if std is None:
         return centred.float()
 

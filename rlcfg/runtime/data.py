@@ -271,7 +271,7 @@ class PromptSampler:
         return self._order
 
     def next(self) -> list[int]:
-        if self.cursor + self.batch > self.size:
+        if self.opens_epoch():
             self.epoch, self.cursor, self._order = self.epoch + 1, 0, None
         order = self._permutation()
         out = order[self.cursor:self.cursor + self.batch]

@@ -55,7 +55,7 @@ from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, F
                       Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role,
                       Sampling, Schedule, Spelling)
 from rlcfg.dialects.skyrl.models import UNTIL_030
-from rlcfg.dialects.skyrl.package import DAPO_CONTEXT_BUFFER, PACKAGE_FROM_030
+from rlcfg.dialects.skyrl.package import DAPO_CONTEXT_BUFFER, ONE_STEP_ASYNC, PACKAGE_FROM_030
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_ANSWER_KEYS, ENVIRONMENT_REWARDS,
                                           LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, VLLM_KWARGS, critic_in_use, critic_trained, dataset_files,
@@ -401,7 +401,7 @@ def _kl(cfg: Any, entry_runs: str | None) -> KL:
     # The one-step off-policy trainer never builds the controller (RayPPOTrainer.train does), so its coefficient
     # stays kl_loss_coef.
     c = a.kl_ctrl
-    kind = "fixed" if entry_runs == "one_step_async" else c.type
+    kind = "fixed" if entry_runs == ONE_STEP_ASYNC else c.type
     controller = KLController(kind=kind, target=c.kl_target, horizon=c.horizon)
     if a.use_kl_loss:
         # The worker adds kl_loss_coef × KL to the policy loss (PolicyWorker._forward_backward_micro). Every release
@@ -481,7 +481,7 @@ def _filters(cfg: Any, entry_runs: str | None) -> FilterSpec:
 def dynamic_sampling(cfg: Any, entry_runs: str | None) -> str | None:
     """The dynamic sampling that runs: none under the one-step off-policy trainer, whose training step never calls
     handle_dynamic_sampling."""
-    return None if entry_runs == "one_step_async" else cfg.trainer.algorithm.dynamic_sampling.type
+    return None if entry_runs == ONE_STEP_ASYNC else cfg.trainer.algorithm.dynamic_sampling.type
 
 
 def _algorithm(cfg: Any, release: str | None, entry_runs: str | None) -> Algorithm:
@@ -539,7 +539,7 @@ def _schedule(cfg: Any, entry_runs: str | None = None) -> Schedule:
     # The critic steps over mini-batches of critic_mini_batch_size prompts' samples (trainer.train_critic_and_policy).
     critic_mini = t.critic_mini_batch_size * n if critic_trained(cfg) and t.critic_mini_batch_size < t.train_batch_size \
         else None
-    if entry_runs == "one_step_async":
+    if entry_runs == ONE_STEP_ASYNC:
         # AsyncRayPPOTrainer: step k+1's rollouts generate while step k trains, under the weights step k started
         # from; each epoch starts a new generator (its first step waits for the last update of the epoch before).
         running_ahead = {"max_staleness": 1, "ahead_across_epochs": False}

@@ -359,6 +359,7 @@ ONE_STEP_TRAINER_FINGERPRINTS = frozenset({"43aab68e3fa1d2a2", "e39c385845006e4a
                                            "2feb8cd44a806b30", "244f2981663b152e", "d6e569c5866e36b6",
                                            "767c1c2ceaa948bd"})
 ONE_STEP_ENTRY = "examples.train.async.main_async"
+ONE_STEP_ASYNC = "one_step_async"  # CheckResult.entry_runs of that entrypoint
 # The modules of SkyRL itself: an entrypoint among them runs main_base's loop (the launchers name the ones that do).
 FRAMEWORK_MODULE = re.compile(r"(skyrl|skyrl_train)\.")
 DAPO_ENTRY_KEYS = (("trainer", "algorithm", "overlong_buffer_len"),
@@ -460,7 +461,7 @@ UNRECOGNISED_ENTRY = "unrecognised"
 
 def entry_loop(tree: Any, fingerprint: str, read: Any, parse: Any) -> str | None:
     """The loop an example's entry module (parsed: `tree`) runs, as rlcfg recognises it by its code: "fully_async"
-    (FullyAsyncRayPPOTrainer), "one_step_async" (the one-step off-policy trainer, with the module it imports it from
+    (FullyAsyncRayPPOTrainer), ONE_STEP_ASYNC (the one-step off-policy trainer, with the module it imports it from
     as released), None for main_base's own loop (the DAPO entrypoints' trainers change only the rewards, with the
     keys they read; DAPO_CONTEXT_BUFFER where their buffer ends at the context limit), or UNRECOGNISED_ENTRY."""
     if fingerprint in FULLY_ASYNC_ENTRY_FINGERPRINTS:
@@ -472,7 +473,7 @@ def entry_loop(tree: Any, fingerprint: str, read: Any, parse: Any) -> str | None
     if fingerprint in ONE_STEP_ENTRY_FINGERPRINTS:
         _trainer, home = _class_and_home(tree, "AsyncRayPPOTrainer", read, parse)
         if home is not None and module_fingerprint(home) in ONE_STEP_TRAINER_FINGERPRINTS:
-            return "one_step_async"
+            return ONE_STEP_ASYNC
     return UNRECOGNISED_ENTRY
 
 

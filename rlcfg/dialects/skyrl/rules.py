@@ -24,8 +24,8 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMA
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dp_size, model_parallel, policy_loss, ref_in_use,
                                           rollout_gpus, world)
-from rlcfg.dialects.skyrl.package import (FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, ONE_STEP_ENTRY, PACKAGE_FROM_030,
-                                          PACKAGE_RELEASES, is_package, label)
+from rlcfg.dialects.skyrl.package import (FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, ONE_STEP_ASYNC, ONE_STEP_ENTRY,
+                                          PACKAGE_FROM_030, PACKAGE_RELEASES, is_package, label)
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -1043,7 +1043,7 @@ def fully_async(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             keys=["trainer.placement.colocate_all", "trainer.algorithm.dynamic_sampling.type",
                   "trainer.algorithm.kl_ctrl.type", "trainer.resume_mode"], also=("RLC307", "RLC118"))
 def one_step_async(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
-    if ctx.entry_runs != "one_step_async":
+    if ctx.entry_runs != ONE_STEP_ASYNC:
         return
     t, a = cfg.trainer, cfg.trainer.algorithm
     trainer = f"SkyRL's one-step off-policy trainer ({ONE_STEP_ENTRY})"
