@@ -110,6 +110,7 @@ CODES: dict[str, CodeInfo] = {
     "RLC121": CodeInfo("launch script with several runs", Severity.NOTE, "the script calls skyrl-train's main_base 2 times; rlcfg checked the first call (the other is on line 40)"),
     "RLC122": CodeInfo("key in a layout the release reads only sometimes", Severity.WARNING, "`generator.backend` is in skyrl-train's layout: skyrl 0.1.0 reads that layout only from a source checkout"),
     "RLC123": CodeInfo("two layouts mixed", Severity.ERROR, "`generator.backend` is in skyrl-train's layout while other keys are in generator.inference_engine: skyrl 0.2.0 then replaces those with the old layout's values"),
+    "RLC124": CodeInfo("what `rlcfg run` runs that the config does not name", Severity.NOTE, "AReaL's reward function is in the entry script a launch names, which a config file alone does not: `rlcfg run` scores responses as examples/math/gsm8k_rl.py does"),
     "RLC200": CodeInfo("wrong type", Severity.ERROR, "models.policy.num_gpu: expected an integer, got 8.5 (a float)"),
     "RLC201": CodeInfo("value out of range", Severity.ERROR, "models.policy.temperature: must be >= 0, got -1"),
     "RLC202": CodeInfo("not one of the allowed values", Severity.ERROR, "runtime_args.train_backend: `fdsp` is not one of fsdp, megatron; did you mean `fsdp`?"),

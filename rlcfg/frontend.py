@@ -110,7 +110,7 @@ def open_script(text: str, script: str, shown: str, extra: Sequence[str] = (), p
                                 arguments=list(positional))
     sources = {shown: text, **found.sources}
     entry = _entry_config(found.dialect, found.entry, where)
-    added = _entry_keys(found.dialect, found.module, where)
+    added = _entry_keys(found.dialect, found.module, where) or _entry_script(found.dialect, found.entry, where)
     call = Origin("file", file=shown, line=found.line, column=1)
     extra = list(extra)
     if found.config is None:
@@ -142,6 +142,20 @@ def _entry_config(dialect: str, entry: str | None, script: str) -> tuple[str, st
         return None  # not on this machine: the document's own keys decide, as for a config file alone
     name = schema.load(dialect).entry_config(source)
     return (name, entry) if name else None
+
+
+def _entry_script(dialect: str, entry: str | None, script: str) -> Any:
+    """What the Python script a call runs by its path (`launcher examples/x.py`) runs, as the dialect reads it."""
+    from rlcfg import schema
+    from rlcfg.source import launch as scripts
+
+    if entry is None:
+        return None
+    try:
+        source = read_text(scripts.locate(entry, script))
+    except UsageError:
+        source = None  # missing here, or not text: the dialect says what that leaves unknown
+    return schema.load(dialect).entry_script(source, entry)
 
 
 def _entry_keys(dialect: str, module: str | None, script: str) -> Any:

@@ -519,6 +519,8 @@ class Data:
     eval_files: tuple[str, ...] = ()
     prompt_key: str = "prompt"
     answer_key: str | None = None
+    # Text appended to each prompt before the chat template (AReaL's GSM8K loader asks for a boxed answer).
+    prompt_suffix: str = ""
     max_prompt_length: int | None = None
     shuffle: bool = True
     seed: int = 42

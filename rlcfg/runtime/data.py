@@ -215,18 +215,28 @@ def render_prompt(tokenizer: Any, prompt: Any, apply_chat_template: bool,
     return prompt
 
 
+def _extended(prompt: Any, suffix: str) -> Any:
+    if not suffix:
+        return prompt
+    if isinstance(prompt, str):
+        return prompt + suffix
+    return [*prompt[:-1], {**prompt[-1], "content": prompt[-1]["content"] + suffix}]
+
+
 def load_prompts(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt", answer_key: str | None = None,
                  max_prompt_length: int | None = None, apply_chat_template: bool = True,
-                 long_prompts: str = "drop", template_kwargs: Sequence[tuple[str, Any]] = ()) -> PromptSet:
-    """Read, template (with `template_kwargs`) and tokenize every prompt; drop those longer than
-    `max_prompt_length` tokens, or with `long_prompts="truncate"` keep their first `max_prompt_length` tokens."""
+                 long_prompts: str = "drop", template_kwargs: Sequence[tuple[str, Any]] = (),
+                 suffix: str = "") -> PromptSet:
+    """Read, extend with `suffix` (appended to the text, or to the last message's), template (with
+    `template_kwargs`) and tokenize every prompt; drop those longer than `max_prompt_length` tokens, or with
+    `long_prompts="truncate"` keep their first `max_prompt_length` tokens."""
     if not files:
         raise DataError("no training data files are configured")
     examples = read_examples(files, prompt_key, answer_key)
     ids, texts, answers, dropped, cut = [], [], [], 0, 0
     for ex in examples:
         try:
-            text = render_prompt(tokenizer, ex.prompt, apply_chat_template, template_kwargs)
+            text = render_prompt(tokenizer, _extended(ex.prompt, suffix), apply_chat_template, template_kwargs)
         except DataError as exc:
             raise DataError(f"{ex.source}: {exc}") from None
         tokens = tokenizer(text, add_special_tokens=False)["input_ids"]

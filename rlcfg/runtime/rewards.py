@@ -3,7 +3,8 @@
 `exact_match` compares the stripped strings; `math` checks the final answer with math-verify when it is
 installed, else with a small normaliser (the last \\boxed{...} or the last number, fractions and
 thousands separators understood); `gsm8k_strict` takes only a `#### <number>` answer (SkyRL-Gym's gsm8k
-environment); `arithmetic` is the quickstart task's verifier.
+environment); `answer_line` is SkyRL-Gym's aime environment; `areal_math_verify` is AReaL's GSM8K reward;
+`arithmetic` is the quickstart task's verifier.
 """
 
 from __future__ import annotations
@@ -107,6 +108,29 @@ def _math_verify() -> RewardFn | None:
     return score
 
 
+def areal_math_verify(response: str, answer: str | None) -> float:
+    """AReaL's gsm8k_reward_fn from 0.5 (MathVerifyWorker): the response and the ground truth each parsed with
+    math-verify's expression (numbers anywhere in the text, no anchor needed) and LaTeX extraction, equal to six
+    significant digits; 1 or 0, and 0 for anything math-verify cannot parse or compare."""
+    from math_verify.grader import verify
+    from math_verify.parser import ExprExtractionConfig, LatexExtractionConfig, parse
+
+    targets = (ExprExtractionConfig(try_extract_without_anchor=True), LatexExtractionConfig())
+    if answer is None:
+        return 0.0
+    try:
+        gold = parse(str(answer), extraction_config=targets, parsing_timeout=None)
+        predicted = parse(str(response), extraction_config=targets, parsing_timeout=None)
+        if not gold or not predicted:
+            return 0.0
+        return 1.0 if verify(gold, predicted, float_rounding=AREAL_PRECISION, timeout_seconds=None) else 0.0
+    except Exception:  # AReaL's worker scores whatever math-verify raises on as 0
+        return 0.0
+
+
+AREAL_PRECISION = 6  # significant digits MathVerifyWorker compares to
+
+
 def math(response: str, answer: str | None) -> float:
     verifier = _math_verify()
     return verifier(response, answer) if verifier is not None else _math_builtin(response, answer)
@@ -173,7 +197,8 @@ def answer_line(response: str, answer: str | None) -> float:
 
 
 REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": math, "arithmetic": arithmetic,
-                                         "gsm8k_strict": gsm8k_strict, "answer_line": answer_line}
+                                         "gsm8k_strict": gsm8k_strict, "answer_line": answer_line,
+                                         "areal_math_verify": areal_math_verify}
 # The verifiers that score an answer format the smoke run's generated task does not write.
 FORMATTED = {"gsm8k_strict": "`#### <number>` answers only",
              "answer_line": "`Answer: <answer>` lines only, wrong ones −1"}

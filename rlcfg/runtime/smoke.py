@@ -258,9 +258,12 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
         rows = max(200, 4 * new_prompts)
         train = _generated(host, data, exp.kind, chat, rows, data.seed, "train")
         generated.append(train)
-        new_data = replace(new_data, train_files=(train.path,))
+        new_data = replace(new_data, train_files=(train.path,), prompt_suffix="")
         subs.append(Substitution("train data", ", ".join(data.train_files) or "(none)",
                                  f"generated arithmetic task, {rows} rows in columns {_columns(train)}"))
+        if data.prompt_suffix:
+            subs.append(Substitution("prompt suffix", repr(data.prompt_suffix),
+                                     "(none: the generated task's prompts are complete)"))
         if data.eval_files:
             ev = _generated(host, data, exp.kind, chat, 50, data.seed + 1, "eval")
             generated.append(ev)

@@ -690,6 +690,10 @@ class RuleContext:
     def warning(self, code: str, path: str, message: str, hint: str | None = None, related: Iterable[str] = ()) -> Finding:
         return self._finding(code, Severity.WARNING, path, message, hint, related)
 
+    def note(self, code: str, path: str, message: str, hint: str | None = None,
+             related: Iterable[str] = ()) -> Finding:
+        return self._finding(code, Severity.NOTE, path, message, hint, related)
+
     def machine(self, path: str, message: str, hint: str | None = None, related: Iterable[str] = ()) -> Finding:
         """A rule that depends on the machine the job runs on: a warning, or an error under --strict."""
         return self._finding("RLC308", Severity.ERROR if self.strict else Severity.WARNING, path, message, hint, related)
@@ -810,6 +814,13 @@ class Dialect:
         or None where the file is not on this machine) adds to the config, and the loop it runs, as an extension
         (rlcfg.source.project.Extension), or None. `read(module, level)` gives the source of a module it imports
         from, or None."""
+        return None
+
+    def entry_script(self, source: str | None, script: str) -> Any:
+        """What the Python script a launch runs by its path (`launcher examples/x.py --config ...`; its source, read,
+        never run, or None where it cannot be read here) runs, where the framework keeps the reward, dataset loader
+        or workflow in it: an extension (rlcfg.source.project.Extension) whose `runs` or `refused` says so, or
+        None."""
         return None
 
     def prepare(self, tree: Any, release: str | None) -> list:

@@ -59,6 +59,24 @@ class Extension:
     refused: tuple[str, str] | None = None
 
 
+def module_fingerprint(tree: Any) -> str:
+    """An entry module's code (parsed, never run), comments and docstrings aside: the first 16 hex digits of its
+    syntax tree's SHA-256. A dialect recognises the entry scripts a framework released by it (Extension.runs); an
+    edited copy has another fingerprint, since it may do anything."""
+    import ast
+    import copy
+    import hashlib
+
+    tree = copy.deepcopy(tree)
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
+                isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and \
+                isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()[:16]
+
+
 def release_extension(label: str, unmodelled: Mapping[str, Any], release: str) -> Extension | None:
     """The keys of `release` that the schema does not model, from a dialect's generated table (dotted key ->
     {"type", "default", "releases"}), as the release's own extension: type-checked, and refused by `rlcfg run` at any

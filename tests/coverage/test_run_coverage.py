@@ -143,10 +143,42 @@ def rlinf_cases(work: Path) -> Iterator[Case]:
 
 
 def areal_cases(work: Path) -> Iterator[Case]:
+    """Each example config with the entry script AReaL launches it with (which holds its reward, dataset loader and
+    workflow), as `python -m areal.launcher.local SCRIPT --config FILE`; alone where no script can be told."""
     for release, (tag, _venv) in areal.RELEASES.items():
         tree = extract(areal.REPO, tag, work / "areal" / release, "examples")
         for rel, path in areal.example_files(tree):
-            yield Case("areal", release, rel, path)
+            script = areal_entry_script(tree, path)
+            if script is None:
+                yield Case("areal", release, rel, path)
+            else:
+                yield Case("areal", release, rel, Path("python"),
+                           ["-m", "areal.launcher.local", str(script.relative_to(tree)), "--config",
+                            str(path.relative_to(tree))], cwd=tree)
+
+
+def areal_entry_script(tree: Path, config: Path) -> Path | None:
+    """The script an AReaL example config is launched with, as its examples pair them: the entry script of the same
+    name (in its folder or the one above), else the one whose name begins the config's, else its folder's only
+    entry script, else, for a GSM8K RL config, the release's GSM8K RL script."""
+    def scripts(folder: Path) -> list[Path]:
+        return sorted(p for p in folder.glob("*.py") if "load_expr_config(" in p.read_text(errors="replace"))
+
+    here, above = scripts(config.parent), scripts(config.parent.parent)
+    stem = config.stem
+    same = [p for p in here + above if p.stem == stem]
+    if same:
+        return same[0]
+    prefix = sorted((p for p in here if stem.startswith(p.stem)), key=lambda p: -len(p.stem))
+    if prefix:
+        return prefix[0]
+    if len(here) == 1:
+        return here[0]
+    if stem.startswith("gsm8k") and "sft" not in stem:
+        for name in ("gsm8k_rl.py", "gsm8k_grpo.py"):
+            if (tree / "examples" / "math" / name).is_file():
+                return tree / "examples" / "math" / name
+    return None
 
 
 def chatlearn_cases(work: Path) -> Iterator[Case]:

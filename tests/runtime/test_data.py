@@ -166,3 +166,13 @@ def test_sampler_refuses_a_changed_dataset():
         PromptSampler(11, 3, seed=7).load_state_dict(state)
     with pytest.raises(DataError, match="needs 4 prompts"):
         PromptSampler(3, 4, seed=7)
+
+
+def test_a_prompt_suffix_ends_the_text_or_the_last_message(tmp_path, tokenizer):
+    # AReaL's GSM8K loader asks each question for a boxed answer (Data.prompt_suffix)
+    text = write(tmp_path / "t.jsonl", json.dumps({"prompt": "1+2"}) + "\n")
+    chat = write(tmp_path / "c.jsonl", json.dumps({"prompt": [{"role": "system", "content": "be brief"},
+                                                              {"role": "user", "content": "1+2"}]}) + "\n")
+    assert load_prompts([text], tokenizer, apply_chat_template=False, suffix=" Box it.").texts == ("1+2 Box it.",)
+    assert load_prompts([chat], tokenizer, apply_chat_template=False, suffix=" Box it.").texts == \
+        ("be brief\n1+2 Box it.",)

@@ -89,3 +89,16 @@ def test_answer_line_agrees_with_skyrl_gym_on_written_answers(truth):
     for written in ANSWERS:
         for response in (f"Work.\nAnswer: {written}", f"answer : {written}<|im_end|>", f"Answer:{written}\nDone."):
             assert rewards.answer_line(response, truth) == theirs(response, truth)["score"], (response, truth)
+
+
+@pytest.mark.parametrize("response, answer, expected", [
+    # AReaL's GSM8K data keeps the whole reference solution; math-verify finds its final number
+    ("So she sold \\boxed{72} clips.", "Natalia sold 48/2 = 24 clips in May.\n#### 72", 1.0),
+    ("She sold 72 clips altogether.", "72", 1.0),  # no anchor needed: the number alone counts
+    ("\\boxed{71}", "72", 0.0),
+    ("\\boxed{0.5}", "\\frac{1}{2}", 1.0),
+    ("no number here", "72", 0.0),
+    ("\\boxed{72}", None, 0.0),
+])
+def test_areal_math_verify_is_areals_gsm8k_reward(response, answer, expected):
+    assert rewards.get("areal_math_verify")(response, answer) == expected

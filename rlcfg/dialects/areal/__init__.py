@@ -154,6 +154,11 @@ class AReaLDialect(Dialect):
         found = _LOAD_EXPR_CONFIG.search(source)
         return found.group(1) if found else None
 
+    def entry_script(self, source: str | None, script: str) -> Any:
+        from rlcfg.dialects.areal.entries import entry_extension
+
+        return entry_extension(source, script)
+
     def entry_findings(self, entry: tuple[str, str], config: Any, release: str | None, origin: Any) -> list:
         from rlcfg.diagnostics import diagnostic
 

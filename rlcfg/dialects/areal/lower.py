@@ -44,6 +44,7 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
 from rlcfg.dialects.areal import allocation as alloc
 # Where each engine runs is read once, in the schema layer, so that areal/run-ledger judges the same layout.
 from rlcfg.dialects.areal.derived import backend_key, engine_roles
+from rlcfg.dialects.areal.entries import GSM8K_PROMPT_SUFFIX, GSM8K_RLVR, GSM8K_RLVR_EVAL_TEMPERATURE
 from rlcfg.dialects.areal.derived import layout as _layout
 
 # AReaL's FSDP engine shards with torch's FSDP2 (fully_shard); Archon is its torchtitan-style engine, FSDP2 with
@@ -267,12 +268,15 @@ def _cluster(cfg: Any) -> Cluster:
     return Cluster(nodes=nodes, gpus_per_node=per_node)
 
 
-def _data(cfg: Any, max_prompt_length: int | None) -> Data:
+def _data(cfg: Any, max_prompt_length: int | None, rl: bool = True) -> Data:
     train, valid = cfg.train_dataset, cfg.valid_dataset
-    # AReaL picks a dataset loader by the path's name; its GSM8K loader reads `question` and `answer`.
+    # AReaL picks a dataset loader by the path's name; its GSM8K loader reads `question` and `answer`, and its RL
+    # loader asks for a boxed answer. The GSM8K RLVR script renders the chat template with enable_thinking=False.
     gsm8k = "gsm8k" in train.path.lower()
     return Data(train_files=(train.path,), eval_files=(valid.path,) if valid is not None else (),
                 prompt_key="question" if gsm8k else "prompt", answer_key="answer" if gsm8k else None,
+                prompt_suffix=GSM8K_PROMPT_SUFFIX if gsm8k and rl else "",
+                chat_template_kwargs=(("enable_thinking", False),) if rl else (),
                 max_prompt_length=max_prompt_length, shuffle=train.shuffle, seed=cfg.seed)
 
 
@@ -442,13 +446,15 @@ def _algorithm(cfg: Any, group: int, reference_built: bool) -> Algorithm:
 # ---- lowering ------------------------------------------------------------------------------------------------
 
 
-def lower(cfg: Any) -> Experiment:
+def lower(cfg: Any, entry_runs: str | None = None) -> Experiment:
+    """`entry_runs`: what the launch's entry script runs (rlcfg.dialects.areal.entries), None for a config file run
+    alone, which rlcfg scores and prompts as GSM8K_RLVR does."""
     if pipeline_kind(cfg) == "grpo":
-        return _lower_rl(cfg)
+        return _lower_rl(cfg, entry_runs)
     return _lower_supervised(cfg)
 
 
-def _lower_rl(cfg: Any) -> Experiment:
+def _lower_rl(cfg: Any, entry_runs: str | None) -> Experiment:
     actor = cfg.actor
     group = cfg.gconfig.n_samples
     reference_built = actor.kl_ctl > 0 and cfg.ref is not None
@@ -490,6 +496,8 @@ def _lower_rl(cfg: Any) -> Experiment:
     out.append(Role(name="reward", backend="rule", resources=Resources(gpus=0)))
 
     eval_g = cfg.eval_gconfig or cfg.gconfig  # 1.0 copies gconfig when eval_gconfig is null (AR-20)
+    if entry_runs == GSM8K_RLVR:  # the script evaluates with its own copy of gconfig
+        eval_g = cfg.gconfig.model_copy(update={"temperature": GSM8K_RLVR_EVAL_TEMPERATURE})
     engine = next((r.backend for r in out if r.backend in ("sglang", "vllm")), "sglang")
     return Experiment(
         name=cfg.experiment_name, dialect="areal", variant="grpo", cluster=_cluster(cfg), roles=tuple(out),
@@ -502,8 +510,8 @@ def _lower_rl(cfg: Any) -> Experiment:
                           total_steps=total_steps, epochs=cfg.total_train_epochs,
                           **_asynchrony(cfg),
                           **_eval_schedule(cfg)),
-        checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed, reward_function="math",
-        kind="rl",
+        checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed,
+        reward_function="areal_math_verify", kind="rl",
     )
 
 
@@ -537,7 +545,7 @@ def _lower_supervised(cfg: Any) -> Experiment:
     sampling = Sampling(max_new_tokens=max_length or 0, n=1, temperature=getattr(engine, "temperature", 1.0))
     # AReaL's SFT loaders tokenize the plain question + answer + EOS (no chat template) and drop what is longer
     # than max_length; its reward-model loader reads the `chosen` and `rejected` texts (Data's defaults).
-    data = dataclasses.replace(_data(cfg, None), answer_key="answer", apply_chat_template=False,
+    data = dataclasses.replace(_data(cfg, None, rl=False), answer_key="answer", apply_chat_template=False,
                                max_length=max_length)
     return Experiment(
         name=cfg.experiment_name, dialect="areal", variant=pipeline_kind(cfg), cluster=_cluster(cfg), roles=(role,),

@@ -15,6 +15,7 @@ from rlcfg.dialects.areal import allocation as alloc
 from rlcfg.dialects.areal.derived import (backend_key, backend_paths, engine_roles, layout, legacy_backend_name,
                                           parsed_allocation, parsed_backend, pipeline_kind, placement, trained_engine,
                                           training_engines)
+from rlcfg.dialects.areal.entries import GSM8K_RLVR_SCRIPT
 from rlcfg.dialects.areal.models import BEFORE_1_0, SECTIONS_ALWAYS_BUILT
 from rlcfg.schema.base import Finding, RuleSet
 
@@ -287,6 +288,20 @@ def _norm_group_size(cfg, ctx):
                               f"({cfg.gconfig.n_samples}), so the normalization groups do not match the GRPO "
                               f"groups", hint="write `group_size: ${gconfig.n_samples}`",
                               related=["gconfig.n_samples"])
+
+
+@RULES.rule("areal/entry-script", "RLC124", "AReaL's reward function, dataset loader and workflow are in the entry "
+            "script a launch runs the config with; a config file alone names none, so `rlcfg run` scores and "
+            "prompts an RL config as examples/math/gsm8k_rl.py (0.5, 1.0) does, and says so.")
+def _entry_script(cfg, ctx):
+    if pipeline_kind(cfg) != "grpo" or ctx.entry_runs is not None:
+        return
+    yield ctx.note("RLC124", "", "AReaL's reward function, dataset loader and workflow are in the entry script a "
+                   "launch runs this config with, which a config file alone does not name: `rlcfg run` scores each "
+                   f"response as {GSM8K_RLVR_SCRIPT} of AReaL 0.5 and 1.0 does (math-verify) and renders its prompts "
+                   "as that script does", hint="to have rlcfg judge the script you launch, give it the launch "
+                                               "(`rlcfg validate -- python -m areal.launcher.local SCRIPT.py --config "
+                                               "FILE`) or the shell script that runs it")
 
 
 @RULES.rule("areal/group-size", "RLC305", "The v0.3 actor.group_size equals gconfig.n_samples (the examples "

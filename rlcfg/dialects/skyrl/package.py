@@ -28,6 +28,7 @@ from typing import Any, Iterable
 from rlcfg.diagnostics import Diagnostic, diagnostic
 from rlcfg.patterns import lazy
 from rlcfg.schema import entry
+from rlcfg.source.project import module_fingerprint
 
 PACKAGE_RELEASES = tuple(r for r in entry("skyrl").releases if r.startswith("skyrl-"))
 # The releases whose loader falls back to skyrl-train's layout (from a source checkout).
@@ -374,22 +375,6 @@ SKYRL_TRAIN_DAPO_SECTION = ("trainer", "algorithm", "overlong_buffer")
 # every release's TIS-DAPO example. CheckResult.entry_runs DAPO_CONTEXT_BUFFER tells the lowering.
 DAPO_CONTEXT_BUFFER_FINGERPRINTS = frozenset({"7923351ac5fd0bb1", "c7cb428a8c1e4a6f", "223fd64f23144e22"})
 DAPO_CONTEXT_BUFFER = "dapo_context_buffer"
-
-
-def module_fingerprint(tree: Any) -> str:
-    """A module's code, comments and docstrings aside: the first 16 hex digits of its syntax tree's SHA-256."""
-    import ast
-    import copy
-    import hashlib
-
-    tree = copy.deepcopy(tree)
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and body and \
-                isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and \
-                isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return hashlib.sha256(ast.dump(tree, include_attributes=False).encode()).hexdigest()[:16]
 
 
 def entry_extension(source: str | None, entry: str, read: Any, module: str) -> Any:

@@ -1,0 +1,82 @@
+"""AReaL's entry scripts: where its reward function, dataset loader and rollout workflow live.
+
+An AReaL run is a Python script launched with a config file (`python -m areal.launcher.local
+examples/math/gsm8k_rl.py --config gsm8k_grpo.yaml`). The YAML holds the settings; the script picks the config class,
+the dataset loader, the workflow and the reward. rlcfg reads the script a launch names (never runs it) and
+recognises the scripts AReaL released by their code (rlcfg.source.project.module_fingerprint):
+
+- GSM8K_RLVR: examples/math/gsm8k_rl.py of 0.5 and 1.0 (and 0.5's LoRA examples). RLVRWorkflow scores each
+  response with areal.reward.gsm8k.gsm8k_reward_fn (MathVerifyWorker: math-verify with its expression and LaTeX
+  extraction and six digits of precision; rlcfg's reward `areal_math_verify`), renders prompts with
+  enable_thinking=False, and evaluates with gconfig's settings at temperature 0.6 (eval_gconfig is not read).
+- SUPERVISED: the SFT and reward-model scripts, which train on AReaL's dataset loaders and score nothing.
+
+Every other script is refused by `rlcfg run` at the launch's call (RLC118): the GSM8K scripts of 0.3 and 0.4 score
+with AReaL's math_parser heuristics, which rlcfg does not reproduce; countdown, boba, the multi-turn, agent, tool and
+vision examples bring workflows, loaders and rewards of their own; an edited copy may do anything. A config file run
+alone names no script: rlcfg then scores and prompts as GSM8K_RLVR does, and says so (areal/entry-script).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+GSM8K_RLVR = "gsm8k_rlvr"  # CheckResult.entry_runs of examples/math/gsm8k_rl.py as released
+SUPERVISED = "supervised"  # CheckResult.entry_runs of the SFT and reward-model scripts as released
+REFUSED = "refused"  # CheckResult.entry_runs of any other script (its Extension.refused says why)
+GSM8K_RLVR_SCRIPT = "examples/math/gsm8k_rl.py"
+# gsm8k_rl.py's evaluation workflow: `config.gconfig.new(temperature=0.6)`.
+GSM8K_RLVR_EVAL_TEMPERATURE = 0.6
+# AReaL's GSM8K RL loader (areal/dataset/gsm8k.py, every release) appends this to each question.
+GSM8K_PROMPT_SUFFIX = "\nPlease put your final answer within \\boxed{}."
+
+# By release, as tagged: v0.5.3, v1.0.4; and 0.5's LoRA examples (examples/lora/gsm8k_grpo_lora.py and
+# gsm8k_grpo_lora_vllm.py), which run the same workflow, reward, prompts and evaluation in a loop of their own.
+GSM8K_RLVR_FINGERPRINTS = frozenset({"3514e51c9553b281", "618e01a081af4251", "4e0f8878d5a27ce5", "6687157b596026db"})
+# examples/math/gsm8k_sft.py, examples/alignment/hhrlhf_rw.py and the Megatron SFT examples, v0.3.4 to v1.0.4.
+SUPERVISED_FINGERPRINTS = frozenset({
+    "203989ea83a3951a", "750b86b955c6768f", "89fdfddbcbcd223e",  # 0.3
+    "e9d9c91ed54367a4", "4959033196931f8a", "a355de7d43596b0e",  # 0.4
+    "48340c3c9c903b53", "bb03687f5b453c48",  # 0.5
+    "d9d7f82cec946de9", "0b2fa40bd9f94cbe",  # 1.0
+})
+
+_RUNS = "rlcfg runs AReaL's GSM8K RLVR script of 0.5 and 1.0, examples/math/gsm8k_rl.py, and its SFT and " \
+        "reward-model scripts, as released"
+
+
+def entry_extension(source: str | None, script: str) -> Any:
+    """What the entry script `script` (its text `source`, None where it cannot be read here) runs, as an extension
+    with no keys: `runs` GSM8K_RLVR or SUPERVISED for a script AReaL released, `refused` (why, hint) otherwise."""
+    import ast
+
+    from rlcfg.source.project import Extension, module_fingerprint
+
+    def refused(why: str, hint: str) -> Extension:
+        return Extension(script, (), source="entry", runs=REFUSED,
+                         refused=(f"`rlcfg run` refuses this launch: {why}", hint))
+
+    try:
+        tree = ast.parse(source) if source is not None else None
+    except SyntaxError:
+        tree = None
+    if tree is None:
+        why = "cannot be read here (no such file, or not text)" if source is None else "does not parse as Python"
+        return refused(f"its entry script {script} {why}, so rlcfg cannot tell which reward, dataset loader and "
+                       "workflow it runs", "run rlcfg from the directory the script runs from (AReaL's source "
+                                           "tree), where the entry script is")
+    fingerprint = module_fingerprint(tree)
+    if fingerprint in GSM8K_RLVR_FINGERPRINTS:
+        return Extension(script, (), source="entry", runs=GSM8K_RLVR)
+    if fingerprint in SUPERVISED_FINGERPRINTS:
+        return Extension(script, (), source="entry", runs=SUPERVISED)
+    if "math_parser" in source:
+        return refused(f"its entry script {script} scores responses with AReaL's math_parser (process_results: the "
+                       "answer only from \\boxed{} or an 'answer is' phrase, compared by its own equivalence rules), "
+                       "which rlcfg does not reproduce", f"launch the config with {GSM8K_RLVR_SCRIPT} of AReaL 0.5 or "
+                                                         "1.0 (math-verify), or give rlcfg run the config file alone, "
+                                                         "which it scores as that script does")
+    return refused(f"its entry script {script} is not one rlcfg recognises, so its reward, dataset loader or "
+                   f"workflow may differ from what rlcfg would run ({_RUNS})",
+                   f"launch the config with {GSM8K_RLVR_SCRIPT} (AReaL 0.5 or 1.0) or one of the SFT and "
+                   "reward-model scripts as released")

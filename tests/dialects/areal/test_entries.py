@@ -1,0 +1,139 @@
+"""AReaL's entry scripts: a launch is judged with the script it runs, which holds the reward, dataset loader and
+workflow; a config file alone is run as AReaL's GSM8K RLVR script runs it, and validate says so."""
+
+from __future__ import annotations
+
+import ast
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rlcfg import lower
+from rlcfg.dialects.areal import entries
+from rlcfg.frontend import check_file
+from rlcfg.source.project import module_fingerprint
+
+ROOT = Path(__file__).resolve().parents[3]
+GRPO = ROOT / "tests" / "fixtures" / "areal" / "gsm8k-grpo-v0.3.yaml"
+SFT = ROOT / "templates" / "areal-sft.yaml"
+
+# A stand-in for examples/math/gsm8k_rl.py (the released file is not in this repository): recognised by
+# fingerprint in the tests that add its fingerprint to the released ones.
+RLVR_SCRIPT = '''import sys
+from areal.api.cli_args import GRPOConfig, load_expr_config
+
+
+def main(args):
+    config, _ = load_expr_config(args, GRPOConfig)
+    workflow_kwargs = dict(reward_fn="areal.reward.gsm8k.gsm8k_reward_fn", enable_thinking=False)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
+'''
+MATH_PARSER_SCRIPT = '''import sys
+from areal.api.cli_args import GRPOConfig, load_expr_config
+
+
+def gsm8k_reward_fn(prompt, completions, prompt_ids, completion_ids, answer, **kwargs):
+    from areal.reward.math_parser import process_results
+
+    return int(process_results(completions, answer)[0])
+
+
+def main(args):
+    config, _ = load_expr_config(args, GRPOConfig)
+'''
+OWN_SCRIPT = '''import sys
+from areal.api.cli_args import GRPOConfig, load_expr_config
+
+
+def my_reward(prompt, completions, prompt_ids, completion_ids, answer, **kwargs):
+    return float(len(completions) < 100)
+
+
+def main(args):
+    config, _ = load_expr_config(args, GRPOConfig)
+'''
+
+
+def launch(tmp_path: Path, monkeypatch, script: str | None, config: Path = GRPO, name: str = "train.py"):
+    """Check `python -m areal.launcher.local NAME --config cfg.yaml` from a folder holding the script (None: the
+    script is not there)."""
+    monkeypatch.chdir(tmp_path)
+    shutil.copy(config, tmp_path / "cfg.yaml")
+    if script is not None:
+        (tmp_path / name).write_text(script)
+    run = tmp_path / "run.sh"
+    run.write_text(f"python3 -m areal.launcher.local {name} --config cfg.yaml\n")
+    return check_file(str(run))
+
+
+def codes(result) -> list[str]:
+    return [d.code for d in result.diagnostics if d.code in ("RLC118", "RLC124")]
+
+
+def test_a_config_file_alone_is_run_as_the_gsm8k_script_and_validate_says_so():
+    result = check_file(str(GRPO))
+    assert result.ok and codes(result) == ["RLC124"]
+    note = next(d for d in result.diagnostics if d.code == "RLC124")
+    assert "examples/math/gsm8k_rl.py" in note.message and "math-verify" in note.message
+    exp = lower.lower("areal", result.config, result.release, result.entry_runs)
+    assert exp.reward_function == "areal_math_verify"
+    assert exp.data.prompt_suffix == entries.GSM8K_PROMPT_SUFFIX  # the dataset path names GSM8K
+    assert exp.data.chat_template_kwargs == (("enable_thinking", False),)
+    # the config's own evaluation settings: no script replaces them
+    own = (result.config.eval_gconfig or result.config.gconfig).temperature
+    assert own != entries.GSM8K_RLVR_EVAL_TEMPERATURE and exp.eval_sampling.temperature == own
+
+
+def test_the_released_gsm8k_script_runs_with_its_evaluation_temperature(tmp_path, monkeypatch):
+    monkeypatch.setattr(entries, "GSM8K_RLVR_FINGERPRINTS",
+                        frozenset({module_fingerprint(ast.parse(RLVR_SCRIPT))}))
+    result = launch(tmp_path, monkeypatch, RLVR_SCRIPT)
+    assert result.ok and codes(result) == []
+    assert result.entry_runs == entries.GSM8K_RLVR
+    exp = lower.lower("areal", result.config, result.release, result.entry_runs)
+    assert exp.reward_function == "areal_math_verify"
+    assert exp.eval_sampling.temperature == entries.GSM8K_RLVR_EVAL_TEMPERATURE
+
+
+def test_an_edited_copy_of_the_released_script_is_refused(tmp_path, monkeypatch):
+    monkeypatch.setattr(entries, "GSM8K_RLVR_FINGERPRINTS",
+                        frozenset({module_fingerprint(ast.parse(RLVR_SCRIPT))}))
+    result = launch(tmp_path, monkeypatch, RLVR_SCRIPT.replace("enable_thinking=False", "enable_thinking=True"))
+    assert codes(result) == ["RLC118"]
+
+
+@pytest.mark.parametrize("script, says", [
+    (MATH_PARSER_SCRIPT, "math_parser"),
+    (OWN_SCRIPT, "is not one rlcfg recognises"),
+    (None, "cannot be read here"),
+    ("def broken(:\n", "does not parse as Python"),
+])
+def test_any_other_script_is_refused_at_the_launch(tmp_path, monkeypatch, script, says):
+    result = launch(tmp_path, monkeypatch, script)
+    assert result.ok, "validate accepts the config: only `rlcfg run` refuses the launch"
+    refusals = [d for d in result.diagnostics if d.code == "RLC118"]
+    assert len(refusals) == 1 and says in refusals[0].message and "train.py" in refusals[0].message
+    assert refusals[0].origin.file.endswith("run.sh") and refusals[0].hint
+    assert "RLC124" not in codes(result)  # the launch names its script: nothing is assumed
+
+
+def test_a_refused_launch_does_not_start(tmp_path, monkeypatch):
+    from rlcfg.preflight import dry_run
+
+    launch(tmp_path, monkeypatch, OWN_SCRIPT)
+    report = dry_run(str(tmp_path / "run.sh"), [])
+    assert not report.launches
+    assert any(b.code == "RLC118" and "train.py" in b.message for b in report.blockers)
+
+
+def test_the_released_sft_script_runs(tmp_path, monkeypatch):
+    script = RLVR_SCRIPT.replace("GRPOConfig", "SFTConfig")
+    monkeypatch.setattr(entries, "SUPERVISED_FINGERPRINTS", frozenset({module_fingerprint(ast.parse(script))}))
+    result = launch(tmp_path, monkeypatch, script, config=SFT)
+    assert result.ok and codes(result) == [] and result.entry_runs == entries.SUPERVISED
+    exp = lower.lower("areal", result.config, result.release, result.entry_runs)
+    assert exp.kind == "sft" and exp.data.prompt_suffix == "" and exp.data.chat_template_kwargs == ()
