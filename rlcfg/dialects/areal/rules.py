@@ -15,7 +15,7 @@ from rlcfg.dialects.areal import allocation as alloc
 from rlcfg.dialects.areal.derived import (backend_key, backend_paths, engine_roles, layout, legacy_backend_name,
                                           parsed_allocation, parsed_backend, pipeline_kind, placement, trained_engine,
                                           training_engines)
-from rlcfg.dialects.areal.entries import GSM8K_RLVR_SCRIPT
+from rlcfg.dialects.areal.entries import GSM8K_RLVR, GSM8K_RLVR_SCRIPT
 from rlcfg.dialects.areal.models import BEFORE_1_0, SECTIONS_ALWAYS_BUILT
 from rlcfg.schema.base import Finding, RuleSet
 
@@ -958,15 +958,15 @@ def _norm_text(norm: Any) -> str:
             "penalty measured from another length, off-policy rollouts through consumer_batch_size, ...), although "
             "each key alone is honored; and the parallel sizes and backends rlcfg's runtime does not run "
             "(rlcfg/run_limits.py): on Megatron expert and context parallelism, a critic, SFT and reward-model "
-            "training; on FSDP Ulysses (`c`) and the t, p and e sizes; LoRA outside the RL actor; and vision-language "
-            "models.",
+            "training; on FSDP Ulysses (`c`) and the t, p and e sizes; LoRA outside the RL actor; vision-language "
+            "models; and RL data that AReaL's GSM8K loader does not read.",
             keys=["actor.path", "ref.path", "critic.path", "model.path", "sglang.model_path", "vllm.model",
                   "allocation_mode", "actor.backend", "critic.backend", "actor.prox_logp_method",
                   "actor.use_decoupled_loss", "actor.rejection_sampling",
                   "actor.reward_norm", "actor.adv_norm", "actor.temperature", "actor.discount", "actor.gae_lambda",
                   "actor.mask_no_eos_with_zero", "actor.overlong_reward_penalty", "rollout.consumer_batch_size",
                   "gconfig.max_tokens", "critic.ppo_n_minibatches", "actor.optimizer.warmup_steps_proportion",
-                  "model.use_lora", "actor.use_lora"])
+                  "model.use_lora", "actor.use_lora", "train_dataset.path"])
 def _run_ledger(cfg, ctx):
     yield from _runtime_limits(cfg)
     engines = [(f"{name}.path", getattr(engine, "path", None)) for name, engine in training_engines(cfg)]
@@ -981,6 +981,13 @@ def _run_ledger(cfg, ctx):
                            f"actor only, not in SFT and reward-model training", f"set `use_lora: false` under {name}")
     if pipeline_kind(cfg) != "grpo":
         return  # the combinations below are the RL loop's; SFT and reward-model keys are judged one by one
+    path = cfg.train_dataset.path
+    if ctx.entry_runs in (None, GSM8K_RLVR) and "gsm8k" not in path.lower():
+        yield _refusal("train_dataset.path", f"`train_dataset.path` = {path}: AReaL's GSM8K RLVR script reads it with "
+                       "the dataset loader its path names, or from 1.0 as a folder saved by `datasets` with `messages` "
+                       "and `answer` columns; rlcfg runs AReaL's GSM8K loader only",
+                       "use AReaL's GSM8K data (`train_dataset.path: openai/gsm8k`, or a local copy whose path holds "
+                       "`gsm8k`, with `question` and `answer` columns)")
     a, g = cfg.actor, cfg.gconfig
     critic = cfg.critic
     reference = a.kl_ctl > 0 and cfg.ref is not None

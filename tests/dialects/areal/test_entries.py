@@ -137,3 +137,13 @@ def test_the_released_sft_script_runs(tmp_path, monkeypatch):
     assert result.ok and codes(result) == [] and result.entry_runs == entries.SUPERVISED
     exp = lower.lower("areal", result.config, result.release, result.entry_runs)
     assert exp.kind == "sft" and exp.data.prompt_suffix == "" and exp.data.chat_template_kwargs == ()
+
+
+def test_rl_data_that_areals_gsm8k_loader_does_not_read_is_refused():
+    # AReaL's script reads other data with the loader its path names (or, from 1.0, a saved folder of `messages` and
+    # `answer`); rlcfg would read no answers from it and train on zero rewards
+    result = check_file(str(GRPO), ["train_dataset.path=/data/my_prompts.jsonl"])
+    refusals = [d for d in result.diagnostics if d.code == "RLC118" and d.path == "train_dataset.path"]
+    assert result.ok and len(refusals) == 1 and "/data/my_prompts.jsonl" in refusals[0].message
+    assert "train_dataset.path: openai/gsm8k" in refusals[0].hint  # the smoke run takes that value
+    assert not [d for d in check_file(str(GRPO)).diagnostics if d.path == "train_dataset.path"]
