@@ -196,12 +196,26 @@ def answer_line(response: str, answer: str | None) -> float:
     return 1.0 if predicted == minerva_normalised(str(answer)) else -1.0
 
 
+# The first \boxed{...} without nested braces, as the multiply example's environment parses an action.
+_FIRST_BOXED = re.compile(r"\\boxed\{([^}]+)\}")
+
+
+def boxed_multiply(response: str, answer: str | None) -> float:
+    """SkyRL's multiply example environment in one turn: 1 when the response's first \\boxed{...}, stripped, is the
+    ground truth as a string; 0.5 for a boxed answer that is not; 0 with none."""
+    found = _FIRST_BOXED.search(response)
+    if found is None or answer is None:
+        return 0.0
+    return 1.0 if found.group(1).strip() == str(answer).strip() else 0.5
+
+
 REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": math, "arithmetic": arithmetic,
                                          "gsm8k_strict": gsm8k_strict, "answer_line": answer_line,
-                                         "areal_math_verify": areal_math_verify}
+                                         "areal_math_verify": areal_math_verify, "boxed_multiply": boxed_multiply}
 # The verifiers that score an answer format the smoke run's generated task does not write.
 FORMATTED = {"gsm8k_strict": "`#### <number>` answers only",
-             "answer_line": "`Answer: <answer>` lines only, wrong ones −1"}
+             "answer_line": "`Answer: <answer>` lines only, wrong ones −1",
+             "boxed_multiply": "`\\boxed{<answer>}` answers only, wrong ones 0.5"}
 
 
 def get(name: str) -> RewardFn:

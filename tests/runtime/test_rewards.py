@@ -102,3 +102,14 @@ def test_answer_line_agrees_with_skyrl_gym_on_written_answers(truth):
 ])
 def test_areal_math_verify_is_areals_gsm8k_reward(response, answer, expected):
     assert rewards.get("areal_math_verify")(response, answer) == expected
+
+
+@pytest.mark.parametrize("response, answer, expected", [
+    ("3 × 14 = \\boxed{42}", "42", 1.0),
+    ("\\boxed{ 42 } and later \\boxed{7}", "42", 1.0),  # the first one counts, stripped
+    ("\\boxed{41}", "42", 0.5),  # a boxed answer that is wrong still earns half
+    ("42", "42", 0.0),  # no box, no reward
+    ("\\boxed{{42}}", "42", 0.5),  # nested braces are not unwrapped
+])
+def test_boxed_multiply_is_skyrls_multiply_example(response, answer, expected):
+    assert rewards.get("boxed_multiply")(response, answer) == expected

@@ -116,11 +116,15 @@ VLLM_KWARGS = {k: k for k in ("gpu_memory_utilization", "max_num_seqs", "max_mod
 
 
 # The SkyRL-Gym environments whose meaning rlcfg's reward reproduces: gsm8k's `#### <number>` answer equal to the
-# ground truth (rlcfg's `gsm8k_strict` reward), and aime's `Answer: ...` line scored ±1 (`answer_line`).
-ENVIRONMENT_REWARDS = {"gsm8k": "gsm8k_strict", "aime": "answer_line"}
+# ground truth (rlcfg's `gsm8k_strict` reward), aime's `Answer: ...` line scored ±1 (`answer_line`), and the
+# multiply example's first \boxed{} answer, 1 when right and 0.5 when wrong (`boxed_multiply`), in one turn.
+ENVIRONMENT_REWARDS = {"gsm8k": "gsm8k_strict", "aime": "answer_line", "multiply": "boxed_multiply"}
 # Where each environment reads the ground truth in a dataset row (its `extras`): gsm8k in reward_spec, aime in the
 # reward_model column of DAPO's datasets.
 ENVIRONMENT_ANSWER_KEYS = {"gsm8k": "reward_spec.ground_truth", "aime": "reward_model.ground_truth"}
+# Environments that an example's entry module registers, not skyrl-gym: the CheckResult.entry_runs of the entry
+# module, as released, that registers each (rlcfg.dialects.skyrl.package).
+ENTRY_ENVIRONMENTS = {"multiply": "multiply_env"}
 
 
 def ref_in_use(cfg: Any) -> bool:

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rlcfg.diagnostics import Diagnostic, diagnostic
+from rlcfg.dialects.skyrl.derived import ENTRY_ENVIRONMENTS
 from rlcfg.patterns import lazy
 from rlcfg.schema import entry
 from rlcfg.source.project import module_fingerprint
@@ -361,6 +362,12 @@ ONE_STEP_TRAINER_FINGERPRINTS = frozenset({"43aab68e3fa1d2a2", "e39c385845006e4a
                                            "767c1c2ceaa948bd"})
 ONE_STEP_ENTRY = "examples.train.async.main_async"
 ONE_STEP_ASYNC = "one_step_async"  # CheckResult.entry_runs of that entrypoint
+# examples/train/multiply/main_multiply.py as released (skyrl-train's examples/multiply, every release; the package's,
+# 0.1.0 to 0.4.0): main_base's loop with the example's `multiply` environment registered, from its env.py as released
+# (MULTIPLY_ENV_FINGERPRINTS). CheckResult.entry_runs MULTIPLY_ENTRY_RUNS lets environment.env_class be `multiply`.
+MULTIPLY_ENTRY_FINGERPRINTS = frozenset({"4af7ece6f1175912", "f8ab96dd30f756a0"})
+MULTIPLY_ENV_FINGERPRINTS = frozenset({"2f9ef7038f23b954"})
+MULTIPLY_ENTRY_RUNS = ENTRY_ENVIRONMENTS["multiply"]
 # The modules of SkyRL itself: an entrypoint among them runs main_base's loop (the launchers name the ones that do).
 FRAMEWORK_MODULE = re.compile(r"(skyrl|skyrl_train)\.")
 DAPO_ENTRY_KEYS = (("trainer", "algorithm", "overlong_buffer_len"),
@@ -409,8 +416,8 @@ def entry_extension(source: str | None, entry: str, read: Any, module: str) -> A
     if runs == UNRECOGNISED_ENTRY:
         runs = None
         refused = (f"`rlcfg run` refuses this launch: rlcfg does not recognise the code of its entry module {module} "
-                   "(it runs SkyRL's main_base and, as released, its DAPO, TIS-DAPO, fully-asynchronous and "
-                   "one-step off-policy examples), so its trainer may do what rlcfg cannot tell",
+                   "(it runs SkyRL's main_base and, as released, its DAPO, TIS-DAPO, fully-asynchronous, "
+                   "one-step off-policy and multiply examples), so its trainer may do what rlcfg cannot tell",
                    "start the run with SkyRL's main_base, or with one of those examples as released")
     keys: list = []
     for call, home in _make_config_calls(tree, read, module_tree):
@@ -447,8 +454,9 @@ UNRECOGNISED_ENTRY = "unrecognised"
 def entry_loop(tree: Any, fingerprint: str, read: Any, parse: Any) -> str | None:
     """The loop an example's entry module (parsed: `tree`) runs, as rlcfg recognises it by its code: "fully_async"
     (FullyAsyncRayPPOTrainer), ONE_STEP_ASYNC (the one-step off-policy trainer, with the module it imports it from
-    as released), None for main_base's own loop (the DAPO entrypoints' trainers change only the rewards, with the
-    keys they read; DAPO_CONTEXT_BUFFER where their buffer ends at the context limit), or UNRECOGNISED_ENTRY."""
+    as released), MULTIPLY_ENTRY_RUNS (main_base's loop with the multiply example's environment, as released), None
+    for main_base's own loop (the DAPO entrypoints' trainers change only the rewards, with the keys they read;
+    DAPO_CONTEXT_BUFFER where their buffer ends at the context limit), or UNRECOGNISED_ENTRY."""
     if fingerprint in FULLY_ASYNC_ENTRY_FINGERPRINTS:
         return "fully_async"
     if fingerprint in DAPO_CONTEXT_BUFFER_FINGERPRINTS:
@@ -459,7 +467,27 @@ def entry_loop(tree: Any, fingerprint: str, read: Any, parse: Any) -> str | None
         _trainer, home = _class_and_home(tree, "AsyncRayPPOTrainer", read, parse)
         if home is not None and module_fingerprint(home) in ONE_STEP_TRAINER_FINGERPRINTS:
             return ONE_STEP_ASYNC
+    if fingerprint in MULTIPLY_ENTRY_FINGERPRINTS:
+        env = _registered_environment(tree, "multiply", read, parse)
+        if env is not None and module_fingerprint(env) in MULTIPLY_ENV_FINGERPRINTS:
+            return MULTIPLY_ENTRY_RUNS
     return UNRECOGNISED_ENTRY
+
+
+def _registered_environment(tree: Any, name: str, read: Any, parse: Any) -> Any:
+    """The module (parsed) of the environment the entry module registers as `name` with skyrl-gym
+    (`register(id=name, entry_point="module:Class")`), or None where it registers none or the module cannot be read."""
+    import ast
+
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Call) and ast.unparse(node.func) == "register"):
+            continue
+        given = {k.arg: k.value.value for k in node.keywords
+                 if isinstance(k.value, ast.Constant) and isinstance(k.value.value, str)}
+        if given.get("id") == name and ":" in given.get("entry_point", ""):
+            text = read(given["entry_point"].split(":")[0], 0)
+            return parse(text) if text is not None else None
+    return None
 
 
 def _make_config_calls(tree: Any, read: Any, parse: Any) -> list:

@@ -17,7 +17,7 @@ from rlcfg import run_limits
 from rlcfg.diagnostics import Constraint, Severity, close_matches, plural
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
                                           ADVANTAGE_ESTIMATORS_RUN, DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE,
-                                          ENVIRONMENT_REWARDS, LOSS_REDUCTIONS,
+                                          ENTRY_ENVIRONMENTS, ENVIRONMENT_REWARDS, LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, LOSSES_WITH_OLD_LOGPROBS, MINI_BATCH_REDUCTION,
                                           loggers, loss_normalization, overlong_buffer,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
@@ -1295,10 +1295,17 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     for key, path, why in run_limits.vision_language_models(models):
         yield _refusal(key, path, f"a vision-language model ({why}); {run_limits.VISION_LANGUAGE}",
                        run_limits.vision_language_hint(key, path))
-    if cfg.environment.env_class not in ENVIRONMENT_REWARDS:
-        yield _refusal("environment.env_class", cfg.environment.env_class,
+    env = cfg.environment.env_class
+    if env not in ENVIRONMENT_REWARDS:
+        yield _refusal("environment.env_class", env,
                        "rlcfg scores each response as the gsm8k or aime environment does (their answer against the "
-                       "ground truth); other SkyRL-Gym environments are not run")
+                       "ground truth), or the multiply example's; other SkyRL-Gym environments are not run")
+    elif env in ENTRY_ENVIRONMENTS and ctx.entry_runs != ENTRY_ENVIRONMENTS[env]:
+        yield _refusal("environment.env_class", env,
+                       f"the `{env}` environment is an example's own, which only that example's entry module as "
+                       f"released (main_{env}) registers, and this launch does not run it",
+                       f"start the run with the example's entry module as SkyRL released it (`python -m "
+                       f"examples.train.{env}.main_{env}`; skyrl-train's `examples.{env}.main_{env}`)")
     # A name the release does not register is a custom estimator's, whatever it is called.
     runnable = [e for e in ADVANTAGE_ESTIMATORS_BY_RELEASE.get(ctx.release or "", ADVANTAGE_ESTIMATORS)
                 if e in ADVANTAGE_ESTIMATORS_RUN]

@@ -706,3 +706,89 @@ def test_the_context_limited_penalty_is_those_trainers_formula():
     shaped = A.shape_scores(torch.ones(3), responses, torch.ones(3, dtype=torch.bool), max_gen, spec, prompts)
     assert shaped.tolist() == pytest.approx(expected)
     assert expected[0] == pytest.approx(0.5) and expected[2] == 1.0  # a short prompt's window lies past the limit
+
+
+MULTIPLY_MODULE = '''"""A stand-in for examples/train/multiply/main_multiply.py."""
+import sys
+
+from skyrl.train.config import SkyRLTrainConfig
+from skyrl.train.entrypoints.main_base import BasePPOExp
+from skyrl_gym.envs import register
+
+
+def main() -> None:
+    register(id="multiply", entry_point="examples.train.multiply.env:MultiplyEnv")
+    BasePPOExp(SkyRLTrainConfig.from_cli_overrides(sys.argv[1:])).run()
+'''
+MULTIPLY_ENV = '''"""A stand-in for examples/train/multiply/env.py."""
+from skyrl_gym.envs.base_text_env import BaseTextEnv
+
+
+class MultiplyEnv(BaseTextEnv):
+    pass
+'''
+MULTIPLY = ["-m", "examples.train.multiply.main_multiply", "environment.env_class=multiply"]
+
+
+@pytest.fixture
+def multiply_entry(tmp_path: Path, monkeypatch):
+    """The multiply example's entry module and the environment it registers, taken for the released ones."""
+    import ast
+
+    from rlcfg.dialects.skyrl import package
+
+    stand_in(tmp_path, monkeypatch, "examples/train/multiply/main_multiply.py", MULTIPLY_MODULE,
+             "MULTIPLY_ENTRY_FINGERPRINTS")
+    env = tmp_path / "examples" / "train" / "multiply" / "env.py"
+    env.write_text(MULTIPLY_ENV)
+    monkeypatch.setattr(package, "MULTIPLY_ENV_FINGERPRINTS",
+                        frozenset({package.module_fingerprint(ast.parse(MULTIPLY_ENV))}))
+    return env
+
+
+def test_the_multiply_example_runs_its_environment_in_one_turn(multiply_entry):
+    result = check_file("python", [*MULTIPLY, *BASE], env=HOST_ENV, release="skyrl-0.4.0")
+    assert result.ok and result.entry_runs == "multiply_env", codes(result)
+    assert not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    experiment = lower("skyrl", result.config, result.release, result.entry_runs)
+    assert experiment.reward_function == "boxed_multiply"
+    assert experiment.data.answer_key == "reward_spec.ground_truth"
+    # more turns bring the environment's feedback, which rlcfg does not run
+    assert ("RLC118", "generator.max_turns") in codes(
+        check_file("python", [*MULTIPLY, *BASE, "generator.max_turns=5"], env=HOST_ENV, release="skyrl-0.4.0"))
+
+
+def test_the_multiply_environment_needs_the_entry_module_that_registers_it(multiply_entry):
+    plain = check_file("python", [*MAIN_BASE, *BASE, "environment.env_class=multiply"], env=HOST_ENV,
+                       release="skyrl-0.4.0")
+    [refusal] = [d for d in plain.diagnostics if d.code == "RLC118"]
+    assert refusal.path == "environment.env_class" and "main_multiply" in refusal.message
+    multiply_entry.write_text(MULTIPLY_ENV.replace("pass", "def step(self, action):\n        return None"))
+    edited = check_file("python", [*MULTIPLY, *BASE], env=HOST_ENV, release="skyrl-0.4.0")
+    assert edited.entry_runs is None
+    assert any(d.code == "RLC118" and d.path == "" and "main_multiply" in d.message for d in edited.diagnostics)
+
+
+@pytest.mark.parametrize("tag, folder, module", [
+    *[(tag, "examples/train/multiply", "examples.train.multiply") for tag in ("skyrl-v0.1.0", "HEAD")],
+    *[(tag, "skyrl-train/examples/multiply", "examples.multiply") for tag in ("skyrl_train-v0.1.0",
+                                                                           "0b2b28216538e307f85e78876f214966e3edd117")],
+])
+def test_the_released_multiply_entrypoints_are_recognised(tag, folder, module):
+    import os
+    import subprocess
+
+    from rlcfg.dialects.skyrl.package import entry_extension
+
+    root = os.environ.get("MIRROR_ROOT")
+    if not root:
+        pytest.skip("MIRROR_ROOT is not set")
+
+    def show(name: str) -> str:
+        return subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show",
+                               f"{tag}:{folder}/{name}"], capture_output=True, text=True, check=True).stdout
+
+    env = show("env.py")
+    found = entry_extension(show("main_multiply.py"), "main_multiply.py",
+                            lambda name, level: env if name == f"{module}.env" else None, f"{module}.main_multiply")
+    assert found is not None and found.runs == "multiply_env" and found.refused is None
