@@ -44,8 +44,8 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
 from rlcfg.dialects.areal import allocation as alloc
 # Where each engine runs is read once, in the schema layer, so that areal/run-ledger judges the same layout.
 from rlcfg.dialects.areal.derived import backend_key, engine_roles
-from rlcfg.dialects.areal.entries import GSM8K_PROMPT_SUFFIX, GSM8K_RLVR, GSM8K_RLVR_EVAL_TEMPERATURE
 from rlcfg.dialects.areal.derived import layout as _layout
+from rlcfg.dialects.areal.entries import GSM8K_PROMPT_SUFFIX, GSM8K_RLVR, GSM8K_RLVR_EVAL_TEMPERATURE
 
 # AReaL's FSDP engine shards with torch's FSDP2 (fully_shard); Archon is its torchtitan-style engine, FSDP2 with
 # TP/PP/EP on top, the closest of rlcfg's backends.
