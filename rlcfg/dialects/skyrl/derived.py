@@ -125,6 +125,10 @@ ENVIRONMENT_ANSWER_KEYS = {"gsm8k": "reward_spec.ground_truth", "aime": "reward_
 # Environments that an example's entry module registers, not skyrl-gym: the CheckResult.entry_runs of the entry
 # module, as released, that registers each (rlcfg.dialects.skyrl.package).
 ENTRY_ENVIRONMENTS = {"multiply": "multiply_env"}
+# Advantage estimators that an example's entry module registers (AdvantageEstimatorRegistry.register), by the
+# CheckResult.entry_runs of that module as released: the custom-estimator example's `simple_baseline`, each
+# response's summed token rewards less their mean over the batch, on every response token.
+ENTRY_ESTIMATORS = {"simple_baseline": "simple_baseline_estimator"}
 
 
 def ref_in_use(cfg: Any) -> bool:

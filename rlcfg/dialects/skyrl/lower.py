@@ -51,13 +51,13 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec, KLController, Logging,
-                      Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role,
-                      Sampling, Schedule, Spelling)
+from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec,
+                      KLController, Logging, Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources,
+                      RewardShaping, Role, Sampling, Schedule, Spelling)
 from rlcfg.dialects.skyrl.models import UNTIL_030
 from rlcfg.dialects.skyrl.package import DAPO_CONTEXT_BUFFER, ONE_STEP_ASYNC, PACKAGE_FROM_030
-from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_ANSWER_KEYS, ENVIRONMENT_REWARDS,
-                                          LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS,
+from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENTRY_ESTIMATORS, ENVIRONMENT_ANSWER_KEYS,
+                                          ENVIRONMENT_REWARDS, LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, VLLM_KWARGS, critic_in_use, critic_trained, dataset_files,
                                           dp_size, loggers, loss_normalization, overlong_buffer, policy_loss,
                                           ref_in_use, rollout_gpus, world)
@@ -489,11 +489,16 @@ def _algorithm(cfg: Any, release: str | None, entry_runs: str | None) -> Algorit
     kind = POLICY_LOSSES.get(policy_loss(cfg)[0], "regular")
     clip_low, clip_high = _clip_range(cfg, kind)
     entropy_coef = a.entropy_loss_coef
+    advantage, options, gamma = ADVANTAGES.get(a.advantage_estimator, "grpo"), AdvantageOptions(), a.gamma
+    if entry_runs is not None and entry_runs == ENTRY_ESTIMATORS.get(a.advantage_estimator):
+        # The custom-estimator example's simple_baseline: the score less its batch mean on every token is
+        # REINFORCE++'s return (the score on the last token, undiscounted) of the batch-centred score, unwhitened.
+        advantage, options, gamma = "reinforce++", AdvantageOptions(whiten=False, reward_norm_mean="batch"), 1.0
     return Algorithm(
         # GRPO: (score − group mean) / (unbiased group std + 1e-6) (compute_grpo_outcome_advantage); GAE and
         # REINFORCE++ are always whitened with the masked, unbiased variance (masked_whiten).
-        advantage=ADVANTAGES.get(a.advantage_estimator, "grpo"), group_size=g.n_samples_per_prompt,
-        normalize_advantage_std=a.grpo_norm_by_std, gamma=a.gamma, lam=a.lambd, policy_loss=kind,
+        advantage=advantage, advantage_options=options, group_size=g.n_samples_per_prompt,
+        normalize_advantage_std=a.grpo_norm_by_std, gamma=gamma, lam=a.lambd, policy_loss=kind,
         clip_low=clip_low, clip_high=clip_high, clip_ratio_c=a.clip_ratio_c,
         loss_aggregation=LOSS_AGGREGATIONS.get(a.loss_reduction, "seq-mean-token-sum"), kl=_kl(cfg, entry_runs),
         loss_normalization=loss_normalization(a.loss_reduction, release), kl_loss_aggregation="seq-mean-token-mean",

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rlcfg.diagnostics import Diagnostic, diagnostic
-from rlcfg.dialects.skyrl.derived import ENTRY_ENVIRONMENTS
+from rlcfg.dialects.skyrl.derived import ENTRY_ENVIRONMENTS, ENTRY_ESTIMATORS
 from rlcfg.patterns import lazy
 from rlcfg.schema import entry
 from rlcfg.source.project import module_fingerprint
@@ -368,6 +368,11 @@ ONE_STEP_ASYNC = "one_step_async"  # CheckResult.entry_runs of that entrypoint
 MULTIPLY_ENTRY_FINGERPRINTS = frozenset({"4af7ece6f1175912", "f8ab96dd30f756a0"})
 MULTIPLY_ENV_FINGERPRINTS = frozenset({"2f9ef7038f23b954"})
 MULTIPLY_ENTRY_RUNS = ENTRY_ENVIRONMENTS["multiply"]
+# examples/train/algorithms/custom_advantage_estimator/main_custom_adv_est.py as released (skyrl-train's
+# examples/algorithms/..., 0.1.0 to its last commit; the package's, 0.1.0 to 0.4.0): main_base's loop with the
+# `simple_baseline` estimator it declares and registers (rlcfg.dialects.skyrl.derived.ENTRY_ESTIMATORS).
+SIMPLE_BASELINE_ENTRY_FINGERPRINTS = frozenset({"373651eda124487f", "1da5877f68e5e894"})
+SIMPLE_BASELINE_ENTRY_RUNS = ENTRY_ESTIMATORS["simple_baseline"]
 # The modules of SkyRL itself: an entrypoint among them runs main_base's loop (the launchers name the ones that do).
 FRAMEWORK_MODULE = re.compile(r"(skyrl|skyrl_train)\.")
 DAPO_ENTRY_KEYS = (("trainer", "algorithm", "overlong_buffer_len"),
@@ -417,7 +422,8 @@ def entry_extension(source: str | None, entry: str, read: Any, module: str) -> A
         runs = None
         refused = (f"`rlcfg run` refuses this launch: rlcfg does not recognise the code of its entry module {module} "
                    "(it runs SkyRL's main_base and, as released, its DAPO, TIS-DAPO, fully-asynchronous, "
-                   "one-step off-policy and multiply examples), so its trainer may do what rlcfg cannot tell",
+                   "one-step off-policy, multiply and custom-estimator examples), so its trainer may do what rlcfg "
+                   "cannot tell",
                    "start the run with SkyRL's main_base, or with one of those examples as released")
     keys: list = []
     for call, home in _make_config_calls(tree, read, module_tree):
@@ -454,8 +460,8 @@ UNRECOGNISED_ENTRY = "unrecognised"
 def entry_loop(tree: Any, fingerprint: str, read: Any, parse: Any) -> str | None:
     """The loop an example's entry module (parsed: `tree`) runs, as rlcfg recognises it by its code: "fully_async"
     (FullyAsyncRayPPOTrainer), ONE_STEP_ASYNC (the one-step off-policy trainer, with the module it imports it from
-    as released), MULTIPLY_ENTRY_RUNS (main_base's loop with the multiply example's environment, as released), None
-    for main_base's own loop (the DAPO entrypoints' trainers change only the rewards, with the keys they read;
+    as released), MULTIPLY_ENTRY_RUNS and SIMPLE_BASELINE_ENTRY_RUNS (main_base's loop with the multiply example's
+    environment, or the custom-estimator example's estimator, as released), None for main_base's own loop (the DAPO entrypoints' trainers change only the rewards, with the keys they read;
     DAPO_CONTEXT_BUFFER where their buffer ends at the context limit), or UNRECOGNISED_ENTRY."""
     if fingerprint in FULLY_ASYNC_ENTRY_FINGERPRINTS:
         return "fully_async"
@@ -467,6 +473,8 @@ def entry_loop(tree: Any, fingerprint: str, read: Any, parse: Any) -> str | None
         _trainer, home = _class_and_home(tree, "AsyncRayPPOTrainer", read, parse)
         if home is not None and module_fingerprint(home) in ONE_STEP_TRAINER_FINGERPRINTS:
             return ONE_STEP_ASYNC
+    if fingerprint in SIMPLE_BASELINE_ENTRY_FINGERPRINTS:
+        return SIMPLE_BASELINE_ENTRY_RUNS
     if fingerprint in MULTIPLY_ENTRY_FINGERPRINTS:
         env = _registered_environment(tree, "multiply", read, parse)
         if env is not None and module_fingerprint(env) in MULTIPLY_ENV_FINGERPRINTS:

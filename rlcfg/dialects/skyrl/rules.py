@@ -17,7 +17,7 @@ from rlcfg import run_limits
 from rlcfg.diagnostics import Constraint, Severity, close_matches, plural
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
                                           ADVANTAGE_ESTIMATORS_RUN, DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE,
-                                          ENTRY_ENVIRONMENTS, ENVIRONMENT_REWARDS, LOSS_REDUCTIONS,
+                                          ENTRY_ENVIRONMENTS, ENTRY_ESTIMATORS, ENVIRONMENT_REWARDS, LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, LOSSES_WITH_OLD_LOGPROBS, MINI_BATCH_REDUCTION,
                                           loggers, loss_normalization, overlong_buffer,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
@@ -408,8 +408,8 @@ def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                "AdvantageEstimatorRegistry"),
               ("trainer.algorithm.policy_loss_type", a.policy_loss_type, losses, "PolicyLossRegistry")]
     for path, value, known, registry in checks:
-        if value in known:
-            continue
+        if value in known or (ctx.entry_runs is not None and ctx.entry_runs == ENTRY_ESTIMATORS.get(value)):
+            continue  # a built-in, or what the launch's entry module, as released, registers
         # A built-in in another case is a typo too: the registries' names are case-sensitive
         typo = [k for k in known if k.lower() == str(value).lower()] or close_matches(value, known, n=1, cutoff=0.8)
         if typo:
@@ -1309,7 +1309,15 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     # A name the release does not register is a custom estimator's, whatever it is called.
     runnable = [e for e in ADVANTAGE_ESTIMATORS_BY_RELEASE.get(ctx.release or "", ADVANTAGE_ESTIMATORS)
                 if e in ADVANTAGE_ESTIMATORS_RUN]
-    if a.advantage_estimator not in runnable:
+    registered = ENTRY_ESTIMATORS.get(a.advantage_estimator)
+    if registered is not None and ctx.entry_runs == registered:
+        if a.use_kl_in_reward or critic_in_use(cfg):
+            yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
+                           "the example's estimator sums each response's token rewards, KL penalties included, into "
+                           "one advantage for all its tokens and gives a critic those as returns; rlcfg runs it with "
+                           "the KL as a loss (or none) and no critic",
+                           "use `trainer.algorithm.use_kl_loss=true` and `use_kl_in_reward=false`, with no critic")
+    elif a.advantage_estimator not in runnable:
         yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
                        "a custom estimator registered in code is not known to rlcfg; it runs "
                        f"{', '.join(runnable)} at {_release_text(ctx)}")

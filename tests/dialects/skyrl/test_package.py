@@ -792,3 +792,82 @@ def test_the_released_multiply_entrypoints_are_recognised(tag, folder, module):
     found = entry_extension(show("main_multiply.py"), "main_multiply.py",
                             lambda name, level: env if name == f"{module}.env" else None, f"{module}.main_multiply")
     assert found is not None and found.runs == "multiply_env" and found.refused is None
+
+
+CUSTOM_ESTIMATOR_MODULE = '''"""A stand-in for examples/train/algorithms/custom_advantage_estimator/main_custom_adv_est.py."""
+import sys
+
+from skyrl.backends.skyrl_train.utils.ppo_utils import AdvantageEstimatorRegistry
+from skyrl.train.entrypoints.main_base import BasePPOExp
+
+
+def compute_simple_baseline_advantage(token_level_rewards, response_mask, index, **kwargs):
+    response_rewards = (token_level_rewards * response_mask).sum(dim=-1, keepdim=True)
+    advantages = (response_rewards - response_rewards.mean()) * response_mask
+    return advantages, advantages.clone()
+
+
+AdvantageEstimatorRegistry.register("simple_baseline", compute_simple_baseline_advantage)
+'''
+CUSTOM_ESTIMATOR = ["-m", "examples.train.algorithms.custom_advantage_estimator.main_custom_adv_est",
+                    "trainer.algorithm.advantage_estimator=simple_baseline", "trainer.algorithm.use_kl_loss=true"]
+
+
+@pytest.fixture
+def custom_estimator_entry(tmp_path: Path, monkeypatch):
+    return stand_in(tmp_path, monkeypatch,
+                    "examples/train/algorithms/custom_advantage_estimator/main_custom_adv_est.py",
+                    CUSTOM_ESTIMATOR_MODULE, "SIMPLE_BASELINE_ENTRY_FINGERPRINTS")
+
+
+def test_the_custom_estimator_example_runs_its_simple_baseline(custom_estimator_entry):
+    torch = pytest.importorskip("torch")
+    from rlcfg.runtime.algorithms import compute_advantages
+
+    result = check_file("python", [*CUSTOM_ESTIMATOR, *BASE, "trainer.algorithm.gamma=0.9"], env=HOST_ENV,
+                        release="skyrl-0.4.0")
+    assert result.ok and result.entry_runs == "simple_baseline_estimator", codes(result)
+    # the entry module registers the name: neither a refusal nor validate's warning on an unregistered one
+    assert not [d for d in result.diagnostics if d.path == "trainer.algorithm.advantage_estimator"], codes(result)
+    alg = lower("skyrl", result.config, result.release, result.entry_runs).algorithm
+    # each response's score less the batch's mean score, on every one of its tokens (the estimator has no gamma)
+    scores = torch.tensor([1.0, 0.0, 1.0, 1.0])
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]], dtype=torch.float)
+    adv, _ = compute_advantages(scores, mask, estimator=alg.advantage, group_size=alg.group_size,
+                                options=alg.advantage_options, normalize_std=alg.normalize_advantage_std,
+                                batch_normalize=alg.batch_normalize_advantage, gamma=alg.gamma, lam=alg.lam)
+    assert torch.allclose(adv, (scores - scores.mean()).unsqueeze(1) * mask)
+
+
+def test_the_simple_baseline_needs_its_entry_module_and_no_kl_in_the_reward(custom_estimator_entry):
+    plain = check_file("python", [*MAIN_BASE, *BASE, "trainer.algorithm.advantage_estimator=simple_baseline"],
+                       env=HOST_ENV, release="skyrl-0.4.0")
+    assert ("RLC118", "trainer.algorithm.advantage_estimator") in codes(plain)
+    in_reward = check_file("python", [*CUSTOM_ESTIMATOR, *BASE, "trainer.algorithm.use_kl_loss=false",
+                                      "trainer.algorithm.use_kl_in_reward=true"], env=HOST_ENV, release="skyrl-0.4.0")
+    [refusal] = [d for d in in_reward.diagnostics if d.path == "trainer.algorithm.advantage_estimator"]
+    assert refusal.code == "RLC118" and "KL penalties included" in refusal.message
+
+
+@pytest.mark.parametrize("tag, folder", [
+    ("skyrl-v0.1.0", "examples/train/algorithms/custom_advantage_estimator"),
+    ("HEAD", "examples/train/algorithms/custom_advantage_estimator"),
+    ("skyrl_train-v0.1.0", "skyrl-train/examples/algorithms/custom_advantage_estimator"),
+])
+def test_the_released_custom_estimator_entrypoints_are_recognised(tag, folder):
+    import os
+    import subprocess
+
+    from rlcfg.dialects.skyrl.package import entry_extension
+
+    root = os.environ.get("MIRROR_ROOT")
+    if not root:
+        pytest.skip("MIRROR_ROOT is not set")
+    text = subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show",
+                           f"{tag}:{folder}/main_custom_adv_est.py"], capture_output=True, text=True, check=True).stdout
+    found = entry_extension(text, "main_custom_adv_est.py", lambda name, level: None,
+                            "examples.train.algorithms.custom_advantage_estimator.main_custom_adv_est")
+    assert found is not None and found.runs == "simple_baseline_estimator" and found.refused is None
+    edited = entry_extension(text.replace("response_rewards.mean()", "response_rewards.median()"),
+                             "main_custom_adv_est.py", lambda name, level: None, "x.main_custom_adv_est")
+    assert edited.runs is None and edited.refused is not None
