@@ -445,8 +445,11 @@ class Algorithm:
     ppo_epochs: int = 1  # passes over each step's samples
     # Where the PPO ratio's old log-probs come from. "trainer": the actor recomputes them before the update (an
     # on-policy update takes its own forward pass). "rollout": the rollout engine's log-probs of the sampled tokens,
-    # at the sampling temperature, with no recompute pass (RLinf recompute_logprobs: false).
-    old_logprobs: Literal["trainer", "rollout"] = "trainer"
+    # at the sampling temperature, with no recompute pass (RLinf recompute_logprobs: false). "interpolated": no
+    # recompute pass either; the proximal policy of the decoupled loss is interpolated in log space between the
+    # engine's log-probs and the current policy's, by how stale the step's rollouts are (AReaL prox_logp_method
+    # loglinear; algorithms.proximal_weight).
+    old_logprobs: Literal["trainer", "rollout", "interpolated"] = "trainer"
     reward: RewardShaping = field(default_factory=RewardShaping)
     dynamic_sampling: bool = False  # DAPO: drop groups whose rewards are all equal
     mask_truncated: bool = False  # drop responses cut at the length limit from the loss

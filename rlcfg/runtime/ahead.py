@@ -32,6 +32,16 @@ class AheadStep:
     sampler: dict[str, Any]  # the data position just after this step's prompts
     epoch: int
 
+    @property
+    def staleness(self) -> int:
+        """How many updates before the one that trains on them its rollouts were generated."""
+        return staleness(self.step, self.version)
+
+
+def staleness(step: int, version: int) -> int:
+    """Of rollouts generated under weights that had seen `version` updates, trained at (1-based) `step`."""
+    return step - 1 - version
+
 
 class RolloutsAhead:
     """The steps started and not yet trained, oldest first."""
@@ -53,7 +63,7 @@ class RolloutsAhead:
         """Whether `step` may start now, under `version`, with `running` steps still generating; `opens_epoch`:
         the step is the first of an epoch."""
         bound = 0 if opens_epoch and not self.across_epochs else self.max_staleness
-        return step <= last_step and step - 1 - version <= bound and running < self.concurrency_steps
+        return step <= last_step and staleness(step, version) <= bound and running < self.concurrency_steps
 
     def top_up(self, training: int, last_step: int, running: Callable[[list[AheadStep]], int],
                start: Callable[[int, int], AheadStep], opens_epoch: Callable[[], bool] = lambda: False) -> int:
@@ -82,8 +92,7 @@ class RolloutsAhead:
             raise RuntimeError(f"step {step} trains, but the rollouts started are for "
                                f"{[e.step for e in self.queue]}")
         entry = self.queue.popleft()
-        staleness = step - 1 - entry.version
-        if staleness > self.max_staleness:
-            raise RuntimeError(f"step {step}'s rollouts are {staleness} updates stale, above the bound "
+        if entry.staleness > self.max_staleness:
+            raise RuntimeError(f"step {step}'s rollouts are {entry.staleness} updates stale, above the bound "
                                f"{self.max_staleness}")
         return entry

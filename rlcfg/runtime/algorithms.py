@@ -35,7 +35,15 @@ POLICY_LOSSES = get_args(PolicyLossKind)
 # Per-token batch entries the actor's loss reads (besides the log-probs its forward pass computes).
 ACTOR_TOKEN_KEYS = ("response_mask", "advantages", "old_logprobs", "ref_logprobs", "rollout_logprobs")
 # Per-sample batch entries it may read.
-ACTOR_SAMPLE_KEYS = ("difficulty",)
+ACTOR_SAMPLE_KEYS = ("difficulty", "proximal_weight")
+
+
+def proximal_weight(staleness: int) -> float:
+    """How far toward the current policy the interpolated proximal policy lies (Algorithm.old_logprobs
+    "interpolated"), for rollouts generated `staleness` updates before the one that trains on them: AReaL's
+    log-linear approximation takes the proximal policy to be one update behind the current one, so
+    α = (staleness − 1) / staleness, and 0 for rollouts at most one update old (the engine's log-probs stand)."""
+    return (staleness - 1) / staleness if staleness > 1 else 0.0
 
 
 def _masked_mean(values: torch.Tensor, mask: torch.Tensor, dim: int | None = None) -> torch.Tensor:
@@ -818,7 +826,7 @@ def actor_loss(logprobs: torch.Tensor, mb: Mapping[str, Any], spec: ActorLossSpe
 
     `mb` holds the micro-batch's per-token tensors (ACTOR_TOKEN_KEYS, same width as `logprobs`; without
     old_logprobs the update is on-policy and the current log-probs, detached, stand in) and per-sample ones
-    (ACTOR_SAMPLE_KEYS). `entropy` is the per-token entropy when spec.entropy_coef is set (the backend computes
+    (ACTOR_SAMPLE_KEYS; with proximal_weight the old log-probs are interpolated from the engine's). `entropy` is the per-token entropy when spec.entropy_coef is set (the backend computes
     it from its logits). The result is this micro-batch's share of the global mini-batch loss given the
     (num_tokens, num_sequences) denominators:
 
@@ -830,6 +838,9 @@ def actor_loss(logprobs: torch.Tensor, mb: Mapping[str, Any], spec: ActorLossSpe
     first; here each rank decides for its own micro-batch)."""
     mask = mb["response_mask"].float()
     old = mb["old_logprobs"] if "old_logprobs" in mb else logprobs.detach()
+    if "proximal_weight" in mb:  # log π_prox = log π_behave + α·(log π − log π_behave), π detached
+        behave = mb["rollout_logprobs"].float()
+        old = behave + mb["proximal_weight"].float().unsqueeze(1) * (logprobs.detach().float() - behave)
     pg, stats = policy_loss(logprobs, old, mb["advantages"], mask, spec.policy,
                             rollout_logprobs=mb.get("rollout_logprobs"))
     w = spec.weighting

@@ -393,7 +393,7 @@ class Run(RunShell):
         update = S.prepare_update(
             groups, self.step_settings, max(self._shards("actor", self.actor)) + 1,
             lambda role, batch: self._compute(workers[role], batch, exp.role(role), timing, S.COMPUTE_TIMING[role]),
-            timing, kl_coef=self.kl_coef)
+            timing, kl_coef=self.kl_coef, staleness=entry.staleness if self.ahead is not None else 0)
         if update.next_kl_coef is not None:
             self.kl_coef = update.next_kl_coef
         batch = update.batch
@@ -452,7 +452,7 @@ class Run(RunShell):
     def _ahead_metrics(self, step: int, entry: AheadStep) -> dict[str, Any]:
         """How stale the trained rollouts are, in updates (one version per step's rollouts: mean and max agree),
         and how many steps' rollouts have started and wait to be trained."""
-        staleness = step - 1 - entry.version
+        staleness = entry.staleness
         return {"async/staleness_mean": float(staleness), "async/staleness_max": staleness,
                 "async/steps_ahead": len(self.ahead.queue), "async/max_staleness": self.ahead.max_staleness}
 

@@ -20,7 +20,7 @@ SHARE_METRICS = ("pg_loss", "kl_loss", "entropy", "value_loss")
 TRAIN_TIMES = ("forward_s", "backward_s", "optimizer_s", "gather_s")
 # What the actor's update reads of the batch.
 ACTOR_KEYS = ("input_ids", "attention_mask", "response_mask", "advantages", "old_logprobs", "ref_logprobs",
-              "rollout_logprobs", "difficulty")
+              "rollout_logprobs", "difficulty", "proximal_weight")
 CRITIC_KEYS = ("input_ids", "attention_mask", "response_mask", "old_values", "returns")
 # The timing key of each role's log-prob / value pass (time/<key> for the call, time/<key>_compute for the model).
 COMPUTE_TIMING = {"actor": "old_logprob", "reference": "ref", "critic": "values"}
@@ -210,19 +210,25 @@ def shuffle_within_shards(batch: dict[str, Any], shards: int, seed: int) -> dict
 
 def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
                    compute: Callable[[str, dict[str, Any]], Any], timing: dict[str, float],
-                   kl_coef: float | None = None) -> Update:
+                   kl_coef: float | None = None, staleness: int = 0) -> Update:
     """Batch, shaped rewards, the log-probs and values the algorithm needs (`compute(role, batch)` returns
     them for the whole batch, timing itself), advantages and the actor's update settings. `kl_coef` is the
-    current KL coefficient when a controller moves it (None: the configured one)."""
+    current KL coefficient when a controller moves it (None: the configured one); `staleness`: how many updates
+    before this one the step's rollouts were generated."""
     alg = s.algorithm
     batch, raw_scores, finished = make_batch(groups, s.pad_token_id)
     if alg.needs_rollout_logprobs():
         batch["rollout_logprobs"] = rollout_logprobs(groups, batch["response_mask"].shape[1])
-    from_rollout = alg.old_logprobs == "rollout"
+    from_rollout = alg.old_logprobs in ("rollout", "interpolated")
     if from_rollout:
         # Even an on-policy update takes its ratio against the engine's log-probs, not its own forward pass, so
         # the engine/trainer mismatch shows in the ratio and its clipping (RLinf's actors without recomputation).
         batch["old_logprobs"] = rollout_logprobs(groups, batch["response_mask"].shape[1])
+    if alg.old_logprobs == "interpolated":
+        import torch
+
+        batch["rollout_logprobs"] = batch["old_logprobs"]
+        batch["proximal_weight"] = torch.full((batch["old_logprobs"].shape[0],), A.proximal_weight(staleness))
     usable = (raw_scores.shape[0] // shards) * shards
     if usable < raw_scores.shape[0]:  # dynamic sampling can leave a count the shards cannot share evenly
         batch = {k: v[:usable] for k, v in batch.items()}

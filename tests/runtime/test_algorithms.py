@@ -312,6 +312,31 @@ def test_areal_decoupled_loss_weights_by_proximal_over_behaviour():
         A.policy_loss(torch.zeros(1, 1), torch.zeros(1, 1), torch.ones(1, 1), torch.ones(1, 1), spec(decoupled=True))
 
 
+@pytest.mark.parametrize("staleness, alpha", [(0, 0.0), (1, 0.0), (2, 0.5), (3, 2 / 3), (5, 0.8)])
+def test_the_interpolated_proximal_policy_is_one_update_behind_the_current_one(staleness, alpha):
+    # AReaL compute_prox_logp_approximations: v_prox = v_current − 1, α = (v_prox − v_behave) / (v_current − v_behave)
+    # clamped to [0, 1], 0 where v_current = v_behave; here v_current − v_behave is the staleness.
+    assert A.proximal_weight(staleness) == pytest.approx(alpha)
+
+
+def test_the_decoupled_loss_with_an_interpolated_proximal_policy():
+    # log π_prox = log π_behave + α·(log π − log π_behave), π detached: π_behave 0.5, π 0.8, α 0.5 → π_prox
+    # = √(0.5·0.8) = 0.632; the loss is −(π/π_prox)·A·(π_prox/π_behave) for A = 1 (r inside the clip band).
+    logp = torch.log(torch.tensor([[0.8]])).requires_grad_()
+    behave = torch.log(torch.tensor([[0.5]]))
+    mb = {"response_mask": torch.ones(1, 1), "advantages": torch.ones(1, 1), "old_logprobs": behave,
+          "rollout_logprobs": behave, "proximal_weight": torch.tensor([0.5])}
+    actor = ir.ActorLossSpec(spec(decoupled=True, clip_low=0.5, clip_high=1.0), "token-mean")
+    loss, _ = A.actor_loss(logp, mb, actor)
+    prox = math.sqrt(0.5 * 0.8)
+    assert float(loss) == pytest.approx(-(0.8 / prox) * (prox / 0.5))
+    loss.backward()  # the gradient flows through π alone, not through the interpolated π_prox
+    assert float(logp.grad) == pytest.approx(-(0.8 / prox) * (prox / 0.5))
+    # α = 0 (rollouts at most one update old) is the decoupled loss against the engine's log-probs
+    at_zero, _ = A.actor_loss(logp.detach(), {**mb, "proximal_weight": torch.tensor([0.0])}, actor)
+    assert float(at_zero) == pytest.approx(-0.8 / 0.5)
+
+
 def test_truncated_importance_sampling():
     # SkyRL compute_tis_ratio: token min(π_old/π_rollout, cap); sequence min(Π π_old/π_rollout, cap).
     old = torch.zeros(1, 2)

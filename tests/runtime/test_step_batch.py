@@ -202,3 +202,23 @@ def test_a_kl_penalty_of_the_behaviour_policy_reads_the_engines_log_probs():
 
     assert math.isclose(kl_of("rollout"), -1.0, rel_tol=1e-6)  # k1: log π_behave − log π_ref
     assert math.isclose(kl_of("old"), -0.5, rel_tol=1e-6)  # the trainer's recomputed log-probs
+
+
+def test_interpolated_proximal_policies_skip_the_recompute_pass_and_carry_the_steps_weight():
+    from rlcfg import ir
+    from rlcfg.runtime.step import ACTOR_KEYS, prepare_update
+
+    # AReaL prox_logp_method loglinear: no forward pass of the actor, the engine's log-probs as π_behave, and the
+    # step's α for rollouts 2 updates stale.
+    alg = ir.Algorithm(group_size=2, old_logprobs="interpolated", policy_options=ir.PolicyOptions(decoupled=True))
+
+    def no_recompute(role, batch):
+        raise AssertionError(f"the {role} recomputed its log-probs")
+
+    update = prepare_update(_groups(), _settings(alg, on_policy=False), 1, no_recompute, {}, staleness=2)
+    batch = update.batch
+    assert torch.equal(batch["old_logprobs"], batch["rollout_logprobs"])
+    assert torch.allclose(batch["rollout_logprobs"][0], torch.tensor([-0.1, -0.2, 0.0, 0.0]))
+    assert batch["proximal_weight"].tolist() == [0.5] * 4 and "proximal_weight" in ACTOR_KEYS
+    fresh = prepare_update(_groups(), _settings(alg, on_policy=False), 1, no_recompute, {}).batch
+    assert fresh["proximal_weight"].tolist() == [0.0] * 4

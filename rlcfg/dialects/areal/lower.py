@@ -439,8 +439,17 @@ def _algorithm(cfg: Any, group: int, reference_built: bool) -> Algorithm:
                              # A response without EOS scores 0 and stays in the loss (its KL terms too).
                              zero_truncated=a.mask_no_eos_with_zero),
         policy_options=options,
-        old_logprobs="trainer" if a.recompute_logprob or a.use_decoupled_loss else "rollout",
+        old_logprobs=_old_logprobs(a),
     )
+
+
+def _old_logprobs(actor: Any) -> str:
+    """The decoupled loss's proximal policy: recomputed by the trainer, or with prox_logp_method loglinear
+    interpolated from the engine's log-probs (AReaL skips the recompute pass); without the decoupled loss or
+    recompute_logprob, π_old is the engine's."""
+    if actor.use_decoupled_loss and actor.prox_logp_method == "loglinear":
+        return "interpolated"
+    return "trainer" if actor.recompute_logprob or actor.use_decoupled_loss else "rollout"
 
 
 # ---- lowering ------------------------------------------------------------------------------------------------

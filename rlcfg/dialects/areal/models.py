@@ -577,8 +577,9 @@ class PPOActorConfig(TrainEngineConfig):
         fate=HONORED)
     prox_logp_method: Literal["recompute", "loglinear", "metrics"] = param(
         "recompute", description="How the proximal log-probabilities of the decoupled loss are obtained (1.0).",
-        # `metrics` trains on the recomputed ones and only logs how well the approximations match; areal/run-ledger
-        # refuses `loglinear`.
+        # `metrics` trains on the recomputed ones and only logs how well the approximations match; `loglinear`
+        # interpolates them (Algorithm.old_logprobs "interpolated"), and areal/run-ledger refuses it outside the
+        # decoupled loss.
         fate=HONORED)
     dynamic_sampling: bool = param(False, description="DAPO dynamic sampling: mask out groups whose rewards are "
                                                       "all equal, so batch sizes vary (v0.3; removed in 1.0).",

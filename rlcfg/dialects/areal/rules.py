@@ -953,8 +953,8 @@ def _norm_text(norm: Any) -> str:
 
 
 @RULES.rule("areal/run-ledger", "RLC118", "`rlcfg run` refuses combinations that AReaL computes otherwise than "
-            "rlcfg's runtime (log-linear proximal log-probabilities, normalisations other than "
-            "GRPO's, RLOO's or a batch whitening, a trainer temperature other than the sampling one, an overlong "
+            "rlcfg's runtime (log-linear proximal log-probabilities outside the decoupled loss, normalisations "
+            "other than GRPO's, RLOO's or a batch whitening, a trainer temperature other than the sampling one, an overlong "
             "penalty measured from another length, off-policy rollouts through consumer_batch_size, ...), although "
             "each key alone is honored; and the parallel sizes and backends rlcfg's runtime does not run "
             "(rlcfg/run_limits.py): on Megatron expert and context parallelism, a critic, SFT and reward-model "
@@ -991,11 +991,11 @@ def _run_ledger(cfg, ctx):
     a, g = cfg.actor, cfg.gconfig
     critic = cfg.critic
     reference = a.kl_ctl > 0 and cfg.ref is not None
-    if a.prox_logp_method == "loglinear":  # (it also skips the recompute pass without the decoupled loss)
-        yield _refusal("actor.prox_logp_method", "`actor.prox_logp_method` = loglinear: AReaL then interpolates the "
-                       "proximal log-probabilities between the engine's and the current policy's by their versions, "
-                       "rlcfg recomputes them with a forward pass of the trainer",
-                       "use `prox_logp_method: recompute` (or `metrics`, which trains the same)")
+    if a.prox_logp_method == "loglinear" and not a.use_decoupled_loss:
+        yield _refusal("actor.prox_logp_method", "`actor.prox_logp_method` = loglinear without the decoupled loss: "
+                       "AReaL then skips the recompute pass and takes the interpolated proximal log-probabilities "
+                       "into a loss rlcfg runs only as the decoupled one",
+                       "use `prox_logp_method: recompute`, or `use_decoupled_loss: true`")
     if ctx.release == "1.0" and a.use_decoupled_loss and a.rejection_sampling is None and not a.use_sapo_loss:
         yield _refusal("actor.use_decoupled_loss", "`actor.use_decoupled_loss` = true without rejection_sampling: "
                        "AReaL 1.0 then applies no behaviour importance weight, rlcfg's decoupled loss always weights "

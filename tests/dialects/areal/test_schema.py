@@ -832,7 +832,11 @@ def test_combinations_the_runtime_computes_otherwise_are_refused(overrides, path
 
 
 def test_combinations_refused_in_1_0():
-    assert "actor.prox_logp_method" in refused_paths(GRPO_TEMPLATE, *V1, "+actor.prox_logp_method=loglinear")
+    # log-linear proximal log-probabilities run in the decoupled loss (tests/runtime/test_algorithms.py), not elsewhere
+    assert "actor.prox_logp_method" in refused_paths(GRPO_TEMPLATE, *V1, "+actor.prox_logp_method=loglinear",
+                                                     "actor.use_decoupled_loss=false")
+    assert "actor.prox_logp_method" not in refused_paths(GRPO_TEMPLATE, *V1, "+actor.prox_logp_method=loglinear",
+                                                         "+actor.rejection_sampling.upper=5.0")
     assert "actor.prox_logp_method" not in refused_paths(GRPO_TEMPLATE, *V1, "+actor.prox_logp_method=metrics",
                                                          "+actor.rejection_sampling.upper=5.0")
     # AReaL 1.0's decoupled loss applies no behaviour weight without rejection_sampling; rlcfg's always does.
