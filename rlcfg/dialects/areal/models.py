@@ -1322,7 +1322,11 @@ class GRPOConfig(BaseExperimentConfig):
     vllm: VLLMConfig = section(VLLMConfig, description="vLLM server arguments (later versions).",
                                 fate=HONORED)
     dynamic_bs: bool = param(False, description="Dynamic batch sizing in prepare_batch (1.0).",
-                             fate=refused("rlcfg trains each step on exactly train_dataset.batch_size prompts"))
+                             # It only drops the trajectories a script's filter rejects (should_accept_fn); the
+                             # scripts rlcfg runs pass none, so every step keeps its full batch.
+                             fate=inert("it keeps only the trajectories an entry script's filter accepts, and the "
+                                        "GSM8K RLVR script rlcfg runs passes no filter, so every step's batch is "
+                                        "full"))
 
 
 # Top-level keys that only the example scripts' own config subclasses declare (read from the scripts at v0.3.4 and
