@@ -32,6 +32,18 @@ def codes(result, severity: str | None = None) -> list[tuple[str, str]]:
     return [(d.code, d.path) for d in result.diagnostics if severity is None or d.severity.value == severity]
 
 
+def released(rev: str, path: str) -> str:
+    """A file of SkyRL's repository at `rev`, from the mirror the oracle suites use (skipped without one)."""
+    import os
+    import subprocess
+
+    root = os.environ.get("MIRROR_ROOT")
+    if not root:
+        pytest.skip("MIRROR_ROOT is not set")
+    return subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show", f"{rev}:{path}"],
+                          capture_output=True, text=True, check=True).stdout
+
+
 def test_a_package_command_line_is_judged_among_the_package_releases():
     result = check()
     assert result.ok, [d.message for d in result.diagnostics]
@@ -334,17 +346,10 @@ def test_an_edited_dapo_entrypoint_is_still_refused(dapo_entry):
 @pytest.mark.parametrize("tag", ["skyrl-v0.1.0", "skyrl-v0.2.0", "skyrl-v0.3.0", "HEAD"])
 def test_the_released_dapo_entrypoints_are_recognised(tag):
     import ast
-    import os
-    import subprocess
 
     from rlcfg.dialects.skyrl.package import DAPO_ENTRY_FINGERPRINTS, module_fingerprint
 
-    root = os.environ.get("MIRROR_ROOT")
-    if not root:
-        pytest.skip("MIRROR_ROOT is not set")
-    text = subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show",
-                           f"{tag}:examples/train/algorithms/dapo/main_dapo.py"], capture_output=True, text=True,
-                          check=True).stdout
+    text = released(tag, "examples/train/algorithms/dapo/main_dapo.py")
     assert module_fingerprint(ast.parse(text)) in DAPO_ENTRY_FINGERPRINTS
     # Comments and docstrings aside: an edit to either keeps the fingerprint, an edit to the code does not.
     assert module_fingerprint(ast.parse(text.replace("# modify rewards here", "# changed"))) in DAPO_ENTRY_FINGERPRINTS
@@ -449,17 +454,10 @@ def test_before_030_the_fully_async_trainer_has_no_enabled_key_and_takes_any_los
 ])
 def test_the_released_fully_async_entrypoints_are_recognised(tag, module):
     import ast
-    import os
-    import subprocess
-
     from rlcfg.dialects.skyrl.package import (DAPO_ENTRY_FINGERPRINTS, FULLY_ASYNC_ENTRY_FINGERPRINTS,
                                               module_fingerprint)
 
-    root = os.environ.get("MIRROR_ROOT")
-    if not root:
-        pytest.skip("MIRROR_ROOT is not set")
-    text = subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show", f"{tag}:{module}"],
-                          capture_output=True, text=True, check=True).stdout
+    text = released(tag, module)
     assert module_fingerprint(ast.parse(text)) in FULLY_ASYNC_ENTRY_FINGERPRINTS
     # the DAPO one is DAPO's entrypoint too: its overlong keys are modelled
     assert (module_fingerprint(ast.parse(text)) in DAPO_ENTRY_FINGERPRINTS) == ("dapo" in module)
@@ -572,18 +570,10 @@ def test_an_entry_module_not_on_this_machine_is_refused_and_skyrls_own_are_not(t
                                                        "0b2b28216538e307f85e78876f214966e3edd117")],
 ])
 def test_the_released_one_step_entrypoints_are_recognised(tag, folder, tmp_path: Path):
-    import os
-    import subprocess
-
     from rlcfg.dialects.skyrl.package import entry_extension
 
-    root = os.environ.get("MIRROR_ROOT")
-    if not root:
-        pytest.skip("MIRROR_ROOT is not set")
-
     def show(name: str) -> str:
-        return subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show",
-                               f"{tag}:{folder}/{name}"], capture_output=True, text=True, check=True).stdout
+        return released(tag, f"{folder}/{name}")
 
     trainer = show("async_trainer.py")
     module = "examples.train.async.main_async"
@@ -637,19 +627,10 @@ def test_skyrl_trains_released_entrypoints_are_recognised(tag, module, fingerpri
     """skyrl-train's DAPO and TIS-DAPO, the package's TIS-DAPO, and skyrl-train's fully-asynchronous (0.4.0 on: the
     trainer of the package's 0.1.0) entrypoints."""
     import ast
-    import os
-    import subprocess
-
     from rlcfg.dialects.skyrl import package
 
-    root = os.environ.get("MIRROR_ROOT")
-    if not root:
-        pytest.skip("MIRROR_ROOT is not set")
-
     def fingerprint(rev: str) -> str:
-        text = subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show", f"{rev}:{module}"],
-                              capture_output=True, text=True, check=True).stdout
-        return package.module_fingerprint(ast.parse(text))
+        return package.module_fingerprint(ast.parse(released(rev, module)))
 
     assert fingerprint(tag) in getattr(package, fingerprints)
     # skyrl-train's DAPO ends its buffer at the context limit up to 0.3.0, at max_generate_length from 0.4.0
@@ -775,18 +756,10 @@ def test_the_multiply_environment_needs_the_entry_module_that_registers_it(multi
                                                                            "0b2b28216538e307f85e78876f214966e3edd117")],
 ])
 def test_the_released_multiply_entrypoints_are_recognised(tag, folder, module):
-    import os
-    import subprocess
-
     from rlcfg.dialects.skyrl.package import entry_extension
 
-    root = os.environ.get("MIRROR_ROOT")
-    if not root:
-        pytest.skip("MIRROR_ROOT is not set")
-
     def show(name: str) -> str:
-        return subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show",
-                               f"{tag}:{folder}/{name}"], capture_output=True, text=True, check=True).stdout
+        return released(tag, f"{folder}/{name}")
 
     env = show("env.py")
     found = entry_extension(show("main_multiply.py"), "main_multiply.py",
@@ -855,16 +828,9 @@ def test_the_simple_baseline_needs_its_entry_module_and_no_kl_in_the_reward(cust
     ("skyrl_train-v0.1.0", "skyrl-train/examples/algorithms/custom_advantage_estimator"),
 ])
 def test_the_released_custom_estimator_entrypoints_are_recognised(tag, folder):
-    import os
-    import subprocess
-
     from rlcfg.dialects.skyrl.package import entry_extension
 
-    root = os.environ.get("MIRROR_ROOT")
-    if not root:
-        pytest.skip("MIRROR_ROOT is not set")
-    text = subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show",
-                           f"{tag}:{folder}/main_custom_adv_est.py"], capture_output=True, text=True, check=True).stdout
+    text = released(tag, f"{folder}/main_custom_adv_est.py")
     found = entry_extension(text, "main_custom_adv_est.py", lambda name, level: None,
                             "examples.train.algorithms.custom_advantage_estimator.main_custom_adv_est")
     assert found is not None and found.runs == "simple_baseline_estimator" and found.refused is None
