@@ -19,6 +19,9 @@ from rlcfg.diagnostics import Diagnostic, Severity
 from rlcfg.frontend import CheckResult, check_file, pipeline_name
 from rlcfg.records import record
 
+# validate's note on what `rlcfg run` runs that the config does not name
+ASSUMED = "RLC124"
+
 # The extras a cluster's nodes need for each backend a plan uses (pip install 'rlcfg[...]').
 EXTRA_OF_BACKEND = {"vllm": "vllm", "sglang": "sglang", "megatron": "megatron", "fsdp": "run", "hf": "run"}
 
@@ -83,8 +86,14 @@ def dry_run(file: str, overrides: Sequence[str] = (), *, dialect: str | None = N
     if "sglang" in extras:  # it brings the runtime with the torch SGLang needs, which `run`'s pin is not
         extras.discard("run")
     report.extras = sorted(extras)
-    report.notes.extend(_path_notes(experiment))
+    report.notes.extend([*assumptions(result), *_path_notes(experiment)])
     return report
+
+
+def assumptions(result: Any) -> list[str]:
+    """What the run will do that the config does not name (RLC124 notes of validate: AReaL's reward for a config
+    file given without its entry script), said before a run as validate says it."""
+    return [d.message for d in result.diagnostics if d.code == ASSUMED]
 
 
 def cluster_at(address: str) -> tuple[int, int, str | None]:

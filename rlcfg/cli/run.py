@@ -241,7 +241,7 @@ def _known_gpu(kind: Optional[str]) -> Optional[str]:
 
 def _lower(file: str, overrides: list[str], dialect: Optional[str], release: Optional[str] = None):
     from rlcfg.frontend import check_file
-    from rlcfg.preflight import lower_result, setting_blockers
+    from rlcfg.preflight import assumptions, lower_result, setting_blockers
     from rlcfg.source.yaml_loader import UsageError
 
     try:
@@ -264,6 +264,8 @@ def _lower(file: str, overrides: list[str], dialect: Optional[str], release: Opt
     for d in result.diagnostics:  # what validate would warn about is said before a run starts, not skipped
         if d.severity.value == "warning":
             typer.echo(f"rlcfg: warning[{d.code}]: {d.message}", err=True)
+    for note in assumptions(result):
+        typer.echo(f"rlcfg: note: {note}", err=True)
     return experiment
 
 

@@ -147,3 +147,16 @@ def test_rl_data_that_areals_gsm8k_loader_does_not_read_is_refused():
     assert result.ok and len(refusals) == 1 and "/data/my_prompts.jsonl" in refusals[0].message
     assert "train_dataset.path: openai/gsm8k" in refusals[0].hint  # the smoke run takes that value
     assert not [d for d in check_file(str(GRPO)).diagnostics if d.path == "train_dataset.path"]
+
+
+def test_the_dry_run_says_which_reward_a_config_file_alone_runs_with(tmp_path, monkeypatch):
+    from rlcfg.preflight import dry_run, render_text
+
+    alone = dry_run(str(GRPO), [])
+    assert any("examples/math/gsm8k_rl.py" in note for note in alone.notes)
+    assert "examples/math/gsm8k_rl.py" in render_text(alone, str(GRPO))
+    monkeypatch.setattr(entries, "GSM8K_RLVR_FINGERPRINTS",
+                        frozenset({module_fingerprint(ast.parse(RLVR_SCRIPT))}))
+    launch(tmp_path, monkeypatch, RLVR_SCRIPT)
+    launched = dry_run(str(tmp_path / "run.sh"), [])
+    assert launched.launches and not any("examples/math/gsm8k_rl.py" in note for note in launched.notes)
