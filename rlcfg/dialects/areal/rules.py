@@ -292,9 +292,17 @@ def _norm_group_size(cfg, ctx):
 
 @RULES.rule("areal/entry-script", "RLC124", "AReaL's reward function, dataset loader and workflow are in the entry "
             "script a launch runs the config with; a config file alone names none, so `rlcfg run` scores and "
-            "prompts an RL config as examples/math/gsm8k_rl.py (0.5, 1.0) does, and says so.")
+            "prompts an RL config as examples/math/gsm8k_rl.py (0.5, 1.0) does, and says so. That script evaluates "
+            "with gconfig at temperature 0.6, so an eval_gconfig it launches with has no effect.",
+            keys=["eval_gconfig"], also=("RLC307",))
 def _entry_script(cfg, ctx):
-    if pipeline_kind(cfg) != "grpo" or ctx.entry_runs is not None:
+    if pipeline_kind(cfg) != "grpo":
+        return
+    if ctx.entry_runs == GSM8K_RLVR and cfg.eval_gconfig is not None and ctx.is_set("eval_gconfig"):
+        yield ctx.warning("RLC307", "eval_gconfig", f"`eval_gconfig` has no effect: {GSM8K_RLVR_SCRIPT} evaluates "
+                          "with a copy of gconfig at temperature 0.6 and does not read it",
+                          hint="set what evaluation should sample with in gconfig, or remove eval_gconfig")
+    if ctx.entry_runs is not None:
         return
     yield ctx.note("RLC124", "", "AReaL's reward function, dataset loader and workflow are in the entry script a "
                    "launch runs this config with, which a config file alone does not name: `rlcfg run` scores each "

@@ -17,6 +17,7 @@ from rlcfg.source.project import module_fingerprint
 ROOT = Path(__file__).resolve().parents[3]
 GRPO = ROOT / "tests" / "fixtures" / "areal" / "gsm8k-grpo-v0.3.yaml"
 SFT = ROOT / "templates" / "areal-sft.yaml"
+PPO_1_0 = ROOT / "tests" / "fixtures" / "areal" / "gsm8k-ppo-v1.0.yaml"
 
 # A stand-in for examples/math/gsm8k_rl.py (the released file is not in this repository): recognised by
 # fingerprint in the tests that add its fingerprint to the released ones.
@@ -160,3 +161,19 @@ def test_the_dry_run_says_which_reward_a_config_file_alone_runs_with(tmp_path, m
     launch(tmp_path, monkeypatch, RLVR_SCRIPT)
     launched = dry_run(str(tmp_path / "run.sh"), [])
     assert launched.launches and not any("examples/math/gsm8k_rl.py" in note for note in launched.notes)
+
+
+def test_the_gsm8k_script_does_not_read_eval_gconfig(tmp_path, monkeypatch):
+    monkeypatch.setattr(entries, "GSM8K_RLVR_FINGERPRINTS",
+                        frozenset({module_fingerprint(ast.parse(RLVR_SCRIPT))}))
+    config = tmp_path / "with-eval.yaml"  # eval_gconfig is a key of AReaL 0.5 and 1.0
+    config.write_text(PPO_1_0.read_text() + "\neval_gconfig:\n  n_samples: 1\n  temperature: 0.2\n")
+    result = launch(tmp_path, monkeypatch, RLVR_SCRIPT, config=config)
+    assert [(d.code, d.path) for d in result.diagnostics if d.severity.value == "warning"] == \
+        [("RLC307", "eval_gconfig")]
+    exp = lower.lower("areal", result.config, result.release, result.entry_runs)
+    assert exp.eval_sampling.temperature == entries.GSM8K_RLVR_EVAL_TEMPERATURE
+    # alone, the config's own eval_gconfig is what runs, and nothing is said of it
+    alone = check_file(str(config))
+    assert not [d for d in alone.diagnostics if d.path == "eval_gconfig"]
+    assert lower.lower("areal", alone.config, alone.release).eval_sampling.temperature == 0.2
