@@ -404,12 +404,14 @@ def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         return
     losses = POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES)
     estimators = ADVANTAGE_ESTIMATORS_BY_RELEASE.get(ctx.release or "", ADVANTAGE_ESTIMATORS)
-    checks = [("trainer.algorithm.advantage_estimator", a.advantage_estimator, estimators,
+    # What the launch's entry module, as released, registers counts as known.
+    entry_estimators = [name for name, runs in ENTRY_ESTIMATORS.items() if ctx.entry_runs == runs]
+    checks = [("trainer.algorithm.advantage_estimator", a.advantage_estimator, (*estimators, *entry_estimators),
                "AdvantageEstimatorRegistry"),
               ("trainer.algorithm.policy_loss_type", a.policy_loss_type, losses, "PolicyLossRegistry")]
     for path, value, known, registry in checks:
-        if value in known or (ctx.entry_runs is not None and ctx.entry_runs == ENTRY_ESTIMATORS.get(value)):
-            continue  # a built-in, or what the launch's entry module, as released, registers
+        if value in known:
+            continue
         # A built-in in another case is a typo too: the registries' names are case-sensitive
         typo = [k for k in known if k.lower() == str(value).lower()] or close_matches(value, known, n=1, cutoff=0.8)
         if typo:
