@@ -826,9 +826,9 @@ def actor_loss(logprobs: torch.Tensor, mb: Mapping[str, Any], spec: ActorLossSpe
 
     `mb` holds the micro-batch's per-token tensors (ACTOR_TOKEN_KEYS, same width as `logprobs`; without
     old_logprobs the update is on-policy and the current log-probs, detached, stand in) and per-sample ones
-    (ACTOR_SAMPLE_KEYS; with proximal_weight the old log-probs are interpolated from the engine's). `entropy` is the per-token entropy when spec.entropy_coef is set (the backend computes
-    it from its logits). The result is this micro-batch's share of the global mini-batch loss given the
-    (num_tokens, num_sequences) denominators:
+    (ACTOR_SAMPLE_KEYS; with proximal_weight the old log-probs are interpolated from the engine's). `entropy` is
+    the per-token entropy when spec.entropy_coef is set (the backend computes it from its logits). The result is
+    this micro-batch's share of the global mini-batch loss given the (num_tokens, num_sequences) denominators:
 
         (agg(policy loss × sample weights) + kl_coef·agg(KL to the reference))·loss_coef − entropy_coef·agg(H)
 

@@ -57,10 +57,10 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
 from rlcfg.dialects.skyrl.models import UNTIL_030
 from rlcfg.dialects.skyrl.package import DAPO_CONTEXT_BUFFER, ONE_STEP_ASYNC, PACKAGE_FROM_030
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENTRY_ESTIMATORS, ENVIRONMENT_ANSWER_KEYS,
-                                          ENVIRONMENT_REWARDS, LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED, POLICY_LOSSES_RUN, SCHEDULERS,
-                                          SGLANG_KWARGS, VLLM_KWARGS, critic_in_use, critic_trained, dataset_files,
-                                          dp_size, loggers, loss_normalization, overlong_buffer, policy_loss,
-                                          ref_in_use, rollout_gpus, world)
+                                          ENVIRONMENT_REWARDS, LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED,
+                                          POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS, VLLM_KWARGS, critic_in_use,
+                                          critic_trained, dataset_files, dp_size, loggers, loss_normalization,
+                                          overlong_buffer, policy_loss, ref_in_use, rollout_gpus, world)
 
 # The estimators and losses rlcfg runs with SkyRL's meaning, by SkyRL's names. The others (custom estimators and
 # losses registered in code, cross_entropy and importance_sampling, which sum over tokens as Tinker's losses do)

@@ -461,8 +461,9 @@ def entry_loop(tree: Any, fingerprint: str, read: Any, parse: Any) -> str | None
     """The loop an example's entry module (parsed: `tree`) runs, as rlcfg recognises it by its code: "fully_async"
     (FullyAsyncRayPPOTrainer), ONE_STEP_ASYNC (the one-step off-policy trainer, with the module it imports it from
     as released), MULTIPLY_ENTRY_RUNS and SIMPLE_BASELINE_ENTRY_RUNS (main_base's loop with the multiply example's
-    environment, or the custom-estimator example's estimator, as released), None for main_base's own loop (the DAPO entrypoints' trainers change only the rewards, with the keys they read;
-    DAPO_CONTEXT_BUFFER where their buffer ends at the context limit), or UNRECOGNISED_ENTRY."""
+    environment, or the custom-estimator example's estimator, as released), None for main_base's own loop (the
+    DAPO entrypoints' trainers change only the rewards, with the keys they read; DAPO_CONTEXT_BUFFER where their
+    buffer ends at the context limit), or UNRECOGNISED_ENTRY."""
     if fingerprint in FULLY_ASYNC_ENTRY_FINGERPRINTS:
         return "fully_async"
     if fingerprint in DAPO_CONTEXT_BUFFER_FINGERPRINTS:

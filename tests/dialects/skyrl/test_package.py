@@ -767,7 +767,7 @@ def test_the_released_multiply_entrypoints_are_recognised(tag, folder, module):
     assert found is not None and found.runs == "multiply_env" and found.refused is None
 
 
-CUSTOM_ESTIMATOR_MODULE = '''"""A stand-in for examples/train/algorithms/custom_advantage_estimator/main_custom_adv_est.py."""
+CUSTOM_ESTIMATOR_MODULE = '''"""A stand-in for the custom-estimator example's main_custom_adv_est.py."""
 import sys
 
 from skyrl.backends.skyrl_train.utils.ppo_utils import AdvantageEstimatorRegistry
