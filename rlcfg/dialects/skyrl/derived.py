@@ -122,13 +122,6 @@ ENVIRONMENT_REWARDS = {"gsm8k": "gsm8k_strict", "aime": "answer_line", "multiply
 # Where each environment reads the ground truth in a dataset row (its `extras`): gsm8k in reward_spec, aime in the
 # reward_model column of DAPO's datasets.
 ENVIRONMENT_ANSWER_KEYS = {"gsm8k": "reward_spec.ground_truth", "aime": "reward_model.ground_truth"}
-# Environments that an example's entry module registers, not skyrl-gym: the CheckResult.entry_runs of the entry
-# module, as released, that registers each (rlcfg.dialects.skyrl.package).
-ENTRY_ENVIRONMENTS = {"multiply": "multiply_env"}
-# Advantage estimators that an example's entry module registers (AdvantageEstimatorRegistry.register), by the
-# CheckResult.entry_runs of that module as released: the custom-estimator example's `simple_baseline`, each
-# response's summed token rewards less their mean over the batch, on every response token.
-ENTRY_ESTIMATORS = {"simple_baseline": "simple_baseline_estimator"}
 
 
 def ref_in_use(cfg: Any) -> bool:

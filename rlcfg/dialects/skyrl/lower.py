@@ -55,8 +55,8 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
                       KLController, Logging, Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources,
                       RewardShaping, Role, Sampling, Schedule, Spelling)
 from rlcfg.dialects.skyrl.models import UNTIL_030
-from rlcfg.dialects.skyrl.package import DAPO_CONTEXT_BUFFER, ONE_STEP_ASYNC, PACKAGE_FROM_030
-from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENTRY_ESTIMATORS, ENVIRONMENT_ANSWER_KEYS,
+from rlcfg.dialects.skyrl.package import DAPO_CONTEXT_BUFFER, ENTRY_ESTIMATORS, ONE_STEP_ASYNC, PACKAGE_FROM_030
+from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_ANSWER_KEYS,
                                           ENVIRONMENT_REWARDS, LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED,
                                           POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dataset_files, dp_size, loggers, loss_normalization,

@@ -26,7 +26,6 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from rlcfg.diagnostics import Diagnostic, diagnostic
-from rlcfg.dialects.skyrl.derived import ENTRY_ENVIRONMENTS, ENTRY_ESTIMATORS
 from rlcfg.patterns import lazy
 from rlcfg.schema import entry
 from rlcfg.source.project import module_fingerprint
@@ -362,6 +361,13 @@ ONE_STEP_TRAINER_FINGERPRINTS = frozenset({"43aab68e3fa1d2a2", "e39c385845006e4a
                                            "767c1c2ceaa948bd"})
 ONE_STEP_ENTRY = "examples.train.async.main_async"
 ONE_STEP_ASYNC = "one_step_async"  # CheckResult.entry_runs of that entrypoint
+# Environments that an example's entry module registers, not skyrl-gym: the CheckResult.entry_runs of the entry
+# module, as released, that registers each.
+ENTRY_ENVIRONMENTS = {"multiply": "multiply_env"}
+# Advantage estimators that an example's entry module registers (AdvantageEstimatorRegistry.register), by the
+# CheckResult.entry_runs of that module as released: the custom-estimator example's `simple_baseline`, each
+# response's summed token rewards less their mean over the batch, on every response token.
+ENTRY_ESTIMATORS = {"simple_baseline": "simple_baseline_estimator"}
 # examples/train/multiply/main_multiply.py as released (skyrl-train's examples/multiply, every release; the package's,
 # 0.1.0 to 0.4.0): main_base's loop with the example's `multiply` environment registered, from its env.py as released
 # (MULTIPLY_ENV_FINGERPRINTS). CheckResult.entry_runs MULTIPLY_ENTRY_RUNS lets environment.env_class be `multiply`.

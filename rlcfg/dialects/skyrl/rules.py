@@ -17,15 +17,16 @@ from rlcfg import run_limits
 from rlcfg.diagnostics import Constraint, Severity, close_matches, plural
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
                                           ADVANTAGE_ESTIMATORS_RUN, DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE,
-                                          ENTRY_ENVIRONMENTS, ENTRY_ESTIMATORS, ENVIRONMENT_REWARDS, LOSS_REDUCTIONS,
+                                          ENVIRONMENT_REWARDS, LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, LOSSES_WITH_OLD_LOGPROBS, MINI_BATCH_REDUCTION,
                                           loggers, loss_normalization, overlong_buffer,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dp_size, model_parallel, policy_loss, ref_in_use,
                                           rollout_gpus, world)
-from rlcfg.dialects.skyrl.package import (FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, ONE_STEP_ASYNC, ONE_STEP_ENTRY,
-                                          PACKAGE_FROM_030, PACKAGE_RELEASES, is_package, label)
+from rlcfg.dialects.skyrl.package import (ENTRY_ENVIRONMENTS, ENTRY_ESTIMATORS, FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ,
+                                          ONE_STEP_ASYNC, ONE_STEP_ENTRY, PACKAGE_FROM_030, PACKAGE_RELEASES,
+                                          is_package, label)
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
