@@ -465,7 +465,8 @@ class Algorithm:
         """Whether the update reads the rollout engine's log-probs of the sampled tokens."""
         o = self.policy_options
         return (o.tis_cap is not None or o.decoupled or o.sequence_mask is not None
-                or self.policy_loss == "rollout_is" or self.kl.policy_logprobs == "rollout")
+                or self.policy_loss == "rollout_is" or self.kl.policy_logprobs == "rollout"
+                or self.old_logprobs == "interpolated")
 
     def actor_loss_spec(self) -> ActorLossSpec:
         """The actor's loss settings, one value for every backend."""

@@ -108,6 +108,9 @@ def _math_verify() -> RewardFn | None:
     return score
 
 
+AREAL_PRECISION = 6  # significant digits MathVerifyWorker compares to
+
+
 def areal_math_verify(response: str, answer: str | None) -> float:
     """AReaL's gsm8k_reward_fn from 0.5 (MathVerifyWorker): the response and the ground truth each parsed with
     math-verify's expression (numbers anywhere in the text, no anchor needed) and LaTeX extraction, equal to six
@@ -126,9 +129,6 @@ def areal_math_verify(response: str, answer: str | None) -> float:
         return 1.0 if verify(gold, predicted, float_rounding=AREAL_PRECISION, timeout_seconds=None) else 0.0
     except Exception:  # AReaL's worker scores whatever math-verify raises on as 0
         return 0.0
-
-
-AREAL_PRECISION = 6  # significant digits MathVerifyWorker compares to
 
 
 def math(response: str, answer: str | None) -> float:

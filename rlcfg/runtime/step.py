@@ -217,18 +217,20 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     before this one the step's rollouts were generated."""
     alg = s.algorithm
     batch, raw_scores, finished = make_batch(groups, s.pad_token_id)
-    if alg.needs_rollout_logprobs():
-        batch["rollout_logprobs"] = rollout_logprobs(groups, batch["response_mask"].shape[1])
     from_rollout = alg.old_logprobs in ("rollout", "interpolated")
+    engine = rollout_logprobs(groups, batch["response_mask"].shape[1]) \
+        if alg.needs_rollout_logprobs() or from_rollout else None
+    if alg.needs_rollout_logprobs():
+        batch["rollout_logprobs"] = engine
     if from_rollout:
         # Even an on-policy update takes its ratio against the engine's log-probs, not its own forward pass, so
-        # the engine/trainer mismatch shows in the ratio and its clipping (RLinf's actors without recomputation).
-        batch["old_logprobs"] = rollout_logprobs(groups, batch["response_mask"].shape[1])
+        # the engine/trainer mismatch shows in the ratio and its clipping (RLinf's actors without recomputation);
+        # an interpolated proximal policy starts from them too (the loss moves it toward the current one).
+        batch["old_logprobs"] = engine
     if alg.old_logprobs == "interpolated":
         import torch
 
-        batch["rollout_logprobs"] = batch["old_logprobs"]
-        batch["proximal_weight"] = torch.full((batch["old_logprobs"].shape[0],), A.proximal_weight(staleness))
+        batch["proximal_weight"] = torch.full((engine.shape[0],), A.proximal_weight(staleness))
     usable = (raw_scores.shape[0] // shards) * shards
     if usable < raw_scores.shape[0]:  # dynamic sampling can leave a count the shards cannot share evenly
         batch = {k: v[:usable] for k, v in batch.items()}

@@ -55,7 +55,7 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
                       KLController, Logging, Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources,
                       RewardShaping, Role, Sampling, Schedule, Spelling)
 from rlcfg.dialects.skyrl.models import UNTIL_030
-from rlcfg.dialects.skyrl.package import DAPO_CONTEXT_BUFFER, ENTRY_ESTIMATORS, ONE_STEP_ASYNC, PACKAGE_FROM_030
+from rlcfg.dialects.skyrl.package import DAPO_CONTEXT_BUFFER, ONE_STEP_ASYNC, PACKAGE_FROM_030, entry_estimator
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_ANSWER_KEYS,
                                           ENVIRONMENT_REWARDS, LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED,
                                           POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS, VLLM_KWARGS, critic_in_use,
@@ -490,7 +490,7 @@ def _algorithm(cfg: Any, release: str | None, entry_runs: str | None) -> Algorit
     clip_low, clip_high = _clip_range(cfg, kind)
     entropy_coef = a.entropy_loss_coef
     advantage, options, gamma = ADVANTAGES.get(a.advantage_estimator, "grpo"), AdvantageOptions(), a.gamma
-    if entry_runs is not None and entry_runs == ENTRY_ESTIMATORS.get(a.advantage_estimator):
+    if a.advantage_estimator == entry_estimator(entry_runs):
         # The custom-estimator example's simple_baseline: the score less its batch mean on every token is
         # REINFORCE++'s return (the score on the last token, undiscounted) of the batch-centred score, unwhitened.
         advantage, options, gamma = "reinforce++", AdvantageOptions(whiten=False, reward_norm_mean="batch"), 1.0

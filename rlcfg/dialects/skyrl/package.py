@@ -376,9 +376,15 @@ MULTIPLY_ENV_FINGERPRINTS = frozenset({"2f9ef7038f23b954"})
 MULTIPLY_ENTRY_RUNS = ENTRY_ENVIRONMENTS["multiply"]
 # examples/train/algorithms/custom_advantage_estimator/main_custom_adv_est.py as released (skyrl-train's
 # examples/algorithms/..., 0.1.0 to its last commit; the package's, 0.1.0 to 0.4.0): main_base's loop with the
-# `simple_baseline` estimator it declares and registers (rlcfg.dialects.skyrl.derived.ENTRY_ESTIMATORS).
+# `simple_baseline` estimator it declares and registers (ENTRY_ESTIMATORS).
 SIMPLE_BASELINE_ENTRY_FINGERPRINTS = frozenset({"373651eda124487f", "1da5877f68e5e894"})
 SIMPLE_BASELINE_ENTRY_RUNS = ENTRY_ESTIMATORS["simple_baseline"]
+
+
+def entry_estimator(entry_runs: str | None) -> str | None:
+    """The advantage estimator the launch's entry module, as released, registers (CheckResult.entry_runs), or None."""
+    return next((name for name, runs in ENTRY_ESTIMATORS.items() if entry_runs is not None and entry_runs == runs),
+                None)
 # The modules of SkyRL itself: an entrypoint among them runs main_base's loop (the launchers name the ones that do).
 FRAMEWORK_MODULE = re.compile(r"(skyrl|skyrl_train)\.")
 DAPO_ENTRY_KEYS = (("trainer", "algorithm", "overlong_buffer_len"),

@@ -24,8 +24,8 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMA
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dp_size, model_parallel, policy_loss, ref_in_use,
                                           rollout_gpus, world)
-from rlcfg.dialects.skyrl.package import (ENTRY_ENVIRONMENTS, ENTRY_ESTIMATORS, FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ,
-                                          ONE_STEP_ASYNC, ONE_STEP_ENTRY, PACKAGE_FROM_030, PACKAGE_RELEASES,
+from rlcfg.dialects.skyrl.package import (ENTRY_ENVIRONMENTS, FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, ONE_STEP_ASYNC,
+                                          ONE_STEP_ENTRY, PACKAGE_FROM_030, PACKAGE_RELEASES, entry_estimator,
                                           is_package, label)
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
@@ -406,8 +406,9 @@ def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     losses = POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES)
     estimators = ADVANTAGE_ESTIMATORS_BY_RELEASE.get(ctx.release or "", ADVANTAGE_ESTIMATORS)
     # What the launch's entry module, as released, registers counts as known.
-    entry_estimators = [name for name, runs in ENTRY_ESTIMATORS.items() if ctx.entry_runs == runs]
-    checks = [("trainer.algorithm.advantage_estimator", a.advantage_estimator, (*estimators, *entry_estimators),
+    registered = entry_estimator(ctx.entry_runs)
+    checks = [("trainer.algorithm.advantage_estimator", a.advantage_estimator,
+               (*estimators, registered) if registered else estimators,
                "AdvantageEstimatorRegistry"),
               ("trainer.algorithm.policy_loss_type", a.policy_loss_type, losses, "PolicyLossRegistry")]
     for path, value, known, registry in checks:
@@ -1312,8 +1313,7 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     # A name the release does not register is a custom estimator's, whatever it is called.
     runnable = [e for e in ADVANTAGE_ESTIMATORS_BY_RELEASE.get(ctx.release or "", ADVANTAGE_ESTIMATORS)
                 if e in ADVANTAGE_ESTIMATORS_RUN]
-    registered = ENTRY_ESTIMATORS.get(a.advantage_estimator)
-    if registered is not None and ctx.entry_runs == registered:
+    if a.advantage_estimator == entry_estimator(ctx.entry_runs):
         if a.use_kl_in_reward or critic_in_use(cfg):
             yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
                            "the example's estimator sums each response's token rewards, KL penalties included, into "
