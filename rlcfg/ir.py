@@ -273,6 +273,20 @@ class RewardShaping:
 
 
 @dataclass(frozen=True)
+class TokenNorm:
+    """AReaL's adv_norm (areal/utils/data.py Normalization on the token advantages and the loss mask, in float64):
+    each token less the masked mean of its batch or group (leave_one_out: of the others), divided by the masked
+    root mean square about that mean (over n − 1 tokens when unbiased) plus eps; None on a side skips it. A group is
+    one prompt's responses."""
+
+    mean: Literal["batch", "group"] | None = "batch"
+    std: Literal["batch", "group"] | None = "batch"
+    leave_one_out: bool = False
+    unbiased: bool = True
+    eps: float = 1e-5
+
+
+@dataclass(frozen=True)
 class AdvantageOptions:
     """The estimator's details where frameworks differ (Algorithm.advantage names the estimator)."""
 
@@ -298,6 +312,9 @@ class AdvantageOptions:
     reward_norm_eps: float = 1e-6
     reward_norm_unbiased: bool = True
     clip: float | None = None  # ROLL advantage_clip: the final advantages clamped to ±clip
+    # AReaL adv_norm where it is not the batch whitening `whiten` runs: the final token advantages normalised by
+    # group or with its other knobs (whiten and batch_normalize_advantage are then off).
+    token_norm: TokenNorm | None = None
 
 
 @dataclass(frozen=True)

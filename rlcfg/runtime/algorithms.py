@@ -24,7 +24,7 @@ from typing import Any, Mapping, Sequence, get_args
 import torch
 
 from rlcfg.ir import (ActorLossSpec, AdvantageOptions, FilterSpec, KLController, KLEstimator, LossAggregation,
-                      LrSchedule, Optimizer, PolicyLossKind, PolicyLossSpec, RewardShaping, SampleWeighting)
+                      LrSchedule, Optimizer, PolicyLossKind, PolicyLossSpec, RewardShaping, SampleWeighting, TokenNorm)
 
 # rlcfg's names are the Experiment's (rlcfg.ir); what each one computes is here.
 AGGREGATIONS = get_args(LossAggregation)
@@ -367,6 +367,51 @@ def _centred_norm(x: torch.Tensor, group_size: int, mean: str | None, std: str |
     return (centred / (scale + eps)).float()
 
 
+def token_normalize(x: torch.Tensor, mask: torch.Tensor, group_size: int, norm: TokenNorm) -> torch.Tensor:
+    """AReaL's Normalization (areal/utils/data.py) of token values `x` under `mask`, as its adv_norm runs it:
+    float64, masked sums over the batch or over each group of `group_size` rows, a leave-one-out mean per token,
+    the std about that mean (a group of one: mean 0 with leave-one-out, std 1 when unbiased), zero outside the
+    mask. A batch or group without tokens keeps mean 0 and std 1."""
+    mask64 = mask.to(torch.float64)
+    if mask64.sum().item() == 0:
+        return x.float()
+    x64 = x.to(torch.float64)
+    rows = x64.shape[0] // group_size * group_size  # AReaL's loop leaves a trailing part group alone
+
+    def spans(level: str) -> list[slice]:
+        return [slice(0, x64.shape[0])] if level == "batch" else \
+            [slice(i, i + group_size) for i in range(0, rows, group_size)]
+
+    def mean_of(xx: torch.Tensor, m: torch.Tensor) -> torch.Tensor:
+        factor, total = m.sum(), (xx * m).sum()
+        if norm.leave_one_out:
+            if factor.item() <= 1:
+                return torch.zeros_like(xx)
+            others = (total - xx * m) / torch.clamp(factor - m, min=1.0)
+            return torch.where(m > 0, others, (total / factor).expand_as(xx))
+        return torch.zeros_like(xx) if factor.item() == 0 else (total / factor).expand_as(xx)
+
+    def std_of(xx: torch.Tensor, m: torch.Tensor, mean: torch.Tensor) -> torch.Tensor:
+        factor, squares = m.sum(), ((xx * m - mean * m) ** 2).sum()
+        if norm.unbiased:
+            return torch.ones_like(xx) if factor.item() <= 1 else (squares / (factor - 1)).sqrt().expand_as(xx)
+        return torch.ones_like(xx) if factor.item() == 0 else (squares / factor).sqrt().expand_as(xx)
+
+    mean = torch.zeros_like(x64)
+    if norm.mean is not None:
+        for s in spans(norm.mean):
+            lone = norm.mean == "group" and group_size == 1 and norm.leave_one_out
+            mean[s] = 0.0 if lone else mean_of(x64[s], mask64[s])
+    centred = (x64 - mean) * mask64
+    if norm.std is None:
+        return centred.float()
+    std = torch.zeros_like(x64)
+    for s in spans(norm.std):
+        lone = norm.std == "group" and group_size == 1 and norm.unbiased
+        std[s] = 1.0 if lone else std_of(x64[s], mask64[s], mean[s])
+    return (centred / (std + norm.eps)).float()
+
+
 def whiten(values: torch.Tensor, mask: torch.Tensor, shift_mean: bool = True, unbiased: bool = True) -> torch.Tensor:
     """Normalise the masked entries to unit variance (and zero mean unless shift_mean=False); zero outside the
     mask. verl verl/utils/torch_functional.py masked_whiten (also SkyRL's and ROLL's): the masked mean, the
@@ -522,6 +567,8 @@ def compute_advantages(scores: torch.Tensor, mask: torch.Tensor, *, estimator: s
     else:
         raise ValueError(f"unknown advantage estimator {estimator!r}; expected grpo, rloo, maxrl, reinforce++ or "
                          "gae")
+    if options.token_norm is not None:
+        adv = token_normalize(adv, mask, group_size, options.token_norm)
     if options.clip is not None:
         adv = adv.clamp(-options.clip, options.clip)
     return adv * mask, returns

@@ -320,6 +320,16 @@ def report(outcomes: list[Outcome]) -> str:
         parts.append(f"### {dialect}")
         parts += [f"- {n} × {why}" for why, n in tally.most_common()] or ["- none"]
         parts.append("")
+    parts += ["## One refusal from launching, per dialect (files of validate accepts that the dry run refuses for one "
+              "reason only)", ""]
+    for dialect in dict.fromkeys(o.case.dialect for o in outcomes):
+        # RLC118 names the key and RLC119 the capability behind it: one key refused is one reason.
+        alone = Counter(reasons[0] for o in outcomes if o.case.dialect == dialect and o.accepted
+                        for reasons in [[r for r in dict.fromkeys(o.refusals) if not r.startswith("RLC119")]
+                                        or list(dict.fromkeys(o.refusals))] if len(reasons) == 1)
+        parts.append(f"### {dialect}")
+        parts += [f"- {n} × {why}" for why, n in alone.most_common()] or ["- none"]
+        parts.append("")
     parts += ["## validate's errors, per dialect (files it rejects)", ""]
     for dialect in dict.fromkeys(o.case.dialect for o in outcomes):
         tally = Counter(e.split(" ")[0] for o in outcomes if o.case.dialect == dialect for e in dict.fromkeys(

@@ -778,3 +778,94 @@ def test_maxrl_is_skyrls_mean_normalised_group_gain():
     adv, returns = compute_advantages(scores, mask, estimator="maxrl", group_size=4, options=AdvantageOptions())
     assert returns is None
     assert adv[:, 0].tolist() == pytest.approx(expected, rel=1e-6) and adv[:, 2].abs().sum() == 0
+
+
+# ---- AReaL's adv_norm on the token advantages (ir.TokenNorm) ----------------------------------------------------
+
+ADV = [[1.0, 1.0, 1.0], [3.0, 3.0, 0.0], [-2.0, 0.0, 0.0], [4.0, 4.0, 4.0]]
+ADV_MASK = [[1.0, 1.0, 1.0], [1.0, 1.0, 0.0], [1.0, 0.0, 0.0], [1.0, 1.0, 1.0]]
+
+
+def test_group_adv_norm_weighs_each_group_by_its_tokens():
+    x, mask = torch.tensor(ADV), torch.tensor(ADV_MASK)
+    out = A.token_normalize(x, mask, 2, ir.TokenNorm(mean="group", std="group"))
+    # group 1: tokens 1,1,1,3,3 — mean 1.8, unbiased std √(4·0.64 + 2·1.44)/4 = √1.36; group 2: -2,4,4,4.
+    std1 = math.sqrt((3 * 0.64 + 2 * 1.44) / 4)
+    close(out[0].tolist(), [(1 - 1.8) / (std1 + 1e-5)] * 3)
+    close(out[1].tolist(), [(3 - 1.8) / (std1 + 1e-5)] * 2 + [0.0])
+    std2 = math.sqrt((4.5 ** 2 + 3 * 1.5 ** 2) / 3)
+    close(out[2].tolist(), [(-2 - 2.5) / (std2 + 1e-5), 0.0, 0.0])
+    close(out[3].tolist(), [(4 - 2.5) / (std2 + 1e-5)] * 3)
+
+
+def test_adv_norm_group_mean_with_batch_std_and_no_std():
+    x, mask = torch.tensor(ADV), torch.tensor(ADV_MASK)
+    centred = A.token_normalize(x, mask, 2, ir.TokenNorm(mean="group", std=None))
+    close(centred[0].tolist(), [-0.8] * 3)  # no std: no eps either
+    out = A.token_normalize(x, mask, 2, ir.TokenNorm(mean="group", std="batch", unbiased=False))
+    spread = math.sqrt(float((centred ** 2).sum()) / 9)  # about each group's mean, over the batch's 9 tokens
+    close(out[3].tolist(), [1.5 / (spread + 1e-5)] * 3)
+
+
+def test_adv_norm_leave_one_out_mean_is_the_other_tokens():
+    x, mask = torch.tensor([[1.0, 2.0], [6.0, 0.0]]), torch.tensor([[1.0, 1.0], [1.0, 0.0]])
+    out = A.token_normalize(x, mask, 2, ir.TokenNorm(mean="group", std=None, leave_one_out=True))
+    close(out.tolist(), [[1 - 4.0, 2 - 3.5], [6 - 1.5, 0.0]])
+
+
+def test_adv_norm_batch_form_and_a_batch_without_tokens():
+    x, mask = torch.tensor(ADV), torch.tensor(ADV_MASK)
+    out = A.token_normalize(x, mask, 2, ir.TokenNorm())
+    values = [1.0, 1, 1, 3, 3, -2, 4, 4, 4]
+    mean = sum(values) / 9
+    std = math.sqrt(sum((v - mean) ** 2 for v in values) / 8)
+    close(out[1].tolist(), [(3 - mean) / (std + 1e-5)] * 2 + [0.0])
+    assert torch.equal(A.token_normalize(x, torch.zeros_like(mask), 2, ir.TokenNorm()), x)
+
+
+def test_compute_advantages_ends_with_the_token_norm():
+    scores, mask = torch.tensor([1.0, 0.0, 1.0, 1.0]), torch.tensor(ADV_MASK)
+    norm = ir.TokenNorm(mean="group", std="group")
+    adv, _ = A.compute_advantages(scores, mask, estimator="reinforce++", group_size=2,
+                                  options=ir.AdvantageOptions(whiten=False, token_norm=norm))
+    returns = A.token_level_scores(scores, mask).flip(1).cumsum(1).flip(1) * mask
+    close(adv.flatten().tolist(), A.token_normalize(returns, mask, 2, norm).flatten().tolist())
+
+
+def _areal_normalization():
+    """AReaL's own Normalization (areal/utils/data.py at v0.4.1), skipped without MIRROR_ROOT."""
+    import os
+    import subprocess
+    import types
+
+    import numpy as np
+
+    root = os.environ.get("MIRROR_ROOT")
+    if not root:
+        pytest.skip("MIRROR_ROOT is not set")
+    text = subprocess.run(["git", "-C", os.path.join(root, "inclusionAI+AReaL", "repo"), "show",
+                           "v0.4.1:areal/utils/data.py"], capture_output=True, text=True, check=True).stdout
+    source = text[text.index("class Normalization"):text.index("class KLEstimator")]
+    namespace = {"torch": torch, "np": np, "dist": torch.distributed, "NormConfig": object}
+    exec(compile(source, "areal/utils/data.py", "exec"), namespace)  # the framework's own class, as the oracle
+
+    def theirs(x, mask, group_size, norm):
+        config = types.SimpleNamespace(mean_level=norm.mean, std_level=norm.std, mean_leave1out=norm.leave_one_out,
+                                       std_unbiased=norm.unbiased, eps=norm.eps, group_size=group_size)
+        return namespace["Normalization"](config)(x, mask)
+    return theirs
+
+
+@pytest.mark.parametrize("mean", ["batch", "group", None])
+@pytest.mark.parametrize("std", ["batch", "group", None])
+@pytest.mark.parametrize("leave_one_out,unbiased", [(False, True), (True, False), (True, True)])
+def test_token_norm_agrees_with_areals_normalization(mean, std, leave_one_out, unbiased):
+    theirs = _areal_normalization()
+    generator = torch.Generator().manual_seed(0)
+    for group_size in (1, 4):
+        x = torch.randn(8, 6, generator=generator)
+        lengths = torch.randint(1, 7, (8,), generator=generator)
+        mask = (torch.arange(6).unsqueeze(0) < lengths.unsqueeze(1)).float()
+        norm = ir.TokenNorm(mean=mean, std=std, leave_one_out=leave_one_out, unbiased=unbiased, eps=1e-5)
+        expected = theirs(x, mask, group_size, norm)
+        assert torch.allclose(A.token_normalize(x, mask, group_size, norm), expected, atol=1e-6), (group_size, norm)

@@ -6,7 +6,7 @@ AReaL counts a step in prompts (train_dataset.batch_size) times gconfig.n_sample
 ppo_n_minibatches optimizer steps; `allocation_mode` gives the generation servers the first GPUs and the trainer
 the next ones (`sglang.d4p1t1+d4p1t1`). Its KL always goes into the token rewards (kl_ctl), after
 reward_norm; its reward is (score + reward_bias) × reward_scaling clipped to ±reward_clip; GRPO is a group-level
-reward_norm, and adv_norm whitens the advantages over the batch.
+reward_norm, and adv_norm normalises the token advantages (a whitening elsewhere is AReaL's batch adv_norm).
 """
 
 from __future__ import annotations
@@ -313,7 +313,12 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     else:
         section["reward_norm"] = None
     whiten = a.batch_normalize_advantage if a.advantage in ("grpo", "rloo") else adv.whiten
-    section["adv_norm"] = {"mean_level": "batch", "std_level": "batch"} if whiten else None
+    norm = adv.token_norm
+    if norm is not None:
+        section["adv_norm"] = {"mean_level": norm.mean, "std_level": norm.std, "mean_leave1out": norm.leave_one_out,
+                               "std_unbiased": norm.unbiased, "eps": norm.eps, "group_size": n}
+    else:
+        section["adv_norm"] = {"mean_level": "batch", "std_level": "batch"} if whiten else None
     section["max_new_tokens"] = e.sampling.max_new_tokens
     tree["actor"] = section
     if reference is not None:

@@ -25,7 +25,8 @@ compute_advantages and the loss functions of areal/utils/functional): the overlo
 (score + reward_bias) × reward_scaling, clipped to ±reward_clip (RewardShaping order "penalty_first"); reward_norm
 on the sequence scores (group level: GRPO, or RLOO with mean_leave1out); minus kl_ctl × KL per token (reward_mode
 "token"); GAE with the critic's values, or with zero values, which is the reward-to-go discounted by
-discount × gae_lambda; adv_norm whitens the token advantages over the batch. The loss is PPO's clipped loss against
+discount × gae_lambda; adv_norm normalises the token advantages by batch or group (AReaL's Normalization,
+ir.TokenNorm). The loss is PPO's clipped loss against
 the proximal (recomputed) log-probabilities, with eps_clip_higher, c_clip (dual clip), importance_sampling_level
 `sequence` (GSPO, AReaL's sequence form) or SAPO, weighted in the decoupled loss by π_prox/π_behave with the tokens
 above behav_imp_weight_cap / rejection_sampling.upper left out. Combinations rlcfg's runtime computes otherwise
@@ -40,7 +41,7 @@ from typing import Any
 
 from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Lora, Model,
                       Offload, Optimizer, Parallelism, PolicyOptions, Resources, RewardShaping, Role, Sampling,
-                      Schedule, Spelling)
+                      Schedule, Spelling, TokenNorm)
 from rlcfg.dialects.areal import allocation as alloc
 # Where each engine runs is read once, in the schema layer, so that areal/run-ledger judges the same layout.
 from rlcfg.dialects.areal.derived import backend_key, engine_roles
@@ -342,44 +343,44 @@ def _steps(cfg: Any, samples_per_step: int) -> int | None:
 def _norm_advantage(actor: Any, has_critic: bool) -> dict[str, Any]:
     """The estimator AReaL's reward_norm / adv_norm amount to (PPOActor.compute_advantages: the shaped score,
     reward_norm'ed, on the last token, minus the KL per token, through GAE with the critic's values or zero values,
-    then adv_norm'ed over the batch's tokens).
+    then adv_norm'ed over the loss mask's tokens, ir.TokenNorm).
 
-    - a critic: GAE (adv_norm whitens its advantages);
+    - a critic: GAE;
     - a group-level reward_norm: GRPO, (score − group mean) / (group std + eps) with AReaL's eps and std
-      (std_unbiased), or without the std (std_level null); RLOO with mean_leave1out; adv_norm then whitens over
-      the batch (batch_normalize_advantage);
+      (std_unbiased), or without the std (std_level null); RLOO with mean_leave1out;
     - a group mean with a batch std (LitePPO): the scores so normalised (the std is the spread about each group's
-      mean, AReaL's Normalization), then as without reward_norm: the discounted returns, whitened when adv_norm
-      is set;
-    - no reward_norm: the plain (discounted) returns, REINFORCE++, whitened over the batch when adv_norm is set.
-    Norm settings outside these (batch-level reward_norm, group-level adv_norm, ...) are refused by the rule
-    areal/run-ledger; the nearest form is lowered here so that `rlcfg plan` can still show the rest."""
+      mean, AReaL's Normalization), then as without reward_norm: the discounted returns;
+    - no reward_norm: the plain (discounted) returns, REINFORCE++.
+    Norm settings outside these (batch-level reward_norm, ...) are refused by the rule areal/run-ledger; the nearest
+    form is lowered here so that `rlcfg plan` can still show the rest."""
     rn, an = actor.reward_norm, actor.adv_norm
-    # Each norm's settings as AReaL reads them. Only the forms above are lowered faithfully; for the others (and for
-    # a group_size other than n_samples, an adv_norm other than the batch whitening) areal/run-ledger refuses the run.
-    settings = {name: (n.mean_level, n.std_level, n.mean_leave1out, n.std_unbiased, n.eps, n.group_size)
-                for name, n in (("reward", rn), ("adv", an)) if n is not None}
-    whiten = an is not None
+    # Only the forms above are lowered faithfully; for the others (and for a group_size other than n_samples)
+    # areal/run-ledger refuses the run.
+    norm = TokenNorm(an.mean_level, an.std_level, an.mean_leave1out, an.std_unbiased, an.eps) if an is not None \
+        else None
+    # The batch form is the whitening every dialect has (AReaL divides by std + 1e-5, the others by √(var + 1e-8),
+    # the same to about 1e-5 of the result), which convert carries to the others; any other form runs as itself.
+    whiten = norm == TokenNorm()
+    plain = AdvantageOptions(whiten=whiten, token_norm=None if whiten else norm)
     if has_critic:
-        options = AdvantageOptions(whiten=whiten)
+        options = plain
         if rn is not None:
-            options = AdvantageOptions(whiten=whiten, reward_norm_mean=rn.mean_level, reward_norm_std=rn.std_level)
+            options = dataclasses.replace(plain, reward_norm_mean=rn.mean_level, reward_norm_std=rn.std_level)
         return {"advantage": "gae", "advantage_options": options}
     if rn is not None and rn.mean_level == "group" and rn.std_level == "batch":
-        options = AdvantageOptions(whiten=whiten, reward_norm_mean="group", reward_norm_std="batch",
-                                   reward_norm_std_of="centred", reward_norm_eps=rn.eps,
-                                   reward_norm_unbiased=rn.std_unbiased)
+        options = dataclasses.replace(plain, reward_norm_mean="group", reward_norm_std="batch",
+                                      reward_norm_std_of="centred", reward_norm_eps=rn.eps,
+                                      reward_norm_unbiased=rn.std_unbiased)
         return {"advantage": "reinforce++", "normalize_advantage_std": False, "batch_normalize_advantage": False,
                 "advantage_options": options}
     if rn is not None and rn.mean_level == "group":
-        _mean, std_level, leave1out, unbiased, eps, _group_size = settings["reward"]
-        options = AdvantageOptions(std="unbiased" if unbiased else "population", eps=eps)
-        return {"advantage": "rloo" if leave1out and std_level is None else "grpo",
-                "normalize_advantage_std": std_level is not None, "batch_normalize_advantage": whiten,
+        options = dataclasses.replace(plain, std="unbiased" if rn.std_unbiased else "population", eps=rn.eps)
+        return {"advantage": "rloo" if rn.mean_leave1out and rn.std_level is None else "grpo",
+                "normalize_advantage_std": rn.std_level is not None, "batch_normalize_advantage": whiten,
                 "advantage_options": options}
-    options = AdvantageOptions(whiten=whiten)
+    options = plain
     if rn is not None:
-        options = AdvantageOptions(whiten=whiten, reward_norm_mean=rn.mean_level, reward_norm_std=rn.std_level)
+        options = dataclasses.replace(plain, reward_norm_mean=rn.mean_level, reward_norm_std=rn.std_level)
     return {"advantage": "reinforce++", "normalize_advantage_std": False, "batch_normalize_advantage": False,
             "advantage_options": options}
 

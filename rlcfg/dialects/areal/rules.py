@@ -886,6 +886,12 @@ def _refusal(path: str, message: str, hint: str, related: tuple[str, ...] = ()) 
     return Finding("RLC118", Severity.NOTE, path, f"`rlcfg run` refuses {message}", hint, related)
 
 
+def _group_size_refusal(norm: str, group_size: int, n_samples: int) -> Finding:
+    return _refusal(f"actor.{norm}.group_size", f"`actor.{norm}.group_size` = {group_size} with gconfig.n_samples "
+                    f"{n_samples}: rlcfg's groups are each prompt's n_samples responses",
+                    "write `group_size: ${gconfig.n_samples}`", ("gconfig.n_samples",))
+
+
 def engine_section(cfg: Any, role: str) -> str:
     if pipeline_kind(cfg) != "grpo":
         return "actor" if getattr(cfg, "actor", None) is not None else "model"
@@ -961,8 +967,8 @@ def _norm_text(norm: Any) -> str:
 
 
 @RULES.rule("areal/run-ledger", "RLC118", "`rlcfg run` refuses combinations that AReaL computes otherwise than "
-            "rlcfg's runtime (log-linear proximal log-probabilities outside the decoupled loss, normalisations "
-            "other than GRPO's, RLOO's or a batch whitening, a trainer temperature other than the sampling one, an "
+            "rlcfg's runtime (log-linear proximal log-probabilities outside the decoupled loss, reward "
+            "normalisations other than GRPO's, RLOO's or LitePPO's, groups other than n_samples, a trainer temperature other than the sampling one, an "
             "overlong penalty measured from another length, off-policy rollouts through consumer_batch_size, ...), "
             "although each key alone is honored; and the parallel sizes and backends rlcfg's runtime does not run "
             "(rlcfg/run_limits.py): on Megatron expert and context parallelism, a critic, SFT and reward-model "
@@ -1032,7 +1038,7 @@ def _run_ledger(cfg, ctx):
                            f"log-probabilities at the sampling temperature", f"write `temperature: "
                            f"${{gconfig.temperature}}` under {name}" + (" and sample (greedy: false)" if g.greedy else ""),
                            ("gconfig.temperature",))
-    # Normalisations: GRPO (group mean, with or without the group std), RLOO, a batch whitening of the advantages.
+    # Reward normalisations: GRPO (group mean, with or without the group std), RLOO, LitePPO (group mean, batch std).
     rn, an = a.reward_norm, a.adv_norm
     if rn is not None:
         supported = (rn.mean_level == "group" and rn.std_level in ("group", "batch", None)
@@ -1045,16 +1051,10 @@ def _run_ledger(cfg, ctx):
                            "before GAE",
                            "use `mean_level: group` with `std_level: group`, batch or null, or drop reward_norm")
         elif rn.group_size != g.n_samples:
-            yield _refusal("actor.reward_norm.group_size", f"`actor.reward_norm.group_size` = {rn.group_size} with "
-                           f"gconfig.n_samples {g.n_samples}: rlcfg's groups are each prompt's n_samples responses",
-                           "write `group_size: ${gconfig.n_samples}`", ("gconfig.n_samples",))
-    if an is not None and (an.mean_level, an.std_level, an.mean_leave1out, an.std_unbiased, an.eps) != (
-            "batch", "batch", False, True, 1e-5):
-        yield _refusal("actor.adv_norm", f"`actor.adv_norm` = {{{_norm_text(an)}, mean_leave1out "
-                       f"{str(an.mean_leave1out).lower()}, std_unbiased {str(an.std_unbiased).lower()}, eps {an.eps}}}: "
-                       f"rlcfg whitens the advantages over the batch only (batch mean, unbiased batch std)",
-                       "use `mean_level: batch` and `std_level: batch` with the other keys at their defaults, or "
-                       "drop adv_norm")
+            yield _group_size_refusal("reward_norm", rn.group_size, g.n_samples)
+    # adv_norm runs in every form AReaL's Normalization has (ir.TokenNorm); only its groups must be rlcfg's.
+    if an is not None and "group" in (an.mean_level, an.std_level) and an.group_size != g.n_samples:
+        yield _group_size_refusal("adv_norm", an.group_size, g.n_samples)
     if critic is None and a.discount * a.gae_lambda != 1.0 and not reference and \
             (rn is not None and rn.mean_level == "group" and rn.std_level != "batch"):
         yield _refusal("actor.discount", f"`actor.discount` × `actor.gae_lambda` = {a.discount * a.gae_lambda} with a "

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from rlcfg.frontend import check_file
+from rlcfg import ir
 from rlcfg.ir import to_json
 from rlcfg.lower import lower
 from tests.helpers import TEMPLATES
@@ -375,6 +376,16 @@ def test_a_critic_makes_it_ppo_with_gae():
     critic = exp.role("critic")
     assert critic.trains and critic.optimizer.lr == 1e-5
     assert ids(exp, "critic") == ids(exp, "actor") == (4, 5, 6, 7)  # inside the trainer processes
+
+
+def test_adv_norm_other_than_the_batch_whitening_runs_as_areals_normalization():
+    alg = lowered(GRPO, "actor.adv_norm.mean_level=group", "+actor.adv_norm.group_size=4",
+                  "+actor.adv_norm.mean_leave1out=true", "+actor.adv_norm.eps=0.001").algorithm
+    assert alg.advantage == "grpo" and not alg.batch_normalize_advantage
+    assert alg.advantage_options.token_norm == ir.TokenNorm(mean="group", std="batch", leave_one_out=True, eps=0.001)
+    # The batch form stays the whitening every dialect has, so that convert carries it.
+    alg = lowered(GRPO).algorithm
+    assert alg.batch_normalize_advantage and alg.advantage_options.token_norm is None
 
 
 def test_a_cpu_cluster_says_nothing_about_gpus():

@@ -816,8 +816,7 @@ def test_synchronous_and_asynchronous_rollouts_run():
     (("gconfig.greedy=true",), "actor.temperature"),
     (("actor.reward_norm.mean_level=batch",), "actor.reward_norm"),
     (("actor.reward_norm.group_size=8",), "actor.reward_norm.group_size"),
-    (("actor.adv_norm.mean_level=group", "+actor.adv_norm.group_size=4"), "actor.adv_norm"),
-    (("+actor.adv_norm.eps=0.1",), "actor.adv_norm"),
+    (("actor.adv_norm.mean_level=group", "+actor.adv_norm.group_size=2"), "actor.adv_norm.group_size"),
     (("actor.kl_ctl=0.0", "+actor.discount=0.9"), "actor.discount"),
     (("+actor.mask_no_eos_with_zero=true",), "actor.mask_no_eos_with_zero"),
     (("+actor.overlong_reward_penalty=true", "+actor.overlong_tokens=128", "+actor.overlong_penalty_factor=1.0",
@@ -829,6 +828,15 @@ def test_synchronous_and_asynchronous_rollouts_run():
 ])
 def test_combinations_the_runtime_computes_otherwise_are_refused(overrides, path):
     assert path in refused_paths(GRPO_TEMPLATE, *overrides)
+
+
+def test_every_adv_norm_runs_with_rlcfgs_groups():
+    # AReaL's Normalization runs in every form on the token advantages (ir.TokenNorm); only its groups are fixed.
+    for overrides in (("actor.adv_norm.mean_level=group", "actor.adv_norm.std_level=group",
+                       "+actor.adv_norm.group_size=4"),
+                      ("+actor.adv_norm.eps=0.1", "+actor.adv_norm.mean_leave1out=true"),
+                      ("actor.adv_norm.std_level=null",)):
+        assert not {p for p in refused_paths(GRPO_TEMPLATE, *overrides) if p.startswith("actor.adv_norm")}, overrides
 
 
 def test_combinations_refused_in_1_0():
