@@ -353,6 +353,9 @@ class PolicyOptions:
     # exceeds behav_imp_weight_cap leave the loss.
     decoupled: bool = False
     behav_imp_weight_cap: float | None = None
+    # AReaL 1.0's rejection_sampling masks the tokens above the cap before anything else, so its sequence-level
+    # (GSPO) ratio and mean advantage are taken over the kept tokens only; 0.4 and 0.5 cap after them.
+    cap_before_sequence_means: bool = False
     early_stop_ratio: float | None = None  # RLinf early_stop_imp_ratio: a micro-batch's loss is zeroed above it
     loss_coef: float = 1.0  # ROLL rl_loss_coef: multiplies policy + KL loss (not the entropy bonus)
 

@@ -732,11 +732,14 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
             loss = torch.where(advantages < 0, torch.minimum(loss, -advantages * spec.clip_ratio_c), loss)
     elif kind == "gspo" and o.gspo_form == "sequence":
         # AReaL _compute_sequence_level_ratio_and_advantages: exp(mean log-ratio) with its gradient, and the
-        # sequence's mean advantage on each token (no log-ratio clamp).
-        lengths = mask_f.sum(dim=1, keepdim=True).clamp(min=1.0)
-        seq = (raw_log_ratio * mask_f).sum(dim=1, keepdim=True) / lengths
+        # sequence's mean advantage on each token (no log-ratio clamp), over the tokens its loss mask keeps.
+        seq_mask = mask_f
+        if o.cap_before_sequence_means and o.behav_imp_weight_cap is not None:
+            seq_mask = mask_f * _behaviour_kept(old_logprobs, rollout_logprobs, mask_f, o.behav_imp_weight_cap)
+        lengths = seq_mask.sum(dim=1, keepdim=True).clamp(min=1.0)
+        seq = (raw_log_ratio * seq_mask).sum(dim=1, keepdim=True) / lengths
         ratio = _clamped(seq, spec, None, None).exp().expand_as(raw_log_ratio)
-        advantages = ((advantages * mask_f).sum(dim=1, keepdim=True) / lengths).expand_as(raw_log_ratio)
+        advantages = ((advantages * seq_mask).sum(dim=1, keepdim=True) / lengths).expand_as(raw_log_ratio)
         loss, was_clipped = _clip_surrogate(ratio, advantages, spec)
         clip_frac = _masked_mean(was_clipped.float(), mask_f)
     elif kind == "gspo":
@@ -811,8 +814,8 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
             weight = (old_logprobs.float() - behave).exp()
             keep = mask_f > 0
             if o.behav_imp_weight_cap is not None:
-                keep = keep & (weight <= o.behav_imp_weight_cap)
-            weight = torch.where(keep, weight, torch.zeros_like(weight))
+                keep = _behaviour_kept(old_logprobs, behave, mask_f, o.behav_imp_weight_cap) > 0
+            weight = torch.where(keep, weight, torch.zeros_like(weight))  # an infinite weight above the cap is 0
         loss = loss * weight
     if o.tis_cap is not None:
         loss = loss * tis_weights(old_logprobs, behave, mask_f, o.tis_cap, o.tis_level)
@@ -824,6 +827,17 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     approx_kl = _masked_mean(-raw_log_ratio, mask_f)
     ratio_mean = _masked_mean(ratio.detach(), mask_f)
     return loss, {"clip_frac": clip_frac.detach(), "approx_kl": approx_kl.detach(), "ratio_mean": ratio_mean, **stats}
+
+
+def _behaviour_kept(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor | None, mask: torch.Tensor,
+                    cap: float) -> torch.Tensor:
+    """1.0 for the tokens whose behaviour weight π_prox/π_behave is at most `cap` (AReaL's behav_imp_weight_cap,
+    1.0's rejection_sampling upper with metric ratio), 0.0 for the rest and outside the mask."""
+    if rollout_logprobs is None:
+        raise ValueError("decoupled PPO needs the rollout engine's log-probs")
+    with torch.no_grad():
+        weight = (old_logprobs.float() - rollout_logprobs.float()).exp()
+        return ((weight <= cap) & (mask > 0)).float()
 
 
 def sequence_mask(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask: torch.Tensor, metric: str,

@@ -752,6 +752,23 @@ def test_gspo_sequence_form_is_areals():
     close(logp.grad, [[-2 * r, -2 * r]], tol=1e-5)
 
 
+def test_gspo_sequence_means_leave_out_what_areal_1_0_rejects():
+    # AReaL 1.0 ppo_actor_loss_fn: rejection_sampling (mask, ratio, upper 5) masks the third token (π_prox/π_behave
+    # = e^2 > 5) before _compute_sequence_level_ratio_and_advantages, so the sequence ratio is exp(mean of 0.05 and
+    # 0.15) and the advantage (1 + 3)/2; the kept tokens are weighted by π_prox/π_behave = 1, the rejected one by 0.
+    logp, old = torch.tensor([[0.05, 0.15, 0.9]]), torch.zeros(1, 3)
+    behave = torch.tensor([[0.0, 0.0, -2.0]])
+    options = dict(gspo_form="sequence", decoupled=True, behav_imp_weight_cap=5.0)
+    loss, _ = A.policy_loss(logp, old, torch.tensor([[1.0, 3.0, 8.0]]), torch.ones(1, 3),
+                            spec("gspo", cap_before_sequence_means=True, **options), rollout_logprobs=behave)
+    r = math.exp(0.1)
+    close(loss, [[-2 * r, -2 * r, 0.0]], tol=1e-5)
+    # 0.4 and 0.5 (behav_imp_weight_cap) take the means over every token and cap afterwards.
+    loss, _ = A.policy_loss(logp, old, torch.tensor([[1.0, 3.0, 8.0]]), torch.ones(1, 3), spec("gspo", **options),
+                            rollout_logprobs=behave)
+    close(loss, [[-4 * 1.2, -4 * 1.2, 0.0]], tol=1e-5)  # ratio e^(1.1/3) clipped at 1 + 0.2
+
+
 def test_evaluation_metrics_are_skyrl_trains_pass_at_n_and_means():
     # skyrl-train get_metrics_from_generator_output: a prompt passes when any of its n rewards is positive.
     scores = [1.0, 0.0, -1.0, 0.0, 0.0, -0.5, -1.0, 0.5, 1.0]  # three prompts, three samples each

@@ -37,6 +37,9 @@ REASONS = {
     "algorithm.policy_options.log_ratio_min": "AReaL's loss has no log-ratio clamp",
     "algorithm.policy_options.loss_cap": "AReaL's loss has no per-token cap",
     "algorithm.policy_options.gspo_form": "AReaL's GSPO is the sequence form (importance_sampling_level)",
+    "algorithm.policy_options.cap_before_sequence_means": "AReaL 1.0's rejection_sampling leaves the rejected tokens "
+                                                          "out of GSPO's sequence means; 0.4 and 0.5's "
+                                                          "behav_imp_weight_cap weighs them out after",
     "algorithm.policy_options.tis_cap": "AReaL corrects off-policy rollouts with its decoupled loss instead",
     "algorithm.policy_options.tis_level": "AReaL corrects off-policy rollouts with its decoupled loss instead",
     "algorithm.policy_options.early_stop_ratio": "AReaL has no early stop on the importance ratio",

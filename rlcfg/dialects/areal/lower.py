@@ -389,7 +389,7 @@ def _policy(a: Any) -> tuple[str, PolicyOptions]:
     """The policy loss (areal/utils/functional ppo_actor_loss_fn, sapo_loss_fn; v1.0 grpo_loss_fn picks one) and
     its options. The decoupled loss weights each token by π_prox/π_behave (v0.3: always; 1.0: with
     rejection_sampling) and leaves out the tokens above behav_imp_weight_cap (v0.3) / rejection_sampling.upper
-    (1.0, action mask, metric ratio, token level)."""
+    (1.0, action mask, metric ratio, token level; masked before the GSPO sequence means are taken)."""
     if a.use_sapo_loss:
         kind = "sapo"
     elif a.importance_sampling_level == "sequence":
@@ -402,8 +402,10 @@ def _policy(a: Any) -> tuple[str, PolicyOptions]:
     cap = rs.upper if rs is not None else a.behav_imp_weight_cap
     # recompute_logprob (implied by the decoupled loss) makes the proximal log-probabilities the trainer's; without
     # either AReaL takes π_old of the ratio and of the KL penalty from the inference engine (Algorithm.old_logprobs).
+    decoupled = a.use_decoupled_loss
     options = PolicyOptions(gspo_form="sequence", sapo_tau_pos=a.sapo_tau_pos, sapo_tau_neg=a.sapo_tau_neg,
-                            decoupled=a.use_decoupled_loss, behav_imp_weight_cap=cap if a.use_decoupled_loss else None)
+                            decoupled=decoupled, behav_imp_weight_cap=cap if decoupled else None,
+                            cap_before_sequence_means=kind == "gspo" and decoupled and rs is not None)
     return kind, options
 
 

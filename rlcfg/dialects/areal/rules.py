@@ -1024,11 +1024,6 @@ def _run_ledger(cfg, ctx):
             yield _refusal("actor.c_clip", f"`actor.c_clip` = {a.c_clip} with importance_sampling_level sequence: "
                            f"rlcfg's sequence-level (GSPO) loss has no dual clip", "drop c_clip, or use the token level",
                            ("actor.importance_sampling_level",))
-        elif a.use_decoupled_loss and a.rejection_sampling is not None:
-            yield _refusal("actor.rejection_sampling", "`actor.rejection_sampling` with importance_sampling_level "
-                           "sequence: AReaL leaves the rejected tokens out of each sequence's mean ratio, rlcfg "
-                           "averages over all of them", "use the token level with rejection sampling",
-                           ("actor.importance_sampling_level",))
     # The temperature the log-probabilities are taken at is the sampling one in rlcfg.
     sampled = 0.0 if g.greedy else g.temperature
     for name, engine in (("actor", a), ("ref", cfg.ref if reference else None)):

@@ -325,6 +325,12 @@ def test_clipping_variants():
     alg = lowered(GRPO, *V1_PLACED, "+actor.importance_sampling_level=sequence").algorithm
     # AReaL's GSPO differentiates through the sequence ratio and uses each sequence's mean advantage.
     assert alg.policy_loss == "gspo" and alg.policy_options.gspo_form == "sequence"
+    # 1.0's rejection sampling masks before the sequence means (a flag only GSPO's sequence form reads).
+    alg = lowered(GRPO, *V1_PLACED, "+actor.importance_sampling_level=sequence",
+                  "+actor.rejection_sampling.upper=5.0").algorithm
+    assert alg.policy_options.cap_before_sequence_means and alg.policy_options.behav_imp_weight_cap == 5.0
+    alg = lowered(GRPO, *V1_PLACED, "+actor.rejection_sampling.upper=5.0").algorithm
+    assert alg.policy_loss == "regular" and not alg.policy_options.cap_before_sequence_means
 
 
 def test_overlong_penalty_starts_from_the_actors_max_new_tokens():

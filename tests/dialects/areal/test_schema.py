@@ -853,6 +853,9 @@ def test_combinations_refused_in_1_0():
     assert "actor.importance_sampling_level" in refused_paths(
         GRPO_TEMPLATE, *V1, "actor.use_decoupled_loss=false", "+actor.use_sapo_loss=true",
         "+actor.importance_sampling_level=sequence")
+    # GSPO with rejection sampling runs as 1.0 runs it: the rejected tokens leave the sequence means.
+    assert not {"actor.rejection_sampling", "actor.importance_sampling_level"} & refused_paths(
+        GRPO_TEMPLATE, *V1, "+actor.rejection_sampling.upper=5.0", "+actor.importance_sampling_level=sequence")
     assert "critic.ppo_n_minibatches" in refused_paths(PPO_TEMPLATE, "critic.ppo_n_minibatches=4")
     assert "actor.reward_norm" in refused_paths(PPO_TEMPLATE, "+actor.reward_norm.mean_level=group",
                                                 "+actor.reward_norm.std_level=group",
