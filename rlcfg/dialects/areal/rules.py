@@ -968,8 +968,9 @@ def _norm_text(norm: Any) -> str:
 
 @RULES.rule("areal/run-ledger", "RLC118", "`rlcfg run` refuses combinations that AReaL computes otherwise than "
             "rlcfg's runtime (log-linear proximal log-probabilities outside the decoupled loss, reward "
-            "normalisations other than GRPO's, RLOO's or LitePPO's, groups other than n_samples, a trainer temperature other than the sampling one, an "
-            "overlong penalty measured from another length, off-policy rollouts through consumer_batch_size, ...), "
+            "normalisations other than GRPO's, RLOO's or LitePPO's, groups other than n_samples, a trainer "
+            "temperature other than the sampling one, an overlong penalty measured from another length, off-policy "
+            "rollouts through consumer_batch_size, ...), "
             "although each key alone is honored; and the parallel sizes and backends rlcfg's runtime does not run "
             "(rlcfg/run_limits.py): on Megatron expert and context parallelism, a critic, SFT and reward-model "
             "training; on FSDP Ulysses (`c`) and the t, p and e sizes; LoRA outside the RL actor; vision-language "
