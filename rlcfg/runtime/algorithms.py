@@ -720,6 +720,19 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     raw_log_ratio = logp - old_logprobs.float()
     zero = torch.zeros((), device=logp.device)
     clip_frac = zero
+    behave = None
+    if o.decoupled or o.tis_cap is not None or o.sequence_mask is not None:
+        if rollout_logprobs is None:
+            raise ValueError("decoupled PPO, truncated importance sampling and the sequence mask need the rollout "
+                             "engine's log-probs")
+        behave = rollout_logprobs.float()
+    # The decoupled loss's tokens: within the mask and, with a cap, a behaviour weight π_prox/π_behave ≤ cap.
+    behaviour_kept = mask_f > 0
+    if o.decoupled:
+        with torch.no_grad():
+            weight = (old_logprobs.float() - behave).exp()
+            if o.behav_imp_weight_cap is not None:
+                behaviour_kept = behaviour_kept & (weight <= o.behav_imp_weight_cap)
     kind = spec.kind
     if kind in ("regular", "dual_clip"):
         log_ratio = _clamped(raw_log_ratio, spec, -20.0, 20.0)
@@ -733,9 +746,7 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     elif kind == "gspo" and o.gspo_form == "sequence":
         # AReaL _compute_sequence_level_ratio_and_advantages: exp(mean log-ratio) with its gradient, and the
         # sequence's mean advantage on each token (no log-ratio clamp), over the tokens its loss mask keeps.
-        seq_mask = mask_f
-        if o.cap_before_sequence_means and o.behav_imp_weight_cap is not None:
-            seq_mask = mask_f * _behaviour_kept(old_logprobs, rollout_logprobs, mask_f, o.behav_imp_weight_cap)
+        seq_mask = behaviour_kept.float() if o.decoupled and o.cap_before_sequence_means else mask_f
         lengths = seq_mask.sum(dim=1, keepdim=True).clamp(min=1.0)
         seq = (raw_log_ratio * seq_mask).sum(dim=1, keepdim=True) / lengths
         ratio = _clamped(seq, spec, None, None).exp().expand_as(raw_log_ratio)
@@ -804,19 +815,9 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         raise ValueError(f"unknown policy loss {kind!r}; expected one of {', '.join(POLICY_LOSSES)}")
     if o.loss_cap is not None:
         loss = torch.minimum(loss, torch.full_like(loss, o.loss_cap))
-    if o.decoupled or o.tis_cap is not None or o.sequence_mask is not None:
-        if rollout_logprobs is None:
-            raise ValueError("decoupled PPO, truncated importance sampling and the sequence mask need the rollout "
-                             "engine's log-probs")
-        behave = rollout_logprobs.float()
     if o.decoupled:
-        with torch.no_grad():
-            weight = (old_logprobs.float() - behave).exp()
-            keep = mask_f > 0
-            if o.behav_imp_weight_cap is not None:
-                keep = _behaviour_kept(old_logprobs, behave, mask_f, o.behav_imp_weight_cap) > 0
-            weight = torch.where(keep, weight, torch.zeros_like(weight))  # an infinite weight above the cap is 0
-        loss = loss * weight
+        # A weight above the cap, infinite ones included, is 0.
+        loss = loss * torch.where(behaviour_kept, weight, torch.zeros_like(weight))
     if o.tis_cap is not None:
         loss = loss * tis_weights(old_logprobs, behave, mask_f, o.tis_cap, o.tis_level)
     stats = {}
@@ -827,17 +828,6 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     approx_kl = _masked_mean(-raw_log_ratio, mask_f)
     ratio_mean = _masked_mean(ratio.detach(), mask_f)
     return loss, {"clip_frac": clip_frac.detach(), "approx_kl": approx_kl.detach(), "ratio_mean": ratio_mean, **stats}
-
-
-def _behaviour_kept(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor | None, mask: torch.Tensor,
-                    cap: float) -> torch.Tensor:
-    """1.0 for the tokens whose behaviour weight π_prox/π_behave is at most `cap` (AReaL's behav_imp_weight_cap,
-    1.0's rejection_sampling upper with metric ratio), 0.0 for the rest and outside the mask."""
-    if rollout_logprobs is None:
-        raise ValueError("decoupled PPO needs the rollout engine's log-probs")
-    with torch.no_grad():
-        weight = (old_logprobs.float() - rollout_logprobs.float()).exp()
-        return ((weight <= cap) & (mask > 0)).float()
 
 
 def sequence_mask(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask: torch.Tensor, metric: str,

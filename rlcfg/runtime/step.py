@@ -218,9 +218,9 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     alg = s.algorithm
     batch, raw_scores, finished = make_batch(groups, s.pad_token_id)
     from_rollout = alg.old_logprobs in ("rollout", "interpolated")
-    engine = rollout_logprobs(groups, batch["response_mask"].shape[1]) \
-        if alg.needs_rollout_logprobs() or from_rollout else None
-    if alg.needs_rollout_logprobs():
+    needs_engine = alg.needs_rollout_logprobs()
+    engine = rollout_logprobs(groups, batch["response_mask"].shape[1]) if needs_engine or from_rollout else None
+    if needs_engine:
         batch["rollout_logprobs"] = engine
     if from_rollout:
         # Even an on-policy update takes its ratio against the engine's log-probs, not its own forward pass, so

@@ -385,6 +385,8 @@ def entry_estimator(entry_runs: str | None) -> str | None:
     """The advantage estimator the launch's entry module, as released, registers (CheckResult.entry_runs), or None."""
     return next((name for name, runs in ENTRY_ESTIMATORS.items() if entry_runs is not None and entry_runs == runs),
                 None)
+
+
 # The modules of SkyRL itself: an entrypoint among them runs main_base's loop (the launchers name the ones that do).
 FRAMEWORK_MODULE = re.compile(r"(skyrl|skyrl_train)\.")
 DAPO_ENTRY_KEYS = (("trainer", "algorithm", "overlong_buffer_len"),
