@@ -459,6 +459,11 @@ class Algorithm:
     # with it) before the split into mini-batches: the same order every step (RLinf shuffle_rollout,
     # get_iterator_k_split). None: the samples keep their order.
     shuffle_seed: int | None = None
+    # Each data-parallel rank's share of a step dealt by length instead of in drawn order (ChatLearn's rollout
+    # manager, RolloutManager.data_balance): the samples, longest (prompt + response) first, each to the rank whose
+    # share holds the fewest tokens so far (the lower rank on a tie) until every share is full. A rank's mini-batches
+    # then run from its longest samples to its shortest.
+    balance_ranks_by_length: bool = False
     kl: KL = field(default_factory=KL)
     entropy_coef: float = 0.0
     value_clip: float | None = None
@@ -564,6 +569,25 @@ class Data:
 
 
 @dataclass(frozen=True)
+class PartialRollout:
+    """Responses generated over several steps' rollouts, in rounds (ChatLearn's partial rollout,
+    PartialRolloutManager). Each step generates its new prompts' responses and continues the unfinished ones, each
+    under the step's weights, for at most its round's share of max_new_tokens (int(max_new_tokens × share)). A response
+    is finished when a round ends it short of that round's limit, or after the last round. A prompt's finished
+    responses are trained in the step where more than `min_finished` of them have finished, and every later one in the
+    step it finishes; each is normalised, as GRPO, against the rewards of its prompt's responses trained so far, which
+    are kept until `rewards_kept_until` have gathered (ChatLearn's AdvantageComputer). Unfinished responses carry over
+    to the next step, and into checkpoints."""
+
+    round_shares: tuple[float, ...]
+    min_finished: int
+    rewards_kept_until: int
+
+    def round_limits(self, max_new_tokens: int) -> tuple[int, ...]:
+        return tuple(int(max_new_tokens * share) for share in self.round_shares)
+
+
+@dataclass(frozen=True)
 class Schedule:
     """The batch algebra of one training step, in samples (a sample is one response)."""
 
@@ -589,6 +613,8 @@ class Schedule:
     # False: rollouts run ahead within an epoch only, and each epoch's first step generates under the weights that
     # train on it (SkyRL's one-step off-policy trainer starts a new generator every epoch).
     ahead_across_epochs: bool = True
+    # None: every step's responses are generated whole, in the step that trains on them.
+    partial_rollout: PartialRollout | None = None
 
     def steps_generating_at_once(self) -> int:
         """Whole steps' rollouts that may generate at once when they run ahead: at least one (a framework that

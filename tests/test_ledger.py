@@ -185,6 +185,9 @@ PROBES: dict[str, list[tuple[str, ...]]] = {
     "rlinf": [("actor.lr_sched.lr_warmup_fraction=null",)],
     # LoRA's settings count only where it is on
     "areal": [("+actor.use_lora=true",)],
+    # partial rollout's settings count only where it is on (and runs: one optimizer step per episode)
+    "chatlearn": [("runtime_args.use_partial_rollout=true", "runtime_args.train_global_batch_size=2048",
+                   "runtime_args.sample_per_episode=2048")],
     # the importance weight's settings count only where it is on
     "roll": [("++train_infer_correction.is_weight.enabled=true", "++train_infer_correction.is_weight.upper_bound=2.0")],
 }

@@ -484,6 +484,8 @@ GENERIC_REASONS = {
     "model.path": "{T} loads one model path for these roles",
     "parallelism.tp": "{T} constrains the rollout's tensor parallelism",
     "kl.controller.target": "{T} has no adaptive KL controller here",
+    "algorithm.balance_ranks_by_length": "{T} hands each data-parallel rank its share of a step in another order",
+    "schedule.partial_rollout": "{T} generates each response whole, in the step that trains on it",
 }
 
 

@@ -301,6 +301,11 @@ def _batch(plan: ExecutionPlan) -> list[str]:
                                               "generating at once"
                                               + ("" if sch.ahead_across_epochs else
                                                  "; each epoch's first step waits for the last update")))
+    if sch.partial_rollout is not None:
+        limits = sch.partial_rollout.round_limits(exp.sampling.max_new_tokens)
+        rows.append(("partial rollout", f"rounds of up to {', '.join(f'{t:,}' for t in limits)} tokens, unfinished "
+                                        "responses continue in the next step; a prompt's finished responses train "
+                                        f"once more than {sch.partial_rollout.min_finished} have finished"))
     width = max(len(k) for k, _ in rows)
     return ["", "batch schedule (one step)"] + [f"  {k:<{width}}  {v}" for k, v in rows]
 

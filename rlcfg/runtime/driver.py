@@ -27,6 +27,7 @@ from rlcfg.runtime import step as S
 from rlcfg.runtime.ahead import AheadStep, RolloutsAhead
 from rlcfg.runtime.backends import preflight
 from rlcfg.runtime.environment import looks_like_hub_id
+from rlcfg.runtime.partial import PartialRollouts, PartialRolloutStarved, Response
 from rlcfg.runtime.shell import (Cluster, RunOptions, RunResult, RunShell, plan_here, rollout_engines, run_length,
                                  run_tokenizer, threads_for, worker_path)
 from rlcfg.runtime.specs import RolloutSpec
@@ -74,6 +75,12 @@ class Run(RunShell):
             forward_micro_batch={r.name: r.forward_micro_batch_size or r.micro_batch_size or b.micro_batch_size or 8
                                  for r in exp.roles})
         self.filters = self.alg.filter_spec()
+        partial = exp.schedule.partial_rollout
+        self.partial = PartialRollouts(partial, exp.sampling.max_new_tokens, self.alg.group_size,
+                                       self.alg.advantage_options) if partial else None
+        if self.partial is not None:
+            # Each step trains the responses that finished, however many: all of them in one optimizer step.
+            self.step_settings = replace(self.step_settings, samples_per_rank=None)
         # The KL coefficient of the next step: KL.controller moves it after every step (Update.next_kl_coef);
         # checkpoints keep it (driver.json `kl_coef`).
         self.kl_coef = float(self.alg.kl.coef)
@@ -215,7 +222,7 @@ class Run(RunShell):
             if sch.max_staleness else None
         self.fused = (self.opt.fused_step and self.hybrid and len(self.actor) == 1 and not self.critic
                       and self.reference in ([], self.actor) and not S.filters_active(self.filters)
-                      and self.ahead is None)
+                      and self.ahead is None and self.partial is None)
         self.last_reply = 0.0
 
     def _engines_sharing_gpus(self) -> list[bool]:
@@ -240,9 +247,10 @@ class Run(RunShell):
         return self.exp.role("reference") is not None
 
     def _submit(self, prompt_ids: list[tuple[int, ...]], sampling: Sampling, seed: int,
-                answers: list[str | None]) -> list[Any]:
+                answers: list[str | None] | None) -> list[Any]:
         """Start generation on every engine (a contiguous share of the prompts each), scoring the responses
-        there; `answers` has one entry per sample (n per prompt). Returns the calls' ObjectRefs."""
+        there; `answers` has one entry per sample (n per prompt), or is None to score nothing. Returns the calls'
+        ObjectRefs."""
         k = len(self.rollout)
         n = sampling.n
         share = -(-len(prompt_ids) // k)
@@ -250,16 +258,16 @@ class Run(RunShell):
         weights, self.pending_weights = self.pending_weights, None
         for e, engine in enumerate(self.rollout):
             part = [list(p) for p in prompt_ids[e * share:(e + 1) * share]]
+            scored = None if answers is None else answers[e * share * n:(e + 1) * share * n]
             # Every engine takes the pending weights, even one without prompts this time.
-            calls.append(engine.generate.remote(part, sampling, seed * 1009 + e, weights,
-                                                answers[e * share * n:(e + 1) * share * n]))
+            calls.append(engine.generate.remote(part, sampling, seed * 1009 + e, weights, scored))
         return calls
 
     def _finish(self, calls: list[Any]):
         results = self.cluster.ray.get(calls)
         gens = [g for out, _info in results for g in out]
-        scores = [x for _o, info in results for x in info["scores"]]
-        texts = [x for _o, info in results for x in info["texts"]]
+        scores = [x for _o, info in results for x in info.get("scores", ())]  # none where nothing was scored
+        texts = [x for _o, info in results for x in info.get("texts", ())]
         infos = [info for _o, info in results]
         times = {"generate": max(i["generate_s"] for i in infos), "weight_load": max(i["load_s"] for i in infos),
                  "reward": max(i.get("reward_s", 0.0) for i in infos),
@@ -342,6 +350,60 @@ class Run(RunShell):
                       "data/groups_seen": len(seen), "data/groups_passed": sum(passed),
                       "data/groups_kept": len(live), "data/epoch": self.sampler.epoch}
 
+    def _collect_partial(self, step: int, timing: dict[str, float]):
+        """A step of partial rollout (ir.PartialRollout; the bookkeeping is runtime/partial.py's): the step's new
+        prompts' responses join the unfinished ones, each generates up to its round's limit under the current
+        weights (one generation per limit, continuing from its prompt and the tokens so far), and the responses of
+        the prompts with enough finished are scored on their rounds' texts and normalised. Returns the groups (one
+        response each), the data and partial-rollout metrics, and the advantages."""
+        t0 = time.perf_counter()
+        idx = self.sampler.next()
+        data = self.train_data
+        n = self.alg.group_size
+        new = [Response(prompt=i, answer=data.answers[i], started=step) for i in idx for _ in range(n)]
+        pending = self.partial.start(new)
+        by_limit: dict[int, list[int]] = {}
+        for k, response in enumerate(pending):
+            by_limit.setdefault(self.partial.limit(response), []).append(k)
+        sampling = self._sampling()
+        calls = []
+        for j, (limit, ks) in enumerate(sorted(by_limit.items())):
+            inputs = [tuple(data.token_ids[pending[k].prompt]) + tuple(pending[k].tokens) for k in ks]
+            calls.append((ks, self._submit(inputs, replace(sampling, n=1, max_new_tokens=limit),
+                                           self.exp.seed * 100_003 + step * 7 + j, None)))
+        generated: list[list[int]] = [[] for _ in pending]
+        for ks, call in calls:
+            gens, _scores, _texts, times = self._finish(call)
+            for k, (tokens, _logprobs, _finished) in zip(ks, gens):
+                generated[k] = list(tokens)
+            for key, value in times.items():
+                timing[key] = timing.get(key, 0.0) + value
+        train = self.partial.after_round(pending, generated)
+        if not train:
+            raise PartialRolloutStarved(
+                f"step {step}: partial rollout finished no prompt's responses this step (a prompt's go to training "
+                f"once more than {self.partial.min_finished} of them have finished), so the step has nothing to "
+                "train on; ChatLearn stops here too. Give the first round a larger share of the response length, or "
+                "lower mini_response_per_prompt")
+        scores, texts = self._score_rounds(train)
+        advantages = self.partial.advantages(train, scores)
+        timing["rollout_call"] = time.perf_counter() - t0
+        groups = [{"index": r.prompt, "prompt": data.token_ids[r.prompt], "responses": [(r.tokens, None, r.ended)],
+                   "scores": [score], "texts": [text]} for r, score, text in zip(train, scores, texts)]
+        info = {"data/prompt_indices": idx, "data/draws": 1, "data/groups_seen": len(idx),
+                "data/groups_passed": len(idx), "data/groups_kept": len(idx), "data/epoch": self.sampler.epoch,
+                **self.partial.metrics(step, train, len(pending))}
+        return groups, info, advantages
+
+    def _score_rounds(self, train: list[Response]) -> tuple[list[float], list[str]]:
+        """Score responses generated in rounds on the rollout workers (a contiguous share each)."""
+        share = -(-len(train) // len(self.rollout))
+        parts = [train[e * share:(e + 1) * share] for e in range(len(self.rollout))]
+        results = self.cluster.ray.get([engine.score_rounds.remote([r.rounds for r in part],
+                                                                   [r.answer for r in part])
+                                        for engine, part in zip(self.rollout, parts) if part])
+        return [x for scores, _ in results for x in scores], [x for _, texts in results for x in texts]
+
     def _split(self, batch: dict[str, Any], parts: int) -> list[dict[str, Any]]:
         """Equal shares of the rows, as numpy arrays: Ray ships those out of band, where a torch tensor goes
         through torch.save and torch.load (the workers turn them back into tensors)."""
@@ -373,6 +435,7 @@ class Run(RunShell):
         ray = self.cluster.ray
         exp = self.exp
         timing: dict[str, float] = {}
+        advantages = None  # computed with the rollouts only by partial rollout
         t_step = time.perf_counter()  # until the step's rollouts are scored, the trainers wait for them
         if self.ahead is not None:
             entry = self._take_ahead(step)
@@ -384,6 +447,10 @@ class Run(RunShell):
             data_info["data/epoch"] = entry.epoch
             self._top_up(step)  # this step's rollouts are done: the next ones may start before it trains
             data_info.update(self._ahead_metrics(step, entry))
+        elif self.partial is not None:
+            groups, data_info, advantages = self._collect_partial(step, timing)
+            timing["rollout_wait"] = time.perf_counter() - t_step
+            self.sampler_state = self.sampler.state_dict()
         else:
             first, self.prefetched = self.prefetched, None
             groups, data_info = self._collect(step, timing, first)
@@ -393,7 +460,8 @@ class Run(RunShell):
         update = S.prepare_update(
             groups, self.step_settings, max(self._shards("actor", self.actor)) + 1,
             lambda role, batch: self._compute(workers[role], batch, exp.role(role), timing, S.COMPUTE_TIMING[role]),
-            timing, kl_coef=self.kl_coef, staleness=entry.staleness if self.ahead is not None else 0)
+            timing, kl_coef=self.kl_coef, staleness=entry.staleness if self.ahead is not None else 0,
+            advantages=advantages)
         if update.next_kl_coef is not None:
             self.kl_coef = update.next_kl_coef
         batch = update.batch
@@ -410,7 +478,9 @@ class Run(RunShell):
                 weight_refs.append(weights_ref)
         if weight_refs:
             self.pending_weights = weight_refs[0]  # loaded by the engines at their next generate
-        if prefetch and self.ahead is None:  # asynchronous rollouts have started the next steps already
+        # Asynchronous rollouts have started the next steps already; partial rollout's next step continues the
+        # responses this one left unfinished.
+        if prefetch and self.ahead is None and self.partial is None:
             self.prefetched = self._draw(step + 1, 0)
         if self.critic:
             ccfg = S.critic_cfg(update, len(self.critic), self.alg,
@@ -502,6 +572,14 @@ class Run(RunShell):
         _gens, scores, _texts, _times = self._rollout(ids, sampling, self.exp.seed,
                                                       [a for a in self.eval_data.answers for _ in range(n)])
         return A.evaluation_metrics(scores, n)
+
+    def carried_state(self) -> dict[str, Any]:
+        # Partial rollout's unfinished responses continue after a resume, as they would have without it.
+        return {"partial_rollout": self.partial.state_dict()} if self.partial is not None else {}
+
+    def load_carried_state(self, state: dict[str, Any]) -> None:
+        if self.partial is not None and state.get("partial_rollout") is not None:
+            self.partial.load_state_dict(state["partial_rollout"])
 
     def _sync_weights(self) -> None:
         """Push the actor's weights to the rollout engines now (after a restore)."""

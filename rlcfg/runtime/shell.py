@@ -694,7 +694,8 @@ class RunShell:
         torch.save({"python": random.getstate(), "torch": torch.get_rng_state()}, os.path.join(tmp, "driver_rng.pt"))
         metrics["time/checkpoint"] = time.perf_counter() - t0
         state = {"step": step, "sampler": self.sampler_state, "experiment": self.exp.name,
-                 "total_steps": self.total_steps, "metrics": metrics, "kl_coef": self.kl_coef}
+                 "total_steps": self.total_steps, "metrics": metrics, "kl_coef": self.kl_coef,
+                 **self.carried_state()}
         path = ckpt.commit(tmp, self.ckpt_root, step, state, settings=to_json(self.exp))
         ckpt.prune(self.ckpt_root, self.exp.checkpointing.keep_last)
         return path
@@ -716,6 +717,7 @@ class RunShell:
         self.sampler_state = self.sampler.state_dict()
         if state.get("kl_coef") is not None:  # checkpoints before the controller was carried: the configured one
             self.kl_coef = float(state["kl_coef"])
+        self.load_carried_state(state)
         rng_file = os.path.join(path, "driver_rng.pt")
         if os.path.exists(rng_file):
             rng = torch.load(rng_file, weights_only=True)
@@ -880,3 +882,11 @@ class RunShell:
     def _sync_weights(self) -> None:
         """Bring whatever serves the trained model up to its weights (after a restore)."""
         raise NotImplementedError
+
+    def carried_state(self) -> dict[str, Any]:
+        """What a kind of run carries from step to step beyond the sampler and the KL coefficient, as JSON: it
+        goes into the driver's state of every checkpoint."""
+        return {}
+
+    def load_carried_state(self, state: dict[str, Any]) -> None:
+        """Take back carried_state() from a checkpoint's driver state."""

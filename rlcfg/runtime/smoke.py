@@ -217,6 +217,15 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
         concurrency = max(1, schedule.rollout_concurrency * new_prompts // prompts)
         new_schedule = replace(new_schedule, rollout_concurrency=concurrency)
         subs.append(Substitution("prompts generating at once", str(schedule.rollout_concurrency), str(concurrency)))
+    partial = schedule.partial_rollout
+    if partial is not None and group != alg.group_size:
+        # The share of a group that sends its prompt to training, kept: with the whole group's count it never would.
+        min_finished = partial.min_finished * group // alg.group_size
+        kept_until = max(1, partial.rewards_kept_until * group // alg.group_size)
+        new_schedule = replace(new_schedule, partial_rollout=replace(partial, min_finished=min_finished,
+                                                                     rewards_kept_until=kept_until))
+        subs.append(Substitution("partial rollout: finished responses before a prompt trains",
+                                 f"more than {partial.min_finished}", f"more than {min_finished}"))
     if new_prompts != prompts:
         subs.append(Substitution("prompts per step", str(prompts), f"{new_prompts} (÷{prompts // new_prompts})"
                                  if prompts % new_prompts == 0 else str(new_prompts)))

@@ -58,13 +58,15 @@ class Update:
     # The KL coefficient for the next step (KL.controller: adaptive moves it, fixed keeps it); None without a
     # measured KL. The driver carries it into the next prepare_update's `kl_coef`.
     next_kl_coef: float | None = None
+    # The rows that are samples; the batch's rows after them only even out the shards (no loss).
+    rows: int | None = None
 
     def outcome(self) -> dict[str, Any]:
         """What step_metrics reads, without the batch: small enough to return from a worker, and as numpy
         arrays, which Ray passes without torch's serializer (a millisecond per reply for four tensors)."""
         return {"raw_scores": self.raw_scores.numpy(), "shaped_scores": self.shaped_scores.numpy(),
                 "lengths": self.lengths.numpy(), "finished": self.finished.numpy(),
-                "tokens": float(self.batch["attention_mask"].sum())}
+                "tokens": float(self.batch["attention_mask"][:self.rows].sum())}
 
 
 def make_groups(indices: list[int], prompts: list[Any], generations: list[Any], scores: list[float],
@@ -208,15 +210,44 @@ def shuffle_within_shards(batch: dict[str, Any], shards: int, seed: int) -> dict
     return {k: v[order] for k, v in batch.items()}
 
 
+def balance_by_length(batch: dict[str, Any], shards: int) -> dict[str, Any]:
+    """The rows dealt to the shards by length (Algorithm.balance_ranks_by_length, ChatLearn's
+    RolloutManager.data_balance): longest first (a stable sort, so equal lengths keep their order), each to the
+    shard whose rows hold the fewest tokens so far, the lower shard on a tie, until every shard has its share."""
+    import heapq
+
+    import torch
+
+    lengths = batch["attention_mask"].sum(dim=1).tolist()
+    share = len(lengths) // shards
+    rows: list[list[int]] = [[] for _ in range(shards)]
+    open_shards = [(0, r) for r in range(shards)]
+    for i in sorted(range(len(lengths)), key=lambda i: -lengths[i]):
+        tokens, r = heapq.heappop(open_shards)
+        rows[r].append(i)
+        if len(rows[r]) < share:
+            heapq.heappush(open_shards, (tokens + lengths[i], r))
+    order = torch.tensor([i for shard in rows for i in shard], dtype=torch.long)
+    return {k: v[order] for k, v in batch.items()}
+
+
 def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
                    compute: Callable[[str, dict[str, Any]], Any], timing: dict[str, float],
-                   kl_coef: float | None = None, staleness: int = 0) -> Update:
+                   kl_coef: float | None = None, staleness: int = 0,
+                   advantages: list[float] | None = None) -> Update:
     """Batch, shaped rewards, the log-probs and values the algorithm needs (`compute(role, batch)` returns
     them for the whole batch, timing itself), advantages and the actor's update settings. `kl_coef` is the
     current KL coefficient when a controller moves it (None: the configured one); `staleness`: how many updates
-    before this one the step's rollouts were generated."""
+    before this one the step's rollouts were generated. `advantages`: one per sample, computed already (partial
+    rollout: one response per group, as many as finished); the shards are evened out with rows of no loss."""
     alg = s.algorithm
+    rows = None
+    if advantages is not None:
+        rows = len(groups)
+        groups = groups + [dict(groups[-1], loss_masked=True)] * ((-rows) % shards)
     batch, raw_scores, finished = make_batch(groups, s.pad_token_id)
+    if rows is not None:
+        batch["response_mask"][rows:] = 0.0  # rows that even out the shards: no loss, no metric
     from_rollout = alg.old_logprobs in ("rollout", "interpolated")
     needs_engine = alg.needs_rollout_logprobs()
     engine = rollout_logprobs(groups, batch["response_mask"].shape[1]) if needs_engine or from_rollout else None
@@ -243,7 +274,8 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
                             batch["attention_mask"].sum(dim=1) - lengths)
     timing["advantage"] = time.perf_counter() - t0
 
-    metrics: dict[str, Any] = rollout_metrics(groups, raw_scores, alg.group_size)
+    metrics: dict[str, Any] = rollout_metrics(groups[:rows], raw_scores[:rows],
+                                              alg.group_size if advantages is None else 1)
     if s.needs_reference:
         batch["ref_logprobs"] = compute("reference", batch)
     if not from_rollout and (not s.on_policy or (s.needs_reference and alg.kl.placement == "reward")):
@@ -279,13 +311,19 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
                              alg.weighting).unsqueeze(1)
     # ROLL computes the advantages under the kept samples' mask (compute_advantage with final_response_mask), so
     # that whitening's mean and variance leave the dropped samples out; their rows are zero either way.
-    adv, returns = A.compute_advantages(
-        scores, mask if kept is None else mask * kept, estimator=alg.advantage, group_size=alg.group_size,
-        options=alg.advantage_options,
-        normalize_std=alg.normalize_advantage_std, batch_normalize=alg.batch_normalize_advantage, gamma=alg.gamma,
-        lam=alg.lam, kl_penalty=penalty, kl_mode=alg.kl.reward_mode,
-        normalized_clip=alg.reward.clip if alg.reward.order == "clip_normalized" else None,
-        values=batch.get("old_values"))
+    if advantages is not None:
+        import torch
+
+        given = torch.tensor(advantages + [0.0] * (mask.shape[0] - len(advantages)), dtype=mask.dtype)
+        adv, returns = given.unsqueeze(1) * mask, None
+    else:
+        adv, returns = A.compute_advantages(
+            scores, mask if kept is None else mask * kept, estimator=alg.advantage, group_size=alg.group_size,
+            options=alg.advantage_options,
+            normalize_std=alg.normalize_advantage_std, batch_normalize=alg.batch_normalize_advantage,
+            gamma=alg.gamma, lam=alg.lam, kl_penalty=penalty, kl_mode=alg.kl.reward_mode,
+            normalized_clip=alg.reward.clip if alg.reward.order == "clip_normalized" else None,
+            values=batch.get("old_values"))
     if returns is not None:
         batch["returns"] = returns
     batch["advantages"] = adv
@@ -297,6 +335,9 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     batch["response_mask"] = loss_mask
     if alg.shuffle_seed is not None:
         batch = shuffle_within_shards(batch, shards, alg.shuffle_seed)
+        loss_mask = batch["response_mask"]
+    elif alg.balance_ranks_by_length:
+        batch = balance_by_length(batch, shards)
         loss_mask = batch["response_mask"]
     timing["advantage"] += time.perf_counter() - t0
 
@@ -311,8 +352,8 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
            "loss": alg.actor_loss_spec(),
            "aggregation": alg.value_aggregation or alg.loss_aggregation, "normalization": alg.loss_normalization,
            "value_clip": alg.value_clip}
-    return Update(batch=batch, cfg=cfg, raw_scores=raw_scores, shaped_scores=scores, finished=finished,
-                  lengths=lengths, metrics=metrics, next_kl_coef=next_coef)
+    return Update(batch=batch, cfg=cfg, raw_scores=raw_scores[:rows], shaped_scores=scores[:rows],
+                  finished=finished[:rows], lengths=lengths[:rows], metrics=metrics, next_kl_coef=next_coef, rows=rows)
 
 
 # How many of a step's responses go into its metrics line (one per group, the first groups), for people to read.

@@ -252,6 +252,18 @@ class RewardScorer:
         if new:
             self._texts.update(zip(new, self.tokenizer.batch_decode([list(k) for k in new], skip_special_tokens=True)))
         texts = [self._texts[k] for k in keys]
+        return self.score_texts(texts, answers), texts
+
+    def score_rounds(self, responses: list[list[list[int]]], answers: list[str | None]
+                     ) -> tuple[list[float], list[str]]:
+        """Responses generated in rounds (partial rollout), each scored on the texts of its rounds joined: ChatLearn
+        decodes every round's tokens on its own and concatenates the strings (PartialRolloutManager.update_data)."""
+        rounds = [r for response in responses for r in response]
+        decoded = iter(self.tokenizer.batch_decode(rounds, skip_special_tokens=True) if rounds else [])
+        texts = ["".join(next(decoded) for _ in response) for response in responses]
+        return self.score_texts(texts, answers), texts
+
+    def score_texts(self, texts: list[str], answers: list[str | None]) -> list[float]:
         # Verifiers are pure functions of (text, answer), and math-verify's parse costs most of a millisecond:
         # each distinct pair is scored once while the memo stays under its bound.
         if len(self._scores) > 200_000:
@@ -262,7 +274,7 @@ class RewardScorer:
             if score is None:
                 score = self._scores[pair] = float(self.fn(*pair))
             scores.append(score)
-        return scores, texts
+        return scores
 
 
 class _Generating:
@@ -310,6 +322,9 @@ class _Generating:
             info["reward_s"] = time.perf_counter() - start
         self._done_at = time.perf_counter()
         return out, info
+
+    def score_rounds(self, responses: list[list[list[int]]], answers: list[str | None]):
+        return self.scorer.score_rounds(responses, answers)
 
     def update_weights(self, named_tensors: Mapping[str, Any]) -> int:
         return self.rollout.update_weights(named_tensors)

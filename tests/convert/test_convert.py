@@ -185,3 +185,30 @@ def test_the_packages_sequence_mask_converts_only_where_it_means_the_same():
     train = convert("python", "skyrl", command, release="skyrl-0.4.0")
     lost = {loss.path: loss.reason for loss in train.losses}
     assert "only in the `skyrl` package from 0.2.0" in lost["algorithm.policy_options.sequence_mask"]
+
+
+def test_chatlearns_rollout_manager_converts_to_chatlearn_and_is_a_loss_elsewhere():
+    manager = ["runtime_args.use_rollout_manager=true", "runtime_args.rollout_backend=sglang",
+               "models.policy.is_sync_mode=false", "runtime_args.data_rerank=false",
+               "models.rollout_manager.num_cpu=1", "models.rollout_manager.cpu_per_process=1"]
+    source = str(ROOT / "templates/chatlearn-fsdp-vllm.yaml")
+    same = convert(source, "chatlearn", manager)
+    assert "use_rollout_manager: true" in same.text and "data_rerank: false" in same.text
+    assert not [loss.path for loss in same.losses if loss.path.startswith("algorithm")]
+    to_skyrl = convert(source, "skyrl", manager)
+    lost = {loss.path: loss for loss in to_skyrl.losses}
+    assert (lost["algorithm.balance_ranks_by_length"].source, lost["algorithm.balance_ranks_by_length"].target) == \
+        (True, False)
+
+
+def test_chatlearns_partial_rollout_converts_to_chatlearn_and_is_a_loss_elsewhere():
+    partial = ["runtime_args.use_partial_rollout=true", "runtime_args.train_global_batch_size=2048",
+               "models.partial_rollout_manager.rollout_ratio=[0.25,0.75]",
+               "models.partial_rollout_manager.mini_response_per_prompt=4"]
+    source = str(ROOT / "templates/chatlearn-fsdp-vllm.yaml")
+    same = convert(source, "chatlearn", partial)
+    assert "use_partial_rollout: true" in same.text and "mini_response_per_prompt: 4" in same.text
+    assert not [loss.path for loss in same.losses if loss.path.startswith("schedule")]
+    lost = {loss.path: loss for loss in convert(source, "roll", partial).losses}
+    assert lost["schedule.partial_rollout"].target is None
+    assert "generates each response whole" in lost["schedule.partial_rollout"].reason

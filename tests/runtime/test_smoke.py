@@ -322,6 +322,45 @@ def test_areal_s_asynchronous_example_smoke_runs_as_written(tmp_path, cache):
     assert len(staleness) == 4 and all(s <= 2 for s in staleness) and staleness[0] == 0 and max(staleness) == 1
 
 
+PARTIAL_ROLLOUT = ("runtime_args.use_partial_rollout=true", "runtime_args.train_global_batch_size=2048",
+                   # Rounds of 3 and 29 of the stand-in's 32 tokens: "8<eos>" ends in the first, "16<eos>" fills it.
+                   "models.partial_rollout_manager.rollout_ratio=[0.09375,0.90625]",
+                   "models.partial_rollout_manager.mini_response_per_prompt=1",
+                   "models.partial_rollout_manager.num_cpu=1", "models.partial_rollout_manager.cpu_per_process=1")
+PARTIAL_KEYS = ("partial/generated", "partial/trained", "partial/unfinished", "partial/steps_waited_max",
+                "reward/mean", "data/prompt_indices")
+
+
+def test_chatlearns_partial_rollout_continues_responses_in_later_steps_and_across_a_resume(tmp_path, cache):
+    template = str(TEMPLATES / "chatlearn-fsdp-vllm.yaml")
+    whole, split = tmp_path / "whole", tmp_path / "split"
+    done, _ = run_cli(template, "--smoke", "--steps", "4", "-o", str(whole), "--", *PARTIAL_ROLLOUT, cache=cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    rows = [json.loads(line) for line in (whole / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    assert any(r["partial/unfinished"] for r in rows[:-1])  # responses went on into the next step
+    assert any(r["partial/steps_waited_max"] == 1 for r in rows)  # and trained there
+    # Any number trains, over two data-parallel ranks (evened out with rows of no loss), in one update per step.
+    assert any(r["partial/trained"] % 2 for r in rows)
+    for steps in (2, 2):  # the second call resumes from the first one's final checkpoint
+        done, _ = run_cli(template, "--smoke", "--steps", str(steps), "-o", str(split), "--", *PARTIAL_ROLLOUT,
+                          cache=cache)
+        assert done.returncode == 0, done.stderr[-3000:]
+    assert "resuming from" in done.stderr
+    resumed = [json.loads(line) for line in (split / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    # The checkpoint carried the unfinished responses: steps 3 and 4 continue them as the whole run did.
+    assert [[r[k] for k in PARTIAL_KEYS] for r in resumed] == [[r[k] for k in PARTIAL_KEYS] for r in rows]
+
+
+def test_a_partial_rollout_step_that_finishes_nothing_stops_the_run_with_one_line(tmp_path, cache):
+    # A first round of one token: no answer and its end-of-sequence token fit, so no response finishes in step 1.
+    done, _ = run_cli(str(TEMPLATES / "chatlearn-fsdp-vllm.yaml"), "--smoke", "--steps", "2", "-o",
+                      str(tmp_path / "out"), "--", *PARTIAL_ROLLOUT,
+                      "models.partial_rollout_manager.rollout_ratio=[0.03125,0.96875]", cache=cache)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert "step 1: partial rollout finished no prompt's responses" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
 def test_without_smoke_nothing_is_substituted(tmp_path, cache):
     done, _ = run_cli(str(TEMPLATES / "roll-fsdp2-vllm.yaml"), "--steps", "1", "-o", str(tmp_path / "out"),
                       cache=cache)

@@ -95,6 +95,21 @@ def test_prepare_update_hands_the_trainers_the_typed_loss_settings():
     assert float(adv[2:].abs().sum()) == 0.0
 
 
+def test_a_step_dealt_by_length_keeps_each_samples_advantage_with_it():
+    from rlcfg import ir
+    from rlcfg.runtime.step import prepare_update
+
+    # ChatLearn's rollout manager: the advantages come from the groups as drawn; then the rows are dealt longest
+    # first (prompt + response: 4, 3, 5, 2 tokens), each row's tensors together.
+    alg = ir.Algorithm(group_size=2, balance_ranks_by_length=True)
+    update = prepare_update(_groups(), _settings(alg), 2, lambda role, batch: None, {})
+    batch = update.batch
+    assert batch["attention_mask"].sum(dim=1).tolist() == [5, 2, 4, 3]
+    assert batch["input_ids"][0, 1:].tolist() == [5, 9, 9, 9, 9]
+    assert [round(float(a), 4) for a in batch["advantages"][:, 0]] == [0.0, 0.0, 0.7071, -0.7071]
+    assert batch["response_mask"].sum(dim=1).tolist() == [4, 1, 2, 1]
+
+
 def test_prepare_update_honours_reward_order_masks_kl_controller_and_rollout_logprobs():
     from rlcfg import ir
     from rlcfg.runtime.step import prepare_update

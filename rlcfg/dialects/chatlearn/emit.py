@@ -38,6 +38,10 @@ REASONS = {
     "algorithm.weighting": "ChatLearn has no per-sample loss weights or masks",
     "algorithm.gamma": "ChatLearn's GRPO has no discount",
     "algorithm.mask_truncated": "ChatLearn keeps truncated responses in the loss",
+    "algorithm.balance_ranks_by_length": "ChatLearn deals a step to its ranks by length only with its rollout manager, "
+                                         "which needs SGLang rollout",
+    "schedule.partial_rollout.rewards_kept_until": "ChatLearn keeps a prompt's rewards until "
+                                                   "runtime_args.num_inference_per_prompt, the group size, have gathered",
     "roles.critic": "ChatLearn has no critic (GRPO only)",
     "roles.reward": "ChatLearn's rule reward runs on num_cpu CPUs",
     "roles.actor.resources": "ChatLearn gives each model num_gpu GPUs",
@@ -123,6 +127,10 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     if d.eval_files:
         rt["eval_data_path"] = ",".join(d.eval_files)
     rt["data_shuffle"] = d.shuffle
+    manager = a.balance_ranks_by_length and rt["rollout_backend"] == "sglang"
+    if manager:
+        # The rollout manager runs one CPU actor, on SGLang's asynchronous engine, and needs the data unreranked.
+        rt.update(use_rollout_manager=True, data_rerank=False)
     # ChatLearn must be told its episodes; a source that counts epochs over a dataset of a size rlcfg does not
     # know leaves a placeholder that the loss list names.
     rt["num_episode"] = s.total_steps if s.total_steps is not None else EPISODES_UNKNOWN
@@ -220,11 +228,22 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
             policy.update(eval_temperature=ev.temperature, eval_top_p=ev.top_p, eval_top_k=ev.top_k,
                           eval_presence_penalty=ev.presence_penalty, eval_frequency_penalty=ev.frequency_penalty,
                           eval_repetition_penalty=ev.repetition_penalty)
+        if manager:
+            policy["is_sync_mode"] = False
         models["policy"] = policy
     models["reward"] = {"num_cpu": max(reward.resources.cpus, 1) if reward else 1,
                         "cpu_per_process": 1}
     if reward is not None and reward.resources.gpus:
         models["reward"]["num_gpu"] = reward.resources.gpus
+    if manager:
+        models["rollout_manager"] = {"num_cpu": 1, "cpu_per_process": 1}
+    partial = s.partial_rollout
+    if partial is not None and not manager:
+        rt["use_partial_rollout"] = True
+        models["partial_rollout_manager"] = {"num_cpu": 1, "cpu_per_process": 1,
+                                             "max_rollout_round": len(partial.round_shares),
+                                             "rollout_ratio": list(partial.round_shares),
+                                             "mini_response_per_prompt": partial.min_finished}
     notes = []
     if s.total_steps is None:
         notes.append(f"runtime_args.num_episode: {EPISODES_UNKNOWN} (the source runs {s.epochs or 'its'} epoch(s) "

@@ -8,7 +8,10 @@ response limit is `max_response_tokens_length` and its sequence limit the prompt
 ChatLearn 1.2.0 gives each prompt `seq_length` minus its length for the response (`max_new_tokens` is never read):
 Sampling.max_total_length, and the plan sizes with its longest case; a prompt is kept when it is shorter than its
 limit. ChatLearn's Megatron trainer runs Megatron with train_iters 1 (megatron_module.py), so its linear decay reaches
-min_lr after the first optimizer step; the FSDP trainer has no schedule.
+min_lr after the first optimizer step; the FSDP trainer has no schedule. ChatLearn main's rollout manager
+(`use_rollout_manager`, a chat task) generates the same samples and deals the episode to the trainer's ranks by length
+(Algorithm.balance_ranks_by_length), and evaluates with the training sampling. Its partial rollout is
+Schedule.partial_rollout (ir.PartialRollout).
 
 The algorithm is ChatLearn's GRPO (chatlearn/algorithm/grpo_utils): advantages are (reward − group mean) / (population
 std + 1e-5) (advantage_compute.py); the policy loss is calculate_grpo_loss (loss_gallery.py): the log-ratio clamped
@@ -21,10 +24,12 @@ above at `diff_clip_ratio`, PPO's clip with `neg_clip_ratio`/`pos_clip_ratio`, t
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model,
-                      Offload, Optimizer, Parallelism, PolicyOptions, Resources, Role, Sampling, Schedule, Spelling)
+                      Offload, Optimizer, Parallelism, PartialRollout, PolicyOptions, Resources, Role, Sampling,
+                      Schedule, Spelling)
 from rlcfg.dialects.chatlearn.derived import (colocation_groups, prompt_limit, response_limit, sequence_limit,
                                               total_limit)
 from rlcfg.dialects.chatlearn.models import FSDPOptions, MegatronOptions, MegatronPolicyTrainer
@@ -88,7 +93,22 @@ def algorithm(cfg: Any) -> Algorithm:
         # calculate_grpo_loss / calculate_gspo_loss: torch.clamp(log_ratio, max=diff_clip_ratio) (no lower clamp:
         # rlcfg keeps its −20 there, where the ratio is below 2e-9), and min(loss, final_clip_ratio) per token.
         policy_options=PolicyOptions(log_ratio_max=trainer.diff_clip_ratio, loss_cap=trainer.final_clip_ratio),
+        # The rollout manager hands the trainer an episode dealt to its data-parallel ranks by length
+        # (RolloutManager.data_balance); which samples share an optimizer step follows from it.
+        balance_ranks_by_length=rt.use_rollout_manager,
     )
+
+
+def partial_rollout(cfg: Any) -> PartialRollout | None:
+    """ChatLearn main's partial rollout (GRPOEngine's env_compute_flow_partial). The rollout manager's engine
+    (RolloutManagerGRPOEngine) starts no partial rollout manager, so with use_rollout_manager it does not run (rule
+    chatlearn/partial-rollout-needs-grpo-engine warns)."""
+    rt, m = cfg.runtime_args, cfg.models.partial_rollout_manager
+    if not rt.use_partial_rollout or rt.use_rollout_manager:
+        return None
+    # AdvantageComputer lets a prompt's rewards go once runtime_args.num_inference_per_prompt have gathered.
+    return PartialRollout(round_shares=tuple(m.rollout_ratio), min_finished=m.mini_response_per_prompt,
+                          rewards_kept_until=rt.num_inference_per_prompt)
 
 
 def optimizer(trainer: Any) -> Optimizer:
@@ -190,6 +210,10 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
                              presence_penalty=policy.eval_presence_penalty,
                              frequency_penalty=policy.eval_frequency_penalty,
                              repetition_penalty=policy.eval_repetition_penalty)
+    if rt.use_rollout_manager:
+        # RolloutManager.eval_forward generates with is_eval=False: evaluation samples as training does, one
+        # response per prompt, and the eval_* settings are not read (rule chatlearn/rollout-manager-eval says so).
+        eval_sampling = replace(sampling, n=1)
     data = Data(
         train_files=tuple(p.strip() for p in rt.data_path.split(",") if p.strip()),
         eval_files=tuple(p.strip() for p in (rt.eval_data_path or "").split(",") if p.strip()),
@@ -203,6 +227,7 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
         prompts_per_step=rt.sample_per_episode // alg.group_size, samples_per_step=rt.sample_per_episode,
         samples_per_optimizer_step=rt.train_global_batch_size, total_steps=rt.num_episode,
         eval_interval=rt.eval_episode_interval or None, eval_before_train=rt.enable_eval_before_training,
+        partial_rollout=partial_rollout(cfg),
     )
     logs = rt.log_args_dict
     backends = ("jsonl", "console") + (("tensorboard",) if logs.enable_tensorboard else ()) + (

@@ -482,8 +482,6 @@ _TRAINER_LENGTHS = inert("ChatLearn sizes the trainer's sequences (Megatron's se
                          "trainers from the rollout's prompt and response limits (models.policy), which bound every "
                          "sample they train on")
 _FORWARD_ONLY_SEED = inert("the reference model only runs forward passes, which use no randomness")
-_MANAGER_ONLY = inert("read only with runtime_args.use_rollout_manager or use_partial_rollout, which `rlcfg run` "
-                      "refuses")
 _LAYOUT = inert("how layers are spread over pipeline stages; the model and what it computes are the same (rlcfg "
                 "spreads them evenly)")
 _TOKENIZER = inert("rlcfg tokenizes with the Hugging Face tokenizer of models.policy_trainer.tokenizer_model (or load)")
@@ -493,8 +491,6 @@ _STATIC_GRAPH = inert("which sequence lengths the engine captures in CUDA graphs
 
 _SINGLE_TURN = refused("rlcfg generates one response per prompt on its own engines (a chat task); ChatLearn's agent "
                        "tasks (multi-turn, tools) are not run")
-_ROLLOUT_MANAGER = refused("ChatLearn's rollout manager (its own asynchronous scheduling of rollouts across steps, "
-                           "for agent and partial rollouts) is not run by rlcfg")
 _TEMPERATURE = refused("ChatLearn samples at this temperature but trains on the log-probs of the untempered logits; "
                        "rlcfg's trainers divide the logits by the sampling temperature, so the loss, the KL and the "
                        "entropy would differ (rlcfg runs ChatLearn's meaning at temperature 1.0 only)")
@@ -516,16 +512,16 @@ EnvArgs.run_fate = inert("the Ray runtime environment ChatLearn ships with its j
                          "directory); `rlcfg run` runs where it is started, and nothing computed changes")
 FreeGpuMemory.run_fate = HONORED
 Optimizer.run_fate = HONORED
-RolloutManager.run_fate = _MANAGER_ONLY
-PartialRolloutManager.run_fate = _MANAGER_ONLY
 Reward.run_fate = inert("ChatLearn's reward model is rule-based (the math answer check), run by CPU actors; rlcfg "
                         "scores with the same rule, and these keys change nothing it computes")
 
 declare_fates(RuntimeArgs, **{
     "train_backend": HONORED, "rollout_backend": HONORED, "task_type": _SINGLE_TURN,
-    "use_rollout_manager": _ROLLOUT_MANAGER,
-    "use_partial_rollout": refused("rlcfg generates each response in one go, in the step that trains on it; partial "
-                                   "rollout continues long responses over later episodes (off-policy) and is not run"),
+    # The rollout manager of a chat task sends each request to the engines on its own and deals the episode to the
+    # trainer's ranks by length (Algorithm.balance_ranks_by_length); it evaluates with the training sampling.
+    "use_rollout_manager": HONORED,
+    # ir.PartialRollout; without the rollout manager, whose engine starts no partial rollout manager.
+    "use_partial_rollout": HONORED,
     "exp_name": _LOG, "colocation": HONORED, "concurrent_setup": _PERF, "debug": _LOG, "nsys": _LOG,
     "output_dir": HONORED, "profiler_dir": _LOG, "data_path": HONORED, "eval_data_path": HONORED,
     "data_checkpoint_path": inert("where ChatLearn saves its data loader's position; rlcfg keeps the sampler's "
@@ -625,11 +621,11 @@ declare_fates(Policy, **{
     **_MODEL_COMMON, "packing": _NO_PACKING_IN_ROLLOUT, "max_token_in_packing": _NO_PACKING_IN_ROLLOUT,
     "sync_frequency": _STALE_WEIGHTS, "num_inference_per_prompt": HONORED, "enable_thinking": HONORED,
     "max_prompt_tokens_length": HONORED, "max_response_tokens_length": HONORED,
-    # Without the rollout manager (refused on its own key) ChatLearn's GRPOEngine runs the same synchronous loop;
-    # false only swaps SGLang's blocking Engine for its AsyncEngine (AsyncSGLangModule.generate: the same batch,
-    # sampling settings and weights through async_generate).
-    "is_sync_mode": inert("selects SGLang's asyncio engine API; without use_rollout_manager each step's batch is "
-                          "generated with the same weights and sampling settings either way"),
+    # ChatLearn's GRPOEngine runs the same synchronous loop either way; false only swaps SGLang's blocking Engine for
+    # its AsyncEngine (AsyncSGLangModule.generate: the same batch, sampling settings and weights through
+    # async_generate; with the rollout manager, generate_per_request: the same, one request at a time).
+    "is_sync_mode": inert("selects SGLang's asyncio engine API; each step's batch is generated with the same weights "
+                          "and sampling settings either way"),
     "tensor_model_parallel_size": HONORED,
     "pipeline_model_parallel_size": inert("ChatLearn's rollout supports only 1, which rlcfg checks"),
     "expert_model_parallel_size": inert("ChatLearn's rollout supports only 1, which rlcfg checks"),
@@ -652,8 +648,24 @@ declare_fates(Policy, **{
                                  "from its checkpoints, which hold no half-done step, and generates the same way"),
 })
 declare_fates(Reward, **{"num_gpu": HONORED, "num_cpu": HONORED})
+_HELPER_MODEL = inert("ChatLearn's rollout managers run on CPUs and load nothing of their own; rlcfg reads each "
+                      "setting from the model that uses it")
+declare_fates(PartialRolloutManager, **{
+    **{key: _HELPER_MODEL for key in _MODEL_COMMON}, "num_cpu": _RAY, "cpu_per_process": _RAY,
+    "max_rollout_round": inert("the rounds are rollout_ratio's entries, one each, which rlcfg checks"),
+    "mini_response_per_prompt": HONORED, "rollout_ratio": HONORED,
+})
+declare_fates(RolloutManager, **{
+    **{key: _HELPER_MODEL for key in _MODEL_COMMON},
+    "num_cpu": _RAY, "cpu_per_process": _RAY,
+    "use_dynamic_load_blance": inert("how the rollout manager spreads requests over the engines; every response is "
+                                     "sampled with the same weights and settings either way"),
+    "max_concurrent_per_engine": _PERF,
+})
 for _models in (FSDPModels, MegatronModels):
     declare_fates(_models, **{"policy_trainer": HONORED, "ref_policy": HONORED, "policy": HONORED, "reward": HONORED,
-                       "rollout_manager": _MANAGER_ONLY, "partial_rollout_manager": _MANAGER_ONLY})
+                       "rollout_manager": inert("how the rollout manager places itself and spreads requests; "
+                                                "runtime_args.use_rollout_manager decides what it does"),
+                       "partial_rollout_manager": HONORED})
 for _root in (ChatLearnFSDP, ChatLearnMegatron):
     declare_fates(_root, **{"env_args": EnvArgs.run_fate, "runtime_args": HONORED, "models": HONORED})

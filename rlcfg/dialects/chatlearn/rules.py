@@ -613,6 +613,54 @@ def _rollout_manager_gpu(cfg: Any, ctx: Any):
                         f"manager runs on CPUs and requires 0", hint="remove it, or set it to 0")
 
 
+@rules.rule("chatlearn/rollout-manager-starts", "RLC306",
+            "ChatLearn main: with `runtime_args.use_rollout_manager` the data is not reranked "
+            "(`runtime_args.data_rerank: false`) and the rollout manager is one Ray actor "
+            "(`models.rollout_manager.num_cpu` // `cpu_per_process` = 1).",
+            keys=[f"{RT}.data_rerank", "models.rollout_manager.num_cpu", "models.rollout_manager.cpu_per_process"])
+def _rollout_manager_starts(cfg: Any, ctx: Any):
+    r, m = cfg.runtime_args, cfg.models.rollout_manager
+    if ctx.release == "1.2.0" or not r.use_rollout_manager:
+        return
+    if r.data_rerank:
+        # chatlearn/models/agent/rollout_manager.py RolloutManager._forward_step asserts it at the first rollout.
+        yield ctx.error("RLC306", f"{RT}.data_rerank", "runtime_args.data_rerank is true with use_rollout_manager: "
+                                                       "ChatLearn accepts this at load but its rollout manager fails "
+                                                       "at the first rollout (it asserts data_rerank is false)",
+                        hint="set runtime_args.data_rerank: false", related=[f"{RT}.use_rollout_manager"])
+    replicas = m.num_cpu // m.cpu_per_process if m.cpu_per_process else None
+    if replicas != 1:
+        # RolloutManager.__init__: `assert self._num_replica == 1`, with _num_replica = num_cpu // cpu_per_process.
+        shown = f"{m.num_cpu} // {m.cpu_per_process} = {replicas}" if replicas is not None else \
+            f"num_cpu {m.num_cpu} with no cpu_per_process"
+        yield ctx.error("RLC306", "models.rollout_manager.num_cpu",
+                        f"the rollout manager would have {shown} replicas: ChatLearn accepts this at load but fails "
+                        f"when the rollout manager starts (it asserts exactly one)",
+                        hint="set models.rollout_manager.num_cpu: 1 and cpu_per_process: 1",
+                        related=["models.rollout_manager.cpu_per_process", f"{RT}.use_rollout_manager"])
+
+
+_EVAL_SAMPLING = ("temperature", "top_p", "top_k", "presence_penalty", "frequency_penalty", "repetition_penalty")
+
+
+@rules.rule("chatlearn/rollout-manager-eval", "RLC307",
+            "ChatLearn main: the rollout manager evaluates with the training sampling settings (its eval_forward "
+            "generates with is_eval false), so `models.policy.eval_*` that differ from them have no effect.",
+            keys=[f"{POL}.eval_{key}" for key in _EVAL_SAMPLING])
+def _rollout_manager_eval(cfg: Any, ctx: Any):
+    p = cfg.models.policy
+    if ctx.release == "1.2.0" or not cfg.runtime_args.use_rollout_manager:
+        return
+    for key in _EVAL_SAMPLING:
+        path = f"{POL}.eval_{key}"
+        if ctx.is_set(path) and getattr(p, f"eval_{key}") != getattr(p, key):
+            yield ctx.warning("RLC307", path, f"{path} ({getattr(p, f'eval_{key}')}) has no effect with "
+                                              f"use_rollout_manager: ChatLearn's rollout manager evaluates with the "
+                                              f"training {key} ({getattr(p, key)}), and rlcfg does the same",
+                              hint=f"remove it, or set {POL}.{key} if evaluation should sample that way too",
+                              related=[f"{RT}.use_rollout_manager", f"{POL}.{key}"])
+
+
 @rules.rule("chatlearn/partial-rollout-ratio", "RLC305",
             "ChatLearn main: `models.partial_rollout_manager.rollout_ratio` has one entry per rollout round "
             "(`max_rollout_round`) and sums to 1.",
@@ -630,6 +678,38 @@ def _partial_rollout(cfg: Any, ctx: Any):
     elif sum(m.rollout_ratio) != 1.0:
         yield ctx.error("RLC305", path, f"{path} sums to {sum(m.rollout_ratio)}; ChatLearn requires exactly 1.0",
                         hint="make the ratios sum to 1")
+
+
+@rules.rule("chatlearn/partial-rollout-starts", "RLC306",
+            "ChatLearn main: with `runtime_args.use_partial_rollout` (and no rollout manager), "
+            "`models.partial_rollout_manager.mini_response_per_prompt` is below `models.policy.num_inference_per_prompt`.",
+            keys=["models.partial_rollout_manager.mini_response_per_prompt", f"{POL}.num_inference_per_prompt"])
+def _partial_rollout_starts(cfg: Any, ctx: Any):
+    r, m, p = cfg.runtime_args, cfg.models.partial_rollout_manager, cfg.models.policy
+    if ctx.release == "1.2.0" or not r.use_partial_rollout or r.use_rollout_manager:
+        return
+    if m.mini_response_per_prompt >= p.num_inference_per_prompt:
+        # PartialRolloutManager.setup: `assert self.mini_response_per_prompt < self.num_inference_per_prompt`.
+        path = "models.partial_rollout_manager.mini_response_per_prompt"
+        yield ctx.error("RLC306", path, f"{path} ({m.mini_response_per_prompt}) is not below "
+                                        f"models.policy.num_inference_per_prompt ({p.num_inference_per_prompt}): "
+                                        f"ChatLearn accepts this at load but its partial rollout manager fails when it "
+                                        f"starts (a prompt's responses go to training once more than this many have "
+                                        f"finished)", hint=f"set it below {p.num_inference_per_prompt}",
+                        related=[f"{POL}.num_inference_per_prompt", f"{RT}.use_partial_rollout"])
+
+
+@rules.rule("chatlearn/partial-rollout-needs-grpo-engine", "RLC307",
+            "ChatLearn main: `runtime_args.use_partial_rollout` has no effect with `use_rollout_manager`, whose "
+            "engine starts no partial rollout manager.", keys=[f"{RT}.use_partial_rollout", f"{RT}.use_rollout_manager"])
+def _partial_rollout_ignored(cfg: Any, ctx: Any):
+    r = cfg.runtime_args
+    if ctx.release != "1.2.0" and r.use_partial_rollout and r.use_rollout_manager:
+        yield ctx.warning("RLC307", f"{RT}.use_partial_rollout",
+                          "runtime_args.use_partial_rollout has no effect with use_rollout_manager: ChatLearn's "
+                          "rollout-manager engine (RolloutManagerGRPOEngine) starts no partial rollout manager, and "
+                          "rlcfg generates each response whole, as it does",
+                          hint="remove one of them", related=[f"{RT}.use_rollout_manager"])
 
 
 @rules.rule("chatlearn/data-paths-exist", "RLC308",
@@ -729,12 +809,13 @@ def _runtime_limits(cfg: Any):
 
 @rules.rule("chatlearn/run-refusals", "RLC118",
             "`rlcfg run` refuses what ChatLearn computes otherwise than rlcfg can: advantage groups that outlive an "
-            "episode (runtime_args.num_inference_per_prompt above the rollout's), and what rlcfg's runtime does not "
+            "episode (runtime_args.num_inference_per_prompt above the rollout's), partial rollout over several "
+            "optimizer steps per episode, and what rlcfg's runtime does not "
             "do (rlcfg/run_limits.py): expert and context parallelism on Megatron, Ulysses sequence parallelism; and "
             "vision-language models.",
             keys=[f"models.{name}.load" for name in ("policy_trainer", "policy", "ref_policy")] + [
                   f"{RT}.num_inference_per_prompt", f"{PT}.expert_model_parallel_size", f"{PT}.context_parallel_size",
-                  f"{PT}.ulysses_sequence_parallel_size"])
+                  f"{PT}.ulysses_sequence_parallel_size", f"{RT}.train_global_batch_size"])
 def _run_refusals(cfg: Any, ctx: Any):
     r, p = cfg.runtime_args, cfg.models.policy
     models = [(f"models.{name}.load", getattr(cfg.models, name).load) for name in ("policy_trainer", "policy",
@@ -753,6 +834,16 @@ def _run_refusals(cfg: Any, ctx: Any):
                        f"{p.num_inference_per_prompt} on its own",
                        f"set `{RT}.num_inference_per_prompt: {p.num_inference_per_prompt}`, the rollout's count, so "
                        "that each prompt's group is one episode's")
+    steps = r.sample_per_episode // r.train_global_batch_size if r.train_global_batch_size else 1
+    if ctx.release != "1.2.0" and r.use_partial_rollout and not r.use_rollout_manager and steps > 1:
+        # chatlearn/data/data.py StreamDataset.iter_fixed: the episode's trained responses, however many, are cut
+        # into sample_per_episode // train_global_batch_size even slices per data-parallel rank (even_slice).
+        yield _refusal(f"{RT}.train_global_batch_size", r.train_global_batch_size,
+                       f"with partial rollout ChatLearn trains an episode's finished responses, however many, in "
+                       f"{steps} optimizer steps of even slices; rlcfg runs partial rollout with one optimizer step "
+                       f"per episode",
+                       f"set `{RT}.train_global_batch_size: {r.sample_per_episode}` (sample_per_episode) to run it "
+                       "with rlcfg")
     yield from _runtime_limits(cfg)
 
 

@@ -436,11 +436,48 @@ def test_agent_task_needs_async_sglang_and_the_rollout_manager():
     found = findings(FSDP_TEMPLATE, "runtime_args.task_type=agent")
     assert_finds(found, "RLC302", "runtime_args.task_type", "use_rollout_manager")
     assert_finds(found, "RLC306", "runtime_args.task_type", "asynchronous SGLang")
-    ok = findings(FSDP_TEMPLATE, "runtime_args.task_type=agent", "runtime_args.use_rollout_manager=true",
-                  "runtime_args.rollout_backend=sglang", "models.policy.is_sync_mode=false")
-    assert not [f for f in ok if f[1].startswith("runtime_args.") and f[0] != "RLC118"]
-    # ChatLearn loads and runs it; `rlcfg run` does not (the run ledger), and says so as notes.
-    assert {f[1] for f in ok if f[0] == "RLC118"} >= {"runtime_args.task_type", "runtime_args.use_rollout_manager"}
+    ok = findings(FSDP_TEMPLATE, "runtime_args.task_type=agent", *MANAGER)
+    assert not [f for f in ok if f[0] not in ("RLC118", "RLC307")], ok
+    # ChatLearn loads and runs it; `rlcfg run` does not run agent tasks (the run ledger), and says so as a note.
+    assert {f[1] for f in ok if f[0] == "RLC118"} == {"runtime_args.task_type"}
+
+
+# The rollout manager as ChatLearn's scripts start it (scripts/*/train_*_rollout_manager.sh and the template).
+MANAGER = ("runtime_args.use_rollout_manager=true", "runtime_args.rollout_backend=sglang",
+           "models.policy.is_sync_mode=false", "runtime_args.data_rerank=false", "models.rollout_manager.num_cpu=1",
+           "models.rollout_manager.cpu_per_process=1")
+
+
+def test_the_rollout_manager_starts_only_unreranked_and_as_one_actor():
+    assert not [f for f in findings(FSDP_TEMPLATE, *MANAGER) if f[0] != "RLC307"]
+    rerank = findings(FSDP_TEMPLATE, *MANAGER, "runtime_args.data_rerank=true")
+    assert_finds(rerank, "RLC306", "runtime_args.data_rerank", "fails at the first rollout")
+    two = findings(FSDP_TEMPLATE, *MANAGER, "models.rollout_manager.num_cpu=2")
+    assert_finds(two, "RLC306", "models.rollout_manager.num_cpu", "2 // 1 = 2 replicas")
+    unset = findings(FSDP_TEMPLATE, *MANAGER[:4])  # ChatLearn's defaults: num_cpu 0, no cpu_per_process
+    assert_finds(unset, "RLC306", "models.rollout_manager.num_cpu", "with no cpu_per_process")
+    # Without the manager, neither is read.
+    assert not [f for f in findings(FSDP_TEMPLATE, "models.rollout_manager.num_cpu=2") if f[0] == "RLC306"]
+
+
+def test_the_rollout_manager_evaluates_with_the_training_sampling():
+    found = findings(FSDP_TEMPLATE, *MANAGER, "models.policy.eval_temperature=0.6", "models.policy.temperature=1.0",
+                     "models.policy.eval_top_p=1.0", "models.policy.top_p=1.0")
+    assert_finds(found, "RLC307", "models.policy.eval_temperature", "no effect", "training temperature (1.0)")
+    assert not [f for f in found if f[1] == "models.policy.eval_top_p"]  # the same as training's: nothing changes
+    from dataclasses import replace
+
+    from rlcfg.lower import lower
+
+    def lowered(*overrides):
+        result = check_file(FSDP_TEMPLATE, list(overrides), env=HOST_ENV)
+        return lower("chatlearn", result.config, result.release)
+
+    experiment = lowered(*MANAGER, "models.policy.eval_temperature=0.6")
+    assert experiment.eval_sampling == replace(experiment.sampling, n=1)
+    assert experiment.algorithm.balance_ranks_by_length
+    plain = lowered("models.policy.eval_temperature=0.6")
+    assert plain.eval_sampling.temperature == 0.6 and not plain.algorithm.balance_ranks_by_length
 
 
 def test_unknown_choice_of_a_string_key():
@@ -466,12 +503,45 @@ def test_templates_run_as_written():
     assert not refusals(FSDP_TEMPLATE) and not refusals(MEGATRON_TEMPLATE)
 
 
-def test_the_asynchronous_sglang_engine_alone_runs_and_the_rollout_manager_is_refused():
-    # Without the rollout manager, is_sync_mode false only swaps SGLang's engine API: the loop is the same.
+def test_the_asynchronous_sglang_engine_and_the_rollout_manager_run():
+    # is_sync_mode false only swaps SGLang's engine API: the loop is the same; the rollout manager's chat task runs
+    # it too, dealing each episode by length.
     assert not refusals(FSDP_TEMPLATE, "runtime_args.rollout_backend=sglang", "models.policy.is_sync_mode=false")
-    assert "runtime_args.use_rollout_manager" in refusals(
-        FSDP_TEMPLATE, "runtime_args.rollout_backend=sglang", "models.policy.is_sync_mode=false",
-        "runtime_args.use_rollout_manager=true")
+    assert not refusals(FSDP_TEMPLATE, *MANAGER)
+
+
+PARTIAL = ("runtime_args.use_partial_rollout=true", "models.partial_rollout_manager.mini_response_per_prompt=8")
+
+
+def test_partial_rollout_runs_with_one_optimizer_step_per_episode():
+    # The template's episode is 2048 samples in optimizer steps of 512: ChatLearn cuts however many finished
+    # responses an episode trains into 4 even slices, which rlcfg does not run.
+    assert refusals(FSDP_TEMPLATE, *PARTIAL) == {"runtime_args.train_global_batch_size"}
+    assert not refusals(FSDP_TEMPLATE, *PARTIAL, "runtime_args.train_global_batch_size=2048")
+    from rlcfg.ir import PartialRollout
+    from rlcfg.lower import lower
+
+    result = check_file(FSDP_TEMPLATE, [*PARTIAL, "runtime_args.train_global_batch_size=2048",
+                                        "models.partial_rollout_manager.rollout_ratio=[0.25,0.75]"], env=HOST_ENV)
+    experiment = lower("chatlearn", result.config, result.release)
+    assert experiment.schedule.partial_rollout == PartialRollout((0.25, 0.75), 8, 32)
+    longest = experiment.sampling.max_new_tokens  # models.policy.max_response_tokens_length
+    assert experiment.schedule.partial_rollout.round_limits(longest) == (longest // 4, longest * 3 // 4)
+
+
+def test_partial_rollout_needs_fewer_finished_than_a_group_and_no_rollout_manager():
+    found = findings(FSDP_TEMPLATE, "runtime_args.use_partial_rollout=true",
+                     "models.partial_rollout_manager.mini_response_per_prompt=32")
+    assert_finds(found, "RLC306", "models.partial_rollout_manager.mini_response_per_prompt", "not below", "(32)")
+    # The rollout manager's engine starts no partial rollout manager: the flag does nothing, and nothing is checked.
+    ignored = findings(FSDP_TEMPLATE, *MANAGER, "runtime_args.use_partial_rollout=true",
+                       "models.partial_rollout_manager.mini_response_per_prompt=32")
+    assert_finds(ignored, "RLC307", "runtime_args.use_partial_rollout", "no effect with use_rollout_manager")
+    assert not [f for f in ignored if f[0] in ("RLC306", "RLC118")]
+    result = check_file(FSDP_TEMPLATE, [*MANAGER, "runtime_args.use_partial_rollout=true"], env=HOST_ENV)
+    from rlcfg.lower import lower
+
+    assert lower("chatlearn", result.config, result.release).schedule.partial_rollout is None
 
 
 def test_advantage_groups_that_outlive_an_episode_are_refused():
@@ -517,7 +587,7 @@ def test_megatron_settings_rlcfg_does_not_run_are_refused(override):
 
 
 @pytest.mark.parametrize("override", [
-    "runtime_args.use_partial_rollout=true", "runtime_args.model_type=vlm",
+    "runtime_args.model_type=vlm",
     "runtime_args.data_ratio=[1,2]", "models.policy.sync_frequency=2",
 ])
 def test_rollout_and_data_settings_rlcfg_does_not_run_are_refused(override):
