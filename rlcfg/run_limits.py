@@ -26,7 +26,7 @@ MEGATRON_FROZEN = ("rlcfg freezes parameters by their Hugging Face names, which 
 MEGATRON_LORA = "rlcfg's Megatron backend has no LoRA adapters, so only its fsdp backend trains them"
 # PEFT's initialisations that start B at zero and leave the base weights as loaded.
 LORA_INITS = ("kaiming", "gaussian")
-MEGATRON_SUPERVISED = "rlcfg runs SFT and reward-model training on its fsdp backend only"
+MEGATRON_SUPERVISED = "rlcfg trains reward models (a scalar head on the model) on its fsdp backend only"
 DEEPSPEED = "the deepspeed backend is not wired into `rlcfg run`, which trains with fsdp or megatron"
 HF_ROLLOUT_PARALLEL = ("rlcfg's `hf` rollout backend runs one whole model per engine, so tensor and pipeline parallel "
                        "sizes need vLLM or SGLang")

@@ -102,28 +102,10 @@ class Run(RunShell):
                     "their first that many tokens")
         return None
 
-    def _shards(self, role: str, workers: list[Any]) -> list[int]:
-        """The data shard each worker of a role trains on: its own with fsdp; with megatron every rank of a
-        tensor/pipeline group shares its data-parallel rank's shard."""
-        settings = self.megatron.get(role)
-        if settings is None:
-            return list(range(len(workers)))
-        from rlcfg.runtime.backends.megatron import data_parallel_rank
-
-        return [data_parallel_rank(rank, settings.layout) for rank in range(len(workers))]
-
     def _scatter(self, batch: dict[str, Any], role: str, workers: list[Any]) -> list[dict[str, Any]]:
         shards = self._shards(role, workers)
         parts = self._split(batch, max(shards) + 1)
         return [parts[s] for s in shards]
-
-    def _one_per_shard(self, role: str, results: list[Any]) -> list[Any]:
-        """One worker's result per data shard, in shard order: the ranks of a tensor/pipeline group return the
-        same values, which must be counted once."""
-        first: dict[int, Any] = {}
-        for shard, result in zip(self._shards(role, results), results):
-            first.setdefault(shard, result)
-        return [first[s] for s in sorted(first)]
 
     def _beside_actor(self, name: str) -> bool:
         """Whether a role sits on exactly the actor's GPUs (slots), rank for rank, and asks for the same

@@ -589,6 +589,24 @@ class RunShell:
                 raise PreflightError(f"this plan cannot run here:\n  - {e}") from None
         return out
 
+    def _shards(self, role: str, workers: list[Any]) -> list[int]:
+        """The data shard each worker of a role trains on: its own with fsdp; with megatron every rank of a
+        tensor/pipeline group shares its data-parallel rank's shard."""
+        settings = self.megatron.get(role)
+        if settings is None:
+            return list(range(len(workers)))
+        from rlcfg.runtime.backends.megatron import data_parallel_rank
+
+        return [data_parallel_rank(rank, settings.layout) for rank in range(len(workers))]
+
+    def _one_per_shard(self, role: str, results: list[Any]) -> list[Any]:
+        """One worker's result per data shard, in shard order: the ranks of a tensor/pipeline group return the
+        same values, which must be counted once."""
+        first: dict[int, Any] = {}
+        for shard, result in zip(self._shards(role, results), results):
+            first.setdefault(shard, result)
+        return [first[s] for s in sorted(first)]
+
     def _train_spec(self, role: Role, kind: str) -> TrainSpec:
         dtype = role.model.dtype if role.model else "float32"
         if self.device == "cpu" and dtype == "float16":

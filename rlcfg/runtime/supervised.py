@@ -13,7 +13,9 @@
 
 The run itself is the shell every run shares (rlcfg.runtime.shell.RunShell): the same Ray placement and FSDP2
 workers, checkpoints and resume, metrics.jsonl, plots and the exported hf_model/; SupervisedRun says what a step is,
-and the step's losses are rlcfg.runtime.supervised_step's.
+and the step's losses are rlcfg.runtime.supervised_step's. SFT also trains on the Megatron backend (AReaL's
+megatron allocation modes), with the same loss through megatron-core's schedule (MegatronEngine.train_supervised);
+its tensor- and pipeline-parallel ranks share their data-parallel rank's examples.
 
 For a supervised warm start from Python (the quickstart's), `sft_experiment` builds the Experiment:
 
@@ -73,14 +75,17 @@ class SupervisedRun(RunShell):
         for name, data in (("training", self.train_data), ("validation", self.eval_data)):
             if data is not None and data.too_long:
                 self.notes.add(f"{data.too_long} {name} {what} longer than {d.max_length} tokens were left out")
-        ranks = len(self.plan.placement(self.trained.name).ranks)
+        self.sampler = PromptSampler(len(self.train_data), exp.schedule.prompts_per_step, d.seed, d.shuffle)
+        self.total_steps = run_length(exp, self.plan, len(self.train_data))
+        # Megatron's tensor- and pipeline-parallel ranks share their data-parallel rank's examples.
+        self.megatron: dict[str, Any] = self._lower_megatron()
+        layout = self.megatron.get(self.trained.name)
+        ranks = layout.layout.dp if layout is not None else len(self.plan.placement(self.trained.name).ranks)
         if exp.schedule.prompts_per_step % ranks:
             # AReaL's loaders refuse it too: each rank takes batch_size // world examples.
             raise DataError(f"a step's {exp.schedule.prompts_per_step} {what} do not split evenly over the "
-                            f"{ranks} ranks of the `{self.trained.name}`; make the batch size a multiple of {ranks}")
-        self.sampler = PromptSampler(len(self.train_data), exp.schedule.prompts_per_step, d.seed, d.shuffle)
-        self.total_steps = run_length(exp, self.plan, len(self.train_data))
-        self.megatron: dict[str, Any] = {}
+                            f"{ranks} data-parallel ranks of the `{self.trained.name}`; make the batch size a "
+                            f"multiple of {ranks}")
         self.kl_coef = 0.0
         self.pad_id = self.tokenizer.pad_token_id if self.tokenizer.pad_token_id is not None else 0
         self.micro_batch = self.trained.micro_batch_size or self.plan.batch.micro_batch_size or 8
@@ -140,10 +145,11 @@ class SupervisedRun(RunShell):
         return max(1, budget // (batch["input_ids"].shape[1] * self.train_data.rows_per_example))
 
     def _shares(self, batch: dict[str, Any]) -> list[dict[str, Any]]:
-        """Equal shares of the examples, one per worker (a pair's two rows stay together)."""
-        k = len(self.actor)
-        per = batch["input_ids"].shape[0] // k  # prepare() checked that the examples divide evenly
-        return [{key: v[r * per:(r + 1) * per] for key, v in batch.items()} for r in range(k)]
+        """Equal shares of the examples, one per data shard, in the workers' order (a pair's two rows stay
+        together; the ranks of a Megatron tensor/pipeline group take their shard's)."""
+        shards = self._shards(self.trained.name, self.actor)
+        per = batch["input_ids"].shape[0] // (max(shards) + 1)  # prepare() checked that the examples divide evenly
+        return [{key: v[s * per:(s + 1) * per] for key, v in batch.items()} for s in shards]
 
     def step(self, step: int, prefetch: bool = False) -> dict[str, Any]:
         t_step = time.perf_counter()
@@ -153,8 +159,8 @@ class SupervisedRun(RunShell):
         batch = padded_batch(self.train_data, indices, self.pad_id)
         cfg = {"kind": self.kind, "micro_batch": self._micro(batch), "denominator": denominator(self.kind, batch)}
         t0 = time.perf_counter()
-        parts = self.cluster.ray.get([w.train_supervised.remote(part, cfg)
-                                      for w, part in zip(self.actor, self._shares(batch))])
+        parts = self._one_per_shard(self.trained.name, self.cluster.ray.get(
+            [w.train_supervised.remote(part, cfg) for w, part in zip(self.actor, self._shares(batch))]))
         train_s = time.perf_counter() - t0
         prefix = "sft" if self.kind == "sft" else "rw"
         metrics: dict[str, Any] = {"step": step, **step_metrics(self.kind, parts, prefix)}
@@ -167,15 +173,15 @@ class SupervisedRun(RunShell):
     def evaluate(self) -> dict[str, float]:
         if not self.eval_data:
             return {}
-        n, k = len(self.eval_data), len(self.actor)
+        n, k = len(self.eval_data), max(self._shards(self.trained.name, self.actor)) + 1
         # Sharded ranks must run the same forward passes (each one gathers the weights from all): every rank
         # gets as many examples, the last ones padded with copies that count for nothing (their mask is empty).
         per = -(-n // k)
         batch = padded_batch(self.eval_data, list(range(n)) + [0] * (per * k - n), self.pad_id)
         batch["loss_mask"][n * self.eval_data.rows_per_example:] = 0
         cfg = {"kind": self.kind, "micro_batch": self._micro(batch)}
-        sums = self.cluster.ray.get([w.evaluate_supervised.remote(part, cfg)
-                                     for w, part in zip(self.actor, self._shares(batch))])
+        sums = self._one_per_shard(self.trained.name, self.cluster.ray.get(
+            [w.evaluate_supervised.remote(part, cfg) for w, part in zip(self.actor, self._shares(batch))]))
         return step_metrics(self.kind, sums, "eval")
 
 

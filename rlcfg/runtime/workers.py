@@ -202,12 +202,17 @@ class TrainWorker:
         return metrics, weights
 
     def train_supervised(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
-        """One SFT or reward-model optimizer step (rlcfg.runtime.supervised_step.train_step)."""
+        """One SFT or reward-model optimizer step (rlcfg.runtime.supervised_step.train_step; a Megatron engine
+        runs SFT through its own schedule)."""
+        if hasattr(self.engine, "train_supervised"):
+            return self.engine.train_supervised(_as_tensors(batch), cfg)
         from rlcfg.runtime.supervised_step import train_step
 
         return train_step(self.engine, _as_tensors(batch), cfg)
 
     def evaluate_supervised(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
+        if hasattr(self.engine, "evaluate_supervised"):
+            return self.engine.evaluate_supervised(_as_tensors(batch), cfg)
         from rlcfg.runtime.supervised_step import evaluate_step
 
         return evaluate_step(self.engine, _as_tensors(batch), cfg)

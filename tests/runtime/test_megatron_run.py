@@ -128,3 +128,27 @@ def test_interleaved_pipeline_stages_make_the_fsdp_updates(tmp_path, qs):
     for a, b in zip(histories["vpp"], histories["fsdp"]):
         assert a["actor/grad_norm"] == pytest.approx(b["actor/grad_norm"], rel=1e-4)
     assert (tmp_path / "vpp" / "checkpoints" / "step-00000003" / "actor").is_dir()
+
+
+def test_megatron_sft_follows_the_fsdp_sft_step_for_step(tmp_path, qs):
+    """SFT on the Megatron backend (AReaL's megatron allocation modes): one schedule pass per step over the batch's
+    answer tokens, tensor- or data-parallel, makes the FSDP backend's updates."""
+    from rlcfg.runtime.supervised import sft_experiment
+
+    base = qs(str(tmp_path / "quickstart"), steps=1)
+    model, train = base.role("actor").model.path, base.data.train_files[0]
+    histories = {}
+    for name, parallel in (("fsdp", None), ("megatron-tp", {"tp": 2}), ("megatron-dp", {})):
+        exp = sft_experiment(model, train, steps=3, batch_size=8, micro_batch_size=2, lr=1e-3, ranks=2)
+        if parallel is not None:
+            exp = megatron_actor(exp, **parallel)
+        histories[name] = go(exp, tmp_path / name, resume=None).history
+    fsdp = histories["fsdp"]
+    for name in ("megatron-tp", "megatron-dp"):
+        ours = histories[name]
+        assert [m["data/prompt_indices"] for m in ours] == [m["data/prompt_indices"] for m in fsdp]
+        assert [m["sft/answer_tokens"] for m in ours] == [m["sft/answer_tokens"] for m in fsdp]
+        for a, b in zip(ours, fsdp):
+            assert a["sft/loss"] == pytest.approx(b["sft/loss"], rel=1e-4), name
+            assert a["grad_norm"] == pytest.approx(b["grad_norm"], rel=1e-3), name
+            assert a["lr"] == pytest.approx(b["lr"])

@@ -938,10 +938,9 @@ def _limits_of_roles(cfg: Any, roles: list[str], components: dict) -> Iterator[F
                             f"write {letter}1 in `{key}` (or leave the letter out)")
 
         if c.effective_backend == "megatron":
-            if pipeline_kind(cfg) != "grpo":
-                what = "reward-model training" if pipeline_kind(cfg) == "rw" else "SFT"
-                yield _refusal(key, f"{what} on the Megatron backend of `{key}`: {run_limits.MEGATRON_SUPERVISED}",
-                               _fsdp_instead(cfg, key, c))
+            if pipeline_kind(cfg) == "rw":
+                yield _refusal(key, f"reward-model training on the Megatron backend of `{key}`: "
+                                    f"{run_limits.MEGATRON_SUPERVISED}", _fsdp_instead(cfg, key, c))
                 continue
             if role == "critic":
                 own = getattr(getattr(cfg, "critic", None), "backend", None) or ""
@@ -972,7 +971,7 @@ def _norm_text(norm: Any) -> str:
             "temperature other than the sampling one, an overlong penalty measured from another length, off-policy "
             "rollouts through consumer_batch_size, ...), "
             "although each key alone is honored; and the parallel sizes and backends rlcfg's runtime does not run "
-            "(rlcfg/run_limits.py): on Megatron expert and context parallelism, a critic, SFT and reward-model "
+            "(rlcfg/run_limits.py): on Megatron expert and context parallelism, a critic and reward-model "
             "training; on FSDP Ulysses (`c`) and the t, p and e sizes; LoRA outside the RL actor; vision-language "
             "models; and RL data that AReaL's GSM8K loader does not read.",
             keys=["actor.path", "ref.path", "critic.path", "model.path", "sglang.model_path", "vllm.model",

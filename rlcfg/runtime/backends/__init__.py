@@ -219,9 +219,8 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
         problems.append(f"the experiment has no trainable `{trained}` role")
     if exp.kind == "rl" and exp.role("rollout") is None:
         problems.append("the experiment has no `rollout` role")
-    if exp.kind != "rl" and model is not None and model.backend == "megatron":
-        what = "SFT" if exp.kind == "sft" else "reward-model training"
-        problems.append(f"role `{trained}`: {what} on the megatron backend{_written(model)}: "
+    if exp.kind == "reward_model" and model is not None and model.backend == "megatron":
+        problems.append(f"role `{trained}`: reward-model training on the megatron backend{_written(model)}: "
                         f"{run_limits.MEGATRON_SUPERVISED}; train it with `fsdp`")
     alg = exp.algorithm
     if alg.advantage == "gae" and exp.role("critic") is None:

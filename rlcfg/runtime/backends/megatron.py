@@ -573,6 +573,14 @@ def packed_logprobs(logits: Any, mb: Mapping[str, Any], prompt_width: int, vocab
     return logprobs, entropy
 
 
+def _summed(outs: list[Mapping[str, float]]) -> dict[str, float]:
+    sums: dict[str, float] = {}
+    for o in outs:
+        for k, v in o.items():
+            sums[k] = sums.get(k, 0.0) + float(v)
+    return sums
+
+
 # ---- the engine (GPU) -------------------------------------------------------------------------------------------
 
 def _on_engine_device(method: Any) -> Any:
@@ -772,6 +780,16 @@ class MegatronEngine:
 
     # -------------------------------------------------------------------------------------- interface
 
+    def _response_logprobs(self, logits: Any, mb: Mapping[str, Any], prompt_width: int, lo: int) -> Any:
+        """The micro-batch's per-response-token log-probs, [rows, response columns] (a packed one's rows too)."""
+        vocab = self.settings.model.vocab
+        if "packed" in mb:
+            return packed_logprobs(logits, mb, prompt_width, vocab, self.temperature)[0]
+        resp = mb["response_mask"].shape[1]
+        start_col = prompt_width - 1 - lo
+        targets = mb["input_ids"][:, prompt_width:prompt_width + resp].to(logits.device)
+        return token_logprobs(logits[:, start_col:start_col + resp], targets, vocab, self.temperature)
+
     @_on_engine_device
     def compute(self, batch: Mapping[str, Any], micro_batch: int) -> dict[str, Any]:
         """Per-response-token log-probs of this rank's data-parallel shard."""
@@ -781,17 +799,12 @@ class MegatronEngine:
         n, width = batch["response_mask"].shape
         prompt_width = batch["input_ids"].shape[1] - width
         mbs, seq, lo = self._micro_batches(batch, micro_batch, prompt_width)
-        vocab = self.settings.model.vocab
 
         def loss_of(logits: Any, mb: Mapping[str, Any]):
+            lp = self._response_logprobs(logits, mb, prompt_width, lo).detach().cpu()
             if "packed" in mb:
-                lp, _ = packed_logprobs(logits, mb, prompt_width, vocab, self.temperature)
-                return logits.new_zeros(()), {"logprobs": lp.detach().cpu(), "rows": mb["rows"]}
-            resp = mb["response_mask"].shape[1]
-            start_col = prompt_width - 1 - lo
-            targets = mb["input_ids"][:, prompt_width:prompt_width + resp].to(logits.device)
-            lp = token_logprobs(logits[:, start_col:start_col + resp], targets, vocab, self.temperature)
-            return logits.new_zeros(()), {"logprobs": lp[:mb["real_rows"]].detach().cpu()}
+                return logits.new_zeros(()), {"logprobs": lp, "rows": mb["rows"]}
+            return logits.new_zeros(()), {"logprobs": lp[:mb["real_rows"]]}
 
         for c in self.chunks:
             c.eval()
@@ -809,6 +822,66 @@ class MegatronEngine:
                 rows += lp.shape[0]
         result = self._broadcast_from_last_stage(result) * batch["response_mask"]
         return {"values": result, "forward_s": time.perf_counter() - start}
+
+    # SFT (rlcfg.runtime.supervised_step's meaning): a sequence's first token is its "prompt" and every later one a
+    # "response" token, scored where the example's loss mask marks it, so the schedule and the log-probs are the RL
+    # update's.
+
+    def _supervised(self, batch: Mapping[str, Any], cfg: Mapping[str, Any], train: bool) -> dict[str, float]:
+        import torch
+
+        if cfg["kind"] != "sft":
+            raise MegatronConfigError("the megatron backend trains no value head, so no reward model; use fsdp")
+        rl = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
+              "response_mask": batch["loss_mask"][:, 1:].float()}
+        mbs, seq, lo = self._micro_batches(rl, max(1, int(cfg["micro_batch"])), 1)
+        count, dp = len(mbs), self.settings.layout.dp
+        denominator = max(float(cfg.get("denominator") or 1.0), 1.0)
+
+        def loss_of(logits: Any, mb: Mapping[str, Any]):
+            lp = self._response_logprobs(logits, mb, 1, lo)
+            mask = mb["response_mask"].to(lp.device)[:mb["real_rows"]]
+            lp = lp[:mb["real_rows"]]
+            loss = -(lp * mask).sum() / denominator
+            with torch.no_grad():
+                nll = -(lp.detach() * mask).sum(dim=1)
+                tokens = mask.sum(dim=1)
+                per_seq = nll / tokens.clamp(min=1)
+                stats = {"nll_sum": float(nll.sum()), "tokens": float(tokens.sum()),
+                         "ppl_sum": float(per_seq.exp()[tokens > 0].sum()), "sequences": float((tokens > 0).sum())}
+            # The schedule divides by the micro-batch count and DDP averages over DP ranks: undo both, so the
+            # update is that of the whole batch's loss over its `denominator` answer tokens.
+            return loss * count * dp, stats
+
+        start = time.perf_counter()
+        for c in self.chunks:
+            c.train(train)
+        if not train:
+            with torch.no_grad():
+                outs = self._run(mbs, seq, lo, 1, True, loss_of)
+            return self._broadcast_from_last_stage(_summed(outs))
+        for c in self.chunks:
+            c.zero_grad_buffer()
+        self.optimizer.zero_grad()
+        lr = self.optimizer.param_groups[0]["lr"]  # the rate of this update (the scheduler moves on after it)
+        outs = self._run(mbs, seq, lo, 1, False, loss_of)
+        ok, grad_norm, _zeros = self.optimizer.step()
+        if ok or self.settings.schedule_per_train_step:
+            self.scheduler.step(increment=1)
+        sums = self._broadcast_from_last_stage(_summed(outs))
+        sums.update(lr=lr, grad_norm=float(grad_norm or 0.0), forward_backward_s=time.perf_counter() - start,
+                    optimizer_s=0.0)
+        return sums
+
+    @_on_engine_device
+    def train_supervised(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
+        """One SFT optimizer step on this rank's data-parallel share of a batch; the loss sums for the metrics."""
+        return self._supervised(batch, cfg, train=True)
+
+    @_on_engine_device
+    def evaluate_supervised(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:
+        """The SFT loss sums of this rank's share of the validation data, without gradients."""
+        return self._supervised(batch, cfg, train=False)
 
     @_on_engine_device
     def train(self, batch: Mapping[str, Any], cfg: Mapping[str, Any]) -> dict[str, float]:

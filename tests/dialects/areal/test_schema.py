@@ -878,7 +878,7 @@ def _limits(template: Path, *overrides: str) -> list[tuple[str, str]]:
     result = check_file(str(template), list(overrides))
     assert result.ok, [(d.code, d.path, d.message) for d in result.diagnostics if d.severity.value == "error"]
     words = ("Ulysses", "shards data-parallel", "expert parallelism", "context parallelism", "no value head",
-             "SFT and reward-model")
+             "reward-model training")
     return [(d.path, next(w for w in words if w in d.message)) for d in result.diagnostics
             if d.code == "RLC118" and d.rule == "areal/run-ledger" and any(w in d.message for w in words)]
 
@@ -893,8 +893,9 @@ def _limits(template: Path, *overrides: str) -> list[tuple[str, str]]:
     (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["critic.backend=megatron:d4"], [("critic.backend", "no value head")]),
     (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["actor.backend=megatron:d2c2", "critic.backend=fsdp:d4"],
      [("actor.backend", "context parallelism")]),
-    (SFT_TEMPLATE, ["allocation_mode=megatron:d8p1t1"], [("allocation_mode", "SFT and reward-model")]),
-    (TEMPLATES / "areal-rw.yaml", ["allocation_mode=megatron:d4p1t1"], [("allocation_mode", "SFT and reward-model")]),
+    # SFT trains on megatron-core (MegatronEngine.train_supervised); a reward model needs a value head.
+    (SFT_TEMPLATE, ["allocation_mode=megatron:d8p1t1"], []),
+    (TEMPLATES / "areal-rw.yaml", ["allocation_mode=megatron:d4p1t1"], [("allocation_mode", "reward-model training")]),
     # Megatron runs t and p; FSDP runs d alone.
     (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["actor.backend=megatron:d1t2p2", "critic.backend=fsdp:d4"], []),
     (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", [], []),
