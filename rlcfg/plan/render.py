@@ -301,6 +301,11 @@ def _batch(plan: ExecutionPlan) -> list[str]:
                                               "generating at once"
                                               + ("" if sch.ahead_across_epochs else
                                                  "; each epoch's first step waits for the last update")))
+    alg = exp.algorithm
+    if alg.balance_ranks_by_length:
+        rows.append(("rank shares", "dealt by length, longest first, each to the rank with the fewest tokens"))
+    elif alg.shuffle_seed is not None:
+        rows.append(("rank shares", f"each reordered by one permutation seeded with {alg.shuffle_seed}, every step"))
     if sch.partial_rollout is not None:
         limits = sch.partial_rollout.round_limits(exp.sampling.max_new_tokens)
         rows.append(("partial rollout", f"rounds of up to {', '.join(f'{t:,}' for t in limits)} tokens, unfinished "

@@ -350,6 +350,8 @@ class Run(RunShell):
         sampling = self._sampling()
         calls = []
         for j, (limit, ks) in enumerate(sorted(by_limit.items())):
+            if limit == 0:
+                continue  # nothing to generate this round
             inputs = [tuple(data.token_ids[pending[k].prompt]) + tuple(pending[k].tokens) for k in ks]
             calls.append((ks, self._submit(inputs, replace(sampling, n=1, max_new_tokens=limit),
                                            self.exp.seed * 100_003 + step * 7 + j, None)))

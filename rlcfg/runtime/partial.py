@@ -40,10 +40,9 @@ class PartialRolloutStarved(DataError, RuntimeError):
 
 class PartialRollouts:
     def __init__(self, spec: PartialRollout, max_new_tokens: int, group_size: int, options: AdvantageOptions):
+        # A round's limit may be 0 (a small share of a short response): it generates nothing, as SGLang does with
+        # max_new_tokens 0, and the response goes on to the next round.
         self.limits = spec.round_limits(max_new_tokens)
-        if min(self.limits) < 1:
-            raise ValueError(f"partial rollout: a round may generate {min(self.limits)} tokens "
-                             f"(int({max_new_tokens} × {min(spec.round_shares)})); every round needs at least one")
         self.min_finished = spec.min_finished
         self.kept_until = spec.rewards_kept_until
         self.group_size = group_size

@@ -63,9 +63,13 @@ def test_the_state_continues_the_same_responses_after_a_round_trip_through_json(
         [r.tokens for r in p.after_round(p.start([]), rest)]
 
 
-def test_a_round_that_could_generate_nothing_is_an_error():
-    with pytest.raises(ValueError, match="every round needs at least one"):
-        rollouts(shares=(0.9, 0.1), max_new_tokens=5)
+def test_a_round_that_may_generate_nothing_passes_the_response_on():
+    p = rollouts(min_finished=0, group=1, kept_until=1, shares=(0.1, 0.9), max_new_tokens=5)  # rounds of 0 and 4
+    response = Response(prompt=0, answer=None, started=1)
+    pending = p.start([response])
+    assert p.limit(response) == 0
+    assert p.after_round(pending, [[]]) == [] and p.unfinished == [response]  # 0 tokens are not fewer than 0
+    assert p.after_round(p.start([]), [[1, 2]]) == [response] and response.ended
 
 
 def _chatlearn_classes():

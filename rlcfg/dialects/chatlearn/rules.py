@@ -682,8 +682,10 @@ def _partial_rollout(cfg: Any, ctx: Any):
 
 @rules.rule("chatlearn/partial-rollout-starts", "RLC306",
             "ChatLearn main: with `runtime_args.use_partial_rollout` (and no rollout manager), "
-            "`models.partial_rollout_manager.mini_response_per_prompt` is below `models.policy.num_inference_per_prompt`.",
-            keys=["models.partial_rollout_manager.mini_response_per_prompt", f"{POL}.num_inference_per_prompt"])
+            "`models.partial_rollout_manager.mini_response_per_prompt` is below `models.policy.num_inference_per_prompt`, "
+            "and with vLLM every round may generate at least one token.",
+            keys=["models.partial_rollout_manager.mini_response_per_prompt", f"{POL}.num_inference_per_prompt",
+                  "models.partial_rollout_manager.rollout_ratio"])
 def _partial_rollout_starts(cfg: Any, ctx: Any):
     r, m, p = cfg.runtime_args, cfg.models.partial_rollout_manager, cfg.models.policy
     if ctx.release == "1.2.0" or not r.use_partial_rollout or r.use_rollout_manager:
@@ -697,6 +699,14 @@ def _partial_rollout_starts(cfg: Any, ctx: Any):
                                         f"starts (a prompt's responses go to training once more than this many have "
                                         f"finished)", hint=f"set it below {p.num_inference_per_prompt}",
                         related=[f"{POL}.num_inference_per_prompt", f"{RT}.use_partial_rollout"])
+    limits = [int(p.max_response_tokens_length * share) for share in m.rollout_ratio]
+    if r.rollout_backend == "vllm" and limits and min(limits) < 1:
+        # vLLM's SamplingParams refuse max_tokens 0 (SGLang generates nothing and the response goes on).
+        path = "models.partial_rollout_manager.rollout_ratio"
+        yield ctx.error("RLC306", path, f"{path} gives a round of {min(limits)} tokens "
+                                        f"(int({p.max_response_tokens_length} × {min(m.rollout_ratio)})): ChatLearn "
+                                        f"accepts this at load but vLLM refuses to generate 0 tokens in that round",
+                        hint="give every round a share of at least one token", related=[f"{RT}.rollout_backend"])
 
 
 @rules.rule("chatlearn/partial-rollout-needs-grpo-engine", "RLC307",

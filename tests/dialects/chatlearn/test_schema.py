@@ -533,6 +533,12 @@ def test_partial_rollout_needs_fewer_finished_than_a_group_and_no_rollout_manage
     found = findings(FSDP_TEMPLATE, "runtime_args.use_partial_rollout=true",
                      "models.partial_rollout_manager.mini_response_per_prompt=32")
     assert_finds(found, "RLC306", "models.partial_rollout_manager.mini_response_per_prompt", "not below", "(32)")
+    zero = findings(FSDP_TEMPLATE, "runtime_args.use_partial_rollout=true",
+                    "models.partial_rollout_manager.rollout_ratio=[0.0001,0.9999]")
+    assert_finds(zero, "RLC306", "models.partial_rollout_manager.rollout_ratio", "a round of 0 tokens", "vLLM")
+    sglang = findings(FSDP_TEMPLATE, "runtime_args.use_partial_rollout=true", "runtime_args.rollout_backend=sglang",
+                      "models.partial_rollout_manager.rollout_ratio=[0.0001,0.9999]")
+    assert not [f for f in sglang if f[1] == "models.partial_rollout_manager.rollout_ratio"]
     # The rollout manager's engine starts no partial rollout manager: the flag does nothing, and nothing is checked.
     ignored = findings(FSDP_TEMPLATE, *MANAGER, "runtime_args.use_partial_rollout=true",
                        "models.partial_rollout_manager.mini_response_per_prompt=32")
