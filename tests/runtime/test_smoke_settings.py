@@ -81,8 +81,9 @@ def test_a_change_whose_error_is_not_cleared_is_not_made():
      "runtime_args.num_inference_per_prompt", "32", "8"),
     ("areal-fsdp-vllm-ppo.yaml", ["critic.backend=megatron:d4p1t1"], "critic.backend", "'megatron:d4p1t1'",
      "'fsdp:d4p1t1'"),
-    # the hint's value before the default: an empty allocation_mode clears the refusal by training on no GPU
-    ("areal-sft.yaml", ["allocation_mode=d2p2t2"], "allocation_mode", "'d2p2t2'", "'d8'"),
+    # the hint's value before the default: an empty allocation_mode clears the refusal by training on no GPU (a
+    # reward model's scalar head trains on fsdp only)
+    ("areal-rw.yaml", ["allocation_mode=d1p2t2"], "allocation_mode", "'d1p2t2'", "'d4'"),
 ])
 def test_a_refusal_whose_hint_names_the_value_gets_it(template, overrides, key, old, new):
     result = settled(TEMPLATES / template, overrides)
