@@ -30,6 +30,20 @@ def sft_loss(logprobs: Any, loss_mask: Any, denominator: float | None = None) ->
     return -(logprobs * mask).sum() / max(count, 1.0)
 
 
+def sft_sums(logprobs: Any, scored: Any) -> dict[str, float]:
+    """What step_metrics adds up for SFT: the negative log-likelihood and count of the scored tokens, and each
+    sequence's perplexity. `scored` marks the tokens `logprobs` score (one column each)."""
+    import torch
+
+    with torch.no_grad():
+        m = scored.to(logprobs.dtype)
+        nll = -(logprobs.detach() * m).sum(dim=1)
+        tokens = m.sum(dim=1)
+        per_seq = nll / tokens.clamp(min=1)
+        return {"nll_sum": float(nll.sum()), "tokens": float(tokens.sum()),
+                "ppl_sum": float(per_seq.exp()[tokens > 0].sum()), "sequences": float((tokens > 0).sum())}
+
+
 def last_token_scores(values: Any, attention_mask: Any) -> Any:
     """Each right-padded row's score at its last real token."""
     import torch
@@ -73,15 +87,7 @@ def _micro_loss(engine: Any, kind: str, mb: Mapping[str, Any], denominator: floa
     if kind == "sft":
         logprobs = token_logprobs(logits, mb["input_ids"].to(engine.device), engine.temperature)
         mask = mb["loss_mask"].to(engine.device)
-        loss = sft_loss(logprobs, mask, denominator)
-        with torch.no_grad():
-            m = mask[:, 1:].float()
-            nll = -(logprobs.detach() * m).sum(dim=1)
-            tokens = m.sum(dim=1)
-            per_seq = nll / tokens.clamp(min=1)
-            stats = {"nll_sum": float(nll.sum()), "tokens": float(tokens.sum()),
-                     "ppl_sum": float(per_seq.exp()[tokens > 0].sum()), "sequences": float((tokens > 0).sum())}
-        return loss, stats
+        return sft_loss(logprobs, mask, denominator), sft_sums(logprobs, mask[:, 1:])
     scores = last_token_scores(logits[..., 0], mb["attention_mask"].to(engine.device)).float()
     chosen, rejected = scores[0::2], scores[1::2]
     loss = pairwise_loss(chosen, rejected, denominator)

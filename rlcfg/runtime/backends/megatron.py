@@ -830,6 +830,8 @@ class MegatronEngine:
     def _supervised(self, batch: Mapping[str, Any], cfg: Mapping[str, Any], train: bool) -> dict[str, float]:
         import torch
 
+        from rlcfg.runtime.supervised_step import sft_sums
+
         if cfg["kind"] != "sft":
             raise MegatronConfigError("the megatron backend trains no value head, so no reward model; use fsdp")
         rl = {"input_ids": batch["input_ids"], "attention_mask": batch["attention_mask"],
@@ -843,12 +845,7 @@ class MegatronEngine:
             mask = mb["response_mask"].to(lp.device)[:mb["real_rows"]]
             lp = lp[:mb["real_rows"]]
             loss = -(lp * mask).sum() / denominator
-            with torch.no_grad():
-                nll = -(lp.detach() * mask).sum(dim=1)
-                tokens = mask.sum(dim=1)
-                per_seq = nll / tokens.clamp(min=1)
-                stats = {"nll_sum": float(nll.sum()), "tokens": float(tokens.sum()),
-                         "ppl_sum": float(per_seq.exp()[tokens > 0].sum()), "sequences": float((tokens > 0).sum())}
+            stats = sft_sums(lp, mask)
             # The schedule divides by the micro-batch count and DDP averages over DP ranks: undo both, so the
             # update is that of the whole batch's loss over its `denominator` answer tokens.
             return loss * count * dp, stats
