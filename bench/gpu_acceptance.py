@@ -86,12 +86,12 @@ class Context:
 
 # ------------------------------------------------------------------------------------------------ shared pieces
 
-def build_model(directory: str, seed: int) -> str:
+def build_model(directory: str, seed: int, experts: int = 0) -> str:
     """A tiny Qwen2 (hidden 128, 2 heads of 64, 1 KV head, 2 layers, untied head) with the quickstart's
-    tokenizer. Every weight is drawn, norms and biases too: a norm weight of 1 or a bias of 0 would hide a
-    misplaced tensor."""
+    tokenizer; with `experts`, a Qwen3-MoE of the same figures routing each token to 2 of them. Every weight is
+    drawn, norms and biases too: a norm weight of 1 or a bias of 0 would hide a misplaced tensor."""
     import torch
-    from transformers import Qwen2Config, Qwen2ForCausalLM
+    import transformers
     from transformers.utils import logging as hf_logging
 
     from rlcfg.runtime.quickstart import build_tokenizer
@@ -99,14 +99,19 @@ def build_model(directory: str, seed: int) -> str:
     hf_logging.disable_progress_bar()  # the output is one line per check
     tokenizer = build_tokenizer(directory)
     torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
-                         bos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False)
-    model = Qwen2ForCausalLM(config)
+    figures = dict(vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                   num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128,
+                   pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
+                   bos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False)
+    if experts:
+        model = transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
+            head_dim=64, num_experts=experts, num_experts_per_tok=2, moe_intermediate_size=128, norm_topk_prob=True,
+            **figures))
+    else:
+        model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**figures))
     with torch.no_grad():
         for param in model.parameters():
-            if param.dim() == 2:
+            if param.dim() >= 2:
                 param.normal_(0.0, INIT_STD)
             else:
                 param.add_(torch.randn_like(param) * INIT_STD)
@@ -575,6 +580,30 @@ def check_megatron_tp1_bf16(ctx: Context) -> str:
     return f"max |Δ| vs transformers fp32 {error:.4f} ≤ {ref.bound:.4f}; one step: {report}"
 
 
+def check_megatron_moe_bf16(ctx: Context) -> str:
+    """A mixture of experts on the Megatron engine: megatron-core's router and experts without Transformer Engine
+    (the path rlcfg's wheel installs), the router in fp32 as SkyRL and ChatLearn set it."""
+    from rlcfg.ir import Model, Optimizer, Resources, Role
+    from rlcfg.runtime.backends import megatron as M
+
+    init_world(ctx.device)
+    path = build_model(os.path.join(ctx.scratch, "moe"), seed=3, experts=4)
+    batch = padded_batch(path)
+    role = Role(name="actor", backend="megatron", resources=Resources(gpus=1),
+                model=Model(path=path, dtype="bfloat16"), optimizer=Optimizer(lr=LR, grad_clip=1.0),
+                micro_batch_size=MICRO, router_dtype="fp32")
+    settings = M.lower_role(role, M.model_spec_for(role), 1, total_optimizer_steps=10,
+                            seq_length=batch["input_ids"].shape[1])
+    engine = M.MegatronEngine("actor", path, settings)
+    ref = bf16_bound(path, batch, ctx.device)
+    error = require_within("Megatron's MoE log-probs", engine.compute(batch, MICRO)["values"], ref, batch)
+    update, cfg = rl_update(path, lambda b: engine.compute(b, MICRO)["values"])
+    before = engine.full_state_dict()
+    metrics = engine.train(update, cfg)
+    report = require_trained(before, engine.full_state_dict(), metrics)
+    return f"4 experts, 2 per token: max |Δ| vs transformers fp32 {error:.4f} ≤ {ref.bound:.4f}; one step: {report}"
+
+
 # ------------------------------------------------------------------------------------------------ vLLM, SGLang
 
 def rollout_plan(ctx: Context, backend: str, gpus: int, engine: tuple[tuple[str, Any], ...]) -> Any:
@@ -775,6 +804,7 @@ CHECKS = (
     Check("fsdp2_cpu_offload", check_fsdp2_cpu_offload, 120),
     Check("hf_rollout_gpu", check_hf_rollout_gpu, 120),
     Check("megatron_tp1_bf16", check_megatron_tp1_bf16, 240, package="megatron.core"),
+    Check("megatron_moe_bf16", check_megatron_moe_bf16, 240, package="megatron.core"),
     Check("vllm_hybrid_2ranks", check_vllm_hybrid_2ranks, 300, package="vllm", gpus=HYBRID_RANKS),
     Check("sglang_sleep_update_wake", check_sglang_sleep_update_wake, 300, package="sglang"),
 )

@@ -170,6 +170,9 @@ class Role:
     # nothing freezes nothing; the run warns.
     frozen_prefixes: tuple[str, ...] = ()
     lora: Lora | None = None  # None: every weight trains
+    # A mixture-of-experts model's router logits on the megatron backend: computed in this dtype, or (None) in the
+    # model's own, as the framework's Megatron setup leaves them (megatron-core's moe_router_dtype).
+    router_dtype: Literal["fp32", "fp64"] | None = None
     # Environment variables of this role's worker processes, as (name, value), set before the process starts
     # (Ray runtime_env), so even what libraries read at import sees them. Roles share a process only when their
     # environments are equal.

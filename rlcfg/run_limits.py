@@ -10,10 +10,18 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
-EXPERT_PARALLEL = ("rlcfg's Megatron backend converts the weights of dense models only, so it runs no expert "
-                   "parallelism")
+# AReaL's and ROLL's Megatron setups choose the router's settings (logit dtype, load-balancing loss) in code of their
+# own, which rlcfg has not mapped; SkyRL's, RLinf's and ChatLearn's are.
+EXPERT_PARALLEL = ("rlcfg runs expert parallelism with the MoE router settings of SkyRL, RLinf and ChatLearn; this "
+                   "framework's are not mapped onto megatron-core, so it runs none")
+# What rlcfg's Megatron backend computes for a mixture-of-experts layer (rlcfg.runtime.backends.megatron
+# moe_transformer_config), which the MoE keys of a framework's Megatron config must leave as it is.
+MOE_ROUTING = ("rlcfg routes each token by softmax to the top k experts of the model's config.json (their weights "
+               "renormalised as its norm_topk_prob says), drops no token, and adds no load-balancing, z- or bias "
+               "term")
+_AUX_LOSSES = ("aux_loss", "seq_aux_loss", "global_aux_loss")
 CONTEXT_PARALLEL = ("rlcfg's Megatron backend does not split the RL update's batch along the sequence, so it runs no "
                     "context parallelism")
 ULYSSES = "rlcfg's training backends run no Ulysses sequence parallelism"
@@ -100,3 +108,24 @@ def vision_language_hint(key: str, path: object) -> str:
     if text == name or os.path.isdir(os.path.expanduser(str(path))):
         return hint
     return f"{hint} (its text sibling: `{key}: {head + '/' if head else ''}{text}`)"
+
+
+# megatron-core's MoE router settings a framework's Megatron config can write, by megatron-core's names.
+MOE_ROUTER_KEYS = ("moe_router_load_balancing_type", "moe_aux_loss_coeff", "moe_z_loss_coeff",
+                   "moe_router_enable_expert_bias", "moe_router_topk_scaling_factor", "moe_router_pre_softmax",
+                   "moe_router_num_groups", "moe_router_group_topk", "moe_input_jitter_eps",
+                   "moe_expert_capacity_factor", "moe_shared_expert_intermediate_size", "moe_router_score_function")
+
+
+def moe_routing_changes(value_of: Callable[[str], object]) -> Iterator[tuple[str, object]]:
+    """The router settings (MOE_ROUTER_KEYS; `value_of(name)`, None for one not written: its default) that would
+    compute something other than MOE_ROUTING, as (name, value). An auxiliary loss runs only with a load-balancing
+    type that has one and a coefficient above 0 (megatron-core's router checks both)."""
+    values = {name: value_of(name) for name in MOE_ROUTER_KEYS}
+    if values["moe_router_load_balancing_type"] in _AUX_LOSSES and values["moe_aux_loss_coeff"]:
+        yield "moe_aux_loss_coeff", values["moe_aux_loss_coeff"]
+    for name in MOE_ROUTER_KEYS[2:-1]:
+        if values[name]:
+            yield name, values[name]
+    if values["moe_router_score_function"] not in (None, "softmax"):
+        yield "moe_router_score_function", values["moe_router_score_function"]

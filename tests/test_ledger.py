@@ -13,7 +13,8 @@ from typing import Any, ClassVar, Iterator
 
 import pytest
 
-from rlcfg import frontend, lower, schema
+from rlcfg import frontend, lower, run_limits, schema
+from rlcfg.dialects.rlinf.fields import FIELDS
 from rlcfg.schema.base import (ENTRY_KEY, HONORED, Dialect, RuleSet, Section, field_fate, fields_along, inert,
                                iter_fields, param, refused, section, unread)
 from rlcfg.schema.ledger import fates
@@ -182,7 +183,10 @@ PROBES: dict[str, list[tuple[str, ...]]] = {
               ("trainer.algorithm.off_policy_correction.sequence_mask_metric=product",),
               ],
     # lr_warmup_iters counts only where lr_warmup_fraction is null, which the RLinf template does not write
-    "rlinf": [("actor.lr_sched.lr_warmup_fraction=null",)],
+    "rlinf": [("actor.lr_sched.lr_warmup_fraction=null",),
+              # the router's settings are read where a config writes them (the others are not built)
+              tuple(f"+actor.model.{key}=null" for key in run_limits.MOE_ROUTER_KEYS
+                    if f"actor.model.{key}" in FIELDS)],
     # LoRA's settings count only where it is on
     "areal": [("+actor.use_lora=true",)],
     # partial rollout's settings count only where it is on (and runs: one optimizer step per episode)

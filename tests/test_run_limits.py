@@ -17,10 +17,6 @@ TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 # (template, overrides, release, the key validate's RLC118 is at, the limit)
 CASES = [
     pytest.param("skyrl-fsdp-vllm", ["trainer.strategy=megatron",
-                                     "trainer.policy.megatron_config.expert_model_parallel_size=2"], None,
-                 "trainer.policy.megatron_config.expert_model_parallel_size", run_limits.EXPERT_PARALLEL,
-                 id="skyrl-ep"),
-    pytest.param("skyrl-fsdp-vllm", ["trainer.strategy=megatron",
                                      "trainer.policy.megatron_config.context_parallel_size=2"], None,
                  "trainer.policy.megatron_config.context_parallel_size", run_limits.CONTEXT_PARALLEL,
                  id="skyrl-cp"),
@@ -28,20 +24,14 @@ CASES = [
                  run_limits.DEEPSPEED, id="skyrl-deepspeed"),
     pytest.param("skyrl-fsdp-vllm", ["trainer.policy.sequence_parallel_size=2"], None,
                  "trainer.policy.sequence_parallel_size", run_limits.ULYSSES, id="skyrl-ulysses"),
-    pytest.param("rlinf-megatron-sglang", ["+actor.model.expert_model_parallel_size=2"], None,
-                 "actor.model.expert_model_parallel_size", run_limits.EXPERT_PARALLEL, id="rlinf-ep"),
     pytest.param("rlinf-megatron-sglang", ["+actor.model.context_parallel_size=2"], None,
                  "actor.model.context_parallel_size", run_limits.CONTEXT_PARALLEL, id="rlinf-cp"),
-    pytest.param("chatlearn-megatron-vllm", ["models.policy_trainer.expert_model_parallel_size=2"], None,
-                 "models.policy_trainer.expert_model_parallel_size", run_limits.EXPERT_PARALLEL, id="chatlearn-ep"),
     pytest.param("chatlearn-megatron-vllm", ["models.policy_trainer.context_parallel_size=2"], None,
                  "models.policy_trainer.context_parallel_size", run_limits.CONTEXT_PARALLEL, id="chatlearn-cp"),
     pytest.param("chatlearn-fsdp-vllm", ["models.policy_trainer.ulysses_sequence_parallel_size=2"], None,
                  "models.policy_trainer.ulysses_sequence_parallel_size", run_limits.ULYSSES, id="chatlearn-ulysses"),
     pytest.param("areal-fsdp-vllm-ppo", ["actor.backend=fsdp:d2c2"], None, "actor.backend", run_limits.ULYSSES,
                  id="areal-ulysses"),
-    pytest.param("areal-fsdp-vllm-ppo", ["actor.backend=megatron:d4e2", "critic.backend=fsdp:d4"], None,
-                 "actor.backend", run_limits.EXPERT_PARALLEL, id="areal-ep"),
     pytest.param("areal-fsdp-vllm-ppo", ["critic.backend=megatron:d4"], None, "critic.backend",
                  run_limits.MEGATRON_CRITIC, id="areal-megatron-critic"),
     pytest.param("areal-rw", ["allocation_mode=megatron:d4p1t1"], None, "allocation_mode",
@@ -51,9 +41,6 @@ CASES = [
     pytest.param("roll-megatron-vllm", ["actor_train.strategy_args.strategy_config.context_parallel_size=2"], None,
                  "actor_train.strategy_args.strategy_config.context_parallel_size", run_limits.CONTEXT_PARALLEL,
                  id="roll-cp"),
-    pytest.param("roll-megatron-vllm", ["+actor_train.strategy_args.strategy_config.expert_model_parallel_size=2"],
-                 None, "actor_train.strategy_args.strategy_config.expert_model_parallel_size",
-                 run_limits.EXPERT_PARALLEL, id="roll-ep"),
     pytest.param("roll-fsdp2-vllm", ["+actor_train.model_args.ulysses_size=2"], None,
                  "actor_train.model_args.ulysses_size", run_limits.ULYSSES, id="roll-ulysses"),
 ]
@@ -68,6 +55,63 @@ def test_validate_says_what_the_dry_run_refuses(template, overrides, release, ke
     assert all(d.hint for d in notes), "each note says what runs"
     preflight = [b.message for b in report.blockers if b.code == PREFLIGHT_CODE]
     assert any(limit in message for message in preflight), preflight
+
+
+# Expert parallelism runs (the workers check the model's experts); what is refused is a framework whose MoE router
+# settings rlcfg has not mapped (validate's note only: the runtime runs the same layout for the frameworks it has),
+# and, where a framework's Megatron config writes them, router settings other than what rlcfg computes.
+EP_TEMPLATES = {"skyrl": ("skyrl-fsdp-vllm", ["trainer.strategy=megatron",
+                                              "trainer.policy.megatron_config.expert_model_parallel_size=2"]),
+                "rlinf": ("rlinf-megatron-sglang", ["+actor.model.expert_model_parallel_size=2"]),
+                "chatlearn": ("chatlearn-megatron-vllm", ["models.policy_trainer.expert_model_parallel_size=2"]),
+                "areal": ("areal-fsdp-vllm-ppo", ["actor.backend=megatron:d4e2", "critic.backend=fsdp:d4"]),
+                "roll": ("roll-megatron-vllm", ["+actor_train.strategy_args.strategy_config.expert_model_parallel_size=2"])}
+
+
+@pytest.mark.parametrize("dialect", ["skyrl", "rlinf", "chatlearn"])
+def test_expert_parallelism_runs_where_the_router_settings_are_mapped(dialect):
+    template, overrides = EP_TEMPLATES[dialect]
+    report = dry_run(str(TEMPLATES / f"{template}.yaml"), overrides)
+    assert report.result.ok
+    said = [d.message for d in report.result.diagnostics if d.code == "RLC118"] + [b.message for b in report.blockers]
+    assert not [m for m in said if "expert" in m or "MoE" in m], said
+
+
+@pytest.mark.parametrize("dialect,key", [
+    ("areal", "actor.backend"), ("roll", "actor_train.strategy_args.strategy_config.expert_model_parallel_size")])
+def test_expert_parallelism_is_refused_where_the_router_settings_are_not_mapped(dialect, key):
+    template, overrides = EP_TEMPLATES[dialect]
+    report = dry_run(str(TEMPLATES / f"{template}.yaml"), overrides)
+    notes = [d for d in report.result.diagnostics if d.code == "RLC118" and run_limits.EXPERT_PARALLEL in d.message]
+    assert [d.path for d in notes] == [key] and all(d.hint for d in notes)
+    assert not report.launches
+
+
+@pytest.mark.parametrize("template,overrides,key", [
+    ("chatlearn-megatron-vllm", ["models.policy_trainer.megatron_model_cfg.moe_aux_loss_coeff=0.001",
+                                 "models.policy_trainer.megatron_model_cfg.moe_router_load_balancing_type=aux_loss"],
+     "models.policy_trainer.megatron_model_cfg.moe_aux_loss_coeff"),
+    ("chatlearn-megatron-vllm", ["models.policy_trainer.megatron_model_cfg.moe_router_score_function=sigmoid"],
+     "models.policy_trainer.megatron_model_cfg.moe_router_score_function"),
+    ("rlinf-megatron-sglang", ["+actor.model.moe_router_load_balancing_type=aux_loss",
+                               "+actor.model.moe_aux_loss_coeff=0.01"], "actor.model.moe_aux_loss_coeff"),
+    ("rlinf-megatron-sglang", ["+actor.model.moe_router_pre_softmax=true"], "actor.model.moe_router_pre_softmax"),
+])
+def test_router_settings_that_change_what_is_computed_are_refused(template, overrides, key):
+    report = dry_run(str(TEMPLATES / f"{template}.yaml"), overrides)
+    notes = [d for d in report.result.diagnostics if d.code == "RLC118" and run_limits.MOE_ROUTING in d.message]
+    assert [d.path for d in notes] == [key] and all(d.hint for d in notes)
+
+
+@pytest.mark.parametrize("template,overrides", [
+    # An aux-loss type with a coefficient of 0 (RLinf's Qwen3-30B example) and a coefficient without an aux-loss
+    # type add no loss in megatron-core.
+    ("rlinf-megatron-sglang", ["+actor.model.moe_router_load_balancing_type=aux_loss", "+actor.model.moe_aux_loss_coeff=0.0"]),
+    ("chatlearn-megatron-vllm", ["models.policy_trainer.megatron_model_cfg.moe_aux_loss_coeff=0.001"]),
+])
+def test_router_settings_that_add_nothing_are_not_refused(template, overrides):
+    report = dry_run(str(TEMPLATES / f"{template}.yaml"), overrides)
+    assert not [d for d in report.result.diagnostics if d.code == "RLC118" and run_limits.MOE_ROUTING in d.message]
 
 
 @pytest.mark.parametrize("template", ["skyrl-fsdp-vllm", "rlinf-megatron-sglang", "chatlearn-megatron-vllm",

@@ -11,7 +11,8 @@ from the smoke Experiment, as for any run.
 
 What changes, and why each change leaves the algorithm alone:
 
-- the model: a tiny model of the same family (Qwen2, Qwen3 or Llama; 2 layers, hidden 128, head_dim 32 so that
+- the model: a tiny model of the same family (Qwen2, Qwen3, Llama, or Qwen3-MoE with 4 experts, 2 per token;
+  2 layers, hidden 128, head_dim 32 so that
   vLLM's CPU build can run it, untied embeddings so that its engine takes weight updates) with a
   character-level tokenizer and a plain chat template, warm-started (rlcfg's own SFT, as the quickstart's model)
   on the generated task until it answers some prompts right and stops: a random model scores 0 on every
@@ -33,7 +34,8 @@ What changes, and why each change leaves the algorithm alone:
 - lengths: responses capped at 32 tokens, prompts at 64 (256 with the config's own data, whose prompts are
   longer; the tokenizer counts characters);
 - sizes that do not change the arithmetic and that the CPU cannot run become 1 (the rollout engine's tp/pp,
-  Ulysses sp, Megatron's pp/cp/ep) or off (offloading), and the real tokenizer's stop token ids are dropped.
+  Ulysses sp, Megatron's pp/cp) or off (offloading), Megatron's expert parallelism becomes 2 (the tiny experts
+  split over both workers), and the real tokenizer's stop token ids are dropped.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from rlcfg.diagnostics import plural
 from rlcfg.ir import Experiment, Model, Offload, Parallelism, Resources, Role
 from rlcfg.runtime import rewards
 
-FAMILIES = ("qwen2", "qwen3", "llama")
+FAMILIES = ("qwen2", "qwen3", "llama", "qwen3_moe")
 DEFAULT_STEPS = 3
 MAX_GROUP = 8
 MIN_SAMPLES = 8
@@ -62,6 +64,10 @@ CACHE_VERSION = "v2"
 # The tiny architecture: head_dim 32 (vLLM's CPU attention needs 32, 64, 80, ...), 4 heads and 2 KV heads so
 # that Megatron's tensor parallelism of 2 divides both.
 TINY = {"hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 32, "intermediate": 256}
+# The tiny mixture of experts: 4 experts, so that an expert parallel size of 2 splits them; Qwen3-MoE's routing.
+TINY_EXPERTS = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 128, "norm_topk_prob": True}
+# Qwen3-MoE checkpoints name their active parameters: Qwen3-30B-A3B, Qwen3-235B-A22B.
+_QWEN3_MOE_NAME = r"(?i)qwen3[^/]*-a\d+(?:\.\d+)?b(?:$|[-_.])"
 ROLLOUT_ONLY_ENGINE_KEYS = {"sglang": ("mem_fraction_static", "attention_backend", "cuda_graph_bs")}
 
 
@@ -74,7 +80,7 @@ class Host:
     sglang: bool = False  # SGLang runs here (GPUs only)
     megatron: bool = False  # megatron-core is installed (without GPUs it runs through its CPU path)
     gpus: int = 0
-    families: tuple[tuple[str, str], ...] = ()  # model path → family (qwen2, qwen3, llama), where known
+    families: tuple[tuple[str, str], ...] = ()  # model path → family (one of FAMILIES), where known
     local_files: frozenset[str] = frozenset()  # the config's data files that exist here
     workers: int = MAX_WORKERS
 
@@ -171,8 +177,10 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
     for path, tiny in models.items():
         users = [_where(r) for r in exp.roles if _model_path(r) == path]
         known = path in families
+        experts = (f", {TINY_EXPERTS['num_experts']} experts ({TINY_EXPERTS['num_experts_per_tok']} per token)"
+                   if tiny.family == "qwen3_moe" else "")
         subs.append(Substitution("model", path or "(not set)",
-                                 f"tiny {tiny.family}, {TINY['layers']} layers, hidden {TINY['hidden']}"
+                                 f"tiny {tiny.family}, {TINY['layers']} layers, hidden {TINY['hidden']}{experts}"
                                  + ("" if known else " (architecture unknown here)"), tuple(dict.fromkeys(users))))
 
     new_roles: list[Role] = []
@@ -392,7 +400,9 @@ def _role(role: Role, unit: tuple[str, ...], unit_ids: Mapping[tuple[str, ...], 
         backend = "fsdp"
         subs.append(Substitution("training backend", "megatron", "fsdp (megatron-core is not installed)", (where,)))
     if role.name != "rollout" and role.backend != "rule":
-        par = _training_parallel(role, backend, par, slots, subs)
+        tiny = models.get(_model_path(role))
+        par = _training_parallel(role, backend, par, slots, subs,
+                                 experts=TINY_EXPERTS["num_experts"] if tiny and tiny.family == "qwen3_moe" else 0)
 
     offload = role.offload
     if offload != Offload():
@@ -403,15 +413,22 @@ def _role(role: Role, unit: tuple[str, ...], unit_ids: Mapping[tuple[str, ...], 
                    engine=tuple(sorted(engine.items()))), slots
 
 
-def _training_parallel(role: Role, backend: str, par: Parallelism, slots: int,
-                       subs: list[Substitution]) -> Parallelism:
+def _training_parallel(role: Role, backend: str, par: Parallelism, slots: int, subs: list[Substitution],
+                       experts: int = 0) -> Parallelism:
+    """`experts`: the tiny model's experts per layer (0: dense). Megatron keeps a tensor parallel size that the
+    workers take, and expert parallelism over both workers when the tiny model has experts to split (its experts
+    then whole on each rank, as the expert mesh must fit the workers too)."""
     where = _where(role)
     new = par
     if par.sp > 1:
         new = replace(new, sp=1)
     if backend == "megatron":
-        tp = par.tp if par.tp <= max(slots, 1) and max(slots, 1) % par.tp == 0 else 1
-        new = replace(new, tp=tp, pp=1, cp=1, ep=1, etp=None, vpp=None, sequence_parallel=par.sequence_parallel and tp > 1)
+        workers = max(slots, 1)
+        tp = par.tp if par.tp <= workers and workers % par.tp == 0 else 1
+        ep = 2 if par.ep > 1 and workers % 2 == 0 and experts % 2 == 0 and experts else 1
+        etp = par.etp if ep == 1 or (par.etp or tp) * ep <= workers else 1
+        new = replace(new, tp=tp, pp=1, cp=1, ep=ep, etp=etp if ep > 1 else None, vpp=None,
+                      sequence_parallel=par.sequence_parallel and tp > 1)
     else:
         new = replace(new, tp=1, pp=1, cp=1, ep=1)
     if par.fsdp_shard is not None:
@@ -565,6 +582,10 @@ def model_family(path: str) -> str | None:
         if model_type.startswith("llama") or model_type == "mistral":
             return "llama"
         return None
+    import re
+
+    if re.search(_QWEN3_MOE_NAME, path.rstrip("/").rsplit("/", 1)[-1]):
+        return "qwen3_moe"
     from rlcfg.plan.model_table import lookup
 
     entry = lookup(path)
@@ -653,9 +674,12 @@ def build_model(directory: str, family: str, seed: int = 0) -> None:
                   eos_token_id=eos, bos_token_id=eos, tie_word_embeddings=False)
     config_class, model_class = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
                                  "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
-                                 "llama": ("LlamaConfig", "LlamaForCausalLM")}[family]
+                                 "llama": ("LlamaConfig", "LlamaForCausalLM"),
+                                 "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM")}[family]
     if family != "qwen2":
         common["head_dim"] = TINY["head_dim"]
+    if family == "qwen3_moe":
+        common.update(TINY_EXPERTS)
     torch.manual_seed(seed)
     model = getattr(transformers, model_class)(getattr(transformers, config_class)(**common))
     model.generation_config.pad_token_id = pad

@@ -25,7 +25,9 @@ from rlcfg.lower import lower  # noqa: E402
 from rlcfg.plan import build_plan  # noqa: E402
 from rlcfg.runtime import algorithms as A  # noqa: E402
 from rlcfg.runtime.backends import megatron as M  # noqa: E402
+from rlcfg.runtime.backends import megatron_cpu as C  # noqa: E402
 from rlcfg.runtime.backends import megatron_weights as W  # noqa: E402
+from rlcfg.runtime.backends.expert_names import per_expert  # noqa: E402
 from tests.helpers import TEMPLATES  # noqa: E402
 
 warnings.filterwarnings("ignore", message=".*Transformer Engine and Apex.*")
@@ -64,7 +66,7 @@ def cpu_rotary(monkeypatch):
 
 
 def tiny_hf(family: str, tied: bool = False, vocab: int = 40, kv_heads: int = 2):
-    torch.manual_seed({"qwen2": 1, "qwen3": 2, "llama": 3}[family])
+    torch.manual_seed({"qwen2": 1, "qwen3": 2, "llama": 3, "qwen3_moe": 4}[family])
     common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
                   num_key_value_heads=kv_heads, max_position_embeddings=64, rope_theta=10000.0,
                   tie_word_embeddings=tied)
@@ -72,6 +74,10 @@ def tiny_hf(family: str, tied: bool = False, vocab: int = 40, kv_heads: int = 2)
         model = transformers.Qwen2ForCausalLM(transformers.Qwen2Config(**common))
     elif family == "qwen3":
         model = transformers.Qwen3ForCausalLM(transformers.Qwen3Config(head_dim=32, **common))
+    elif family == "qwen3_moe":  # 4 experts, 2 per token, their weights renormalised (Qwen3-30B-A3B's routing)
+        model = transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
+            head_dim=32, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48, norm_topk_prob=True,
+            **common))
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
     with torch.no_grad():  # norms of 1 and biases of 0 would hide a swapped or misplaced tensor
@@ -85,7 +91,8 @@ def spec_of(model) -> W.ModelSpec:
 
 
 def hf_state(model) -> dict:
-    state = model.state_dict()
+    """The model's weights under its checkpoint's names (each expert's own matrices)."""
+    state = per_expert(model.state_dict())
     if model.config.tie_word_embeddings:
         state.pop("lm_head.weight", None)
     return state
@@ -269,7 +276,7 @@ def test_plan_time_error_names_the_extra(monkeypatch):
 
 # ---- weights ------------------------------------------------------------------------------------------------------
 
-FAMILIES = ["qwen2", "qwen3", "llama"]
+FAMILIES = ["qwen2", "qwen3", "llama", "qwen3_moe"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -280,7 +287,8 @@ def test_hf_megatron_round_trip_is_exact(family, tied):
     whole = W.hf_to_mcore(hf_state(model), spec, W.padded_vocab(spec.vocab))
     assert ("output_layer.weight" in whole) == (not tied)
     assert (("decoder.layers.0.self_attention.linear_qkv.bias" in whole) == (family == "qwen2"))
-    assert (("decoder.layers.0.self_attention.q_layernorm.weight" in whole) == (family == "qwen3"))
+    assert (("decoder.layers.0.self_attention.q_layernorm.weight" in whole) == family.startswith("qwen3"))
+    assert ("decoder.layers.0.mlp.router.weight" in whole) == (family == "qwen3_moe")
     assert whole["embedding.word_embeddings.weight"].shape == (128, 64)  # padded to 128
     assert whole["decoder.layers.0.self_attention.linear_qkv.weight"].shape == \
         ((spec.heads + 2 * spec.kv_heads) * spec.head_dim, 64)
@@ -294,7 +302,38 @@ def test_sharded_round_trip_is_exact(family, tp, pp, vpp):
     spec = spec_of(model)
     shards = W.shard(hf_state(model), spec, tp, pp, vpp)
     assert set(shards) == {(t, p, v) for t in range(tp) for p in range(pp) for v in range(vpp or 1)}
-    assert_same(W.merge(shards, spec), hf_state(model))
+    if family != "qwen3_moe":
+        assert_same(W.merge(shards, spec), hf_state(model))
+
+
+@pytest.mark.parametrize("tp,pp,ep,etp", [(1, 1, 2, 1), (2, 1, 2, 1), (2, 2, 4, 2), (1, 1, 4, 1)])
+def test_expert_shards_round_trip_and_hold_their_own_run_of_experts(tp, pp, ep, etp):
+    model = tiny_hf("qwen3_moe")
+    spec = spec_of(model)
+    state = hf_state(model)
+    shards, experts = W.shard_layout(state, spec, tp, pp, None, ep, etp)
+    assert not any(W.is_expert(k) for part in shards.values() for k in part)
+    assert set(experts) == {(et, e, p, 0) for et in range(etp) for e in range(ep) for p in range(pp)}
+    per_rank = spec.experts // ep
+    # Expert-parallel rank 1 holds experts per_rank.. under local numbers 0..; expert tp rank 1 the second half of
+    # each gate and of each up.
+    local = experts[(etp - 1, 1, 0, 0)]["decoder.layers.0.mlp.experts.local_experts.0.linear_fc1.weight"]
+    gate = state[f"model.layers.0.mlp.experts.{per_rank}.gate_proj.weight"]
+    assert torch.equal(local[:gate.shape[0] // etp], gate.chunk(etp)[etp - 1])
+    assert len([k for k in experts[(0, 0, 0, 0)] if k.endswith("linear_fc2.weight")]) == \
+        per_rank * spec.layers // pp
+    assert_same(W.merge(shards, spec, experts=experts), state)
+
+
+def test_expert_parallel_sizes_the_model_cannot_take_are_refused():
+    spec = spec_of(tiny_hf("qwen3_moe"))
+    with pytest.raises(W.ConversionError, match="4 experts per layer do not split over expert parallel size 3"):
+        spec.check(1, 3)
+    with pytest.raises(W.ConversionError, match="needs a mixture-of-experts model, and this one is dense"):
+        spec_of(tiny_hf("qwen3")).check(1, 2)
+    config = {**tiny_hf("qwen3_moe").config.to_dict(), "mlp_only_layers": [1]}
+    with pytest.raises(W.ConversionError, match="mixes dense and expert layers"):
+        W.ModelSpec.from_hf_config(config)
 
 
 def test_tp2_shards_hold_whole_kv_groups_and_their_own_gate_and_up():
@@ -365,7 +404,8 @@ def megatron_model(model):
                                model=dataclasses.replace(role.model, dtype="float32"))
     settings = M.lower_role(role, spec, 1)
     tf, _opt, _ddp = M.build_configs(settings)
-    (chunk,) = M.build_model_chunks(settings, tf)
+    with C.cuda_as_cpu():  # the MoE dispatcher makes a CUDA stream
+        (chunk,) = M.build_model_chunks(settings, tf)
     M.load_hf_into([chunk], hf_state(model), settings)
     return chunk, settings
 
@@ -387,7 +427,7 @@ def test_gpt_model_with_converted_weights_gives_the_hf_logits(family, world, cpu
     chunk.eval()
     ids, attn = left_padded_batch(model.config.vocab_size)
     pos = (attn.cumsum(dim=1) - 1).clamp(min=0)
-    with torch.no_grad():
+    with torch.no_grad(), C.cuda_as_cpu():  # the MoE dispatcher's host copies
         ours = chunk(ids, pos, attention_mask=M.causal_padding_mask(attn))[..., :model.config.vocab_size]
         theirs = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits
     real = attn.bool()

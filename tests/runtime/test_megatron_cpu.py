@@ -56,14 +56,16 @@ def gloo():
 def checkpoints(tmp_path_factory):
     """Tiny Hugging Face checkpoints on disk, as the engine loads them."""
     root = tmp_path_factory.mktemp("hf")
-    models = {"qwen2": tiny_hf("qwen2"), "qwen3": tiny_hf("qwen3", tied=True)}
+    models = {"qwen2": tiny_hf("qwen2"), "qwen3": tiny_hf("qwen3", tied=True), "qwen3_moe": tiny_hf("qwen3_moe")}
     for family, model in models.items():
         model.save_pretrained(root / family)
     return {family: (str(root / family), model) for family, model in models.items()}
 
 
-def settings_for(model, world: int = 1, tp: int = 1, dtype: str = "float32", lr: float = 1e-3):
+def settings_for(model, world: int = 1, tp: int = 1, dtype: str = "float32", lr: float = 1e-3, ep: int = 1,
+                 etp: int | None = None):
     role = _role(tp)  # the ROLL template's actor: AdamW, linear decay, clipping at 1.0, recomputation on
+    role = dataclasses.replace(role, parallelism=dataclasses.replace(role.parallelism, ep=ep, etp=etp))
     role = dataclasses.replace(role, model=dataclasses.replace(role.model, dtype=dtype),
                                optimizer=dataclasses.replace(role.optimizer, lr=lr, warmup_steps=0, decay_steps=None))
     return M.lower_role(role, spec_of(model), world, total_optimizer_steps=10)  # a decay over these 10 steps
@@ -267,11 +269,71 @@ def test_two_ranks_data_or_tensor_parallel_make_the_one_rank_update(gloo, checkp
     assert results["tp2"][1]["pg_loss"] == pytest.approx(one_metrics["pg_loss"], abs=1e-6)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
-def test_offload_frees_every_storage_and_onload_resumes_training_exactly(gloo, checkpoints, dtype):
+def _expert_parallel_worker(rank: int, port: int, path: str, out: str) -> None:
+    """Rank `rank` of a two-process gloo world: one PPO step of the tiny MoE model with its experts split over
+    two ranks, with data parallelism (ep=2) and with tensor parallelism beside it (tp=2, ep=2, experts whole on
+    each rank: etp=1), and with every expert on both ranks, each holding half of each (tp=2, expert tp following
+    it), then a checkpoint saved and loaded back. Rank 0 saves the gathered results."""
+    os.environ[MEGATRON_ON_CPU_ENV] = "1"
+    torch.set_num_threads(1)
+    warnings.filterwarnings("ignore")
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
+    model = tiny_hf("qwen3_moe")
+    batch = rl_batch(model.config.vocab_size)
+    batch["old_logprobs"] = torch.full((4, 4), -3.6)
+    results = {}
+    for name, tp, ep, etp in (("ep2", 1, 2, 1), ("tp2ep2", 2, 2, 1), ("tp2", 2, 1, None)):
+        engine = M.MegatronEngine("actor", path, settings_for(model, world=2, tp=tp, ep=ep, etp=etp))
+        shard = M.data_parallel_rank(rank, engine.settings.layout)
+        rows = 4 // engine.settings.layout.dp
+        part = {k: v[shard * rows:(shard + 1) * rows] for k, v in batch.items()}
+        logprobs = engine.compute(part, 1)["values"]
+        metrics = engine.train(part, dict(train_cfg(batch, mini=rows, micro=1)))
+        state = engine.full_state_dict()
+        engine.save(os.path.join(os.path.dirname(out), name))
+        again = M.MegatronEngine("actor", path, settings_for(model, world=2, tp=tp, ep=ep, etp=etp))
+        again.load(os.path.join(os.path.dirname(out), name))
+        results[name] = (logprobs, metrics, state, again.full_state_dict())
+    if rank == 0:
+        torch.save(results, out)
+    dist.destroy_process_group()
+
+
+def test_experts_split_over_two_ranks_make_the_one_rank_update(gloo, checkpoints, tmp_path):
+    """A mixture-of-experts model with each rank holding half the experts (tokens sent to their experts' rank and
+    back by megatron-core's all-to-all dispatcher) computes the one-rank log-probs and makes the one-rank update,
+    data-parallel or beside tensor parallelism, as does each expert split over tensor-parallel ranks; the experts
+    gather back under their global numbers, and megatron-core's distributed checkpoint brings them back exactly."""
+    import torch.multiprocessing as mp
+
+    path, model = checkpoints["qwen3_moe"]
+    batch = rl_batch(model.config.vocab_size)
+    batch["old_logprobs"] = torch.full((4, 4), -3.6)
+    one = engine_for(path, model)
+    one_logprobs = one.compute(batch, 1)["values"]
+    assert (one_logprobs - hf_logprobs(model, batch)).abs().max() < 1e-4
+    one_metrics = one.train(batch, train_cfg(batch, micro=1))
+    one_state = one.full_state_dict()
+    assert set(one_state) == set(hf_state(model))
+    out = str(tmp_path / "experts.pt")
+    mp.spawn(_expert_parallel_worker, args=(_port(), path, out), nprocs=2, join=True)
+    results = torch.load(out, weights_only=False)
+    for name, (logprobs, metrics, state, reloaded) in results.items():
+        rows = logprobs.shape[0]
+        assert (logprobs - one_logprobs[:rows]).abs().max() < 1e-5, name
+        assert metrics["grad_norm"] == pytest.approx(one_metrics["grad_norm"], rel=1e-5), name
+        assert set(state) == set(one_state), name
+        # As above: Adam's first step moves a weight of near-zero gradient by a visible fraction of lr (1e-3) when
+        # the gradient is summed in another order; a wrong or missing one moves it by a whole lr or more.
+        assert max(float((state[k] - one_state[k]).abs().max()) for k in one_state) < 3e-4, name
+        assert all(torch.equal(state[k], reloaded[k]) for k in state), name
+
+
+@pytest.mark.parametrize("family,dtype", [("qwen2", "float32"), ("qwen2", "bfloat16"), ("qwen3_moe", "bfloat16")])
+def test_offload_frees_every_storage_and_onload_resumes_training_exactly(gloo, checkpoints, family, dtype):
     """Colocated with a rollout engine, the trainer gives up its memory between updates: parameters, DDP's flat
     buffers, the optimizer's moments and main weights. Views into those buffers must come back whole."""
-    path, model = checkpoints["qwen2"]
+    path, model = checkpoints[family]
     batch = rl_batch(model.config.vocab_size)
     with C.cuda_as_cpu():
         plain = M.MegatronEngine("actor", path, settings_for(model, dtype=dtype, lr=1e-2))

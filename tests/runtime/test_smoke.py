@@ -248,14 +248,37 @@ def test_the_tiny_model_is_built_once_and_loads(tmp_path):
 
 @pytest.mark.parametrize("path, family", [("Qwen/Qwen2.5-7B-Instruct", "qwen2"), ("/m/Qwen3-8B", "qwen3"),
                                           ("meta-llama/Llama-3.1-8B", "llama"),
-                                          ("/x/DeepSeek-R1-Distill-Qwen-1.5B", "qwen2"), ("my-model", None)])
+                                          ("/x/DeepSeek-R1-Distill-Qwen-1.5B", "qwen2"), ("my-model", None),
+                                          ("Qwen/Qwen3-30B-A3B-Base", "qwen3_moe"),
+                                          ("/ckpt/Qwen3-235B-A22B-Instruct-2507/", "qwen3_moe")])
 def test_model_family_from_the_table(path, family):
     assert S.model_family(path) == family
 
 
-def test_model_family_from_a_local_config(tmp_path):
-    (tmp_path / "config.json").write_text(json.dumps({"model_type": "llama"}))
-    assert S.model_family(str(tmp_path)) == "llama"
+@pytest.mark.parametrize("model_type", ["llama", "qwen3_moe"])
+def test_model_family_from_a_local_config(tmp_path, model_type):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
+    assert S.model_family(str(tmp_path)) == model_type
+
+
+MOE_CHATLEARN = ["models.policy_trainer.num_gpu=2", "models.policy_trainer.expert_model_parallel_size=2",
+                 "models.policy.load=Qwen/Qwen3-30B-A3B", "models.policy_trainer.load=Qwen/Qwen3-30B-A3B"]
+
+
+def test_a_mixture_of_experts_keeps_its_experts_split_over_the_workers(tmp_path):
+    exp = experiment(FIXTURES / "chatlearn" / "reference-example-megatron.yaml", MOE_CHATLEARN)
+    exp = replace(exp, roles=tuple(replace(r, parallelism=replace(r.parallelism, tp=2, ep=8))
+                                   if r.name == "actor" else r for r in exp.roles))
+    smoke = S.smoke_experiment(exp, host(tmp_path, megatron=True, families=(("Qwen/Qwen3-30B-A3B", "qwen3_moe"),)))
+    table = subs(smoke)
+    assert table["model (models.policy_trainer, models.policy)"][1] == \
+        "tiny qwen3_moe, 2 layers, hidden 128, 4 experts (2 per token)"
+    # The expert mesh (etp × ep) must fit the 2 workers beside tp=2: the experts stay whole on each rank.
+    assert table["parallel sizes (models.policy_trainer)"] == ("ep=8, etp=None", "ep=2, etp=1")
+    actor = smoke.experiment.role("actor")
+    assert (actor.parallelism.tp, actor.parallelism.ep, actor.parallelism.etp) == (2, 2, 1)
+    dense = S.smoke_experiment(exp, host(tmp_path, megatron=True))  # the name unknown: a dense stand-in
+    assert dense.experiment.role("actor").parallelism.ep == 1
 
 
 # ---- the CLI -------------------------------------------------------------------------------------------------------
@@ -306,6 +329,18 @@ def test_smoke_runs(path, tmp_path, cache):
         actor = next(r for r in ran["roles"] if r["name"] == "actor")
         assert {k: ran["sampling"][k] for k in sampling} == sampling
         assert {k: actor["optimizer"][k] for k in optimizer} == optimizer
+
+
+def test_a_mixture_of_experts_smoke_runs_with_its_experts_on_two_ranks(tmp_path, cache):
+    """Qwen3-MoE on the Megatron backend: the tiny stand-in has experts, megatron-core's all-to-all sends each token
+    to the rank that holds its experts, and the rollout engine takes the trained experts under the checkpoint's
+    names at every step."""
+    out = tmp_path / "out"
+    done, _wall = run_cli(str(FIXTURES / "chatlearn" / "reference-example-megatron.yaml"), *MOE_CHATLEARN, "--smoke",
+                          "--steps", "2", "-o", str(out), cache=cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "tiny qwen3_moe, 2 layers, hidden 128, 4 experts (2 per token)" in done.stderr
+    assert training_steps(out / "metrics.jsonl") == [1, 2]
 
 
 def test_areal_s_asynchronous_example_smoke_runs_as_written(tmp_path, cache):

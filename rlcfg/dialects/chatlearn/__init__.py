@@ -106,7 +106,8 @@ class ChatLearnDialect(Dialect):
     def describe(self, config: Any) -> str:
         t, p = config.models.policy_trainer, config.models.policy
         backend = "FSDP" if isinstance(t, FSDPPolicyTrainer) else (
-            f"Megatron (TP {t.tensor_model_parallel_size} × PP {t.pipeline_model_parallel_size})")
+            f"Megatron (TP {t.tensor_model_parallel_size} × PP {t.pipeline_model_parallel_size}"
+            + (f", EP {t.expert_model_parallel_size}" if t.expert_model_parallel_size > 1 else "") + ")")
         engines = p.num_gpu // p.tensor_model_parallel_size
         rollout = {"vllm": "vLLM", "sglang": "SGLang"}.get(config.runtime_args.rollout_backend,
                                                            config.runtime_args.rollout_backend)

@@ -43,7 +43,7 @@ def colocation_groups(cfg: Any) -> list[list[str]]:
     return [list(g) for g in groups]
 
 
-def _v120_lengths(cfg: Any, release: str | None = None) -> bool:
+def v120_lengths(cfg: Any, release: str | None = None) -> bool:
     """Whether the document uses ChatLearn 1.2.0's lengths: judged by 1.2.0 (a document that writes only the lengths
     main derives, `seq_length`, is), or, with the release unknown, one that sets `max_new_tokens` (main refuses it)."""
     if release is not None:
@@ -56,7 +56,7 @@ def response_limit(cfg: Any, release: str | None = None) -> int:
     `max_new_tokens`: its engines give each prompt `seq_length` minus the prompt's length (vllm_module.py
     generate_vllm), so the longest response is `seq_length` − 1 (each prompt's own budget: `total_limit`)."""
     p = cfg.models.policy
-    if _v120_lengths(cfg, release):
+    if v120_lengths(cfg, release):
         return max(p.seq_length - 1, 1)
     return p.max_response_tokens_length
 
@@ -66,14 +66,14 @@ def total_limit(cfg: Any, release: str | None = None) -> int | None:
     seq_length with max_prompt_tokens_length + max_response_tokens_length, which the prompt and response limits
     already keep every sample within."""
     seq_length = cfg.models.policy.seq_length
-    return seq_length if _v120_lengths(cfg, release) else None
+    return seq_length if v120_lengths(cfg, release) else None
 
 
 def sequence_limit(cfg: Any, release: str | None = None) -> int:
     """The longest prompt + response of rollout: `seq_length` as written in ChatLearn 1.2.0; ChatLearn main overwrites
     it with max_prompt_tokens_length + max_response_tokens_length."""
     p = cfg.models.policy
-    if _v120_lengths(cfg, release):
+    if v120_lengths(cfg, release):
         return p.seq_length
     return p.max_prompt_tokens_length + p.max_response_tokens_length
 
@@ -82,5 +82,5 @@ def prompt_limit(cfg: Any, release: str | None = None) -> int:
     """The longest prompt ChatLearn keeps: it drops a prompt unless it is shorter than max_prompt_tokens_length (main)
     or seq_length (1.2.0) (chatlearn/data/prompt_dataset.py PromptPipeline: `if limit > len(input_ids)`)."""
     p = cfg.models.policy
-    limit = p.seq_length if _v120_lengths(cfg, release) else p.max_prompt_tokens_length
+    limit = p.seq_length if v120_lengths(cfg, release) else p.max_prompt_tokens_length
     return max(limit - 1, 1)

@@ -30,7 +30,7 @@ from typing import Any
 from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model,
                       Offload, Optimizer, Parallelism, PartialRollout, PolicyOptions, Resources, Role, Sampling,
                       Schedule, Spelling)
-from rlcfg.dialects.chatlearn.derived import (colocation_groups, prompt_limit, response_limit, sequence_limit,
+from rlcfg.dialects.chatlearn.derived import (colocation_groups, prompt_limit, response_limit, sequence_limit, v120_lengths,
                                               total_limit)
 from rlcfg.dialects.chatlearn.models import FSDPOptions, MegatronOptions, MegatronPolicyTrainer
 
@@ -122,6 +122,15 @@ def optimizer(trainer: Any) -> Optimizer:
                      scheduler="linear" if decays else "constant", decay_steps=1 if decays else None)
 
 
+def router_dtype(cfg: Any, release: str | None) -> str | None:
+    """ChatLearn's Megatron setup overwrites moe_router_dtype from the model's config.json (update_cfg): fp64 for
+    every mixture-of-experts model in 1.2.0, fp32 for Qwen3-MoE (the one family rlcfg's Megatron backend builds) on
+    main. Dense models have no router."""
+    if cfg.runtime_args.train_backend != "megatron":
+        return None
+    return "fp64" if v120_lengths(cfg, release) else "fp32"
+
+
 def lower(cfg: Any, release: str | None = None) -> Experiment:
     """`release`: the ChatLearn release the document was judged by, which decides its lengths (1.2.0's per-prompt
     seq_length or main's prompt and response limits); None: judged from the document's own keys."""
@@ -146,6 +155,7 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
         or getattr(trainer, "recompute_granularity", None) is not None,
         sequence_packing=trainer.packing,
         max_tokens_per_micro_batch=_packing_budget(trainer),
+        router_dtype=router_dtype(cfg, release),
         section=PT,
         keys=(("micro_batch_size", "runtime_args.train_micro_batch_size"),
               ("forward_micro_batch_size", f"{PT}.generation_batch_size"),
@@ -183,6 +193,7 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
         forward_micro_batch_size=ref.generation_batch_size,
         sequence_packing=ref.packing,
         max_tokens_per_micro_batch=_packing_budget(ref),
+        router_dtype=router_dtype(cfg, release),
         section=REF,
         keys=(("forward_micro_batch_size", f"{REF}.generation_batch_size"),
               ("max_tokens_per_micro_batch", f"{REF}.max_token_in_packing"),

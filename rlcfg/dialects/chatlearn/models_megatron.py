@@ -7,7 +7,7 @@ field), so every field is declared, with ChatLearn's default at its newest relea
 OmegaConf's MISSING are filled from the Hugging Face config; they are null here.
 """
 
-from rlcfg.schema.base import Section, inert, param, refused
+from rlcfg.schema.base import HONORED, Section, declare_fates, inert, param, refused
 
 MAIN = ("main",)
 V120 = ("1.2.0",)
@@ -117,3 +117,16 @@ class MegatronModelCfg(Section):
                                                                                  "(attention/Mamba) model.")
     is_hybrid_model: bool = param(False, releases=MAIN, description="The model mixes attention and Mamba layers.")
     apply_layernorm_1p: bool = param(False, releases=MAIN, description="LayerNorm with zero-centred gamma (1 + g).")
+
+
+# The router's settings that ChatLearn's config (not the model's config.json) decides: rlcfg runs them as megatron-core
+# computes them at their defaults, and the rule chatlearn/run-refusals refuses a value that computes otherwise.
+_ROUTER_DTYPE = inert("ChatLearn overwrites it from the model when its Megatron backend starts (fp64 for every "
+                      "mixture of experts in 1.2.0, fp32 for Qwen3-MoE on main), and rlcfg computes the router's "
+                      "logits in that same dtype")
+declare_fates(MegatronModelCfg, moe_router_dtype=_ROUTER_DTYPE,
+              **{name: HONORED for name in ("moe_router_load_balancing_type", "moe_aux_loss_coeff",
+                                            "moe_router_pre_softmax", "moe_router_score_function",
+                                            "moe_router_enable_expert_bias", "moe_router_topk_scaling_factor",
+                                            "moe_router_num_groups", "moe_router_group_topk",
+                                            "moe_shared_expert_intermediate_size")})

@@ -806,10 +806,13 @@ def _runtime_limits(cfg: Any):
     reference when a KL term reads it (kl_coef > 0, which only the FSDP trainer back-propagates)."""
     trainer, ref = cfg.models.policy_trainer, cfg.models.ref_policy
     if isinstance(trainer, MegatronPolicyTrainer):
-        for name, limit in (("context_parallel_size", run_limits.CONTEXT_PARALLEL),
-                            ("expert_model_parallel_size", run_limits.EXPERT_PARALLEL)):
-            if getattr(trainer, name) > 1:
-                yield _refusal(f"{PT}.{name}", getattr(trainer, name), limit, run_limits.SIZE_THAT_RUNS)
+        if trainer.context_parallel_size > 1:
+            yield _refusal(f"{PT}.context_parallel_size", trainer.context_parallel_size, run_limits.CONTEXT_PARALLEL,
+                           run_limits.SIZE_THAT_RUNS)
+        model = trainer.megatron_model_cfg
+        for name, value in run_limits.moe_routing_changes(lambda key: getattr(model, key, None)):
+            yield _refusal(f"{PT}.megatron_model_cfg.{name}", value, run_limits.MOE_ROUTING,
+                           "leave it at ChatLearn's default")
         return
     for path, model in ((PT, trainer), (REF, ref if trainer.kl_coef > 0 else None)):
         if model is not None and model.ulysses_sequence_parallel_size > 1:

@@ -96,7 +96,8 @@ def describe(cfg: RLinfConfig) -> str:
             ("s" if cfg.cluster.num_nodes != 1 else "")
     if cfg.actor.training_backend == "megatron":
         backend = f"Megatron training (TP {model.tensor_model_parallel_size} × PP {model.pipeline_model_parallel_size}"
-        backend += f" × CP {model.context_parallel_size})" if model.context_parallel_size > 1 else ")"
+        backend += f" × CP {model.context_parallel_size}" if model.context_parallel_size > 1 else ""
+        backend += f", EP {model.expert_model_parallel_size})" if model.expert_model_parallel_size > 1 else ")"
     else:
         backend = "FSDP training"
     engine = {"sglang": "SGLang", "vllm": "vLLM"}[cfg.rollout.rollout_backend]

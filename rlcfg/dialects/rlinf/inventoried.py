@@ -26,6 +26,7 @@ from pydantic import BaseModel, create_model
 from pydantic.fields import FieldInfo
 from pydantic_core import PydanticCustomError, core_schema
 
+from rlcfg import run_limits
 from rlcfg.schema import base, compiled
 from rlcfg.schema.base import Deferred, Fate, Section, inert, key_of, param, refused
 from rlcfg.dialects.rlinf.fields import FIELDS
@@ -124,8 +125,20 @@ UNMODELLED_OTHER = inert("an engine, backend, logging, checkpoint, placement or 
                          "that rlcfg computes (embodied and agent configs are refused as a whole)")
 
 
+# The actor's MoE router settings, which RLinf's Megatron worker hands megatron-core's TransformerConfig: rlcfg runs
+# them as megatron-core computes them at their defaults, and the rule rlinf/run-refusals refuses a value that computes
+# otherwise. The expert count, the experts' size and the top k RLinf overwrites from the model's config.json
+# (validate_model_cfg_by_hf_config), as rlcfg builds the model from it.
+_ROUTER = frozenset(f"actor.model.{key}" for key in run_limits.MOE_ROUTER_KEYS)
+_FROM_MODEL = frozenset(f"actor.model.{key}" for key in ("moe_router_topk", "num_moe_experts", "moe_ffn_hidden_size"))
+
+
 def run_fate(full: str, pipelines: tuple = ("reasoning",)) -> Fate:
     """The run-ledger fate of the inventoried key `full` (dotted), used by the configs of `pipelines`."""
+    if full in _ROUTER:
+        return base.HONORED
+    if full in _FROM_MODEL:
+        return inert("RLinf overwrites it from the model's config.json, from which rlcfg builds the model")
     shared = any(full == p or full.startswith(p + ".") for p in _SHARED)
     if "reasoning" not in pipelines and not shared:
         used = ", ".join(_PIPELINE_WORDS.get(p, p) for p in pipelines)

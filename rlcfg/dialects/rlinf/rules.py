@@ -278,7 +278,7 @@ def parallel_divides(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                         f"of {ASSUMED_GPUS_PER_NODE} GPUs (assumed; `cluster.num_gpus_per_node` is not set) that "
                         f"is {assumed} processes, not a multiple of {' × '.join(factors)}, and RLinf fails when "
                         f"it builds the {name}'s parallel groups",
-                        f"set `cluster.num_gpus_per_node` to the nodes' GPU count, and a model-parallel size that "
+                        "set `cluster.num_gpus_per_node` to the nodes' GPU count, and a model-parallel size that "
                         "divides it", related=["cluster.num_nodes"])
             continue
         if world % product:
@@ -567,12 +567,18 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
     reference that shares the actor's workers inherits) and a critic (use_critic_model) trained with Megatron."""
     actor = cfg.actor
     if actor.training_backend == "megatron":
-        for name, limit in (("context_parallel_size", run_limits.CONTEXT_PARALLEL),
-                            ("expert_model_parallel_size", run_limits.EXPERT_PARALLEL)):
-            size = getattr(actor.model, name)
-            if size > 1:
-                yield _refusal(f"actor.model.{name}", f"`actor.model.{name}` = {size}: {limit}",
-                               run_limits.SIZE_THAT_RUNS, ("actor.training_backend",))
+        size = actor.model.context_parallel_size
+        if size > 1:
+            yield _refusal("actor.model.context_parallel_size", f"`actor.model.context_parallel_size` = {size}: "
+                           f"{run_limits.CONTEXT_PARALLEL}", run_limits.SIZE_THAT_RUNS, ("actor.training_backend",))
+        # RLinf builds megatron-core's TransformerConfig from these keys; the expert count, expert size and top k
+        # it takes from the model's config.json, as rlcfg does.
+        # (Only the keys a config writes are read: the others are inventoried fields not built until asked for.)
+        written = actor.model.model_fields_set
+        for name, value in run_limits.moe_routing_changes(
+                lambda key: getattr(actor.model, key) if key in written else None):
+            yield _refusal(f"actor.model.{name}", f"`actor.model.{name}` = {value}: {run_limits.MOE_ROUTING}",
+                           "remove it, or set it to megatron-core's default", ("actor.training_backend",))
     critic = cfg.critic
     key = "critic.training_backend" if critic.training_backend else "actor.training_backend"
     if critic.use_critic_model and (critic.training_backend or actor.training_backend) == "megatron":

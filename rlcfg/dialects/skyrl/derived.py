@@ -207,7 +207,8 @@ def describe(cfg: Any) -> str:
     training = _STRATEGY[t.strategy]
     if t.strategy == "megatron":
         m = t.policy.megatron_config
-        training += f" (TP {m.tensor_model_parallel_size}, PP {m.pipeline_model_parallel_size})"
+        experts = f", EP {m.expert_model_parallel_size}" if m.expert_model_parallel_size > 1 else ""
+        training += f" (TP {m.tensor_model_parallel_size}, PP {m.pipeline_model_parallel_size}{experts})"
     engines = f"{g.num_inference_engines} engine{'s' if g.num_inference_engines != 1 else ''}"
     if g.run_engines_locally:
         rollout = f"{_BACKEND[g.backend]} rollout ({engines} × TP {g.inference_engine_tensor_parallel_size})"

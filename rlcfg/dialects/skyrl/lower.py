@@ -232,7 +232,15 @@ def _trained(cfg: Any, name: str, key: str, release: str | None) -> Role:
                 optimizer=_optimizer(cfg, section), micro_batch_size=t.micro_train_batch_size_per_gpu,
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu,
                 gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing, lora=lora,
-                section=f"trainer.{key}", keys=TRAIN_KEYS + _model_keys(key) + lora_keys)
+                router_dtype=router_dtype(t.strategy, release), section=f"trainer.{key}",
+                keys=TRAIN_KEYS + _model_keys(key) + lora_keys)
+
+
+def router_dtype(strategy: str, release: str | None) -> str | None:
+    """The `skyrl` package from 0.3.0 computes a Megatron-trained MoE router's logits in fp32
+    (megatron_config.moe_router_dtype, whose other values `rlcfg run` refuses); before, SkyRL left them in the
+    model's dtype. The FSDP strategies run the Hugging Face model's own router."""
+    return "fp32" if strategy == "megatron" and release in PACKAGE_FROM_030 else None
 
 
 def lora_module_keys(key: str, release: str | None) -> tuple[str, str]:
@@ -296,7 +304,7 @@ def _reference(cfg: Any, release: str | None) -> Role:
     t = cfg.trainer
     return Role(name="reference", backend=training_backend(t.strategy, release), resources=_resources(cfg, "ref"),
                 model=Model(path=t.ref.model.path or t.policy.model.path, dtype=_dtype(cfg), trust_remote_code=True),
-                parallelism=_parallelism(cfg, "ref"),
+                parallelism=_parallelism(cfg, "ref"), router_dtype=router_dtype(t.strategy, release),
                 offload=Offload(params=t.placement.colocate_all,
                                 cpu_offload_during_step=_cpu_offload_in_step(cfg, t.ref)),
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu, sequence_packing=t.use_sample_packing,

@@ -1245,11 +1245,9 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
     if t.strategy == "megatron":
         for model in models:
             sizes = getattr(t, model).megatron_config
-            for name, limit in (("context_parallel_size", run_limits.CONTEXT_PARALLEL),
-                                ("expert_model_parallel_size", run_limits.EXPERT_PARALLEL)):
-                if getattr(sizes, name) > 1:
-                    yield _refusal(f"trainer.{model}.megatron_config.{name}", getattr(sizes, name), limit,
-                                   run_limits.SIZE_THAT_RUNS)
+            if sizes.context_parallel_size > 1:
+                yield _refusal(f"trainer.{model}.megatron_config.context_parallel_size",
+                               sizes.context_parallel_size, run_limits.CONTEXT_PARALLEL, run_limits.SIZE_THAT_RUNS)
     # The critic's adapters need no check of their own: skyrl-train builds no critic on Megatron and passes the
     # critic no init method.
     adapters = t.policy.model.lora

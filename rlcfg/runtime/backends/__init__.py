@@ -270,6 +270,22 @@ def _on_cpu_allowed(role: Role) -> bool:
     return role.backend == "megatron" and megatron_on_cpu_requested()
 
 
+def _local_experts(path: str) -> int | None:
+    """The routed experts per layer that the config.json of a local model folder names (0: a dense model), or
+    None when the path is no local folder with a readable config.json (a hub name: the workers check it)."""
+    import json
+    import os
+
+    try:
+        with open(os.path.join(os.path.expanduser(path), "config.json"), encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(config, dict):
+        return None
+    return int(config.get("num_experts") or config.get("num_local_experts") or config.get("n_routed_experts") or 0)
+
+
 def _megatron_problems(role: Role) -> list[str]:
     where = f"role `{role.name}`"
     par = role.parallelism
@@ -277,12 +293,16 @@ def _megatron_problems(role: Role) -> list[str]:
     if role.name == "critic":
         out.append(f"{where}: a critic on the megatron backend{_written(role)}: {run_limits.MEGATRON_CRITIC}; train "
                    "the critic with `fsdp`")
-    for name, what, limit in (("cp", "context", run_limits.CONTEXT_PARALLEL),
-                              ("ep", "expert", run_limits.EXPERT_PARALLEL)):
-        size = getattr(par, name)
-        if size > 1:
-            keyed = _sizes(role, {name: size}) if role.key_for(f"parallelism.{name}") else "it"
-            out.append(f"{where}: {what} parallel size {size}: {limit}; set {keyed} to 1")
+    if par.cp > 1:
+        keyed = _sizes(role, {"cp": par.cp}) if role.key_for("parallelism.cp") else "it"
+        out.append(f"{where}: context parallel size {par.cp}: {run_limits.CONTEXT_PARALLEL}; set {keyed} to 1")
+    experts = _local_experts(role.model.path) if role.model is not None and par.ep > 1 else None
+    if experts is not None and (experts == 0 or experts % par.ep):
+        keyed = _sizes(role, {"ep": par.ep}) if role.key_for("parallelism.ep") else "it"
+        what = ("is dense (its config.json names no experts)" if experts == 0
+                else f"has {experts} experts per layer, which do not split over it")
+        out.append(f"{where}: expert parallel size {par.ep}, but the model at {role.model.path} {what}; set {keyed} "
+                   f"to {1 if experts == 0 else 'a divisor of the expert count'}")
     if role.lora is not None:
         key = role.key_for("lora.rank")
         out.append(f"{where}: LoRA (rank {role.lora.rank}{f', `{key}`' if key else ''}) on the megatron backend: "

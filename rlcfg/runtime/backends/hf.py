@@ -261,8 +261,11 @@ class HFRolloutEngine:
                 [row[:n] for row, n in zip(logprobs.tolist(), counts)])
 
     def update_weights(self, named_tensors: Mapping[str, Any]) -> int:
-        """Copy the trainer's weights in, by parameter name. Returns how many tensors were loaded."""
+        """Copy the trainer's weights in, by parameter name (a checkpoint's per-expert names land in the model's
+        stacked expert tensors). Returns how many tensors were loaded."""
         import torch
+
+        from rlcfg.runtime.backends.expert_names import stacked_target
 
         params = dict(self.model.named_parameters())
         params.update(dict(self.model.named_buffers()))
@@ -271,6 +274,8 @@ class HFRolloutEngine:
         with torch.no_grad():
             for name, tensor in named_tensors.items():
                 target = params.get(name)
+                if target is None:
+                    target = stacked_target(params, name)
                 if target is None:
                     unknown.append(name)
                     continue

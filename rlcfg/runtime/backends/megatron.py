@@ -165,8 +165,8 @@ def spec_from_architecture(arch: Any) -> ModelSpec:
     name = arch.name.lower()
     family = "qwen3" if arch.qk_norm else ("llama" if "llama" in name else "qwen2")
     if arch.experts:
-        raise MegatronConfigError(f"{arch.name}: mixture-of-experts models are not supported by the Megatron "
-                                  "backend's weight converter")
+        raise MegatronConfigError(f"{arch.name}: a mixture-of-experts model's routing (experts per token, their "
+                                  "weights' normalisation) is read from its config.json, which is not at hand")
     return ModelSpec(family=family, layers=arch.layers, hidden=arch.hidden, heads=arch.heads, kv_heads=arch.kv_heads,
                      head_dim=arch.head_dim, ffn=arch.intermediate, vocab=arch.vocab, max_position=32768,
                      rope_theta=5e5 if family == "llama" else 1e6, norm_eps=1e-6, tied=arch.tied_embeddings,
@@ -178,7 +178,7 @@ def check_model(spec: ModelSpec, layout: MegatronLayout) -> None:
     """The converter's checks for what megatron-core accepts silently (heads vs hidden size, query heads vs
     KV groups, KV groups vs TP), raised as a configuration error at lowering time."""
     try:
-        spec.check(layout.tp)
+        spec.check(layout.tp, layout.ep)
     except ConversionError as e:
         raise MegatronConfigError(str(e)) from None
 
@@ -211,6 +211,8 @@ def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: in
         "use_cpu_initialization": True,  # the weights are overwritten by the checkpoint anyway
         "perform_initialization": False,
     }
+    if spec.experts:
+        transformer.update(moe_transformer_config(spec), moe_router_dtype=role.router_dtype)
     if role.gradient_checkpointing:
         transformer.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
     if par.vpp and par.vpp > 1 and par.pp > 1 and spec.layers % (par.pp * par.vpp):
@@ -259,6 +261,18 @@ def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: in
                             token_budget=role.max_tokens_per_micro_batch if role.sequence_packing else None,
                             budget_key=role.key_for("max_tokens_per_micro_batch"), lr_schedule=lr_schedule,
                             schedule_per_train_step=per_train_step)
+
+
+def moe_transformer_config(spec: ModelSpec) -> dict[str, Any]:
+    """megatron-core's MoE settings that compute what the Hugging Face model computes: softmax routing to the top
+    k experts, their weights renormalised (top k, then softmax over those k) or not (softmax over all, then top k),
+    every token kept (no capacity limit), no load-balancing loss. The local spec's experts run one by one
+    (SequentialMLP), as grouped GEMMs need Transformer Engine or the grouped_gemm package."""
+    return {"num_moe_experts": spec.experts, "moe_ffn_hidden_size": spec.expert_ffn,
+            "moe_router_topk": spec.experts_per_token, "moe_router_score_function": "softmax",
+            "moe_router_pre_softmax": not spec.renormalize_topk, "moe_router_load_balancing_type": "none",
+            "moe_aux_loss_coeff": 0.0, "moe_z_loss_coeff": None, "moe_expert_capacity_factor": None,
+            "moe_token_dispatcher_type": "alltoall", "moe_grouped_gemm": False}
 
 
 def lower_plan(plan: Any, model_configs: Mapping[str, Mapping[str, Any]] | None = None,
@@ -360,7 +374,8 @@ def layer_spec(spec: ModelSpec) -> Any:
     _RMSNorm: megatron-core's local RMSNorm refuses sequence parallelism outright."""
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
-    layer = get_gpt_layer_local_spec(qk_layernorm=spec.qk_norm, normalization="RMSNorm")
+    layer = get_gpt_layer_local_spec(num_experts=spec.experts or None, moe_grouped_gemm=False,
+                                     qk_layernorm=spec.qk_norm, normalization="RMSNorm")
     attention = layer.submodules.self_attention
     if spec.qk_norm:
         attention = dataclasses.replace(attention, submodules=dataclasses.replace(
@@ -378,10 +393,23 @@ def block_spec(spec: ModelSpec, transformer_config: Any, vp_stage: int | None) -
     return TransformerBlockSubmodules(layer_specs=[layer_spec(spec)] * layers, layer_norm=_RMSNorm)
 
 
+def _without_transformer_engine() -> None:
+    """megatron-core 0.16's router computes its logits through `te_general_gemm` when that name is not None, but
+    defines the name only when Transformer Engine imports: without it every MoE forward is a NameError. None
+    selects its own torch matmul."""
+    from megatron.core.transformer.moe import moe_utils
+
+    if not getattr(moe_utils, "HAVE_TE", True) and not hasattr(moe_utils, "te_general_gemm"):
+        moe_utils.te_general_gemm = None
+
+
 def build_model_chunks(settings: MegatronSettings, transformer_config: Any) -> list[Any]:
     """One GPTModel per virtual pipeline stage this rank holds, first/last stage flags from parallel state."""
     from megatron.core import parallel_state as ps
     from megatron.core.models.gpt import GPTModel
+
+    if settings.model.experts:
+        _without_transformer_engine()
 
     chunks = []
     vpp = settings.layout.vpp or 1
@@ -426,15 +454,29 @@ def load_hf_into(chunks: list[Any], hf_state: Mapping[str, Any], settings: Megat
     from rlcfg.runtime.backends import megatron_weights as W
 
     lay = settings.layout
-    shards = W.shard(hf_state, settings.model, lay.tp, lay.pp, lay.vpp)
+    shards, experts = W.shard_layout(hf_state, settings.model, lay.tp, lay.pp, lay.vpp, lay.ep, expert_tp(lay))
     tp_rank, pp_rank = ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank()
     for stage, chunk in enumerate(chunks):
         target = _unwrap(chunk)
-        result = target.load_state_dict(shards[(tp_rank, pp_rank, stage)], strict=False)
+        state = dict(shards[(tp_rank, pp_rank, stage)])
+        if experts:
+            state.update(experts[_expert_key(pp_rank, stage)])
+        result = target.load_state_dict(state, strict=False)
         missing = [k for k in result.missing_keys if not k.endswith("_extra_state")]
         if missing or result.unexpected_keys:
             raise ConversionError(f"loading into the Megatron model left {missing} unset and found no place for "
                                   f"{list(result.unexpected_keys)}")
+
+
+def expert_tp(layout: MegatronLayout) -> int:
+    """The expert tensor-parallel size: megatron-core's default is the tensor-parallel size."""
+    return layout.etp if layout.etp is not None else layout.tp
+
+
+def _expert_key(pp_rank: int, stage: int) -> tuple[int, int, int, int]:
+    from megatron.core import parallel_state as ps
+
+    return (ps.get_expert_tensor_parallel_rank(), ps.get_expert_model_parallel_rank(), pp_rank, stage)
 
 
 def _ddp_buffers(chunk: Any) -> list[Any]:
@@ -941,7 +983,16 @@ class MegatronEngine:
         from rlcfg.runtime.backends import megatron_weights as W
 
         return {(self.tp_rank, self.pp_rank, stage): {k: v.detach().cpu() for k, v in
-                                                      W.strip_extra_state(_unwrap(c).state_dict()).items()}
+                                                      W.strip_extra_state(_unwrap(c).state_dict()).items()
+                                                      if not W.is_expert(k)}
+                for stage, c in enumerate(self.chunks)}
+
+    def _local_experts(self) -> dict[tuple[int, int, int, int], dict[str, Any]]:
+        from rlcfg.runtime.backends import megatron_weights as W
+
+        return {_expert_key(self.pp_rank, stage): {k: v.detach().cpu() for k, v in
+                                                   W.strip_extra_state(_unwrap(c).state_dict()).items()
+                                                   if W.is_expert(k)}
                 for stage, c in enumerate(self.chunks)}
 
     @_on_engine_device
@@ -954,15 +1005,18 @@ class MegatronEngine:
 
         from rlcfg.runtime.backends import megatron_weights as W
 
-        group = ps.get_model_parallel_group()
-        gathered: list[Any] = [None] * dist.get_world_size(group)
-        dist.all_gather_object(gathered, self._local_state(), group=group)
+        def gather(local: dict, group: Any) -> dict:
+            parts: list[Any] = [None] * dist.get_world_size(group)
+            dist.all_gather_object(parts, local, group=group)
+            return {key: state for part in parts for key, state in part.items()}
+
+        shards = gather(self._local_state(), ps.get_model_parallel_group())
+        # The experts spread over their own mesh (expert tp × ep × pp), which the model-parallel group does not span.
+        experts = (gather(self._local_experts(), ps.get_expert_tensor_model_pipeline_parallel_group())
+                   if self.settings.model.experts else None)
         if self.rank != 0 and not all_ranks:
             return None
-        shards: dict[tuple[int, int, int], dict[str, Any]] = {}
-        for part in gathered:
-            shards.update(part)
-        return W.merge(shards, self.settings.model)
+        return W.merge(shards, self.settings.model, experts=experts)
 
     @_on_engine_device
     def export_hf(self, path: str) -> None:

@@ -54,6 +54,14 @@ class _CudaAsCpu(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
+def _host_copy(tensor: Any, as_numpy: bool = False, record_stream: bool = False) -> Any:
+    """megatron-core's maybe_move_tensor_to_cpu for tensors already on the CPU: the MoE dispatcher's split sizes
+    must come out as the host arrays its all-to-all takes, not stay tensors because no CUDA copy ran."""
+    if as_numpy and torch.is_tensor(tensor):
+        return tensor.numpy()
+    return tensor
+
+
 def _cuda_replacements() -> dict[tuple[Any, str], Any]:
     """torch.cuda functions megatron-core calls on its training path, answered for the CPU."""
     return {
@@ -66,7 +74,38 @@ def _cuda_replacements() -> dict[tuple[Any, str], Any]:
         (torch.cuda.random, "get_rng_state"): lambda device="cuda": torch.get_rng_state(),
         # dist_checkpointing's writer synchronizes before copying tensors out.
         (torch.cuda, "synchronize"): lambda device=None: None,
+        # The MoE all-to-all dispatcher copies its split sizes to the host on a side stream of its own; on CPU
+        # there is one stream and nothing to copy.
+        (torch.cuda, "Stream"): _HostStream,
+        (torch.cuda, "current_stream"): lambda device=None: _HOST_STREAM,
+        (torch.cuda, "stream"): lambda stream=None: contextlib.nullcontext(),
+        (_token_dispatcher(), "maybe_move_tensor_to_cpu"): _host_copy,
     }
+
+
+def _token_dispatcher() -> Any:
+    from megatron.core.transformer.moe import token_dispatcher
+
+    return token_dispatcher
+
+
+class _HostStream:
+    """The one stream a CPU has: waiting on it is a no-op, and every stream is it."""
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> "_HostStream":
+        return _HOST_STREAM
+
+    def wait_stream(self, other: Any) -> None:
+        return None
+
+    def synchronize(self) -> None:
+        return None
+
+    def record_event(self, event: Any = None) -> "_HostStream":
+        return self  # an event whose synchronize() returns at once
+
+
+_HOST_STREAM = object.__new__(_HostStream)
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""Hugging Face ↔ Megatron-core weights for the dense Qwen2, Qwen3 and Llama families.
+"""Hugging Face ↔ Megatron-core weights for the dense Qwen2, Qwen3 and Llama families and the Qwen3 mixture of experts.
 
 Megatron-core's GPTModel differs from the Hugging Face models in three ways that matter here:
 
@@ -8,7 +8,9 @@ Megatron-core's GPTModel differs from the Hugging Face models in three ways that
   (gate rows first);
 - sharding: under tensor parallelism every rank holds a slice of the column-parallel matrices (rows) and of the
   row-parallel ones (columns); the vocabulary is padded so that it splits evenly; under pipeline parallelism
-  each stage holds a contiguous run of layers, numbered from 0 on that stage.
+  each stage holds a contiguous run of layers, numbered from 0 on that stage; under expert parallelism each rank
+  holds a contiguous run of each layer's experts, numbered from 0 on that rank, split again over the expert
+  tensor-parallel ranks (a mesh of its own: a rank's expert-parallel rank is not its tensor-parallel rank).
 
 Everything here is plain torch on whole tensors, so it is tested on CPU against tiny models; the functions are
 exact inverses of each other (no arithmetic touches the values, only views, concatenation and slicing).
@@ -20,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-FAMILIES = {"qwen2": "qwen2", "qwen3": "qwen3", "llama": "llama"}
+FAMILIES = {"qwen2": "qwen2", "qwen3": "qwen3", "llama": "llama", "qwen3_moe": "qwen3_moe"}
 
 # Megatron-LM pads the vocabulary to a multiple of 128 × tp (`--make-vocab-size-divisible-by 128`); converted
 # checkpoints (the `*-mcore` directories the templates point at) carry that padding, so rlcfg uses it too.
@@ -35,7 +37,7 @@ class ConversionError(ValueError):
 class ModelSpec:
     """The architecture figures of a decoder-only model, as a Hugging Face config.json gives them."""
 
-    family: str  # qwen2, qwen3, llama
+    family: str  # qwen2, qwen3, llama, qwen3_moe
     layers: int
     hidden: int
     heads: int
@@ -51,6 +53,12 @@ class ModelSpec:
     qk_norm: bool
     rope_scaling_factor: float | None = None  # Llama 3.1's "llama3" rope scaling
     head_dim_given: bool = False  # config.json states head_dim (Qwen3), so hidden need not be heads × head_dim
+    experts: int = 0  # routed experts per layer; 0: a dense model
+    expert_ffn: int = 0
+    experts_per_token: int = 0
+    # Qwen3-MoE's norm_topk_prob: the chosen experts' softmax weights are rescaled to sum to 1 (softmax over the
+    # top k logits, megatron-core's default order); without it they keep their share of the softmax over all.
+    renormalize_topk: bool = True
     source: str = "config.json"
 
     @property
@@ -67,9 +75,12 @@ class ModelSpec:
         for key in ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size"):
             if key not in config:
                 raise ConversionError(f"{source}: {key} is missing")
-        if config.get("num_experts") or config.get("num_local_experts"):
-            raise ConversionError(f"{source}: mixture-of-experts models are not supported by the Megatron weight "
-                                  "converter")
+        moe: dict[str, Any] = {}
+        if family == "qwen3_moe":
+            moe = _qwen3_moe_figures(config, source)
+        elif config.get("num_experts") or config.get("num_local_experts"):
+            raise ConversionError(f"{source}: model_type {model_type!r} with experts is not supported by the Megatron "
+                                  "weight converter; its mixture-of-experts family is qwen3_moe")
         heads = int(config["num_attention_heads"])
         hidden = int(config["hidden_size"])
         head_dim = config.get("head_dim")
@@ -100,10 +111,10 @@ class ModelSpec:
             ffn=int(config["intermediate_size"]), vocab=int(config["vocab_size"]),
             max_position=int(config.get("max_position_embeddings", 4096)), rope_theta=float(theta),
             norm_eps=float(config.get("rms_norm_eps", 1e-6)), tied=bool(config.get("tie_word_embeddings", False)),
-            qkv_bias=qkv_bias, qk_norm=family == "qwen3", rope_scaling_factor=rope_factor,
-            head_dim_given=bool(head_dim), source=source)
+            qkv_bias=qkv_bias, qk_norm=family in ("qwen3", "qwen3_moe"), rope_scaling_factor=rope_factor,
+            head_dim_given=bool(head_dim), source=source, **moe)
 
-    def check(self, tp: int = 1) -> None:
+    def check(self, tp: int = 1, ep: int = 1) -> None:
         """What Megatron-core accepts without complaint but computes wrongly or cannot shard."""
         if not self.head_dim_given and self.hidden % self.heads:
             raise ConversionError(
@@ -120,6 +131,31 @@ class ModelSpec:
                 f"{self.source}: num_key_value_heads / num_query_groups ({self.kv_heads}) is not a multiple of "
                 f"tensor parallel size ({tp}); each tensor-parallel rank must hold whole KV groups for the fused "
                 f"QKV weight to be split; use a tensor parallel size that divides {self.kv_heads}")
+        if ep > 1 and not self.experts:
+            raise ConversionError(f"{self.source}: expert parallel size {ep} needs a mixture-of-experts model, and "
+                                  "this one is dense; set the expert parallel size to 1")
+        if self.experts and self.experts % ep:
+            raise ConversionError(f"{self.source}: {self.experts} experts per layer do not split over expert "
+                                  f"parallel size {ep}; each rank must hold as many experts as the next")
+
+
+def _qwen3_moe_figures(config: Mapping[str, Any], source: str) -> dict[str, Any]:
+    """The expert figures of a Qwen3-MoE config.json. Layers that keep a dense MLP (`mlp_only_layers`, a
+    `decoder_sparse_step` above 1) would need a layer spec per layer, which the converter does not build."""
+    # Qwen's own config.json says num_experts; transformers ≥ 5 writes num_local_experts.
+    experts = config.get("num_experts") or config.get("num_local_experts")
+    for key, value in (("num_experts", experts), ("num_experts_per_tok", config.get("num_experts_per_tok")),
+                       ("moe_intermediate_size", config.get("moe_intermediate_size"))):
+        if not value:
+            raise ConversionError(f"{source}: a qwen3_moe config needs {key}")
+    if config.get("mlp_only_layers") or int(config.get("decoder_sparse_step", 1) or 1) != 1:
+        raise ConversionError(f"{source}: mlp_only_layers={config.get('mlp_only_layers')} / decoder_sparse_step="
+                              f"{config.get('decoder_sparse_step')} mixes dense and expert layers, which the "
+                              "Megatron backend does not build; only models whose every layer routes to experts run")
+    return {"experts": int(experts), "expert_ffn": int(config["moe_intermediate_size"]),
+            "experts_per_token": int(config["num_experts_per_tok"]),
+            # transformers' Qwen3MoeConfig defaults norm_topk_prob to False
+            "renormalize_topk": bool(config.get("norm_topk_prob", False))}
 
 
 def padded_vocab(vocab: int, tp: int = 1, multiple: int = VOCAB_MULTIPLE) -> int:
@@ -158,13 +194,27 @@ def _pad_rows(t: Any, rows: int) -> Any:
 
 # ---- names ----------------------------------------------------------------------------------------------------
 
+# Within a layer, the prefix of expert e's two linear layers (SequentialMLP under the local spec); `e` counts from 0
+# on each expert-parallel rank.
+EXPERTS = "mlp.experts.local_experts."
+_EXPERT = re.compile(r"^(decoder\.layers\.\d+\.mlp\.experts\.local_experts\.)(\d+)(\..*)$")
+
+
+def is_expert(name: str) -> bool:
+    return _EXPERT.match(name) is not None
+
+
 def _layer_names(spec: ModelSpec, te: bool) -> dict[str, str]:
     """Megatron name (within a layer) → Hugging Face name (within a layer) for the tensors that map 1:1.
     `te`: the Transformer Engine layer spec, which fuses each norm into the linear layer after it."""
-    names = {
-        "self_attention.linear_proj.weight": "self_attn.o_proj.weight",
-        "mlp.linear_fc2.weight": "mlp.down_proj.weight",
-    }
+    names = {"self_attention.linear_proj.weight": "self_attn.o_proj.weight"}
+    if spec.experts:
+        if te:
+            raise ConversionError(f"{spec.source}: the converter maps mixture-of-experts layers under the local "
+                                  "layer spec only")
+        names["mlp.router.weight"] = "mlp.gate.weight"
+    else:
+        names["mlp.linear_fc2.weight"] = "mlp.down_proj.weight"
     if te:
         names["self_attention.linear_qkv.layer_norm_weight"] = "input_layernorm.weight"
         names["mlp.linear_fc1.layer_norm_weight"] = "post_attention_layernorm.weight"
@@ -198,8 +248,15 @@ def hf_to_mcore(hf: Mapping[str, Any], spec: ModelSpec, vocab_rows: int | None =
                 out[dst + "self_attention.linear_qkv.bias"] = fuse_qkv(
                     hf[src + "self_attn.q_proj.bias"], hf[src + "self_attn.k_proj.bias"],
                     hf[src + "self_attn.v_proj.bias"], spec)
-            out[dst + "mlp.linear_fc1.weight"] = torch.cat(
-                [hf[src + "mlp.gate_proj.weight"], hf[src + "mlp.up_proj.weight"]], dim=0)
+            if spec.experts:
+                for e in range(spec.experts):
+                    hf_e, mc_e = f"{src}mlp.experts.{e}.", f"{dst}{EXPERTS}{e}."
+                    out[mc_e + "linear_fc1.weight"] = torch.cat(
+                        [hf[hf_e + "gate_proj.weight"], hf[hf_e + "up_proj.weight"]], dim=0)
+                    out[mc_e + "linear_fc2.weight"] = hf[hf_e + "down_proj.weight"]
+            else:
+                out[dst + "mlp.linear_fc1.weight"] = torch.cat(
+                    [hf[src + "mlp.gate_proj.weight"], hf[src + "mlp.up_proj.weight"]], dim=0)
             for m_name, h_name in _layer_names(spec, te).items():
                 out[dst + m_name] = hf[src + h_name]
         except KeyError as e:
@@ -226,8 +283,15 @@ def mcore_to_hf(mc: Mapping[str, Any], spec: ModelSpec, te: bool = False) -> dic
             qb, kb, vb = split_qkv(mc[src + "self_attention.linear_qkv.bias"], spec)
             out[dst + "self_attn.q_proj.bias"], out[dst + "self_attn.k_proj.bias"] = qb, kb
             out[dst + "self_attn.v_proj.bias"] = vb
-        gate, up = torch.chunk(mc[src + "mlp.linear_fc1.weight"], 2, dim=0)
-        out[dst + "mlp.gate_proj.weight"], out[dst + "mlp.up_proj.weight"] = gate.clone(), up.clone()
+        if spec.experts:
+            for e in range(spec.experts):
+                mc_e, hf_e = f"{src}{EXPERTS}{e}.", f"{dst}mlp.experts.{e}."
+                gate, up = torch.chunk(mc[mc_e + "linear_fc1.weight"], 2, dim=0)
+                out[hf_e + "gate_proj.weight"], out[hf_e + "up_proj.weight"] = gate.clone(), up.clone()
+                out[hf_e + "down_proj.weight"] = mc[mc_e + "linear_fc2.weight"]
+        else:
+            gate, up = torch.chunk(mc[src + "mlp.linear_fc1.weight"], 2, dim=0)
+            out[dst + "mlp.gate_proj.weight"], out[dst + "mlp.up_proj.weight"] = gate.clone(), up.clone()
         for m_name, h_name in _layer_names(spec, te).items():
             out[dst + h_name] = mc[src + m_name]
     out["model.norm.weight"] = mc["decoder.final_layernorm.weight"]
@@ -357,25 +421,63 @@ def merge_pp(parts: Mapping[tuple[int, int], Mapping[str, Any]], spec: ModelSpec
 
 # ---- the whole layout -----------------------------------------------------------------------------------------
 
+# Shards of a model chunk: (tp rank, pp rank, virtual stage) → its state dict; an MoE model's experts are keyed
+# apart, (expert tp rank, expert-parallel rank, pp rank, virtual stage) → that rank's experts of the chunk.
+Shards = dict[tuple[int, int, int], dict[str, Any]]
+ExpertShards = dict[tuple[int, int, int, int], dict[str, Any]]
+
+
 def shard(hf: Mapping[str, Any], spec: ModelSpec, tp: int = 1, pp: int = 1, vpp: int | None = None,
-          te: bool = False) -> dict[tuple[int, int, int], dict[str, Any]]:
-    """(tp rank, pp rank, virtual stage) → that model chunk's Megatron state dict, from Hugging Face weights."""
-    spec.check(tp)
+          te: bool = False) -> Shards:
+    """(tp rank, pp rank, virtual stage) → that model chunk's Megatron state dict, from Hugging Face weights (a
+    dense model; `shard_layout` also splits an MoE model's experts)."""
+    return shard_layout(hf, spec, tp, pp, vpp, te=te)[0]
+
+
+def shard_layout(hf: Mapping[str, Any], spec: ModelSpec, tp: int = 1, pp: int = 1, vpp: int | None = None,
+                 ep: int = 1, etp: int = 1, te: bool = False) -> tuple[Shards, ExpertShards]:
+    """Every chunk's Megatron state from Hugging Face weights: the shards without experts, and the experts'."""
+    spec.check(tp, ep)
     whole = hf_to_mcore(hf, spec, padded_vocab(spec.vocab, tp), te=te)
-    out: dict[tuple[int, int, int], dict[str, Any]] = {}
+    out: Shards = {}
+    experts: ExpertShards = {}
+    per_rank = spec.experts // ep if spec.experts else 0
     for (p, v), part in split_pp(whole, spec, pp, vpp).items():
-        for t, tp_part in enumerate(shard_tp(part, tp)):
+        dense = {k: t for k, t in part.items() if not is_expert(k)}
+        for t, tp_part in enumerate(shard_tp(dense, tp)):
             out[(t, p, v)] = tp_part
-    return out
+        if not per_rank:
+            continue
+        by_rank: list[dict[str, Any]] = [{} for _ in range(ep)]
+        for name, tensor in part.items():
+            m = _EXPERT.match(name)
+            if m:
+                rank, local = divmod(int(m.group(2)), per_rank)
+                by_rank[rank][f"{m.group(1)}{local}{m.group(3)}"] = tensor
+        for e, rank_part in enumerate(by_rank):
+            for et, etp_part in enumerate(shard_tp(rank_part, etp)):
+                experts[(et, e, p, v)] = etp_part
+    return out, experts
 
 
-def merge(shards: Mapping[tuple[int, int, int], Mapping[str, Any]], spec: ModelSpec, te: bool = False
-          ) -> dict[str, Any]:
-    """The inverse of `shard`: Hugging Face weights from every chunk of every rank."""
+def merge(shards: Mapping[tuple[int, int, int], Mapping[str, Any]], spec: ModelSpec, te: bool = False,
+          experts: Mapping[tuple[int, int, int, int], Mapping[str, Any]] | None = None) -> dict[str, Any]:
+    """The inverse of `shard_layout`: Hugging Face weights from every chunk of every rank."""
     tp = max(k[0] for k in shards) + 1
     pp = max(k[1] for k in shards) + 1
     vpp = max(k[2] for k in shards) + 1
     stages = {(p, v): merge_tp([shards[(t, p, v)] for t in range(tp)]) for p in range(pp) for v in range(vpp)}
+    if spec.experts:
+        if not experts:
+            raise ConversionError(f"{spec.source}: merging a mixture-of-experts model needs its experts' shards")
+        etp = max(k[0] for k in experts) + 1
+        ep = max(k[1] for k in experts) + 1
+        per_rank = spec.experts // ep
+        for (p, v), stage in stages.items():
+            for e in range(ep):
+                for name, tensor in merge_tp([experts[(et, e, p, v)] for et in range(etp)]).items():
+                    m = _EXPERT.match(name)
+                    stage[f"{m.group(1)}{e * per_rank + int(m.group(2))}{m.group(3)}"] = tensor
     return mcore_to_hf(merge_pp(stages, spec, pp, vpp if vpp > 1 else None), spec, te=te)
 
 

@@ -212,8 +212,11 @@ class SGLangRolloutEngine:
         """Load the trainer's weights (Hugging Face names) from tensors in this process; SGLang serializes
         them to its TP workers (CUDA IPC on the same GPUs) and flushes its radix cache. Asleep, only the weights
         come back: the KV cache stays released while colocated training may still hold the GPU."""
+        from rlcfg.runtime.backends.expert_names import per_expert
+
         self._resume([self.weights_tag])
-        result = self.engine.update_weights_from_tensor(list(named_tensors.items()), flush_cache=True)
+        # SGLang loads a checkpoint's per-expert names, which transformers ≥ 5 stacks in memory.
+        result = self.engine.update_weights_from_tensor(list(per_expert(named_tensors).items()), flush_cache=True)
         _check(result, "update_weights_from_tensor")
         return len(named_tensors)
 

@@ -221,8 +221,10 @@ class VLLMRolloutEngine:
         """Load the trainer's weights (Hugging Face names) into every worker of the engine. Returns how many
         tensors were loaded. The prefix cache is dropped: its KV entries were computed by the old weights."""
         from rlcfg.runtime.backends import vllm_worker as W
+        from rlcfg.runtime.backends.expert_names import per_expert
 
         self._wake(("weights",))
+        named_tensors = per_expert(named_tensors)  # vLLM loads a checkpoint's per-expert names
         if self.encoding == "tensors":
             payload: Any = dict(named_tensors)
         elif self.encoding == "ipc":

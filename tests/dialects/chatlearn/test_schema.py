@@ -560,9 +560,13 @@ def test_advantage_groups_that_outlive_an_episode_are_refused():
 
 
 def test_parallel_sizes_the_runtime_does_not_run_are_refused_where_the_backend_reads_them():
-    for name in ("expert_model_parallel_size", "context_parallel_size"):
-        key = f"models.policy_trainer.{name}"
-        assert key in refusals(MEGATRON_TEMPLATE, f"{key}=2")
+    key = "models.policy_trainer.context_parallel_size"
+    assert key in refusals(MEGATRON_TEMPLATE, f"{key}=2")
+    # Expert parallelism runs; a router setting that computes otherwise than the model's own routing does not.
+    assert "models.policy_trainer.expert_model_parallel_size" not in refusals(
+        MEGATRON_TEMPLATE, "models.policy_trainer.expert_model_parallel_size=2")
+    bias = "models.policy_trainer.megatron_model_cfg.moe_router_enable_expert_bias"
+    assert bias in refusals(MEGATRON_TEMPLATE, f"{bias}=true")
     ulysses = "models.policy_trainer.ulysses_sequence_parallel_size"
     assert ulysses in refusals(FSDP_TEMPLATE, f"{ulysses}=2")
     # The reference's Ulysses size counts only when a KL term reads the reference (kl_coef > 0).

@@ -299,8 +299,6 @@ RULE_CASES = [
      "RLC118", "note", "trainer.policy.optimizer_config.scheduler", ["'polynomial'", "constant_with_warmup"]),
     ("skyrl/run-refusals", ["+generator.engine_init_kwargs.swap_space=4"],
      "RLC118", "note", "generator.engine_init_kwargs.swap_space", ["= 4 (an integer)", "vllm", "max_model_len"]),
-    ("skyrl/run-refusals", ["trainer.strategy=megatron", "trainer.policy.megatron_config.expert_model_parallel_size=2"],
-     "RLC118", "note", "trainer.policy.megatron_config.expert_model_parallel_size", ["= 2", "dense models only"]),
     ("skyrl/run-refusals", ["trainer.strategy=megatron", "trainer.policy.megatron_config.context_parallel_size=2"],
      "RLC118", "note", "trainer.policy.megatron_config.context_parallel_size", ["= 2", "no context parallelism"]),
     ("skyrl/run-refusals", ["trainer.policy.sequence_parallel_size=2"],
