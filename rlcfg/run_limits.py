@@ -12,6 +12,14 @@ import os
 import re
 from typing import Callable, Iterable, Iterator
 
+# The model types rlcfg's Megatron weight converter builds (rlcfg.runtime.backends.megatron_weights).
+MEGATRON_FAMILIES = ("qwen2", "qwen3", "llama", "qwen3_moe")
+MEGATRON_FAMILY = f"rlcfg's Megatron backend builds {', '.join(MEGATRON_FAMILIES)} models only"
+# Checkpoint names of families the Megatron converter does not build (a hub name, whose config.json only the workers
+# read): a distilled model keeps its base's family (DeepSeek-R1-Distill-Qwen is a Qwen2, and is not matched).
+_UNBUILT_FAMILY_NAME = (r"(?i)(?:^|[-_.])(mixtral|mistral|gemma\d*|phi-?\d|glm-?\d|chatglm|deepseek-(?:v\d|r1(?!-distill))|"
+                        r"moonlight|kimi|mimo|qwen3[._]5|qwen3-next|qwen1\.5-moe|qwen2-57b|olmo\d*|internlm\d*|minimax|"
+                        r"gpt-oss)")
 # AReaL's and ROLL's Megatron setups choose the router's settings (logit dtype, load-balancing loss) in code of their
 # own, which rlcfg has not mapped; SkyRL's, RLinf's and ChatLearn's are.
 EXPERT_PARALLEL = ("rlcfg runs expert parallelism with the MoE router settings of SkyRL, RLinf and ChatLearn; this "
@@ -62,6 +70,46 @@ _VISION_LANGUAGE_TYPES = ("llava", "llava_next", "mllama", "paligemma", "idefics
 # (Patterns, not compiled ones: `re` compiles them on first use, and `validate` starts without the cost.)
 _VISION_LANGUAGE_NAME = (r"(?i)(?:^|[-_.])(?:[a-z]*vl\d*|vision|omni|llava|paligemma|idefics\d*|pixtral)"
                          r"(?=$|[-_.\d])")
+
+
+def local_model_config(path: object) -> dict | None:
+    """The config.json of a local model folder, or None when `path` is no local folder with a readable one (a hub
+    name: the workers read it)."""
+    if not isinstance(path, str) or not path.strip():
+        return None
+    import json
+
+    try:
+        with open(os.path.join(os.path.expanduser(path), "config.json"), encoding="utf-8") as handle:
+            config = json.load(handle)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return None
+    return config if isinstance(config, dict) else None
+
+
+def megatron_unbuilt(path: object) -> str | None:
+    """Why rlcfg's Megatron converter cannot build the model at `path` (its config.json's model_type, or its name
+    when it is not a local folder), or None when it can or nothing here tells."""
+    if not isinstance(path, str) or not path.strip():
+        return None
+    config = local_model_config(path)
+    if config is not None:
+        kind = str(config.get("model_type", ""))
+        return None if kind in MEGATRON_FAMILIES else f"its config.json has model_type {kind!r}"
+    found = re.search(_UNBUILT_FAMILY_NAME, path.rstrip("/").rsplit("/", 1)[-1])
+    return f"its name says it is a {found.group(1)} model" if found else None
+
+
+def megatron_unbuilt_models(models: Iterable[tuple[str, object]]) -> Iterator[tuple[str, str, str]]:
+    """(key, path, why) for each (key, path) of a Megatron-trained model that megatron_unbuilt names, each path once."""
+    seen = set()
+    for key, path in models:
+        if path in seen:
+            continue
+        seen.add(path)
+        why = megatron_unbuilt(path)
+        if why:
+            yield key, str(path), why
 
 
 def vision_language(path: object) -> str | None:

@@ -114,6 +114,28 @@ def test_router_settings_that_add_nothing_are_not_refused(template, overrides):
     assert not [d for d in report.result.diagnostics if d.code == "RLC118" and run_limits.MOE_ROUTING in d.message]
 
 
+GLM = "zai-org/GLM-4.7-Flash"
+
+
+@pytest.mark.parametrize("template,overrides,key", [
+    ("skyrl-fsdp-vllm", ["trainer.strategy=megatron", f"trainer.policy.model.path={GLM}"], "trainer.policy.model.path"),
+    ("chatlearn-megatron-vllm", [f"models.policy_trainer.load={GLM}"], "models.policy_trainer.load"),
+    ("rlinf-megatron-sglang", [f"rollout.model.model_path={GLM}"], "rollout.model.model_path"),
+    ("roll-megatron-vllm", [f"pretrain={GLM}"], "pretrain"),
+    ("areal-fsdp-vllm-ppo", ["actor.backend=megatron:d4", "critic.backend=fsdp:d4", f"actor.path={GLM}"],
+     "actor.path"),
+])
+def test_a_model_the_megatron_backend_does_not_build_is_refused_by_both(template, overrides, key):
+    """GLM-4.7 on Megatron would stop in the workers once the cluster is up: validate says so at the model's key,
+    and the dry run's preflight refuses it with the same sentence."""
+    report = dry_run(str(TEMPLATES / f"{template}.yaml"), overrides)
+    notes = [d for d in report.result.diagnostics if d.code == "RLC118" and run_limits.MEGATRON_FAMILY in d.message]
+    assert key in [d.path for d in notes] and all(d.hint for d in notes)
+    assert "its name says it is a GLM-4 model" in notes[0].message
+    preflight = [b.message for b in report.blockers if b.code == PREFLIGHT_CODE]
+    assert any(run_limits.MEGATRON_FAMILY in message for message in preflight), preflight
+
+
 @pytest.mark.parametrize("template", ["skyrl-fsdp-vllm", "rlinf-megatron-sglang", "chatlearn-megatron-vllm",
                                       "chatlearn-fsdp-vllm", "areal-fsdp-vllm-ppo", "areal-sft", "areal-rw",
                                       "roll-megatron-vllm"])

@@ -1,6 +1,7 @@
 """What cannot run here is refused before any worker starts, with the backend named and the alternative."""
 
 import dataclasses
+import json
 
 import pytest
 
@@ -103,6 +104,34 @@ def test_megatron_features_the_run_does_not_do_are_refused(tmp_path, monkeypatch
     four = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=4)
     [message] = problems(with_role(four, "actor", backend="megatron", **changes), Machine(gpus=4, cpus=2))
     assert expected in message
+
+
+@pytest.mark.parametrize("path,refused", [
+    ("zai-org/GLM-4.7-Flash", "its name says it is a GLM-4 model"),
+    ("moonshotai/Moonlight-16B-A3B-Instruct", "its name says it is a Moonlight model"),
+    ("Qwen/Qwen3.5-35B-A3B", "its name says it is a Qwen3.5 model"),
+    ("Qwen/Qwen3-30B-A3B", None), ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", None),
+    ("LOCAL-mistral", "its config.json has model_type 'mistral'"), ("LOCAL-qwen3_moe", None),
+])
+def test_a_model_the_megatron_backend_cannot_build_is_refused_before_launch(tmp_path, monkeypatch, path, refused):
+    """The workers would stop on it after the cluster started: the dry run names it from the local config.json,
+    or from a hub name that says its family."""
+    installed(monkeypatch, "megatron.core")
+    monkeypatch.setenv("RLCFG_MEGATRON_ON_CPU", "1")
+    if path.startswith("LOCAL-"):
+        folder = tmp_path / "model"
+        folder.mkdir()
+        (folder / "config.json").write_text(json.dumps({"model_type": path.removeprefix("LOCAL-")}))
+        path = str(folder)
+    exp = quickstart.experiment(str(tmp_path), steps=2)
+    actor = exp.role("actor")
+    found = problems(with_role(exp, "actor", backend="megatron",
+                               model=dataclasses.replace(actor.model, path=path)))
+    if refused is None:
+        assert found == []
+    else:
+        [message] = found
+        assert refused in message and "train it with `fsdp`" in message and "qwen3_moe" in message
 
 
 @pytest.mark.parametrize("role,backend,expected", [

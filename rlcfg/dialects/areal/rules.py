@@ -938,6 +938,12 @@ def _limits_of_roles(cfg: Any, roles: list[str], components: dict) -> Iterator[F
                             f"write {letter}1 in `{key}` (or leave the letter out)")
 
         if c.effective_backend == "megatron":
+            section = engine_section(cfg, role)
+            path_key = f"{section}.path"
+            for model_key, path, why in run_limits.megatron_unbuilt_models(
+                    [(path_key, getattr(getattr(cfg, section, None), "path", None))]):
+                yield _refusal(model_key, f"`{model_key}` = {path}, {why}: {run_limits.MEGATRON_FAMILY}",
+                               _fsdp_instead(cfg, key, c))
             if pipeline_kind(cfg) == "rw":
                 yield _refusal(key, f"reward-model training on the Megatron backend of `{key}`: "
                                     f"{run_limits.MEGATRON_SUPERVISED}", _fsdp_instead(cfg, key, c))

@@ -806,6 +806,9 @@ def _runtime_limits(cfg: Any):
     reference when a KL term reads it (kl_coef > 0, which only the FSDP trainer back-propagates)."""
     trainer, ref = cfg.models.policy_trainer, cfg.models.ref_policy
     if isinstance(trainer, MegatronPolicyTrainer):
+        for key, path, why in run_limits.megatron_unbuilt_models(
+                [(f"{PT}.load", trainer.load), (f"{REF}.load", ref.load if trainer.kl_coef > 0 else None)]):
+            yield _refusal(key, path, f"{why}: {run_limits.MEGATRON_FAMILY}", "set `runtime_args.train_backend: fsdp`")
         if trainer.context_parallel_size > 1:
             yield _refusal(f"{PT}.context_parallel_size", trainer.context_parallel_size, run_limits.CONTEXT_PARALLEL,
                            run_limits.SIZE_THAT_RUNS)

@@ -567,6 +567,12 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
     reference that shares the actor's workers inherits) and a critic (use_critic_model) trained with Megatron."""
     actor = cfg.actor
     if actor.training_backend == "megatron":
+        # The actor trains the rollout's model (rollout.model.model_path from 2025-12 on, rollout.model_dir before).
+        model = ("rollout.model.model_path", cfg.rollout.model.model_path) if cfg.rollout.model.model_path else (
+            "rollout.model_dir", cfg.rollout.model_dir)
+        for key, path, why in run_limits.megatron_unbuilt_models([model]):
+            yield _refusal(key, f"`{key}` = {path}, {why}: {run_limits.MEGATRON_FAMILY}",
+                           "set `actor.training_backend: fsdp`", ("actor.training_backend",))
         size = actor.model.context_parallel_size
         if size > 1:
             yield _refusal("actor.model.context_parallel_size", f"`actor.model.context_parallel_size` = {size}: "

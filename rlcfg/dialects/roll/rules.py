@@ -1528,6 +1528,13 @@ def run_refusals_of_runtime_limits(cfg: Any, ctx: RuleContext) -> Iterator[Findi
                                run_limits.SIZE_THAT_RUNS)
         if backend != "megatron":
             continue
+        own = worker.model_args.model_name_or_path
+        fallback = "reward_pretrain" if path == "critic" else "pretrain"
+        model_key, model = (f"{path}.model_args.model_name_or_path", own) if own else (fallback,
+                                                                                     getattr(cfg, fallback))
+        for key, model_path, why in run_limits.megatron_unbuilt_models([(model_key, model)]):
+            yield _run_refusal(key, model_path, f"{why}: {run_limits.MEGATRON_FAMILY}",
+                               f"use fsdp2_{'train' if path in ('actor_train', 'critic') else 'infer'}")
         if path == "critic":
             yield _run_refusal(strategy_key, strategy_name(worker), run_limits.MEGATRON_CRITIC,
                                "use fsdp2_train for the critic")

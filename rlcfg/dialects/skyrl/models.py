@@ -65,7 +65,12 @@ _CHAT_TEMPLATE_ONLY = inert("read only with chat_template.name_or_path set, whic
 _ENVIRONMENT = inert("settings of SkyRL-Gym environments other than gsm8k and aime, which `rlcfg run` refuses "
                      "(environment.env_class)")
 
-_PRECISION_AWARE = refused("rlcfg's Megatron optimizer keeps fp32 master weights and optimizer states")
+# Its dtype settings (main_params_dtype, exp_avg_dtype, ...) default to fp32, and no SkyRL release sets them: the
+# update is the one rlcfg's fp32 master weights and Adam states make (bf16 weights plus their stored remainders are
+# the fp32 masters exactly); only how and where the states are kept differs.
+_PRECISION_AWARE = inert("with the fp32 master weights and Adam states its dtype settings default to, megatron-core's "
+                         "precision-aware optimizer makes rlcfg's update; it changes how the states are stored and "
+                         "where the step runs")
 _NO_BATCH_NORMALIZE = refused("rlcfg's batch normalisation whitens with the masked mean and unbiased variance; "
                               "skyrl-train's normalize_advantages_dict takes the mean over the padding too and "
                               "the biased variance")

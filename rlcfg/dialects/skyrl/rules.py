@@ -1243,6 +1243,10 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
         return
     models = ["policy"] + (["ref"] if ref_in_use(cfg) and t.algorithm.kl_loss_coef > 0 else [])
     if t.strategy == "megatron":
+        paths = [(f"trainer.{model}.model.path", getattr(t, model).model.path or t.policy.model.path)
+                 for model in models]
+        for key, path, why in run_limits.megatron_unbuilt_models(paths):
+            yield _refusal(key, path, f"{why}: {run_limits.MEGATRON_FAMILY}", "set `trainer.strategy: fsdp2`")
         for model in models:
             sizes = getattr(t, model).megatron_config
             if sizes.context_parallel_size > 1:

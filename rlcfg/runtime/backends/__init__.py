@@ -270,19 +270,8 @@ def _on_cpu_allowed(role: Role) -> bool:
     return role.backend == "megatron" and megatron_on_cpu_requested()
 
 
-def _local_experts(path: str) -> int | None:
-    """The routed experts per layer that the config.json of a local model folder names (0: a dense model), or
-    None when the path is no local folder with a readable config.json (a hub name: the workers check it)."""
-    import json
-    import os
-
-    try:
-        with open(os.path.join(os.path.expanduser(path), "config.json"), encoding="utf-8") as handle:
-            config = json.load(handle)
-    except (OSError, ValueError):
-        return None
-    if not isinstance(config, dict):
-        return None
+def _experts_of(config: dict) -> int:
+    """Routed experts per layer (0: a dense model)."""
     return int(config.get("num_experts") or config.get("num_local_experts") or config.get("n_routed_experts") or 0)
 
 
@@ -296,7 +285,11 @@ def _megatron_problems(role: Role) -> list[str]:
     if par.cp > 1:
         keyed = _sizes(role, {"cp": par.cp}) if role.key_for("parallelism.cp") else "it"
         out.append(f"{where}: context parallel size {par.cp}: {run_limits.CONTEXT_PARALLEL}; set {keyed} to 1")
-    experts = _local_experts(role.model.path) if role.model is not None and par.ep > 1 else None
+    unbuilt = run_limits.megatron_unbuilt(role.model.path) if role.model is not None else None
+    if unbuilt:
+        out.append(f"{where}: {role.model.path}, {unbuilt}: {run_limits.MEGATRON_FAMILY}; train it with `fsdp`")
+    config = run_limits.local_model_config(role.model.path) if role.model is not None and par.ep > 1 else None
+    experts = _experts_of(config) if config is not None else None
     if experts is not None and (experts == 0 or experts % par.ep):
         keyed = _sizes(role, {"ep": par.ep}) if role.key_for("parallelism.ep") else "it"
         what = ("is dense (its config.json names no experts)" if experts == 0

@@ -22,7 +22,9 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-FAMILIES = {"qwen2": "qwen2", "qwen3": "qwen3", "llama": "llama", "qwen3_moe": "qwen3_moe"}
+from rlcfg.run_limits import MEGATRON_FAMILIES
+
+FAMILIES = {name: name for name in MEGATRON_FAMILIES}
 
 # Megatron-LM pads the vocabulary to a multiple of 128 × tp (`--make-vocab-size-divisible-by 128`); converted
 # checkpoints (the `*-mcore` directories the templates point at) carry that padding, so rlcfg uses it too.
@@ -71,7 +73,7 @@ class ModelSpec:
         family = FAMILIES.get(model_type)
         if family is None:
             raise ConversionError(f"{source}: model_type {model_type!r} is not supported by the Megatron backend; "
-                                  f"supported: {', '.join(FAMILIES)} (dense models)")
+                                  f"supported: {', '.join(FAMILIES)}")
         for key in ("num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size", "vocab_size"):
             if key not in config:
                 raise ConversionError(f"{source}: {key} is missing")
