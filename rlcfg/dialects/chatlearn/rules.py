@@ -827,10 +827,12 @@ def _runtime_limits(cfg: Any):
             "`rlcfg run` refuses what ChatLearn computes otherwise than rlcfg can: advantage groups that outlive an "
             "episode (runtime_args.num_inference_per_prompt above the rollout's), partial rollout over several "
             "optimizer steps per episode, and what rlcfg's runtime does not "
-            "do (rlcfg/run_limits.py): expert and context parallelism on Megatron, Ulysses sequence parallelism; and "
+            "do (rlcfg/run_limits.py): on Megatron context parallelism, a model family it does not build and MoE "
+            "router settings that compute otherwise than the model's own routing; Ulysses sequence parallelism; and "
             "vision-language models.",
             keys=[f"models.{name}.load" for name in ("policy_trainer", "policy", "ref_policy")] + [
-                  f"{RT}.num_inference_per_prompt", f"{PT}.expert_model_parallel_size", f"{PT}.context_parallel_size",
+                  f"{RT}.num_inference_per_prompt", f"{PT}.context_parallel_size",
+                  f"{PT}.megatron_model_cfg.moe_aux_loss_coeff", f"{PT}.megatron_model_cfg.moe_router_score_function",
                   f"{PT}.ulysses_sequence_parallel_size", f"{RT}.train_global_batch_size"])
 def _run_refusals(cfg: Any, ctx: Any):
     r, p = cfg.runtime_args, cfg.models.policy

@@ -606,12 +606,13 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
             "schedule other than constant, linear or cosine, use_valid_token_scale in a disaggregated placement "
             "or with a sequence-mean aggregation, a per-micro-batch loss over dynamic micro-batches, and what "
             "rlcfg's runtime does not do "
-            "(rlcfg/run_limits.py): expert and context parallelism on Megatron, a critic on Megatron; and "
-            "vision-language models.",
+            "(rlcfg/run_limits.py): on Megatron context parallelism, a model family it does not build, MoE router "
+            "settings that compute otherwise than the model's own routing and a critic; and vision-language models.",
             keys=["actor.model.model_path", "rollout.model.model_path", "rollout.model_dir", "algorithm.loss_type",
                   "algorithm.adv_type", "algorithm.importance_sampling_fix",
                   "algorithm.importance_sampling_clip", "reward.reward_type", "actor.lr_sched.lr_decay_style",
-                  "actor.model.expert_model_parallel_size", "actor.model.context_parallel_size",
+                  "actor.model.moe_aux_loss_coeff", "actor.model.moe_router_pre_softmax",
+                  "actor.model.context_parallel_size",
                   "critic.training_backend", "algorithm.use_valid_token_scale", "runner.enable_dynamic_batch_size"])
 def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if not training(cfg):

@@ -1498,8 +1498,9 @@ def _limited_workers(cfg: Any) -> Iterator[tuple[str, Any, str]]:
 @RULES.rule("roll/run-refusals-of-runtime-limits", "RLC118",
             "`rlcfg run` refuses what its runtime does not do (rlcfg/run_limits.py), as its preflight would: a "
             "model worker on a strategy other than fsdp2 or megatron (deepspeed is not wired in; hf_infer, vllm and "
-            "sglang roll out only), Ulysses sequence parallelism, expert and context parallelism on Megatron, a "
-            "critic on Megatron, an actor_infer on a training strategy, and an hf_infer rollout spread over several "
+            "sglang roll out only), Ulysses sequence parallelism, on Megatron expert parallelism (ROLL's MoE router "
+            "settings are not mapped), context parallelism, a model family it does not build and a critic, an "
+            "actor_infer on a training strategy, and an hf_infer rollout spread over several "
             "GPUs.",
             keys=["actor_train.strategy_args.strategy_name", "actor_train.model_args.ulysses_size",
                   "actor_train.strategy_args.strategy_config.expert_model_parallel_size",

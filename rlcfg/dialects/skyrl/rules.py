@@ -1281,7 +1281,8 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
             "skyrl 0.1.0), trainer.fully_async.enabled under an entrypoint rlcfg does not know as the "
             "fully-asynchronous one, "
             "overlong filtering with stop strings, and what rlcfg's runtime does not do "
-            "(rlcfg/run_limits.py): the deepspeed strategy, expert and context parallelism and LoRA on Megatron, "
+            "(rlcfg/run_limits.py): the deepspeed strategy, context parallelism, LoRA and model families it does "
+            "not build on Megatron, "
             "LoRA initialisations other than kaiming and gaussian, Ulysses sequence parallelism; and "
             "vision-language models.",
             keys=["trainer.policy.model.path", "trainer.ref.model.path", "trainer.critic.model.path",
@@ -1292,7 +1293,6 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
                   "trainer.policy.optimizer_config.scheduler",
                   "generator.engine_init_kwargs", "generator.sampling_params", "generator.apply_overlong_filtering",
                   "trainer.strategy",
-                  "trainer.policy.megatron_config.expert_model_parallel_size",
                   "trainer.policy.megatron_config.context_parallel_size", "trainer.policy.sequence_parallel_size",
                   "trainer.policy.model.lora.rank", "trainer.policy.model.lora.init_method"])
 def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
