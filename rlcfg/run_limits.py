@@ -17,9 +17,9 @@ MEGATRON_FAMILIES = ("qwen2", "qwen3", "llama", "qwen3_moe")
 MEGATRON_FAMILY = f"rlcfg's Megatron backend builds {', '.join(MEGATRON_FAMILIES)} models only"
 # Checkpoint names of families the Megatron converter does not build (a hub name, whose config.json only the workers
 # read): a distilled model keeps its base's family (DeepSeek-R1-Distill-Qwen is a Qwen2, and is not matched).
-_UNBUILT_FAMILY_NAME = (r"(?i)(?:^|[-_.])(mixtral|mistral|gemma\d*|phi-?\d|glm-?\d|chatglm|deepseek-(?:v\d|r1(?!-distill))|"
-                        r"moonlight|kimi|mimo|qwen3[._]5|qwen3-next|qwen1\.5-moe|qwen2-57b|olmo\d*|internlm\d*|minimax|"
-                        r"gpt-oss)")
+_UNBUILT_FAMILY_NAME = (r"(?i)(?:^|[-_.])(mixtral|mistral|gemma\d*|phi-?\d|glm-?\d|chatglm|"
+                        r"deepseek-(?:v\d|r1(?!-distill))|moonlight|kimi|mimo|qwen3[._]5|qwen3-next|qwen1\.5-moe|"
+                        r"qwen2-57b|olmo\d*|internlm\d*|minimax|gpt-oss)")
 # AReaL's and ROLL's Megatron setups choose the router's settings (logit dtype, load-balancing loss) in code of their
 # own, which rlcfg has not mapped; SkyRL's, RLinf's and ChatLearn's are.
 EXPERT_PARALLEL = ("rlcfg runs expert parallelism with the MoE router settings of SkyRL, RLinf and ChatLearn; this "
@@ -85,6 +85,11 @@ def local_model_config(path: object) -> dict | None:
     except (OSError, UnicodeDecodeError, ValueError):
         return None
     return config if isinstance(config, dict) else None
+
+
+def routed_experts(config: dict) -> int:
+    """A config.json's routed experts per layer (0: a dense model), under the names the MoE families give them."""
+    return int(config.get("num_experts") or config.get("num_local_experts") or config.get("n_routed_experts") or 0)
 
 
 def megatron_unbuilt(path: object) -> str | None:

@@ -65,7 +65,8 @@ EP_TEMPLATES = {"skyrl": ("skyrl-fsdp-vllm", ["trainer.strategy=megatron",
                 "rlinf": ("rlinf-megatron-sglang", ["+actor.model.expert_model_parallel_size=2"]),
                 "chatlearn": ("chatlearn-megatron-vllm", ["models.policy_trainer.expert_model_parallel_size=2"]),
                 "areal": ("areal-fsdp-vllm-ppo", ["actor.backend=megatron:d4e2", "critic.backend=fsdp:d4"]),
-                "roll": ("roll-megatron-vllm", ["+actor_train.strategy_args.strategy_config.expert_model_parallel_size=2"])}
+                "roll": ("roll-megatron-vllm",
+                         ["+actor_train.strategy_args.strategy_config.expert_model_parallel_size=2"])}
 
 
 @pytest.mark.parametrize("dialect", ["skyrl", "rlinf", "chatlearn"])
@@ -106,7 +107,8 @@ def test_router_settings_that_change_what_is_computed_are_refused(template, over
 @pytest.mark.parametrize("template,overrides", [
     # An aux-loss type with a coefficient of 0 (RLinf's Qwen3-30B example) and a coefficient without an aux-loss
     # type add no loss in megatron-core.
-    ("rlinf-megatron-sglang", ["+actor.model.moe_router_load_balancing_type=aux_loss", "+actor.model.moe_aux_loss_coeff=0.0"]),
+    ("rlinf-megatron-sglang", ["+actor.model.moe_router_load_balancing_type=aux_loss",
+                               "+actor.model.moe_aux_loss_coeff=0.0"]),
     ("chatlearn-megatron-vllm", ["models.policy_trainer.megatron_model_cfg.moe_aux_loss_coeff=0.001"]),
 ])
 def test_router_settings_that_add_nothing_are_not_refused(template, overrides):

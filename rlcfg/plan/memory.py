@@ -27,6 +27,7 @@ from typing import Any, Iterable, Mapping
 from rlcfg.ir import Experiment, Lora, Role
 from rlcfg.plan.model import Architecture, GpuVerdict, MemoryPlan, MemoryTerm, RoleMemory, RolePlacement
 from rlcfg.plan.model_table import TableEntry, last_component, lookup
+from rlcfg.run_limits import routed_experts
 
 GiB = 1024 ** 3
 MiB = 1024 ** 2
@@ -182,7 +183,7 @@ def architecture_from_config(config: Mapping[str, Any], source: str, name: str |
     # explicitly; a config that does not say is read as untied, the larger (safer) estimate.
     tied = bool(cfg.get("tie_word_embeddings", config.get("tie_word_embeddings", False)))
     qkv_bias = bool(cfg.get("attention_bias", model_type in ("qwen2", "qwen2_moe")))
-    experts = int(cfg.get("num_experts") or cfg.get("num_local_experts") or cfg.get("n_routed_experts") or 0)
+    experts = routed_experts(cfg)
     expert_intermediate = int(cfg.get("moe_intermediate_size") or (intermediate if experts else 0))
     shared = int(cfg.get("shared_expert_intermediate_size") or 0)
     if not shared and cfg.get("n_shared_experts"):

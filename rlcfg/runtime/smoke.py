@@ -425,7 +425,8 @@ def _training_parallel(role: Role, backend: str, par: Parallelism, slots: int, s
     if backend == "megatron":
         workers = max(slots, 1)
         tp = par.tp if par.tp <= workers and workers % par.tp == 0 else 1
-        ep = 2 if par.ep > 1 and workers % 2 == 0 and experts % 2 == 0 and experts else 1
+        halves = experts > 0 and experts % 2 == 0 and workers % 2 == 0  # half the experts on each of 2 workers
+        ep = 2 if par.ep > 1 and halves else 1
         etp = par.etp if ep == 1 or (par.etp or tp) * ep <= workers else 1
         new = replace(new, tp=tp, pp=1, cp=1, ep=ep, etp=etp if ep > 1 else None, vpp=None,
                       sequence_parallel=par.sequence_parallel and tp > 1)

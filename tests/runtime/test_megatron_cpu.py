@@ -215,16 +215,22 @@ def test_save_and_load_restore_weights_and_optimizer_exactly(gloo, checkpoints, 
 
 # ---- two ranks ----------------------------------------------------------------------------------------------------
 
-def _two_rank_worker(rank: int, port: int, path: str, out: str) -> None:
-    """Rank `rank` of a two-process gloo world: one PPO step on dp=2 (each rank its half of the batch), then on
-    tp=2 with sequence parallelism (both ranks the whole batch). Rank 0 saves the gathered results."""
+def _join_two_rank_world(rank: int, port: int, family: str) -> tuple:
+    """This process as rank `rank` of a two-process gloo world; the tiny model of `family` and its RL batch."""
     os.environ[MEGATRON_ON_CPU_ENV] = "1"  # the engine's own opt-in, as `rlcfg run` would use it
     torch.set_num_threads(1)
     warnings.filterwarnings("ignore")
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    model = tiny_hf("qwen2")
+    model = tiny_hf(family)
     batch = rl_batch(model.config.vocab_size)
     batch["old_logprobs"] = torch.full((4, 4), -3.6)
+    return model, batch
+
+
+def _two_rank_worker(rank: int, port: int, path: str, out: str) -> None:
+    """Rank `rank` of a two-process gloo world: one PPO step on dp=2 (each rank its half of the batch), then on
+    tp=2 with sequence parallelism (both ranks the whole batch). Rank 0 saves the gathered results."""
+    model, batch = _join_two_rank_world(rank, port, "qwen2")
     results = {}
     for name, tp in (("dp2", 1), ("tp2", 2)):
         engine = M.MegatronEngine("actor", path, settings_for(model, world=2, tp=tp))
@@ -274,13 +280,7 @@ def _expert_parallel_worker(rank: int, port: int, path: str, out: str) -> None:
     two ranks, with data parallelism (ep=2) and with tensor parallelism beside it (tp=2, ep=2, experts whole on
     each rank: etp=1), and with every expert on both ranks, each holding half of each (tp=2, expert tp following
     it), then a checkpoint saved and loaded back. Rank 0 saves the gathered results."""
-    os.environ[MEGATRON_ON_CPU_ENV] = "1"
-    torch.set_num_threads(1)
-    warnings.filterwarnings("ignore")
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=2)
-    model = tiny_hf("qwen3_moe")
-    batch = rl_batch(model.config.vocab_size)
-    batch["old_logprobs"] = torch.full((4, 4), -3.6)
+    model, batch = _join_two_rank_world(rank, port, "qwen3_moe")
     results = {}
     for name, tp, ep, etp in (("ep2", 1, 2, 1), ("tp2ep2", 2, 2, 1), ("tp2", 2, 1, None)):
         engine = M.MegatronEngine("actor", path, settings_for(model, world=2, tp=tp, ep=ep, etp=etp))

@@ -978,7 +978,8 @@ def _norm_text(norm: Any) -> str:
             "rollouts through consumer_batch_size, ...), "
             "although each key alone is honored; and the parallel sizes and backends rlcfg's runtime does not run "
             "(rlcfg/run_limits.py): on Megatron expert parallelism (AReaL's MoE router settings are not mapped), "
-            "context parallelism, a model family it does not build, a critic and reward-model training; on FSDP Ulysses (`c`) and the t, p and e sizes; LoRA outside the RL actor; vision-language "
+            "context parallelism, a model family it does not build, a critic and reward-model training; on FSDP "
+            "Ulysses (`c`) and the t, p and e sizes; LoRA outside the RL actor; vision-language "
             "models; and RL data that AReaL's GSM8K loader does not read.",
             keys=["actor.path", "ref.path", "critic.path", "model.path", "sglang.model_path", "vllm.model",
                   "allocation_mode", "actor.backend", "critic.backend", "actor.prox_logp_method",

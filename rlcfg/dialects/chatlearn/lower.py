@@ -30,8 +30,8 @@ from typing import Any
 from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model,
                       Offload, Optimizer, Parallelism, PartialRollout, PolicyOptions, Resources, Role, Sampling,
                       Schedule, Spelling)
-from rlcfg.dialects.chatlearn.derived import (colocation_groups, prompt_limit, response_limit, sequence_limit, v120_lengths,
-                                              total_limit)
+from rlcfg.dialects.chatlearn.derived import (colocation_groups, prompt_limit, response_limit, sequence_limit,
+                                              total_limit, v120_lengths)
 from rlcfg.dialects.chatlearn.models import FSDPOptions, MegatronOptions, MegatronPolicyTrainer
 
 ROLE_OF_MODEL = {"policy_trainer": "actor", "policy": "rollout", "ref_policy": "reference", "reward": "reward"}

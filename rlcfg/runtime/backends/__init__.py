@@ -270,11 +270,6 @@ def _on_cpu_allowed(role: Role) -> bool:
     return role.backend == "megatron" and megatron_on_cpu_requested()
 
 
-def _experts_of(config: dict) -> int:
-    """Routed experts per layer (0: a dense model)."""
-    return int(config.get("num_experts") or config.get("num_local_experts") or config.get("n_routed_experts") or 0)
-
-
 def _megatron_problems(role: Role) -> list[str]:
     where = f"role `{role.name}`"
     par = role.parallelism
@@ -289,7 +284,7 @@ def _megatron_problems(role: Role) -> list[str]:
     if unbuilt:
         out.append(f"{where}: {role.model.path}, {unbuilt}: {run_limits.MEGATRON_FAMILY}; train it with `fsdp`")
     config = run_limits.local_model_config(role.model.path) if role.model is not None and par.ep > 1 else None
-    experts = _experts_of(config) if config is not None else None
+    experts = run_limits.routed_experts(config) if config is not None else None
     if experts is not None and (experts == 0 or experts % par.ep):
         keyed = _sizes(role, {"ep": par.ep}) if role.key_for("parallelism.ep") else "it"
         what = ("is dense (its config.json names no experts)" if experts == 0

@@ -979,21 +979,18 @@ class MegatronEngine:
         metrics["backward_s"] = metrics["optimizer_s"] = 0.0
         return metrics
 
-    def _local_state(self) -> dict[tuple[int, int, int], dict[str, Any]]:
+    def _chunk_states(self, experts: bool) -> list[dict[str, Any]]:
+        """Each chunk's tensors on the CPU: its experts' (`experts`) or all the others."""
         from rlcfg.runtime.backends import megatron_weights as W
 
-        return {(self.tp_rank, self.pp_rank, stage): {k: v.detach().cpu() for k, v in
-                                                      W.strip_extra_state(_unwrap(c).state_dict()).items()
-                                                      if not W.is_expert(k)}
-                for stage, c in enumerate(self.chunks)}
+        return [{k: v.detach().cpu() for k, v in W.strip_extra_state(_unwrap(c).state_dict()).items()
+                 if W.is_expert(k) == experts} for c in self.chunks]
+
+    def _local_state(self) -> dict[tuple[int, int, int], dict[str, Any]]:
+        return {(self.tp_rank, self.pp_rank, stage): state for stage, state in enumerate(self._chunk_states(False))}
 
     def _local_experts(self) -> dict[tuple[int, int, int, int], dict[str, Any]]:
-        from rlcfg.runtime.backends import megatron_weights as W
-
-        return {_expert_key(self.pp_rank, stage): {k: v.detach().cpu() for k, v in
-                                                   W.strip_extra_state(_unwrap(c).state_dict()).items()
-                                                   if W.is_expert(k)}
-                for stage, c in enumerate(self.chunks)}
+        return {_expert_key(self.pp_rank, stage): state for stage, state in enumerate(self._chunk_states(True))}
 
     @_on_engine_device
     def full_state_dict(self, all_ranks: bool = False) -> dict[str, Any] | None:

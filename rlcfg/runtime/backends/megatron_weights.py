@@ -1,4 +1,4 @@
-"""Hugging Face ↔ Megatron-core weights for the dense Qwen2, Qwen3 and Llama families and the Qwen3 mixture of experts.
+"""Hugging Face ↔ Megatron-core weights for the dense Qwen2, Qwen3 and Llama families and for Qwen3-MoE.
 
 Megatron-core's GPTModel differs from the Hugging Face models in three ways that matter here:
 
