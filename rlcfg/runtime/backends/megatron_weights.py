@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-from rlcfg.run_limits import MEGATRON_FAMILIES
+from rlcfg.run_limits import MEGATRON_FAMILIES, routed_experts
 
 FAMILIES = {name: name for name in MEGATRON_FAMILIES}
 
@@ -80,7 +80,7 @@ class ModelSpec:
         moe: dict[str, Any] = {}
         if family == "qwen3_moe":
             moe = _qwen3_moe_figures(config, source)
-        elif config.get("num_experts") or config.get("num_local_experts"):
+        elif routed_experts(config):
             raise ConversionError(f"{source}: model_type {model_type!r} with experts is not supported by the Megatron "
                                   "weight converter; its mixture-of-experts family is qwen3_moe")
         heads = int(config["num_attention_heads"])
@@ -145,7 +145,7 @@ def _qwen3_moe_figures(config: Mapping[str, Any], source: str) -> dict[str, Any]
     """The expert figures of a Qwen3-MoE config.json. Layers that keep a dense MLP (`mlp_only_layers`, a
     `decoder_sparse_step` above 1) would need a layer spec per layer, which the converter does not build."""
     # Qwen's own config.json says num_experts; transformers ≥ 5 writes num_local_experts.
-    experts = config.get("num_experts") or config.get("num_local_experts")
+    experts = routed_experts(config)
     for key, value in (("num_experts", experts), ("num_experts_per_tok", config.get("num_experts_per_tok")),
                        ("moe_intermediate_size", config.get("moe_intermediate_size"))):
         if not value:
