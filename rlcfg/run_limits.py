@@ -39,7 +39,13 @@ MEGATRON_CRITIC = "rlcfg's Megatron backend has no value head, so it trains no c
 # The prefixes name Hugging Face parameters (`model.embed_tokens.`); megatron-core names its modules otherwise.
 MEGATRON_FROZEN = ("rlcfg freezes parameters by their Hugging Face names, which megatron-core's modules do not have, "
                    "so only its fsdp backend freezes them")
-MEGATRON_LORA = "rlcfg's Megatron backend has no LoRA adapters, so only its fsdp backend trains them"
+# Megatron-Bridge's LoRA targets, its `all-linear`: the fused query-key-value and gate-up projections, the attention
+# output and the down projection (rlcfg.runtime.backends.megatron_lora adapts them).
+MEGATRON_LORA_TARGETS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
+MEGATRON_LORA_EXPERTS = ("Megatron-Bridge gives the experts an expert-parallel rank holds one adapter they share, "
+                         "which rlcfg's Megatron backend does not build: it adapts dense models only")
+# A checkpoint name that gives its active parameters is a mixture of experts: Qwen3-30B-A3B, Moonlight-16B-A3B.
+_MOE_NAME = r"(?i)-a\d+(?:\.\d+)?b(?:$|[-_.])"
 # PEFT's initialisations that start B at zero and leave the base weights as loaded.
 LORA_INITS = ("kaiming", "gaussian")
 MEGATRON_SUPERVISED = "rlcfg trains reward models (a scalar head on the model) on its fsdp backend only"
@@ -90,6 +96,46 @@ def local_model_config(path: object) -> dict | None:
 def routed_experts(config: dict) -> int:
     """A config.json's routed experts per layer (0: a dense model), under the names the MoE families give them."""
     return int(config.get("num_experts") or config.get("num_local_experts") or config.get("n_routed_experts") or 0)
+
+
+def mixture_of_experts(path: object) -> str | None:
+    """Why the model at `path` is a mixture of experts (its config.json's routed experts, or its name when it is not
+    a local folder), or None when it is dense or nothing here tells."""
+    if not isinstance(path, str) or not path.strip():
+        return None
+    config = local_model_config(path)
+    if config is not None:
+        experts = routed_experts(config)
+        return f"its config.json names {experts} experts per layer" if experts else None
+    name = path.rstrip("/").rsplit("/", 1)[-1]
+    return "its name gives its active parameters, as a mixture of experts' does" if re.search(_MOE_NAME, name) else None
+
+
+def megatron_lora_problems(*, dropout: float, target_modules: object, exclude_modules: object, init: str,
+                           experts: str | None) -> list[tuple[str, object, str, str]]:
+    """(field of ir.Lora, its value, why, hint) for each LoRA setting rlcfg's Megatron backend cannot train as
+    Megatron-Bridge's LoRA does; `experts` says why the model is a mixture of experts, or is None."""
+    out: list[tuple[str, object, str, str]] = []
+    if experts:
+        out.append(("rank", None, f"the model is a mixture of experts ({experts}); {MEGATRON_LORA_EXPERTS}",
+                    "adapt a dense model, or train every weight (rank 0)"))
+    if dropout:
+        out.append(("dropout", dropout, "rlcfg's Megatron adapters apply no dropout", "set it to 0"))
+    names = target_modules if isinstance(target_modules, (list, tuple)) else None
+    if target_modules != "all-linear" and (names is None or not names
+                                           or any(n not in MEGATRON_LORA_TARGETS for n in names)):
+        out.append(("target_modules", target_modules,
+                    f"Megatron-Bridge's LoRA adapts megatron-core's modules by name: "
+                    f"{', '.join(MEGATRON_LORA_TARGETS)} (rlcfg reads no wildcard or Hugging Face name there)",
+                    "set it to all-linear or to a list of those names"))
+    if exclude_modules:
+        out.append(("exclude_modules", exclude_modules,
+                    "Megatron-Bridge's LoRA excludes modules only when it is given no target modules, and it is "
+                    "always given some (all-linear names them)", "leave it empty"))
+    if init != "kaiming":
+        out.append(("init", init, "rlcfg draws a Megatron adapter's A as Megatron-Bridge's kaiming init does, and "
+                                  "no other way", "set it to kaiming"))
+    return out
 
 
 def megatron_unbuilt(path: object) -> str | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from rlcfg.diagnostics import plural
+from rlcfg.dialects.skyrl.models import UNTIL_030
 
 ADVANTAGE_ESTIMATORS = ("grpo", "gae", "rloo", "reinforce++")
 # The `skyrl` package added maxrl in 0.2.0 (AdvantageEstimatorRegistry).
@@ -122,6 +123,20 @@ ENVIRONMENT_REWARDS = {"gsm8k": "gsm8k_strict", "aime": "answer_line", "multiply
 # Where each environment reads the ground truth in a dataset row (its `extras`): gsm8k in reward_spec, aime in the
 # reward_model column of DAPO's datasets.
 ENVIRONMENT_ANSWER_KEYS = {"gsm8k": "reward_spec.ground_truth", "aime": "reward_model.ground_truth"}
+
+
+def lora_module_keys(key: str, release: str | None) -> tuple[str, str]:
+    """The keys of the modules LoRA targets and leaves alone: one pair for every model up to v0.3.0
+    (trainer.target_modules), each model's own from v0.4.0."""
+    if release in UNTIL_030:
+        return "trainer.target_modules", "trainer.exclude_modules"
+    return f"trainer.{key}.model.lora.target_modules", f"trainer.{key}.model.lora.exclude_modules"
+
+
+def lora_modules(cfg: Any, key: str, release: str | None) -> tuple[Any, Any]:
+    """The values of lora_module_keys: the modules the `key` model's LoRA targets and those it leaves alone."""
+    source = cfg.trainer if release in UNTIL_030 else getattr(cfg.trainer, key).model.lora
+    return source.target_modules, source.exclude_modules
 
 
 def ref_in_use(cfg: Any) -> bool:

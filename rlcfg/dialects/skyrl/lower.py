@@ -54,13 +54,12 @@ from typing import Any
 from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec,
                       KLController, Logging, Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources,
                       RewardShaping, Role, Sampling, Schedule, Spelling)
-from rlcfg.dialects.skyrl.models import UNTIL_030
 from rlcfg.dialects.skyrl.package import DAPO_CONTEXT_BUFFER, ONE_STEP_ASYNC, PACKAGE_FROM_030, entry_estimator
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_ANSWER_KEYS,
                                           ENVIRONMENT_REWARDS, LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED,
                                           POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS, VLLM_KWARGS, critic_in_use,
-                                          critic_trained, dataset_files, dp_size, loggers, loss_normalization,
-                                          overlong_buffer, policy_loss, ref_in_use, rollout_gpus, world)
+                                          critic_trained, dataset_files, dp_size, loggers, lora_module_keys,
+                                          lora_modules, loss_normalization, overlong_buffer, policy_loss, ref_in_use, rollout_gpus, world)
 
 # The estimators and losses rlcfg runs with SkyRL's meaning, by SkyRL's names. The others (custom estimators and
 # losses registered in code, cross_entropy and importance_sampling, which sum over tokens as Tinker's losses do)
@@ -243,14 +242,6 @@ def router_dtype(strategy: str, release: str | None) -> str | None:
     return "fp32" if strategy == "megatron" and release in PACKAGE_FROM_030 else None
 
 
-def lora_module_keys(key: str, release: str | None) -> tuple[str, str]:
-    """The keys of the modules LoRA targets and leaves alone: one pair for every model up to v0.3.0
-    (trainer.target_modules), each model's own from v0.4.0."""
-    if release in UNTIL_030:
-        return "trainer.target_modules", "trainer.exclude_modules"
-    return f"trainer.{key}.model.lora.target_modules", f"trainer.{key}.model.lora.exclude_modules"
-
-
 def _lora(cfg: Any, key: str, release: str | None) -> tuple[Lora | None, tuple[tuple[str, str], ...]]:
     """skyrl-train's LoRA (rank > 0): PEFT's LoraConfig of the model's rank, alpha, dropout, target and excluded
     modules and init method (HFModelWrapper; the critic's get_llm_for_sequence_regression passes no init method,
@@ -259,8 +250,7 @@ def _lora(cfg: Any, key: str, release: str | None) -> tuple[Lora | None, tuple[t
     if lora.rank <= 0:
         return None, ()
     targets_key, excluded_key = lora_module_keys(key, release)
-    source = cfg.trainer if release in UNTIL_030 else lora
-    targets, excluded = source.target_modules, source.exclude_modules
+    targets, excluded = lora_modules(cfg, key, release)
     base = f"trainer.{key}.model.lora"
     keys = (("lora.rank", f"{base}.rank"), ("lora.alpha", f"{base}.alpha"), ("lora.dropout", f"{base}.dropout"),
             ("lora.target_modules", targets_key), ("lora.exclude_modules", excluded_key))

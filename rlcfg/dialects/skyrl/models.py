@@ -45,7 +45,6 @@ def upto(last: str, tags: tuple = RELEASES) -> tuple:
 _LOG = inert("where logs, metrics, dumps, profiles or exports go, or what they are called; nothing computed changes")
 _PERF = inert("a speed, memory or communication knob of skyrl-train's own; what is computed is the same")
 _KEYS = inert("a group of pass-through settings; each of its keys declares what `rlcfg run` does with it")
-_MEGATRON_LORA_ONLY = inert("read only with LoRA on the megatron strategy, which `rlcfg run` refuses")
 _LORA_SYNC = inert("rlcfg hands the inference engines the merged weights (base + adapter) in memory, so no adapter "
                    "folder is written for them; what they generate with is the same model")
 _DEEPSPEED = inert("DeepSpeed's own config, read only with strategy deepspeed, which `rlcfg run` does not train with")
@@ -300,8 +299,10 @@ class MegatronProfiler(Section):
 
 
 class MegatronLora(Section):
-    run_fate = _MEGATRON_LORA_ONLY
-    lora_type: Literal["lora", "canonical_lora"] = param("lora", description="Megatron-Bridge's LoRA flavour.")
+    run_fate = HONORED
+    lora_type: Literal["lora", "canonical_lora"] = param(
+        "lora", description="Megatron-Bridge's LoRA flavour: `lora` puts one adapter on each fused layer (qkv, "
+                            "gate-up), `canonical_lora` separate ones on q, k, v, gate and up.")
 
 
 class MegatronParallel(Section):
@@ -332,7 +333,7 @@ class MegatronConfig(MegatronParallel):
                                                                                     "0.2.0).", fate=_LOG,
                                                       releases=upto("skyrl-0.2.0"))
     lora_config: MegatronLora = section(MegatronLora, description="Megatron LoRA settings (v0.4.0 and later).",
-                                        releases=FROM_040, fate=_MEGATRON_LORA_ONLY)
+                                        releases=FROM_040)
     empty_cuda_cache: bool = param(
         True, description="Empty torch's CUDA cache between backward and optimizer step to avoid fragmentation OOMs "
                           "(v0.4.0 and later).", releases=FROM_040, fate=_PERF)

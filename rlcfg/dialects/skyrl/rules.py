@@ -22,8 +22,8 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMA
                                           loggers, loss_normalization, overlong_buffer,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
-                                          critic_trained, dp_size, model_parallel, policy_loss, ref_in_use,
-                                          rollout_gpus, world)
+                                          critic_trained, dp_size, lora_module_keys, lora_modules, model_parallel,
+                                          policy_loss, ref_in_use, rollout_gpus, world)
 from rlcfg.dialects.skyrl.package import (ENTRY_ENVIRONMENTS, FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, ONE_STEP_ASYNC,
                                           ONE_STEP_ENTRY, PACKAGE_FROM_030, PACKAGE_RELEASES, entry_estimator,
                                           is_package, label)
@@ -1233,7 +1233,7 @@ def _refusal(path: str, value: Any, instead: str, hint: str | None = None) -> Fi
                    hint or "`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, choose a value it runs")
 
 
-def _runtime_limits(cfg: Any) -> Iterator[Finding]:
+def _runtime_limits(cfg: Any, release: str | None) -> Iterator[Finding]:
     """What the runtime's preflight refuses of the roles lower.py builds: the policy, the reference when its
     log-probs count (kl_loss_coef > 0) and the critic when GAE trains it, each on trainer.strategy (a critic on
     Megatron is an error of its own: skyrl-train does not build one)."""
@@ -1256,8 +1256,7 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
     # critic no init method.
     adapters = t.policy.model.lora
     if adapters.rank > 0 and t.strategy == "megatron":
-        yield _refusal("trainer.policy.model.lora.rank", adapters.rank, run_limits.MEGATRON_LORA,
-                       "set `trainer.strategy: fsdp2` to train the adapters with FSDP")
+        yield from _megatron_lora_refusals(cfg, release)
     elif adapters.rank > 0 and adapters.init_method not in run_limits.LORA_INITS:
         yield _refusal("trainer.policy.model.lora.init_method", adapters.init_method,
                        f"rlcfg starts LoRA adapters with PEFT's {' or '.join(run_limits.LORA_INITS)} "
@@ -1271,6 +1270,28 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
                            run_limits.SIZE_THAT_RUNS)
 
 
+def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
+    """The policy's LoRA settings that rlcfg's Megatron adapters cannot train as Megatron-Bridge's LoRA does, and
+    Megatron-Bridge's canonical LoRA (separate q, k, v, gate and up adapters), which rlcfg does not build."""
+    t = cfg.trainer
+    adapters = t.policy.model.lora
+    base = "trainer.policy.model.lora"
+    targets_key, excluded_key = lora_module_keys("policy", release)
+    targets, excluded = lora_modules(cfg, "policy", release)
+    keys = {"rank": f"{base}.rank", "dropout": f"{base}.dropout", "target_modules": targets_key,
+            "exclude_modules": excluded_key, "init": f"{base}.init_method"}
+    experts = run_limits.mixture_of_experts(t.policy.model.path)
+    for name, value, why, hint in run_limits.megatron_lora_problems(
+            dropout=adapters.dropout, target_modules=targets, exclude_modules=excluded, init=adapters.init_method,
+            experts=experts):
+        yield _refusal(keys[name], adapters.rank if value is None else value, why, hint)
+    lora_type = t.policy.megatron_config.lora_config.lora_type
+    if lora_type != "lora":
+        yield _refusal("trainer.policy.megatron_config.lora_config.lora_type", lora_type,
+                       "rlcfg builds Megatron-Bridge's `lora` adapters (one per fused layer) only",
+                       "set it to lora")
+
+
 @RULES.rule("skyrl/run-refusals", "RLC118",
             "`rlcfg run` refuses values it cannot run with skyrl-train's meaning: environments other than gsm8k and "
             "aime, custom advantage estimators and "
@@ -1281,9 +1302,11 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
             "skyrl 0.1.0), trainer.fully_async.enabled under an entrypoint rlcfg does not know as the "
             "fully-asynchronous one, "
             "overlong filtering with stop strings, and what rlcfg's runtime does not do "
-            "(rlcfg/run_limits.py): the deepspeed strategy, context parallelism, LoRA and model families it does "
-            "not build on Megatron, "
-            "LoRA initialisations other than kaiming and gaussian, Ulysses sequence parallelism; and "
+            "(rlcfg/run_limits.py): the deepspeed strategy, context parallelism, model families it does "
+            "not build on Megatron, Megatron LoRA it does not train as Megatron-Bridge does (on a mixture of "
+            "experts, with dropout, excluded modules, targets other than linear_qkv, linear_proj, linear_fc1 and "
+            "linear_fc2, an init other than kaiming, canonical_lora), "
+            "FSDP LoRA initialisations other than kaiming and gaussian, Ulysses sequence parallelism; and "
             "vision-language models.",
             keys=["trainer.policy.model.path", "trainer.ref.model.path", "trainer.critic.model.path",
                   "environment.env_class", "trainer.algorithm.advantage_estimator",
@@ -1294,7 +1317,10 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
                   "generator.engine_init_kwargs", "generator.sampling_params", "generator.apply_overlong_filtering",
                   "trainer.strategy",
                   "trainer.policy.megatron_config.context_parallel_size", "trainer.policy.sequence_parallel_size",
-                  "trainer.policy.model.lora.rank", "trainer.policy.model.lora.init_method"])
+                  "trainer.policy.model.lora.rank", "trainer.policy.model.lora.init_method",
+                  "trainer.policy.model.lora.dropout", "trainer.policy.model.lora.target_modules",
+                  "trainer.policy.model.lora.exclude_modules", "trainer.target_modules", "trainer.exclude_modules",
+                  "trainer.policy.megatron_config.lora_config.lora_type"])
 def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t, a, g = cfg.trainer, cfg.trainer.algorithm, cfg.generator
     models = [(f"trainer.{name}.model.path", getattr(t, name).model.path) for name in ("policy", "ref", "critic")]
@@ -1411,4 +1437,4 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
             yield _refusal(f"generator.{block}.{key}", ctx.tree.get(("generator", block, key)),
                            "skyrl-train hands it to the engine's sampling parameters; rlcfg's rollout samples with "
                            "max_generate_length, temperature, top_p, top_k, min_p and stop only")
-    yield from _runtime_limits(cfg)
+    yield from _runtime_limits(cfg, ctx.release)

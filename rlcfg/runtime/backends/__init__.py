@@ -292,9 +292,14 @@ def _megatron_problems(role: Role) -> list[str]:
         out.append(f"{where}: expert parallel size {par.ep}, but the model at {role.model.path} {what}; set {keyed} "
                    f"to {1 if experts == 0 else 'a divisor of the expert count'}")
     if role.lora is not None:
-        key = role.key_for("lora.rank")
-        out.append(f"{where}: LoRA (rank {role.lora.rank}{f', `{key}`' if key else ''}) on the megatron backend: "
-                   f"{run_limits.MEGATRON_LORA}; train it with `fsdp`")
+        lora = role.lora
+        experts = run_limits.mixture_of_experts(role.model.path) if role.model is not None else None
+        for name, value, why, hint in run_limits.megatron_lora_problems(
+                dropout=lora.dropout, target_modules=lora.target_modules, exclude_modules=lora.exclude_modules,
+                init=lora.init, experts=experts):
+            key = role.key_for(f"lora.{name}")
+            shown = (f"`{key}`" if key else f"lora.{name}") + ("" if value is None else f" = {value!r}")
+            out.append(f"{where}: LoRA (rank {lora.rank}) on the megatron backend, {shown}: {why}; {hint}")
     if role.frozen_prefixes:
         key = role.key_for("frozen_prefixes")
         out.append(f"{where}: frozen parameters{f' (`{key}`)' if key else ''} on the megatron backend: "

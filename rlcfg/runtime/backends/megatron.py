@@ -27,6 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from rlcfg import run_limits
+from rlcfg.ir import Lora
 from rlcfg.runtime.backends.megatron_weights import ConversionError, ModelSpec, padded_vocab
 from rlcfg.runtime.step import SHARE_METRICS
 
@@ -122,6 +124,7 @@ class MegatronSettings:
     # sets in place of its own; per_train_step: it advances once per train() call rather than per update (AReaL).
     lr_schedule: Any = None
     schedule_per_train_step: bool = False
+    lora: Lora | None = None  # adapters on a trained role (megatron_lora); None: every weight trains
 
 
 def follow_schedule(scheduler: Any, schedule: Any) -> None:
@@ -213,6 +216,14 @@ def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: in
     }
     if spec.experts:
         transformer.update(moe_transformer_config(spec), moe_router_dtype=role.router_dtype)
+    lora = role.lora if role.optimizer is not None else None
+    if lora is not None:
+        problems = run_limits.megatron_lora_problems(
+            dropout=lora.dropout, target_modules=lora.target_modules, exclude_modules=lora.exclude_modules,
+            init=lora.init, experts=f"{spec.experts} experts per layer" if spec.experts else None)
+        if problems:
+            raise MegatronConfigError(f"role `{role.name}`: LoRA on the megatron backend: "
+                                      + "; ".join(why for _field, _value, why, _hint in problems))
     if role.gradient_checkpointing:
         transformer.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
     if par.vpp and par.vpp > 1 and par.pp > 1 and spec.layers % (par.pp * par.vpp):
@@ -260,7 +271,7 @@ def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: in
                             notes=tuple(notes), sequence_packing=role.sequence_packing,
                             token_budget=role.max_tokens_per_micro_batch if role.sequence_packing else None,
                             budget_key=role.key_for("max_tokens_per_micro_batch"), lr_schedule=lr_schedule,
-                            schedule_per_train_step=per_train_step)
+                            schedule_per_train_step=per_train_step, lora=lora)
 
 
 def moe_transformer_config(spec: ModelSpec) -> dict[str, Any]:
@@ -690,6 +701,10 @@ class MegatronEngine:
 
         load_hf_into(chunks, W.load_hf_weights(model_path), settings)
         chunks = [c.to(dtype=_torch_dtype(settings.transformer["params_dtype"]), device=self.device) for c in chunks]
+        if settings.lora is not None and opt_config is not None:
+            from rlcfg.runtime.backends.megatron_lora import add_adapters
+
+            add_adapters(chunks, settings.lora, seed, ps.get_pipeline_model_parallel_rank())
         self.optimizer = self.scheduler = None
         if opt_config is not None:
             from megatron.core.distributed import DistributedDataParallel
@@ -983,8 +998,14 @@ class MegatronEngine:
         """Each chunk's tensors on the CPU: its experts' (`experts`) or all the others."""
         from rlcfg.runtime.backends import megatron_weights as W
 
-        return [{k: v.detach().cpu() for k, v in W.strip_extra_state(_unwrap(c).state_dict()).items()
-                 if W.is_expert(k) == experts} for c in self.chunks]
+        states = [{k: v.detach().cpu() for k, v in W.strip_extra_state(_unwrap(c).state_dict()).items()
+                   if W.is_expert(k) == experts} for c in self.chunks]
+        lora = self.settings.lora
+        if lora is not None and self.optimizer is not None:
+            from rlcfg.runtime.backends.megatron_lora import merge_adapters
+
+            states = [merge_adapters(state, lora.alpha / lora.rank) for state in states]
+        return states
 
     def _local_state(self) -> dict[tuple[int, int, int], dict[str, Any]]:
         return {(self.tp_rank, self.pp_rank, stage): state for stage, state in enumerate(self._chunk_states(False))}

@@ -39,14 +39,17 @@ def _is_cuda(device: Any) -> bool:
 
 
 class _CudaAsCpu(TorchFunctionMode):
-    """megatron-core names CUDA only as a `device=` keyword (`"cuda"`, or `torch.cuda.current_device()`, which
-    the patch below answers with the CPU), and asks `Tensor.type()` for a CUDA type name; nothing on its training
-    path moves a tensor with a positional `.to("cuda")` or `.cuda()`, so neither is rewritten."""
+    """megatron-core names CUDA as a `device=` keyword (`"cuda"`, or `torch.cuda.current_device()`, which the
+    patch below answers with the CPU), asks `Tensor.type()` for a CUDA type name, and moves the output layer's copy
+    of a tied embedding with `.cuda()` (pipeline parallelism's last stage), which stays where it is; nothing on its
+    training path moves a tensor with a positional `.to("cuda")`, so that is not rewritten."""
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         if "device" in kwargs and _is_cuda(kwargs["device"]):
             kwargs = {**kwargs, "device": _CPU}
+        elif func is torch.Tensor.cuda:
+            return args[0]
         elif func is torch.Tensor.type and len(args) == 1 and not kwargs:
             # The optimizers and gradient clipping accept only parameters whose type() names CUDA.
             name = func(*args)

@@ -1,0 +1,164 @@
+"""LoRA adapters on megatron-core's linear layers, computing what Megatron-Bridge's `LoRA` (SkyRL's
+`lora_type: lora`) computes: each adapted layer's output gains (alpha / rank) · B·A·x, one adapter per fused layer
+(the fused query-key-value projection `linear_qkv`, the attention output `linear_proj`, the fused gate-and-up
+projection `linear_fc1`, the down projection `linear_fc2`), A drawn as Megatron-Bridge's "kaiming" draws it, B
+zero, so the first step's policy is the model as loaded. Only A and B train.
+
+Under tensor parallelism each adapter is split the way its layer is, so that a rank's adapter weights merge into
+exactly that rank's shard of the layer (the rollout engines get the merged weights, converted as any others):
+- a column-parallel layer (its output rows split over the TP ranks): A whole on every rank, B split by rows;
+- a row-parallel layer (its input columns split): A split by columns, B whole on every rank.
+The hidden activation A·x crosses the ranks as the layer's own does: its gradient is summed over the ranks where A
+is whole, its value summed where A is split; under sequence parallelism gathered along the sequence, or
+reduce-scattered, as the layer's input and output are. A weight whole on every rank but fed one sequence shard
+(`sequence_parallel`) has its gradient summed over the ranks by megatron-core's own finalize step, as a norm's is.
+
+The adapters are parameters of the layer (`lora_a`, `lora_b`) and a forward hook adds their term, so megatron-core's
+DDP, distributed optimizer, recomputation and checkpointing see them as the layer's own; the layer's checkpoint
+description names their split (`sharded_state_dict`).
+"""
+
+from __future__ import annotations
+
+import math
+import types
+import zlib
+from typing import Any
+
+from rlcfg.ir import Lora
+from rlcfg.run_limits import MEGATRON_LORA_TARGETS
+
+ADAPTER_A, ADAPTER_B = "lora_a", "lora_b"
+
+
+def adapter_targets(lora: Lora) -> tuple[str, ...]:
+    """The module names that get adapters: Megatron-Bridge's `all-linear`, or the config's names (run_limits checks
+    them before launch)."""
+    if lora.target_modules == "all-linear":
+        return MEGATRON_LORA_TARGETS
+    names = (lora.target_modules,) if isinstance(lora.target_modules, str) else tuple(lora.target_modules)
+    return tuple(name for name in MEGATRON_LORA_TARGETS if name in names)
+
+
+def add_adapters(chunks: list[Any], lora: Lora, seed: int, pp_rank: int) -> int:
+    """Adapters on the targeted linear layers of this rank's model chunks, every other parameter frozen. Returns
+    how many layers got one. Each A is drawn from a generator of its own (the seed, the pipeline rank and stage, the
+    layer's name, and the TP rank where A is split), so ranks holding the same A draw the same values."""
+    import torch
+    from megatron.core.tensor_parallel import layers as L
+
+    targets = adapter_targets(lora)
+    adapted = 0
+    for stage, chunk in enumerate(chunks):
+        for param in chunk.parameters():
+            param.requires_grad_(False)
+        embedding = getattr(chunk, "embedding", None)
+        if embedding is not None:
+            # Recomputation runs each layer inside an autograd function whose output needs a gradient only when
+            # an input does; under a frozen embedding none would, and the adapters would get no gradient.
+            embedding.register_forward_hook(_needing_gradient)
+        for name, module in list(chunk.named_modules()):
+            if name.rpartition(".")[2] not in targets:
+                continue
+            if isinstance(module, L.ColumnParallelLinear):
+                column = True
+            elif isinstance(module, L.RowParallelLinear):
+                column = False
+            else:
+                continue
+            _adapt(module, column, lora, f"{seed}:{pp_rank}:{stage}:{name}", torch)
+            adapted += 1
+    return adapted
+
+
+def _needing_gradient(module: Any, args: tuple, output: Any) -> Any:
+    return output.requires_grad_(True) if not output.requires_grad else output
+
+
+def _adapt(module: Any, column: bool, lora: Lora, label: str, torch: Any) -> None:
+    from megatron.core.tensor_parallel import layers as L
+
+    weight = module.weight
+    group = module.tp_group
+    tp = group.size()
+    out_local, in_local = weight.shape
+    sequence_parallel = bool(module.sequence_parallel) and tp > 1
+    if column:
+        a_shape, b_shape = (lora.rank, in_local), (out_local, lora.rank)
+    else:
+        a_shape, b_shape = (lora.rank, in_local), (module.output_size, lora.rank)
+        label += f":tp{group.rank()}"
+    generator = torch.Generator().manual_seed(zlib.crc32(label.encode()))
+    a = torch.empty(a_shape, dtype=torch.float32)
+    # Megatron-Bridge's "kaiming": kaiming_uniform_ with a = sqrt(5) over the local shard, so a bound of
+    # 1/sqrt(fan_in) where fan_in is the shard's input width.
+    bound = 1.0 / math.sqrt(a_shape[1])
+    a.uniform_(-bound, bound, generator=generator)
+    lora_a = torch.nn.Parameter(a.to(dtype=weight.dtype, device=weight.device))
+    lora_b = torch.nn.Parameter(torch.zeros(b_shape, dtype=weight.dtype, device=weight.device))
+    split = lora_b if column else lora_a
+    L.set_tensor_model_parallel_attributes(split, is_parallel=tp > 1, dim=0 if column else 1,
+                                           stride=getattr(weight, "partition_stride", 1))
+    whole = lora_a if column else lora_b
+    if sequence_parallel:
+        whole.sequence_parallel = True
+    module.register_parameter(ADAPTER_A, lora_a)
+    module.register_parameter(ADAPTER_B, lora_b)
+    module.register_forward_hook(_adapter_hook(column, lora.alpha / lora.rank, sequence_parallel, group))
+    module.sharded_state_dict = types.MethodType(_sharded_state_dict(column), module)
+
+
+def _adapter_hook(column: bool, scale: float, sequence_parallel: bool, group: Any) -> Any:
+    import torch.nn.functional as F
+    from megatron.core.tensor_parallel import mappings
+
+    tp = group.size()
+
+    def hook(module: Any, args: tuple, output: Any) -> Any:
+        x = args[0]
+        hidden = F.linear(x, module.lora_a)
+        if column and sequence_parallel:
+            hidden = mappings.gather_from_sequence_parallel_region(hidden, True, group=group)
+        elif column and tp > 1:
+            hidden = mappings.copy_to_tensor_model_parallel_region(hidden, group=group)
+        elif sequence_parallel:
+            hidden = mappings.reduce_scatter_to_sequence_parallel_region(hidden, group=group)
+        elif tp > 1:
+            hidden = mappings.reduce_from_tensor_model_parallel_region(hidden, group=group)
+        delta = F.linear(hidden, module.lora_b) * scale
+        out, bias = output
+        return out + delta, bias
+
+    return hook
+
+
+def _sharded_state_dict(column: bool) -> Any:
+    """The layer's own checkpoint description with the adapters' split added: B by rows beside a column-parallel
+    weight, A by columns beside a row-parallel one; the whole ones as replicas."""
+    from megatron.core import parallel_state
+    from megatron.core.transformer.utils import make_sharded_tensors_for_checkpoint
+
+    axes = {"weight": 0, "bias": 0, ADAPTER_B: 0} if column else {"weight": 1, ADAPTER_A: 1}
+
+    def sharded_state_dict(self: Any, prefix: str = "", sharded_offsets: tuple = (), metadata: dict | None = None):
+        dp_cp_group = ((metadata or {}).get("dp_cp_group")
+                       or parallel_state.get_data_parallel_group(with_context_parallel=True))
+        return make_sharded_tensors_for_checkpoint(self.state_dict(prefix="", keep_vars=True), prefix, axes,
+                                                   sharded_offsets, tp_group=self.tp_group, dp_cp_group=dp_cp_group)
+
+    return sharded_state_dict
+
+
+def merge_adapters(state: dict[str, Any], scale: float) -> dict[str, Any]:
+    """A chunk's local tensors with each adapter merged into its layer's shard (W + scale · B·A, in float32, then in
+    the weight's dtype) and the adapter tensors left out: the weights the rollout engines and exports receive."""
+    out = {}
+    for key, value in state.items():
+        if key.endswith(f".{ADAPTER_A}") or key.endswith(f".{ADAPTER_B}"):
+            continue
+        layer = key[: -len("weight")] if key.endswith(".weight") else None
+        if layer is not None and f"{layer}{ADAPTER_A}" in state:
+            a, b = state[f"{layer}{ADAPTER_A}"].float(), state[f"{layer}{ADAPTER_B}"].float()
+            value = (value.float() + scale * (b @ a)).to(value.dtype)
+        out[key] = value
+    return out
