@@ -105,7 +105,9 @@ class Offload:
 class Lora:
     """Low-rank adapters (LoRA) on a trained role's linear layers, with PEFT's meaning: each targeted weight W
     computes as W + (alpha / rank) · B·A, only A and B train, and B starts at zero, so the first step's policy is
-    the model as loaded. The rollout engines receive the merged weights; exports carry the adapter beside them."""
+    the model as loaded. The rollout engines receive the merged weights; the fsdp backend's exports carry the
+    adapter beside them. On the megatron backend the adapters are Megatron-Bridge's, one per fused layer (its
+    `all-linear`: linear_qkv, linear_proj, linear_fc1, linear_fc2)."""
 
     rank: int
     alpha: float

@@ -213,3 +213,31 @@ def test_a_name_without_a_vl_part_gets_no_sibling():
         "point it at a text model; vision-language models are not run yet")
     assert run_limits.vision_language_hint("pretrain", "/m/Qwen2-VL-7B/").endswith("(its text sibling: "
                                                                                   "`pretrain: /m/Qwen2-7B`)")
+
+
+def test_a_mixture_of_experts_is_told_by_its_config_or_its_name(tmp_path):
+    import json
+
+    (tmp_path / "moe").mkdir()
+    (tmp_path / "moe" / "config.json").write_text(json.dumps({"model_type": "qwen3_moe", "num_experts": 128}))
+    (tmp_path / "dense").mkdir()
+    (tmp_path / "dense" / "config.json").write_text(json.dumps({"model_type": "qwen3"}))
+    assert "128 experts" in run_limits.mixture_of_experts(str(tmp_path / "moe"))
+    assert run_limits.mixture_of_experts(str(tmp_path / "dense")) is None
+    for name in ("Qwen/Qwen3-30B-A3B", "Qwen/Qwen3-235B-A22B-Instruct", "moonshotai/Moonlight-16B-A3B"):
+        assert run_limits.mixture_of_experts(name), name
+    for name in ("Qwen/Qwen3-4B-Base", "Qwen/Qwen2.5-7B-Instruct", "", None):
+        assert run_limits.mixture_of_experts(name) is None, name
+
+
+def test_megatron_lora_problems_name_each_setting_megatron_bridges_lora_does_not_train():
+    ok = dict(dropout=0.0, target_modules="all-linear", exclude_modules=None, init="kaiming", experts=None)
+    assert run_limits.megatron_lora_problems(**ok) == []
+    assert run_limits.megatron_lora_problems(**{**ok, "target_modules": ("linear_qkv", "linear_fc2")}) == []
+    for change, field in ((dict(dropout=0.1), "dropout"), (dict(target_modules="q_proj"), "target_modules"),
+                          (dict(target_modules=("linear_qkv", "q_proj")), "target_modules"),
+                          (dict(target_modules=()), "target_modules"),
+                          (dict(exclude_modules=("linear_fc2",)), "exclude_modules"), (dict(init="xavier"), "init"),
+                          (dict(experts="its name says so"), "rank")):
+        (problem,) = run_limits.megatron_lora_problems(**{**ok, **change})
+        assert problem[0] == field

@@ -148,6 +148,21 @@ def lora_parameters(arch: Architecture, lora: Lora) -> int:
     return per_layer * arch.layers
 
 
+# Megatron-Bridge's LoRA targets (the fused layers of megatron-core) by the Hugging Face layers each covers.
+_MEGATRON_LINEARS = {"linear_qkv": ("q_proj", "k_proj", "v_proj"), "linear_proj": ("o_proj",),
+                     "linear_fc1": ("gate_proj", "up_proj"), "linear_fc2": ("down_proj",)}
+
+
+def _hf_lora_targets(lora: Lora) -> Lora:
+    """A Megatron role's LoRA with its targets under the Hugging Face names lora_parameters counts: a fused layer's
+    one A counts once per layer it covers, an upper bound."""
+    targets = lora.target_modules
+    if isinstance(targets, str):
+        return lora
+    names = tuple(hf for t in targets for hf in _MEGATRON_LINEARS.get(t, (t,)))
+    return replace(lora, target_modules=names)
+
+
 def architecture_from_table(entry: TableEntry) -> Architecture:
     head_dim = entry.head_dim or entry.hidden // entry.heads
     counts = parameter_breakdown(entry.layers, entry.hidden, entry.heads, entry.kv_heads, head_dim,
@@ -373,7 +388,17 @@ def _training_stage(role: Role, arch: Architecture, world: int, lengths: Lengths
         ends = (counts["embedding"] if first else 0) + ((output or counts["embedding"]) if last and pp > 1 else 0) \
             + (output if pp == 1 else 0)
         shard = (layers_here * counts["layer_dense"] + ends) / tp + layers_here * counts["layer_experts"] / (ep * etp)
-        if trains:
+        if trains and role.lora is not None:
+            # The frozen base in its dtype; the adapters (split over TP as their layers are, counted as if whole on
+            # each TP rank: an upper bound) have bf16 weights, fp32 main gradients, fp32 master weights and Adam.
+            distributed = _distributed_optimizer(role)
+            adapters = lora_parameters(arch, _hf_lora_targets(role.lora)) * layers_here / arch.layers
+            opt_div = dp * cp if distributed else 1
+            terms.append(_t("parameters (frozen base)", dtype_bytes * shard))
+            terms.append(_t("parameters (LoRA adapters)", 2 * adapters))
+            terms.append(_t("gradients (LoRA adapters, fp32 main grads)", 4 * adapters))
+            terms.append(_t("optimizer states (LoRA adapters, fp32 master + Adam)", 12 * adapters / opt_div))
+        elif trains:
             distributed = _distributed_optimizer(role)
             terms.append(_t("parameters (bf16)", 2 * shard))
             terms.append(_t("gradients (fp32 main grads)", 4 * shard))

@@ -6,7 +6,6 @@ the one-rank update."""
 from __future__ import annotations
 
 import dataclasses
-import os
 import zlib
 
 import pytest

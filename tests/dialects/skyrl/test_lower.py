@@ -11,6 +11,7 @@ import pytest
 from rlcfg.frontend import check_file
 from rlcfg.ir import ENGINE_KEYS, ROLE_NAMES, Experiment, FilterSpec, KLController
 from rlcfg.lower import lower as lower_any
+from rlcfg.plan import build_plan
 from rlcfg.dialects.skyrl.lower import effective_max_seq_len, effective_update_group, lower
 from tests.helpers import TEMPLATES
 
@@ -826,10 +827,54 @@ def test_up_to_v030_one_pair_of_module_keys_serves_every_model():
         assert exp.role(name).key_for("lora.target_modules") == "trainer.target_modules"
 
 
-def test_lora_on_megatron_and_other_initialisations_are_refused_before_launch():
-    megatron = checked(FSDP2, *LORA, "trainer.strategy=megatron")
-    notes = {d.path: d.message for d in megatron.diagnostics if d.code == "RLC118"}
-    assert "Megatron backend has no LoRA adapters" in notes["trainer.policy.model.lora.rank"]
+MEGATRON_LORA = (*LORA, "trainer.strategy=megatron")
+
+
+def refusals(result) -> dict[str, str]:
+    return {d.path: d.message for d in result.diagnostics if d.code == "RLC118"}
+
+
+def test_lora_on_megatron_runs_as_megatron_bridges_lora_on_a_dense_model():
+    result = checked(FSDP2, *MEGATRON_LORA)
+    assert not refusals(result)
+    plan = build_plan(lower(result.config))[0]
+    assert not launch_problems(plan, "LoRA")
+    actor = plan.experiment.role("actor")
+    assert actor.backend == "megatron" and (actor.lora.rank, actor.lora.target_modules) == (16, "all-linear")
+    # A list of megatron-core's layer names narrows the adapters, as Megatron-Bridge's target_modules does.
+    assert not refusals(checked(FSDP2, *MEGATRON_LORA, "trainer.policy.model.lora.target_modules=[linear_qkv]"))
+
+
+@pytest.mark.parametrize("override,key,says", [
+    ("trainer.policy.model.path=Qwen/Qwen3-30B-A3B", "trainer.policy.model.lora.rank", "mixture of experts"),
+    ("trainer.policy.model.lora.dropout=0.05", "trainer.policy.model.lora.dropout", "no dropout"),
+    ("trainer.policy.model.lora.target_modules=[q_proj,v_proj]", "trainer.policy.model.lora.target_modules",
+     "linear_qkv, linear_proj, linear_fc1, linear_fc2"),
+    ("trainer.policy.model.lora.exclude_modules=[linear_fc2]", "trainer.policy.model.lora.exclude_modules",
+     "only when it is given no target modules"),
+    ("trainer.policy.model.lora.init_method=xavier", "trainer.policy.model.lora.init_method", "kaiming"),
+    ("trainer.policy.megatron_config.lora_config.lora_type=canonical_lora",
+     "trainer.policy.megatron_config.lora_config.lora_type", "`lora` adapters"),
+])
+def test_megatron_lora_settings_its_adapters_do_not_train_are_refused_at_their_keys(override, key, says):
+    result = checked(FSDP2, *MEGATRON_LORA, override)
+    notes = refusals(result)
+    assert set(notes) == {key} and says in notes[key]
+    # The runtime's own check refuses the same, before any worker starts (the LoRA flavour is SkyRL's key alone:
+    # the Experiment holds the adapters rlcfg builds).
+    if not key.endswith("lora_type"):
+        (problem,) = launch_problems(build_plan(lower(result.config))[0], "LoRA")
+        assert says in problem
+
+
+def launch_problems(plan, about: str) -> list[str]:
+    from rlcfg.runtime.backends import Machine, check_plan
+
+    return [p for p in check_plan(plan, Machine(gpus=0, cpus=1), has_cluster=True, installed=lambda module: True)
+            if about in p]
+
+
+def test_other_lora_initialisations_are_refused_before_launch():
     pissa = checked(FSDP2, *LORA, "trainer.policy.model.lora.init_method=pissa")
     notes = {d.path: d.message for d in pissa.diagnostics if d.code == "RLC118"}
     assert "kaiming or gaussian" in notes["trainer.policy.model.lora.init_method"]
@@ -856,3 +901,20 @@ def test_the_plan_shows_the_adapters_and_counts_only_their_optimizer_states():
     per_layer = (1536 + 1536) + 2 * (1536 + 256) + (1536 + 1536) + 2 * (1536 + 8960) + (8960 + 1536)
     assert lora_terms["optimizer states (Adam, LoRA adapters, sharded)"] == 8 * 16 * per_layer * 28 // 4
     assert "optimizer states (Adam, sharded)" in full_terms and "optimizer states (Adam, sharded)" not in lora_terms
+
+
+def test_the_plan_counts_a_megatron_roles_adapters_alone_as_trained():
+    def actor_terms(*overrides):
+        # Forward micro-batches of one, so that the train step is the peak the plan itemises.
+        plan = build_plan(experiment(FSDP2, "trainer.strategy=megatron", "trainer.micro_forward_batch_size_per_gpu=1",
+                                     *overrides))[0]
+        actor = next(r for r in plan.memory.roles if r.role == "actor")
+        assert actor.phase == "train step"
+        return {t.name: t.bytes for t in actor.terms}
+
+    full, adapted = actor_terms(), actor_terms(*LORA)
+    assert "gradients (fp32 main grads)" in full and "gradients (fp32 main grads)" not in adapted
+    # bf16 weights either way; the adapters' fp32 master weights and Adam states are a sliver of the full model's.
+    assert adapted["parameters (frozen base)"] == full["parameters (bf16)"]
+    assert 0 < adapted["optimizer states (LoRA adapters, fp32 master + Adam)"] < \
+        full[next(k for k in full if k.startswith("optimizer states"))] / 20
