@@ -178,6 +178,8 @@ PROBES: dict[str, list[tuple[str, ...]]] = {
               # LoRA's settings count only with a rank above 0; up to v0.3.0 one pair of module keys serves both
               ("trainer.policy.model.lora.rank=8", "trainer.critic.model.lora.rank=4"),
               ("trainer.policy.model.lora.rank=8", "trainer.critic.model.lora.rank=4", "trainer.exclude_modules=null"),
+              # Megatron-Bridge's LoRA flavour counts only for adapters on the megatron strategy
+              ("trainer.strategy=megatron", "trainer.policy.model.lora.rank=8"),
               # the sequence mask's bounds count only with its metric set
               ("trainer.algorithm.off_policy_correction.sequence_mask_metric=geometric",),
               ("trainer.algorithm.off_policy_correction.sequence_mask_metric=product",),
