@@ -266,8 +266,12 @@ def unmodelled_at(release: str) -> dict[tuple, dict]:
 
 
 # Unmodelled keys (by path prefix) that change nothing a run computes, so `rlcfg run` takes any value of them: where
-# profiles, logged examples and tags go, and how often; allocator and data-loader process settings.
+# profiles, logged examples and tags go, and how often; allocator and data-loader process settings; whether Megatron
+# LoRA reaches the engines merged or as an adapter they apply (merge_lora): the model they generate with is the same,
+# and rlcfg hands them the merged weights either way, as it does lora_sync_path's adapter.
 INERT_UNMODELLED = (("trainer", "policy", "torch_profiler_config"), ("trainer", "log_example_interval"),
+                    ("trainer", "policy", "megatron_config", "lora_config", "merge_lora"),
+                    ("trainer", "ref", "megatron_config", "lora_config", "merge_lora"),
                     ("trainer", "print_example_interval"), ("trainer", "num_logger_train_samples"),
                     ("trainer", "num_logger_eval_samples"), ("trainer", "tags"), ("trainer", "enable_ray_gpu_monitor"),
                     ("trainer", "use_expandable_segments"), ("generator", "use_expandable_segments"),

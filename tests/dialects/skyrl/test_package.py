@@ -105,9 +105,11 @@ def test_keys_rlcfg_does_not_model_are_typed_and_refused_by_run_unless_default()
 
 
 def test_unmodelled_keys_that_compute_nothing_run_at_any_value():
-    """Where profiles and logged examples go, and the data loader's processes: a run computes the same."""
+    """Where profiles and logged examples go, the data loader's processes, and whether Megatron LoRA reaches the
+    engines merged or as an adapter: a run computes the same."""
     result = check("trainer.policy.torch_profiler_config.save_path=/tmp/traces", "trainer.log_example_interval=3",
-                   "data.dataloader.num_workers=4", release="skyrl-0.4.0")
+                   "data.dataloader.num_workers=4", "trainer.strategy=megatron", "trainer.policy.model.lora.rank=8",
+                   "trainer.policy.megatron_config.lora_config.merge_lora=false", release="skyrl-0.4.0")
     assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
     wrong = check("trainer.log_example_interval=often", release="skyrl-0.4.0")
     assert ("RLC200", "trainer.log_example_interval") in codes(wrong, "error")
