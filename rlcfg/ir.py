@@ -107,7 +107,8 @@ class Lora:
     computes as W + (alpha / rank) · B·A, only A and B train, and B starts at zero, so the first step's policy is
     the model as loaded. The rollout engines receive the merged weights; the fsdp backend's exports carry the
     adapter beside them. On the megatron backend the adapters are Megatron-Bridge's, one per fused layer (its
-    `all-linear`: linear_qkv, linear_proj, linear_fc1, linear_fc2)."""
+    `all-linear`: linear_qkv, linear_proj, linear_fc1, linear_fc2), and one per expert layer that the experts of an
+    expert-parallel rank share."""
 
     rank: int
     alpha: float

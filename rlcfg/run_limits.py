@@ -42,8 +42,8 @@ MEGATRON_FROZEN = ("rlcfg freezes parameters by their Hugging Face names, which 
 # Megatron-Bridge's LoRA targets, its `all-linear`: the fused query-key-value and gate-up projections, the attention
 # output and the down projection (rlcfg.runtime.backends.megatron_lora adapts them).
 MEGATRON_LORA_TARGETS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
-MEGATRON_LORA_EXPERTS = ("Megatron-Bridge gives the experts an expert-parallel rank holds one adapter they share, "
-                         "which rlcfg's Megatron backend does not build: it adapts dense models only")
+MEGATRON_LORA_EXPERTS = ("rlcfg builds the adapter Megatron-Bridge gives the experts of an expert-parallel rank to "
+                         "share whole on each rank, not split over expert tensor-parallel ranks")
 # A checkpoint name that gives its active parameters is a mixture of experts: Qwen3-30B-A3B, Moonlight-16B-A3B.
 _MOE_NAME = r"(?i)-a\d+(?:\.\d+)?b(?:$|[-_.])"
 # PEFT's initialisations that start B at zero and leave the base weights as loaded.
@@ -112,28 +112,30 @@ def mixture_of_experts(path: object) -> str | None:
 
 
 def megatron_lora_problems(*, dropout: float, target_modules: object, exclude_modules: object, init: str,
-                           experts: str | None) -> list[tuple[str, object, str, str]]:
-    """(field of ir.Lora, its value, why, hint) for each LoRA setting rlcfg's Megatron backend cannot train as
-    Megatron-Bridge's LoRA does; `experts` says why the model is a mixture of experts, or is None."""
+                           experts: str | None, expert_tp: int = 1) -> list[tuple[str, object, str, str]]:
+    """(the Experiment's key, its value, why, hint) for each LoRA setting rlcfg's Megatron backend cannot train as
+    Megatron-Bridge's LoRA does; `experts` says why the model is a mixture of experts (None: a dense one), whose
+    experts split over `expert_tp` tensor-parallel ranks."""
     out: list[tuple[str, object, str, str]] = []
-    if experts:
-        out.append(("rank", None, f"the model is a mixture of experts ({experts}); {MEGATRON_LORA_EXPERTS}",
-                    "adapt a dense model, or train every weight (rank 0)"))
+    if experts and expert_tp > 1:
+        out.append(("parallelism.etp", expert_tp, f"the model is a mixture of experts ({experts}) with an expert "
+                                                  f"tensor parallel size of {expert_tp}; {MEGATRON_LORA_EXPERTS}",
+                    "set the expert tensor parallel size to 1"))
     if dropout:
-        out.append(("dropout", dropout, "rlcfg's Megatron adapters apply no dropout", "set it to 0"))
+        out.append(("lora.dropout", dropout, "rlcfg's Megatron adapters apply no dropout", "set it to 0"))
     names = target_modules if isinstance(target_modules, (list, tuple)) else None
     if target_modules != "all-linear" and (names is None or not names
                                            or any(n not in MEGATRON_LORA_TARGETS for n in names)):
-        out.append(("target_modules", target_modules,
+        out.append(("lora.target_modules", target_modules,
                     f"Megatron-Bridge's LoRA adapts megatron-core's modules by name: "
                     f"{', '.join(MEGATRON_LORA_TARGETS)} (rlcfg reads no wildcard or Hugging Face name there)",
                     "set it to all-linear or to a list of those names"))
     if exclude_modules:
-        out.append(("exclude_modules", exclude_modules,
+        out.append(("lora.exclude_modules", exclude_modules,
                     "Megatron-Bridge's LoRA excludes modules only when it is given no target modules, and it is "
                     "always given some (all-linear names them)", "leave it empty"))
     if init != "kaiming":
-        out.append(("init", init, "rlcfg draws a Megatron adapter's A as Megatron-Bridge's kaiming init does, and "
+        out.append(("lora.init", init, "rlcfg draws a Megatron adapter's A as Megatron-Bridge's kaiming init does, and "
                                   "no other way", "set it to kaiming"))
     return out
 

@@ -234,10 +234,13 @@ def test_megatron_lora_problems_name_each_setting_megatron_bridges_lora_does_not
     ok = dict(dropout=0.0, target_modules="all-linear", exclude_modules=None, init="kaiming", experts=None)
     assert run_limits.megatron_lora_problems(**ok) == []
     assert run_limits.megatron_lora_problems(**{**ok, "target_modules": ("linear_qkv", "linear_fc2")}) == []
-    for change, field in ((dict(dropout=0.1), "dropout"), (dict(target_modules="q_proj"), "target_modules"),
-                          (dict(target_modules=("linear_qkv", "q_proj")), "target_modules"),
-                          (dict(target_modules=()), "target_modules"),
-                          (dict(exclude_modules=("linear_fc2",)), "exclude_modules"), (dict(init="xavier"), "init"),
-                          (dict(experts="its name says so"), "rank")):
+    # The experts' shared adapters, whole on each rank
+    assert run_limits.megatron_lora_problems(**{**ok, "experts": "its name says so", "expert_tp": 1}) == []
+    for change, key in ((dict(dropout=0.1), "lora.dropout"), (dict(target_modules="q_proj"), "lora.target_modules"),
+                        (dict(target_modules=("linear_qkv", "q_proj")), "lora.target_modules"),
+                        (dict(target_modules=()), "lora.target_modules"),
+                        (dict(exclude_modules=("linear_fc2",)), "lora.exclude_modules"),
+                        (dict(init="xavier"), "lora.init"),
+                        (dict(experts="its name says so", expert_tp=2), "parallelism.etp")):
         (problem,) = run_limits.megatron_lora_problems(**{**ok, **change})
-        assert problem[0] == field
+        assert problem[0] == key

@@ -6,6 +6,7 @@ the one-rank update."""
 from __future__ import annotations
 
 import dataclasses
+import os
 import zlib
 
 import pytest
@@ -27,10 +28,10 @@ from tests.runtime.test_megatron_cpu import (_join_two_rank_world, _port, checkp
 LORA = Lora(rank=4, alpha=8.0)
 
 
-def lora_settings(model, world: int = 1, tp: int = 1, pp: int = 1, sp: bool = True, lora: Lora = LORA,
-                  lr: float = 1e-2):
+def lora_settings(model, world: int = 1, tp: int = 1, pp: int = 1, sp: bool = True, ep: int = 1,
+                  etp: int | None = None, lora: Lora = LORA, lr: float = 1e-2):
     role = _role(tp)
-    parallelism = dataclasses.replace(role.parallelism, pp=pp, sequence_parallel=sp and tp > 1)
+    parallelism = dataclasses.replace(role.parallelism, pp=pp, sequence_parallel=sp and tp > 1, ep=ep, etp=etp)
     role = dataclasses.replace(role, parallelism=parallelism, lora=lora,
                                model=dataclasses.replace(role.model, dtype="float32"),
                                optimizer=dataclasses.replace(role.optimizer, lr=lr, warmup_steps=0, decay_steps=None))
@@ -196,9 +197,100 @@ def test_settings_the_adapters_do_not_train_are_refused_before_building(lora, me
         lora_settings(model, lora=lora)
 
 
-def test_a_mixture_of_experts_model_takes_no_megatron_adapters():
-    with pytest.raises(M.MegatronConfigError, match="mixture of experts"):
-        lora_settings(tiny_hf("qwen3_moe"))
+def test_experts_split_over_tensor_parallel_ranks_take_no_adapters():
+    # megatron-core's expert tensor parallel size follows the tensor parallel size when left out
+    with pytest.raises(M.MegatronConfigError, match="expert tensor parallel size of 2"):
+        lora_settings(tiny_hf("qwen3_moe"), world=2, tp=2)
+
+
+def hf_moe_from(state: dict, like):
+    """A transformers MoE model holding `state` (per-expert names, as engines and checkpoints have them)."""
+    from rlcfg.runtime.backends.expert_names import stacked_target
+
+    model = type(like)(like.config)
+    own = model.state_dict()
+    with torch.no_grad():
+        for name, tensor in state.items():
+            target = stacked_target(own, name)
+            (own[name] if target is None else target).copy_(tensor)
+    return model.eval()
+
+
+def expert_adapters(engine) -> list[tuple]:
+    """(A, B) of each shared expert adapter this rank holds, by module name."""
+    return {name: (module.linear_fc1_lora_a.detach().clone(), module.linear_fc2_lora_a.detach().clone())
+            for c in engine.chunks for name, module in M._unwrap(c).named_modules() if hasattr(module, "local_experts")}
+
+
+def test_the_experts_of_a_rank_share_one_adapter_pair_that_merges_into_each(gloo, checkpoints, tmp_path):
+    path, model = checkpoints["qwen3_moe"]
+    engine = lora_engine(path, model)
+    batch = rl_batch(model.config.vocab_size)
+    before = engine.compute(batch, 2)["values"]
+    assert (before - hf_logprobs(model, batch)).abs().max() < 1e-4
+    trained = {n.rpartition(".")[2] for c in engine.chunks for n, p in c.named_parameters() if p.requires_grad}
+    # attention's adapters, and one pair per expert layer for all 4 experts
+    assert trained == {ADAPTER_A, ADAPTER_B, f"linear_fc1_{ADAPTER_A}", f"linear_fc1_{ADAPTER_B}",
+                       f"linear_fc2_{ADAPTER_A}", f"linear_fc2_{ADAPTER_B}"}
+    batch["old_logprobs"] = before
+    for _ in range(2):
+        engine.train(batch, train_cfg(batch))
+    after = engine.compute(batch, 2)["values"]
+    assert (after - before).abs().max() > 1e-3
+    merged, base = engine.full_state_dict(), hf_state(model)
+    assert set(merged) == set(base)
+    experts = [k for k in base if ".experts." in k]
+    assert experts and all(not torch.equal(merged[k], base[k]) for k in experts)
+    assert all(torch.equal(merged[k], base[k]) for k in base if ".gate." in k)  # the router has none
+    assert (hf_logprobs(hf_moe_from(merged, model), batch) - after).abs().max() < 1e-4
+    engine.save(str(tmp_path / "ckpt"))
+    again = lora_engine(path, model)
+    again.load(str(tmp_path / "ckpt"))
+    assert all(torch.equal(merged[k], v) for k, v in again.full_state_dict().items())
+
+
+def _expert_worker(rank: int, port: int, path: str, out: str) -> None:
+    """Rank `rank` of a two-process gloo world: adapters on the tiny MoE model with half its experts on each rank
+    (ep=2, and beside tensor parallelism, tp=2 ep=2 etp=1), two PPO steps, the gathered merged weights, a checkpoint
+    saved and loaded back. Rank 0 saves the results."""
+    model, batch = _join_two_rank_world(rank, port, "qwen3_moe")
+    results = {}
+    for name, tp in (("ep2", 1), ("tp2ep2", 2)):
+        settings = lora_settings(model, world=2, tp=tp, ep=2, etp=1)
+        engine = M.MegatronEngine("actor", path, settings)
+        shard = M.data_parallel_rank(rank, engine.settings.layout)
+        rows = 4 // engine.settings.layout.dp
+        part = {k: v[shard * rows:(shard + 1) * rows] for k, v in batch.items()}
+        for _ in range(2):
+            engine.train(part, dict(train_cfg(batch, mini=rows, micro=1)))
+        logprobs, state = engine.compute(part, 1)["values"], engine.full_state_dict()
+        adapters = [None, None]
+        dist.all_gather_object(adapters, expert_adapters(engine))
+        engine.save(os.path.join(os.path.dirname(out), name))
+        again = M.MegatronEngine("actor", path, settings)
+        again.load(os.path.join(os.path.dirname(out), name))
+        results[name] = (part, logprobs, state, again.full_state_dict(), adapters)
+    if rank == 0:
+        torch.save(results, out)
+    dist.destroy_process_group()
+
+
+def test_each_expert_parallel_ranks_experts_share_their_own_adapter_pair(gloo, checkpoints, tmp_path):
+    """With the experts split over two ranks, each rank's two experts share a pair of their own (the model is not
+    the one-rank one, as in Megatron-Bridge); the merged weights give each expert its rank's pair, so a Hugging Face
+    model built from them computes what the engine computes, and the checkpoint brings every pair back."""
+    import torch.multiprocessing as mp
+
+    path, model = checkpoints["qwen3_moe"]
+    out = str(tmp_path / "experts.pt")
+    mp.spawn(_expert_worker, args=(_port(), path, out), nprocs=2, join=True)
+    results = torch.load(out, weights_only=False)
+    for name, (part, logprobs, state, reloaded, adapters) in results.items():
+        assert (hf_logprobs(hf_moe_from(state, model), part) - logprobs).abs().max() < 1e-4, name
+        assert all(torch.equal(state[k], reloaded[k]) for k in state), name
+        ranks = [dict(a) for a in adapters]
+        assert set(ranks[0]) == set(ranks[1]) and all(
+            not torch.equal(ranks[0][k][0], ranks[1][k][0]) for k in ranks[0]), name
 
 
 def test_a_frozen_role_gets_no_adapters():

@@ -1271,20 +1271,26 @@ def _runtime_limits(cfg: Any, release: str | None) -> Iterator[Finding]:
 
 
 def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
-    """The policy's LoRA settings that rlcfg's Megatron adapters cannot train as Megatron-Bridge's LoRA does, and
-    Megatron-Bridge's canonical LoRA (separate q, k, v, gate and up adapters), which rlcfg does not build."""
+    """The policy's LoRA settings that rlcfg's Megatron adapters cannot train as Megatron-Bridge's LoRA does (its
+    experts' shared adapters split over expert tensor-parallel ranks among them), and Megatron-Bridge's canonical
+    LoRA (separate q, k, v, gate and up adapters), which rlcfg does not build."""
     t = cfg.trainer
     adapters = t.policy.model.lora
     base = "trainer.policy.model.lora"
     targets_key, excluded_key = lora_module_keys("policy", release)
     targets, excluded = lora_modules(cfg, "policy", release)
-    keys = {"rank": f"{base}.rank", "dropout": f"{base}.dropout", "target_modules": targets_key,
-            "exclude_modules": excluded_key, "init": f"{base}.init_method"}
-    experts = run_limits.mixture_of_experts(t.policy.model.path)
+    sizes = t.policy.megatron_config
+    expert_tp = sizes.expert_tensor_parallel_size or sizes.tensor_model_parallel_size
+    keys = {"lora.dropout": f"{base}.dropout", "lora.target_modules": targets_key,
+            "lora.exclude_modules": excluded_key, "lora.init": f"{base}.init_method",
+            # megatron-core's expert tensor parallel size follows the tensor parallel size when left out
+            "parallelism.etp": "trainer.policy.megatron_config." + ("expert_tensor_parallel_size"
+                                                                    if sizes.expert_tensor_parallel_size
+                                                                    else "tensor_model_parallel_size")}
     for name, value, why, hint in run_limits.megatron_lora_problems(
             dropout=adapters.dropout, target_modules=targets, exclude_modules=excluded, init=adapters.init_method,
-            experts=experts):
-        yield _refusal(keys[name], adapters.rank if value is None else value, why, hint)
+            experts=run_limits.mixture_of_experts(t.policy.model.path), expert_tp=expert_tp):
+        yield _refusal(keys[name], value, why, hint)
     lora_type = t.policy.megatron_config.lora_config.lora_type
     if lora_type != "lora":
         yield _refusal("trainer.policy.megatron_config.lora_config.lora_type", lora_type,
@@ -1303,8 +1309,8 @@ def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
             "fully-asynchronous one, "
             "overlong filtering with stop strings, and what rlcfg's runtime does not do "
             "(rlcfg/run_limits.py): the deepspeed strategy, context parallelism, model families it does "
-            "not build on Megatron, Megatron LoRA it does not train as Megatron-Bridge does (on a mixture of "
-            "experts, with dropout, excluded modules, targets other than linear_qkv, linear_proj, linear_fc1 and "
+            "not build on Megatron, Megatron LoRA it does not train as Megatron-Bridge does (with the experts' "
+            "shared adapters split over expert tensor-parallel ranks, with dropout, excluded modules, targets other than linear_qkv, linear_proj, linear_fc1 and "
             "linear_fc2, an init other than kaiming, canonical_lora), "
             "FSDP LoRA initialisations other than kaiming and gaussian, Ulysses sequence parallelism; and "
             "vision-language models.",
@@ -1320,7 +1326,8 @@ def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
                   "trainer.policy.model.lora.rank", "trainer.policy.model.lora.init_method",
                   "trainer.policy.model.lora.dropout", "trainer.policy.model.lora.target_modules",
                   "trainer.policy.model.lora.exclude_modules", "trainer.target_modules", "trainer.exclude_modules",
-                  "trainer.policy.megatron_config.lora_config.lora_type"])
+                  "trainer.policy.megatron_config.lora_config.lora_type",
+                  "trainer.policy.megatron_config.expert_tensor_parallel_size"])
 def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     t, a, g = cfg.trainer, cfg.trainer.algorithm, cfg.generator
     models = [(f"trainer.{name}.model.path", getattr(t, name).model.path) for name in ("policy", "ref", "critic")]

@@ -296,9 +296,9 @@ def _megatron_problems(role: Role) -> list[str]:
         experts = run_limits.mixture_of_experts(role.model.path) if role.model is not None else None
         for name, value, why, hint in run_limits.megatron_lora_problems(
                 dropout=lora.dropout, target_modules=lora.target_modules, exclude_modules=lora.exclude_modules,
-                init=lora.init, experts=experts):
-            key = role.key_for(f"lora.{name}")
-            shown = (f"`{key}`" if key else f"lora.{name}") + ("" if value is None else f" = {value!r}")
+                init=lora.init, experts=experts, expert_tp=par.etp or par.tp):
+            key = role.key_for(name) or (role.key_for("parallelism.tp") if name == "parallelism.etp" else None)
+            shown = (f"`{key}`" if key else name) + f" = {value!r}"
             out.append(f"{where}: LoRA (rank {lora.rank}) on the megatron backend, {shown}: {why}; {hint}")
     if role.frozen_prefixes:
         key = role.key_for("frozen_prefixes")

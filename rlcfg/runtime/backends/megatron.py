@@ -220,7 +220,8 @@ def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: in
     if lora is not None:
         problems = run_limits.megatron_lora_problems(
             dropout=lora.dropout, target_modules=lora.target_modules, exclude_modules=lora.exclude_modules,
-            init=lora.init, experts=f"{spec.experts} experts per layer" if spec.experts else None)
+            init=lora.init, experts=f"{spec.experts} experts per layer" if spec.experts else None,
+            expert_tp=expert_tp(layout))
         if problems:
             raise MegatronConfigError(f"role `{role.name}`: LoRA on the megatron backend: "
                                       + "; ".join(why for _field, _value, why, _hint in problems))
@@ -998,13 +999,15 @@ class MegatronEngine:
         """Each chunk's tensors on the CPU: its experts' (`experts`) or all the others."""
         from rlcfg.runtime.backends import megatron_weights as W
 
-        states = [{k: v.detach().cpu() for k, v in W.strip_extra_state(_unwrap(c).state_dict()).items()
-                   if W.is_expert(k) == experts} for c in self.chunks]
-        lora = self.settings.lora
-        if lora is not None and self.optimizer is not None:
-            from rlcfg.runtime.backends.megatron_lora import merge_adapters
+        lora = self.settings.lora if self.optimizer is not None else None
+        states = []
+        for chunk in self.chunks:
+            state = {k: v.detach().cpu() for k, v in W.strip_extra_state(_unwrap(chunk).state_dict()).items()}
+            if lora is not None:
+                from rlcfg.runtime.backends.megatron_lora import merge_adapters
 
-            states = [merge_adapters(state, lora.alpha / lora.rank) for state in states]
+                state = merge_adapters(state, lora.alpha / lora.rank)
+            states.append({k: v for k, v in state.items() if W.is_expert(k) == experts})
         return states
 
     def _local_state(self) -> dict[tuple[int, int, int], dict[str, Any]]:

@@ -21,6 +21,7 @@ description names their split (`sharded_state_dict`).
 from __future__ import annotations
 
 import math
+import re
 import types
 import zlib
 from typing import Any
@@ -58,7 +59,10 @@ def add_adapters(chunks: list[Any], lora: Lora, seed: int, pp_rank: int) -> int:
             # an input does; under a frozen embedding none would, and the adapters would get no gradient.
             embedding.register_forward_hook(_needing_gradient)
         for name, module in list(chunk.named_modules()):
-            if name.rpartition(".")[2] not in targets:
+            if hasattr(module, "local_experts"):
+                adapted += _adapt_experts(module, targets, lora, f"{seed}:{pp_rank}:{stage}:{name}", torch)
+                continue
+            if name.rpartition(".")[2] not in targets or ".local_experts." in name:
                 continue
             if isinstance(module, L.ColumnParallelLinear):
                 column = True
@@ -69,6 +73,71 @@ def add_adapters(chunks: list[Any], lora: Lora, seed: int, pp_rank: int) -> int:
             _adapt(module, column, lora, f"{seed}:{pp_rank}:{stage}:{name}", torch)
             adapted += 1
     return adapted
+
+
+def _adapt_experts(experts: Any, targets: tuple[str, ...], lora: Lora, label: str, torch: Any) -> int:
+    """One adapter per targeted expert layer (linear_fc1, linear_fc2) that all the experts this expert-parallel rank
+    holds share, as Megatron-Bridge's LoRA puts one on megatron-core's grouped expert layer: each expert's output
+    gains (alpha / rank) · B·A·x with the same A and B, and the experts of another rank have another pair. The pair
+    is registered on the experts' module (`linear_fc1_lora_a`, ...), trained and checkpointed as the experts are
+    (its gradient summed over the expert data-parallel ranks, its checkpoint indexed by the expert-parallel rank).
+    Expert tensor parallelism is refused before launch (run_limits.megatron_lora_problems)."""
+    first = experts.local_experts[0]
+    names = [fc for fc in ("linear_fc1", "linear_fc2") if fc in targets]
+    ep_rank = experts.ep_group.rank()
+    for fc in names:
+        weight = getattr(first, fc).weight
+        out_features, in_features = weight.shape
+        generator = torch.Generator().manual_seed(zlib.crc32(f"{label}:{fc}:ep{ep_rank}".encode()))
+        a = torch.empty((lora.rank, in_features), dtype=torch.float32)
+        bound = 1.0 / math.sqrt(in_features)
+        a.uniform_(-bound, bound, generator=generator)
+        pair = (torch.nn.Parameter(a.to(dtype=weight.dtype, device=weight.device)),
+                torch.nn.Parameter(torch.zeros((out_features, lora.rank), dtype=weight.dtype, device=weight.device)))
+        for suffix, param in zip((ADAPTER_A, ADAPTER_B), pair):
+            # An expert's weights are reduced over the expert data-parallel group, not the data-parallel one.
+            param.allreduce = getattr(weight, "allreduce", True)
+            experts.register_parameter(f"{fc}_{suffix}", param)
+        for expert in experts.local_experts:
+            getattr(expert, fc).register_forward_hook(_shared_adapter_hook(experts, fc, lora.alpha / lora.rank))
+    if names:
+        experts.sharded_state_dict = types.MethodType(_experts_sharded_state_dict(type(experts).sharded_state_dict),
+                                                      experts)
+    return len(names)
+
+
+def _shared_adapter_hook(experts: Any, fc: str, scale: float) -> Any:
+    import torch.nn.functional as F
+
+    def hook(module: Any, args: tuple, output: Any) -> Any:
+        a, b = getattr(experts, f"{fc}_{ADAPTER_A}"), getattr(experts, f"{fc}_{ADAPTER_B}")
+        out, bias = output
+        return out + F.linear(F.linear(args[0], a), b) * scale, bias
+
+    return hook
+
+
+def _experts_sharded_state_dict(experts_own: Any) -> Any:
+    """The experts' checkpoint description and their shared adapters', one slice per expert-parallel rank along an
+    axis of their own, replicated as the experts are (over the expert data-parallel ranks)."""
+    from megatron.core import parallel_state
+    from megatron.core.transformer.utils import make_sharded_tensors_for_checkpoint
+
+    def sharded_state_dict(self: Any, prefix: str = "", sharded_offsets: tuple = (), metadata: dict | None = None):
+        out = experts_own(self, prefix, sharded_offsets, metadata)
+        own = dict(self.named_parameters(recurse=False))
+        offsets = (*sharded_offsets, (len(sharded_offsets), self.ep_group.rank(), self.ep_group.size()))
+        dp_cp_group = ((metadata or {}).get("dp_cp_group")
+                       or parallel_state.get_data_parallel_group(with_context_parallel=True))
+        adapters = make_sharded_tensors_for_checkpoint(own, prefix, {}, offsets,
+                                                       tp_group=self.local_experts[0].linear_fc1.tp_group,
+                                                       dp_cp_group=dp_cp_group)
+        for tensor in adapters.values():
+            tensor.replica_id = (*tensor.replica_id[:2], self.dp_group.rank())
+        out.update(adapters)
+        return out
+
+    return sharded_state_dict
 
 
 def _needing_gradient(module: Any, args: tuple, output: Any) -> Any:
@@ -149,16 +218,24 @@ def _sharded_state_dict(column: bool) -> Any:
     return sharded_state_dict
 
 
+_LOCAL_EXPERT = re.compile(r"^(.*\.experts\.)local_experts\.\d+\.(linear_fc[12])\.weight$")
+
+
 def merge_adapters(state: dict[str, Any], scale: float) -> dict[str, Any]:
     """A chunk's local tensors with each adapter merged into its layer's shard (W + scale · B·A, in float32, then in
-    the weight's dtype) and the adapter tensors left out: the weights the rollout engines and exports receive."""
+    the weight's dtype; an expert's from the adapter its rank's experts share) and the adapter tensors left out:
+    the weights the rollout engines and exports receive."""
     out = {}
     for key, value in state.items():
-        if key.endswith(f".{ADAPTER_A}") or key.endswith(f".{ADAPTER_B}"):
+        if key.rpartition(".")[2].endswith((ADAPTER_A, ADAPTER_B)):
             continue
-        layer = key[: -len("weight")] if key.endswith(".weight") else None
-        if layer is not None and f"{layer}{ADAPTER_A}" in state:
-            a, b = state[f"{layer}{ADAPTER_A}"].float(), state[f"{layer}{ADAPTER_B}"].float()
+        expert = _LOCAL_EXPERT.match(key)
+        if expert:
+            adapter = f"{expert.group(1)}{expert.group(2)}_"
+        else:
+            adapter = key[: -len("weight")] if key.endswith(".weight") else None
+        if adapter is not None and f"{adapter}{ADAPTER_A}" in state:
+            a, b = state[f"{adapter}{ADAPTER_A}"].float(), state[f"{adapter}{ADAPTER_B}"].float()
             value = (value.float() + scale * (b @ a)).to(value.dtype)
         out[key] = value
     return out

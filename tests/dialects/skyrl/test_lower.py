@@ -843,10 +843,22 @@ def test_lora_on_megatron_runs_as_megatron_bridges_lora_on_a_dense_model():
     assert actor.backend == "megatron" and (actor.lora.rank, actor.lora.target_modules) == (16, "all-linear")
     # A list of megatron-core's layer names narrows the adapters, as Megatron-Bridge's target_modules does.
     assert not refusals(checked(FSDP2, *MEGATRON_LORA, "trainer.policy.model.lora.target_modules=[linear_qkv]"))
+    # A mixture of experts takes them too, each expert-parallel rank's experts sharing theirs, whole on the rank.
+    moe = ("trainer.policy.model.path=Qwen/Qwen3-30B-A3B", TP2,
+           "trainer.policy.megatron_config.expert_tensor_parallel_size=1")
+    assert not refusals(checked(FSDP2, *MEGATRON_LORA, *moe))
+
+
+TP2 = "trainer.policy.megatron_config.tensor_model_parallel_size=2"
 
 
 @pytest.mark.parametrize("override,key,says", [
-    ("trainer.policy.model.path=Qwen/Qwen3-30B-A3B", "trainer.policy.model.lora.rank", "mixture of experts"),
+    # megatron-core's expert tensor parallel size follows the tensor parallel size when left out
+    (("trainer.policy.model.path=Qwen/Qwen3-30B-A3B", TP2), "trainer.policy.megatron_config.tensor_model_parallel_size",
+     "expert tensor parallel size of 2"),
+    (("trainer.policy.model.path=Qwen/Qwen3-30B-A3B", TP2,
+      "trainer.policy.megatron_config.expert_tensor_parallel_size=2"),
+     "trainer.policy.megatron_config.expert_tensor_parallel_size", "mixture of experts"),
     ("trainer.policy.model.lora.dropout=0.05", "trainer.policy.model.lora.dropout", "no dropout"),
     ("trainer.policy.model.lora.target_modules=[q_proj,v_proj]", "trainer.policy.model.lora.target_modules",
      "linear_qkv, linear_proj, linear_fc1, linear_fc2"),
@@ -857,7 +869,7 @@ def test_lora_on_megatron_runs_as_megatron_bridges_lora_on_a_dense_model():
      "trainer.policy.megatron_config.lora_config.lora_type", "`lora` adapters"),
 ])
 def test_megatron_lora_settings_its_adapters_do_not_train_are_refused_at_their_keys(override, key, says):
-    result = checked(FSDP2, *MEGATRON_LORA, override)
+    result = checked(FSDP2, *MEGATRON_LORA, *((override,) if isinstance(override, str) else override))
     notes = refusals(result)
     assert set(notes) == {key} and says in notes[key]
     # The runtime's own check refuses the same, before any worker starts (the LoRA flavour is SkyRL's key alone:
