@@ -343,6 +343,26 @@ def test_a_mixture_of_experts_smoke_runs_with_its_experts_on_two_ranks(tmp_path,
     assert training_steps(out / "metrics.jsonl") == [1, 2]
 
 
+# SkyRL's Megatron LoRA on a mixture of experts (its run_megatron_lora_qwen3-30b-a3b.sh, in short).
+MEGATRON_LORA_SKYRL = ["trainer.strategy=megatron", "trainer.policy.model.path=Qwen/Qwen3-30B-A3B",
+                       "trainer.policy.megatron_config.expert_model_parallel_size=2",
+                       "trainer.ref.megatron_config.expert_model_parallel_size=2",
+                       "trainer.policy.model.lora.rank=8", "trainer.policy.model.lora.alpha=16"]
+
+
+def test_megatron_lora_on_a_mixture_of_experts_smoke_runs(tmp_path, cache):
+    """Adapters on megatron-core's layers, the experts of each rank sharing theirs; the rollout engine takes the
+    merged weights at every step, and the run records the adapters it trained."""
+    out = tmp_path / "out"
+    done, _wall = run_cli(str(TEMPLATES / "skyrl-fsdp-vllm.yaml"), *MEGATRON_LORA_SKYRL, "--smoke", "--steps", "2",
+                          "-o", str(out), cache=cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "tiny qwen3_moe" in done.stderr
+    assert training_steps(out / "metrics.jsonl") == [1, 2]
+    actor = next(r for r in json.loads((out / "experiment.json").read_text())["roles"] if r["name"] == "actor")
+    assert actor["backend"] == "megatron" and actor["lora"]["rank"] == 8
+
+
 def test_areal_s_asynchronous_example_smoke_runs_as_written(tmp_path, cache):
     """AReaL's GSM8K GRPO example trains with rollouts up to 2 updates stale and one step's prompts generating at
     once: the smoke run keeps both (only the concurrency shrinks with the prompts), and every step stays in bound."""
