@@ -128,17 +128,17 @@ LOGPROB_CHUNK_TOKENS = 2048
 _LINEAR_NAMES = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
-def lora_parameters(arch: Architecture, lora: Lora) -> int:
+def lora_parameters(arch: Architecture, lora: Lora, shared_by_experts: bool = False) -> int:
     """Parameters of LoRA adapters on `arch`: rank × (inputs + outputs) for each adapted linear layer. A target
     written as a regular expression counts as every linear layer (an upper bound); an MoE layer's experts count
-    each."""
+    each, or once where they share one (`shared_by_experts`: Megatron-Bridge's, per expert-parallel rank)."""
     q_out, kv_out = arch.heads * arch.head_dim, arch.kv_heads * arch.head_dim
     dense_mlp = arch.shared_expert_intermediate if arch.experts else arch.intermediate
     shapes = {"q_proj": [(arch.hidden, q_out, 1)], "k_proj": [(arch.hidden, kv_out, 1)],
               "v_proj": [(arch.hidden, kv_out, 1)], "o_proj": [(q_out, arch.hidden, 1)]}
     for name in ("gate_proj", "up_proj", "down_proj"):
-        shapes[name] = [(arch.hidden, dense_mlp, 1)] + ([(arch.hidden, arch.expert_intermediate, arch.experts)]
-                                                        if arch.experts else [])
+        shapes[name] = [(arch.hidden, dense_mlp, 1)] + (
+            [(arch.hidden, arch.expert_intermediate, 1 if shared_by_experts else arch.experts)] if arch.experts else [])
     targets = lora.target_modules
     names = set(_LINEAR_NAMES) if isinstance(targets, str) else {t.rsplit(".", 1)[-1] for t in targets}
     if isinstance(lora.exclude_modules, tuple):
@@ -390,9 +390,11 @@ def _training_stage(role: Role, arch: Architecture, world: int, lengths: Lengths
         shard = (layers_here * counts["layer_dense"] + ends) / tp + layers_here * counts["layer_experts"] / (ep * etp)
         if trains and role.lora is not None:
             # The frozen base in its dtype; the adapters (split over TP as their layers are, counted as if whole on
-            # each TP rank: an upper bound) have bf16 weights, fp32 main gradients, fp32 master weights and Adam.
+            # each TP rank: an upper bound; the experts of a rank share one pair per layer) have bf16 weights, fp32
+            # main gradients, fp32 master weights and Adam.
             distributed = _distributed_optimizer(role)
-            adapters = lora_parameters(arch, _hf_lora_targets(role.lora)) * layers_here / arch.layers
+            adapters = lora_parameters(arch, _hf_lora_targets(role.lora), shared_by_experts=True) \
+                * layers_here / arch.layers
             opt_div = dp * cp if distributed else 1
             terms.append(_t("parameters (frozen base)", dtype_bytes * shard))
             terms.append(_t("parameters (LoRA adapters)", 2 * adapters))

@@ -16,6 +16,11 @@ reduce-scattered, as the layer's input and output are. A weight whole on every r
 The adapters are parameters of the layer (`lora_a`, `lora_b`) and a forward hook adds their term, so megatron-core's
 DDP, distributed optimizer, recomputation and checkpointing see them as the layer's own; the layer's checkpoint
 description names their split (`sharded_state_dict`).
+
+A mixture of experts' expert layers get what Megatron-Bridge gives megatron-core's grouped expert layer: one adapter
+pair per layer that all the experts of an expert-parallel rank share (another rank's experts have their own), so
+the model depends on the expert-parallel size as it does under Megatron-Bridge. Experts split over expert
+tensor-parallel ranks take none (refused before launch).
 """
 
 from __future__ import annotations

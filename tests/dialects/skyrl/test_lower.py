@@ -930,3 +930,20 @@ def test_the_plan_counts_a_megatron_roles_adapters_alone_as_trained():
     assert adapted["parameters (frozen base)"] == full["parameters (bf16)"]
     assert 0 < adapted["optimizer states (LoRA adapters, fp32 master + Adam)"] < \
         full[next(k for k in full if k.startswith("optimizer states"))] / 20
+
+
+def test_a_megatron_ranks_experts_count_one_shared_adapter_pair_per_layer():
+    from rlcfg.ir import Lora
+    from rlcfg.plan.memory import architecture_from_config, lora_parameters
+
+    arch = architecture_from_config({"model_type": "qwen3_moe", "hidden_size": 64, "intermediate_size": 128,
+                                     "moe_intermediate_size": 32, "num_experts": 8, "num_experts_per_tok": 2,
+                                     "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
+                                     "head_dim": 16, "vocab_size": 100}, "config.json")
+    lora = Lora(rank=4, alpha=8.0)
+    attention = 4 * ((64 + 64) + 2 * (64 + 32) + (64 + 64))  # q, k, v, o
+    # gate, up and down of the (absent) shared expert count hidden inputs or outputs each: an upper bound
+    dense_mlp = 4 * 3 * 64
+    expert = 4 * 3 * (64 + 32)  # gate, up and down of one expert
+    assert lora_parameters(arch, lora) == 2 * (attention + dense_mlp + 8 * expert)
+    assert lora_parameters(arch, lora, shared_by_experts=True) == 2 * (attention + dense_mlp + expert)
