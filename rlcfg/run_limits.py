@@ -42,8 +42,8 @@ MEGATRON_FROZEN = ("rlcfg freezes parameters by their Hugging Face names, which 
 # Megatron-Bridge's LoRA targets, its `all-linear`: the fused query-key-value and gate-up projections, the attention
 # output and the down projection (rlcfg.runtime.backends.megatron_lora adapts them).
 MEGATRON_LORA_TARGETS = ("linear_qkv", "linear_proj", "linear_fc1", "linear_fc2")
-MEGATRON_LORA_EXPERTS = ("rlcfg builds the adapter Megatron-Bridge gives the experts of an expert-parallel rank to "
-                         "share whole on each rank, not split over expert tensor-parallel ranks")
+MEGATRON_LORA_EXPERTS = ("the adapter pair that Megatron-Bridge gives the experts of an expert-parallel rank to share "
+                         "is built whole on each rank by rlcfg, not split over expert tensor-parallel ranks")
 # A checkpoint name that gives its active parameters is a mixture of experts: Qwen3-30B-A3B, Moonlight-16B-A3B.
 _MOE_NAME = r"(?i)-a\d+(?:\.\d+)?b(?:$|[-_.])"
 # PEFT's initialisations that start B at zero and leave the base weights as loaded.
@@ -135,8 +135,8 @@ def megatron_lora_problems(*, dropout: float, target_modules: object, exclude_mo
                     "Megatron-Bridge's LoRA excludes modules only when it is given no target modules, and it is "
                     "always given some (all-linear names them)", "leave it empty"))
     if init != "kaiming":
-        out.append(("lora.init", init, "rlcfg draws a Megatron adapter's A as Megatron-Bridge's kaiming init does, and "
-                                  "no other way", "set it to kaiming"))
+        out.append(("lora.init", init, "rlcfg draws a Megatron adapter's A as Megatron-Bridge's kaiming init does, "
+                                       "and no other way", "set it to kaiming"))
     return out
 
 

@@ -998,14 +998,13 @@ class MegatronEngine:
     def _chunk_states(self, experts: bool) -> list[dict[str, Any]]:
         """Each chunk's tensors on the CPU: its experts' (`experts`) or all the others."""
         from rlcfg.runtime.backends import megatron_weights as W
+        from rlcfg.runtime.backends.megatron_lora import merge_adapters
 
         lora = self.settings.lora if self.optimizer is not None else None
         states = []
         for chunk in self.chunks:
             state = {k: v.detach().cpu() for k, v in W.strip_extra_state(_unwrap(chunk).state_dict()).items()}
-            if lora is not None:
-                from rlcfg.runtime.backends.megatron_lora import merge_adapters
-
+            if lora is not None:  # the engines and exports get the merged weights
                 state = merge_adapters(state, lora.alpha / lora.rank)
             states.append({k: v for k, v in state.items() if W.is_expert(k) == experts})
         return states
