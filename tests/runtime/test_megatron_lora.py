@@ -76,6 +76,17 @@ def set_adapters(engine) -> None:
             a.copy_(full)
 
 
+def two_steps(engine, batch: dict, before):
+    """Two PPO steps from the log-probs `before`: the log-probs after them, which must have moved, and the merged
+    weights the engines get."""
+    batch["old_logprobs"] = before
+    for _ in range(2):
+        engine.train(batch, train_cfg(batch))
+    after = engine.compute(batch, 2)["values"]
+    assert (after - before).abs().max() > 1e-3
+    return after, engine.full_state_dict()
+
+
 def lora_engine(path, model, **kw):
     with C.cuda_as_cpu():
         engine = M.MegatronEngine("actor", path, lora_settings(model, **kw))
@@ -93,12 +104,8 @@ def test_adapters_start_as_the_model_train_alone_and_merge_into_what_the_engine_
     assert trained and all(n.endswith((ADAPTER_A, ADAPTER_B)) for n in trained)
     # linear_qkv, linear_proj, linear_fc1 and linear_fc2 of each of the 4 layers
     assert len(adapted_layers(engine)) == 16
-    batch["old_logprobs"] = before
-    for _ in range(2):
-        engine.train(batch, train_cfg(batch))
-    after = engine.compute(batch, 2)["values"]
-    assert (after - before).abs().max() > 1e-3
-    merged, base = engine.full_state_dict(), hf_state(model)
+    after, merged = two_steps(engine, batch, before)
+    base = hf_state(model)
     assert set(merged) == set(base)
     untouched = [k for k in base if "proj" not in k]  # embeddings and norms have no adapter
     assert untouched and all(torch.equal(merged[k], base[k]) for k in untouched)
@@ -232,12 +239,8 @@ def test_the_experts_of_a_rank_share_one_adapter_pair_that_merges_into_each(gloo
     # attention's adapters, and one pair per expert layer for all 4 experts
     assert trained == {ADAPTER_A, ADAPTER_B, f"linear_fc1_{ADAPTER_A}", f"linear_fc1_{ADAPTER_B}",
                        f"linear_fc2_{ADAPTER_A}", f"linear_fc2_{ADAPTER_B}"}
-    batch["old_logprobs"] = before
-    for _ in range(2):
-        engine.train(batch, train_cfg(batch))
-    after = engine.compute(batch, 2)["values"]
-    assert (after - before).abs().max() > 1e-3
-    merged, base = engine.full_state_dict(), hf_state(model)
+    after, merged = two_steps(engine, batch, before)
+    base = hf_state(model)
     assert set(merged) == set(base)
     experts = [k for k in base if ".experts." in k]
     assert experts and all(not torch.equal(merged[k], base[k]) for k in experts)
