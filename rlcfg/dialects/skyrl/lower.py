@@ -59,7 +59,8 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_
                                           ENVIRONMENT_REWARDS, LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED,
                                           POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dataset_files, dp_size, loggers, lora_module_keys,
-                                          lora_modules, loss_normalization, overlong_buffer, policy_loss, ref_in_use, rollout_gpus, world)
+                                          lora_modules, loss_normalization, overlong_buffer, policy_loss,
+                                          ref_in_use, rollout_gpus, world)
 
 # The estimators and losses rlcfg runs with SkyRL's meaning, by SkyRL's names. The others (custom estimators and
 # losses registered in code, cross_entropy and importance_sampling, which sum over tokens as Tinker's losses do)

@@ -1310,8 +1310,9 @@ def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
             "overlong filtering with stop strings, and what rlcfg's runtime does not do "
             "(rlcfg/run_limits.py): the deepspeed strategy, context parallelism, model families it does "
             "not build on Megatron, Megatron LoRA it does not train as Megatron-Bridge does (with the experts' "
-            "shared adapters split over expert tensor-parallel ranks, with dropout, excluded modules, targets other than linear_qkv, linear_proj, linear_fc1 and "
-            "linear_fc2, an init other than kaiming, canonical_lora), "
+            "shared adapters split over expert tensor-parallel ranks, with dropout, excluded modules, targets "
+            "other than linear_qkv, linear_proj, linear_fc1 and linear_fc2, an init other than kaiming, "
+            "canonical_lora), "
             "FSDP LoRA initialisations other than kaiming and gaussian, Ulysses sequence parallelism; and "
             "vision-language models.",
             keys=["trainer.policy.model.path", "trainer.ref.model.path", "trainer.critic.model.path",
