@@ -298,7 +298,8 @@ def _megatron_problems(role: Role) -> list[str]:
                 dropout=lora.dropout, target_modules=lora.target_modules, exclude_modules=lora.exclude_modules,
                 init=lora.init, experts=experts, expert_tp=par.etp or par.tp):
             key = role.key_for(name) or (role.key_for("parallelism.tp") if name == "parallelism.etp" else None)
-            shown = (f"`{key}`" if key else name) + f" = {value!r}"
+            # rlcfg's own name where the lowering recorded no key, as _sizes writes it
+            shown = f"`{key}` = {value!r}" if key else f"{name.rpartition('.')[2]}={value!r}"
             out.append(f"{where}: LoRA (rank {lora.rank}) on the megatron backend, {shown}: {why}; {hint}")
     if role.frozen_prefixes:
         key = role.key_for("frozen_prefixes")
