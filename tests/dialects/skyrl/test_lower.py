@@ -828,6 +828,7 @@ def test_up_to_v030_one_pair_of_module_keys_serves_every_model():
 
 
 MEGATRON_LORA = (*LORA, "trainer.strategy=megatron")
+TP2 = "trainer.policy.megatron_config.tensor_model_parallel_size=2"
 
 
 def refusals(result) -> dict[str, str]:
@@ -847,9 +848,6 @@ def test_lora_on_megatron_runs_as_megatron_bridges_lora_on_a_dense_model():
     moe = ("trainer.policy.model.path=Qwen/Qwen3-30B-A3B", TP2,
            "trainer.policy.megatron_config.expert_tensor_parallel_size=1")
     assert not refusals(checked(FSDP2, *MEGATRON_LORA, *moe))
-
-
-TP2 = "trainer.policy.megatron_config.tensor_model_parallel_size=2"
 
 
 @pytest.mark.parametrize("override,key,says", [
