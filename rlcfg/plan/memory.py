@@ -388,23 +388,21 @@ def _training_stage(role: Role, arch: Architecture, world: int, lengths: Lengths
         ends = (counts["embedding"] if first else 0) + ((output or counts["embedding"]) if last and pp > 1 else 0) \
             + (output if pp == 1 else 0)
         shard = (layers_here * counts["layer_dense"] + ends) / tp + layers_here * counts["layer_experts"] / (ep * etp)
+        distributed = _distributed_optimizer(role)
+        opt_div = dp * cp if distributed else 1
         if trains and role.lora is not None:
             # The frozen base in its dtype; the adapters (split over TP as their layers are, counted as if whole on
             # each TP rank: an upper bound; the experts of a rank share one pair per layer) have bf16 weights, fp32
             # main gradients, fp32 master weights and Adam.
-            distributed = _distributed_optimizer(role)
             adapters = lora_parameters(arch, _hf_lora_targets(role.lora), shared_by_experts=True) \
                 * layers_here / arch.layers
-            opt_div = dp * cp if distributed else 1
             terms.append(_t("parameters (frozen base)", dtype_bytes * shard))
             terms.append(_t("parameters (LoRA adapters)", 2 * adapters))
             terms.append(_t("gradients (LoRA adapters, fp32 main grads)", 4 * adapters))
             terms.append(_t("optimizer states (LoRA adapters, fp32 master + Adam)", 12 * adapters / opt_div))
         elif trains:
-            distributed = _distributed_optimizer(role)
             terms.append(_t("parameters (bf16)", 2 * shard))
             terms.append(_t("gradients (fp32 main grads)", 4 * shard))
-            opt_div = dp * cp if distributed else 1
             terms.append(_t("optimizer states (fp32 master + Adam"
                             + (f", distributed over DP {opt_div})" if distributed else ", not distributed)"),
                             12 * shard / opt_div))

@@ -995,8 +995,9 @@ class MegatronEngine:
         metrics["backward_s"] = metrics["optimizer_s"] = 0.0
         return metrics
 
-    def _chunk_states(self, experts: bool) -> list[dict[str, Any]]:
-        """Each chunk's tensors on the CPU: its experts' (`experts`) or all the others."""
+    def _chunk_states(self) -> list[dict[str, Any]]:
+        """Each chunk's tensors on the CPU, LoRA adapters merged into their layers (the engines and exports get the
+        merged weights)."""
         from rlcfg.runtime.backends import megatron_weights as W
         from rlcfg.runtime.backends.megatron_lora import merge_adapters
 
@@ -1004,16 +1005,8 @@ class MegatronEngine:
         states = []
         for chunk in self.chunks:
             state = {k: v.detach().cpu() for k, v in W.strip_extra_state(_unwrap(chunk).state_dict()).items()}
-            if lora is not None:  # the engines and exports get the merged weights
-                state = merge_adapters(state, lora.alpha / lora.rank)
-            states.append({k: v for k, v in state.items() if W.is_expert(k) == experts})
+            states.append(merge_adapters(state, lora.alpha / lora.rank) if lora is not None else state)
         return states
-
-    def _local_state(self) -> dict[tuple[int, int, int], dict[str, Any]]:
-        return {(self.tp_rank, self.pp_rank, stage): state for stage, state in enumerate(self._chunk_states(False))}
-
-    def _local_experts(self) -> dict[tuple[int, int, int, int], dict[str, Any]]:
-        return {_expert_key(self.pp_rank, stage): state for stage, state in enumerate(self._chunk_states(True))}
 
     @_on_engine_device
     def full_state_dict(self, all_ranks: bool = False) -> dict[str, Any] | None:
@@ -1030,9 +1023,13 @@ class MegatronEngine:
             dist.all_gather_object(parts, local, group=group)
             return {key: state for part in parts for key, state in part.items()}
 
-        shards = gather(self._local_state(), ps.get_model_parallel_group())
+        states = self._chunk_states()
+        shards = gather({(self.tp_rank, self.pp_rank, stage): {k: v for k, v in state.items() if not W.is_expert(k)}
+                         for stage, state in enumerate(states)}, ps.get_model_parallel_group())
         # The experts spread over their own mesh (expert tp × ep × pp), which the model-parallel group does not span.
-        experts = (gather(self._local_experts(), ps.get_expert_tensor_model_pipeline_parallel_group())
+        experts = (gather({_expert_key(self.pp_rank, stage): {k: v for k, v in state.items() if W.is_expert(k)}
+                           for stage, state in enumerate(states)},
+                          ps.get_expert_tensor_model_pipeline_parallel_group())
                    if self.settings.model.experts else None)
         if self.rank != 0 and not all_ranks:
             return None

@@ -93,12 +93,7 @@ def _adapt_experts(experts: Any, targets: tuple[str, ...], lora: Lora, label: st
     for fc in names:
         weight = getattr(first, fc).weight
         out_features, in_features = weight.shape
-        generator = torch.Generator().manual_seed(zlib.crc32(f"{label}:{fc}:ep{ep_rank}".encode()))
-        a = torch.empty((lora.rank, in_features), dtype=torch.float32)
-        bound = 1.0 / math.sqrt(in_features)
-        a.uniform_(-bound, bound, generator=generator)
-        pair = (torch.nn.Parameter(a.to(dtype=weight.dtype, device=weight.device)),
-                torch.nn.Parameter(torch.zeros((out_features, lora.rank), dtype=weight.dtype, device=weight.device)))
+        pair = _adapter_pair(lora.rank, in_features, out_features, weight, f"{label}:{fc}:ep{ep_rank}", torch)
         for suffix, param in zip((ADAPTER_A, ADAPTER_B), pair):
             # An expert's weights are reduced over the expert data-parallel group, not the data-parallel one.
             param.allreduce = getattr(weight, "allreduce", True)
@@ -125,18 +120,16 @@ def _shared_adapter_hook(experts: Any, fc: str, scale: float) -> Any:
 def _experts_sharded_state_dict(experts_own: Any) -> Any:
     """The experts' checkpoint description and their shared adapters', one slice per expert-parallel rank along an
     axis of their own, replicated as the experts are (over the expert data-parallel ranks)."""
-    from megatron.core import parallel_state
-    from megatron.core.transformer.utils import make_sharded_tensors_for_checkpoint
+    from megatron.core.transformer.utils import ensure_metadata_has_dp_cp_group, make_sharded_tensors_for_checkpoint
 
     def sharded_state_dict(self: Any, prefix: str = "", sharded_offsets: tuple = (), metadata: dict | None = None):
+        metadata = ensure_metadata_has_dp_cp_group(metadata)
         out = experts_own(self, prefix, sharded_offsets, metadata)
         own = dict(self.named_parameters(recurse=False))
         offsets = (*sharded_offsets, (len(sharded_offsets), self.ep_group.rank(), self.ep_group.size()))
-        dp_cp_group = ((metadata or {}).get("dp_cp_group")
-                       or parallel_state.get_data_parallel_group(with_context_parallel=True))
         adapters = make_sharded_tensors_for_checkpoint(own, prefix, {}, offsets,
                                                        tp_group=self.local_experts[0].linear_fc1.tp_group,
-                                                       dp_cp_group=dp_cp_group)
+                                                       dp_cp_group=metadata["dp_cp_group"])
         for tensor in adapters.values():
             tensor.replica_id = (*tensor.replica_id[:2], self.dp_group.rank())
         out.update(adapters)
@@ -157,19 +150,9 @@ def _adapt(module: Any, column: bool, lora: Lora, label: str, torch: Any) -> Non
     tp = group.size()
     out_local, in_local = weight.shape
     sequence_parallel = bool(module.sequence_parallel) and tp > 1
-    if column:
-        a_shape, b_shape = (lora.rank, in_local), (out_local, lora.rank)
-    else:
-        a_shape, b_shape = (lora.rank, in_local), (module.output_size, lora.rank)
-        label += f":tp{group.rank()}"
-    generator = torch.Generator().manual_seed(zlib.crc32(label.encode()))
-    a = torch.empty(a_shape, dtype=torch.float32)
-    # Megatron-Bridge's "kaiming": kaiming_uniform_ with a = sqrt(5) over the local shard, so a bound of
-    # 1/sqrt(fan_in) where fan_in is the shard's input width.
-    bound = 1.0 / math.sqrt(a_shape[1])
-    a.uniform_(-bound, bound, generator=generator)
-    lora_a = torch.nn.Parameter(a.to(dtype=weight.dtype, device=weight.device))
-    lora_b = torch.nn.Parameter(torch.zeros(b_shape, dtype=weight.dtype, device=weight.device))
+    # A row-parallel layer's A is split: each rank draws its own columns.
+    lora_a, lora_b = _adapter_pair(lora.rank, in_local, out_local if column else module.output_size, weight,
+                                   label if column else f"{label}:tp{group.rank()}", torch)
     split = lora_b if column else lora_a
     L.set_tensor_model_parallel_attributes(split, is_parallel=tp > 1, dim=0 if column else 1,
                                            stride=getattr(weight, "partition_stride", 1))
@@ -180,6 +163,19 @@ def _adapt(module: Any, column: bool, lora: Lora, label: str, torch: Any) -> Non
     module.register_parameter(ADAPTER_B, lora_b)
     module.register_forward_hook(_adapter_hook(column, lora.alpha / lora.rank, sequence_parallel, group))
     module.sharded_state_dict = types.MethodType(_sharded_state_dict(column), module)
+
+
+def _adapter_pair(rank: int, in_features: int, out_features: int, like: Any, label: str, torch: Any) -> tuple:
+    """(A, B) parameters in `like`'s dtype and device: A [rank, in_features] drawn from a generator seeded by
+    `label`, B [out_features, rank] zero."""
+    generator = torch.Generator().manual_seed(zlib.crc32(label.encode()))
+    a = torch.empty((rank, in_features), dtype=torch.float32)
+    # Megatron-Bridge's "kaiming": kaiming_uniform_ with a = sqrt(5) over the local shard, so a bound of
+    # 1/sqrt(fan_in) where fan_in is the shard's input width.
+    bound = 1.0 / math.sqrt(in_features)
+    a.uniform_(-bound, bound, generator=generator)
+    return (torch.nn.Parameter(a.to(dtype=like.dtype, device=like.device)),
+            torch.nn.Parameter(torch.zeros((out_features, rank), dtype=like.dtype, device=like.device)))
 
 
 def _adapter_hook(column: bool, scale: float, sequence_parallel: bool, group: Any) -> Any:
@@ -209,16 +205,15 @@ def _adapter_hook(column: bool, scale: float, sequence_parallel: bool, group: An
 def _sharded_state_dict(column: bool) -> Any:
     """The layer's own checkpoint description with the adapters' split added: B by rows beside a column-parallel
     weight, A by columns beside a row-parallel one; the whole ones as replicas."""
-    from megatron.core import parallel_state
-    from megatron.core.transformer.utils import make_sharded_tensors_for_checkpoint
+    from megatron.core.transformer.utils import ensure_metadata_has_dp_cp_group, make_sharded_tensors_for_checkpoint
 
     axes = {"weight": 0, "bias": 0, ADAPTER_B: 0} if column else {"weight": 1, ADAPTER_A: 1}
 
     def sharded_state_dict(self: Any, prefix: str = "", sharded_offsets: tuple = (), metadata: dict | None = None):
-        dp_cp_group = ((metadata or {}).get("dp_cp_group")
-                       or parallel_state.get_data_parallel_group(with_context_parallel=True))
+        metadata = ensure_metadata_has_dp_cp_group(metadata)
         return make_sharded_tensors_for_checkpoint(self.state_dict(prefix="", keep_vars=True), prefix, axes,
-                                                   sharded_offsets, tp_group=self.tp_group, dp_cp_group=dp_cp_group)
+                                                   sharded_offsets, tp_group=self.tp_group,
+                                                   dp_cp_group=metadata["dp_cp_group"])
 
     return sharded_state_dict
 
