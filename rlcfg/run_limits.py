@@ -32,7 +32,8 @@ MOE_ROUTING = ("rlcfg routes each token by softmax to the top k experts of the m
 _AUX_LOSSES = ("aux_loss", "seq_aux_loss", "global_aux_loss")
 CONTEXT_PARALLEL = ("rlcfg's Megatron backend does not split the RL update's batch along the sequence, so it runs no "
                     "context parallelism")
-ULYSSES = "rlcfg's training backends run no Ulysses sequence parallelism"
+ULYSSES = ("rlcfg runs Ulysses sequence parallelism in RL training on its fsdp backend only, not on Megatron (whose "
+           "sequence split is context parallelism) nor in SFT or reward-model training")
 FSDP_MODEL_PARALLEL = ("rlcfg's fsdp backend shards data-parallel only; tensor, pipeline, context and expert parallel "
                        "sizes need its Megatron backend")
 MEGATRON_CRITIC = "rlcfg's Megatron backend has no value head, so it trains no critic"

@@ -48,10 +48,11 @@ def test_the_plan_of_the_cluster_is_judged_memory_included():
 
 
 def test_a_backend_the_cluster_cannot_run_is_named_by_its_key():
-    done = cli("run", SKYRL, "trainer.policy.sequence_parallel_size=2", "--dry-run", "--format", "json")
+    cp = "trainer.policy.megatron_config.context_parallel_size"
+    done = cli("run", SKYRL, "trainer.strategy=megatron", f"{cp}=2", "--dry-run", "--format", "json")
     report = json.loads(done.stdout)
     refusals = [b for b in report["blockers"] if b["code"] == "RLC119"]
-    assert refusals and "trainer.policy.sequence_parallel_size" in refusals[0]["message"], report
+    assert refusals and cp in refusals[0]["message"], report
 
 
 def test_a_config_with_errors_is_answered_as_validate_answers_it():
@@ -104,7 +105,7 @@ def test_plan_draws_the_map_of_a_config_run_refuses():
 
 
 def test_plan_says_once_what_run_would_not_launch():
-    done = cli("plan", SKYRL, "trainer.policy.sequence_parallel_size=2")
+    done = cli("plan", SKYRL, "trainer.strategy=megatron", "trainer.policy.megatron_config.context_parallel_size=2")
     assert done.returncode == 0
     assert done.stdout.count("note[RLC119]") == 1
 

@@ -22,16 +22,12 @@ CASES = [
                  id="skyrl-cp"),
     pytest.param("skyrl-fsdp-vllm", ["trainer.strategy=deepspeed"], "0.3.0", "trainer.strategy",
                  run_limits.DEEPSPEED, id="skyrl-deepspeed"),
-    pytest.param("skyrl-fsdp-vllm", ["trainer.policy.sequence_parallel_size=2"], None,
-                 "trainer.policy.sequence_parallel_size", run_limits.ULYSSES, id="skyrl-ulysses"),
     pytest.param("rlinf-megatron-sglang", ["+actor.model.context_parallel_size=2"], None,
                  "actor.model.context_parallel_size", run_limits.CONTEXT_PARALLEL, id="rlinf-cp"),
     pytest.param("chatlearn-megatron-vllm", ["models.policy_trainer.context_parallel_size=2"], None,
                  "models.policy_trainer.context_parallel_size", run_limits.CONTEXT_PARALLEL, id="chatlearn-cp"),
-    pytest.param("chatlearn-fsdp-vllm", ["models.policy_trainer.ulysses_sequence_parallel_size=2"], None,
-                 "models.policy_trainer.ulysses_sequence_parallel_size", run_limits.ULYSSES, id="chatlearn-ulysses"),
-    pytest.param("areal-fsdp-vllm-ppo", ["actor.backend=fsdp:d2c2"], None, "actor.backend", run_limits.ULYSSES,
-                 id="areal-ulysses"),
+    pytest.param("areal-sft", ["allocation_mode=d4c2"], None, "allocation_mode", run_limits.ULYSSES,
+                 id="areal-sft-ulysses"),
     pytest.param("areal-fsdp-vllm-ppo", ["critic.backend=megatron:d4"], None, "critic.backend",
                  run_limits.MEGATRON_CRITIC, id="areal-megatron-critic"),
     pytest.param("areal-rw", ["allocation_mode=megatron:d4p1t1"], None, "allocation_mode",
@@ -41,8 +37,6 @@ CASES = [
     pytest.param("roll-megatron-vllm", ["actor_train.strategy_args.strategy_config.context_parallel_size=2"], None,
                  "actor_train.strategy_args.strategy_config.context_parallel_size", run_limits.CONTEXT_PARALLEL,
                  id="roll-cp"),
-    pytest.param("roll-fsdp2-vllm", ["+actor_train.model_args.ulysses_size=2"], None,
-                 "actor_train.model_args.ulysses_size", run_limits.ULYSSES, id="roll-ulysses"),
 ]
 
 

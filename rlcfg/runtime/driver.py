@@ -467,14 +467,16 @@ class Run(RunShell):
         if prefetch and self.ahead is None and self.partial is None:
             self.prefetched = self._draw(step + 1, 0)
         if self.critic:
-            ccfg = S.critic_cfg(update, len(self.critic), self.alg,
+            ccfg = S.critic_cfg(update, max(self._shards("critic", self.critic)) + 1, self.alg,
                                 self.exp.schedule.critic_samples_per_optimizer_step)
             critic_calls = [w.train.remote(part, ccfg, "critic") for w, part in
-                            zip(self.critic, self._split({k: batch[k] for k in S.CRITIC_KEYS}, len(self.critic)))]
+                            zip(self.critic, self._scatter({k: batch[k] for k in S.CRITIC_KEYS}, "critic",
+                                                           self.critic))]
         results = ray.get(calls)
         if self.critic:
             critic_results = ray.get(critic_calls)
-            update.metrics["critic/value_loss"] = sum(r.get("value_loss", 0.0) for r in critic_results)
+            update.metrics["critic/value_loss"] = sum(r.get("value_loss", 0.0)
+                                                      for r in self._one_per_shard("critic", critic_results))
         timing["train"] = time.perf_counter() - t0
         S.train_metrics(update, self._one_per_shard("actor", results), results, timing)
         metrics = S.step_metrics(update.metrics, **update.outcome(), timing=timing,

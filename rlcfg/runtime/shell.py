@@ -590,18 +590,20 @@ class RunShell:
         return out
 
     def _shards(self, role: str, workers: list[Any]) -> list[int]:
-        """The data shard each worker of a role trains on: its own with fsdp; with megatron every rank of a
-        tensor/pipeline group shares its data-parallel rank's shard."""
+        """The data shard each worker of a role trains on: its own with fsdp, or its Ulysses group's (runs of
+        `sp` consecutive ranks); with megatron every rank of a tensor/pipeline group shares its data-parallel
+        rank's shard."""
         settings = self.megatron.get(role)
         if settings is None:
-            return list(range(len(workers)))
+            sp = max(self.exp.role(role).parallelism.sp, 1)
+            return [rank // sp for rank in range(len(workers))]
         from rlcfg.runtime.backends.megatron import data_parallel_rank
 
         return [data_parallel_rank(rank, settings.layout) for rank in range(len(workers))]
 
     def _one_per_shard(self, role: str, results: list[Any]) -> list[Any]:
-        """One worker's result per data shard, in shard order: the ranks of a tensor/pipeline group return the
-        same values, which must be counted once."""
+        """One worker's result per data shard, in shard order: the ranks of a tensor/pipeline (or Ulysses) group
+        return the same values, which must be counted once."""
         first: dict[int, Any] = {}
         for shard, result in zip(self._shards(role, results), results):
             first.setdefault(shard, result)
@@ -623,7 +625,8 @@ class RunShell:
                          sequence_packing=role.sequence_packing,
                          max_tokens_per_micro_batch=role.max_tokens_per_micro_batch,
                          budget_key=role.key_for("max_tokens_per_micro_batch"), disable_dropout=role.disable_dropout,
-                         frozen_prefixes=role.frozen_prefixes, lora=role.lora)
+                         frozen_prefixes=role.frozen_prefixes, lora=role.lora,
+                         sequence_parallel=max(role.parallelism.sp, 1))
 
     def _start_trainers(self, roles: list[tuple[Role, str]], rollout_spec: RolloutSpec | None = None) -> list[Any]:
         """One worker per rank of roles[0]; the other roles share its processes (same GPUs, same ranks)."""
@@ -647,11 +650,14 @@ class RunShell:
             address, port = ray.get(workers[0].rendezvous.remote())
             calls += [w.setup.remote(address, port) for w in workers]
         from rlcfg.runtime.backends.fsdp import LoraTargetError
+        from rlcfg.runtime.backends.ulysses import UlyssesError
 
         try:
             ray.get(calls)
         except LoraTargetError as exc:  # Ray's wrapper of a worker's error is an instance of it too
             raise PreflightError(self._lora_target_problem(getattr(exc, "cause", None) or exc)) from None
+        except UlyssesError as exc:
+            raise PreflightError(self._ulysses_problem(getattr(exc, "cause", None) or exc)) from None
         if any(role.frozen_prefixes for role in self.exp.roles):
             self._warn_unmatched_prefixes(groups)
 
@@ -661,6 +667,13 @@ class RunShell:
         keys = [r.key_for("lora.target_modules") for r in roles]
         key = next((k for k in keys if k), "the LoRA target modules")
         return f"this plan cannot run here:\n  - `{key}` {getattr(exc, 'problem', exc)}"
+
+    def _ulysses_problem(self, exc: Any) -> str:
+        """The message of a model whose attention the Ulysses size cannot split, under the config's key for it."""
+        roles = [r for r in self.exp.roles if r.parallelism.sp > 1]
+        keys = [f"`{r.key_for('parallelism.sp')}` = {r.parallelism.sp}" for r in roles if r.key_for("parallelism.sp")]
+        said = keys[0] if keys else f"the Ulysses sequence parallel size ({roles[0].parallelism.sp})"
+        return f"this plan cannot run here:\n  - {said}: {exc}"
 
     def _warn_unmatched_prefixes(self, groups: list[list[Any]]) -> None:
         """A frozen prefix that names no parameter freezes nothing, silently in ROLL; said here, once the models

@@ -192,7 +192,8 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
         next_id += unit_workers[u]
     unit_of = {n: u for u in units for n in u}
     for role in exp.roles:
-        new, slots = _role(role, unit_of[role.name], unit_ids, unit_workers, roles, host, models, subs)
+        new, slots = _role(role, unit_of[role.name], unit_ids, unit_workers, roles, host, models, subs,
+                           rl=exp.kind == "rl")
         if new.trains:
             dp[new.name] = _dp(new, slots)
         new_roles.append(new)
@@ -356,7 +357,7 @@ def _where(role: Role) -> str:
 
 def _role(role: Role, unit: tuple[str, ...], unit_ids: Mapping[tuple[str, ...], tuple[int, ...]],
           unit_workers: Mapping[tuple[str, ...], int], roles: Mapping[str, Role], host: Host,
-          models: Mapping[str, TinyModel], subs: list[Substitution]) -> tuple[Role, int]:
+          models: Mapping[str, TinyModel], subs: list[Substitution], rl: bool = True) -> tuple[Role, int]:
     where = _where(role)
     resources = role.resources
     slots = 0
@@ -402,7 +403,8 @@ def _role(role: Role, unit: tuple[str, ...], unit_ids: Mapping[tuple[str, ...], 
     if role.name != "rollout" and role.backend != "rule":
         tiny = models.get(_model_path(role))
         par = _training_parallel(role, backend, par, slots, subs,
-                                 experts=TINY_EXPERTS["num_experts"] if tiny and tiny.family == "qwen3_moe" else 0)
+                                 experts=TINY_EXPERTS["num_experts"] if tiny and tiny.family == "qwen3_moe" else 0,
+                                 ulysses=rl)
 
     offload = role.offload
     if offload != Offload():
@@ -414,14 +416,15 @@ def _role(role: Role, unit: tuple[str, ...], unit_ids: Mapping[tuple[str, ...], 
 
 
 def _training_parallel(role: Role, backend: str, par: Parallelism, slots: int, subs: list[Substitution],
-                       experts: int = 0) -> Parallelism:
+                       experts: int = 0, ulysses: bool = True) -> Parallelism:
     """`experts`: the tiny model's experts per layer (0: dense). Megatron keeps a tensor parallel size that the
     workers take, and expert parallelism over both workers when the tiny model has experts to split (its experts
-    then whole on each rank, as the expert mesh must fit the workers too)."""
+    then whole on each rank, as the expert mesh must fit the workers too). FSDP keeps Ulysses (where `ulysses`:
+    RL training) at the largest divisor of its size that the workers and the tiny model's attention heads take."""
     where = _where(role)
     new = par
     if par.sp > 1:
-        new = replace(new, sp=1)
+        new = replace(new, sp=_smoke_ulysses(par.sp, slots) if ulysses and backend in ("fsdp", "fsdp2") else 1)
     if backend == "megatron":
         workers = max(slots, 1)
         tp = par.tp if par.tp <= workers and workers % par.tp == 0 else 1
@@ -440,6 +443,16 @@ def _training_parallel(role: Role, backend: str, par: Parallelism, slots: int, s
         after = ", ".join(f"{k}={_size_text(k, v)}" for k, v in _sizes(new).items() if _sizes(par).get(k) != v)
         subs.append(Substitution("parallel sizes", before, after, (where,)))
     return new
+
+
+def _smoke_ulysses(size: int, workers: int) -> int:
+    """The Ulysses size a smoke run keeps of `size`: its largest divisor that splits the workers into whole groups
+    and the tiny model's heads (key/value heads shared or repeated whole); 1 when none does."""
+    def fits(d: int) -> bool:
+        return (size % d == 0 and d <= workers and workers % d == 0 and TINY["heads"] % d == 0
+                and (TINY["kv_heads"] % d == 0 or d % TINY["kv_heads"] == 0))
+
+    return next((d for d in range(size, 1, -1) if fits(d)), 1)
 
 
 def _sizes(par: Parallelism) -> dict[str, Any]:

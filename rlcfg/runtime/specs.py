@@ -36,6 +36,7 @@ class TrainSpec:
     disable_dropout: bool = False
     frozen_prefixes: tuple[str, ...] = ()
     lora: Lora | None = None
+    sequence_parallel: int = 1  # Ulysses ranks that split each sample's columns (fsdp backend)
 
 
 @dataclass(frozen=True)

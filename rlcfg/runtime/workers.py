@@ -161,7 +161,8 @@ class TrainWorker:
                     temperature=spec.temperature, cpu_offload=spec.cpu_offload, offload_params=spec.offload_params,
                     offload_optimizer=spec.offload_optimizer, sequence_packing=spec.sequence_packing,
                     max_tokens_per_micro_batch=spec.max_tokens_per_micro_batch, budget_key=spec.budget_key,
-                    disable_dropout=spec.disable_dropout, frozen_prefixes=spec.frozen_prefixes, lora=spec.lora)
+                    disable_dropout=spec.disable_dropout, frozen_prefixes=spec.frozen_prefixes, lora=spec.lora,
+                    sequence_parallel=spec.sequence_parallel)
         import torch
 
         # What training draws (dropout: a scalar head keeps transformers' classifier dropout, as AReaL's and

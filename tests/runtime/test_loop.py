@@ -226,3 +226,26 @@ def test_old_log_probs_from_the_rollout_engine_and_evaluation_with_several_sampl
     trained = [m for m in history if "actor/pg_loss" in m]
     assert [m["step"] for m in trained] == [1, 2] and result.steps == 2
     assert not any(k.startswith("time/old_logprob") for m in trained for k in m)
+
+
+def test_a_ulysses_group_trains_as_data_parallel_ranks_do(tmp_path, qs):
+    """Two actor ranks as one Ulysses group (sp=2, each sample's tokens split between them) take the update two
+    data-parallel ranks take from the same rollouts: the driver hands both ranks of the group the same samples and
+    counts the group's metrics once."""
+    from rlcfg.ir import Parallelism
+
+    def first_step(name, parallelism):
+        out = str(tmp_path / name)
+        exp = qs(out, steps=1, actor_ranks=2, kl_coef=0.05)
+        exp = dataclasses.replace(exp, roles=tuple(dataclasses.replace(r, parallelism=parallelism)
+                                                   if r.name == "actor" else r for r in exp.roles))
+        plan = quickstart.plan_for(exp)
+        run(plan, RunOptions(output_dir=out, threads=1, stream=io.StringIO()))
+        return plan, metrics(out)[0]
+
+    plan, split = first_step("ulysses", Parallelism(sp=2))
+    assert plan.placement("actor").dp == 1
+    _, data_parallel = first_step("data-parallel", Parallelism())
+    assert split["reward/mean"] == data_parallel["reward/mean"]  # the same rollouts
+    for key in ("actor/pg_loss", "actor/kl_loss", "actor/grad_norm", "kl"):
+        assert split[key] == pytest.approx(data_parallel[key], rel=1e-4, abs=1e-6), key

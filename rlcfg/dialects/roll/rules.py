@@ -1498,11 +1498,11 @@ def _limited_workers(cfg: Any) -> Iterator[tuple[str, Any, str]]:
 @RULES.rule("roll/run-refusals-of-runtime-limits", "RLC118",
             "`rlcfg run` refuses what its runtime does not do (rlcfg/run_limits.py), as its preflight would: a "
             "model worker on a strategy other than fsdp2 or megatron (deepspeed is not wired in; hf_infer, vllm and "
-            "sglang roll out only), Ulysses sequence parallelism, on Megatron expert parallelism (ROLL's MoE router "
+            "sglang roll out only), on Megatron expert parallelism (ROLL's MoE router "
             "settings are not mapped), context parallelism, a model family it does not build and a critic, an "
             "actor_infer on a training strategy, and an hf_infer rollout spread over several "
             "GPUs.",
-            keys=["actor_train.strategy_args.strategy_name", "actor_train.model_args.ulysses_size",
+            keys=["actor_train.strategy_args.strategy_name",
                   "actor_train.strategy_args.strategy_config.expert_model_parallel_size",
                   "actor_train.strategy_args.strategy_config.context_parallel_size",
                   "critic.strategy_args.strategy_name", "actor_infer.strategy_args.strategy_name",
@@ -1523,10 +1523,6 @@ def run_refusals_of_runtime_limits(cfg: Any, ctx: RuleContext) -> Iterator[Findi
                                f"use fsdp2_{'train' if path in ('actor_train', 'critic') else 'infer'} or "
                                f"megatron_{'train' if path in ('actor_train', 'critic') else 'infer'}")
             continue
-        ulysses = worker.model_args.ulysses_size or 1
-        if backend == "fsdp2" and ulysses > 1:
-            yield _run_refusal(f"{path}.model_args.ulysses_size", ulysses, run_limits.ULYSSES,
-                               run_limits.SIZE_THAT_RUNS)
         if backend != "megatron":
             continue
         own = worker.model_args.model_name_or_path

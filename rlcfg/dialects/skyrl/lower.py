@@ -216,9 +216,19 @@ TRAIN_KEYS = (("micro_batch_size", "trainer.micro_train_batch_size_per_gpu"),
 FORWARD_KEYS = TRAIN_KEYS[1:]
 
 
-def _model_keys(model: str) -> tuple[tuple[str, str], ...]:
-    # One strategy trains every model; Ulysses is sized per model.
-    return (("backend", "trainer.strategy"), ("parallelism.sp", f"trainer.{model}.sequence_parallel_size"))
+# The Megatron parallel sizes of a model's megatron_config.
+MEGATRON_SIZE_KEYS = (("tp", "tensor_model_parallel_size"), ("pp", "pipeline_model_parallel_size"),
+                      ("cp", "context_parallel_size"), ("ep", "expert_model_parallel_size"),
+                      ("etp", "expert_tensor_parallel_size"))
+
+
+def _model_keys(cfg: Any, model: str) -> tuple[tuple[str, str], ...]:
+    # One strategy trains every model; Ulysses, and the Megatron sizes of the models Megatron builds, per model.
+    keys = (("backend", "trainer.strategy"), ("parallelism.sp", f"trainer.{model}.sequence_parallel_size"))
+    if cfg.trainer.strategy != "megatron" or model not in ("policy", "ref"):
+        return keys
+    return keys + tuple((f"parallelism.{size}", f"trainer.{model}.megatron_config.{name}")
+                        for size, name in MEGATRON_SIZE_KEYS)
 
 
 def _trained(cfg: Any, name: str, key: str, release: str | None) -> Role:
@@ -233,7 +243,7 @@ def _trained(cfg: Any, name: str, key: str, release: str | None) -> Role:
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu,
                 gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing, lora=lora,
                 router_dtype=router_dtype(t.strategy, release), section=f"trainer.{key}",
-                keys=TRAIN_KEYS + _model_keys(key) + lora_keys)
+                keys=TRAIN_KEYS + _model_keys(cfg, key) + lora_keys)
 
 
 def router_dtype(strategy: str, release: str | None) -> str | None:
@@ -299,7 +309,7 @@ def _reference(cfg: Any, release: str | None) -> Role:
                 offload=Offload(params=t.placement.colocate_all,
                                 cpu_offload_during_step=_cpu_offload_in_step(cfg, t.ref)),
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu, sequence_packing=t.use_sample_packing,
-                section="trainer.ref", keys=FORWARD_KEYS + _model_keys("ref"))
+                section="trainer.ref", keys=FORWARD_KEYS + _model_keys(cfg, "ref"))
 
 
 def _critic(cfg: Any, release: str | None) -> Role:
@@ -317,7 +327,7 @@ def _reward(cfg: Any, release: str | None) -> Role:
                     offload=Offload(params=t.placement.colocate_all,
                                     cpu_offload_during_step=_cpu_offload_in_step(cfg, t.reward)),
                     forward_micro_batch_size=t.micro_forward_batch_size_per_gpu, section="trainer.reward",
-                    keys=FORWARD_KEYS + _model_keys("reward"))
+                    keys=FORWARD_KEYS + _model_keys(cfg, "reward"))
     # The environment (environment.env_class) scores each trajectory inside the generator's process.
     return Role(name="reward", backend="rule", resources=Resources(gpus=0), section="environment")
 

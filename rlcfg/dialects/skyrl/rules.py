@@ -1261,13 +1261,6 @@ def _runtime_limits(cfg: Any, release: str | None) -> Iterator[Finding]:
         yield _refusal("trainer.policy.model.lora.init_method", adapters.init_method,
                        f"rlcfg starts LoRA adapters with PEFT's {' or '.join(run_limits.LORA_INITS)} "
                        "initialisation only", f"set it to {run_limits.LORA_INITS[0]}")
-    # The Megatron strategy reads Ulysses sizes only of the models it does not build with Megatron: the critic.
-    ulysses = (models if t.strategy != "megatron" else []) + (["critic"] if critic_trained(cfg) else [])
-    for model in ulysses:
-        size = getattr(t, model).sequence_parallel_size
-        if size > 1:
-            yield _refusal(f"trainer.{model}.sequence_parallel_size", size, run_limits.ULYSSES,
-                           run_limits.SIZE_THAT_RUNS)
 
 
 def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
@@ -1313,7 +1306,7 @@ def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
             "shared adapters split over expert tensor-parallel ranks, with dropout, excluded modules, targets "
             "other than linear_qkv, linear_proj, linear_fc1 and linear_fc2, an init other than kaiming, "
             "canonical_lora), "
-            "FSDP LoRA initialisations other than kaiming and gaussian, Ulysses sequence parallelism; and "
+            "FSDP LoRA initialisations other than kaiming and gaussian; and "
             "vision-language models.",
             keys=["trainer.policy.model.path", "trainer.ref.model.path", "trainer.critic.model.path",
                   "environment.env_class", "trainer.algorithm.advantage_estimator",
@@ -1323,7 +1316,7 @@ def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
                   "trainer.policy.optimizer_config.scheduler",
                   "generator.engine_init_kwargs", "generator.sampling_params", "generator.apply_overlong_filtering",
                   "trainer.strategy",
-                  "trainer.policy.megatron_config.context_parallel_size", "trainer.policy.sequence_parallel_size",
+                  "trainer.policy.megatron_config.context_parallel_size",
                   "trainer.policy.model.lora.rank", "trainer.policy.model.lora.init_method",
                   "trainer.policy.model.lora.dropout", "trainer.policy.model.lora.target_modules",
                   "trainer.policy.model.lora.exclude_modules", "trainer.target_modules", "trainer.exclude_modules",

@@ -197,9 +197,10 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
                             f"{run_limits.TRAINING_BACKENDS}; use `fsdp` or `megatron`")
             continue
         par = role.parallelism
-        if par.sp > 1:
+        if par.sp > 1 and (TRAIN_BACKENDS[role.backend] != "fsdp" or exp.kind != "rl"):
             keyed = _sizes(role, {"sp": par.sp}) if role.key_for("parallelism.sp") else "it"
-            problems.append(f"{where}: Ulysses sequence parallel (sp={par.sp}) on the {role.backend} backend: "
+            run = "" if exp.kind == "rl" else f" in {exp.kind.replace('_', '-')} training"
+            problems.append(f"{where}: Ulysses sequence parallel (sp={par.sp}){run} on the {role.backend} backend: "
                             f"{run_limits.ULYSSES}; set {keyed} to 1, or {SMOKE_HINT}")
         if role.backend == "megatron":
             problems += _megatron_problems(role)

@@ -250,7 +250,7 @@ class FSDPEngine:
                  cpu_offload: bool = False, offload_params: bool = False, offload_optimizer: bool = False,
                  sequence_packing: bool = False, max_tokens_per_micro_batch: int | None = None,
                  budget_key: str | None = None, disable_dropout: bool = False,
-                 frozen_prefixes: tuple[str, ...] = (), lora: Lora | None = None):
+                 frozen_prefixes: tuple[str, ...] = (), lora: Lora | None = None, sequence_parallel: int = 1):
         import torch
         import torch.distributed as dist
         from torch.distributed.device_mesh import init_device_mesh
@@ -268,6 +268,19 @@ class FSDPEngine:
         self.offload_params, self.offload_optimizer = offload_params and device == "cuda", offload_optimizer and device == "cuda"
         compute_dtype = getattr(torch, dtype)
         trains = optimizer is not None
+        # Ulysses: ranks in runs of `sequence_parallel` hold the same samples and split their columns (ulysses.py).
+        self.sp = max(sequence_parallel, 1)
+        self.data_parallel = self.world // self.sp
+        attention: dict[str, str] = {}
+        if self.sp > 1:
+            from transformers import AutoConfig
+
+            from rlcfg.runtime.backends import ulysses
+
+            ulysses.check_model(AutoConfig.from_pretrained(model_path), self.sp)
+            ulysses.register()
+            self.sp_group, self.sp_rank, _ = ulysses.groups(self.world, self.sp)
+            attention = {"attn_implementation": ulysses.ATTENTION}
         # Trainable weights are kept in fp32 (the optimizer's master copy) and computed in the configured
         # dtype; a frozen reference, and the frozen base under LoRA adapters, are simply loaded in that dtype.
         self.lora = lora if trains else None
@@ -276,11 +289,12 @@ class FSDPEngine:
         if kind in ("critic", "reward_model"):
             from transformers import AutoModelForTokenClassification
 
-            model = AutoModelForTokenClassification.from_pretrained(model_path, num_labels=1, dtype=load_dtype)
+            model = AutoModelForTokenClassification.from_pretrained(model_path, num_labels=1, dtype=load_dtype,
+                                                                    **attention)
         else:
             from transformers import AutoModelForCausalLM
 
-            model = AutoModelForCausalLM.from_pretrained(model_path, dtype=load_dtype)
+            model = AutoModelForCausalLM.from_pretrained(model_path, dtype=load_dtype, **attention)
         if gradient_checkpointing and trains:
             model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
         model.config.use_cache = False
@@ -340,6 +354,8 @@ class FSDPEngine:
     def _forward(self, mb: Mapping[str, Any], prompt_width: int, want_entropy: bool = False):
         """Per-response-token log-probs (or values for the critic) of one micro-batch, trimmed to the columns
         it uses; returns (out, entropy or None, response columns)."""
+        if self.sp > 1:
+            return self._forward_sequence_parallel(mb, prompt_width, want_entropy)
         if self.packing:
             return self._forward_packed(mb, prompt_width, want_entropy)
         # Sharded ranks must run the same number of forward passes (each one gathers the weights from all), and
@@ -426,6 +442,87 @@ class FSDPEngine:
         entropy = row.unpack(A.entropy_from_logits(logits), samples) if want_entropy else None
         return row.unpack(logprobs, samples), entropy, row.width
 
+    def _forward_sequence_parallel(self, mb: Mapping[str, Any], prompt_width: int, want_entropy: bool = False):
+        """_forward on a Ulysses group: the columns of the padded (or packed) micro-batch are split over the
+        group's ranks (ulysses.py), and each rank's per-column results are gathered, so every rank returns the
+        whole micro-batch's."""
+        import torch
+
+        if self.packing:
+            row = packing.pack(mb["input_ids"], mb["attention_mask"], prompt_width)
+            samples = mb["input_ids"].shape[0]
+            sources = row.sources.to(self.device)
+            rows, cols = row.rows.to(self.device), row.cols.to(self.device)
+            ids = row.input_ids.to(self.device)
+            targets = torch.zeros_like(ids)
+            targets[0, sources] = mb["input_ids"][:, prompt_width:].to(self.device)[rows, cols]
+            scored = torch.zeros(ids.shape[1], dtype=torch.bool, device=self.device)
+            scored[sources] = True
+            out = self._columns(ids, row.position_ids.to(self.device), None, targets, scored, want_entropy,
+                                packed=True)[0, sources]
+            entropy = row.unpack(out[:, 1], samples) if want_entropy else None
+            return row.unpack(out[:, 0], samples), entropy, row.width
+        lo, hi = _trim(mb, prompt_width)
+        end = prompt_width + hi - 1
+        ids = mb["input_ids"][:, lo:end].to(self.device)
+        attn = mb["attention_mask"][:, lo:end].to(self.device)
+        pos = (attn.cumsum(dim=1) - 1).clamp(min=0)
+        start = prompt_width - 1 - lo
+        targets = torch.zeros_like(ids)
+        targets[:, start:] = mb["input_ids"][:, prompt_width:prompt_width + hi].to(self.device)
+        scored = torch.arange(ids.shape[1], device=self.device) >= start
+        out = self._columns(ids, pos, None if bool(attn.all()) else attn, targets, scored, want_entropy,
+                            packed=False)[:, start:]
+        return out[..., 0], (out[..., 1] if want_entropy else None), hi
+
+    def _columns(self, ids: Any, pos: Any, key_valid: Any, targets: Any, scored: Any, want_entropy: bool,
+                 packed: bool) -> Any:
+        """[rows, columns, k]: at each `scored` column, the log-prob of `targets` at it (and the entropy), or the
+        critic's value; zeros elsewhere. This rank runs the model on its slice of the columns (padded to a
+        multiple of the group's size) and the slices are gathered across the group."""
+        import torch
+        import torch.nn.functional as F
+
+        from rlcfg.runtime.backends import ulysses
+
+        columns = ids.shape[1]
+        pad = -columns % self.sp
+        if pad:  # padding columns: keys no real column sees (masked, or a packed sample of their own)
+            ids, targets = F.pad(ids, (0, pad)), F.pad(targets, (0, pad))
+            scored = F.pad(scored, (0, pad))
+            if packed:
+                tail = torch.arange(pad, device=pos.device).expand(pos.shape[0], pad)
+                pos = torch.cat([pos, tail], dim=1)
+            else:
+                pos = F.pad(pos, (0, pad))
+                valid = key_valid if key_valid is not None else torch.ones_like(ids[:, :columns])
+                key_valid = F.pad(valid, (0, pad))
+        width = ids.shape[1] // self.sp
+        mine = slice(self.sp_rank * width, (self.sp_rank + 1) * width)
+        layout = ulysses.SequenceLayout(self.sp_group, self.sp,
+                                        ulysses.whole_sequence_mask(key_valid, pos, packed))
+        inputs = {"input_ids": ids[:, mine], "position_ids": pos[:, mine], ulysses.LAYOUT_KEYWORD: layout}
+        local_targets = targets[:, mine]
+        if self.kind == "critic":
+            values = self.model(**inputs, use_cache=False).logits[..., :1].float()
+        else:
+            # Only the scored columns reach the output layer; a rank with none still runs one column, so that
+            # its backward pass joins the group's exchanges (its value is never scored).
+            keep = torch.nonzero(scored[mine]).flatten()
+            if keep.numel() == 0:
+                keep = torch.zeros(1, dtype=torch.long, device=ids.device)
+            chosen = local_targets[:, keep]
+            if self.head is not None:
+                picked = self._scored(chosen, want_entropy, logits_to_keep=keep, **inputs)
+            else:
+                logits = self.model(**inputs, logits_to_keep=keep, use_cache=False).logits.float() / self.temperature
+                logprobs = torch.log_softmax(logits, dim=-1).gather(-1, chosen.unsqueeze(-1))
+                picked = (torch.cat([logprobs, A.entropy_from_logits(logits).unsqueeze(-1)], dim=-1)
+                          if want_entropy else logprobs)
+            values = picked.new_zeros((ids.shape[0], width, picked.shape[-1])).index_copy(1, keep, picked)
+        whole = ulysses.gather_columns(values, self.sp_group, self.sp, self.sp_rank)
+        return whole[:, :columns]
+
     def micro_batches(self, attention_mask: Any, per_group: int) -> list[Any]:
         """The rows of each micro-batch of a (mini-)batch (packing.micro_batch_rows); with a packing token
         budget, as many micro-batches on every rank, since each forward pass of a sharded model is a
@@ -491,7 +588,7 @@ class FSDPEngine:
                     t0 = time.perf_counter()
                     mb_tokens, mb_seqs = A.loss_denominators(cfg.get("normalization", "mini-batch"),
                                                              mb["response_mask"], (tokens, seqs), len(micro_rows),
-                                                             self.world)
+                                                             self.data_parallel)
                     loss, stats = self._loss(mb, prompt_width, cfg, mb_tokens, mb_seqs)
                     t1 = time.perf_counter()
                     (loss * self.world).backward()

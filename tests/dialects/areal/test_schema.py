@@ -884,9 +884,9 @@ def _limits(template: Path, *overrides: str) -> list[tuple[str, str]]:
 
 
 @pytest.mark.parametrize("template,overrides,expected", [
-    # The FSDP engine reads `c` as Ulysses; a critic without a backend of its own shares the actor's layout.
-    (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["actor.backend=fsdp:d2c2", "critic.backend=fsdp:d4"],
-     [("actor.backend", "Ulysses")]),
+    # The FSDP engine reads `c` as Ulysses, which runs in RL training and not in SFT.
+    (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["actor.backend=fsdp:d2c2", "critic.backend=fsdp:d4"], []),
+    (SFT_TEMPLATE, ["allocation_mode=d4c2"], [("allocation_mode", "Ulysses")]),
     # A bare training part with e > 1 is Megatron (AReaL's own choice), where e is expert parallelism.
     (GRPO_TEMPLATE, ["allocation_mode=sglang.d2p1t1+d2e2"], [("allocation_mode", "expert parallelism")]),
     (GRPO_TEMPLATE, ["allocation_mode=sglang.d2p1t1+d1t2"], [("allocation_mode", "shards data-parallel")]),

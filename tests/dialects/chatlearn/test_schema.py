@@ -567,12 +567,11 @@ def test_parallel_sizes_the_runtime_does_not_run_are_refused_where_the_backend_r
         MEGATRON_TEMPLATE, "models.policy_trainer.expert_model_parallel_size=2")
     bias = "models.policy_trainer.megatron_model_cfg.moe_router_enable_expert_bias"
     assert bias in refusals(MEGATRON_TEMPLATE, f"{bias}=true")
+    # Ulysses runs on FSDP, the policy's and the reference's.
     ulysses = "models.policy_trainer.ulysses_sequence_parallel_size"
-    assert ulysses in refusals(FSDP_TEMPLATE, f"{ulysses}=2")
-    # The reference's Ulysses size counts only when a KL term reads the reference (kl_coef > 0).
+    assert ulysses not in refusals(FSDP_TEMPLATE, f"{ulysses}=2")
     ref = "models.ref_policy.ulysses_sequence_parallel_size"
-    assert ref in refusals(FSDP_TEMPLATE, f"{ref}=2", "models.policy_trainer.kl_coef=0.001")
-    assert ref not in refusals(FSDP_TEMPLATE, f"{ref}=2", "models.policy_trainer.kl_coef=0")
+    assert ref not in refusals(FSDP_TEMPLATE, f"{ref}=2", "models.policy_trainer.kl_coef=0.001")
 
 
 def test_megatron_min_lr_below_lr_runs_and_above_lr_is_an_error():

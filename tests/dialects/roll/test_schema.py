@@ -382,7 +382,6 @@ RULE_CASES = [
     ("roll/run-refusals-of-runtime-limits", MEGATRON,
      ["+actor_train.strategy_args.strategy_config.expert_model_parallel_size=2"],
      "RLC118", "note", "actor_train.strategy_args.strategy_config.expert_model_parallel_size"),
-    ("roll/run-refusals-of-runtime-limits", FSDP2, ["+actor_train.model_args.ulysses_size=2"], "RLC118", "note", "actor_train.model_args.ulysses_size"),
     ("roll/run-refusals-of-runtime-limits", MEGATRON, ["adv_estimator=gae", "++critic.device_mapping='list(range(0,8))'",
                                                         "++critic.strategy_args.strategy_name=megatron_train"],
      "RLC118", "note", "critic.strategy_args.strategy_name"),

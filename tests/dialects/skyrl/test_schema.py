@@ -301,8 +301,6 @@ RULE_CASES = [
      "RLC118", "note", "generator.engine_init_kwargs.swap_space", ["= 4 (an integer)", "vllm", "max_model_len"]),
     ("skyrl/run-refusals", ["trainer.strategy=megatron", "trainer.policy.megatron_config.context_parallel_size=2"],
      "RLC118", "note", "trainer.policy.megatron_config.context_parallel_size", ["= 2", "no context parallelism"]),
-    ("skyrl/run-refusals", ["trainer.policy.sequence_parallel_size=2"],
-     "RLC118", "note", "trainer.policy.sequence_parallel_size", ["= 2", "no Ulysses sequence parallelism"]),
 
     ("skyrl/kl-controller", ["trainer.algorithm.kl_ctrl.type=adaptive", "trainer.algorithm.kl_ctrl.horizon=0"],
      "RLC201", "error", "trainer.algorithm.kl_ctrl.horizon", ["got 0"]),
