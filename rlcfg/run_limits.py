@@ -79,6 +79,25 @@ _VISION_LANGUAGE_NAME = (r"(?i)(?:^|[-_.])(?:[a-z]*vl\d*|vision|omni|llava|palig
                          r"(?=$|[-_.\d])")
 
 
+def ulysses_heads_problem(heads: int | None, kv_heads: int | None, sliding_window: bool, size: int) -> str | None:
+    """Why Ulysses over `size` ranks cannot split a model's attention (its attention and key/value head counts,
+    and whether it attends through a sliding window), or None when it can. Each rank takes heads / size attention
+    heads; key/value heads are shared out the same way or, when there are fewer than `size`, repeated whole."""
+    if heads is None:
+        return "the model names no attention head count, so rlcfg cannot split its heads over the Ulysses ranks"
+    if heads % size:
+        return (f"the model has {heads} attention heads, which {size} Ulysses ranks cannot share; choose a size "
+                f"that divides {heads}")
+    kv_heads = kv_heads or heads
+    if kv_heads % size and size % kv_heads:
+        return (f"the model has {kv_heads} key/value heads, which {size} Ulysses ranks can neither share nor each "
+                f"repeat whole; choose a size that divides, or is a multiple of, {kv_heads}")
+    if sliding_window:
+        return ("the model attends through a sliding window, which rlcfg's Ulysses attention does not apply; turn "
+                "use_sliding_window off or set the size to 1")
+    return None
+
+
 def local_model_config(path: object) -> dict | None:
     """The config.json of a local model folder, or None when `path` is no local folder with a readable one (a hub
     name: the workers read it)."""

@@ -156,6 +156,23 @@ def test_unsupported_features_are_refused_not_ignored(tmp_path):
     assert problems(with_role(two, "actor", sequence_packing=True, max_tokens_per_micro_batch=64)) == []  # packs
 
 
+def test_a_ulysses_size_the_models_heads_cannot_take_is_refused_before_launch(tmp_path):
+    two = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=2)
+    model = tmp_path / "six-heads"
+    model.mkdir()
+    (model / "config.json").write_text(json.dumps({"num_attention_heads": 6, "num_key_value_heads": 3}))
+    actor = two.role("actor")
+    ulysses = with_role(two, "actor", parallelism=Parallelism(sp=2),
+                        model=dataclasses.replace(actor.model, path=str(model)))
+    [message] = problems(ulysses)
+    assert message == (f"role `actor`: Ulysses sequence parallel (sp=2) with {model}: the model has 3 key/value "
+                       "heads, which 2 Ulysses ranks can neither share nor each repeat whole; choose a size that "
+                       "divides, or is a multiple of, 3")
+    # a hub name is judged by rlcfg's table of model families: Qwen2.5-7B has 28 heads, 4 of them key/value
+    qwen = with_role(ulysses, "actor", model=dataclasses.replace(actor.model, path="Qwen/Qwen2.5-7B-Instruct"))
+    assert problems(qwen) == []
+
+
 def test_gae_without_a_critic_is_refused(experiment):
     exp = dataclasses.replace(experiment, algorithm=dataclasses.replace(experiment.algorithm, advantage="gae"))
     assert any("needs a `critic` role" in p for p in problems(exp))

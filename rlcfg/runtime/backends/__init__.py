@@ -202,6 +202,11 @@ def check_plan(plan: ExecutionPlan, machine: Machine, *, has_cluster: bool = Fal
             run = "" if exp.kind == "rl" else f" in {exp.kind.replace('_', '-')} training"
             problems.append(f"{where}: Ulysses sequence parallel (sp={par.sp}){run} on the {role.backend} backend: "
                             f"{run_limits.ULYSSES}; set {keyed} to 1, or {SMOKE_HINT}")
+        elif par.sp > 1:
+            problem = _ulysses_heads(role)
+            if problem:
+                keyed = _sizes(role, {"sp": par.sp}) if role.key_for("parallelism.sp") else f"(sp={par.sp})"
+                problems.append(f"{where}: Ulysses sequence parallel {keyed} with {role.model.path}: {problem}")
         if role.backend == "megatron":
             problems += _megatron_problems(role)
         else:
@@ -269,6 +274,25 @@ def megatron_on_cpu_requested() -> bool:
 
 def _on_cpu_allowed(role: Role) -> bool:
     return role.backend == "megatron" and megatron_on_cpu_requested()
+
+
+def _ulysses_heads(role: Role) -> str | None:
+    """run_limits.ulysses_heads_problem of the role's model, read from its local config.json or, for a hub name,
+    rlcfg's table of model families; None when neither knows the model (the workers check it when they load it)."""
+    from rlcfg.plan.model_table import lookup
+
+    path = role.model.path if role.model is not None else None
+    config = run_limits.local_model_config(path)
+    if config is not None:
+        text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
+        heads, kv_heads = text.get("num_attention_heads"), text.get("num_key_value_heads")
+        sliding = bool(text.get("use_sliding_window") and text.get("sliding_window"))
+    else:
+        entry = lookup(path) if path else None
+        if entry is None:
+            return None
+        heads, kv_heads, sliding = entry.heads, entry.kv_heads, False
+    return run_limits.ulysses_heads_problem(heads, kv_heads, sliding, role.parallelism.sp)
 
 
 def _megatron_problems(role: Role) -> list[str]:

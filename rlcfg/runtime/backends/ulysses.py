@@ -22,6 +22,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from rlcfg import run_limits
+
 ATTENTION = "rlcfg_ulysses"  # the name registered with transformers' AttentionInterface
 LAYOUT_KEYWORD = "ulysses_layout"  # the model keyword that carries the SequenceLayout to the attention function
 
@@ -55,23 +57,14 @@ def groups(world: int, size: int) -> tuple[Any, int, int]:
 
 
 def check_model(config: Any, size: int) -> None:
-    """Raise UlyssesError when `config`'s attention cannot be split over `size` ranks."""
+    """Raise UlyssesError when `config`'s attention cannot be split over `size` ranks
+    (run_limits.ulysses_heads_problem)."""
     text = getattr(config, "get_text_config", lambda: config)()
     heads = getattr(text, "num_attention_heads", None)
-    kv_heads = getattr(text, "num_key_value_heads", None) or heads
-    if heads is None:
-        raise UlyssesError(f"the model ({getattr(config, 'model_type', '?')}) names no attention head count, so "
-                           "rlcfg cannot split its attention heads over the sequence parallel ranks")
-    if heads % size:
-        raise UlyssesError(f"the model has {heads} attention heads, which {size} sequence parallel ranks cannot "
-                           f"share: choose a size that divides {heads}")
-    if kv_heads % size and size % kv_heads:
-        raise UlyssesError(f"the model has {kv_heads} key/value heads, which {size} sequence parallel ranks can "
-                           "neither share nor each repeat whole: choose a size that divides, or is a multiple of, "
-                           f"{kv_heads}")
-    if getattr(text, "use_sliding_window", False) and getattr(text, "sliding_window", None):
-        raise UlyssesError("the model attends through a sliding window, which rlcfg's sequence parallel attention "
-                           "does not apply: turn use_sliding_window off or set the sequence parallel size to 1")
+    sliding = bool(getattr(text, "use_sliding_window", False) and getattr(text, "sliding_window", None))
+    problem = run_limits.ulysses_heads_problem(heads, getattr(text, "num_key_value_heads", None), sliding, size)
+    if problem:
+        raise UlyssesError(problem)
 
 
 def register() -> None:
