@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from rlcfg.ir import ActorLossSpec, Optimizer, PolicyLossSpec  # noqa: E402
+from rlcfg.ir import ActorLossSpec, Lora, Optimizer, PolicyLossSpec  # noqa: E402
 from rlcfg.runtime import step as S  # noqa: E402
 from rlcfg.runtime.backends.fsdp import FSDPEngine, init_distributed  # noqa: E402
 from rlcfg.runtime.backends.ulysses import UlyssesError, check_model  # noqa: E402
@@ -17,11 +17,12 @@ from tests.runtime.test_packing import VOCAB, groups  # noqa: E402
 
 SGD = Optimizer(name="sgd", lr=0.5, grad_clip=None)
 # (layout name, engine settings, batch): padded rows, packed rows, packed under a token budget, recomputation,
-# and prompts so much longer than the responses that the first rank's columns score nothing
+# LoRA adapters (PEFT's wrapper passes the layout keyword on), and prompts so much longer than the responses that the first rank's columns score nothing
 LONG_PROMPTS = {"longest_prompt": 16, "longest_response": 3}
 LAYOUTS = (("padded", {}, {}), ("packed", {"sequence_packing": True}, {}),
            ("budget", {"sequence_packing": True, "max_tokens_per_micro_batch": 26}, {}),
            ("checkpointed", {"gradient_checkpointing": True}, {}),
+           ("lora", {"lora": Lora(rank=4, alpha=8)}, {}),
            ("long-prompts", {}, LONG_PROMPTS), ("long-prompts-packed", {"sequence_packing": True}, LONG_PROMPTS))
 
 
@@ -107,8 +108,8 @@ def test_two_sequence_parallel_ranks_train_as_one_rank(tmp_path, kv_heads):
     mp.spawn(_two_rank_worker, args=(_free_port(), path, out), nprocs=2, join=True)
     two = torch.load(out, weights_only=False)
     assert one["padded"]["metrics"]["clip_frac"] > 0  # the clipped branch is exercised
-    for name, _, shape in LAYOUTS:
-        got, base = two[name], one["long-prompts" if shape else "padded"]
+    for name, _, _ in LAYOUTS:
+        got, base = two[name], one[name]  # the same engine settings on one rank, the whole sequence
         torch.testing.assert_close(got["logprobs"], base["logprobs"], rtol=1e-5, atol=1e-5)
         torch.testing.assert_close(got["values"], base["values"], rtol=1e-5, atol=1e-5)
         for key in ("pg_loss", "kl_loss", "entropy", "grad_norm"):
