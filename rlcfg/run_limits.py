@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Mapping
 
 # The model types rlcfg's Megatron weight converter builds (rlcfg.runtime.backends.megatron_weights).
 MEGATRON_FAMILIES = ("qwen2", "qwen3", "llama", "qwen3_moe")
@@ -93,9 +93,14 @@ def ulysses_heads_problem(heads: int | None, kv_heads: int | None, sliding_windo
         return (f"the model has {kv_heads} key/value heads, which {size} Ulysses ranks can neither share nor each "
                 f"repeat whole; choose a size that divides, or is a multiple of, {kv_heads}")
     if sliding_window:
-        return ("the model attends through a sliding window, which rlcfg's Ulysses attention does not apply; turn "
-                "use_sliding_window off or set the size to 1")
+        return "the model attends through a sliding window, which rlcfg's Ulysses attention does not apply; set the size to 1"
     return None
+
+
+def attends_through_window(config: Mapping[str, Any]) -> bool:
+    """Whether a model's config.json has it attend through a sliding window: a window size, and no
+    `use_sliding_window: false` beside it (Qwen2 keeps a size it does not use)."""
+    return bool(config.get("sliding_window")) and bool(config.get("use_sliding_window", True))
 
 
 def local_model_config(path: object) -> dict | None:

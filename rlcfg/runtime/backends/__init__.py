@@ -286,7 +286,7 @@ def _ulysses_heads(role: Role) -> str | None:
     if config is not None:
         text = config.get("text_config") if isinstance(config.get("text_config"), dict) else config
         heads, kv_heads = text.get("num_attention_heads"), text.get("num_key_value_heads")
-        sliding = bool(text.get("use_sliding_window") and text.get("sliding_window"))
+        sliding = run_limits.attends_through_window(text)
     else:
         entry = lookup(path) if path else None
         if entry is None:

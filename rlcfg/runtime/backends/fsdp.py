@@ -279,7 +279,7 @@ class FSDPEngine:
 
             ulysses.check_model(AutoConfig.from_pretrained(model_path), self.sp)
             ulysses.register()
-            self.sp_group, self.sp_rank, _ = ulysses.groups(self.world, self.sp)
+            self.sp_group, self.sp_rank = ulysses.groups(self.world, self.sp)
             attention = {"attn_implementation": ulysses.ATTENTION}
         # Trainable weights are kept in fp32 (the optimizer's master copy) and computed in the configured
         # dtype; a frozen reference, and the frozen base under LoRA adapters, are simply loaded in that dtype.

@@ -43,26 +43,25 @@ class SequenceLayout:
     mask: Any
 
 
-def groups(world: int, size: int) -> tuple[Any, int, int]:
-    """This rank's sequence-parallel process group, its rank in it and its data-parallel rank. Groups are runs of
-    `size` consecutive ranks (the sequence dimension varies fastest, as in the frameworks' device meshes); every
-    rank creates every group, in the same order, as torch.distributed requires."""
+def groups(world: int, size: int) -> tuple[Any, int]:
+    """This rank's sequence-parallel process group and its rank in it. Groups are runs of `size` consecutive ranks
+    (the sequence dimension varies fastest, as in the frameworks' device meshes, and as the driver hands out the
+    data: RunShell._shards); every rank creates every group, in the same order, as torch.distributed requires."""
     rank = dist.get_rank()
     mine = None
     for first in range(0, world, size):
         group = dist.new_group(list(range(first, first + size)))
         if first <= rank < first + size:
             mine = group
-    return mine, rank % size, rank // size
+    return mine, rank % size
 
 
 def check_model(config: Any, size: int) -> None:
     """Raise UlyssesError when `config`'s attention cannot be split over `size` ranks
     (run_limits.ulysses_heads_problem)."""
-    text = getattr(config, "get_text_config", lambda: config)()
-    heads = getattr(text, "num_attention_heads", None)
-    sliding = bool(getattr(text, "use_sliding_window", False) and getattr(text, "sliding_window", None))
-    problem = run_limits.ulysses_heads_problem(heads, getattr(text, "num_key_value_heads", None), sliding, size)
+    text = getattr(config, "get_text_config", lambda: config)().to_dict()
+    problem = run_limits.ulysses_heads_problem(text.get("num_attention_heads"), text.get("num_key_value_heads"),
+                                               run_limits.attends_through_window(text), size)
     if problem:
         raise UlyssesError(problem)
 
