@@ -12,7 +12,7 @@ pytest.importorskip("transformers")
 from rlcfg.ir import ActorLossSpec, Lora, Optimizer, PolicyLossSpec  # noqa: E402
 from rlcfg.runtime import step as S  # noqa: E402
 from rlcfg.runtime.backends.fsdp import FSDPEngine, init_distributed  # noqa: E402
-from rlcfg.runtime.backends.ulysses import UlyssesError, check_model  # noqa: E402
+from rlcfg.runtime.backends.ulysses import UlyssesError, attention_spans, check_model  # noqa: E402
 from tests.runtime.test_packing import VOCAB, groups  # noqa: E402
 
 SGD = Optimizer(name="sgd", lr=0.5, grad_clip=None)
@@ -137,3 +137,11 @@ def test_a_model_whose_heads_the_ranks_cannot_share_is_refused_with_a_reason():
     with pytest.raises(UlyssesError, match="sliding window"):
         check_model(transformers.Qwen2Config(num_attention_heads=8, num_key_value_heads=2, hidden_size=64,
                                              use_sliding_window=True, sliding_window=16), 2)
+
+
+def test_attention_spans_are_the_samples_of_a_packed_row_and_the_unpadded_columns_of_a_padded_one():
+    packed = torch.tensor([[0, 1, 2, 0, 1, 0, 1, 2, 3, 0]])  # three samples, then a column of padding
+    assert attention_spans(None, packed, packed=True) == (((0, 3), (3, 5), (5, 9), (9, 10)),)
+    valid = torch.tensor([[0, 0, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1], [0, 0, 0, 0, 0, 0]])
+    assert attention_spans(valid, None, packed=False) == (((2, 6),), ((0, 6),), ())
+    assert attention_spans(None, None, packed=False) is None  # nothing padded: plain causal attention

@@ -487,7 +487,7 @@ class FSDPEngine:
 
         columns = ids.shape[1]
         pad = -columns % self.sp
-        if pad:  # padding columns: keys no real column sees (masked, or a packed sample of their own)
+        if pad:  # padding columns, which no real column sees: after every span, or a packed sample of their own
             ids, targets = F.pad(ids, (0, pad)), F.pad(targets, (0, pad))
             scored = F.pad(scored, (0, pad))
             if packed:
@@ -499,8 +499,7 @@ class FSDPEngine:
                 key_valid = F.pad(valid, (0, pad))
         width = ids.shape[1] // self.sp
         mine = slice(self.sp_rank * width, (self.sp_rank + 1) * width)
-        layout = ulysses.SequenceLayout(self.sp_group, self.sp,
-                                        ulysses.whole_sequence_mask(key_valid, pos, packed))
+        layout = ulysses.SequenceLayout(self.sp_group, self.sp, ulysses.attention_spans(key_valid, pos, packed))
         inputs = {"input_ids": ids[:, mine], "position_ids": pos[:, mine], ulysses.LAYOUT_KEYWORD: layout}
         local_targets = targets[:, mine]
         if self.kind == "critic":

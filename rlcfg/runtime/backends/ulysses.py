@@ -9,9 +9,11 @@ The per-column results (log-probs, entropies, values) are then gathered, so that
 the group's loss from all of its columns.
 
 The attention runs through transformers' attention interface (`ATTENTION`), so every model family whose attention
-goes through that interface is split this way; the mask of the whole sequence travels as a model keyword
+goes through that interface is split this way; which columns attend to which travels as a model keyword
 (`SequenceLayout`), which transformers hands to the attention function, also when gradient checkpointing recomputes
-a layer in the backward pass.
+a layer in the backward pass. No mask is built: each row's attention is causal over spans of whole columns (a
+padded row's unpadded columns, each sample of a packed row), computed span by span, so memory stays linear in the
+sequence length and the GPU's flash and memory-efficient kernels apply.
 """
 
 from __future__ import annotations
@@ -34,13 +36,13 @@ class UlyssesError(ValueError):
 
 @dataclass(frozen=True)
 class SequenceLayout:
-    """One forward pass of a sequence-parallel group: its process group and size, and which columns may attend to
-    which over the whole (padded) sequence: `mask` [rows, 1, columns, columns], True where a query column sees a
-    key column; None for plain causal attention over unpadded rows."""
+    """One forward pass of a sequence-parallel group: its process group and size, and which columns attend to which
+    over the whole (padded) sequence: per row, the spans (first, end) of columns within which attention is causal
+    and outside of which nothing is seen (attention_spans); None for plain causal attention over every row."""
 
     group: Any
     size: int
-    mask: Any
+    spans: tuple[tuple[tuple[int, int], ...], ...] | None
 
 
 def groups(world: int, size: int) -> tuple[Any, int]:
@@ -138,29 +140,42 @@ def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any
         value = value.repeat_interleave(repeat, dim=1)
     # columns split, heads whole → columns whole, heads split
     q, k, v = (_AllToAll.apply(x, group, size, 1, 2) for x in (query, key, value))
-    out = torch.nn.functional.scaled_dot_product_attention(
-        q, k, v, attn_mask=layout.mask, dropout_p=dropout, is_causal=layout.mask is None, scale=scaling,
-        enable_gqa=k.shape[1] != q.shape[1])
+    out = _spans_attention(q, k, v, layout.spans, dropout, scaling)
     # [rows, heads / size, columns, dim] → [rows, columns / size, heads, dim]
     return _AllToAll.apply(out.transpose(1, 2), group, size, 1, 2).contiguous(), None
 
 
-def whole_sequence_mask(key_valid: Any, position_ids: Any, packed: bool) -> Any:
-    """The attention mask of the whole padded sequence, True where query column i may see key column j: causal,
-    only unpadded keys (`key_valid` [rows, columns] or None when nothing is padding) and, in a packed row
-    (samples side by side, each restarting its position ids at 0), only keys of the same sample. Every column sees
-    itself, so that a padding column's attention has a key (a row of no keys would give NaN) — what padding
-    columns compute is never scored. None when plain causal attention says it all."""
-    if key_valid is None and not packed:
-        return None
-    rows, columns = position_ids.shape
-    device = position_ids.device
-    causal = torch.ones((columns, columns), dtype=torch.bool, device=device).tril()
-    mask = causal.expand(rows, columns, columns)
+def _spans_attention(q: Any, k: Any, v: Any, spans: Any, dropout: float, scaling: float | None) -> Any:
+    """Causal attention within each span of each row ([rows, heads, columns, dim] in and out); columns before a
+    row's first span (left padding) get zeros."""
+    def attend(q: Any, k: Any, v: Any) -> Any:
+        return torch.nn.functional.scaled_dot_product_attention(
+            q, k, v, dropout_p=dropout, is_causal=True, scale=scaling, enable_gqa=k.shape[-3] != q.shape[-3])
+
+    if spans is None:
+        return attend(q, k, v)
+    rows = []
+    for r, row_spans in enumerate(spans):
+        lead = row_spans[0][0] if row_spans else q.shape[2]
+        parts = [q.new_zeros((q.shape[1], lead, v.shape[-1]))] if lead else []
+        parts += [attend(q[r, :, a:b], k[r, :, a:b], v[r, :, a:b]) for a, b in row_spans]
+        rows.append(torch.cat(parts, dim=1))
+    return torch.stack(rows)
+
+
+def attention_spans(key_valid: Any, position_ids: Any, packed: bool) -> tuple | None:
+    """Per row, the spans (first, end) of columns within which attention is causal, together covering the row from
+    its first unpadded column on: a packed row's samples, each starting where its position ids restart at 0; a
+    padded row's columns from its first unpadded one (`key_valid` [rows, columns], None when nothing is padding)
+    to the end. Left-padded prompts and right-padded responses leave a padded row's unpadded columns contiguous;
+    the padding after a response is seen only by later padding, which nothing scores. None: every row is one
+    span."""
     if packed:
-        sample = (position_ids == 0).cumsum(dim=1)
-        mask = mask & (sample[:, :, None] == sample[:, None, :])
-    if key_valid is not None:
-        mask = mask & key_valid.bool()[:, None, :]
-    mask = mask | torch.eye(columns, dtype=torch.bool, device=device)
-    return mask[:, None]
+        starts = [torch.nonzero(row == 0).flatten().tolist() for row in position_ids]
+        return tuple(tuple(zip(s, s[1:] + [position_ids.shape[1]])) for s in starts)
+    if key_valid is None:
+        return None
+    columns = key_valid.shape[1]
+    firsts = torch.where(key_valid.bool().any(dim=1), key_valid.bool().int().argmax(dim=1),
+                         torch.full_like(key_valid[:, 0], columns, dtype=torch.long)).tolist()
+    return tuple(((first, columns),) if first < columns else () for first in firsts)
