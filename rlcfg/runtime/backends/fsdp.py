@@ -4,7 +4,8 @@ the group has gloo beside NCCL for the tensors CPU offload keeps in host memory.
 One FSDPEngine lives in each rank's Ray actor. It serves three roles: the actor (policy: log-probs and the
 clipped policy-gradient update), the reference (frozen: log-probs only) and the critic (values and the
 clipped value loss). Every decoder layer is its own FSDP unit (the model's `_no_split_modules`), then the
-root; with `fsdp_shard` smaller than the world it is HSDP (replicate × shard mesh).
+root; with `fsdp_shard` smaller than the world it is HSDP (replicate × shard mesh). With `sequence_parallel` above
+1, groups of that many ranks share their samples and split each one's tokens (Ulysses: ulysses.py).
 """
 
 from __future__ import annotations
