@@ -147,20 +147,26 @@ def attention(module: Any, query: Any, key: Any, value: Any, attention_mask: Any
 
 def _spans_attention(q: Any, k: Any, v: Any, spans: Any, dropout: float, scaling: float | None) -> Any:
     """Causal attention within each span of each row ([rows, heads, columns, dim] in and out); columns before a
-    row's first span (left padding) get zeros."""
+    row's first span (left padding) get zeros. Every call is 4-D with as many key/value heads as query heads: the
+    GPU's flash and memory-efficient kernels take nothing else, and the fallback would hold a column × column
+    score matrix per head."""
+    if k.shape[1] != q.shape[1]:
+        k = k.repeat_interleave(q.shape[1] // k.shape[1], dim=1)
+        v = v.repeat_interleave(q.shape[1] // v.shape[1], dim=1)
+
     def attend(q: Any, k: Any, v: Any) -> Any:
-        return torch.nn.functional.scaled_dot_product_attention(
-            q, k, v, dropout_p=dropout, is_causal=True, scale=scaling, enable_gqa=k.shape[-3] != q.shape[-3])
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, dropout_p=dropout, is_causal=True,
+                                                                scale=scaling)
 
     if spans is None:
         return attend(q, k, v)
     rows = []
     for r, row_spans in enumerate(spans):
         lead = row_spans[0][0] if row_spans else q.shape[2]
-        parts = [q.new_zeros((q.shape[1], lead, v.shape[-1]))] if lead else []
-        parts += [attend(q[r, :, a:b], k[r, :, a:b], v[r, :, a:b]) for a, b in row_spans]
-        rows.append(torch.cat(parts, dim=1))
-    return torch.stack(rows)
+        parts = [q.new_zeros((1, q.shape[1], lead, v.shape[-1]))] if lead else []
+        parts += [attend(q[r:r + 1, :, a:b], k[r:r + 1, :, a:b], v[r:r + 1, :, a:b]) for a, b in row_spans]
+        rows.append(torch.cat(parts, dim=2))
+    return torch.cat(rows)
 
 
 def attention_spans(key_valid: Any, position_ids: Any, packed: bool) -> tuple | None:
