@@ -44,7 +44,7 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
                       Schedule, Spelling, TokenNorm)
 from rlcfg.dialects.areal import allocation as alloc
 # Where each engine runs is read once, in the schema layer, so that areal/run-ledger judges the same layout.
-from rlcfg.dialects.areal.derived import backend_key, engine_roles
+from rlcfg.dialects.areal.derived import backend_key, engine_roles, pipeline_kind
 from rlcfg.dialects.areal.derived import layout as _layout
 from rlcfg.dialects.areal.entries import GSM8K_PROMPT_SUFFIX, GSM8K_RLVR, GSM8K_RLVR_EVAL_TEMPERATURE
 
@@ -57,10 +57,6 @@ DTYPE = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 SEED_DEFAULT_CLUSTER = (32, 8)
 # gconfig.top_k's default: larger than any vocabulary, so it samples from all tokens.
 TOP_K_UNLIMITED = 100000000
-
-
-def pipeline_kind(cfg: Any) -> str:
-    return {"GRPOConfig": "grpo", "RWConfig": "rw"}.get(type(cfg).__name__, "sft")
 
 
 def _dtype(text: str) -> str:
