@@ -30,8 +30,6 @@ MOE_ROUTING = ("rlcfg routes each token by softmax to the top k experts of the m
                "renormalised as its norm_topk_prob says), drops no token, and adds no load-balancing, z- or bias "
                "term")
 _AUX_LOSSES = ("aux_loss", "seq_aux_loss", "global_aux_loss")
-CONTEXT_PARALLEL = ("rlcfg's Megatron backend does not split the RL update's batch along the sequence, so it runs no "
-                    "context parallelism")
 ULYSSES = ("rlcfg runs Ulysses sequence parallelism in RL training on its fsdp backend only, not on Megatron (whose "
            "sequence split is context parallelism) nor in SFT or reward-model training")
 FSDP_MODEL_PARALLEL = ("rlcfg's fsdp backend shards data-parallel only; tensor, pipeline, context and expert parallel "

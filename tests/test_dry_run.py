@@ -47,12 +47,16 @@ def test_the_plan_of_the_cluster_is_judged_memory_included():
     assert "RLC500" in done.stdout and "does not fit in memory" in done.stdout
 
 
+# A setting the runtime refuses for the actor alone: Megatron LoRA adapters with dropout.
+MEGATRON_LORA_DROPOUT = ("trainer.strategy=megatron", "trainer.policy.model.lora.rank=8",
+                         "trainer.policy.model.lora.dropout=0.1")
+
 def test_a_backend_the_cluster_cannot_run_is_named_by_its_key():
-    cp = "trainer.policy.megatron_config.context_parallel_size"
-    done = cli("run", SKYRL, "trainer.strategy=megatron", f"{cp}=2", "--dry-run", "--format", "json")
+    dropout = "trainer.policy.model.lora.dropout"
+    done = cli("run", SKYRL, *MEGATRON_LORA_DROPOUT, "--dry-run", "--format", "json")
     report = json.loads(done.stdout)
     refusals = [b for b in report["blockers"] if b["code"] == "RLC119"]
-    assert refusals and cp in refusals[0]["message"], report
+    assert refusals and dropout in refusals[0]["message"], report
 
 
 def test_a_config_with_errors_is_answered_as_validate_answers_it():
@@ -105,7 +109,7 @@ def test_plan_draws_the_map_of_a_config_run_refuses():
 
 
 def test_plan_says_once_what_run_would_not_launch():
-    done = cli("plan", SKYRL, "trainer.strategy=megatron", "trainer.policy.megatron_config.context_parallel_size=2")
+    done = cli("plan", SKYRL, *MEGATRON_LORA_DROPOUT)
     assert done.returncode == 0
     assert done.stdout.count("note[RLC119]") == 1
 

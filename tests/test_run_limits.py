@@ -16,16 +16,8 @@ TEMPLATES = Path(__file__).resolve().parents[1] / "templates"
 
 # (template, overrides, release, the key validate's RLC118 is at, the limit)
 CASES = [
-    pytest.param("skyrl-fsdp-vllm", ["trainer.strategy=megatron",
-                                     "trainer.policy.megatron_config.context_parallel_size=2"], None,
-                 "trainer.policy.megatron_config.context_parallel_size", run_limits.CONTEXT_PARALLEL,
-                 id="skyrl-cp"),
     pytest.param("skyrl-fsdp-vllm", ["trainer.strategy=deepspeed"], "0.3.0", "trainer.strategy",
                  run_limits.DEEPSPEED, id="skyrl-deepspeed"),
-    pytest.param("rlinf-megatron-sglang", ["+actor.model.context_parallel_size=2"], None,
-                 "actor.model.context_parallel_size", run_limits.CONTEXT_PARALLEL, id="rlinf-cp"),
-    pytest.param("chatlearn-megatron-vllm", ["models.policy_trainer.context_parallel_size=2"], None,
-                 "models.policy_trainer.context_parallel_size", run_limits.CONTEXT_PARALLEL, id="chatlearn-cp"),
     pytest.param("areal-sft", ["allocation_mode=d4c2"], None, "allocation_mode", run_limits.ULYSSES,
                  id="areal-sft-ulysses"),
     pytest.param("areal-fsdp-vllm-ppo", ["critic.backend=megatron:d4"], None, "critic.backend",
@@ -34,9 +26,6 @@ CASES = [
                  run_limits.MEGATRON_SUPERVISED, id="areal-megatron-rw"),
     pytest.param("areal-fsdp-sglang-grpo", ["allocation_mode=sglang.d4p1t1+d2t2"], None, "allocation_mode",
                  run_limits.FSDP_MODEL_PARALLEL, id="areal-fsdp-tp"),
-    pytest.param("roll-megatron-vllm", ["actor_train.strategy_args.strategy_config.context_parallel_size=2"], None,
-                 "actor_train.strategy_args.strategy_config.context_parallel_size", run_limits.CONTEXT_PARALLEL,
-                 id="roll-cp"),
 ]
 
 
@@ -49,6 +38,27 @@ def test_validate_says_what_the_dry_run_refuses(template, overrides, release, ke
     assert all(d.hint for d in notes), "each note says what runs"
     preflight = [b.message for b in report.blockers if b.code == PREFLIGHT_CODE]
     assert any(limit in message for message in preflight), preflight
+
+
+# Context parallelism on Megatron runs (rlcfg.runtime.backends.megatron_cp): each dialect's key for it.
+CONTEXT_PARALLEL = [
+    pytest.param("skyrl-fsdp-vllm", ["trainer.strategy=megatron",
+                                     "trainer.policy.megatron_config.context_parallel_size=2"], id="skyrl"),
+    pytest.param("rlinf-megatron-sglang", ["+actor.model.context_parallel_size=2"], id="rlinf"),
+    pytest.param("chatlearn-megatron-vllm", ["models.policy_trainer.context_parallel_size=2"], id="chatlearn"),
+    pytest.param("roll-megatron-vllm", ["actor_train.strategy_args.strategy_config.context_parallel_size=2"],
+                 id="roll"),
+    pytest.param("areal-fsdp-vllm-ppo", ["actor.backend=megatron:d2c2", "critic.backend=fsdp:d4"], id="areal"),
+]
+
+
+@pytest.mark.parametrize("template,overrides", CONTEXT_PARALLEL)
+def test_context_parallelism_is_neither_noted_nor_refused(template, overrides):
+    report = dry_run(str(TEMPLATES / f"{template}.yaml"), overrides)
+    assert report.result.ok, [d.message for d in report.result.diagnostics if d.severity.name == "ERROR"]
+    said = [d.message for d in report.result.diagnostics if d.code == "RLC118"] + [b.message for b in report.blockers]
+    assert not [m for m in said if "context parallel" in m or "context_parallel" in m or "`c` size" in m], said
+
 
 
 # Expert parallelism runs (the workers check the model's experts); what is refused is a framework whose MoE router

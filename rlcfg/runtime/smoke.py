@@ -419,7 +419,8 @@ def _training_parallel(role: Role, backend: str, par: Parallelism, slots: int, s
                        experts: int = 0, ulysses: bool = True) -> Parallelism:
     """`experts`: the tiny model's experts per layer (0: dense). Megatron keeps a tensor parallel size that the
     workers take, and expert parallelism over both workers when the tiny model has experts to split (its experts
-    then whole on each rank, as the expert mesh must fit the workers too). FSDP keeps Ulysses (where `ulysses`:
+    then whole on each rank, as the expert mesh must fit the workers too); context parallelism becomes 2 when an
+    even size has the workers to itself. FSDP keeps Ulysses (where `ulysses`:
     RL training) at the largest divisor of its size that the workers and the tiny model's attention heads take."""
     where = _where(role)
     new = par
@@ -431,7 +432,9 @@ def _training_parallel(role: Role, backend: str, par: Parallelism, slots: int, s
         halves = experts > 0 and experts % 2 == 0 and workers % 2 == 0  # half the experts on each of 2 workers
         ep = 2 if par.ep > 1 and halves else 1
         etp = par.etp if ep == 1 or (par.etp or tp) * ep <= workers else 1
-        new = replace(new, tp=tp, pp=1, cp=1, ep=ep, etp=etp if ep > 1 else None, vpp=None,
+        # Context parallelism over two workers when nothing else takes them (each then holds half of every sequence)
+        cp = 2 if par.cp % 2 == 0 and ep == 1 and workers % (2 * tp) == 0 else 1
+        new = replace(new, tp=tp, pp=1, cp=cp, ep=ep, etp=etp if ep > 1 else None, vpp=None,
                       sequence_parallel=par.sequence_parallel and tp > 1)
     else:
         new = replace(new, tp=1, pp=1, cp=1, ep=1)

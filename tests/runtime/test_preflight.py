@@ -96,8 +96,14 @@ def test_megatron_on_cpu_only_when_asked_for_explicitly(experiment, monkeypatch)
     assert problems(with_role(experiment, "actor", backend="megatron")) == []
 
 
+def test_megatron_context_parallelism_launches(tmp_path, monkeypatch):
+    installed(monkeypatch, "megatron.core")
+    four = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=4)
+    assert problems(with_role(four, "actor", backend="megatron", parallelism=Parallelism(tp=2, cp=2)),
+                    Machine(gpus=4, cpus=2)) == []
+
+
 @pytest.mark.parametrize("changes,expected", [
-    ({"parallelism": Parallelism(tp=2, cp=2)}, "context parallel size 2: rlcfg's Megatron backend does not split"),
     ({"parallelism": Parallelism(ep=2)}, "expert parallel size 2, but the model at "),
 ])
 def test_megatron_features_the_run_does_not_do_are_refused(tmp_path, monkeypatch, changes, expected):

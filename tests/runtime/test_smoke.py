@@ -363,6 +363,29 @@ def test_megatron_lora_on_a_mixture_of_experts_smoke_runs(tmp_path, cache):
     assert actor["backend"] == "megatron" and actor["lora"]["rank"] == 8
 
 
+def test_long_context_layouts_smoke_run_as_written(tmp_path, cache):
+    """Megatron context parallelism and FSDP Ulysses are kept by the smoke run where its two workers take them:
+    each sequence split over both workers, the way the GPU run splits it."""
+    for name, template, size, smoke_says in (
+            ("cp", "roll-megatron-vllm.yaml", "actor_train.strategy_args.strategy_config.context_parallel_size=2",
+             None),
+            ("ulysses", "skyrl-fsdp-vllm.yaml", "trainer.policy.sequence_parallel_size=4",
+             r"sp \(Ulysses\)=4 +-> sp \(Ulysses\)=2")):
+        out = tmp_path / name
+        extra = ("actor_train.strategy_args.strategy_config.tensor_model_parallel_size=1",) if name == "cp" else ()
+        done, _wall = run_cli(str(TEMPLATES / template), size, *extra, "--smoke", "--steps", "2", "-o", str(out),
+                              cache=cache)
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert training_steps(out / "metrics.jsonl") == [1, 2]
+        actor = next(r for r in json.loads((out / "experiment.json").read_text())["roles"] if r["name"] == "actor")
+        if smoke_says:
+            assert re.search(smoke_says, done.stderr), done.stderr
+            assert actor["parallelism"]["sp"] == 2
+        else:
+            assert "parallel sizes" not in done.stderr  # kept as written
+            assert actor["backend"] == "megatron" and actor["parallelism"]["cp"] == 2
+
+
 def test_areal_s_asynchronous_example_smoke_runs_as_written(tmp_path, cache):
     """AReaL's GSM8K GRPO example trains with rollouts up to 2 updates stale and one step's prompts generating at
     once: the smoke run keeps both (only the concurrency shrinks with the prompts), and every step stays in bound."""

@@ -955,8 +955,6 @@ def _limits_of_roles(cfg: Any, roles: list[str], components: dict) -> Iterator[F
                         "give the critic an fsdp backend of its own (`critic.backend: fsdp:d…`)")
                 yield _refusal(key, f"the critic on the Megatron backend of `{key}`: {run_limits.MEGATRON_CRITIC}",
                                hint)
-            if size["c"] > 1:
-                yield refuse("c", run_limits.CONTEXT_PARALLEL)
             if size["e"] > 1:
                 yield refuse("e", run_limits.EXPERT_PARALLEL)
             continue
@@ -978,7 +976,7 @@ def _norm_text(norm: Any) -> str:
             "rollouts through consumer_batch_size, ...), "
             "although each key alone is honored; and the parallel sizes and backends rlcfg's runtime does not run "
             "(rlcfg/run_limits.py): on Megatron expert parallelism (AReaL's MoE router settings are not mapped), "
-            "context parallelism, a model family it does not build, a critic and reward-model training; on FSDP "
+            "a model family it does not build, a critic and reward-model training; on FSDP "
             "Ulysses (`c`) outside RL training, and the t, p and e sizes; LoRA outside the RL actor; vision-language "
             "models; and RL data that AReaL's GSM8K loader does not read.",
             keys=["actor.path", "ref.path", "critic.path", "model.path", "sglang.model_path", "vllm.model",

@@ -809,9 +809,6 @@ def _runtime_limits(cfg: Any):
         for key, path, why in run_limits.megatron_unbuilt_models(
                 [(f"{PT}.load", trainer.load), (f"{REF}.load", ref.load if trainer.kl_coef > 0 else None)]):
             yield _refusal(key, path, f"{why}: {run_limits.MEGATRON_FAMILY}", "set `runtime_args.train_backend: fsdp`")
-        if trainer.context_parallel_size > 1:
-            yield _refusal(f"{PT}.context_parallel_size", trainer.context_parallel_size, run_limits.CONTEXT_PARALLEL,
-                           run_limits.SIZE_THAT_RUNS)
         model = trainer.megatron_model_cfg
         for name, value in run_limits.moe_routing_changes(lambda key: getattr(model, key, None)):
             yield _refusal(f"{PT}.megatron_model_cfg.{name}", value, run_limits.MOE_ROUTING,
@@ -823,11 +820,11 @@ def _runtime_limits(cfg: Any):
             "`rlcfg run` refuses what ChatLearn computes otherwise than rlcfg can: advantage groups that outlive an "
             "episode (runtime_args.num_inference_per_prompt above the rollout's), partial rollout over several "
             "optimizer steps per episode, and what rlcfg's runtime does not "
-            "do (rlcfg/run_limits.py): on Megatron context parallelism, a model family it does not build and MoE "
+            "do (rlcfg/run_limits.py): on Megatron a model family it does not build and MoE "
             "router settings that compute otherwise than the model's own routing; and "
             "vision-language models.",
             keys=[f"models.{name}.load" for name in ("policy_trainer", "policy", "ref_policy")] + [
-                  f"{RT}.num_inference_per_prompt", f"{PT}.context_parallel_size",
+                  f"{RT}.num_inference_per_prompt",
                   f"{PT}.megatron_model_cfg.moe_aux_loss_coeff", f"{PT}.megatron_model_cfg.moe_router_score_function",
                   f"{RT}.train_global_batch_size"])
 def _run_refusals(cfg: Any, ctx: Any):

@@ -573,10 +573,6 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
         for key, path, why in run_limits.megatron_unbuilt_models([model]):
             yield _refusal(key, f"`{key}` = {path}, {why}: {run_limits.MEGATRON_FAMILY}",
                            "set `actor.training_backend: fsdp`", ("actor.training_backend",))
-        size = actor.model.context_parallel_size
-        if size > 1:
-            yield _refusal("actor.model.context_parallel_size", f"`actor.model.context_parallel_size` = {size}: "
-                           f"{run_limits.CONTEXT_PARALLEL}", run_limits.SIZE_THAT_RUNS, ("actor.training_backend",))
         # RLinf builds megatron-core's TransformerConfig from these keys; the expert count, expert size and top k
         # it takes from the model's config.json, as rlcfg does.
         # (Only the keys a config writes are read: the others are inventoried fields not built until asked for.)
@@ -591,12 +587,6 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
         yield _refusal(key, f"`{key}` = megatron for the critic (critic.use_critic_model): "
                        f"{run_limits.MEGATRON_CRITIC}", "set `critic.training_backend: fsdp`",
                        ("critic.use_critic_model",))
-        model = getattr(critic, "model", None)
-        model = model.model_dump(by_alias=True) if hasattr(model, "model_dump") else dict(model or {})
-        size = model.get("context_parallel_size") or 1
-        if isinstance(size, int) and size > 1:
-            yield _refusal("critic.model.context_parallel_size", f"`critic.model.context_parallel_size` = {size}: "
-                           f"{run_limits.CONTEXT_PARALLEL}", run_limits.SIZE_THAT_RUNS, (key,))
 
 
 @rules.rule("rlinf/run-refusals", "RLC118",
@@ -606,13 +596,12 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
             "schedule other than constant, linear or cosine, use_valid_token_scale in a disaggregated placement "
             "or with a sequence-mean aggregation, a per-micro-batch loss over dynamic micro-batches, and what "
             "rlcfg's runtime does not do "
-            "(rlcfg/run_limits.py): on Megatron context parallelism, a model family it does not build, MoE router "
+            "(rlcfg/run_limits.py): on Megatron a model family it does not build, MoE router "
             "settings that compute otherwise than the model's own routing and a critic; and vision-language models.",
             keys=["actor.model.model_path", "rollout.model.model_path", "rollout.model_dir", "algorithm.loss_type",
                   "algorithm.adv_type", "algorithm.importance_sampling_fix",
                   "algorithm.importance_sampling_clip", "reward.reward_type", "actor.lr_sched.lr_decay_style",
                   "actor.model.moe_aux_loss_coeff", "actor.model.moe_router_pre_softmax",
-                  "actor.model.context_parallel_size",
                   "critic.training_backend", "algorithm.use_valid_token_scale", "runner.enable_dynamic_batch_size"])
 def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if not training(cfg):

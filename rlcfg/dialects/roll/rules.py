@@ -1499,12 +1499,11 @@ def _limited_workers(cfg: Any) -> Iterator[tuple[str, Any, str]]:
             "`rlcfg run` refuses what its runtime does not do (rlcfg/run_limits.py), as its preflight would: a "
             "model worker on a strategy other than fsdp2 or megatron (deepspeed is not wired in; hf_infer, vllm and "
             "sglang roll out only), on Megatron expert parallelism (ROLL's MoE router "
-            "settings are not mapped), context parallelism, a model family it does not build and a critic, an "
+            "settings are not mapped), a model family it does not build and a critic, an "
             "actor_infer on a training strategy, and an hf_infer rollout spread over several "
             "GPUs.",
             keys=["actor_train.strategy_args.strategy_name",
                   "actor_train.strategy_args.strategy_config.expert_model_parallel_size",
-                  "actor_train.strategy_args.strategy_config.context_parallel_size",
                   "critic.strategy_args.strategy_name", "actor_infer.strategy_args.strategy_name",
                   "actor_infer.num_gpus_per_worker"])
 def run_refusals_of_runtime_limits(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
@@ -1535,11 +1534,10 @@ def run_refusals_of_runtime_limits(cfg: Any, ctx: RuleContext) -> Iterator[Findi
         if path == "critic":
             yield _run_refusal(strategy_key, strategy_name(worker), run_limits.MEGATRON_CRITIC,
                                "use fsdp2_train for the critic")
-        for name, limit in (("context_parallel_size", run_limits.CONTEXT_PARALLEL),
-                            ("expert_model_parallel_size", run_limits.EXPERT_PARALLEL)):
-            size = int(strategy_value(worker, name, 1))
-            if size > 1:
-                yield _run_refusal(_sc_path(path, name), size, limit, run_limits.SIZE_THAT_RUNS)
+        experts = int(strategy_value(worker, "expert_model_parallel_size", 1))
+        if experts > 1:
+            yield _run_refusal(_sc_path(path, "expert_model_parallel_size"), experts, run_limits.EXPERT_PARALLEL,
+                               run_limits.SIZE_THAT_RUNS)
     rollout = cfg.actor_infer
     rollout_backend = BACKEND_OF_STRATEGY.get(strategy_name(rollout) or "vllm")
     if rollout_backend not in ("hf", "vllm", "sglang"):

@@ -1247,11 +1247,6 @@ def _runtime_limits(cfg: Any, release: str | None) -> Iterator[Finding]:
                  for model in models]
         for key, path, why in run_limits.megatron_unbuilt_models(paths):
             yield _refusal(key, path, f"{why}: {run_limits.MEGATRON_FAMILY}", "set `trainer.strategy: fsdp2`")
-        for model in models:
-            sizes = getattr(t, model).megatron_config
-            if sizes.context_parallel_size > 1:
-                yield _refusal(f"trainer.{model}.megatron_config.context_parallel_size",
-                               sizes.context_parallel_size, run_limits.CONTEXT_PARALLEL, run_limits.SIZE_THAT_RUNS)
     # The critic's adapters need no check of their own: skyrl-train builds no critic on Megatron and passes the
     # critic no init method.
     adapters = t.policy.model.lora
@@ -1301,7 +1296,7 @@ def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
             "skyrl 0.1.0), trainer.fully_async.enabled under an entrypoint rlcfg does not know as the "
             "fully-asynchronous one, "
             "overlong filtering with stop strings, and what rlcfg's runtime does not do "
-            "(rlcfg/run_limits.py): the deepspeed strategy, context parallelism, model families it does "
+            "(rlcfg/run_limits.py): the deepspeed strategy, model families it does "
             "not build on Megatron, Megatron LoRA it does not train as Megatron-Bridge does (with the experts' "
             "shared adapters split over expert tensor-parallel ranks, with dropout, excluded modules, targets "
             "other than linear_qkv, linear_proj, linear_fc1 and linear_fc2, an init other than kaiming, "
@@ -1316,7 +1311,6 @@ def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
                   "trainer.policy.optimizer_config.scheduler",
                   "generator.engine_init_kwargs", "generator.sampling_params", "generator.apply_overlong_filtering",
                   "trainer.strategy",
-                  "trainer.policy.megatron_config.context_parallel_size",
                   "trainer.policy.model.lora.rank", "trainer.policy.model.lora.init_method",
                   "trainer.policy.model.lora.dropout", "trainer.policy.model.lora.target_modules",
                   "trainer.policy.model.lora.exclude_modules", "trainer.target_modules", "trainer.exclude_modules",

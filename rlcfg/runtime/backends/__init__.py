@@ -302,9 +302,6 @@ def _megatron_problems(role: Role) -> list[str]:
     if role.name == "critic":
         out.append(f"{where}: a critic on the megatron backend{_written(role)}: {run_limits.MEGATRON_CRITIC}; train "
                    "the critic with `fsdp`")
-    if par.cp > 1:
-        keyed = _sizes(role, {"cp": par.cp}) if role.key_for("parallelism.cp") else "it"
-        out.append(f"{where}: context parallel size {par.cp}: {run_limits.CONTEXT_PARALLEL}; set {keyed} to 1")
     unbuilt = run_limits.megatron_unbuilt(role.model.path) if role.model is not None else None
     if unbuilt:
         out.append(f"{where}: {role.model.path}, {unbuilt}: {run_limits.MEGATRON_FAMILY}; train it with `fsdp`")

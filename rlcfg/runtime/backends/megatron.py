@@ -380,10 +380,11 @@ class _RMSNorm:
         return norm
 
 
-def layer_spec(spec: ModelSpec) -> Any:
+def layer_spec(spec: ModelSpec, context_parallel: bool = False) -> Any:
     """The local (pure torch) layer spec. Its attention takes an explicit mask, which left-padded RL batches
     need; Transformer Engine's fused attention would ignore it without packed sequences. Its norms are
-    _RMSNorm: megatron-core's local RMSNorm refuses sequence parallelism outright."""
+    _RMSNorm: megatron-core's local RMSNorm refuses sequence parallelism outright. With context parallelism its
+    core attention is megatron_cp's, which megatron-core's local spec has no counterpart of."""
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
     layer = get_gpt_layer_local_spec(num_experts=spec.experts or None, moe_grouped_gemm=False,
@@ -392,6 +393,11 @@ def layer_spec(spec: ModelSpec) -> Any:
     if spec.qk_norm:
         attention = dataclasses.replace(attention, submodules=dataclasses.replace(
             attention.submodules, q_layernorm=_RMSNorm, k_layernorm=_RMSNorm))
+    if context_parallel:
+        from rlcfg.runtime.backends.megatron_cp import ContextParallelAttention
+
+        attention = dataclasses.replace(attention, submodules=dataclasses.replace(
+            attention.submodules, core_attention=ContextParallelAttention))
     return dataclasses.replace(layer, submodules=dataclasses.replace(
         layer.submodules, input_layernorm=_RMSNorm, pre_mlp_layernorm=_RMSNorm, self_attention=attention))
 
@@ -402,7 +408,8 @@ def block_spec(spec: ModelSpec, transformer_config: Any, vp_stage: int | None) -
     from megatron.core.transformer.transformer_block import TransformerBlockSubmodules, get_num_layers_to_build
 
     layers = get_num_layers_to_build(transformer_config, vp_stage=vp_stage)
-    return TransformerBlockSubmodules(layer_specs=[layer_spec(spec)] * layers, layer_norm=_RMSNorm)
+    cp = transformer_config.context_parallel_size > 1
+    return TransformerBlockSubmodules(layer_specs=[layer_spec(spec, cp)] * layers, layer_norm=_RMSNorm)
 
 
 def _without_transformer_engine() -> None:
@@ -598,19 +605,47 @@ def ppo_loss(logits: Any, mb: Mapping[str, Any], cfg: Mapping[str, Any], prompt_
     from rlcfg.runtime import algorithms as A
 
     spec: A.ActorLossSpec = cfg["loss"]  # step.prepare_update puts the Experiment's loss there
-    if "packed" in mb:
-        logprobs, entropy = packed_logprobs(logits, mb, prompt_width, vocab, temperature, bool(spec.entropy_coef))
-    else:
-        width = mb["response_mask"].shape[1]
-        start = prompt_width - 1 - lo  # logits at column c predict the token at c + 1
-        resp_logits = logits[:, start:start + width]
-        targets = mb["input_ids"][:, prompt_width:prompt_width + width].to(logits.device)
-        logprobs = token_logprobs(resp_logits, targets, vocab, temperature)
-        entropy = vocab_parallel_entropy(resp_logits, vocab, temperature) if spec.entropy_coef else None
+    logprobs, entropy = response_scores(logits, mb, prompt_width, lo, vocab, temperature, bool(spec.entropy_coef))
     # The actor's loss is algorithms.actor_loss, shared with the FSDP backend; only the log-probs and entropy
     # are computed here, over the vocabulary-parallel logits.
     view = {k: mb[k].to(logits.device) for k in (*A.ACTOR_TOKEN_KEYS, *A.ACTOR_SAMPLE_KEYS) if k in mb}
     return A.actor_loss(logprobs, view, spec, tokens, seqs, entropy)
+
+
+def response_scores(logits: Any, mb: Mapping[str, Any], prompt_width: int, lo: int, vocab: int, temperature: float,
+                    want_entropy: bool = False) -> tuple[Any, Any]:
+    """Per-response-token log-probs (and entropy, or None) of a micro-batch, [rows, response columns], from its
+    vocabulary-parallel logits over columns lo.. of the batch (a packed micro-batch's rows too). Under context
+    parallelism the logits are this rank's columns only (`next_tokens` in the micro-batch): each column's
+    log-prob of its next token is taken here and the group's joined in sequence order first."""
+    import torch
+
+    if "next_tokens" in mb:
+        from rlcfg.runtime.backends import megatron_cp
+
+        scores = [token_logprobs(logits, mb["next_tokens"], vocab, temperature)]
+        if want_entropy:
+            scores.append(vocab_parallel_entropy(logits, vocab, temperature))
+        whole = megatron_cp.gather_columns(torch.stack(scores, dim=-1), dim=1)
+        if "packed" in mb:
+            row = mb["packed"]
+            picked = whole[0, row.sources.to(whole.device)]
+            samples = mb["input_ids"].shape[0]
+            return (row.unpack(picked[:, 0], samples),
+                    row.unpack(picked[:, 1], samples) if want_entropy else None)
+        width = mb["response_mask"].shape[1]
+        start = prompt_width - 1 - lo
+        picked = whole[:, start:start + width]
+        return picked[..., 0], (picked[..., 1] if want_entropy else None)
+    if "packed" in mb:
+        return packed_logprobs(logits, mb, prompt_width, vocab, temperature, want_entropy)
+    width = mb["response_mask"].shape[1]
+    start = prompt_width - 1 - lo  # logits at column c predict the token at c + 1
+    resp_logits = logits[:, start:start + width]
+    targets = mb["input_ids"][:, prompt_width:prompt_width + width].to(logits.device)
+    logprobs = token_logprobs(resp_logits, targets, vocab, temperature)
+    entropy = vocab_parallel_entropy(resp_logits, vocab, temperature) if want_entropy else None
+    return logprobs, entropy
 
 
 def packed_logprobs(logits: Any, mb: Mapping[str, Any], prompt_width: int, vocab: int, temperature: float,
@@ -662,10 +697,6 @@ class MegatronEngine:
 
         if kind == "critic":
             raise MegatronConfigError("the megatron backend has no value head yet; train the critic with fsdp")
-        if settings.layout.cp > 1:
-            raise MegatronConfigError(f"role `{settings.role}`: context parallel size {settings.layout.cp} needs "
-                                      "the batch split along the sequence, which the RL update does not do yet; "
-                                      "set it to 1")
         from rlcfg.runtime.backends import megatron_cpu, megatron_on_cpu_requested
 
         on_cpu = megatron_on_cpu_requested() or megatron_cpu.active()
@@ -750,8 +781,7 @@ class MegatronEngine:
         lo, hi = _trim(batch, prompt_width) if lay.pp == 1 else (0, batch["response_mask"].shape[1])
         end = prompt_width + hi
         width = end - lo
-        multiple = lay.tp if lay.sequence_parallel else 1
-        pad = -width % multiple
+        pad = -width % self._width_multiple()
         out = []
         n = batch["response_mask"].shape[0]
         for i in range(0, n, micro):
@@ -773,8 +803,8 @@ class MegatronEngine:
             mb.update(input_ids=take(batch["input_ids"]), tokens=ids.to(self.device),
                       position_ids=pos.to(self.device), mask=causal_padding_mask(attn).to(self.device),
                       real_rows=rows)
-            out.append(mb)
-        return out, width + pad, lo
+            out.append(self._context_parallel(mb))
+        return out, (width + pad) // lay.cp, lo
 
     def _packed_micro_batches(self, batch: Mapping[str, Any], micro: int, prompt_width: int
                               ) -> tuple[list[dict], int, int]:
@@ -793,7 +823,7 @@ class MegatronEngine:
         packed = [(every[rows], packing.pack(batch["input_ids"][rows], batch["attention_mask"][rows], prompt_width))
                   for rows in groups]
         width = max(int(row.input_ids.shape[1]) for _, row in packed)
-        width += -width % (lay.tp if lay.sequence_parallel else 1)
+        width += -width % self._width_multiple()
         out = []
         for rows, row in packed:
             fill = width - int(row.input_ids.shape[1])
@@ -804,8 +834,36 @@ class MegatronEngine:
             mb.update(tokens=ids.to(self.device), position_ids=pos.to(self.device),
                       mask=packing.block_causal_mask(row.segments, width).to(self.device), real_rows=mb[
                           "response_mask"].shape[0], packed=row, rows=rows)
-            out.append(mb)
-        return out, width, 0
+            # A packed row leaves out each sample's last token (it predicts nothing scored): the token a column
+            # predicts is the sample's, not the row's next.
+            following = torch.zeros_like(ids)
+            following[0, row.sources] = batch["input_ids"][rows][:, prompt_width:][row.rows, row.cols]
+            out.append(self._context_parallel(mb, following))
+        return out, width // lay.cp, 0
+
+    def _width_multiple(self) -> int:
+        """What a micro-batch's width must divide by: 2·cp chunks (megatron_cp), each rank's share a multiple of
+        TP under sequence parallelism."""
+        lay = self.settings.layout
+        return (2 * lay.cp if lay.cp > 1 else 1) * (lay.tp if lay.sequence_parallel else 1)
+
+    def _context_parallel(self, mb: dict[str, Any], following: Any = None) -> dict[str, Any]:
+        """Under context parallelism: this rank's columns of the micro-batch's tokens and positions, and the token
+        each of them predicts (`next_tokens`: `following`, by default the row's next token); the mask stays the
+        whole sequence's (megatron_cp)."""
+        if self.settings.layout.cp == 1:
+            return mb
+        import torch
+
+        from rlcfg.runtime.backends import megatron_cp
+
+        tokens = mb["tokens"]
+        if following is None:
+            following = torch.cat([tokens[:, 1:], tokens.new_zeros((tokens.shape[0], 1))], dim=1)
+        following = following.to(tokens.device)
+        mb.update(tokens=megatron_cp.local(tokens, 1), position_ids=megatron_cp.local(mb["position_ids"], 1),
+                  next_tokens=megatron_cp.local(following, 1))
+        return mb
 
     def _run(self, mbs: list[dict], width: int, lo: int, prompt_width: int, forward_only: bool,
              loss_of: Any) -> list[dict]:
@@ -840,13 +898,7 @@ class MegatronEngine:
 
     def _response_logprobs(self, logits: Any, mb: Mapping[str, Any], prompt_width: int, lo: int) -> Any:
         """The micro-batch's per-response-token log-probs, [rows, response columns] (a packed one's rows too)."""
-        vocab = self.settings.model.vocab
-        if "packed" in mb:
-            return packed_logprobs(logits, mb, prompt_width, vocab, self.temperature)[0]
-        resp = mb["response_mask"].shape[1]
-        start_col = prompt_width - 1 - lo
-        targets = mb["input_ids"][:, prompt_width:prompt_width + resp].to(logits.device)
-        return token_logprobs(logits[:, start_col:start_col + resp], targets, vocab, self.temperature)
+        return response_scores(logits, mb, prompt_width, lo, self.settings.model.vocab, self.temperature)[0]
 
     @_on_engine_device
     def compute(self, batch: Mapping[str, Any], micro_batch: int) -> dict[str, Any]:
@@ -969,7 +1021,8 @@ class MegatronEngine:
                     loss, stats = ppo_loss(logits, mb, cfg, prompt_width, lo, self.settings.model.vocab,
                                            self.temperature, tokens, seqs)
                     # The schedule divides by the micro-batch count and DDP averages over DP ranks; the loss is
-                    # already this micro-batch's share of the global mini-batch, so undo both.
+                    # already this micro-batch's share of the global mini-batch, so undo both. (DDP sums the CP
+                    # ranks' gradients, each its own columns' part: megatron_cp.)
                     return loss * count * dp, stats
 
                 for c in self.chunks:

@@ -46,6 +46,8 @@ class _CudaAsCpu(TorchFunctionMode):
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
+        if kwargs.get("pin_memory"):  # the context-parallel rotary embedding's index tensor: pinned for a CUDA copy
+            kwargs = {**kwargs, "pin_memory": False}
         if "device" in kwargs and _is_cuda(kwargs["device"]):
             kwargs = {**kwargs, "device": _CPU}
         elif func is torch.Tensor.cuda:

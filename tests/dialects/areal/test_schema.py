@@ -891,8 +891,8 @@ def _limits(template: Path, *overrides: str) -> list[tuple[str, str]]:
     (GRPO_TEMPLATE, ["allocation_mode=sglang.d2p1t1+d2e2"], [("allocation_mode", "expert parallelism")]),
     (GRPO_TEMPLATE, ["allocation_mode=sglang.d2p1t1+d1t2"], [("allocation_mode", "shards data-parallel")]),
     (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["critic.backend=megatron:d4"], [("critic.backend", "no value head")]),
-    (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["actor.backend=megatron:d2c2", "critic.backend=fsdp:d4"],
-     [("actor.backend", "context parallelism")]),
+    # Megatron runs context parallelism (`c`).
+    (TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["actor.backend=megatron:d2c2", "critic.backend=fsdp:d4"], []),
     # SFT trains on megatron-core (MegatronEngine.train_supervised); a reward model needs a value head.
     (SFT_TEMPLATE, ["allocation_mode=megatron:d8p1t1"], []),
     (TEMPLATES / "areal-rw.yaml", ["allocation_mode=megatron:d4p1t1"], [("allocation_mode", "reward-model training")]),

@@ -561,7 +561,7 @@ def test_advantage_groups_that_outlive_an_episode_are_refused():
 
 def test_parallel_sizes_the_runtime_does_not_run_are_refused_where_the_backend_reads_them():
     key = "models.policy_trainer.context_parallel_size"
-    assert key in refusals(MEGATRON_TEMPLATE, f"{key}=2")
+    assert key not in refusals(MEGATRON_TEMPLATE, f"{key}=2")  # context parallelism runs
     # Expert parallelism runs; a router setting that computes otherwise than the model's own routing does not.
     assert "models.policy_trainer.expert_model_parallel_size" not in refusals(
         MEGATRON_TEMPLATE, "models.policy_trainer.expert_model_parallel_size=2")

@@ -264,7 +264,6 @@ CASES = {
         ({"actor.lr_sched.lr_decay_style": "WSD"}, (), ("RLC118", "actor.lr_sched.lr_decay_style", "note")),
         ({"actor.model.moe_router_load_balancing_type": "aux_loss", "actor.model.moe_aux_loss_coeff": 0.001}, (),
          ("RLC118", "actor.model.moe_aux_loss_coeff", "note")),
-        ({"actor.model.context_parallel_size": 2}, (), ("RLC118", "actor.model.context_parallel_size", "note")),
         ({"critic.use_critic_model": True, "critic.training_backend": "megatron"}, (),
          ("RLC118", "critic.training_backend", "note")),
     ],

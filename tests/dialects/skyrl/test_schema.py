@@ -299,8 +299,6 @@ RULE_CASES = [
      "RLC118", "note", "trainer.policy.optimizer_config.scheduler", ["'polynomial'", "constant_with_warmup"]),
     ("skyrl/run-refusals", ["+generator.engine_init_kwargs.swap_space=4"],
      "RLC118", "note", "generator.engine_init_kwargs.swap_space", ["= 4 (an integer)", "vllm", "max_model_len"]),
-    ("skyrl/run-refusals", ["trainer.strategy=megatron", "trainer.policy.megatron_config.context_parallel_size=2"],
-     "RLC118", "note", "trainer.policy.megatron_config.context_parallel_size", ["= 2", "no context parallelism"]),
 
     ("skyrl/kl-controller", ["trainer.algorithm.kl_ctrl.type=adaptive", "trainer.algorithm.kl_ctrl.horizon=0"],
      "RLC201", "error", "trainer.algorithm.kl_ctrl.horizon", ["got 0"]),
@@ -456,8 +454,8 @@ def test_tis_outside_the_clipped_losses_is_refused_up_to_030():
 @pytest.mark.parametrize("overrides", [
     # Sizes the strategy does not read: the Megatron block under FSDP.
     ["trainer.policy.megatron_config.expert_model_parallel_size=2"],
-    # The reference's sizes count only when its log-probs do (kl_loss_coef > 0).
-    ["trainer.strategy=megatron", "trainer.ref.megatron_config.context_parallel_size=2",
+    # The reference's model counts only when its log-probs do (kl_loss_coef > 0).
+    ["trainer.strategy=megatron", "trainer.ref.model.path=moonshotai/Moonlight-16B-A3B-Instruct",
      "trainer.algorithm.kl_loss_coef=0"],
 ])
 def test_runtime_limits_only_where_the_runtime_meets_them(overrides):
@@ -465,12 +463,11 @@ def test_runtime_limits_only_where_the_runtime_meets_them(overrides):
     assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"]
 
 
-def test_the_reference_sizes_are_refused_when_its_log_probs_count():
+def test_the_reference_model_is_refused_when_its_log_probs_count():
     result = check_file(str(TEMPLATE), ["trainer.strategy=megatron", "trainer.algorithm.use_kl_loss=true",
                                         "trainer.algorithm.kl_loss_coef=0.001",
-                                        "trainer.ref.megatron_config.context_parallel_size=2"], env=HOST_ENV)
-    assert [d.path for d in result.diagnostics if d.code == "RLC118"] == [
-        "trainer.ref.megatron_config.context_parallel_size"]
+                                        "trainer.ref.model.path=moonshotai/Moonlight-16B-A3B-Instruct"], env=HOST_ENV)
+    assert [d.path for d in result.diagnostics if d.code == "RLC118"] == ["trainer.ref.model.path"]
 
 
 def test_deepspeed_is_refused_where_the_release_accepts_it():
