@@ -420,8 +420,8 @@ def _training_parallel(role: Role, backend: str, par: Parallelism, slots: int, s
     """`experts`: the tiny model's experts per layer (0: dense). Megatron keeps a tensor parallel size that the
     workers take, and expert parallelism over both workers when the tiny model has experts to split (its experts
     then whole on each rank, as the expert mesh must fit the workers too); context parallelism becomes 2 when an
-    even size has the workers to itself. FSDP keeps Ulysses (where `ulysses`:
-    RL training) at the largest divisor of its size that the workers and the tiny model's attention heads take."""
+    even size has the workers to itself. FSDP keeps Ulysses (where `ulysses`: RL training) at the largest divisor
+    of its size that the workers and the tiny model's attention heads take."""
     where = _where(role)
     new = par
     if par.sp > 1:

@@ -834,10 +834,12 @@ class MegatronEngine:
             mb.update(tokens=ids.to(self.device), position_ids=pos.to(self.device),
                       mask=packing.block_causal_mask(row.segments, width).to(self.device), real_rows=mb[
                           "response_mask"].shape[0], packed=row, rows=rows)
-            # A packed row leaves out each sample's last token (it predicts nothing scored): the token a column
-            # predicts is the sample's, not the row's next.
-            following = torch.zeros_like(ids)
-            following[0, row.sources] = batch["input_ids"][rows][:, prompt_width:][row.rows, row.cols]
+            following = None
+            if lay.cp > 1:
+                # A packed row leaves out each sample's last token (it predicts nothing scored): the token a column
+                # predicts is its sample's next, not the row's.
+                following = torch.zeros_like(ids)
+                following[0, row.sources] = batch["input_ids"][rows][:, prompt_width:][row.rows, row.cols]
             out.append(self._context_parallel(mb, following))
         return out, width // lay.cp, 0
 
