@@ -13,8 +13,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("megatron.core")
 
 from rlcfg.ir import ActorLossSpec, PolicyLossSpec  # noqa: E402
-from rlcfg.runtime import step as S  # noqa: E402
-from tests.runtime.test_packing import build, groups  # noqa: E402
+from tests.runtime.test_packing import _megatron_batch, build  # noqa: E402
 
 # (layout name, role settings): padded rows, packed rows under a token budget, and full recomputation (whose
 # backward pass gathers the keys and values again)
@@ -29,15 +28,11 @@ def _free_port() -> int:
 
 
 def _batch():
-    batch, _, _ = S.make_batch(groups(seed=4), pad=0)
-    mask = batch["response_mask"]
-    g = torch.Generator().manual_seed(2)
-    batch["advantages"] = torch.randn(mask.shape, generator=g) * mask
-    batch["old_logprobs"] = -3.0 * mask
-    batch["ref_logprobs"] = -3.2 * mask
-    cfg = {"ppo_epochs": 1, "mini_batch": 12, "micro_batch": 2, "denominators": S.denominators(mask, 1, 12),
-           "loss": ActorLossSpec(PolicyLossSpec(clip_low=0.05, clip_high=0.05), "token-mean", kl_coef=0.5,
-                                 entropy_coef=0.01)}
+    """test_packing's Megatron batch, with a clipped, KL- and entropy-regularised loss."""
+    batch, cfg = _megatron_batch()
+    batch["ref_logprobs"] = -3.2 * batch["response_mask"]
+    cfg["loss"] = ActorLossSpec(PolicyLossSpec(clip_low=0.05, clip_high=0.05), "token-mean", kl_coef=0.5,
+                                entropy_coef=0.01)
     return batch, cfg
 
 

@@ -65,14 +65,9 @@ class _GatherColumns(torch.autograd.Function):
         return local(grad, ctx.dim), None
 
 
-class _GatherKeys(torch.autograd.Function):
+class _GatherKeys(_GatherColumns):
     """The whole sequence's keys (or values) from every CP rank's. Every rank's queries attend to all of them, so
     a rank's own keys take the gradient summed over the group."""
-
-    @staticmethod
-    def forward(ctx, x, dim):
-        ctx.dim = dim
-        return _joined(x, dim)
 
     @staticmethod
     def backward(ctx, grad):
