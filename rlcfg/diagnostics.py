@@ -105,7 +105,7 @@ CODES: dict[str, CodeInfo] = {
     "RLC116": CodeInfo("pipeline rlcfg does not model", Severity.WARNING, "this is a ROLL SFT pipeline config; rlcfg checked its YAML, interpolations and the keys it shares with the RL pipelines only"),
     "RLC117": CodeInfo("deleted key the framework reads", Severity.ERROR, "`~trainer.epochs` deletes a key skyrl-train reads; it stops with ConfigAttributeError"),
     "RLC118": CodeInfo("setting `rlcfg run` does not run", Severity.NOTE, "`trainer.algorithm.off_policy_correction.outlier_token_is_threshold_low` (0.001): rlcfg run refuses it; it runs no outlier masking"),
-    "RLC119": CodeInfo("what `rlcfg run` cannot launch on the planned cluster", Severity.NOTE, "role `actor`: Ulysses sequence parallel (sp=2) on the fsdp2 backend: rlcfg's training backends run no Ulysses sequence parallelism; set `actor_train.model_args.ulysses_size` (sp=2) to 1"),
+    "RLC119": CodeInfo("what `rlcfg run` cannot launch on the planned cluster", Severity.NOTE, "role `actor`: LoRA (rank 8) on the megatron backend, `trainer.policy.model.lora.dropout` = 0.1: rlcfg's Megatron adapters apply no dropout; set it to 0"),
     "RLC120": CodeInfo("launch-script argument rlcfg cannot know", Severity.WARNING, "`trainer.policy.model.path=?` depends on $MODEL_PATH, which rlcfg cannot know without running the script; this argument was left out of the check"),
     "RLC121": CodeInfo("launch script with several runs", Severity.NOTE, "the script calls skyrl-train's main_base 2 times; rlcfg checked the first call (the other is on line 40)"),
     "RLC122": CodeInfo("key in a layout the release reads only sometimes", Severity.WARNING, "`generator.backend` is in skyrl-train's layout: skyrl 0.1.0 reads that layout only from a source checkout"),
