@@ -35,6 +35,10 @@ class Parallelism:
     ep: int = 1
     etp: int | None = None  # expert tensor parallel; None follows tp
     vpp: int | None = None  # virtual pipeline stages per rank
+    # Layers on the first and last pipeline stages when they differ from the others' (megatron-core's
+    # num_layers_in_first/last_pipeline_stage); None: an even split. Where layers sit changes no result.
+    pp_first_layers: int | None = None
+    pp_last_layers: int | None = None
     sp: int = 1  # Ulysses sequence parallel (FSDP backends)
     sequence_parallel: bool = False  # Megatron's sequence parallelism inside tp
     fsdp_shard: int | None = None  # FSDP sharding group size; None shards over the whole role
@@ -176,6 +180,11 @@ class Role:
     # A mixture-of-experts model's router logits on the megatron backend: computed in this dtype, or (None) in the
     # model's own, as the framework's Megatron setup leaves them (megatron-core's moe_router_dtype).
     router_dtype: Literal["fp32", "fp64"] | None = None
+    # A router's per-expert score correction (DeepSeek-V3's e_score_correction_bias) on the megatron backend, as
+    # the framework's Megatron setup treats it: a rate (routed with it, moved by that rate toward even expert
+    # loads after each optimizer step, megatron-core's moe_router_bias_update_rate; 0: held as the checkpoint has
+    # it), "off" (routed without it), or "unmapped" (rlcfg has not read how, and refuses such a model there).
+    expert_bias: float | Literal["off", "unmapped"] = "unmapped"
     # Environment variables of this role's worker processes, as (name, value), set before the process starts
     # (Ray runtime_env), so even what libraries read at import sees them. Roles share a process only when their
     # environments are equal.

@@ -13,13 +13,21 @@ import re
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 # The model types rlcfg's Megatron weight converter builds (rlcfg.runtime.backends.megatron_weights).
-MEGATRON_FAMILIES = ("qwen2", "qwen3", "llama", "qwen3_moe")
+MEGATRON_FAMILIES = ("qwen2", "qwen3", "llama", "qwen3_moe", "deepseek_v3")
 MEGATRON_FAMILY = f"rlcfg's Megatron backend builds {', '.join(MEGATRON_FAMILIES)} models only"
 # Checkpoint names of families the Megatron converter does not build (a hub name, whose config.json only the workers
 # read): a distilled model keeps its base's family (DeepSeek-R1-Distill-Qwen is a Qwen2, and is not matched).
 _UNBUILT_FAMILY_NAME = (r"(?i)(?:^|[-_.])(mixtral|mistral|gemma\d*|phi-?\d|glm-?\d|chatglm|"
-                        r"deepseek-(?:v\d|r1(?!-distill))|moonlight|kimi|mimo|qwen3[._]5|qwen3-next|qwen1\.5-moe|"
+                        r"deepseek-(?:v\d|r1(?!-distill))|kimi|mimo|qwen3[._]5|qwen3-next|qwen1\.5-moe|"
                         r"qwen2-57b|olmo\d*|internlm\d*|minimax|gpt-oss)")
+# DeepSeek-V3's router corrects each expert's score by a bias of the checkpoint, which each framework's Megatron setup
+# treats its own way (SkyRL's, through Megatron-Bridge, moves it after each step; ChatLearn's routes without it).
+# rlcfg builds such a model on megatron only for the frameworks whose way it has read (ir.Role.expert_bias).
+ROUTING_CORRECTION_FAMILIES = ("deepseek_v3",)
+_ROUTING_CORRECTION_NAME = r"(?i)(?:^|[-_.])(moonlight)"
+ROUTING_CORRECTION = ("rlcfg builds DeepSeek-V3 models on megatron only where it has read how the framework's Megatron "
+                      "setup routes them (its routing correction, e_score_correction_bias, and any auxiliary loss): "
+                      "SkyRL's, and ChatLearn's after 1.2.0")
 # AReaL's and ROLL's Megatron setups choose the router's settings (logit dtype, load-balancing loss) in code of their
 # own, which rlcfg has not mapped; SkyRL's, RLinf's and ChatLearn's are.
 EXPERT_PARALLEL = ("rlcfg runs expert parallelism with the MoE router settings of SkyRL, RLinf and ChatLearn; this "
@@ -163,27 +171,52 @@ def megatron_lora_problems(*, dropout: float, target_modules: object, exclude_mo
     return out
 
 
-def megatron_unbuilt(path: object) -> str | None:
-    """Why rlcfg's Megatron converter cannot build the model at `path` (its config.json's model_type, or its name
-    when it is not a local folder), or None when it can or nothing here tells."""
+def megatron_unbuilt(path: object, corrections_mapped: bool = False) -> str | None:
+    """Why rlcfg's Megatron backend cannot build the model at `path` for this framework (from its config.json's
+    model_type, or its name when it is not a local folder), or None when it can or nothing here tells.
+    `corrections_mapped`: the framework's treatment of DeepSeek-V3's routing correction is read
+    (ROUTING_CORRECTION)."""
     if not isinstance(path, str) or not path.strip():
         return None
     config = local_model_config(path)
+    name = path.rstrip("/").rsplit("/", 1)[-1]
     if config is not None:
         kind = str(config.get("model_type", ""))
-        return None if kind in MEGATRON_FAMILIES else f"its config.json has model_type {kind!r}"
-    found = re.search(_UNBUILT_FAMILY_NAME, path.rstrip("/").rsplit("/", 1)[-1])
-    return f"its name says it is a {found.group(1)} model" if found else None
+        what = f"its config.json has model_type {kind!r}"
+        if kind not in MEGATRON_FAMILIES:
+            return f"{what}: {MEGATRON_FAMILY}"
+    else:
+        found = re.search(_UNBUILT_FAMILY_NAME, name)
+        if found:
+            return f"its name says it is a {found.group(1)} model: {MEGATRON_FAMILY}"
+        found = re.search(_ROUTING_CORRECTION_NAME, name)
+        kind = ROUTING_CORRECTION_FAMILIES[0] if found else None
+        what = f"its name says it is a {found.group(1)} model ({kind})" if found else ""
+    if kind in ROUTING_CORRECTION_FAMILIES and not corrections_mapped:
+        return f"{what}: {ROUTING_CORRECTION}"
+    return None
 
 
-def megatron_unbuilt_models(models: Iterable[tuple[str, object]]) -> Iterator[tuple[str, str, str]]:
+def routing_correction_family(path: object) -> bool:
+    """Whether the model at `path` routes with DeepSeek-V3's per-expert correction (its config.json's model_type,
+    or its name when it is not a local folder)."""
+    if not isinstance(path, str) or not path.strip():
+        return False
+    config = local_model_config(path)
+    if config is not None:
+        return config.get("model_type") in ROUTING_CORRECTION_FAMILIES
+    return re.search(_ROUTING_CORRECTION_NAME, path.rstrip("/").rsplit("/", 1)[-1]) is not None
+
+
+def megatron_unbuilt_models(models: Iterable[tuple[str, object]], corrections_mapped: bool = False
+                            ) -> Iterator[tuple[str, str, str]]:
     """(key, path, why) for each (key, path) of a Megatron-trained model that megatron_unbuilt names, each path once."""
     seen = set()
     for key, path in models:
         if path in seen:
             continue
         seen.add(path)
-        why = megatron_unbuilt(path)
+        why = megatron_unbuilt(path, corrections_mapped)
         if why:
             yield key, str(path), why
 

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, fields, is_dataclass, replace
 from typing import Any, Iterator
 
+from rlcfg import run_limits
 from rlcfg.ir import (KL, PROVENANCE, ROLE_PROVENANCE, AdvantageOptions, Algorithm, Experiment, FilterSpec,
                       KLController, PolicyOptions, RewardShaping, Role)
 
@@ -162,6 +163,8 @@ def _effective_role(r: Role) -> Role:
         res = replace(res, gpu_ids=None)  # the first GPUs: where a plan puts a role that names none
     if r.parallelism.fsdp_shard == res.gpus:
         r = replace(r, parallelism=replace(r.parallelism, fsdp_shard=None))  # sharded over the whole role
+    if r.backend != "megatron" or r.model is None or not run_limits.routing_correction_family(r.model.path):
+        r = replace(r, expert_bias="unmapped")  # only a DeepSeek-V3 model on megatron reads it
     model = r.model
     if model is not None and model.tokenizer == model.path:
         model = replace(model, tokenizer=None)

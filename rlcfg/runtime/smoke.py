@@ -51,7 +51,7 @@ from rlcfg.diagnostics import plural
 from rlcfg.ir import Experiment, Model, Offload, Parallelism, Resources, Role
 from rlcfg.runtime import rewards
 
-FAMILIES = ("qwen2", "qwen3", "llama", "qwen3_moe")
+FAMILIES = ("qwen2", "qwen3", "llama", "qwen3_moe", "deepseek_v3")
 DEFAULT_STEPS = 3
 MAX_GROUP = 8
 MIN_SAMPLES = 8
@@ -66,6 +66,15 @@ CACHE_VERSION = "v2"
 TINY = {"hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2, "head_dim": 32, "intermediate": 256}
 # The tiny mixture of experts: 4 experts, so that an expert parallel size of 2 splits them; Qwen3-MoE's routing.
 TINY_EXPERTS = {"num_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 128, "norm_topk_prob": True}
+# The tiny DeepSeek-V3, Moonlight's shape in small: multi-latent attention (no query bottleneck), a dense first
+# layer, then 4 routed experts (2 per token) and a shared one, sigmoid routing with its per-expert correction.
+TINY_DEEPSEEK = {"n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 128, "n_shared_experts": 1,
+                 "first_k_dense_replace": 1, "kv_lora_rank": 64, "q_lora_rank": None, "qk_nope_head_dim": 32,
+                 "qk_rope_head_dim": 16, "v_head_dim": 32, "n_group": 1, "topk_group": 1,
+                 "routed_scaling_factor": 2.446, "norm_topk_prob": True, "rope_scaling": None,
+                 "num_nextn_predict_layers": 0}
+# Experts per layer of each tiny mixture of experts.
+TINY_EXPERT_COUNT = {"qwen3_moe": TINY_EXPERTS["num_experts"], "deepseek_v3": TINY_DEEPSEEK["n_routed_experts"]}
 # Qwen3-MoE checkpoints name their active parameters: Qwen3-30B-A3B, Qwen3-235B-A22B.
 _QWEN3_MOE_NAME = r"(?i)qwen3[^/]*-a\d+(?:\.\d+)?b(?:$|[-_.])"
 ROLLOUT_ONLY_ENGINE_KEYS = {"sglang": ("mem_fraction_static", "attention_backend", "cuda_graph_bs")}
@@ -179,6 +188,9 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
         known = path in families
         experts = (f", {TINY_EXPERTS['num_experts']} experts ({TINY_EXPERTS['num_experts_per_tok']} per token)"
                    if tiny.family == "qwen3_moe" else "")
+        if tiny.family == "deepseek_v3":
+            experts = (f", multi-latent attention, {TINY_DEEPSEEK['n_routed_experts']} experts "
+                       f"({TINY_DEEPSEEK['num_experts_per_tok']} per token) and a shared one")
         subs.append(Substitution("model", path or "(not set)",
                                  f"tiny {tiny.family}, {TINY['layers']} layers, hidden {TINY['hidden']}{experts}"
                                  + ("" if known else " (architecture unknown here)"), tuple(dict.fromkeys(users))))
@@ -403,7 +415,7 @@ def _role(role: Role, unit: tuple[str, ...], unit_ids: Mapping[tuple[str, ...], 
     if role.name != "rollout" and role.backend != "rule":
         tiny = models.get(_model_path(role))
         par = _training_parallel(role, backend, par, slots, subs,
-                                 experts=TINY_EXPERTS["num_experts"] if tiny and tiny.family == "qwen3_moe" else 0,
+                                 experts=TINY_EXPERT_COUNT.get(tiny.family, 0) if tiny else 0,
                                  ulysses=rl)
 
     offload = role.offload
@@ -434,8 +446,8 @@ def _training_parallel(role: Role, backend: str, par: Parallelism, slots: int, s
         etp = par.etp if ep == 1 or (par.etp or tp) * ep <= workers else 1
         # Context parallelism over two workers when nothing else takes them (each then holds half of every sequence)
         cp = 2 if par.cp % 2 == 0 and ep == 1 and workers % (2 * tp) == 0 else 1
-        new = replace(new, tp=tp, pp=1, cp=cp, ep=ep, etp=etp if ep > 1 else None, vpp=None,
-                      sequence_parallel=par.sequence_parallel and tp > 1)
+        new = replace(new, tp=tp, pp=1, cp=cp, ep=ep, etp=etp if ep > 1 else None, vpp=None, pp_first_layers=None,
+                      pp_last_layers=None, sequence_parallel=par.sequence_parallel and tp > 1)
     else:
         new = replace(new, tp=1, pp=1, cp=1, ep=1)
     if par.fsdp_shard is not None:
@@ -460,6 +472,7 @@ def _smoke_ulysses(size: int, workers: int) -> int:
 
 def _sizes(par: Parallelism) -> dict[str, Any]:
     return {"tp": par.tp, "pp": par.pp, "cp": par.cp, "ep": par.ep, "etp": par.etp, "vpp": par.vpp,
+            "first stage layers": par.pp_first_layers, "last stage layers": par.pp_last_layers,
             "sp (Ulysses)": par.sp, "sequence_parallel": par.sequence_parallel, "fsdp shard": par.fsdp_shard}
 
 
@@ -603,6 +616,10 @@ def model_family(path: str) -> str | None:
 
     if re.search(_QWEN3_MOE_NAME, path.rstrip("/").rsplit("/", 1)[-1]):
         return "qwen3_moe"
+    from rlcfg import run_limits
+
+    if run_limits.routing_correction_family(path):
+        return "deepseek_v3"
     from rlcfg.plan.model_table import lookup
 
     entry = lookup(path)
@@ -692,11 +709,14 @@ def build_model(directory: str, family: str, seed: int = 0) -> None:
     config_class, model_class = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
                                  "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
                                  "llama": ("LlamaConfig", "LlamaForCausalLM"),
-                                 "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM")}[family]
-    if family != "qwen2":
+                                 "qwen3_moe": ("Qwen3MoeConfig", "Qwen3MoeForCausalLM"),
+                                 "deepseek_v3": ("DeepseekV3Config", "DeepseekV3ForCausalLM")}[family]
+    if family not in ("qwen2", "deepseek_v3"):  # DeepSeek-V3's head sizes are its own figures
         common["head_dim"] = TINY["head_dim"]
     if family == "qwen3_moe":
         common.update(TINY_EXPERTS)
+    if family == "deepseek_v3":
+        common.update(TINY_DEEPSEEK, num_key_value_heads=TINY["heads"])
     torch.manual_seed(seed)
     model = getattr(transformers, model_class)(getattr(transformers, config_class)(**common))
     model.generation_config.pad_token_id = pad

@@ -65,8 +65,8 @@ def cpu_rotary(monkeypatch):
     monkeypatch.setattr(torch.cuda, "current_device", lambda: torch.device("cpu"))
 
 
-def tiny_hf(family: str, tied: bool = False, vocab: int = 40, kv_heads: int = 2):
-    torch.manual_seed({"qwen2": 1, "qwen3": 2, "llama": 3, "qwen3_moe": 4}[family])
+def tiny_hf(family: str, tied: bool = False, vocab: int = 40, kv_heads: int = 2, **over):
+    torch.manual_seed({"qwen2": 1, "qwen3": 2, "llama": 3, "qwen3_moe": 4, "deepseek_v3": 5}[family])
     common = dict(vocab_size=vocab, hidden_size=64, intermediate_size=96, num_hidden_layers=4, num_attention_heads=4,
                   num_key_value_heads=kv_heads, max_position_embeddings=64, rope_theta=10000.0,
                   tie_word_embeddings=tied)
@@ -78,11 +78,24 @@ def tiny_hf(family: str, tied: bool = False, vocab: int = 40, kv_heads: int = 2)
         model = transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
             head_dim=32, num_experts=4, num_experts_per_tok=2, moe_intermediate_size=48, norm_topk_prob=True,
             **common))
+    elif family == "deepseek_v3":
+        # Moonlight's shape in small: multi-latent attention without a query bottleneck, a dense first layer, then
+        # 4 routed experts (2 per token, in 2 groups of which the best 1 is open) and a shared one; sigmoid scores
+        # with a correction, the chosen ones renormalised and scaled.
+        common.pop("num_key_value_heads")
+        figures = dict(kv_lora_rank=16, qk_nope_head_dim=16, qk_rope_head_dim=8, v_head_dim=16, q_lora_rank=None,
+                       n_routed_experts=4, num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=48,
+                       first_k_dense_replace=1, n_group=2, topk_group=1, routed_scaling_factor=2.5,
+                       norm_topk_prob=True, rope_scaling=None, num_nextn_predict_layers=0)
+        model = transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(**{**common, **figures, **over}))
     else:
         model = transformers.LlamaForCausalLM(transformers.LlamaConfig(**common))
     with torch.no_grad():  # norms of 1 and biases of 0 would hide a swapped or misplaced tensor
         for p in model.parameters():
             p.add_(torch.randn_like(p) * 0.05)
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.copy_(torch.randn_like(b) * 0.1)
     return model.eval()
 
 
@@ -215,9 +228,11 @@ def _config(**over):
 
 
 def _role(tp=1):
+    """The ROLL template's actor, on `tp` ranks; DeepSeek-V3's routing correction held fixed as transformers does."""
     exp, _ = template_plan(TEMPLATES / "roll-megatron-vllm.yaml")
     role = exp.role("actor")
-    return dataclasses.replace(role, parallelism=dataclasses.replace(role.parallelism, tp=tp, sequence_parallel=tp > 1))
+    return dataclasses.replace(role, parallelism=dataclasses.replace(role.parallelism, tp=tp, sequence_parallel=tp > 1),
+                               expert_bias=0.0)
 
 
 def test_heads_that_do_not_divide_hidden_are_refused():
@@ -276,7 +291,7 @@ def test_plan_time_error_names_the_extra(monkeypatch):
 
 # ---- weights ------------------------------------------------------------------------------------------------------
 
-FAMILIES = ["qwen2", "qwen3", "llama", "qwen3_moe"]
+FAMILIES = ["qwen2", "qwen3", "llama", "qwen3_moe", "deepseek_v3"]
 
 
 @pytest.mark.parametrize("family", FAMILIES)
@@ -290,8 +305,14 @@ def test_hf_megatron_round_trip_is_exact(family, tied):
     assert (("decoder.layers.0.self_attention.q_layernorm.weight" in whole) == family.startswith("qwen3"))
     assert ("decoder.layers.0.mlp.router.weight" in whole) == (family == "qwen3_moe")
     assert whole["embedding.word_embeddings.weight"].shape == (128, 64)  # padded to 128
-    assert whole["decoder.layers.0.self_attention.linear_qkv.weight"].shape == \
-        ((spec.heads + 2 * spec.kv_heads) * spec.head_dim, 64)
+    if family == "deepseek_v3":
+        assert "decoder.layers.0.mlp.linear_fc1.weight" in whole  # the dense first layer
+        assert whole["decoder.layers.1.mlp.router.expert_bias"].shape == (4,)
+        assert whole["decoder.layers.1.mlp.shared_experts.linear_fc1.weight"].shape == (2 * 48, 64)
+        assert whole["decoder.layers.1.self_attention.linear_kv_down_proj.weight"].shape == (16 + 8, 64)
+    else:
+        assert whole["decoder.layers.0.self_attention.linear_qkv.weight"].shape == \
+            ((spec.heads + 2 * spec.kv_heads) * spec.head_dim, 64)
     assert_same(W.mcore_to_hf(whole, spec), hf_state(model))
 
 
@@ -300,10 +321,37 @@ def test_hf_megatron_round_trip_is_exact(family, tied):
 def test_sharded_round_trip_is_exact(family, tp, pp, vpp):
     model = tiny_hf(family, tied=family == "qwen3")
     spec = spec_of(model)
-    shards = W.shard(hf_state(model), spec, tp, pp, vpp)
+    shards, experts = W.shard_layout(hf_state(model), spec, tp, pp, vpp)
     assert set(shards) == {(t, p, v) for t in range(tp) for p in range(pp) for v in range(vpp or 1)}
-    if family != "qwen3_moe":
-        assert_same(W.merge(shards, spec), hf_state(model))
+    assert_same(W.merge(shards, spec, experts=experts or None), hf_state(model))
+
+
+@pytest.mark.parametrize("pp,first,last", [(2, 1, None), (2, 1, 3), (3, 1, 1), (3, None, 2)])
+def test_uneven_pipeline_stages_hold_the_layers_megatron_core_builds_there(pp, first, last):
+    """ChatLearn's decoder_first/last_pipeline_num_layers (Moonlight's 27 layers as 14 + 13): the converter puts on
+    each stage the layers megatron-core builds there, and the shards merge back exactly."""
+    from megatron.core.transformer.transformer_block import get_num_layers_to_build
+
+    model = tiny_hf("deepseek_v3")
+    spec = spec_of(model)
+    role = _role(1)
+    role = dataclasses.replace(role, parallelism=dataclasses.replace(role.parallelism, pp=pp, pp_first_layers=first,
+                                                                     pp_last_layers=last))
+    settings = M.lower_role(role, spec, pp)
+    tf, _opt, _ddp = M.build_configs(settings)
+    stages = W.stage_layers(spec.layers, pp, None, first, last)
+    assert [len(stages[(r, 0)]) for r in range(pp)] == [get_num_layers_to_build(tf, pp_rank=r) for r in range(pp)]
+    shards, experts = W.shard_layout(hf_state(model), spec, 1, pp, None, first=first, last=last)
+    assert_same(W.merge(shards, spec, experts=experts, first=first, last=last), hf_state(model))
+
+
+def test_uneven_pipeline_stages_that_leave_unequal_middles_are_refused():
+    spec = spec_of(tiny_hf("qwen2"))
+    role = _role(1)
+    role = dataclasses.replace(role, parallelism=dataclasses.replace(role.parallelism, pp=4, pp_first_layers=2))
+    with pytest.raises(M.MegatronConfigError, match="4 layers do not split over pipeline size 4 with 2 layers on "
+                                                    "the first stage"):
+        M.lower_role(role, spec, 4)
 
 
 @pytest.mark.parametrize("tp,pp,ep,etp", [(1, 1, 2, 1), (2, 1, 2, 1), (2, 2, 4, 2), (1, 1, 4, 1)])
@@ -432,6 +480,69 @@ def test_gpt_model_with_converted_weights_gives_the_hf_logits(family, world, cpu
         theirs = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits
     real = attn.bool()
     assert (ours - theirs)[real].abs().max() < 1e-4
+
+
+def _logits_of(model, chunk):
+    ids, attn = left_padded_batch(model.config.vocab_size)
+    pos = (attn.cumsum(dim=1) - 1).clamp(min=0)
+    with torch.no_grad(), C.cuda_as_cpu():
+        ours = chunk(ids, pos, attention_mask=M.causal_padding_mask(attn))[..., :model.config.vocab_size]
+        theirs = model(input_ids=ids, attention_mask=attn, position_ids=pos).logits
+    return (ours - theirs)[attn.bool()].abs().max()
+
+
+def test_deepseek_queries_through_a_bottleneck_give_the_hf_logits(world, cpu_rotary):
+    """DeepSeek-V3's own query path (q_lora_rank: a down projection, its norm, an up projection), where Moonlight
+    projects queries directly."""
+    model = tiny_hf("deepseek_v3", q_lora_rank=24)
+    chunk, settings = megatron_model(model)
+    assert settings.transformer["q_lora_rank"] == 24
+    chunk.eval()
+    assert _logits_of(model, chunk) < 1e-4
+
+
+def test_a_framework_that_routes_without_the_correction_gets_it_and_exports_the_checkpoints(world, cpu_rotary):
+    """ChatLearn's Megatron setup turns DeepSeek-V3's routing correction off (expert_bias "off"): the
+    Megatron model routes by the sigmoid scores alone, as the Hugging Face model does with its corrections at
+    zero, and the export carries the checkpoint's corrections unchanged for the rollout engine."""
+    model = tiny_hf("deepseek_v3")
+    role = dataclasses.replace(_role(1), gradient_checkpointing=False, expert_bias="off")
+    role = dataclasses.replace(role, model=dataclasses.replace(role.model, dtype="float32"))
+    settings = M.lower_role(role, spec_of(model), 1)
+    assert settings.transformer["moe_router_enable_expert_bias"] is False
+    tf, _opt, _ddp = M.build_configs(settings)
+    with C.cuda_as_cpu():
+        (chunk,) = M.build_model_chunks(settings, tf)
+    state = hf_state(model)
+    M.load_hf_into([chunk], state, settings)
+    chunk.eval()
+    assert not any(name.endswith("expert_bias") for name in chunk.state_dict())
+    kept = W.unheld(state, settings.model)
+    assert sorted(kept) == [f"model.layers.{i}.mlp.gate.e_score_correction_bias" for i in (1, 2, 3)]
+    with torch.no_grad():
+        for name, b in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                b.zero_()
+    assert _logits_of(model, chunk) < 1e-4
+
+
+def test_deepseek_models_rlcfg_does_not_build_are_refused_by_name():
+    base = {**tiny_hf("deepseek_v3").config.to_dict()}
+    with pytest.raises(W.ConversionError, match="not scaled ones"):
+        W.ModelSpec.from_hf_config({**base, "rope_scaling": {"rope_type": "yarn", "factor": 40}}, "m")
+    with pytest.raises(W.ConversionError, match="always renormalises"):
+        W.ModelSpec.from_hf_config({**base, "norm_topk_prob": False}, "m")
+    with pytest.raises(W.ConversionError, match="best two experts"):
+        W.ModelSpec.from_hf_config({**base, "n_group": 2, "topk_group": 2}, "m")
+    spec = W.ModelSpec.from_hf_config(base, "m")
+    unmapped = dataclasses.replace(_role(1), expert_bias="unmapped")  # ROLL's Megatron setup is not read
+    with pytest.raises(M.MegatronConfigError, match="SkyRL's, and ChatLearn's after 1.2.0"):
+        M.lower_role(unmapped, spec, 1)
+    no_sp = dataclasses.replace(_role(2), parallelism=dataclasses.replace(_role(2).parallelism,
+                                                                          sequence_parallel=False))
+    with pytest.raises(M.MegatronConfigError, match="needs sequence parallelism on"):
+        M.lower_role(no_sp, spec, 2)
+    assert M.lower_role(_role(2), spec, 2).transformer["multi_latent_attention"]
 
 
 @pytest.mark.parametrize("family", ["qwen2", "qwen3"])

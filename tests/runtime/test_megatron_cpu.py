@@ -56,16 +56,19 @@ def gloo():
 def checkpoints(tmp_path_factory):
     """Tiny Hugging Face checkpoints on disk, as the engine loads them."""
     root = tmp_path_factory.mktemp("hf")
-    models = {"qwen2": tiny_hf("qwen2"), "qwen3": tiny_hf("qwen3", tied=True), "qwen3_moe": tiny_hf("qwen3_moe")}
+    models = {"qwen2": tiny_hf("qwen2"), "qwen3": tiny_hf("qwen3", tied=True), "qwen3_moe": tiny_hf("qwen3_moe"),
+              "deepseek_v3": tiny_hf("deepseek_v3")}
     for family, model in models.items():
         model.save_pretrained(root / family)
     return {family: (str(root / family), model) for family, model in models.items()}
 
 
 def settings_for(model, world: int = 1, tp: int = 1, dtype: str = "float32", lr: float = 1e-3, ep: int = 1,
-                 etp: int | None = None):
+                 etp: int | None = None, expert_bias: float | str = 0.0, pp: int = 1, first: int | None = None):
     role = _role(tp)  # the ROLL template's actor: AdamW, linear decay, clipping at 1.0, recomputation on
-    role = dataclasses.replace(role, parallelism=dataclasses.replace(role.parallelism, ep=ep, etp=etp))
+    role = dataclasses.replace(role, parallelism=dataclasses.replace(role.parallelism, ep=ep, etp=etp, pp=pp,
+                                                                     pp_first_layers=first),
+                               expert_bias=expert_bias)
     role = dataclasses.replace(role, model=dataclasses.replace(role.model, dtype=dtype),
                                optimizer=dataclasses.replace(role.optimizer, lr=lr, warmup_steps=0, decay_steps=None))
     return M.lower_role(role, spec_of(model), world, total_optimizer_steps=10)  # a decay over these 10 steps
@@ -275,15 +278,25 @@ def test_two_ranks_data_or_tensor_parallel_make_the_one_rank_update(gloo, checkp
     assert results["tp2"][1]["pg_loss"] == pytest.approx(one_metrics["pg_loss"], abs=1e-6)
 
 
-def _expert_parallel_worker(rank: int, port: int, path: str, out: str) -> None:
+# DeepSeek-V3's routing corrections move after each step here (SkyRL's Megatron setup moves them by 1e-3).
+BIAS_RATE = {"qwen3_moe": 0.0, "deepseek_v3": 1e-3}
+
+
+def _expert_parallel_worker(rank: int, port: int, path: str, out: str, family: str) -> None:
     """Rank `rank` of a two-process gloo world: one PPO step of the tiny MoE model with its experts split over
     two ranks, with data parallelism (ep=2) and with tensor parallelism beside it (tp=2, ep=2, experts whole on
     each rank: etp=1), and with every expert on both ranks, each holding half of each (tp=2, expert tp following
-    it), then a checkpoint saved and loaded back. Rank 0 saves the gathered results."""
-    model, batch = _join_two_rank_world(rank, port, "qwen3_moe")
+    it), DeepSeek-V3 also over two uneven pipeline stages; then a checkpoint saved and loaded back. Rank 0 saves
+    the gathered results."""
+    model, batch = _join_two_rank_world(rank, port, family)
     results = {}
-    for name, tp, ep, etp in (("ep2", 1, 2, 1), ("tp2ep2", 2, 2, 1), ("tp2", 2, 1, None)):
-        engine = M.MegatronEngine("actor", path, settings_for(model, world=2, tp=tp, ep=ep, etp=etp))
+    layouts = [("ep2", 1, 2, 1, 1, None), ("tp2ep2", 2, 2, 1, 1, None), ("tp2", 2, 1, None, 1, None)]
+    if family == "deepseek_v3":  # its dense first layer alone on the first stage, its three expert layers after
+        layouts.append(("pp2first1", 1, 1, None, 2, 1))
+    for name, tp, ep, etp, pp, first in layouts:
+        settings = settings_for(model, world=2, tp=tp, ep=ep, etp=etp, expert_bias=BIAS_RATE[family], pp=pp,
+                                first=first)
+        engine = M.MegatronEngine("actor", path, settings)
         shard = M.data_parallel_rank(rank, engine.settings.layout)
         rows = 4 // engine.settings.layout.dp
         part = {k: v[shard * rows:(shard + 1) * rows] for k, v in batch.items()}
@@ -291,7 +304,7 @@ def _expert_parallel_worker(rank: int, port: int, path: str, out: str) -> None:
         metrics = engine.train(part, dict(train_cfg(batch, mini=rows, micro=1)))
         state = engine.full_state_dict()
         engine.save(os.path.join(os.path.dirname(out), name))
-        again = M.MegatronEngine("actor", path, settings_for(model, world=2, tp=tp, ep=ep, etp=etp))
+        again = M.MegatronEngine("actor", path, settings)
         again.load(os.path.join(os.path.dirname(out), name))
         results[name] = (logprobs, metrics, state, again.full_state_dict())
     if rank == 0:
@@ -299,24 +312,32 @@ def _expert_parallel_worker(rank: int, port: int, path: str, out: str) -> None:
     dist.destroy_process_group()
 
 
-def test_experts_split_over_two_ranks_make_the_one_rank_update(gloo, checkpoints, tmp_path):
+@pytest.mark.parametrize("family", ["qwen3_moe", "deepseek_v3"])
+def test_experts_split_over_two_ranks_make_the_one_rank_update(gloo, checkpoints, tmp_path, family):
     """A mixture-of-experts model with each rank holding half the experts (tokens sent to their experts' rank and
     back by megatron-core's all-to-all dispatcher) computes the one-rank log-probs and makes the one-rank update,
     data-parallel or beside tensor parallelism, as does each expert split over tensor-parallel ranks; the experts
-    gather back under their global numbers, and megatron-core's distributed checkpoint brings them back exactly."""
+    gather back under their global numbers, and megatron-core's distributed checkpoint brings them back exactly.
+    DeepSeek-V3's multi-latent attention splits its heads over the TP ranks, and its routing corrections move by
+    the token counts of the whole batch, whichever ranks routed them."""
     import torch.multiprocessing as mp
 
-    path, model = checkpoints["qwen3_moe"]
+    path, model = checkpoints[family]
     batch = rl_batch(model.config.vocab_size)
     batch["old_logprobs"] = torch.full((4, 4), -3.6)
-    one = engine_for(path, model)
+    one = engine_for(path, model, expert_bias=BIAS_RATE[family])
     one_logprobs = one.compute(batch, 1)["values"]
     assert (one_logprobs - hf_logprobs(model, batch)).abs().max() < 1e-4
     one_metrics = one.train(batch, train_cfg(batch, micro=1))
     one_state = one.full_state_dict()
     assert set(one_state) == set(hf_state(model))
+    if BIAS_RATE[family]:
+        bias = "model.layers.1.mlp.gate.e_score_correction_bias"
+        moved = one_state[bias] - hf_state(model)[bias]
+        assert one_state[bias].dtype == torch.float32
+        assert torch.allclose(moved.abs(), torch.full_like(moved, BIAS_RATE[family]))
     out = str(tmp_path / "experts.pt")
-    mp.spawn(_expert_parallel_worker, args=(_port(), path, out), nprocs=2, join=True)
+    mp.spawn(_expert_parallel_worker, args=(_port(), path, out, family), nprocs=2, join=True)
     results = torch.load(out, weights_only=False)
     for name, (logprobs, metrics, state, reloaded) in results.items():
         rows = logprobs.shape[0]

@@ -113,16 +113,22 @@ def test_megatron_features_the_run_does_not_do_are_refused(tmp_path, monkeypatch
     assert expected in message
 
 
+ROUTING_READ = "SkyRL's, and ChatLearn's after 1.2.0"
+
+
 @pytest.mark.parametrize("path,refused", [
     ("zai-org/GLM-4.7-Flash", "its name says it is a GLM-4 model"),
-    ("moonshotai/Moonlight-16B-A3B-Instruct", "its name says it is a Moonlight model"),
+    ("moonshotai/Moonlight-16B-A3B-Instruct", f"its name says it is a Moonlight model (deepseek_v3): rlcfg builds "
+                                              f"DeepSeek-V3 models on megatron only where it has read"),
     ("Qwen/Qwen3.5-35B-A3B", "its name says it is a Qwen3.5 model"),
     ("Qwen/Qwen3-30B-A3B", None), ("deepseek-ai/DeepSeek-R1-Distill-Qwen-7B", None),
     ("LOCAL-mistral", "its config.json has model_type 'mistral'"), ("LOCAL-qwen3_moe", None),
+    ("LOCAL-deepseek_v3", ROUTING_READ),
 ])
 def test_a_model_the_megatron_backend_cannot_build_is_refused_before_launch(tmp_path, monkeypatch, path, refused):
     """The workers would stop on it after the cluster started: the dry run names it from the local config.json,
-    or from a hub name that says its family."""
+    or from a hub name that says its family. A DeepSeek-V3 model is refused where the role does not say how the
+    framework treats its routing correction (the quickstart's own experiment does not)."""
     installed(monkeypatch, "megatron.core")
     monkeypatch.setenv("RLCFG_MEGATRON_ON_CPU", "1")
     if path.startswith("LOCAL-"):
@@ -138,7 +144,23 @@ def test_a_model_the_megatron_backend_cannot_build_is_refused_before_launch(tmp_
         assert found == []
     else:
         [message] = found
-        assert refused in message and "train it with `fsdp`" in message and "qwen3_moe" in message
+        assert refused in message and "train it with `fsdp`" in message
+        assert ("qwen3_moe" in message) != (ROUTING_READ in message)
+
+
+@pytest.mark.parametrize("path", ["moonshotai/Moonlight-16B-A3B-Instruct", "LOCAL-deepseek_v3"])
+def test_a_deepseek_model_runs_where_the_framework_says_how_it_routes(tmp_path, monkeypatch, path):
+    installed(monkeypatch, "megatron.core")
+    monkeypatch.setenv("RLCFG_MEGATRON_ON_CPU", "1")
+    if path.startswith("LOCAL-"):
+        (tmp_path / "model").mkdir()
+        (tmp_path / "model" / "config.json").write_text(json.dumps({"model_type": "deepseek_v3"}))
+        path = str(tmp_path / "model")
+    exp = quickstart.experiment(str(tmp_path), steps=2)
+    actor = exp.role("actor")
+    for expert_bias in (1e-3, "off"):  # SkyRL's and ChatLearn's
+        assert problems(with_role(exp, "actor", backend="megatron", expert_bias=expert_bias,
+                                  model=dataclasses.replace(actor.model, path=path))) == []
 
 
 @pytest.mark.parametrize("role,backend,expected", [

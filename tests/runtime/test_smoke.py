@@ -250,12 +250,14 @@ def test_the_tiny_model_is_built_once_and_loads(tmp_path):
                                           ("meta-llama/Llama-3.1-8B", "llama"),
                                           ("/x/DeepSeek-R1-Distill-Qwen-1.5B", "qwen2"), ("my-model", None),
                                           ("Qwen/Qwen3-30B-A3B-Base", "qwen3_moe"),
-                                          ("/ckpt/Qwen3-235B-A22B-Instruct-2507/", "qwen3_moe")])
+                                          ("/ckpt/Qwen3-235B-A22B-Instruct-2507/", "qwen3_moe"),
+                                          ("moonshotai/Moonlight-16B-A3B-Instruct", "deepseek_v3"),
+                                          ("/home/user/moonlight16b", "deepseek_v3")])
 def test_model_family_from_the_table(path, family):
     assert S.model_family(path) == family
 
 
-@pytest.mark.parametrize("model_type", ["llama", "qwen3_moe"])
+@pytest.mark.parametrize("model_type", ["llama", "qwen3_moe", "deepseek_v3"])
 def test_model_family_from_a_local_config(tmp_path, model_type):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": model_type}))
     assert S.model_family(str(tmp_path)) == model_type
@@ -341,6 +343,28 @@ def test_a_mixture_of_experts_smoke_runs_with_its_experts_on_two_ranks(tmp_path,
     assert done.returncode == 0, done.stderr[-3000:]
     assert "tiny qwen3_moe, 2 layers, hidden 128, 4 experts (2 per token)" in done.stderr
     assert training_steps(out / "metrics.jsonl") == [1, 2]
+
+
+# SkyRL's Moonlight example on Megatron, in short: tensor parallel 2 (sequence parallelism on), expert parallel 2.
+MOONLIGHT_SKYRL = ["trainer.strategy=megatron", "trainer.policy.model.path=/home/user/moonlight16b",
+                   "trainer.policy.megatron_config.tensor_model_parallel_size=2",
+                   "trainer.ref.megatron_config.tensor_model_parallel_size=2",
+                   "trainer.policy.megatron_config.expert_model_parallel_size=2",
+                   "trainer.ref.megatron_config.expert_model_parallel_size=2"]
+
+
+def test_a_deepseek_v3_smoke_runs_with_latent_attention_and_experts_split(tmp_path, cache):
+    """DeepSeek-V3's architecture on the Megatron backend: the tiny stand-in has multi-latent attention, a dense
+    first layer and routed and shared experts; its heads split over two tensor-parallel ranks, its experts over
+    two expert-parallel ranks, and the routing correction moves after each step as SkyRL's setup moves it."""
+    out = tmp_path / "out"
+    done, _wall = run_cli(str(TEMPLATES / "skyrl-fsdp-vllm.yaml"), *MOONLIGHT_SKYRL, "--smoke", "--steps", "2",
+                          "-o", str(out), cache=cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "tiny deepseek_v3, 2 layers, hidden 128, multi-latent attention" in done.stderr
+    assert training_steps(out / "metrics.jsonl") == [1, 2]
+    actor = next(r for r in json.loads((out / "experiment.json").read_text())["roles"] if r["name"] == "actor")
+    assert (actor["parallelism"]["tp"], actor["parallelism"]["ep"], actor["expert_bias"]) == (2, 2, 1e-3)
 
 
 # SkyRL's Megatron LoRA on a mixture of experts (its run_megatron_lora_qwen3-30b-a3b.sh, in short).

@@ -942,7 +942,7 @@ def _limits_of_roles(cfg: Any, roles: list[str], components: dict) -> Iterator[F
             path_key = f"{section}.path"
             for model_key, path, why in run_limits.megatron_unbuilt_models(
                     [(path_key, getattr(getattr(cfg, section, None), "path", None))]):
-                yield _refusal(model_key, f"`{model_key}` = {path}, {why}: {run_limits.MEGATRON_FAMILY}",
+                yield _refusal(model_key, f"`{model_key}` = {path}, {why}",
                                _fsdp_instead(cfg, key, c))
             if pipeline_kind(cfg) == "rw":
                 yield _refusal(key, f"reward-model training on the Megatron backend of `{key}`: "

@@ -84,3 +84,10 @@ def prompt_limit(cfg: Any, release: str | None = None) -> int:
     p = cfg.models.policy
     limit = p.seq_length if v120_lengths(cfg, release) else p.max_prompt_tokens_length
     return max(limit - 1, 1)
+
+
+def expert_bias(cfg: Any, release: str | None) -> str:
+    """ChatLearn's Megatron setup for DeepSeek-V3 (update_cfg): after 1.2.0 it turns the routing correction off
+    (moe_router_enable_expert_bias false) and runs no auxiliary loss; 1.2.0 routed with it beside a sequence
+    auxiliary loss and YaRN rotary embeddings, which rlcfg does not compute."""
+    return "unmapped" if v120_lengths(cfg, release) else "off"

@@ -31,7 +31,7 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
                       Offload, Optimizer, Parallelism, PartialRollout, PolicyOptions, Resources, Role, Sampling,
                       Schedule, Spelling)
 from rlcfg.dialects.chatlearn.derived import (colocation_groups, prompt_limit, response_limit, sequence_limit,
-                                              total_limit, v120_lengths)
+                                              total_limit, v120_lengths, expert_bias)
 from rlcfg.dialects.chatlearn.models import FSDPOptions, MegatronOptions, MegatronPolicyTrainer
 
 ROLE_OF_MODEL = {"policy_trainer": "actor", "policy": "rollout", "ref_policy": "reference", "reward": "reward"}
@@ -47,6 +47,8 @@ def _parallelism(model: Any) -> Parallelism:
                            cp=model.context_parallel_size, ep=model.expert_model_parallel_size,
                            etp=model.expert_tensor_parallel_size,
                            vpp=getattr(model, "virtual_pipeline_model_parallel_size", None),
+                           pp_first_layers=getattr(model, "decoder_first_pipeline_num_layers", None),
+                           pp_last_layers=getattr(model, "decoder_last_pipeline_num_layers", None),
                            sequence_parallel=model.sequence_parallel and model.tensor_model_parallel_size > 1)
     assert isinstance(model, FSDPOptions)
     return Parallelism(sp=model.ulysses_sequence_parallel_size, fsdp_shard=model.num_gpu)
@@ -124,8 +126,8 @@ def optimizer(trainer: Any) -> Optimizer:
 
 def router_dtype(cfg: Any, release: str | None) -> str | None:
     """ChatLearn's Megatron setup overwrites moe_router_dtype from the model's config.json (update_cfg): fp64 for
-    every mixture-of-experts model in 1.2.0, fp32 for Qwen3-MoE (the one family rlcfg's Megatron backend builds) on
-    main. Dense models have no router."""
+    every mixture-of-experts model in 1.2.0, fp32 on main for Qwen3-MoE and for DeepSeek-V3 without rope scaling (the
+    mixtures of experts rlcfg's Megatron backend builds). Dense models have no router."""
     if cfg.runtime_args.train_backend != "megatron":
         return None
     return "fp64" if v120_lengths(cfg, release) else "fp32"
@@ -155,7 +157,7 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
         or getattr(trainer, "recompute_granularity", None) is not None,
         sequence_packing=trainer.packing,
         max_tokens_per_micro_batch=_packing_budget(trainer),
-        router_dtype=router_dtype(cfg, release),
+        router_dtype=router_dtype(cfg, release), expert_bias=expert_bias(cfg, release),
         section=PT,
         keys=(("micro_batch_size", "runtime_args.train_micro_batch_size"),
               ("forward_micro_batch_size", f"{PT}.generation_batch_size"),
@@ -193,7 +195,7 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
         forward_micro_batch_size=ref.generation_batch_size,
         sequence_packing=ref.packing,
         max_tokens_per_micro_batch=_packing_budget(ref),
-        router_dtype=router_dtype(cfg, release),
+        router_dtype=router_dtype(cfg, release), expert_bias=expert_bias(cfg, release),
         section=REF,
         keys=(("forward_micro_batch_size", f"{REF}.generation_batch_size"),
               ("max_tokens_per_micro_batch", f"{REF}.max_token_in_packing"),

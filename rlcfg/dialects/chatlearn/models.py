@@ -587,7 +587,7 @@ _MEGATRON = {
     "tokenizer_type": _TOKENIZER, "tokenizer_model": HONORED,
     "megatron_model_cfg": inert("a group of architecture settings; each of its keys declares what `rlcfg run` does "
                                 "with it"),
-    "decoder_first_pipeline_num_layers": _LAYOUT, "decoder_last_pipeline_num_layers": _LAYOUT,
+    "decoder_first_pipeline_num_layers": HONORED, "decoder_last_pipeline_num_layers": HONORED,
     "moe_router_force_load_balancing": _FORCED_ROUTING, "bf16": HONORED,
     "variable_seq_lengths": inert("ChatLearn sets it to `packing` whatever is written"),
     "rerun_mode": _PERF, "use_expandable_segments": _PERF, "attention_backend": _PERF,

@@ -6,7 +6,7 @@ from typing import Any
 
 from rlcfg import run_limits
 from rlcfg.diagnostics import Severity, close_matches
-from rlcfg.dialects.chatlearn.derived import colocation_groups, ref_dp, trainer_dp
+from rlcfg.dialects.chatlearn.derived import colocation_groups, expert_bias, ref_dp, trainer_dp
 from rlcfg.dialects.chatlearn.models import MODEL_NAMES, FSDPOptions, MegatronOptions, MegatronPolicyTrainer
 from rlcfg.schema.base import Finding, RuleSet
 
@@ -801,14 +801,15 @@ def _refusal(path: str, value: Any, instead: str, hint: str | None = None) -> Fi
                    hint or "`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, choose a value it runs")
 
 
-def _runtime_limits(cfg: Any):
+def _runtime_limits(cfg: Any, release: str | None):
     """What the runtime's preflight refuses of the roles lower.py builds: the policy trainer, and the
     reference when a KL term reads it (kl_coef > 0, which only the FSDP trainer back-propagates)."""
     trainer, ref = cfg.models.policy_trainer, cfg.models.ref_policy
     if isinstance(trainer, MegatronPolicyTrainer):
         for key, path, why in run_limits.megatron_unbuilt_models(
-                [(f"{PT}.load", trainer.load), (f"{REF}.load", ref.load if trainer.kl_coef > 0 else None)]):
-            yield _refusal(key, path, f"{why}: {run_limits.MEGATRON_FAMILY}", "set `runtime_args.train_backend: fsdp`")
+                [(f"{PT}.load", trainer.load), (f"{REF}.load", ref.load if trainer.kl_coef > 0 else None)],
+                corrections_mapped=expert_bias(cfg, release) != "unmapped"):
+            yield _refusal(key, path, why, "set `runtime_args.train_backend: fsdp`")
         model = trainer.megatron_model_cfg
         for name, value in run_limits.moe_routing_changes(lambda key: getattr(model, key, None)):
             yield _refusal(f"{PT}.megatron_model_cfg.{name}", value, run_limits.MOE_ROUTING,
@@ -855,7 +856,7 @@ def _run_refusals(cfg: Any, ctx: Any):
                        f"per episode",
                        f"set `{RT}.train_global_batch_size: {r.sample_per_episode}` (sample_per_episode) to run it "
                        "with rlcfg")
-    yield from _runtime_limits(cfg)
+    yield from _runtime_limits(cfg, ctx.release)
 
 
 @rules.rule("chatlearn/megatron-min-lr", "RLC305",

@@ -571,7 +571,7 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
         model = ("rollout.model.model_path", cfg.rollout.model.model_path) if cfg.rollout.model.model_path else (
             "rollout.model_dir", cfg.rollout.model_dir)
         for key, path, why in run_limits.megatron_unbuilt_models([model]):
-            yield _refusal(key, f"`{key}` = {path}, {why}: {run_limits.MEGATRON_FAMILY}",
+            yield _refusal(key, f"`{key}` = {path}, {why}",
                            "set `actor.training_backend: fsdp`", ("actor.training_backend",))
         # RLinf builds megatron-core's TransformerConfig from these keys; the expert count, expert size and top k
         # it takes from the model's config.json, as rlcfg does.

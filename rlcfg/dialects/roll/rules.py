@@ -1529,7 +1529,7 @@ def run_refusals_of_runtime_limits(cfg: Any, ctx: RuleContext) -> Iterator[Findi
         model_key, model = (f"{path}.model_args.model_name_or_path", own) if own else (fallback,
                                                                                      getattr(cfg, fallback))
         for key, model_path, why in run_limits.megatron_unbuilt_models([(model_key, model)]):
-            yield _run_refusal(key, model_path, f"{why}: {run_limits.MEGATRON_FAMILY}",
+            yield _run_refusal(key, model_path, why,
                                f"use fsdp2_{'train' if path in ('actor_train', 'critic') else 'infer'}")
         if path == "critic":
             yield _run_refusal(strategy_key, strategy_name(worker), run_limits.MEGATRON_CRITIC,

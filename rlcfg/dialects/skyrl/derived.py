@@ -256,3 +256,18 @@ def overlong_buffer(cfg: Any) -> tuple[int, float] | None:
     if a.overlong_buffer_len is not None:
         return a.overlong_buffer_len, a.overlong_buffer_penalty_factor
     return None
+
+
+# The keys added to megatron_config.transformer_config_kwargs that rlcfg honors (SkyRL sets every key of it on
+# megatron-core's TransformerConfig): sequence parallelism, uneven first and last pipeline stages, and, for a
+# DeepSeek-V3 model, its routing correction (ir.Role.expert_bias).
+HONORED_TRANSFORMER_KWARGS = ("sequence_parallel", "num_layers_in_first_pipeline_stage",
+                              "num_layers_in_last_pipeline_stage")
+ROUTING_CORRECTION_KWARGS = ("moe_router_enable_expert_bias", "moe_router_bias_update_rate")
+
+
+def transformer_kwargs(options: Any) -> dict[str, Any]:
+    """The policy's or reference's megatron_config.transformer_config_kwargs, the keys added to the base config's
+    with them; SkyRL sets each on megatron-core's TransformerConfig."""
+    kwargs = options.megatron_config.transformer_config_kwargs
+    return dict(kwargs) if isinstance(kwargs, dict) else kwargs.model_dump()

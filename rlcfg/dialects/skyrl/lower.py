@@ -51,6 +51,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from rlcfg import run_limits
 from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec,
                       KLController, Logging, Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources,
                       RewardShaping, Role, Sampling, Schedule, Spelling)
@@ -60,7 +61,7 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_
                                           POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dataset_files, dp_size, loggers, lora_module_keys,
                                           lora_modules, loss_normalization, overlong_buffer, policy_loss,
-                                          ref_in_use, rollout_gpus, world)
+                                          ref_in_use, rollout_gpus, transformer_kwargs, world)
 
 # The estimators and losses rlcfg runs with SkyRL's meaning, by SkyRL's names. The others (custom estimators and
 # losses registered in code, cross_entropy and importance_sampling, which sum over tokens as Tinker's losses do)
@@ -147,12 +148,14 @@ def _megatron_parallelism(options: Any) -> Parallelism:
     m = options.megatron_config
     # SkyRL turns Megatron's sequence parallelism on whenever TP > 1, unless transformer_config_kwargs says
     # otherwise.
-    kwargs = m.transformer_config_kwargs
-    kwargs = kwargs if isinstance(kwargs, dict) else kwargs.model_dump()
+    kwargs = transformer_kwargs(options)
     sp = kwargs.get("sequence_parallel", m.tensor_model_parallel_size > 1)
+    # Uneven first and last pipeline stages reach megatron-core the same way (Moonlight's 27 layers as 14 + 13).
     return Parallelism(tp=m.tensor_model_parallel_size, pp=m.pipeline_model_parallel_size,
                        cp=m.context_parallel_size, ep=m.expert_model_parallel_size,
                        etp=m.expert_tensor_parallel_size,
+                       pp_first_layers=kwargs.get("num_layers_in_first_pipeline_stage"),
+                       pp_last_layers=kwargs.get("num_layers_in_last_pipeline_stage"),
                        sequence_parallel=bool(sp) and m.tensor_model_parallel_size > 1)
 
 
@@ -242,15 +245,36 @@ def _trained(cfg: Any, name: str, key: str, release: str | None) -> Role:
                 optimizer=_optimizer(cfg, section), micro_batch_size=t.micro_train_batch_size_per_gpu,
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu,
                 gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing, lora=lora,
-                router_dtype=router_dtype(t.strategy, release), section=f"trainer.{key}",
+                router_dtype=router_dtype(t.strategy, release, section.model.path),
+                expert_bias=expert_bias(t.strategy, section), section=f"trainer.{key}",
                 keys=TRAIN_KEYS + _model_keys(cfg, key) + lora_keys)
 
 
-def router_dtype(strategy: str, release: str | None) -> str | None:
+def router_dtype(strategy: str, release: str | None, model_path: object = None) -> str | None:
     """The `skyrl` package from 0.3.0 computes a Megatron-trained MoE router's logits in fp32
     (megatron_config.moe_router_dtype, whose other values `rlcfg run` refuses); before, SkyRL left them in the
-    model's dtype. The FSDP strategies run the Hugging Face model's own router."""
-    return "fp32" if strategy == "megatron" and release in PACKAGE_FROM_030 else None
+    dtype of Megatron-Bridge's provider: the model's, or fp32 for DeepSeek-V3 (its provider sets it). The FSDP
+    strategies run the Hugging Face model's own router."""
+    if strategy != "megatron":
+        return None
+    return "fp32" if release in PACKAGE_FROM_030 or run_limits.routing_correction_family(model_path) else None
+
+
+# megatron-core's moe_router_bias_update_rate, which Megatron-Bridge's DeepSeek-V3 and Moonlight providers keep.
+BRIDGE_EXPERT_BIAS_RATE = 1e-3
+
+
+def expert_bias(strategy: str, section: Any) -> float | str:
+    """How SkyRL's Megatron setup treats DeepSeek-V3's routing correction: Megatron-Bridge's provider routes with
+    the checkpoint's and moves it after each optimizer step (SkyRL sets the load-balancing type to `none`, so no
+    auxiliary loss runs); transformer_config_kwargs, which SkyRL applies last, may turn it off or change the rate.
+    The FSDP strategies run the Hugging Face model, which holds it fixed."""
+    if strategy != "megatron" or getattr(section, "megatron_config", None) is None:  # no critic on Megatron
+        return "unmapped"
+    kwargs = transformer_kwargs(section)
+    if kwargs.get("moe_router_enable_expert_bias") is False:
+        return "off"
+    return float(kwargs.get("moe_router_bias_update_rate", BRIDGE_EXPERT_BIAS_RATE))
 
 
 def _lora(cfg: Any, key: str, release: str | None) -> tuple[Lora | None, tuple[tuple[str, str], ...]]:
@@ -305,7 +329,9 @@ def _reference(cfg: Any, release: str | None) -> Role:
     t = cfg.trainer
     return Role(name="reference", backend=training_backend(t.strategy, release), resources=_resources(cfg, "ref"),
                 model=Model(path=t.ref.model.path or t.policy.model.path, dtype=_dtype(cfg), trust_remote_code=True),
-                parallelism=_parallelism(cfg, "ref"), router_dtype=router_dtype(t.strategy, release),
+                parallelism=_parallelism(cfg, "ref"),
+                router_dtype=router_dtype(t.strategy, release, t.ref.model.path or t.policy.model.path),
+                expert_bias=expert_bias(t.strategy, t.ref),
                 offload=Offload(params=t.placement.colocate_all,
                                 cpu_offload_during_step=_cpu_offload_in_step(cfg, t.ref)),
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu, sequence_packing=t.use_sample_packing,

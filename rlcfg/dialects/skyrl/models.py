@@ -7,6 +7,8 @@ means all of them); the inventories under tests/inventory/skyrl/ hold the facts 
 # Annotations are evaluated as the classes are defined, not postponed: see `Section` in rlcfg.schema.base.
 from typing import Any, Literal
 
+from pydantic import ConfigDict
+
 from rlcfg.dialects.skyrl.package import PACKAGE_FROM_030
 from rlcfg.schema import entry
 from rlcfg.schema.base import HONORED, Section, inert, param, refused, section, unread
@@ -259,7 +261,7 @@ class CriticOptimizerConfig(OptimizerConfig):
 
 # Megatron's pass-through mappings: the base config names a few keys of each; like every mapping of the composed
 # config they are in struct mode, so further keys of Megatron's own config objects are added with
-# `+trainer.policy.megatron_config.transformer_config_kwargs.KEY=...` (rlcfg then notes them and passes them on).
+# `+trainer.policy.megatron_config.transformer_config_kwargs.KEY=...`.
 
 
 class MegatronDdpConfig(Section):
@@ -283,6 +285,10 @@ class MegatronOptimizerKwargs(Section):
 
 
 class MegatronTransformerKwargs(Section):
+    # SkyRL sets every key of this mapping on megatron-core's TransformerConfig, the base config's and any other; the
+    # others stay on the section (model_extra), where the lowering reads those rlcfg honors and the rule
+    # skyrl/run-refusals refuses the rest.
+    model_config = ConfigDict(extra="allow")
     run_fate = _PERF
     recompute_granularity: str | None = param("full", description="Activation recomputation: `full`, `selective` "
                                                                   "or null.")

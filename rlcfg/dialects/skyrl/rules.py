@@ -23,7 +23,8 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMA
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dp_size, lora_module_keys, lora_modules, model_parallel,
-                                          policy_loss, ref_in_use, rollout_gpus, world)
+                                          policy_loss, ref_in_use, rollout_gpus, world, HONORED_TRANSFORMER_KWARGS,
+                                          ROUTING_CORRECTION_KWARGS, transformer_kwargs)
 from rlcfg.dialects.skyrl.package import (ENTRY_ENVIRONMENTS, FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, ONE_STEP_ASYNC,
                                           ONE_STEP_ENTRY, PACKAGE_FROM_030, PACKAGE_RELEASES, entry_estimator,
                                           is_package, label)
@@ -1233,6 +1234,32 @@ def _refusal(path: str, value: Any, instead: str, hint: str | None = None) -> Fi
                    hint or "`rlcfg validate` and `rlcfg plan` check it; to run with rlcfg, choose a value it runs")
 
 
+def _transformer_kwargs_refusals(options: Any, model: str, path: object) -> Iterator[Finding]:
+    """The keys added to a Megatron model's transformer_config_kwargs that rlcfg does not compute as megatron-core
+    does with them (SkyRL sets each on its TransformerConfig); and uneven first or last pipeline stages without a
+    pipeline, which megatron-core refuses when SkyRL's workers build that config."""
+    base = f"trainer.{model}.megatron_config.transformer_config_kwargs"
+    kwargs = transformer_kwargs(options)
+    honored = HONORED_TRANSFORMER_KWARGS + (ROUTING_CORRECTION_KWARGS if run_limits.routing_correction_family(path)
+                                            else ())
+    fields = type(options.megatron_config.transformer_config_kwargs).model_fields \
+        if not isinstance(options.megatron_config.transformer_config_kwargs, dict) else {}
+    for key, value in kwargs.items():
+        if key not in fields and key not in honored:
+            yield _refusal(f"{base}.{key}", value,
+                           "SkyRL sets it on megatron-core's TransformerConfig, and rlcfg builds that config itself, "
+                           f"taking from these keys only recomputation, {', '.join(HONORED_TRANSFORMER_KWARGS)} and, "
+                           f"for a DeepSeek-V3 model, {', '.join(ROUTING_CORRECTION_KWARGS)}", "remove it")
+    if options.megatron_config.pipeline_model_parallel_size == 1:
+        for key in ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"):
+            if kwargs.get(key) is not None:
+                yield _refusal(f"{base}.{key}", kwargs[key],
+                               f"with `trainer.{model}.megatron_config.pipeline_model_parallel_size` 1, megatron-core's "
+                               "TransformerConfig stops SkyRL's workers at start-up unless it is the model's whole "
+                               "layer count (its uneven-pipeline check finds layers left over and no stage for them)",
+                               "remove it, or set a pipeline_model_parallel_size above 1")
+
+
 def _runtime_limits(cfg: Any, release: str | None) -> Iterator[Finding]:
     """What the runtime's preflight refuses of the roles lower.py builds: the policy, the reference when its
     log-probs count (kl_loss_coef > 0) and the critic when GAE trains it, each on trainer.strategy (a critic on
@@ -1245,8 +1272,10 @@ def _runtime_limits(cfg: Any, release: str | None) -> Iterator[Finding]:
     if t.strategy == "megatron":
         paths = [(f"trainer.{model}.model.path", getattr(t, model).model.path or t.policy.model.path)
                  for model in models]
-        for key, path, why in run_limits.megatron_unbuilt_models(paths):
-            yield _refusal(key, path, f"{why}: {run_limits.MEGATRON_FAMILY}", "set `trainer.strategy: fsdp2`")
+        for key, path, why in run_limits.megatron_unbuilt_models(paths, corrections_mapped=True):
+            yield _refusal(key, path, why, "set `trainer.strategy: fsdp2`")
+        for model, (_key, path) in zip(models, paths):
+            yield from _transformer_kwargs_refusals(getattr(t, model), model, path)
     # The critic's adapters need no check of their own: skyrl-train builds no critic on Megatron and passes the
     # critic no init method.
     adapters = t.policy.model.lora

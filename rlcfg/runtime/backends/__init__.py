@@ -302,9 +302,10 @@ def _megatron_problems(role: Role) -> list[str]:
     if role.name == "critic":
         out.append(f"{where}: a critic on the megatron backend{_written(role)}: {run_limits.MEGATRON_CRITIC}; train "
                    "the critic with `fsdp`")
-    unbuilt = run_limits.megatron_unbuilt(role.model.path) if role.model is not None else None
+    unbuilt = (run_limits.megatron_unbuilt(role.model.path, corrections_mapped=role.expert_bias != "unmapped")
+               if role.model is not None else None)
     if unbuilt:
-        out.append(f"{where}: {role.model.path}, {unbuilt}: {run_limits.MEGATRON_FAMILY}; train it with `fsdp`")
+        out.append(f"{where}: {role.model.path}, {unbuilt}; train it with `fsdp`")
     config = run_limits.local_model_config(role.model.path) if role.model is not None and par.ep > 1 else None
     experts = run_limits.routed_experts(config) if config is not None else None
     if experts is not None and (experts == 0 or experts % par.ep):

@@ -1,5 +1,5 @@
 """The `megatron` training backend: megatron-core's GPTModel, its DDP wrapper, optimizer and forward-backward
-schedule, for the dense Qwen2/Qwen3/Llama families.
+schedule, for the dense Qwen2/Qwen3/Llama families and the Qwen3-MoE and DeepSeek-V3 mixtures of experts.
 
 Lowering (pure, no megatron import): a training role of the plan plus the model's config.json become
 `MegatronSettings`, plain keyword dicts for megatron-core's own `TransformerConfig`, `OptimizerConfig` and
@@ -29,7 +29,7 @@ from typing import Any, Mapping
 
 from rlcfg import run_limits
 from rlcfg.ir import Lora
-from rlcfg.runtime.backends.megatron_weights import ConversionError, ModelSpec, padded_vocab
+from rlcfg.runtime.backends.megatron_weights import ConversionError, ModelSpec, padded_vocab, stage_layers
 from rlcfg.runtime.step import SHARE_METRICS
 
 MEGATRON_CORE = "megatron-core==0.16.1"
@@ -83,6 +83,8 @@ class MegatronLayout:
     vpp: int | None
     sequence_parallel: bool
     world: int
+    first_stage_layers: int | None = None  # uneven first / last pipeline stages (ir.Parallelism)
+    last_stage_layers: int | None = None
 
     @property
     def dp(self) -> int:
@@ -193,9 +195,17 @@ def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: in
     if role.backend != "megatron":
         raise MegatronConfigError(f"role `{role.name}` uses the `{role.backend}` backend, not megatron")
     par = role.parallelism
+    uneven = par.pp > 1 and (par.pp_first_layers is not None or par.pp_last_layers is not None)
     layout = MegatronLayout(tp=par.tp, pp=par.pp, cp=par.cp, ep=par.ep, etp=par.etp, vpp=par.vpp,
-                            sequence_parallel=par.sequence_parallel, world=world)
+                            sequence_parallel=par.sequence_parallel, world=world,
+                            first_stage_layers=par.pp_first_layers if uneven else None,
+                            last_stage_layers=par.pp_last_layers if uneven else None)
     check_model(spec, layout)
+    if uneven:
+        try:
+            stage_layers(spec.layers, par.pp, par.vpp, layout.first_stage_layers, layout.last_stage_layers)
+        except ConversionError as e:
+            raise MegatronConfigError(f"role `{role.name}`: {e}") from None
     dtype = DTYPES[role.model.dtype if role.model else "bfloat16"]
     notes: list[str] = []
     transformer: dict[str, Any] = {
@@ -208,14 +218,33 @@ def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: in
         "virtual_pipeline_model_parallel_size": par.vpp, "context_parallel_size": par.cp,
         "expert_model_parallel_size": par.ep, "expert_tensor_parallel_size": par.etp,
         "sequence_parallel": par.sequence_parallel,
+        "num_layers_in_first_pipeline_stage": layout.first_stage_layers,
+        "num_layers_in_last_pipeline_stage": layout.last_stage_layers,
         "params_dtype": dtype, "bf16": dtype == "bfloat16", "fp16": dtype == "float16",
         # A pipeline sends activations of the compute dtype between stages; megatron-core requires it named.
         "pipeline_dtype": dtype if par.pp > 1 else None,
         "use_cpu_initialization": True,  # the weights are overwritten by the checkpoint anyway
         "perform_initialization": False,
     }
+    if spec.mla:
+        if par.tp > 1 and not par.sequence_parallel:
+            # The latent projections are whole on every TP rank, and each rank's heads give the key's rotary
+            # channels only their share of its gradient: megatron-core sums the shares where sequence parallelism
+            # splits the tokens (its gather from the sequence-parallel region), and nowhere otherwise.
+            raise MegatronConfigError(f"role `{role.name}`: multi-latent attention ({spec.source}) on tensor "
+                                      f"parallel size {par.tp} needs sequence parallelism on; rlcfg's Megatron "
+                                      "backend computes its key gradient whole only then")
+        transformer.update(mla_transformer_config(spec))
     if spec.experts:
-        transformer.update(moe_transformer_config(spec), moe_router_dtype=role.router_dtype)
+        rate = 0.0
+        if spec.sigmoid_routing:
+            if role.expert_bias == "unmapped":
+                raise MegatronConfigError(f"role `{role.name}`: {spec.source}: {run_limits.ROUTING_CORRECTION}")
+            if role.expert_bias == "off":
+                spec = dataclasses.replace(spec, expert_bias=False)
+            else:
+                rate = float(role.expert_bias)
+        transformer.update(moe_transformer_config(spec, rate), moe_router_dtype=role.router_dtype)
     lora = role.lora if role.optimizer is not None else None
     if lora is not None:
         problems = run_limits.megatron_lora_problems(
@@ -227,7 +256,7 @@ def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: in
                                       + "; ".join(why for _field, _value, why, _hint in problems))
     if role.gradient_checkpointing:
         transformer.update(recompute_granularity="full", recompute_method="uniform", recompute_num_layers=1)
-    if par.vpp and par.vpp > 1 and par.pp > 1 and spec.layers % (par.pp * par.vpp):
+    if par.vpp and par.vpp > 1 and par.pp > 1 and not uneven and spec.layers % (par.pp * par.vpp):
         raise MegatronConfigError(f"role `{role.name}`: {spec.layers} layers do not split into pipeline size "
                                   f"{par.pp} × virtual stages {par.vpp} = {par.pp * par.vpp} equal chunks")
     gpt = {"vocab_size": padded_vocab(spec.vocab, par.tp),
@@ -275,16 +304,41 @@ def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: in
                             schedule_per_train_step=per_train_step, lora=lora)
 
 
-def moe_transformer_config(spec: ModelSpec) -> dict[str, Any]:
-    """megatron-core's MoE settings that compute what the Hugging Face model computes: softmax routing to the top
-    k experts, their weights renormalised (top k, then softmax over those k) or not (softmax over all, then top k),
-    every token kept (no capacity limit), no load-balancing loss. The local spec's experts run one by one
+def moe_transformer_config(spec: ModelSpec, expert_bias_update_rate: float = 0.0) -> dict[str, Any]:
+    """megatron-core's MoE settings that compute what the Hugging Face model computes: Qwen3-MoE's softmax routing
+    to the top k experts, their weights renormalised (top k, then softmax over those k) or not (softmax over all,
+    then top k); DeepSeek-V3's sigmoid routing (with or without its score correction, moved after each optimizer
+    step by `expert_bias_update_rate` where the framework's setup does so), within expert groups, scaled; every
+    token kept (no capacity limit), no load-balancing loss. The local spec's experts run one by one
     (SequentialMLP), as grouped GEMMs need Transformer Engine or the grouped_gemm package."""
-    return {"num_moe_experts": spec.experts, "moe_ffn_hidden_size": spec.expert_ffn,
-            "moe_router_topk": spec.experts_per_token, "moe_router_score_function": "softmax",
-            "moe_router_pre_softmax": not spec.renormalize_topk, "moe_router_load_balancing_type": "none",
-            "moe_aux_loss_coeff": 0.0, "moe_z_loss_coeff": None, "moe_expert_capacity_factor": None,
-            "moe_token_dispatcher_type": "alltoall", "moe_grouped_gemm": False}
+    out = {"num_moe_experts": spec.experts, "moe_ffn_hidden_size": spec.expert_ffn,
+           "moe_router_topk": spec.experts_per_token, "moe_router_score_function": "softmax",
+           "moe_router_pre_softmax": not spec.renormalize_topk, "moe_router_load_balancing_type": "none",
+           "moe_aux_loss_coeff": 0.0, "moe_z_loss_coeff": None, "moe_expert_capacity_factor": None,
+           "moe_token_dispatcher_type": "alltoall", "moe_grouped_gemm": False}
+    if spec.dense_layers:
+        out["moe_layer_freq"] = [0 if i < spec.dense_layers else 1 for i in range(spec.layers)]
+    if spec.shared_ffn:
+        out["moe_shared_expert_intermediate_size"] = spec.shared_ffn
+    if spec.sigmoid_routing:
+        out.update(moe_router_score_function="sigmoid", moe_router_pre_softmax=False,
+                   moe_router_topk_scaling_factor=spec.routed_scale,
+                   moe_router_num_groups=spec.router_groups or None,
+                   moe_router_group_topk=spec.router_group_topk or None,
+                   moe_router_enable_expert_bias=spec.expert_bias,
+                   moe_router_bias_update_rate=expert_bias_update_rate if spec.expert_bias else 0.0)
+    return out
+
+
+def mla_transformer_config(spec: ModelSpec) -> dict[str, Any]:
+    """megatron-core's multi-latent attention (MLATransformerConfig) as DeepSeek-V3 computes it: plain rotary
+    embeddings on each head's last qk_rope_dim channels (megatron-core reads them interleaved, as the checkpoint
+    stores them), softmax scale 1/sqrt(query head size)."""
+    return {"multi_latent_attention": True, "q_lora_rank": spec.q_lora_rank or None,
+            "kv_lora_rank": spec.kv_lora_rank, "qk_head_dim": spec.qk_nope_dim, "qk_pos_emb_head_dim": spec.qk_rope_dim,
+            "v_head_dim": spec.v_head_dim, "kv_channels": spec.v_head_dim, "rope_type": "rope",
+            "rotary_base": spec.rope_theta, "rotary_scaling_factor": 1.0, "mscale": 1.0, "mscale_all_dim": 0.0,
+            "apply_rope_fusion": False}
 
 
 def lower_plan(plan: Any, model_configs: Mapping[str, Mapping[str, Any]] | None = None,
@@ -321,14 +375,14 @@ def build_configs(settings: MegatronSettings) -> tuple[Any, Any | None, Any | No
     import torch
     from megatron.core.distributed import DistributedDataParallelConfig
     from megatron.core.optimizer import OptimizerConfig
-    from megatron.core.transformer import TransformerConfig
+    from megatron.core.transformer import MLATransformerConfig, TransformerConfig
 
     kwargs = dict(settings.transformer)
     kwargs["params_dtype"] = _torch_dtype(kwargs["params_dtype"])
     kwargs["pipeline_dtype"] = _torch_dtype(kwargs["pipeline_dtype"])
     kwargs["activation_func"] = {"silu": torch.nn.functional.silu}[kwargs["activation_func"]]
     try:
-        transformer = TransformerConfig(**kwargs)
+        transformer = (MLATransformerConfig if kwargs.get("multi_latent_attention") else TransformerConfig)(**kwargs)
         optimizer = ddp = None
         if settings.optimizer is not None:
             o = dict(settings.optimizer)
@@ -380,46 +434,80 @@ class _RMSNorm:
         return norm
 
 
-def layer_spec(spec: ModelSpec, context_parallel: bool = False) -> Any:
+def layer_spec(spec: ModelSpec, context_parallel: bool = False, moe: bool | None = None) -> Any:
     """The local (pure torch) layer spec. Its attention takes an explicit mask, which left-padded RL batches
     need; Transformer Engine's fused attention would ignore it without packed sequences. Its norms are
     _RMSNorm: megatron-core's local RMSNorm refuses sequence parallelism outright. With context parallelism its
-    core attention is megatron_cp's, which megatron-core's local spec has no counterpart of."""
+    core attention is megatron_cp's, which megatron-core's local spec has no counterpart of; multi-latent
+    attention's core attention is LatentAttention (megatron-core's local one cannot take its key and value
+    sizes). `moe`: whether this layer routes to experts (default: whether the model has experts)."""
     from megatron.core.models.gpt.gpt_layer_specs import get_gpt_layer_local_spec
 
-    layer = get_gpt_layer_local_spec(num_experts=spec.experts or None, moe_grouped_gemm=False,
-                                     qk_layernorm=spec.qk_norm, normalization="RMSNorm")
+    moe = bool(spec.experts) if moe is None else moe
+    layer = get_gpt_layer_local_spec(num_experts=spec.experts if moe else None, moe_grouped_gemm=False,
+                                     qk_layernorm=spec.qk_norm or spec.mla, multi_latent_attention=spec.mla,
+                                     normalization="RMSNorm")
     attention = layer.submodules.self_attention
+    replaced: dict[str, Any] = {}  # the attention's submodules rlcfg swaps in
     if spec.qk_norm:
-        attention = dataclasses.replace(attention, submodules=dataclasses.replace(
-            attention.submodules, q_layernorm=_RMSNorm, k_layernorm=_RMSNorm))
-    if context_parallel:
+        replaced = {"q_layernorm": _RMSNorm, "k_layernorm": _RMSNorm}
+    if spec.mla:
+        # The projections to the latents are megatron-core's plain Linear, whole on every TP rank (each rank's
+        # slice of the tokens under sequence parallelism, their gradients summed over the ranks as a norm's are):
+        # as column-parallel layers, megatron-core's MLA would give the key's rotary channels, which every head
+        # shares, only the gradient of the rank's own heads.
+        from megatron.core.post_training.modelopt.layers import Linear
+
+        replaced = {"q_layernorm": _RMSNorm, "kv_layernorm": _RMSNorm, "linear_q_down_proj": Linear,
+                    "linear_kv_down_proj": Linear}
+    core = None
+    if spec.mla:
+        from rlcfg.runtime.backends.megatron_cp import ContextParallelLatentAttention, LatentAttention
+
+        core = ContextParallelLatentAttention if context_parallel else LatentAttention
+    elif context_parallel:
         from rlcfg.runtime.backends.megatron_cp import ContextParallelAttention
 
-        attention = dataclasses.replace(attention, submodules=dataclasses.replace(
-            attention.submodules, core_attention=ContextParallelAttention))
+        core = ContextParallelAttention
+    if core is not None:
+        replaced["core_attention"] = core
+    if replaced:
+        attention = dataclasses.replace(attention, submodules=dataclasses.replace(attention.submodules, **replaced))
     return dataclasses.replace(layer, submodules=dataclasses.replace(
         layer.submodules, input_layernorm=_RMSNorm, pre_mlp_layernorm=_RMSNorm, self_attention=attention))
 
 
 def block_spec(spec: ModelSpec, transformer_config: Any, vp_stage: int | None) -> Any:
-    """This stage's layers and the final norm (a bare layer spec would give the block megatron-core's own
-    final norm, which refuses sequence parallelism)."""
+    """This stage's layers (dense or routing to experts by their place in the whole model) and the final norm (a
+    bare layer spec would give the block megatron-core's own final norm, which refuses sequence parallelism)."""
     from megatron.core.transformer.transformer_block import TransformerBlockSubmodules, get_num_layers_to_build
+    from megatron.core.transformer.transformer_layer import get_transformer_layer_offset
 
     layers = get_num_layers_to_build(transformer_config, vp_stage=vp_stage)
+    offset = get_transformer_layer_offset(transformer_config, vp_stage=vp_stage)
     cp = transformer_config.context_parallel_size > 1
-    return TransformerBlockSubmodules(layer_specs=[layer_spec(spec, cp)] * layers, layer_norm=_RMSNorm)
+    return TransformerBlockSubmodules(layer_specs=[layer_spec(spec, cp, spec.moe_layer(offset + i))
+                                                   for i in range(layers)], layer_norm=_RMSNorm)
 
 
 def _without_transformer_engine() -> None:
     """megatron-core 0.16's router computes its logits through `te_general_gemm` when that name is not None, but
     defines the name only when Transformer Engine imports: without it every MoE forward is a NameError. None
-    selects its own torch matmul."""
+    selects its own torch matmul. Its multi-latent attention believes Transformer Engine present whenever its
+    extension module imports, which it does without Transformer Engine (its layer classes then stand-ins that
+    `isinstance` refuses); it is told the truth."""
+    from megatron.core.extensions import transformer_engine
+    from megatron.core.transformer import multi_latent_attention
     from megatron.core.transformer.moe import moe_utils
 
     if not getattr(moe_utils, "HAVE_TE", True) and not hasattr(moe_utils, "te_general_gemm"):
         moe_utils.te_general_gemm = None
+    if not getattr(transformer_engine, "HAVE_TE", True):
+        multi_latent_attention.HAVE_TE = False
+    if multi_latent_attention.Linear is None:  # the layer_spec's latent projections are this class
+        from megatron.core.post_training.modelopt.layers import Linear
+
+        multi_latent_attention.Linear = Linear
 
 
 def build_model_chunks(settings: MegatronSettings, transformer_config: Any) -> list[Any]:
@@ -427,7 +515,7 @@ def build_model_chunks(settings: MegatronSettings, transformer_config: Any) -> l
     from megatron.core import parallel_state as ps
     from megatron.core.models.gpt import GPTModel
 
-    if settings.model.experts:
+    if settings.model.experts or settings.model.mla:
         _without_transformer_engine()
 
     chunks = []
@@ -473,7 +561,8 @@ def load_hf_into(chunks: list[Any], hf_state: Mapping[str, Any], settings: Megat
     from rlcfg.runtime.backends import megatron_weights as W
 
     lay = settings.layout
-    shards, experts = W.shard_layout(hf_state, settings.model, lay.tp, lay.pp, lay.vpp, lay.ep, expert_tp(lay))
+    shards, experts = W.shard_layout(hf_state, settings.model, lay.tp, lay.pp, lay.vpp, lay.ep, expert_tp(lay),
+                                     first=lay.first_stage_layers, last=lay.last_stage_layers)
     tp_rank, pp_rank = ps.get_tensor_model_parallel_rank(), ps.get_pipeline_model_parallel_rank()
     for stage, chunk in enumerate(chunks):
         target = _unwrap(chunk)
@@ -485,6 +574,18 @@ def load_hf_into(chunks: list[Any], hf_state: Mapping[str, Any], settings: Megat
         if missing or result.unexpected_keys:
             raise ConversionError(f"loading into the Megatron model left {missing} unset and found no place for "
                                   f"{list(result.unexpected_keys)}")
+
+
+def _expert_biases(chunks: list[Any]) -> dict[tuple[int, str], Any]:
+    """The routers' score corrections, which stay float32 whatever the model's dtype: megatron-core routes and
+    updates them in float32, and a round trip through bf16 would move them."""
+    return {(i, name): module.expert_bias.detach().clone() for i, chunk in enumerate(chunks)
+            for name, module in chunk.named_modules() if getattr(module, "expert_bias", None) is not None}
+
+
+def _restore_expert_biases(chunks: list[Any], biases: Mapping[tuple[int, str], Any], device: Any) -> None:
+    for (i, name), bias in biases.items():
+        chunks[i].get_submodule(name).expert_bias = bias.to(device)
 
 
 def expert_tp(layout: MegatronLayout) -> int:
@@ -731,8 +832,14 @@ class MegatronEngine:
         chunks = build_model_chunks(settings, tf_config)
         from rlcfg.runtime.backends import megatron_weights as W
 
-        load_hf_into(chunks, W.load_hf_weights(model_path), settings)
+        hf_state = W.load_hf_weights(model_path)
+        load_hf_into(chunks, hf_state, settings)
+        # Exported as the checkpoint has them: the tensors this Megatron model does not hold.
+        self._unheld = W.unheld(hf_state, settings.model)
+        del hf_state
+        biases = _expert_biases(chunks)
         chunks = [c.to(dtype=_torch_dtype(settings.transformer["params_dtype"]), device=self.device) for c in chunks]
+        _restore_expert_biases(chunks, biases, self.device)
         if settings.lora is not None and opt_config is not None:
             from rlcfg.runtime.backends.megatron_lora import add_adapters
 
@@ -1088,7 +1195,9 @@ class MegatronEngine:
                    if self.settings.model.experts else None)
         if self.rank != 0 and not all_ranks:
             return None
-        return W.merge(shards, self.settings.model, experts=experts)
+        lay = self.settings.layout
+        return {**W.merge(shards, self.settings.model, experts=experts, first=lay.first_stage_layers,
+                          last=lay.last_stage_layers), **self._unheld}
 
     @_on_engine_device
     def export_hf(self, path: str) -> None:

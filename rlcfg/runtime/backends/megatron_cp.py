@@ -1,4 +1,5 @@
-"""Context parallelism on the megatron backend without Transformer Engine.
+"""Context parallelism on the megatron backend without Transformer Engine, and the local core attention of
+multi-latent attention.
 
 megatron-core splits a sequence over the `cp` ranks of a context-parallel group in 2·cp equal chunks, rank r
 holding chunks r and 2·cp−1−r (each rank then has as much causal attention work as the others); its rotary
@@ -97,3 +98,23 @@ class ContextParallelAttention(DotProductAttention):
                          attention_mask.device)
         return super().forward(query, key, value, attention_mask.index_select(2, rows), attn_mask_type,
                                attention_bias, packed_seq_params)
+
+
+class LatentAttention(DotProductAttention):
+    """megatron-core's local attention for multi-latent attention, whose queries and keys are wider (k_channels:
+    the heads' non-rotary and rotary channels) than its values (v_channels). megatron-core's MLA hands its core
+    attention both sizes, which its local attention does not take: only Transformer Engine's does. Every head has
+    its own key and value, and the softmax scale is MLA's."""
+
+    def __init__(self, config: Any, *args: Any, k_channels: int | None = None, v_channels: int | None = None,
+                 **kwargs: Any):
+        # The scores' width comes from the query and key tensors, and MLA gives the scale. megatron-core's
+        # Attention first builds a core attention of its own sizes, which MLA then replaces with one of its sizes.
+        del k_channels
+        if v_channels is not None:
+            config = dataclasses.replace(config, kv_channels=v_channels, num_query_groups=config.num_attention_heads)
+        super().__init__(config, *args, **kwargs)
+
+
+class ContextParallelLatentAttention(ContextParallelAttention, LatentAttention):
+    """Multi-latent attention's core attention under context parallelism."""

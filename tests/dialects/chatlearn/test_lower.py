@@ -358,3 +358,27 @@ def test_rlcfg_run_stops_on_a_refused_setting(capsys):
         _lower(str(FSDP), ["models.policy.temperature=0.8"], None)
     assert stopped.value.exit_code == 1
     assert "`rlcfg run` refuses `models.policy.temperature` = 0.8" in capsys.readouterr().err
+
+
+# ChatLearn's Moonlight script: the Megatron trainer loads the converted checkpoint, the rollout the Hugging Face one.
+MOONLIGHT = ("models.policy_trainer.load=/mnt/models/Moonlight-16B-A3B-Instruct-to-mcore",
+             "models.policy.load=/mnt/models/Moonlight-16B-A3B-Instruct",
+             "models.policy_trainer.decoder_first_pipeline_num_layers=14",
+             "models.policy_trainer.decoder_last_pipeline_num_layers=13")
+
+
+def test_megatron_deepseek_routes_without_its_correction_after_1_2():
+    """ChatLearn main's update_cfg turns DeepSeek-V3's routing correction off; 1.2.0 routed with it beside a
+    sequence auxiliary loss and YaRN rotary embeddings, which `rlcfg run` refuses at the trainer's checkpoint."""
+    from rlcfg import lower as lowering
+
+    exp = experiment(MEGATRON, *MOONLIGHT)
+    actor = role(exp, "actor")
+    assert actor.expert_bias == "off" and actor.router_dtype == "fp32"
+    assert (actor.parallelism.pp, actor.parallelism.pp_first_layers, actor.parallelism.pp_last_layers) == (2, 14, 13)
+    assert "models.policy_trainer.load" not in notes(MEGATRON, *MOONLIGHT)
+    old = check_file(str(V120_FSDP.parent / "reference-example-megatron.yaml"), list(MOONLIGHT[:2]), env=ENV)
+    assert old.release == "1.2.0"
+    assert role(lowering.lower("chatlearn", old.config, "1.2.0"), "actor").expert_bias == "unmapped"
+    [refusal] = [d.message for d in old.diagnostics if d.code == "RLC118" and d.path == "models.policy_trainer.load"]
+    assert "ChatLearn's after 1.2.0" in refusal

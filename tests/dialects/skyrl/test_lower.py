@@ -945,3 +945,48 @@ def test_a_megatron_ranks_experts_count_one_shared_adapter_pair_per_layer():
     expert = 4 * 3 * (64 + 32)  # gate, up and down of one expert
     assert lora_parameters(arch, lora) == 2 * (attention + dense_mlp + 8 * expert)
     assert lora_parameters(arch, lora, shared_by_experts=True) == 2 * (attention + dense_mlp + expert)
+
+
+# SkyRL's Moonlight example: DeepSeek-V3's architecture on Megatron, tensor parallel 2 (sequence parallelism on).
+MOONLIGHT = ("trainer.strategy=megatron", "trainer.policy.model.path=/home/user/moonlight16b",
+             "trainer.policy.megatron_config.tensor_model_parallel_size=2",
+             "trainer.ref.megatron_config.tensor_model_parallel_size=2", "trainer.micro_train_batch_size_per_gpu=8")
+
+
+def test_megatron_deepseek_routes_as_megatron_bridges_provider_does():
+    """Megatron-Bridge's DeepSeek-V3 provider routes with the checkpoint's correction, moves it by 1e-3 after each
+    step and computes the router in fp32; a transformer_config_kwargs entry, which SkyRL applies last, turns the
+    correction off. The FSDP strategies run the Hugging Face model."""
+    exp = experiment(FSDP2, *MOONLIGHT)
+    actor, ref = exp.role("actor"), exp.role("reference")
+    assert actor.expert_bias == ref.expert_bias == 1e-3
+    assert actor.router_dtype == ref.router_dtype == "fp32"
+    off = experiment(FSDP2, *MOONLIGHT,
+                     "+trainer.policy.megatron_config.transformer_config_kwargs.moe_router_enable_expert_bias=false")
+    assert off.role("actor").expert_bias == "off" and off.role("reference").expert_bias == 1e-3
+    fsdp = experiment(FSDP2, "trainer.policy.model.path=/home/user/moonlight16b")
+    assert fsdp.role("actor").expert_bias == "unmapped" and fsdp.role("actor").router_dtype is None
+
+
+def test_megatron_uneven_pipeline_stages_come_from_transformer_config_kwargs():
+    exp = experiment(FSDP2, *MOONLIGHT, "trainer.policy.megatron_config.pipeline_model_parallel_size=2",
+                     "+trainer.policy.megatron_config.transformer_config_kwargs.num_layers_in_last_pipeline_stage=13")
+    par = exp.role("actor").parallelism
+    assert (par.pp, par.pp_first_layers, par.pp_last_layers) == (2, None, 13)
+
+
+def test_megatron_transformer_kwargs_rlcfg_does_not_compute_are_refused_at_run():
+    """SkyRL sets every transformer_config_kwargs key on megatron-core's TransformerConfig. rlcfg runs the ones it
+    computes as megatron-core does and refuses the others; uneven stages without a pipeline are what megatron-core
+    itself stops SkyRL's workers on (SkyRL's Moonlight example writes num_layers_in_last_pipeline_stage=13 with
+    pipeline size 1)."""
+    base = "trainer.policy.megatron_config.transformer_config_kwargs"
+    result = checked(FSDP2, *MOONLIGHT, f"+{base}.num_layers_in_last_pipeline_stage=13",
+                     f"+{base}.moe_router_enable_expert_bias=false", f"+{base}.apply_rope_fusion=true")
+    refusals = {d.path: d.message for d in result.diagnostics if d.code == "RLC118"}
+    assert "megatron-core's TransformerConfig stops SkyRL's workers" in refusals[
+        f"{base}.num_layers_in_last_pipeline_stage"]
+    assert "rlcfg builds that config itself" in refusals[f"{base}.apply_rope_fusion"]
+    assert f"{base}.moe_router_enable_expert_bias" not in refusals  # honored: Moonlight is a DeepSeek-V3
+    dense = checked(FSDP2, *MOONLIGHT[:1], f"+{base}.moe_router_enable_expert_bias=false")
+    assert f"{base}.moe_router_enable_expert_bias" in {d.path for d in dense.diagnostics if d.code == "RLC118"}

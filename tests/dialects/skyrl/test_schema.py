@@ -466,7 +466,7 @@ def test_runtime_limits_only_where_the_runtime_meets_them(overrides):
 def test_the_reference_model_is_refused_when_its_log_probs_count():
     result = check_file(str(TEMPLATE), ["trainer.strategy=megatron", "trainer.algorithm.use_kl_loss=true",
                                         "trainer.algorithm.kl_loss_coef=0.001",
-                                        "trainer.ref.model.path=moonshotai/Moonlight-16B-A3B-Instruct"], env=HOST_ENV)
+                                        "trainer.ref.model.path=zai-org/GLM-4.7-Flash"], env=HOST_ENV)
     assert [d.path for d in result.diagnostics if d.code == "RLC118"] == ["trainer.ref.model.path"]
 
 
