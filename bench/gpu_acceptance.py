@@ -86,10 +86,12 @@ class Context:
 
 # ------------------------------------------------------------------------------------------------ shared pieces
 
-def build_model(directory: str, seed: int, experts: int = 0) -> str:
+def build_model(directory: str, seed: int, experts: int = 0, latent: bool = False) -> str:
     """A tiny Qwen2 (hidden 128, 2 heads of 64, 1 KV head, 2 layers, untied head) with the quickstart's
-    tokenizer; with `experts`, a Qwen3-MoE of the same figures routing each token to 2 of them. Every weight is
-    drawn, norms and biases too: a norm weight of 1 or a bias of 0 would hide a misplaced tensor."""
+    tokenizer; with `experts`, a Qwen3-MoE of the same figures routing each token to 2 of them, or with `latent`
+    too a DeepSeek-V3 (Moonlight's shape: multi-latent attention, a dense first layer, then those experts beside
+    a shared one, sigmoid routing with its per-expert correction). Every weight is drawn, norms, biases and the
+    correction too: a norm weight of 1 or a bias of 0 would hide a misplaced tensor."""
     import torch
     import transformers
     from transformers.utils import logging as hf_logging
@@ -103,7 +105,14 @@ def build_model(directory: str, seed: int, experts: int = 0) -> str:
                    num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=128,
                    pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id,
                    bos_token_id=tokenizer.eos_token_id, tie_word_embeddings=False)
-    if experts:
+    if experts and latent:
+        figures["num_key_value_heads"] = figures["num_attention_heads"]
+        model = transformers.DeepseekV3ForCausalLM(transformers.DeepseekV3Config(
+            n_routed_experts=experts, num_experts_per_tok=2, n_shared_experts=1, moe_intermediate_size=128,
+            first_k_dense_replace=1, kv_lora_rank=64, q_lora_rank=None, qk_nope_head_dim=64, qk_rope_head_dim=32,
+            v_head_dim=64, n_group=1, topk_group=1, routed_scaling_factor=2.446, norm_topk_prob=True,
+            rope_scaling=None, num_nextn_predict_layers=0, **figures))
+    elif experts:
         model = transformers.Qwen3MoeForCausalLM(transformers.Qwen3MoeConfig(
             head_dim=64, num_experts=experts, num_experts_per_tok=2, moe_intermediate_size=128, norm_topk_prob=True,
             **figures))
@@ -115,6 +124,9 @@ def build_model(directory: str, seed: int, experts: int = 0) -> str:
                 param.normal_(0.0, INIT_STD)
             else:
                 param.add_(torch.randn_like(param) * INIT_STD)
+        for name, buffer in model.named_buffers():
+            if name.endswith("e_score_correction_bias"):
+                buffer.copy_(torch.randn_like(buffer) * 0.1)
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     model.generation_config.eos_token_id = tokenizer.eos_token_id
     model.save_pretrained(directory)
@@ -604,6 +616,42 @@ def check_megatron_moe_bf16(ctx: Context) -> str:
     return f"4 experts, 2 per token: max |Δ| vs transformers fp32 {error:.4f} ≤ {ref.bound:.4f}; one step: {report}"
 
 
+def check_megatron_mla_bf16(ctx: Context) -> str:
+    """DeepSeek-V3's architecture on the Megatron engine in bf16: multi-latent attention through rlcfg's core
+    attention, the dense first layer, routed and shared experts, sigmoid routing with the checkpoint's correction,
+    moved after the step as SkyRL's setup moves it, and kept in float32."""
+    import torch
+
+    from rlcfg.ir import Model, Optimizer, Resources, Role
+    from rlcfg.runtime.backends import megatron as M
+
+    init_world(ctx.device)
+    path = build_model(os.path.join(ctx.scratch, "mla"), seed=5, experts=4, latent=True)
+    batch = padded_batch(path)
+    rate = 1e-3
+    role = Role(name="actor", backend="megatron", resources=Resources(gpus=1),
+                model=Model(path=path, dtype="bfloat16"), optimizer=Optimizer(lr=LR, grad_clip=1.0),
+                micro_batch_size=MICRO, router_dtype="fp32", expert_bias=rate)
+    settings = M.lower_role(role, M.model_spec_for(role), 1, total_optimizer_steps=10,
+                            seq_length=batch["input_ids"].shape[1])
+    engine = M.MegatronEngine("actor", path, settings)
+    ref = bf16_bound(path, batch, ctx.device)
+    error = require_within("Megatron's DeepSeek-V3 log-probs", engine.compute(batch, MICRO)["values"], ref, batch)
+    update, cfg = rl_update(path, lambda b: engine.compute(b, MICRO)["values"])
+    before = engine.full_state_dict()
+    metrics = engine.train(update, cfg)
+    after = engine.full_state_dict()
+    report = require_trained(before, after, metrics)
+    name = "model.layers.1.mlp.gate.e_score_correction_bias"
+    moved = (after[name].float() - before[name].float()).abs()
+    require(after[name].dtype == before[name].dtype == torch.float32,
+            f"the routing correction is {after[name].dtype}, not float32")
+    require(bool(((moved - rate).abs() < 1e-6).all()), f"the routing correction moved by {moved.tolist()}, not by "
+                                                        f"{rate} each")
+    return (f"max |Δ| vs transformers fp32 {error:.4f} ≤ {ref.bound:.4f}; one step: {report}; the correction moved "
+            f"by {rate} per expert, in float32")
+
+
 def check_megatron_lora_bf16(ctx: Context) -> str:
     """LoRA on the Megatron engine in bf16, on a mixture of experts: Megatron-Bridge's adapters (one per fused layer,
     one pair the experts share) start as the model, train alone, and merge into an export that computes what the
@@ -843,6 +891,7 @@ CHECKS = (
     Check("hf_rollout_gpu", check_hf_rollout_gpu, 120),
     Check("megatron_tp1_bf16", check_megatron_tp1_bf16, 240, package="megatron.core"),
     Check("megatron_moe_bf16", check_megatron_moe_bf16, 240, package="megatron.core"),
+    Check("megatron_mla_bf16", check_megatron_mla_bf16, 240, package="megatron.core"),
     Check("megatron_lora_bf16", check_megatron_lora_bf16, 240, package="megatron.core"),
     Check("vllm_hybrid_2ranks", check_vllm_hybrid_2ranks, 300, package="vllm", gpus=HYBRID_RANKS),
     Check("sglang_sleep_update_wake", check_sglang_sleep_update_wake, 300, package="sglang"),

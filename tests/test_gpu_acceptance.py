@@ -13,7 +13,7 @@ import pytest
 from tests.helpers import ROOT
 
 CHECKS = ("fsdp2_logprobs_bf16", "fsdp2_ppo_step", "fsdp2_offload_onload", "fsdp2_checkpoint", "fsdp2_cpu_offload",
-          "hf_rollout_gpu", "megatron_tp1_bf16", "megatron_moe_bf16", "megatron_lora_bf16", "vllm_hybrid_2ranks",
+          "hf_rollout_gpu", "megatron_tp1_bf16", "megatron_moe_bf16", "megatron_mla_bf16", "megatron_lora_bf16", "vllm_hybrid_2ranks",
           "sglang_sleep_update_wake")
 
 
