@@ -179,20 +179,18 @@ def megatron_unbuilt(path: object, corrections_mapped: bool = False) -> str | No
     if not isinstance(path, str) or not path.strip():
         return None
     config = local_model_config(path)
-    name = path.rstrip("/").rsplit("/", 1)[-1]
     if config is not None:
-        kind = str(config.get("model_type", ""))
-        what = f"its config.json has model_type {kind!r}"
-        if kind not in MEGATRON_FAMILIES:
+        what = f"its config.json has model_type {config.get('model_type', '')!r}"
+        if config.get("model_type") not in MEGATRON_FAMILIES:
             return f"{what}: {MEGATRON_FAMILY}"
     else:
+        name = path.rstrip("/").rsplit("/", 1)[-1]
         found = re.search(_UNBUILT_FAMILY_NAME, name)
         if found:
             return f"its name says it is a {found.group(1)} model: {MEGATRON_FAMILY}"
         found = re.search(_ROUTING_CORRECTION_NAME, name)
-        kind = ROUTING_CORRECTION_FAMILIES[0] if found else None
-        what = f"its name says it is a {found.group(1)} model ({kind})" if found else ""
-    if kind in ROUTING_CORRECTION_FAMILIES and not corrections_mapped:
+        what = f"its name says it is a {found.group(1)} model (deepseek_v3)" if found else ""
+    if not corrections_mapped and routing_correction_family(path):
         return f"{what}: {ROUTING_CORRECTION}"
     return None
 

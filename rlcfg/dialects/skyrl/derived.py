@@ -258,10 +258,12 @@ def overlong_buffer(cfg: Any) -> tuple[int, float] | None:
     return None
 
 
-# The keys added to megatron_config.transformer_config_kwargs that rlcfg honors (SkyRL sets every key of it on
-# megatron-core's TransformerConfig): sequence parallelism, uneven first and last pipeline stages, and, for a
-# DeepSeek-V3 model, its routing correction (ir.Role.expert_bias).
-HONORED_TRANSFORMER_KWARGS = ("sequence_parallel", "num_layers_in_first_pipeline_stage",
+# The keys of megatron_config.transformer_config_kwargs that rlcfg honors (SkyRL sets every key of it on
+# megatron-core's TransformerConfig): recomputation (memory only; the policy's base config writes these), sequence
+# parallelism, uneven first and last pipeline stages, and, for a DeepSeek-V3 model, its routing correction
+# (ir.Role.expert_bias).
+HONORED_TRANSFORMER_KWARGS = ("recompute_granularity", "recompute_modules", "recompute_method",
+                              "recompute_num_layers", "sequence_parallel", "num_layers_in_first_pipeline_stage",
                               "num_layers_in_last_pipeline_stage")
 ROUTING_CORRECTION_KWARGS = ("moe_router_enable_expert_bias", "moe_router_bias_update_rate")
 

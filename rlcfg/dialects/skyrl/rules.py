@@ -1242,14 +1242,12 @@ def _transformer_kwargs_refusals(options: Any, model: str, path: object) -> Iter
     kwargs = transformer_kwargs(options)
     honored = HONORED_TRANSFORMER_KWARGS + (ROUTING_CORRECTION_KWARGS if run_limits.routing_correction_family(path)
                                             else ())
-    fields = type(options.megatron_config.transformer_config_kwargs).model_fields \
-        if not isinstance(options.megatron_config.transformer_config_kwargs, dict) else {}
     for key, value in kwargs.items():
-        if key not in fields and key not in honored:
+        if key not in honored:
             yield _refusal(f"{base}.{key}", value,
                            "SkyRL sets it on megatron-core's TransformerConfig, and rlcfg builds that config itself, "
-                           f"taking from these keys only recomputation, {', '.join(HONORED_TRANSFORMER_KWARGS)} and, "
-                           f"for a DeepSeek-V3 model, {', '.join(ROUTING_CORRECTION_KWARGS)}", "remove it")
+                           f"taking from these keys only {', '.join(HONORED_TRANSFORMER_KWARGS)} and, for a "
+                           f"DeepSeek-V3 model, {', '.join(ROUTING_CORRECTION_KWARGS)}", "remove it")
     if options.megatron_config.pipeline_model_parallel_size == 1:
         for key in ("num_layers_in_first_pipeline_stage", "num_layers_in_last_pipeline_stage"):
             if kwargs.get(key) is not None:
