@@ -28,6 +28,11 @@ _ROUTING_CORRECTION_NAME = r"(?i)(?:^|[-_.])(moonlight)"
 ROUTING_CORRECTION = ("rlcfg builds DeepSeek-V3 models on megatron only where it has read how the framework's Megatron "
                       "setup routes them (its routing correction, e_score_correction_bias, and any auxiliary loss): "
                       "SkyRL's, and ChatLearn's after 1.2.0")
+# rlcfg/runtime/backends/megatron.py lower_role: DeepSeek-V3's projections to its latents are whole on every
+# tensor-parallel rank, and only sequence parallelism sums their key gradient over the ranks.
+LATENT_ATTENTION_TP = ("rlcfg's Megatron backend runs multi-latent attention (DeepSeek-V3, Moonlight) on tensor "
+                       "parallel ranks with sequence parallelism on only: only then does its key gradient sum over "
+                       "the ranks' heads")
 # AReaL's and ROLL's Megatron setups choose the router's settings (logit dtype, load-balancing loss) in code of their
 # own, which rlcfg has not mapped; SkyRL's, RLinf's and ChatLearn's are.
 EXPERT_PARALLEL = ("rlcfg runs expert parallelism with the MoE router settings of SkyRL, RLinf and ChatLearn; this "

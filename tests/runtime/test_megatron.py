@@ -540,7 +540,7 @@ def test_deepseek_models_rlcfg_does_not_build_are_refused_by_name():
         M.lower_role(unmapped, spec, 1)
     no_sp = dataclasses.replace(_role(2), parallelism=dataclasses.replace(_role(2).parallelism,
                                                                           sequence_parallel=False))
-    with pytest.raises(M.MegatronConfigError, match="needs sequence parallelism on"):
+    with pytest.raises(M.MegatronConfigError, match="with sequence parallelism on only"):
         M.lower_role(no_sp, spec, 2)
     assert M.lower_role(_role(2), spec, 2).transformer["multi_latent_attention"]
 

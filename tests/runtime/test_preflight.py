@@ -332,3 +332,18 @@ def test_megatron_refusal_on_cpu_names_the_debugging_switch(experiment, monkeypa
     monkeypatch.delenv("RLCFG_MEGATRON_ON_CPU", raising=False)
     [message] = problems(with_role(experiment, "actor", backend="megatron"))
     assert "use `fsdp`" in message and "RLCFG_MEGATRON_ON_CPU=1" in message
+
+
+def test_latent_attention_on_tensor_parallel_ranks_needs_sequence_parallelism(tmp_path, monkeypatch):
+    """rlcfg sums DeepSeek-V3's key gradient over the tensor-parallel ranks only through sequence parallelism; the
+    dry run refuses the layout without it, before the workers would."""
+    installed(monkeypatch, "megatron.core")
+    monkeypatch.setenv("RLCFG_MEGATRON_ON_CPU", "1")
+    exp = quickstart.experiment(str(tmp_path), steps=2, actor_ranks=2)
+    actor = exp.role("actor")
+    model = dataclasses.replace(actor.model, path="moonshotai/Moonlight-16B-A3B-Instruct")
+    [message] = problems(with_role(exp, "actor", backend="megatron", expert_bias=1e-3, model=model,
+                                   parallelism=Parallelism(tp=2)), Machine(gpus=2, cpus=2))
+    assert "tp=2 without sequence parallelism" in message and "turn sequence parallelism on" in message
+    assert problems(with_role(exp, "actor", backend="megatron", expert_bias=1e-3, model=model,
+                              parallelism=Parallelism(tp=2, sequence_parallel=True)), Machine(gpus=2, cpus=2)) == []

@@ -306,6 +306,10 @@ def _megatron_problems(role: Role) -> list[str]:
                if role.model is not None else None)
     if unbuilt:
         out.append(f"{where}: {role.model.path}, {unbuilt}; train it with `fsdp`")
+    if (par.tp > 1 and not par.sequence_parallel and role.model is not None
+            and run_limits.routing_correction_family(role.model.path)):
+        out.append(f"{where}: {role.model.path}, {_sizes(role, {'tp': par.tp})} without sequence parallelism: "
+                   f"{run_limits.LATENT_ATTENTION_TP}; turn sequence parallelism on")
     config = run_limits.local_model_config(role.model.path) if role.model is not None and par.ep > 1 else None
     experts = run_limits.routed_experts(config) if config is not None else None
     if experts is not None and (experts == 0 or experts % par.ep):

@@ -231,9 +231,9 @@ def lower_role(role: Any, spec: ModelSpec, world: int, total_optimizer_steps: in
             # The latent projections are whole on every TP rank, and each rank's heads give the key's rotary
             # channels only their share of its gradient: megatron-core sums the shares where sequence parallelism
             # splits the tokens (its gather from the sequence-parallel region), and nowhere otherwise.
-            raise MegatronConfigError(f"role `{role.name}`: multi-latent attention ({spec.source}) on tensor "
-                                      f"parallel size {par.tp} needs sequence parallelism on; rlcfg's Megatron "
-                                      "backend computes its key gradient whole only then")
+            # backends.check_plan refuses it before launch where the model's family is known.
+            raise MegatronConfigError(f"role `{role.name}`: {spec.source}, tensor parallel size {par.tp} without "
+                                      f"sequence parallelism: {run_limits.LATENT_ATTENTION_TP}")
         transformer.update(mla_transformer_config(spec))
     if spec.experts:
         rate = 0.0

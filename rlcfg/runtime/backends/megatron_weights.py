@@ -194,8 +194,9 @@ def _qwen3_moe_figures(config: Mapping[str, Any], source: str) -> dict[str, Any]
 
 
 def _deepseek_v3_figures(config: Mapping[str, Any], source: str) -> dict[str, Any]:
-    """The attention and expert figures of a DeepSeek-V3 config.json (Moonlight's too). Multi-token prediction
-    layers, YaRN rope scaling and routing other than DeepSeek-V3's are refused by name."""
+    """The attention and expert figures of a DeepSeek-V3 config.json (Moonlight's too). Rope scaling (DeepSeek-V3's
+    YaRN) and routing other than DeepSeek-V3's are refused by name. Multi-token prediction layers are not built:
+    transformers' model does not run them either, and the frameworks' Megatron setups train them only when asked."""
     for key in ("kv_lora_rank", "qk_nope_head_dim", "qk_rope_head_dim", "v_head_dim", "n_routed_experts",
                 "num_experts_per_tok", "moe_intermediate_size"):
         if not config.get(key):
