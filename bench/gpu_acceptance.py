@@ -595,25 +595,41 @@ def check_megatron_tp1_bf16(ctx: Context) -> str:
 def check_megatron_moe_bf16(ctx: Context) -> str:
     """A mixture of experts on the Megatron engine: megatron-core's router and experts without Transformer Engine
     (the path rlcfg's wheel installs), the router in fp32 as SkyRL and ChatLearn set it."""
+    init_world(ctx.device)
+    path = build_model(os.path.join(ctx.scratch, "moe"), seed=3, experts=4)
+    step = megatron_moe_step(path, ctx.device, "Megatron's MoE log-probs")
+    return f"4 experts, 2 per token: {step.error}; one step: {step.report}"
+
+
+@dataclass(frozen=True)
+class MegatronStep:
+    error: str  # the log-probs' distance from transformers' fp32 forward, and its bound
+    report: str  # what require_trained measured of the step
+    before: dict[str, Any]  # the Hugging Face-named weights before and after the step
+    after: dict[str, Any]
+
+
+def megatron_moe_step(path: str, device: str, what: str, **role_settings: Any) -> MegatronStep:
+    """The mixture of experts at `path` on a one-rank bf16 Megatron engine, its router in fp32 (as SkyRL and
+    ChatLearn set it): log-probs within the bf16 bound of transformers' fp32 forward, then one RL step that trains."""
     from rlcfg.ir import Model, Optimizer, Resources, Role
     from rlcfg.runtime.backends import megatron as M
 
-    init_world(ctx.device)
-    path = build_model(os.path.join(ctx.scratch, "moe"), seed=3, experts=4)
     batch = padded_batch(path)
     role = Role(name="actor", backend="megatron", resources=Resources(gpus=1),
                 model=Model(path=path, dtype="bfloat16"), optimizer=Optimizer(lr=LR, grad_clip=1.0),
-                micro_batch_size=MICRO, router_dtype="fp32")
+                micro_batch_size=MICRO, router_dtype="fp32", **role_settings)
     settings = M.lower_role(role, M.model_spec_for(role), 1, total_optimizer_steps=10,
                             seq_length=batch["input_ids"].shape[1])
     engine = M.MegatronEngine("actor", path, settings)
-    ref = bf16_bound(path, batch, ctx.device)
-    error = require_within("Megatron's MoE log-probs", engine.compute(batch, MICRO)["values"], ref, batch)
+    ref = bf16_bound(path, batch, device)
+    error = require_within(what, engine.compute(batch, MICRO)["values"], ref, batch)
     update, cfg = rl_update(path, lambda b: engine.compute(b, MICRO)["values"])
     before = engine.full_state_dict()
     metrics = engine.train(update, cfg)
-    report = require_trained(before, engine.full_state_dict(), metrics)
-    return f"4 experts, 2 per token: max |Δ| vs transformers fp32 {error:.4f} ≤ {ref.bound:.4f}; one step: {report}"
+    after = engine.full_state_dict()
+    return MegatronStep(f"max |Δ| vs transformers fp32 {error:.4f} ≤ {ref.bound:.4f}",
+                        require_trained(before, after, metrics), before, after)
 
 
 def check_megatron_mla_bf16(ctx: Context) -> str:
@@ -622,34 +638,17 @@ def check_megatron_mla_bf16(ctx: Context) -> str:
     moved after the step as SkyRL's setup moves it, and kept in float32."""
     import torch
 
-    from rlcfg.ir import Model, Optimizer, Resources, Role
-    from rlcfg.runtime.backends import megatron as M
-
     init_world(ctx.device)
     path = build_model(os.path.join(ctx.scratch, "mla"), seed=5, experts=4, latent=True)
-    batch = padded_batch(path)
     rate = 1e-3
-    role = Role(name="actor", backend="megatron", resources=Resources(gpus=1),
-                model=Model(path=path, dtype="bfloat16"), optimizer=Optimizer(lr=LR, grad_clip=1.0),
-                micro_batch_size=MICRO, router_dtype="fp32", expert_bias=rate)
-    settings = M.lower_role(role, M.model_spec_for(role), 1, total_optimizer_steps=10,
-                            seq_length=batch["input_ids"].shape[1])
-    engine = M.MegatronEngine("actor", path, settings)
-    ref = bf16_bound(path, batch, ctx.device)
-    error = require_within("Megatron's DeepSeek-V3 log-probs", engine.compute(batch, MICRO)["values"], ref, batch)
-    update, cfg = rl_update(path, lambda b: engine.compute(b, MICRO)["values"])
-    before = engine.full_state_dict()
-    metrics = engine.train(update, cfg)
-    after = engine.full_state_dict()
-    report = require_trained(before, after, metrics)
+    step = megatron_moe_step(path, ctx.device, "Megatron's DeepSeek-V3 log-probs", expert_bias=rate)
     name = "model.layers.1.mlp.gate.e_score_correction_bias"
-    moved = (after[name].float() - before[name].float()).abs()
-    require(after[name].dtype == before[name].dtype == torch.float32,
-            f"the routing correction is {after[name].dtype}, not float32")
+    before, after = step.before[name], step.after[name]
+    require(after.dtype == before.dtype == torch.float32, f"the routing correction is {after.dtype}, not float32")
+    moved = (after - before).abs()
     require(bool(((moved - rate).abs() < 1e-6).all()), f"the routing correction moved by {moved.tolist()}, not by "
                                                         f"{rate} each")
-    return (f"max |Δ| vs transformers fp32 {error:.4f} ≤ {ref.bound:.4f}; one step: {report}; the correction moved "
-            f"by {rate} per expert, in float32")
+    return f"{step.error}; one step: {step.report}; the correction moved by {rate} per expert, in float32"
 
 
 def check_megatron_lora_bf16(ctx: Context) -> str:

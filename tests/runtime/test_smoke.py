@@ -357,14 +357,21 @@ def test_a_deepseek_v3_smoke_runs_with_latent_attention_and_experts_split(tmp_pa
     """DeepSeek-V3's architecture on the Megatron backend: the tiny stand-in has multi-latent attention, a dense
     first layer and routed and shared experts; its heads split over two tensor-parallel ranks, its experts over
     two expert-parallel ranks, and the routing correction moves after each step as SkyRL's setup moves it."""
+    stderr, actor = skyrl_smoke_actor(tmp_path, cache, MOONLIGHT_SKYRL)
+    assert "tiny deepseek_v3, 2 layers, hidden 128, multi-latent attention" in stderr
+    assert (actor["parallelism"]["tp"], actor["parallelism"]["ep"], actor["expert_bias"]) == (2, 2, 1e-3)
+
+
+def skyrl_smoke_actor(tmp_path: Path, cache: Path, overrides: list[str]) -> tuple[str, dict]:
+    """Two smoke steps of the SkyRL template with `overrides`, which must go through: the run's stderr and the
+    actor it ran (experiment.json)."""
     out = tmp_path / "out"
-    done, _wall = run_cli(str(TEMPLATES / "skyrl-fsdp-vllm.yaml"), *MOONLIGHT_SKYRL, "--smoke", "--steps", "2",
+    done, _wall = run_cli(str(TEMPLATES / "skyrl-fsdp-vllm.yaml"), *overrides, "--smoke", "--steps", "2",
                           "-o", str(out), cache=cache)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert "tiny deepseek_v3, 2 layers, hidden 128, multi-latent attention" in done.stderr
     assert training_steps(out / "metrics.jsonl") == [1, 2]
-    actor = next(r for r in json.loads((out / "experiment.json").read_text())["roles"] if r["name"] == "actor")
-    assert (actor["parallelism"]["tp"], actor["parallelism"]["ep"], actor["expert_bias"]) == (2, 2, 1e-3)
+    roles = json.loads((out / "experiment.json").read_text())["roles"]
+    return done.stderr, next(r for r in roles if r["name"] == "actor")
 
 
 # SkyRL's Megatron LoRA on a mixture of experts (its run_megatron_lora_qwen3-30b-a3b.sh, in short).
@@ -377,13 +384,8 @@ MEGATRON_LORA_SKYRL = ["trainer.strategy=megatron", "trainer.policy.model.path=Q
 def test_megatron_lora_on_a_mixture_of_experts_smoke_runs(tmp_path, cache):
     """Adapters on megatron-core's layers, the experts of each rank sharing theirs; the rollout engine takes the
     merged weights at every step, and the run records the adapters it trained."""
-    out = tmp_path / "out"
-    done, _wall = run_cli(str(TEMPLATES / "skyrl-fsdp-vllm.yaml"), *MEGATRON_LORA_SKYRL, "--smoke", "--steps", "2",
-                          "-o", str(out), cache=cache)
-    assert done.returncode == 0, done.stderr[-3000:]
-    assert "tiny qwen3_moe" in done.stderr
-    assert training_steps(out / "metrics.jsonl") == [1, 2]
-    actor = next(r for r in json.loads((out / "experiment.json").read_text())["roles"] if r["name"] == "actor")
+    stderr, actor = skyrl_smoke_actor(tmp_path, cache, MEGATRON_LORA_SKYRL)
+    assert "tiny qwen3_moe" in stderr
     assert actor["backend"] == "megatron" and actor["lora"]["rank"] == 8
 
 
