@@ -27,7 +27,7 @@ ROUTING_CORRECTION_FAMILIES = ("deepseek_v3",)
 _ROUTING_CORRECTION_NAME = r"(?i)(?:^|[-_.])(moonlight)"
 ROUTING_CORRECTION = ("rlcfg builds DeepSeek-V3 models on megatron only where it has read how the framework's Megatron "
                       "setup routes them (its routing correction, e_score_correction_bias, and any auxiliary loss): "
-                      "SkyRL's, and ChatLearn's after 1.2.0")
+                      "SkyRL's from skyrl-train 0.4.0 and the skyrl package, and ChatLearn's after 1.2.0")
 # rlcfg/runtime/backends/megatron.py lower_role: DeepSeek-V3's projections to its latents are whole on every
 # tensor-parallel rank, and only sequence parallelism sums their key gradient over the ranks.
 LATENT_ATTENTION_TP = ("rlcfg's Megatron backend runs multi-latent attention (DeepSeek-V3, Moonlight) on tensor "

@@ -536,7 +536,7 @@ def test_deepseek_models_rlcfg_does_not_build_are_refused_by_name():
         W.ModelSpec.from_hf_config({**base, "n_group": 2, "topk_group": 2}, "m")
     spec = W.ModelSpec.from_hf_config(base, "m")
     unmapped = dataclasses.replace(_role(1), expert_bias="unmapped")  # ROLL's Megatron setup is not read
-    with pytest.raises(M.MegatronConfigError, match="SkyRL's, and ChatLearn's after 1.2.0"):
+    with pytest.raises(M.MegatronConfigError, match="the skyrl package, and ChatLearn's after 1.2.0"):
         M.lower_role(unmapped, spec, 1)
     no_sp = dataclasses.replace(_role(2), parallelism=dataclasses.replace(_role(2).parallelism,
                                                                           sequence_parallel=False))

@@ -113,7 +113,7 @@ def test_megatron_features_the_run_does_not_do_are_refused(tmp_path, monkeypatch
     assert expected in message
 
 
-ROUTING_READ = "SkyRL's, and ChatLearn's after 1.2.0"
+ROUTING_READ = "the skyrl package, and ChatLearn's after 1.2.0"
 
 
 @pytest.mark.parametrize("path,refused", [

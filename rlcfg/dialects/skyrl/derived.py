@@ -266,6 +266,14 @@ HONORED_TRANSFORMER_KWARGS = ("recompute_granularity", "recompute_modules", "rec
                               "recompute_num_layers", "sequence_parallel", "num_layers_in_first_pipeline_stage",
                               "num_layers_in_last_pipeline_stage")
 ROUTING_CORRECTION_KWARGS = ("moe_router_enable_expert_bias", "moe_router_bias_update_rate")
+# The releases whose Megatron setup for DeepSeek-V3 rlcfg has read: skyrl-train 0.4.0 and later, and the `skyrl`
+# package, build it through Megatron-Bridge and set the load-balancing type to `none`. skyrl-train 0.2.0 built it
+# through mbridge, and 0.3.0 left Megatron-Bridge's sequence auxiliary loss on.
+ROUTING_UNREAD = ("pre-0.1.0", "0.1.0", "0.2.0", "0.3.0")
+
+
+def routing_correction_read(release: str | None) -> bool:
+    return release not in ROUTING_UNREAD
 
 
 def transformer_kwargs(options: Any) -> dict[str, Any]:

@@ -61,7 +61,8 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_
                                           POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dataset_files, dp_size, loggers, lora_module_keys,
                                           lora_modules, loss_normalization, overlong_buffer, policy_loss,
-                                          ref_in_use, rollout_gpus, transformer_kwargs, world)
+                                          ref_in_use, rollout_gpus, routing_correction_read, transformer_kwargs,
+                                          world)
 
 # The estimators and losses rlcfg runs with SkyRL's meaning, by SkyRL's names. The others (custom estimators and
 # losses registered in code, cross_entropy and importance_sampling, which sum over tokens as Tinker's losses do)
@@ -246,7 +247,7 @@ def _trained(cfg: Any, name: str, key: str, release: str | None) -> Role:
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu,
                 gradient_checkpointing=t.gradient_checkpointing, sequence_packing=t.use_sample_packing, lora=lora,
                 router_dtype=router_dtype(t.strategy, release, section.model.path),
-                expert_bias=expert_bias(t.strategy, section), section=f"trainer.{key}",
+                expert_bias=expert_bias(t.strategy, section, release), section=f"trainer.{key}",
                 keys=TRAIN_KEYS + _model_keys(cfg, key) + lora_keys)
 
 
@@ -264,12 +265,15 @@ def router_dtype(strategy: str, release: str | None, model_path: object = None) 
 BRIDGE_EXPERT_BIAS_RATE = 1e-3
 
 
-def expert_bias(strategy: str, section: Any) -> float | str:
+def expert_bias(strategy: str, section: Any, release: str | None) -> float | str:
     """How SkyRL's Megatron setup treats DeepSeek-V3's routing correction: Megatron-Bridge's provider routes with
     the checkpoint's and moves it after each optimizer step (SkyRL sets the load-balancing type to `none`, so no
     auxiliary loss runs); transformer_config_kwargs, which SkyRL applies last, may turn it off or change the rate.
-    The FSDP strategies run the Hugging Face model, which holds it fixed."""
+    The FSDP strategies run the Hugging Face model, which holds it fixed; earlier releases set it up otherwise
+    (derived.ROUTING_UNREAD)."""
     if strategy != "megatron" or getattr(section, "megatron_config", None) is None:  # no critic on Megatron
+        return "unmapped"
+    if not routing_correction_read(release):
         return "unmapped"
     kwargs = transformer_kwargs(section)
     if kwargs.get("moe_router_enable_expert_bias") is False:
@@ -331,7 +335,7 @@ def _reference(cfg: Any, release: str | None) -> Role:
                 model=Model(path=t.ref.model.path or t.policy.model.path, dtype=_dtype(cfg), trust_remote_code=True),
                 parallelism=_parallelism(cfg, "ref"),
                 router_dtype=router_dtype(t.strategy, release, t.ref.model.path or t.policy.model.path),
-                expert_bias=expert_bias(t.strategy, t.ref),
+                expert_bias=expert_bias(t.strategy, t.ref, release),
                 offload=Offload(params=t.placement.colocate_all,
                                 cpu_offload_during_step=_cpu_offload_in_step(cfg, t.ref)),
                 forward_micro_batch_size=t.micro_forward_batch_size_per_gpu, sequence_packing=t.use_sample_packing,

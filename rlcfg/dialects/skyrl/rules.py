@@ -24,7 +24,7 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMA
                                           SGLANG_KWARGS, TIS_LOSSES_UNTIL_030, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dp_size, lora_module_keys, lora_modules, model_parallel,
                                           policy_loss, ref_in_use, rollout_gpus, world, HONORED_TRANSFORMER_KWARGS,
-                                          ROUTING_CORRECTION_KWARGS, transformer_kwargs)
+                                          ROUTING_CORRECTION_KWARGS, routing_correction_read, transformer_kwargs)
 from rlcfg.dialects.skyrl.package import (ENTRY_ENVIRONMENTS, FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, ONE_STEP_ASYNC,
                                           ONE_STEP_ENTRY, PACKAGE_FROM_030, PACKAGE_RELEASES, entry_estimator,
                                           is_package, label)
@@ -1270,7 +1270,8 @@ def _runtime_limits(cfg: Any, release: str | None) -> Iterator[Finding]:
     if t.strategy == "megatron":
         paths = [(f"trainer.{model}.model.path", getattr(t, model).model.path or t.policy.model.path)
                  for model in models]
-        for key, path, why in run_limits.megatron_unbuilt_models(paths, corrections_mapped=True):
+        for key, path, why in run_limits.megatron_unbuilt_models(paths,
+                                                                 corrections_mapped=routing_correction_read(release)):
             yield _refusal(key, path, why, "set `trainer.strategy: fsdp2`")
         for model, (_key, path) in zip(models, paths):
             yield from _transformer_kwargs_refusals(getattr(t, model), model, path)

@@ -964,6 +964,9 @@ def test_megatron_deepseek_routes_as_megatron_bridges_provider_does():
     off = experiment(FSDP2, *MOONLIGHT,
                      "+trainer.policy.megatron_config.transformer_config_kwargs.moe_router_enable_expert_bias=false")
     assert off.role("actor").expert_bias == "off" and off.role("reference").expert_bias == 1e-3
+    # skyrl-train 0.3.0 left Megatron-Bridge's sequence auxiliary loss on (and 0.2.0 built the model with mbridge)
+    old = lower(check_file(str(FSDP2), list(MOONLIGHT), env=ENV, release="0.3.0").config, "0.3.0")
+    assert old.role("actor").expert_bias == "unmapped"
     fsdp = experiment(FSDP2, "trainer.policy.model.path=/home/user/moonlight16b")
     assert fsdp.role("actor").expert_bias == "unmapped" and fsdp.role("actor").router_dtype is None
 
