@@ -184,18 +184,18 @@ def megatron_unbuilt(path: object, corrections_mapped: bool = False) -> str | No
     if not isinstance(path, str) or not path.strip():
         return None
     config = local_model_config(path)
+    name = path.rstrip("/").rsplit("/", 1)[-1]
     if config is not None:
         what = f"its config.json has model_type {config.get('model_type', '')!r}"
         if config.get("model_type") not in MEGATRON_FAMILIES:
             return f"{what}: {MEGATRON_FAMILY}"
     else:
-        name = path.rstrip("/").rsplit("/", 1)[-1]
         found = re.search(_UNBUILT_FAMILY_NAME, name)
         if found:
             return f"its name says it is a {found.group(1)} model: {MEGATRON_FAMILY}"
         found = re.search(_ROUTING_CORRECTION_NAME, name)
         what = f"its name says it is a {found.group(1)} model (deepseek_v3)" if found else ""
-    if not corrections_mapped and routing_correction_family(path):
+    if not corrections_mapped and _corrected_routing(config, name):
         return f"{what}: {ROUTING_CORRECTION}"
     return None
 
@@ -205,10 +205,13 @@ def routing_correction_family(path: object) -> bool:
     or its name when it is not a local folder)."""
     if not isinstance(path, str) or not path.strip():
         return False
-    config = local_model_config(path)
+    return _corrected_routing(local_model_config(path), path.rstrip("/").rsplit("/", 1)[-1])
+
+
+def _corrected_routing(config: dict | None, name: str) -> bool:
     if config is not None:
         return config.get("model_type") in ROUTING_CORRECTION_FAMILIES
-    return re.search(_ROUTING_CORRECTION_NAME, path.rstrip("/").rsplit("/", 1)[-1]) is not None
+    return re.search(_ROUTING_CORRECTION_NAME, name) is not None
 
 
 def megatron_unbuilt_models(models: Iterable[tuple[str, object]], corrections_mapped: bool = False
