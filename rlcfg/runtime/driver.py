@@ -25,7 +25,7 @@ from rlcfg.ir import Role, Sampling
 from rlcfg.plan.model import ExecutionPlan
 from rlcfg.runtime import step as S
 from rlcfg.runtime.ahead import AheadStep, RolloutsAhead
-from rlcfg.runtime.backends import preflight
+from rlcfg.runtime.backends import PreflightError, preflight
 from rlcfg.runtime.environment import looks_like_hub_id
 from rlcfg.runtime.partial import PartialRollouts, PartialRolloutStarved, Response
 from rlcfg.runtime.shell import (Cluster, RunOptions, RunResult, RunShell, plan_here, rollout_engines, run_length,
@@ -45,7 +45,10 @@ class Run(RunShell):
 
         preflight(self.plan, self.machine, has_cluster=bool(self.opt.address or os.environ.get("RAY_ADDRESS")))
         exp = self.exp
-        rewards.get(exp.reward_function)  # an unknown reward function fails here, not in a worker
+        try:
+            rewards.get(exp.reward_function)  # an unknown or uninstallable reward fails here, not in a worker
+        except ImportError as err:
+            raise PreflightError(f"this plan cannot run here: its reward `{exp.reward_function}` needs {err}") from err
         actor = exp.role("actor")
         self.tokenizer_path = worker_path(actor.model.tokenizer or actor.model.path)
         for role in exp.roles:

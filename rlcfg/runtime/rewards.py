@@ -3,8 +3,9 @@
 `exact_match` compares the stripped strings; `math` checks the final answer with math-verify when it is
 installed, else with a small normaliser (the last \\boxed{...} or the last number, fractions and
 thousands separators understood); `gsm8k_strict` takes only a `#### <number>` answer (SkyRL-Gym's gsm8k
-environment); `answer_line` is SkyRL-Gym's aime environment; `areal_math_verify` is AReaL's GSM8K reward;
-`arithmetic` is the quickstart task's verifier.
+environment); `answer_line` is SkyRL-Gym's aime environment; `areal_math_verify` is AReaL's GSM8K reward from 0.5
+and `areal_math_parser` its GSM8K reward of 0.3 and 0.4 (rlcfg.runtime.areal_math_parser); `arithmetic` is the
+quickstart task's verifier.
 """
 
 from __future__ import annotations
@@ -209,19 +210,34 @@ def boxed_multiply(response: str, answer: str | None) -> float:
     return 1.0 if found.group(1).strip() == str(answer).strip() else 0.5
 
 
+def areal_math_parser(response: str, answer: str | None) -> float:
+    from rlcfg.runtime.areal_math_parser import score
+
+    return score(response, answer)
+
+
 REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": math, "arithmetic": arithmetic,
                                          "gsm8k_strict": gsm8k_strict, "answer_line": answer_line,
-                                         "areal_math_verify": areal_math_verify, "boxed_multiply": boxed_multiply}
+                                         "areal_math_verify": areal_math_verify, "boxed_multiply": boxed_multiply,
+                                         "areal_math_parser": areal_math_parser}
+# The verifiers that read a response as its framework decodes it, special tokens (the end-of-sequence marker) kept:
+# AReaL's scripts of 0.3 and 0.4 decode without skipping them, and math_parser's "answer is" branch sees the marker.
+RAW_TEXT = frozenset({"areal_math_parser"})
 # The verifiers that score an answer format the smoke run's generated task does not write.
 FORMATTED = {"gsm8k_strict": "`#### <number>` answers only",
              "answer_line": "`Answer: <answer>` lines only, wrong ones −1",
-             "boxed_multiply": "`\\boxed{<answer>}` answers only, wrong ones 0.5"}
+             "boxed_multiply": "`\\boxed{<answer>}` answers only, wrong ones 0.5",
+             "areal_math_parser": "answers in `boxed{...}` or after \"the answer is\" only"}
 
 
 def get(name: str) -> RewardFn:
     if name not in REWARD_FUNCTIONS:
         raise KeyError(f"unknown reward function `{name}`; rlcfg run knows {', '.join(sorted(REWARD_FUNCTIONS))}")
     fn = REWARD_FUNCTIONS[name]
+    if fn is areal_math_parser:
+        from rlcfg.runtime.areal_math_parser import check_installed
+
+        check_installed()
     if fn is math:
         return _math_verify() or _math_builtin  # resolve the import once, not per response
     return fn

@@ -239,6 +239,7 @@ class RewardScorer:
         from rlcfg.runtime import rewards
 
         self.fn = rewards.get(reward_function)
+        self.skip_special_tokens = reward_function not in rewards.RAW_TEXT
         self.tokenizer = tokenizer
         self._texts: dict[tuple[int, ...], str] = {}
         self._held = 0
@@ -256,7 +257,8 @@ class RewardScorer:
             new = list(dict.fromkeys(keys))
             self._held = sum(len(k) for k in new)
         if new:
-            self._texts.update(zip(new, self.tokenizer.batch_decode([list(k) for k in new], skip_special_tokens=True)))
+            self._texts.update(zip(new, self.tokenizer.batch_decode([list(k) for k in new],
+                                                                    skip_special_tokens=self.skip_special_tokens)))
         texts = [self._texts[k] for k in keys]
         return self.score_texts(texts, answers), texts
 
@@ -265,7 +267,8 @@ class RewardScorer:
         """Responses generated in rounds (partial rollout), each scored on the texts of its rounds joined: ChatLearn
         decodes every round's tokens on its own and concatenates the strings (PartialRolloutManager.update_data)."""
         rounds = [r for response in responses for r in response]
-        decoded = iter(self.tokenizer.batch_decode(rounds, skip_special_tokens=True) if rounds else [])
+        decoded = iter(self.tokenizer.batch_decode(rounds, skip_special_tokens=self.skip_special_tokens)
+                       if rounds else [])
         texts = ["".join(next(decoded) for _ in response) for response in responses]
         return self.score_texts(texts, answers), texts
 

@@ -113,3 +113,70 @@ def test_areal_math_verify_is_areals_gsm8k_reward(response, answer, expected):
 ])
 def test_boxed_multiply_is_skyrls_multiply_example(response, answer, expected):
     assert rewards.get("boxed_multiply")(response, answer) == expected
+
+
+GSM8K_SOLUTION = "Natalia sold 48/2 = 24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips.\n#### 72"
+
+
+# Each score is the one AReaL's own process_results (v0.4.1) gives: tests/oracle/test_areal_reward_oracle.py compares
+# the two on some 34,000 pairs.
+@pytest.mark.parametrize("response, answer, expected", [
+    ("\\boxed{72}", GSM8K_SOLUTION, 1.0),  # the reference answers its last number
+    ("The answer is 72.", GSM8K_SOLUTION, 1.0),
+    ("the answer is 72<|im_end|>", GSM8K_SOLUTION, 0.0),  # the end-of-sequence marker stays in the answer
+    ("\\boxed{72}<|im_end|>", GSM8K_SOLUTION, 1.0),
+    ("72", GSM8K_SOLUTION, 0.0),  # a bare number states no answer
+    ("\\boxed{seventy two}", GSM8K_SOLUTION, 1.0),  # number words
+    ("\\boxed{72 dollars}", GSM8K_SOLUTION, 0.0),  # "dollars" is no unit of AReaL's list
+    ("\\boxed{72.0}", GSM8K_SOLUTION, 1.0),
+    ("first \\boxed{1} then \\boxed{72}", GSM8K_SOLUTION, 1.0),  # the last box
+    ("\\boxed{72", GSM8K_SOLUTION, 1.0),  # an unclosed box runs to the end
+    ("The final answer is $72$. I hope it is correct.", GSM8K_SOLUTION, 1.0),
+    ("答案是72", GSM8K_SOLUTION, 1.0),
+    ("\\boxed{\\frac12}", "0.5", 1.0),
+    ("\\boxed{x = 5}", "5", 1.0),
+    ("\\boxed{10!}", "3628800", 1.0),  # sympy evaluates the factorial
+    ("\\boxed{50\\%}", "0.5", 1.0),  # the reference counts as a percentage too
+    ("\\boxed{0.7071}", "\\boxed{\\frac{\\sqrt{2}}{2}}", 1.0),  # numerically, within 1e-4
+    ("\\boxed{}", "72", 0.0),
+    ("\\boxed{72}", "no number", 0.0),
+    ("\\boxed{72}", None, 0.0),
+])
+def test_areal_math_parser_is_areals_gsm8k_reward_of_0_3_and_0_4(response, answer, expected):
+    assert rewards.get("areal_math_parser")(response, answer) == expected
+
+
+def test_areal_math_parser_gives_up_after_areals_time_limit_and_starts_afresh(monkeypatch):
+    from rlcfg.runtime import areal_math_parser
+
+    slow = ("\\boxed{0.7071}", "\\boxed{\\frac{\\sqrt{2}}{2}}")  # a comparison only sympy decides
+    assert areal_math_parser.score(*slow) == 1.0
+    first = areal_math_parser._CHILD._process
+    monkeypatch.setattr(areal_math_parser, "TIMEOUT_S", 0.0)
+    assert areal_math_parser.score(*slow) == 0.0  # AReaL scores a reward that outlives its limit 0
+    assert areal_math_parser._CHILD._process is None and first.poll() is not None  # the child is gone
+    monkeypatch.undo()
+    assert areal_math_parser.score(*slow) == 1.0
+
+
+@pytest.mark.parametrize("text, inert", [
+    ("x**2 + 2*x + 1", True), ("sqrt(2)/2", True), ("Max(a, b)", True), ("3.5*pi", True),
+    ("x.__class__", False), ("().__class__.__bases__", False), ("eval(chr(49))", False), ("open(x)", False),
+    ("__import__", False), ("'os'", False), ("lambda x: x", False), ("S(1).func", False),
+])
+def test_areal_math_parser_hands_parse_expr_no_code(text, inert):
+    # parse_expr evaluates its text as Python, and reference answers come from the user's data
+    from rlcfg.runtime.areal_math_parser import _expression_is_inert
+
+    assert _expression_is_inert(text) is inert
+
+
+def test_areal_math_parser_reads_responses_with_their_special_tokens():
+    from rlcfg.runtime.workers import RewardScorer
+
+    class Tokenizer:
+        def batch_decode(self, seqs, skip_special_tokens=True):
+            return ["The answer is 72." + ("" if skip_special_tokens else "<|im_end|>") for _ in seqs]
+
+    assert RewardScorer("areal_math_parser", Tokenizer()).score([[1]], ["72"])[0] == [0.0]
+    assert RewardScorer("math", Tokenizer()).score([[1]], ["72"])[0] == [1.0]

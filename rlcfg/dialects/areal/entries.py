@@ -9,12 +9,17 @@ recognises the scripts AReaL released by their code (rlcfg.source.project.module
   response with areal.reward.gsm8k.gsm8k_reward_fn (MathVerifyWorker: math-verify with its expression and LaTeX
   extraction and six digits of precision; rlcfg's reward `areal_math_verify`), renders prompts with
   enable_thinking=False, and evaluates with gconfig's settings at temperature 0.6 (eval_gconfig is not read).
+- GSM8K_MATH_PARSER: the GSM8K RL scripts of 0.3 and 0.4 (examples/math/gsm8k_grpo.py and gsm8k_ppo.py, the
+  Megatron, LoRA, tracer, DAPO, Dr. GRPO and LitePPO variants), which differ from GSM8K_RLVR in their reward alone:
+  gsm8k_reward_fn is areal.reward.math_parser.process_results (rlcfg's reward `areal_math_parser`). Their train loops
+  differ in the engines they build and in how the batch reaches them, which the config's keys already say; the LoRA
+  script (GSM8K_MATH_PARSER_LORA) raises unless the trainer is data-parallel only.
 - SUPERVISED: the SFT and reward-model scripts, which train on AReaL's dataset loaders and score nothing.
 
-Every other script is refused by `rlcfg run` at the launch's call (RLC118): the GSM8K scripts of 0.3 and 0.4 score
-with AReaL's math_parser heuristics, which rlcfg does not reproduce; countdown, boba, the multi-turn, agent, tool and
-vision examples bring workflows, loaders and rewards of their own; an edited copy may do anything. A config file run
-alone names no script: rlcfg then scores and prompts as GSM8K_RLVR does, and says so (areal/entry-script).
+Every other script is refused by `rlcfg run` at the launch's call (RLC118): countdown, boba, the multi-turn, agent,
+tool and vision examples bring workflows, loaders and rewards of their own; 0.3's experimental Megatron GRPO script
+reads its dataset without the max_length filter; an edited copy may do anything. A config file run alone names no
+script: rlcfg then scores and prompts as GSM8K_RLVR does, and says so (areal/entry-script).
 """
 
 from __future__ import annotations
@@ -22,6 +27,10 @@ from __future__ import annotations
 from typing import Any
 
 GSM8K_RLVR = "gsm8k_rlvr"  # CheckResult.entry_runs of examples/math/gsm8k_rl.py as released
+GSM8K_MATH_PARSER = "gsm8k_math_parser"  # CheckResult.entry_runs of the GSM8K RL scripts of 0.3 and 0.4
+GSM8K_MATH_PARSER_LORA = "gsm8k_math_parser_lora"  # and of their LoRA script
+# The GSM8K RL scripts: one dataset loader, prompt and workflow, evaluated at GSM8K_RLVR_EVAL_TEMPERATURE.
+GSM8K_SCRIPTS = frozenset({GSM8K_RLVR, GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_LORA})
 SUPERVISED = "supervised"  # CheckResult.entry_runs of the SFT and reward-model scripts as released
 REFUSED = "refused"  # CheckResult.entry_runs of any other script (its Extension.refused says why)
 GSM8K_RLVR_SCRIPT = "examples/math/gsm8k_rl.py"
@@ -33,6 +42,15 @@ GSM8K_PROMPT_SUFFIX = "\nPlease put your final answer within \\boxed{}."
 # By release, as tagged: v0.5.3, v1.0.4; and 0.5's LoRA examples (examples/lora/gsm8k_grpo_lora.py and
 # gsm8k_grpo_lora_vllm.py), which run the same workflow, reward, prompts and evaluation in a loop of their own.
 GSM8K_RLVR_FINGERPRINTS = frozenset({"3514e51c9553b281", "618e01a081af4251", "4e0f8878d5a27ce5", "6687157b596026db"})
+# By release, as tagged (v0.3.4, v0.4.1): examples/math/gsm8k_grpo.py (its copy experimental/dapo/gsm8k_dapo.py is
+# the same code), gsm8k_ppo.py, 0.4's math/gsm8k_grpo_megatron.py and tracer/gsm8k_grpo.py, and the Dr. GRPO and
+# LitePPO scripts (one code).
+GSM8K_MATH_PARSER_FINGERPRINTS = frozenset({
+    "d0c424bfc78586bd", "77c67995c22a4502", "1dc4092f49b346db",  # 0.3
+    "e10ead538baaa3f7", "0de5141385e297f6", "244019fe99240649", "bbd30356f820785a", "3ad52a11b5919701",  # 0.4
+})
+# examples/lora/gsm8k_grpo_lora.py, v0.3.4 and v0.4.1.
+GSM8K_MATH_PARSER_LORA_FINGERPRINTS = frozenset({"1bd32df08d8df50e", "16c94868a08b09dc"})
 # examples/math/gsm8k_sft.py, examples/alignment/hhrlhf_rw.py and the Megatron SFT examples, v0.3.4 to v1.0.4.
 SUPERVISED_FINGERPRINTS = frozenset({
     "203989ea83a3951a", "750b86b955c6768f", "89fdfddbcbcd223e",  # 0.3
@@ -41,8 +59,8 @@ SUPERVISED_FINGERPRINTS = frozenset({
     "d9d7f82cec946de9", "0b2fa40bd9f94cbe",  # 1.0
 })
 
-_RUNS = "rlcfg runs AReaL's GSM8K RLVR script of 0.5 and 1.0, examples/math/gsm8k_rl.py, and its SFT and " \
-        "reward-model scripts, as released"
+_RUNS = "rlcfg runs AReaL's GSM8K RL scripts as released (examples/math/gsm8k_rl.py of 0.5 and 1.0; " \
+        "gsm8k_grpo.py, gsm8k_ppo.py and their variants of 0.3 and 0.4) and its SFT and reward-model scripts"
 
 
 def entry_extension(source: str | None, script: str) -> Any:
@@ -68,15 +86,13 @@ def entry_extension(source: str | None, script: str) -> Any:
     fingerprint = module_fingerprint(tree)
     if fingerprint in GSM8K_RLVR_FINGERPRINTS:
         return Extension(script, (), source="entry", runs=GSM8K_RLVR)
+    if fingerprint in GSM8K_MATH_PARSER_FINGERPRINTS:
+        return Extension(script, (), source="entry", runs=GSM8K_MATH_PARSER)
+    if fingerprint in GSM8K_MATH_PARSER_LORA_FINGERPRINTS:
+        return Extension(script, (), source="entry", runs=GSM8K_MATH_PARSER_LORA)
     if fingerprint in SUPERVISED_FINGERPRINTS:
         return Extension(script, (), source="entry", runs=SUPERVISED)
-    if "math_parser" in source:
-        return refused(f"its entry script {script} scores responses with AReaL's math_parser (process_results: the "
-                       "answer only from \\boxed{} or an 'answer is' phrase, compared by its own equivalence rules), "
-                       "which rlcfg does not reproduce", f"launch the config with {GSM8K_RLVR_SCRIPT} of AReaL 0.5 or "
-                                                         "1.0 (math-verify), or give rlcfg run the config file alone, "
-                                                         "which it scores as that script does")
     return refused(f"its entry script {script} is not one rlcfg recognises, so its reward, dataset loader or "
                    f"workflow may differ from what rlcfg would run ({_RUNS})",
-                   f"launch the config with {GSM8K_RLVR_SCRIPT} (AReaL 0.5 or 1.0) or one of the SFT and "
-                   "reward-model scripts as released")
+                   f"launch the config with one of those scripts as its release has it ({GSM8K_RLVR_SCRIPT} from "
+                   "0.5), or give rlcfg run the config file alone, which it runs as that script does")

@@ -46,7 +46,8 @@ from rlcfg.dialects.areal import allocation as alloc
 # Where each engine runs is read once, in the schema layer, so that areal/run-ledger judges the same layout.
 from rlcfg.dialects.areal.derived import backend_key, engine_roles, pipeline_kind
 from rlcfg.dialects.areal.derived import layout as _layout
-from rlcfg.dialects.areal.entries import GSM8K_PROMPT_SUFFIX, GSM8K_RLVR, GSM8K_RLVR_EVAL_TEMPERATURE
+from rlcfg.dialects.areal.entries import (GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_LORA, GSM8K_PROMPT_SUFFIX,
+                                         GSM8K_RLVR_EVAL_TEMPERATURE, GSM8K_SCRIPTS)
 
 # AReaL's FSDP engine shards with torch's FSDP2 (fully_shard); Archon is its torchtitan-style engine, FSDP2 with
 # TP/PP/EP on top, the closest of rlcfg's backends.
@@ -504,7 +505,7 @@ def _lower_rl(cfg: Any, entry_runs: str | None) -> Experiment:
     out.append(Role(name="reward", backend="rule", resources=Resources(gpus=0)))
 
     eval_g = cfg.eval_gconfig or cfg.gconfig  # 1.0 copies gconfig when eval_gconfig is null (AR-20)
-    if entry_runs == GSM8K_RLVR:  # the script evaluates with its own copy of gconfig
+    if entry_runs in GSM8K_SCRIPTS:  # the script evaluates with its own copy of gconfig
         eval_g = cfg.gconfig.model_copy(update={"temperature": GSM8K_RLVR_EVAL_TEMPERATURE})
     engine = next((r.backend for r in out if r.backend in ("sglang", "vllm")), "sglang")
     return Experiment(
@@ -519,7 +520,8 @@ def _lower_rl(cfg: Any, entry_runs: str | None) -> Experiment:
                           **_asynchrony(cfg),
                           **_eval_schedule(cfg)),
         checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed,
-        reward_function="areal_math_verify", kind="rl",
+        reward_function="areal_math_parser" if entry_runs in (GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_LORA)
+        else "areal_math_verify", kind="rl",
     )
 
 

@@ -15,7 +15,7 @@ from rlcfg.dialects.areal import allocation as alloc
 from rlcfg.dialects.areal.derived import (backend_key, backend_paths, engine_roles, layout, legacy_backend_name,
                                           parsed_allocation, parsed_backend, pipeline_kind, placement, trained_engine,
                                           training_engines)
-from rlcfg.dialects.areal.entries import GSM8K_RLVR, GSM8K_RLVR_SCRIPT
+from rlcfg.dialects.areal.entries import GSM8K_MATH_PARSER_LORA, GSM8K_RLVR_SCRIPT, GSM8K_SCRIPTS
 from rlcfg.dialects.areal.models import BEFORE_1_0, SECTIONS_ALWAYS_BUILT
 from rlcfg.schema.base import Finding, RuleSet
 
@@ -298,9 +298,9 @@ def _norm_group_size(cfg, ctx):
 def _entry_script(cfg, ctx):
     if pipeline_kind(cfg) != "grpo":
         return
-    if ctx.entry_runs == GSM8K_RLVR and cfg.eval_gconfig is not None and ctx.is_set("eval_gconfig"):
-        yield ctx.warning("RLC307", "eval_gconfig", f"`eval_gconfig` has no effect: {GSM8K_RLVR_SCRIPT} evaluates "
-                          "with a copy of gconfig at temperature 0.6 and does not read it",
+    if ctx.entry_runs in GSM8K_SCRIPTS and cfg.eval_gconfig is not None and ctx.is_set("eval_gconfig"):
+        yield ctx.warning("RLC307", "eval_gconfig", "`eval_gconfig` has no effect: AReaL's GSM8K RL scripts evaluate "
+                          "with a copy of gconfig at temperature 0.6 and do not read it",
                           hint="set what evaluation should sample with in gconfig, or remove eval_gconfig")
     if ctx.entry_runs is not None:
         return
@@ -912,6 +912,22 @@ def _runtime_limits(cfg: Any) -> Iterator[Finding]:
             yield finding
 
 
+def _lora_script_layout(cfg: Any) -> Iterator[Finding]:
+    """AReaL's LoRA script of 0.3 and 0.4 (examples/lora/gsm8k_grpo_lora.py) builds an FSDP actor and raises unless
+    every trainer process holds a whole data-parallel replica."""
+    components, _groups, _sizes = layout(cfg, engine_roles(cfg))
+    actor = components["actor"]
+    parts = actor.hybrid or ((actor.dims,) if actor.dims else ())
+    if actor.effective_backend == "fsdp" and all(size == 1 for part in parts for letter, size in part.items
+                                                    if letter != "d"):
+        return
+    key = backend_key(cfg, "actor", engine_section(cfg, "actor"))
+    yield _refusal(key, f"`{key}` = {actor.text()} for the trainer: AReaL's LoRA script "
+                   "(examples/lora/gsm8k_grpo_lora.py) trains on FSDP with data parallelism alone and raises otherwise "
+                   "(\"LoRA does not support parallelism other than FSDP\")",
+                   f"give the trainer's part of `{key}` a d size alone (d{actor.world})")
+
+
 def _fsdp_instead(cfg: Any, key: str, component: Any) -> str:
     """The hint for a supervised trainer on Megatron: when the key holds that one component, the value that trains
     on the same GPUs with FSDP (data parallel over all of them); else the edit in words."""
@@ -978,7 +994,8 @@ def _norm_text(norm: Any) -> str:
             "(rlcfg/run_limits.py): on Megatron expert parallelism (AReaL's MoE router settings are not mapped), "
             "a model family it does not build, a critic and reward-model training; on FSDP "
             "Ulysses (`c`) outside RL training, and the t, p and e sizes; LoRA outside the RL actor; vision-language "
-            "models; and RL data that AReaL's GSM8K loader does not read.",
+            "models; RL data that AReaL's GSM8K loader does not read; and the LoRA script of 0.3 and 0.4 with any "
+            "parallelism but data parallelism, where it raises.",
             keys=["actor.path", "ref.path", "critic.path", "model.path", "sglang.model_path", "vllm.model",
                   "allocation_mode", "actor.backend", "critic.backend", "actor.prox_logp_method",
                   "actor.use_decoupled_loss", "actor.rejection_sampling",
@@ -1001,12 +1018,14 @@ def _run_ledger(cfg, ctx):
     if pipeline_kind(cfg) != "grpo":
         return  # the combinations below are the RL loop's; SFT and reward-model keys are judged one by one
     path = cfg.train_dataset.path
-    if ctx.entry_runs in (None, GSM8K_RLVR) and "gsm8k" not in path.lower():
+    if (ctx.entry_runs is None or ctx.entry_runs in GSM8K_SCRIPTS) and "gsm8k" not in path.lower():
         yield _refusal("train_dataset.path", f"`train_dataset.path` = {path}: AReaL's GSM8K RLVR script reads it with "
                        "the dataset loader its path names, or from 1.0 as a folder saved by `datasets` with `messages` "
                        "and `answer` columns; rlcfg runs AReaL's GSM8K loader only",
                        "use AReaL's GSM8K data (`train_dataset.path: openai/gsm8k`, or a local copy whose path holds "
                        "`gsm8k`, with `question` and `answer` columns)")
+    if ctx.entry_runs == GSM8K_MATH_PARSER_LORA:
+        yield from _lora_script_layout(cfg)
     a, g = cfg.actor, cfg.gconfig
     critic = cfg.critic
     reference = a.kl_ctl > 0 and cfg.ref is not None

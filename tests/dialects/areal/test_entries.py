@@ -107,8 +107,36 @@ def test_an_edited_copy_of_the_released_script_is_refused(tmp_path, monkeypatch)
     assert codes(result) == ["RLC118"]
 
 
+def test_the_gsm8k_scripts_of_0_3_and_0_4_run_with_areals_math_parser(tmp_path, monkeypatch):
+    monkeypatch.setattr(entries, "GSM8K_MATH_PARSER_FINGERPRINTS",
+                        frozenset({module_fingerprint(ast.parse(MATH_PARSER_SCRIPT))}))
+    result = launch(tmp_path, monkeypatch, MATH_PARSER_SCRIPT)
+    assert result.ok and codes(result) == [] and result.entry_runs == entries.GSM8K_MATH_PARSER
+    exp = lower.lower("areal", result.config, result.release, result.entry_runs)
+    assert exp.reward_function == "areal_math_parser"
+    assert exp.eval_sampling.temperature == entries.GSM8K_RLVR_EVAL_TEMPERATURE
+    assert exp.data.prompt_suffix == entries.GSM8K_PROMPT_SUFFIX
+
+
+def test_areals_lora_script_of_0_3_and_0_4_is_refused_beyond_data_parallelism(tmp_path, monkeypatch):
+    monkeypatch.setattr(entries, "GSM8K_MATH_PARSER_LORA_FINGERPRINTS",
+                        frozenset({module_fingerprint(ast.parse(MATH_PARSER_SCRIPT))}))
+    config = tmp_path / "lora.yaml"
+    plain = GRPO.read_text()
+    assert "allocation_mode: sglang.d4p1t1+d4p1t1" in plain
+    config.write_text(plain)
+    result = launch(tmp_path, monkeypatch, MATH_PARSER_SCRIPT, config=config)
+    assert result.entry_runs == entries.GSM8K_MATH_PARSER_LORA and codes(result) == []
+    assert lower.lower("areal", result.config, result.release, result.entry_runs).reward_function == \
+        "areal_math_parser"
+    config.write_text(plain.replace("sglang.d4p1t1+d4p1t1", "sglang.d4p1t1+d2p1t2"))
+    refused = launch(tmp_path, monkeypatch, MATH_PARSER_SCRIPT, config=config)
+    found = [d for d in refused.diagnostics if d.code == "RLC118" and "LoRA script" in d.message]
+    assert len(found) == 1 and found[0].path == "allocation_mode" and found[0].hint
+
+
 @pytest.mark.parametrize("script, says", [
-    (MATH_PARSER_SCRIPT, "math_parser"),
+    (MATH_PARSER_SCRIPT, "is not one rlcfg recognises"),
     (OWN_SCRIPT, "is not one rlcfg recognises"),
     (None, "cannot be read here"),
     ("def broken(:\n", "does not parse as Python"),
