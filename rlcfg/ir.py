@@ -581,6 +581,11 @@ class Data:
     # A prompt longer than max_prompt_length is left out ("drop"), or cut to its first max_prompt_length tokens
     # ("truncate": RLinf's dataset without filter_prompt_by_length).
     long_prompts: Literal["drop", "truncate"] = "drop"
+    # What max_prompt_length measures: the prompt as the model sees it, chat template and all ("rendered"), or the
+    # prompt's own text with its suffix, before the template, tokenized with the tokenizer's special tokens
+    # ("message": AReaL's RL loaders, which filter on tokenizer.encode(content)). A "message" limit leaves the
+    # rendered prompt unbounded, so the rollout engines' context is not derived from it.
+    prompt_length_of: Literal["rendered", "message"] = "rendered"
 
 
 @dataclass(frozen=True)

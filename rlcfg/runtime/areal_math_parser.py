@@ -6,7 +6,8 @@ Those scripts reward a completion with `int(process_results(completion, answer)[
   is" or "final answer is", else nothing: a response without one scores 0. The reference's answer is found the same
   way, else it is its last number (GSM8K's reference solutions end in `#### 72`).
 - Both are normalised by a long list of textual edits: LaTeX spacing and delimiters, `\\text{...}`, units and
-  measure words, dollar and percent signs, number words ("seventy two"), `x =` prefixes, `a/b` and `\\frac12`.
+  measure words, dollar and percent signs, number words ("seventy two", read as word2number 1.1 reads them, which
+  AReaL calls), `x =` prefixes, `a/b` and `\\frac12`.
 - They are equal when their texts are; or when both read as numbers within a relative 1e-4, the reference also
   counting as a percentage either way (÷100, ×100); or when tuples, matrices and equations agree part by part; or
   when sympy finds them equal (parsed as LaTeX by sympy's ANTLR parser, else as a Python expression, else by
@@ -97,13 +98,77 @@ def _fix_a_slash_b(text: str) -> str:
     return "\\frac{" + str(a) + "}{" + str(b) + "}"
 
 
-def _word_number(text: str) -> str:
-    from word2number import w2n
+_UNIT_WORDS = ("zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen "
+               "sixteen seventeen eighteen nineteen").split()
+_NUMBER_WORDS = {**{word: value for value, word in enumerate(_UNIT_WORDS)},
+                 **{word: 10 * tens for tens, word in enumerate("twenty thirty forty fifty sixty seventy eighty ninety"
+                                                                .split(), start=2)},
+                 "hundred": 100, "thousand": 1000, "million": 10 ** 6, "billion": 10 ** 9}
+_SCALES = ("billion", "million", "thousand")
 
+
+def _below_thousand(words: list[str]) -> int:
+    """word2number's reading of the words between two scales: `a hundred b c` as a·100 + b + c, `a hundred b` as
+    a·100 + b, `a hundred` as a·100, `a b` as a + b; one word, or five and more, as the first alone."""
+    values = [_NUMBER_WORDS[w] for w in words]
+    if len(values) == 4:
+        return values[0] * values[1] + values[2] + values[3]
+    if len(values) == 3:
+        return values[0] * values[1] + values[2]
+    if len(values) == 2:
+        return values[0] * values[1] if 100 in values else values[0] + values[1]
+    return values[0]  # no words at all raises, as in word2number
+
+
+def _words_to_number(text: str) -> int | float | None:
+    """The number word2number 1.1 reads in a text (w2n.word_to_num: the number words among its words, the rest
+    ignored), None where it raises. A text of digits alone reads as that integer, leading zeros dropped."""
+    text = text.replace("-", " ").lower()
+    if text.isdigit():
+        try:
+            return int(text)
+        except ValueError:  # digits of other scripts (², ³) that int() does not read
+            return None
+    words = [w for w in text.strip().split() if w in _NUMBER_WORDS or w == "point"]
+    if not words or any(words.count(w) > 1 for w in (*_SCALES, "point")):
+        return None
+    decimals: list[str] = []
+    if "point" in words:
+        at = words.index("point")
+        words, decimals = words[:at], words[at + 1:]
+    at = {scale: words.index(scale) if scale in words else -1 for scale in _SCALES}
+    if (at["thousand"] > -1 and (at["thousand"] < at["million"] or at["thousand"] < at["billion"])) or \
+            (at["million"] > -1 and at["million"] < at["billion"]):
+        return None
+    total: int | float = 0
     try:
-        return str(w2n.word_to_num(text))
-    except Exception:  # word2number raises ValueError for texts without number words, others for odd ones
-        return text
+        if len(words) == 1:
+            total = _NUMBER_WORDS[words[0]]
+        elif words:
+            start = 0
+            for scale in _SCALES:
+                if at[scale] > -1:
+                    total += _below_thousand(words[start:at[scale]]) * _NUMBER_WORDS[scale]
+                    start = at[scale] + 1
+            # The words after a scale: those after the thousand, else after the million, else after the billion,
+            # taking the first that does not end the text (so "two million nineteen thousand" also adds
+            # "nineteen thousand" read as 19 + 1000, as word2number does).
+            tail = next((at[scale] for scale in reversed(_SCALES) if -1 < at[scale] < len(words) - 1), None)
+            if tail is not None:
+                total += _below_thousand(words[tail + 1:])
+            elif max(at.values()) == -1:
+                total += _below_thousand(words)
+    except IndexError:
+        return None
+    if decimals:
+        if all(w in _UNIT_WORDS[:10] for w in decimals):
+            total += float("0." + "".join(str(_NUMBER_WORDS[w]) for w in decimals))
+    return total
+
+
+def _word_number(text: str) -> str:
+    number = _words_to_number(text)
+    return text if number is None else str(number)
 
 
 def normalise(text: str, drop_units: bool = True) -> str:
@@ -455,16 +520,9 @@ def score(response: str, answer: str | None) -> float:
 
 
 def check_installed() -> None:
-    """Raise ImportError, saying what to install, when sympy's LaTeX parser or word2number cannot run here: without
-    them answers would be compared otherwise than in AReaL."""
-    import importlib
-
+    """Raise ImportError, saying what to install, when sympy's LaTeX parser cannot run here: without it answers would
+    be compared otherwise than in AReaL."""
     from sympy.parsing.latex import parse_latex
-
-    try:
-        importlib.import_module("word2number")
-    except ImportError as err:
-        raise ImportError("word2number (pip install word2number)") from err
 
     try:
         parse_latex("1")

@@ -223,26 +223,35 @@ def _extended(prompt: Any, suffix: str) -> Any:
     return [*prompt[:-1], {**prompt[-1], "content": prompt[-1]["content"] + suffix}]
 
 
+def _content(prompt: Any) -> str:
+    """A prompt's own text: the string, or its last message's content."""
+    return prompt if isinstance(prompt, str) else str(prompt[-1]["content"])
+
+
 def load_prompts(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt", answer_key: str | None = None,
                  max_prompt_length: int | None = None, apply_chat_template: bool = True,
                  long_prompts: str = "drop", template_kwargs: Sequence[tuple[str, Any]] = (),
-                 suffix: str = "") -> PromptSet:
+                 suffix: str = "", length_of: str = "rendered") -> PromptSet:
     """Read, extend with `suffix` (appended to the text, or to the last message's), template (with
     `template_kwargs`) and tokenize every prompt; drop those longer than `max_prompt_length` tokens, or with
-    `long_prompts="truncate"` keep their first `max_prompt_length` tokens."""
+    `long_prompts="truncate"` keep their first `max_prompt_length` tokens. `length_of` (ir.Data.prompt_length_of):
+    "rendered" measures the templated prompt, "message" the extended prompt's last message (or its text) before the
+    template, with the tokenizer's special tokens."""
     if not files:
         raise DataError("no training data files are configured")
     examples = read_examples(files, prompt_key, answer_key)
     ids, texts, answers, dropped, cut = [], [], [], 0, 0
     for ex in examples:
+        extended = _extended(ex.prompt, suffix)
         try:
-            text = render_prompt(tokenizer, _extended(ex.prompt, suffix), apply_chat_template, template_kwargs)
+            text = render_prompt(tokenizer, extended, apply_chat_template, template_kwargs)
         except DataError as exc:
             raise DataError(f"{ex.source}: {exc}") from None
         tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
         if not tokens:
             raise DataError(f"{ex.source}: the prompt tokenizes to nothing")
-        if max_prompt_length is not None and len(tokens) > max_prompt_length:
+        measured = len(tokens) if length_of == "rendered" else len(tokenizer(_content(extended))["input_ids"])
+        if max_prompt_length is not None and measured > max_prompt_length:
             if long_prompts != "truncate":
                 dropped += 1
                 continue

@@ -104,3 +104,41 @@ def test_areal_math_parser_scores_as_areals_process_results(oracle_dir, tmp_path
     # group; those are the only answers allowed to differ, and few.
     assert all("{" in case[0] for case, _t, _o in differ), differ
     assert len(differ) <= len(cases) // 1000, differ
+
+
+WORDS_THEIRS = r'''
+import json, sys
+from word2number import w2n
+for line in sys.stdin:
+    try:
+        print(json.dumps(w2n.word_to_num(json.loads(line))), flush=True)
+    except Exception:
+        print("null", flush=True)
+'''
+
+
+def test_number_words_read_as_word2number_reads_them(oracle_dir, tmp_path):
+    """AReaL's normalisation turns an answer's number words into digits with word2number 1.1, which rlcfg reads
+    itself (word2number has no wheel): every phrase of up to seven words drawn from number words, scales, "point",
+    digits and others, against the package in the oracle's venv."""
+    import random
+
+    from rlcfg.runtime.areal_math_parser import _words_to_number
+
+    _parser, python = _areal_side(Path(os.environ.get("ORACLE_HOME", "/tmp/oracle")))
+    words = ["zero", "one", "two", "three", "five", "nine", "ten", "eleven", "nineteen", "twenty", "forty", "ninety",
+             "hundred", "thousand", "million", "billion", "point", "and", "apples", "-", "x", "72", "007", "²", "One",
+             "Twenty-Two"]
+    draw = random.Random(5)
+    phrases = ["", " ", "0", "12.5", "point", "point five", "seventy-two", "two million nineteen thousand"]
+    phrases += [" ".join(draw.choice(words) for _ in range(n)) for n in range(1, 8) for _ in range(3000)]
+    driver = tmp_path / "words.py"
+    driver.write_text(WORDS_THEIRS)
+    run = subprocess.run([str(python), str(driver)], input="".join(json.dumps(p) + "\n" for p in phrases),
+                         capture_output=True, text=True, timeout=600)
+    theirs = [json.loads(line) for line in run.stdout.splitlines()]
+    assert len(theirs) == len(phrases), run.stderr[-2000:]
+    differ = [(p, t, o) for p, t, o in zip(phrases, theirs, map(_words_to_number, phrases))
+              if t != o or type(t) is not type(o)]
+    print(f"\nword2number 1.1: {len(phrases)} phrases, {len(differ)} differ")
+    assert not differ, differ[:20]

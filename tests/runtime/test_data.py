@@ -112,6 +112,21 @@ def test_prompts_over_the_length_limit_are_left_out(tmp_path, tokenizer):
         load_prompts([path], tokenizer, max_prompt_length=2, apply_chat_template=False)
 
 
+def test_a_limit_on_the_prompts_own_text_ignores_the_chat_template(tmp_path, tokenizer):
+    """AReaL's RL loaders drop a prompt by the tokens of its text and suffix before the chat template."""
+    tokenizer.chat_template = "{% for m in messages %}[{{ m['content'] }}]{% endfor %}"
+    try:
+        path = write(tmp_path / "d.jsonl", '{"prompt": "1+2"}\n{"prompt": "11+22"}\n')
+        # "1+2" + "=" is 4 characters, rendered "[1+2=]" 6; "11+22=" is 6, rendered 8
+        rendered = load_prompts([path], tokenizer, max_prompt_length=6, suffix="=")
+        assert rendered.texts == ("[1+2=]",) and rendered.dropped == 1
+        message = load_prompts([path], tokenizer, max_prompt_length=6, suffix="=", length_of="message")
+        assert message.texts == ("[1+2=]", "[11+22=]") and message.dropped == 0
+        assert load_prompts([path], tokenizer, max_prompt_length=5, suffix="=", length_of="message").dropped == 1
+    finally:
+        tokenizer.chat_template = None
+
+
 def test_prompts_over_the_length_limit_keep_their_head_when_truncating(tmp_path, tokenizer):
     """RLinf without filter_prompt_by_length: a long prompt is cut to its first max_prompt_length tokens."""
     path = write(tmp_path / "d.jsonl", '{"prompt": "1+2="}\n{"prompt": "11+22="}\n')

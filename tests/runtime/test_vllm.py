@@ -100,6 +100,17 @@ def test_context_length_is_prompt_plus_response_when_the_config_gives_none():
     assert args["enable_prefix_caching"] is True and args["enable_chunked_prefill"] is True
 
 
+def test_a_prompt_limit_measured_before_the_chat_template_leaves_the_context_to_the_model():
+    # AReaL's loaders bound the prompt's text, not the templated prompt the engine holds
+    import dataclasses
+
+    plan = plan_of(TEMPLATES / "skyrl-fsdp-vllm.yaml")
+    exp = plan.experiment
+    measured = dataclasses.replace(exp, data=dataclasses.replace(exp.data, prompt_length_of="message"))
+    assert V.context_length(exp.role("rollout"), exp) == 512 + 1024
+    assert V.context_length(measured.role("rollout"), measured) is None
+
+
 def test_cpu_engine_runs_eager_without_sleep_mode():
     plan = plan_of(TEMPLATES / "skyrl-fsdp-vllm.yaml")
     args = V.engine_args(plan.experiment.role("rollout"), plan, device="cpu")

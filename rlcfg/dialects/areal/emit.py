@@ -85,6 +85,7 @@ REASONS = {
     "data.prompt_key": "AReaL's datasets are read by their loader (GSM8K: `question`)",
     "data.answer_key": "AReaL's datasets are read by their loader (GSM8K: `answer`)",
     "data.apply_chat_template": "AReaL always applies the chat template",
+    "data.prompt_length_of": "AReaL's RL loaders measure max_length on the prompt's text before the chat template",
     "data.prompt_suffix": "AReaL's GSM8K loader asks for a boxed answer; its other loaders add nothing",
     "data.chat_template_kwargs": "AReaL's GSM8K RLVR script renders prompts with enable_thinking=False",
     "reward_function": "AReaL's reward is its entry script's; rlcfg runs its GSM8K reward (math-verify)",

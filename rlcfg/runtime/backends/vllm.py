@@ -44,12 +44,13 @@ def rollout_model(role: Role, exp: Experiment):
 
 def context_length(role: Role, exp: Experiment) -> int | None:
     """The longest sequence an engine must hold: the dialect's own setting, else the prompt budget plus the
-    response budget when the config gives both (None leaves it to the engine: the model's maximum)."""
+    response budget when the config gives both and the budget bounds the templated prompt (None leaves it to the
+    engine: the model's maximum)."""
     settings = role.engine_args()
     if settings.get("max_model_len"):
         return int(settings["max_model_len"])
     prompt = exp.data.max_prompt_length
-    if prompt:
+    if prompt and exp.data.prompt_length_of == "rendered":
         samplings = (exp.sampling,) + ((exp.eval_sampling,) if exp.eval_sampling else ())
         # A limit on prompt + response (Sampling.max_total_length) bounds the sequence as well.
         return max(min(int(prompt) + s.max_new_tokens, s.max_total_length or int(prompt) + s.max_new_tokens)
