@@ -371,6 +371,10 @@ class PolicyOptions:
     # AReaL 1.0's rejection_sampling masks the tokens above the cap before anything else, so its sequence-level
     # (GSPO) ratio and mean advantage are taken over the kept tokens only; 0.4 and 0.5 cap after them.
     cap_before_sequence_means: bool = False
+    # AReaL's M2PO: within each micro-batch, the tokens whose second moment (log π_behave − log π_prox)² is largest
+    # leave the loss until the mean over the rest is below the threshold (one token at least stays); the
+    # micro-batch's loss is the mean over the tokens kept, weighted by all its tokens, as AReaL weighs it.
+    m2_threshold: float | None = None
     early_stop_ratio: float | None = None  # RLinf early_stop_imp_ratio: a micro-batch's loss is zeroed above it
     loss_coef: float = 1.0  # ROLL rl_loss_coef: multiplies policy + KL loss (not the entropy bonus)
 
@@ -504,7 +508,7 @@ class Algorithm:
     def needs_rollout_logprobs(self) -> bool:
         """Whether the update reads the rollout engine's log-probs of the sampled tokens."""
         o = self.policy_options
-        return (o.tis_cap is not None or o.decoupled or o.sequence_mask is not None
+        return (o.tis_cap is not None or o.decoupled or o.sequence_mask is not None or o.m2_threshold is not None
                 or self.policy_loss == "rollout_is" or self.kl.policy_logprobs == "rollout"
                 or self.old_logprobs == "interpolated")
 

@@ -830,6 +830,28 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     return loss, {"clip_frac": clip_frac.detach(), "approx_kl": approx_kl.detach(), "ratio_mean": ratio_mean, **stats}
 
 
+def m2po_kept(behaviour_logprobs: torch.Tensor, proximal_logprobs: torch.Tensor, mask: torch.Tensor,
+              threshold: float) -> torch.Tensor:
+    """AReaL's M2PO mask over one micro-batch: 1 for the tokens kept, 0 for those left out. Among the tokens in
+    `mask`, sorted by their second moment m = (log π_behave − log π_prox)² from the largest, the first k leave, k the
+    least number for which the mean of the rest is below `threshold`; when no such k exists all but the smallest
+    leave. Without a token in the mask nothing changes."""
+    live = mask.reshape(-1) > 0
+    m2 = (behaviour_logprobs.float() - proximal_logprobs.float()).detach().square().reshape(-1)[live]
+    kept = torch.zeros(live.shape, dtype=torch.float32, device=mask.device)
+    n = m2.numel()
+    if n == 0:
+        return mask.float()
+    ordered, order = torch.sort(m2, descending=True)
+    tail_means = ordered.flip(0).cumsum(0).flip(0) / torch.arange(n, 0, -1, device=m2.device, dtype=m2.dtype)
+    below = torch.nonzero(tail_means < threshold)
+    leave = int(below[0]) if len(below) else n - 1
+    sorted_kept = torch.ones(n, dtype=torch.float32, device=mask.device)
+    sorted_kept[:leave] = 0.0
+    kept[live] = sorted_kept[torch.argsort(order)]
+    return kept.view_as(mask)
+
+
 def sequence_mask(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask: torch.Tensor, metric: str,
                   low: float | None, high: float | None) -> torch.Tensor:
     """1 for the sequences kept, 0 for those whose importance ratio π_old/π_rollout leaves [low, high], per token
@@ -894,6 +916,11 @@ def actor_loss(logprobs: torch.Tensor, mb: Mapping[str, Any], spec: ActorLossSpe
         old = behave + mb["proximal_weight"].float().unsqueeze(1) * (logprobs.detach().float() - behave)
     pg, stats = policy_loss(logprobs, old, mb["advantages"], mask, spec.policy,
                             rollout_logprobs=mb.get("rollout_logprobs"))
+    threshold = spec.policy.options.m2_threshold
+    if threshold is not None and "rollout_logprobs" in mb:
+        kept = m2po_kept(mb["rollout_logprobs"], old, mask, threshold)
+        # the mean over the kept tokens, with the micro-batch's weight that of all its tokens (AReaL's loss weight)
+        pg = pg * kept * (mask.sum() / kept.sum().clamp(min=1.0))
     w = spec.weighting
     if w.difficulty_loss_weight or w.length_loss_weight:
         pg = pg * sample_weights(mask, w, mb.get("difficulty")).unsqueeze(1)

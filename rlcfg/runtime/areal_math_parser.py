@@ -358,6 +358,7 @@ pi oo zoo nan Abs abs factorial binomial gcd lcm floor ceiling sign re im conjug
 Rational Integer Float
 """.split())
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ONE_GROUP = re.compile(r"\{([^{},]*)\}")
 
 
 def _expression_is_inert(text: str) -> bool:
@@ -381,14 +382,17 @@ def _parse(text: str) -> Any:
         return parse_expr(expression)
 
     # latex2sympy2_extended as the latex2sympy AReaL ships reads LaTeX: no rewriting of the text first, letters kept
-    # in their case, `1\frac12` a product. (It still reads `{...}` as a set where AReaL's reads a group.)
+    # in their case, `1\frac12` a product, and a text that is one brace group (`{072}`) the group's content,
+    # where latex2sympy2_extended would read a set.
     as_written = NormalizationConfig(basic_latex=False, units=False, malformed_operators=False, nits=False,
                                      boxed="none", equations=False)
     literal = ConversionConfig(interpret_as_mixed_fractions=False, interpret_simple_eq_as_assignment=False,
                                interpret_contains_as_eq=False, lowercase_symbols=False)
 
     def latex2sympy_as_areal(text: str) -> Any:
-        return latex2sympy(text, normalization_config=as_written, conversion_config=literal)
+        group = _ONE_GROUP.fullmatch(text)
+        return latex2sympy(group.group(1) if group else text, normalization_config=as_written,
+                           conversion_config=literal)
 
     for parser in (parse_latex, guarded, latex2sympy_as_areal):
         for candidate in (text.replace("\\\\", "\\"), text):

@@ -100,10 +100,7 @@ def test_areal_math_parser_scores_as_areals_process_results(oracle_dir, tmp_path
     print(f"\nAReaL math_parser {TAG}: {len(cases)} pairs, {sum(theirs)} scored 1 by AReaL, {len(differ)} differ")
     for case, t, o in differ:
         print(f"  AReaL {t}, rlcfg {o}: {case!r}")
-    # latex2sympy2_extended, rlcfg's last parser, reads `{...}` as a set where the latex2sympy AReaL ships reads a
-    # group; those are the only answers allowed to differ, and few.
-    assert all("{" in case[0] for case, _t, _o in differ), differ
-    assert len(differ) <= len(cases) // 1000, differ
+    assert not differ, differ[:20]
 
 
 WORDS_THEIRS = r'''

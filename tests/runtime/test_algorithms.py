@@ -388,6 +388,40 @@ def test_the_sequence_mask_takes_sequences_out_of_the_loss_but_not_out_of_its_de
     assert float(stats["masked_sequences"]) == pytest.approx(2 / 3)
 
 
+def test_m2po_leaves_out_the_largest_second_moments_until_the_rest_average_below_the_threshold():
+    # AReaL _get_m2po_loss_mask: m = (log π_behave − log π_prox)²; within the mask sorted 0.09, 0.04, 0.01, 0, 0
+    # (a padded column outside it carries 1.0 and is not counted). Means of the tails: 0.028, 0.0125, 0.0033, 0, 0.
+    # With threshold 0.02 the first tail below it starts at the second token: 0.09 leaves; with 0.001 the three
+    # largest leave.
+    behave = torch.tensor([[0.3, 0.1, 1.0], [0.0, 0.2, 0.0]])
+    mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 1.0, 1.0]])
+    prox = torch.zeros(2, 3)  # second moments [[0.09, 0.01, 1.0 (padding)], [0.0, 0.04, 0.0]]
+    close(A.m2po_kept(behave, prox, mask, 0.02), [[0, 1, 0], [1, 1, 1]])
+    close(A.m2po_kept(behave, prox, mask, 0.001), [[0, 0, 0], [1, 0, 1]])  # zero-moment tokens average 0
+    close(A.m2po_kept(behave, prox, mask, 1.0), mask)  # already below: nothing leaves
+    close(A.m2po_kept(behave, prox, torch.zeros(2, 3), 0.02), torch.zeros(2, 3))
+    # no tail averages below a threshold of 0: all but the smallest one leave
+    assert float(A.m2po_kept(behave, prox + 1.0, mask, 0.0).sum()) == 1.0
+
+
+def test_m2po_loss_is_the_mean_over_the_kept_tokens_weighted_by_all_of_the_micro_batchs_tokens():
+    # AReaL: ppo_actor_loss_fn averages over the M2PO loss mask, and the engine weighs each micro-batch by its
+    # whole loss mask. Two tokens with A = 1 and −3 and r = 1 (per-token loss −A: −1 and 3); the second's moment
+    # (0.25) is over the threshold, so the micro-batch's loss is −1 (the kept mean) × 2/4 (its 2 of the 4 tokens
+    # in the mini-batch).
+    mask = torch.ones(1, 2)
+    prox = torch.zeros(1, 2)
+    mb = {"response_mask": mask, "advantages": torch.tensor([[1.0, -3.0]]), "old_logprobs": prox,
+          "rollout_logprobs": torch.tensor([[0.0, 0.5]])}
+    actor = ir.ActorLossSpec(spec(m2_threshold=0.1), "token-mean", normalization="mini-batch")
+    loss, _ = A.actor_loss(prox.clone(), mb, actor, num_tokens=4.0, num_sequences=2.0)
+    assert float(loss) == pytest.approx(-1.0 * 2 / 4)
+    plain, _ = A.actor_loss(prox.clone(), mb, ir.ActorLossSpec(spec(), "token-mean", normalization="mini-batch"),
+                            num_tokens=4.0, num_sequences=2.0)
+    assert float(plain) == pytest.approx((-1.0 + 3.0) / 4)
+    assert ir.Algorithm(policy_options=ir.PolicyOptions(m2_threshold=0.1)).needs_rollout_logprobs()
+
+
 def test_actor_loss_order_coefficients_weights_and_early_stop():
     mask = torch.tensor([[1.0, 1.0], [1.0, 0.0]])
     logp = torch.zeros(2, 2)

@@ -26,10 +26,10 @@ def settled(path: Path, overrides: list[str]):
 
 
 def test_a_refused_key_is_set_to_its_default_and_named_with_the_reason():
-    result = settled(TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["+actor.m2_threshold=0.04"])
-    assert [(c.key, c.old, c.new) for c in result.changes] == [("actor.m2_threshold", "0.04", "null")]
-    assert "no M2PO second-moment masking" in result.changes[0].reason
-    assert result.overrides == ("++actor.m2_threshold=null",)
+    result = settled(TEMPLATES / "areal-fsdp-vllm-ppo.yaml", ["+actor.rejection_sampling.lower=0.5"])
+    assert [(c.key, c.old, c.new) for c in result.changes] == [("actor.rejection_sampling.lower", "0.5", "null")]
+    assert "bounds the importance weight from above only" in result.changes[0].reason
+    assert result.overrides == ("++actor.rejection_sampling.lower=null",)
     assert result.refused == [] and result.result.config is not None
 
 

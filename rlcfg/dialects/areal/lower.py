@@ -404,7 +404,8 @@ def _policy(a: Any) -> tuple[str, PolicyOptions]:
     decoupled = a.use_decoupled_loss
     options = PolicyOptions(gspo_form="sequence", sapo_tau_pos=a.sapo_tau_pos, sapo_tau_neg=a.sapo_tau_neg,
                             decoupled=decoupled, behav_imp_weight_cap=cap if decoupled else None,
-                            cap_before_sequence_means=kind == "gspo" and decoupled and rs is not None)
+                            cap_before_sequence_means=kind == "gspo" and decoupled and rs is not None,
+                            m2_threshold=a.m2_threshold)
     return kind, options
 
 

@@ -517,9 +517,10 @@ class PPOActorConfig(TrainEngineConfig):
                                                             "lower one (decoupled clipping).", gt=0, fate=HONORED)
     c_clip: float | None = param(None, description="Dual-clip factor; must be > 1. Null disables dual clipping. "
                                                    "AReaL only checks it inside the loss.", fate=HONORED)
-    m2_threshold: float | None = param(None, description="Second-moment threshold of M2PO (1.0).",
-                                       fate=refused("rlcfg runs no M2PO second-moment masking; every token with a loss "
-                                                    "mask stays in the loss"))
+    m2_threshold: float | None = param(None, description="Second-moment threshold of M2PO: in each micro-batch the "
+                                                         "tokens whose (behaviour − proximal log-prob)² is largest "
+                                                         "leave the loss until the mean of the rest is below it.",
+                                       fate=HONORED)
     reward_norm: NormConfig | None = section(NormConfig, optional=True, description="Reward normalization; "
                                                                                     "null disables it.", fate=HONORED)
     reward_scaling: float = param(1.0, description="Rewards are multiplied by this.", fate=HONORED)

@@ -779,9 +779,8 @@ def test_fates_of_the_algorithm_keys():
                "ref.path", "ref.temperature", "critic.eps_clip", "gconfig.frequency_penalty", "gconfig.stop_token_ids",
                "rollout.max_head_offpolicyness", "rollout.max_concurrent_rollouts", "async_training",
                "actor.use_lora", "actor.lora_rank", "actor.lora_alpha", "actor.target_modules",
-               "actor.prox_logp_method", "actor.recompute_logprob"]
-    refused = ["actor.m2_threshold",
-               "actor.dynamic_sampling", "actor.rejection_sampling.lower", "actor.rejection_sampling.level",
+               "actor.prox_logp_method", "actor.recompute_logprob", "actor.m2_threshold"]
+    refused = ["actor.dynamic_sampling", "actor.rejection_sampling.lower", "actor.rejection_sampling.level",
                "teacher", "rollout.agent"]
     inert = ["stats_logger.swanlab.project", "sglang.log_level", "actor.attn_impl",
              "ref.eps_clip", "ref.use_decoupled_loss", "ref.gradient_checkpointing", "teacher.path",
