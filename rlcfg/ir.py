@@ -585,11 +585,18 @@ class Data:
     # A prompt longer than max_prompt_length is left out ("drop"), or cut to its first max_prompt_length tokens
     # ("truncate": RLinf's dataset without filter_prompt_by_length).
     long_prompts: Literal["drop", "truncate"] = "drop"
-    # What max_prompt_length measures: the prompt as the model sees it, chat template and all ("rendered"), or the
+    # What max_prompt_length measures: the prompt as the model sees it, chat template and all ("rendered"); the
     # prompt's own text with its suffix, before the template, tokenized with the tokenizer's special tokens
-    # ("message": AReaL's RL loaders, which filter on tokenizer.encode(content)). A "message" limit leaves the
-    # rendered prompt unbounded, so the rollout engines' context is not derived from it.
-    prompt_length_of: Literal["rendered", "message"] = "rendered"
+    # ("message": AReaL's RL loaders, which filter on tokenizer.encode(content)); or the prompt as the data holds it,
+    # before prompt_removals too ("source": AReaL's boba loader). A limit before the template leaves the rendered
+    # prompt unbounded, so the rollout engines' context is not derived from it.
+    prompt_length_of: Literal["rendered", "message", "source"] = "rendered"
+    # Texts deleted from each prompt before its suffix and chat template (AReaL's boba script strips DeepSeek's role
+    # markers and `<think>` from prompts written for DeepSeek-R1).
+    prompt_removals: tuple[str, ...] = ()
+    # The answer column holds a list of reference answers; a response's reward is the best it scores against any
+    # of them (AReaL's boba reward: 1 when one solution matches).
+    answer_list: bool = False
 
 
 @dataclass(frozen=True)

@@ -24,7 +24,7 @@ class DataError(Exception):
 @dataclass(frozen=True)
 class Example:
     prompt: Any  # a string, or a list of {"role", "content"} messages
-    answer: str | None
+    answer: str | tuple[str, ...] | None  # a tuple: the references of ir.Data.answer_list
     source: str  # "file:line" for error messages and logs
 
 
@@ -32,7 +32,7 @@ class Example:
 class PromptSet:
     token_ids: tuple[tuple[int, ...], ...]
     texts: tuple[str, ...]  # the prompt as the model sees it (after the chat template)
-    answers: tuple[str | None, ...]
+    answers: tuple[str | tuple[str, ...] | None, ...]
     dropped: int  # prompts over the length limit, left out
     cut: int = 0  # prompts over the length limit, truncated to it
 
@@ -176,16 +176,25 @@ def _prompt(record: dict[str, Any], where: str, prompt_key: str) -> Any:
     return prompt
 
 
-def read_examples(files: Sequence[str], prompt_key: str, answer_key: str | None) -> list[Example]:
+def read_examples(files: Sequence[str], prompt_key: str, answer_key: str | None,
+                  answer_list: bool = False) -> list[Example]:
+    """The examples of `files`; with `answer_list` each answer is a list of references (ir.Data.answer_list), kept as
+    a tuple of strings."""
     examples: list[Example] = []
     for record, where in _all_records(files):
         prompt = _prompt(record, where, prompt_key)
-        answer = None
+        answer: str | tuple[str, ...] | None = None
         if answer_key is not None:
             value = _lookup(record, answer_key)
             if value is None:
                 raise DataError(f"{where}: no `{answer_key}` value (the answer key)")
-            answer = str(value)
+            if answer_list:
+                if not isinstance(value, (list, tuple)) or not value:
+                    raise DataError(f"{where}: `{answer_key}` is not a list of answers (the data's reference "
+                                    "solutions, one of which a response must match)")
+                answer = tuple(str(v) for v in value)
+            else:
+                answer = str(value)
         examples.append(Example(prompt, answer, where))
     return examples
 
@@ -215,6 +224,16 @@ def render_prompt(tokenizer: Any, prompt: Any, apply_chat_template: bool,
     return prompt
 
 
+def _edited(prompt: Any, removals: Sequence[str]) -> Any:
+    """The prompt with each of `removals` deleted from its text (or its last message's)."""
+    if not removals:
+        return prompt
+    text = prompt if isinstance(prompt, str) else str(prompt[-1]["content"])
+    for removed in removals:
+        text = text.replace(removed, "")
+    return text if isinstance(prompt, str) else [*prompt[:-1], {**prompt[-1], "content": text}]
+
+
 def _extended(prompt: Any, suffix: str) -> Any:
     if not suffix:
         return prompt
@@ -231,18 +250,20 @@ def _content(prompt: Any) -> str:
 def load_prompts(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt", answer_key: str | None = None,
                  max_prompt_length: int | None = None, apply_chat_template: bool = True,
                  long_prompts: str = "drop", template_kwargs: Sequence[tuple[str, Any]] = (),
-                 suffix: str = "", length_of: str = "rendered") -> PromptSet:
+                 suffix: str = "", length_of: str = "rendered", removals: Sequence[str] = (),
+                 answer_list: bool = False) -> PromptSet:
     """Read, extend with `suffix` (appended to the text, or to the last message's), template (with
     `template_kwargs`) and tokenize every prompt; drop those longer than `max_prompt_length` tokens, or with
     `long_prompts="truncate"` keep their first `max_prompt_length` tokens. `length_of` (ir.Data.prompt_length_of):
     "rendered" measures the templated prompt, "message" the extended prompt's last message (or its text) before the
-    template, with the tokenizer's special tokens."""
+    template, "source" the prompt as read, before `removals` are deleted from it; both with the tokenizer's special
+    tokens."""
     if not files:
         raise DataError("no training data files are configured")
-    examples = read_examples(files, prompt_key, answer_key)
+    examples = read_examples(files, prompt_key, answer_key, answer_list)
     ids, texts, answers, dropped, cut = [], [], [], 0, 0
     for ex in examples:
-        extended = _extended(ex.prompt, suffix)
+        extended = _extended(_edited(ex.prompt, removals), suffix)
         try:
             text = render_prompt(tokenizer, extended, apply_chat_template, template_kwargs)
         except DataError as exc:
@@ -250,7 +271,8 @@ def load_prompts(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt
         tokens = tokenizer(text, add_special_tokens=False)["input_ids"]
         if not tokens:
             raise DataError(f"{ex.source}: the prompt tokenizes to nothing")
-        measured = len(tokens) if length_of == "rendered" else len(tokenizer(_content(extended))["input_ids"])
+        measured = len(tokens) if length_of == "rendered" else \
+            len(tokenizer(_content(ex.prompt if length_of == "source" else extended))["input_ids"])
         if max_prompt_length is not None and measured > max_prompt_length:
             if long_prompts != "truncate":
                 dropped += 1

@@ -59,10 +59,12 @@ class Run(RunShell):
         d = exp.data
         self.train_data = load_prompts(d.train_files, self.tokenizer, d.prompt_key, d.answer_key,
                                        d.max_prompt_length, d.apply_chat_template, d.long_prompts,
-                                       d.chat_template_kwargs, d.prompt_suffix, d.prompt_length_of)
+                                       d.chat_template_kwargs, d.prompt_suffix, d.prompt_length_of,
+                                       d.prompt_removals, d.answer_list)
         self.eval_data = (load_prompts(d.eval_files, self.tokenizer, d.prompt_key, d.answer_key,
                                        d.max_prompt_length, d.apply_chat_template, d.long_prompts,
-                                       d.chat_template_kwargs, d.prompt_suffix, d.prompt_length_of)
+                                       d.chat_template_kwargs, d.prompt_suffix, d.prompt_length_of,
+                                       d.prompt_removals, d.answer_list)
                           if d.eval_files else None)
         self.sampler = PromptSampler(len(self.train_data), exp.schedule.prompts_per_step, d.seed, d.shuffle)
         self.total_steps = run_length(exp, self.plan, len(self.train_data))

@@ -221,8 +221,9 @@ REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": mat
                                          "areal_math_verify": areal_math_verify, "boxed_multiply": boxed_multiply,
                                          "areal_math_parser": areal_math_parser}
 # The verifiers that read a response as its framework decodes it, special tokens (the end-of-sequence marker) kept:
-# AReaL's scripts of 0.3 and 0.4 decode without skipping them, and math_parser's "answer is" branch sees the marker.
-RAW_TEXT = frozenset({"areal_math_parser"})
+# AReaL's RLVR workflow decodes without skipping them (every release), and what follows the answer changes what
+# math_parser's "answer is" branch and math-verify's extraction find (`x = 3/4<|im_end|>` is no answer to either).
+RAW_TEXT = frozenset({"areal_math_parser", "areal_math_verify"})
 # The verifiers that score an answer format the smoke run's generated task does not write.
 FORMATTED = {"gsm8k_strict": "`#### <number>` answers only",
              "answer_line": "`Answer: <answer>` lines only, wrong ones −1",

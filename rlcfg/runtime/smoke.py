@@ -288,12 +288,19 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
         rows = max(200, 4 * new_prompts)
         train = _generated(host, data, exp.kind, chat, rows, data.seed, "train")
         generated.append(train)
-        new_data = replace(new_data, train_files=(train.path,), prompt_suffix="")
+        new_data = replace(new_data, train_files=(train.path,), prompt_suffix="", prompt_removals=(),
+                           answer_list=False)
         subs.append(Substitution("train data", ", ".join(data.train_files) or "(none)",
                                  f"generated arithmetic task, {rows} rows in columns {_columns(train)}"))
         if data.prompt_suffix:
             subs.append(Substitution("prompt suffix", repr(data.prompt_suffix),
                                      "(none: the generated task's prompts are complete)"))
+        if data.prompt_removals:
+            subs.append(Substitution("prompt edits", "delete " + ", ".join(map(repr, data.prompt_removals)),
+                                     "(none: the generated task's prompts hold none of them)"))
+        if data.answer_list:
+            subs.append(Substitution("answers", "a list of solutions per prompt",
+                                     "one answer per prompt (the generated task's)"))
         if data.eval_files:
             ev = _generated(host, data, exp.kind, chat, 50, data.seed + 1, "eval")
             generated.append(ev)

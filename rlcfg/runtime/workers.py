@@ -272,16 +272,20 @@ class RewardScorer:
         texts = ["".join(next(decoded) for _ in response) for response in responses]
         return self.score_texts(texts, answers), texts
 
-    def score_texts(self, texts: list[str], answers: list[str | None]) -> list[float]:
+    def score_texts(self, texts: list[str], answers: list[Any]) -> list[float]:
+        """Each text's reward against its answer; an answer that is a list of references (ir.Data.answer_list)
+        scores the best of them."""
         # Verifiers are pure functions of (text, answer), and math-verify's parse costs most of a millisecond:
         # each distinct pair is scored once while the memo stays under its bound.
         if len(self._scores) > 200_000:
             self._scores.clear()
         scores = []
-        for pair in zip(texts, answers):
+        for text, answer in zip(texts, answers):
+            pair = (text, tuple(answer) if isinstance(answer, (list, tuple)) else answer)
             score = self._scores.get(pair)
             if score is None:
-                score = self._scores[pair] = float(self.fn(*pair))
+                references = pair[1] if isinstance(pair[1], tuple) else (pair[1],)
+                score = self._scores[pair] = max(float(self.fn(text, reference)) for reference in references)
             scores.append(score)
         return scores
 

@@ -127,6 +127,20 @@ def test_a_limit_on_the_prompts_own_text_ignores_the_chat_template(tmp_path, tok
         tokenizer.chat_template = None
 
 
+def test_prompts_written_for_another_template_are_stripped_and_measured_as_written(tmp_path, tokenizer):
+    """AReaL's boba script: `<think>` and the role markers leave the prompt before its chat template; the prompt as
+    written is what must fit the limit; each row's answer is a list of solutions."""
+    path = write(tmp_path / "d.jsonl", json.dumps({"prompt": "<a>1+2<b>", "solutions": ["3", "03"]}) + "\n"
+                 + json.dumps({"prompt": "<a>11+22<b>", "solutions": ["33"]}) + "\n")
+    data = load_prompts([path], tokenizer, answer_key="solutions", apply_chat_template=False, max_prompt_length=9,
+                        length_of="source", removals=("<a>", "<b>"), answer_list=True)
+    assert data.texts == ("1+2",) and data.dropped == 1  # "<a>11+22<b>" is 11 characters as written
+    assert data.answers == (("3", "03"),)
+    with pytest.raises(DataError, match="not a list of answers"):
+        load_prompts([write(tmp_path / "e.jsonl", '{"prompt": "1+2", "solutions": "3"}\n')], tokenizer,
+                     answer_key="solutions", apply_chat_template=False, answer_list=True)
+
+
 def test_prompts_over_the_length_limit_keep_their_head_when_truncating(tmp_path, tokenizer):
     """RLinf without filter_prompt_by_length: a long prompt is cut to its first max_prompt_length tokens."""
     path = write(tmp_path / "d.jsonl", '{"prompt": "1+2="}\n{"prompt": "11+22="}\n')

@@ -171,7 +171,7 @@ def test_areal_math_parser_hands_parse_expr_no_code(text, inert):
     assert _expression_is_inert(text) is inert
 
 
-def test_areal_math_parser_reads_responses_with_their_special_tokens():
+def test_areals_rewards_read_responses_with_their_special_tokens():
     from rlcfg.runtime.workers import RewardScorer
 
     class Tokenizer:
@@ -180,3 +180,11 @@ def test_areal_math_parser_reads_responses_with_their_special_tokens():
 
     assert RewardScorer("areal_math_parser", Tokenizer()).score([[1]], ["72"])[0] == [0.0]
     assert RewardScorer("math", Tokenizer()).score([[1]], ["72"])[0] == [1.0]
+
+    class Equation(Tokenizer):
+        def batch_decode(self, seqs, skip_special_tokens=True):
+            return ["x = 3/4" + ("" if skip_special_tokens else "<|im_end|>") for _ in seqs]
+
+    # AReaL 0.5 and 1.0 decode the same way: math-verify then finds no answer after the marker
+    assert RewardScorer("areal_math_verify", Equation()).score([[1]], ["0.75"])[0] == [0.0]
+    assert rewards.areal_math_verify("x = 3/4", "0.75") == 1.0

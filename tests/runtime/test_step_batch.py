@@ -237,3 +237,9 @@ def test_interpolated_proximal_policies_skip_the_recompute_pass_and_carry_the_st
     assert batch["proximal_weight"].tolist() == [0.5] * 4 and "proximal_weight" in ACTOR_KEYS
     fresh = prepare_update(_groups(), _settings(alg, on_policy=False), 1, no_recompute, {}).batch
     assert fresh["proximal_weight"].tolist() == [0.0] * 4
+
+
+def test_an_answer_that_lists_solutions_scores_the_best_match():
+    # AReaL's boba reward: 1 when the response matches one of its solutions
+    scorer = RewardScorer("exact_match", CountingTokenizer())
+    assert scorer.score_texts(["b", "b", "c"], [("a", "b"), ["a", "b"], ("a", "b")]) == [1.0, 1.0, 0.0]

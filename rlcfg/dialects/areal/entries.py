@@ -14,11 +14,17 @@ recognises the scripts AReaL released by their code (rlcfg.source.project.module
   gsm8k_reward_fn is areal.reward.math_parser.process_results (rlcfg's reward `areal_math_parser`). Their train loops
   differ in the engines they build and in how the batch reaches them, which the config's keys already say; the LoRA
   script (GSM8K_MATH_PARSER_LORA) raises unless the trainer is data-parallel only.
+- BOBA_MATH_PARSER and BOBA_MATH_VERIFY: examples/math/boba_grpo.py of 0.4 (math_parser) and of 0.5 and 1.0
+  (math-verify). It reads train_dataset.path as a JSON file of `prompt` and `solutions`, keeps the prompts of at most
+  1024 tokens as written (max_length is not read), deletes DeepSeek's `<｜User｜>`, `<｜Assistant｜>` and `<think>`
+  from them, renders the chat template with enable_thinking=True, scores a response 1 when it matches one of its
+  solutions, and evaluates nothing (valid_dataset is not read).
 - SUPERVISED: the SFT and reward-model scripts, which train on AReaL's dataset loaders and score nothing.
 
-Every other script is refused by `rlcfg run` at the launch's call (RLC118): countdown, boba, the multi-turn, agent,
-tool and vision examples bring workflows, loaders and rewards of their own; 0.3's experimental Megatron GRPO script
-reads its dataset without the max_length filter; an edited copy may do anything. A config file run alone names no
+Every other script is refused by `rlcfg run` at the launch's call (RLC118): countdown, the multi-turn, agent, tool
+and vision examples bring workflows, loaders and rewards of their own; 0.3's experimental Megatron GRPO script
+reads its dataset without the max_length filter, and 0.3's boba script scores with realhf's parser and reads a
+batch per rank; an edited copy may do anything. A config file run alone names no
 script: rlcfg then scores and prompts as GSM8K_RLVR does, and says so (areal/entry-script).
 """
 
@@ -31,6 +37,15 @@ GSM8K_MATH_PARSER = "gsm8k_math_parser"  # CheckResult.entry_runs of the GSM8K R
 GSM8K_MATH_PARSER_LORA = "gsm8k_math_parser_lora"  # and of their LoRA script
 # The GSM8K RL scripts: one dataset loader, prompt and workflow, evaluated at GSM8K_RLVR_EVAL_TEMPERATURE.
 GSM8K_SCRIPTS = frozenset({GSM8K_RLVR, GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_LORA})
+BOBA_MATH_PARSER = "boba_math_parser"  # CheckResult.entry_runs of examples/math/boba_grpo.py of 0.4
+BOBA_MATH_VERIFY = "boba_math_verify"  # and of 0.5 and 1.0
+BOBA_SCRIPTS = frozenset({BOBA_MATH_PARSER, BOBA_MATH_VERIFY})
+# The scripts that score with math_parser (rlcfg's reward `areal_math_parser`); the others with math-verify.
+MATH_PARSER_SCRIPTS = frozenset({GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_LORA, BOBA_MATH_PARSER})
+# The boba script's prompts: kept when the prompt as written is at most this many tokens, and stripped of these
+# texts (DeepSeek-R1's role markers and its opening `<think>`) before the chat template.
+BOBA_PROMPT_TOKENS = 1024
+BOBA_PROMPT_REMOVALS = ("<｜User｜>", "<｜Assistant｜>", "<think>")
 SUPERVISED = "supervised"  # CheckResult.entry_runs of the SFT and reward-model scripts as released
 REFUSED = "refused"  # CheckResult.entry_runs of any other script (its Extension.refused says why)
 GSM8K_RLVR_SCRIPT = "examples/math/gsm8k_rl.py"
@@ -49,6 +64,9 @@ GSM8K_MATH_PARSER_FINGERPRINTS = frozenset({
     "d0c424bfc78586bd", "77c67995c22a4502", "1dc4092f49b346db",  # 0.3
     "e10ead538baaa3f7", "0de5141385e297f6", "244019fe99240649", "bbd30356f820785a", "3ad52a11b5919701",  # 0.4
 })
+# examples/math/boba_grpo.py: v0.4.1 (math_parser); v0.5.3 and v1.0.4 (math-verify).
+BOBA_MATH_PARSER_FINGERPRINTS = frozenset({"434166f67c39549f"})
+BOBA_MATH_VERIFY_FINGERPRINTS = frozenset({"e51f5ef47cc5df1a", "9ce15a6fda0a89e5"})
 # examples/lora/gsm8k_grpo_lora.py, v0.3.4 and v0.4.1.
 GSM8K_MATH_PARSER_LORA_FINGERPRINTS = frozenset({"1bd32df08d8df50e", "16c94868a08b09dc"})
 # examples/math/gsm8k_sft.py, examples/alignment/hhrlhf_rw.py and the Megatron SFT examples, v0.3.4 to v1.0.4.
@@ -60,12 +78,14 @@ SUPERVISED_FINGERPRINTS = frozenset({
 })
 
 _RUNS = "rlcfg runs AReaL's GSM8K RL scripts as released (examples/math/gsm8k_rl.py of 0.5 and 1.0; " \
-        "gsm8k_grpo.py, gsm8k_ppo.py and their variants of 0.3 and 0.4) and its SFT and reward-model scripts"
+        "gsm8k_grpo.py, gsm8k_ppo.py and their variants of 0.3 and 0.4), its boba script of 0.4 to 1.0, and its " \
+        "SFT and reward-model scripts"
 
 
 def entry_extension(source: str | None, script: str) -> Any:
     """What the entry script `script` (its text `source`, None where it cannot be read here) runs, as an extension
-    with no keys: `runs` GSM8K_RLVR or SUPERVISED for a script AReaL released, `refused` (why, hint) otherwise."""
+    with no keys: `runs` (GSM8K_RLVR, GSM8K_MATH_PARSER, BOBA_MATH_VERIFY, SUPERVISED, ...) for a script AReaL
+    released, `refused` (why, hint) otherwise."""
     import ast
 
     from rlcfg.source.project import Extension, module_fingerprint
@@ -90,6 +110,10 @@ def entry_extension(source: str | None, script: str) -> Any:
         return Extension(script, (), source="entry", runs=GSM8K_MATH_PARSER)
     if fingerprint in GSM8K_MATH_PARSER_LORA_FINGERPRINTS:
         return Extension(script, (), source="entry", runs=GSM8K_MATH_PARSER_LORA)
+    if fingerprint in BOBA_MATH_PARSER_FINGERPRINTS:
+        return Extension(script, (), source="entry", runs=BOBA_MATH_PARSER)
+    if fingerprint in BOBA_MATH_VERIFY_FINGERPRINTS:
+        return Extension(script, (), source="entry", runs=BOBA_MATH_VERIFY)
     if fingerprint in SUPERVISED_FINGERPRINTS:
         return Extension(script, (), source="entry", runs=SUPERVISED)
     return refused(f"its entry script {script} is not one rlcfg recognises, so its reward, dataset loader or "

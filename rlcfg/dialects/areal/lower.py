@@ -46,8 +46,9 @@ from rlcfg.dialects.areal import allocation as alloc
 # Where each engine runs is read once, in the schema layer, so that areal/run-ledger judges the same layout.
 from rlcfg.dialects.areal.derived import backend_key, engine_roles, pipeline_kind
 from rlcfg.dialects.areal.derived import layout as _layout
-from rlcfg.dialects.areal.entries import (GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_LORA, GSM8K_PROMPT_SUFFIX,
-                                         GSM8K_RLVR_EVAL_TEMPERATURE, GSM8K_SCRIPTS)
+from rlcfg.dialects.areal.entries import (BOBA_PROMPT_REMOVALS, BOBA_PROMPT_TOKENS, BOBA_SCRIPTS,
+                                         GSM8K_PROMPT_SUFFIX, GSM8K_RLVR_EVAL_TEMPERATURE, GSM8K_SCRIPTS,
+                                         MATH_PARSER_SCRIPTS)
 
 # AReaL's FSDP engine shards with torch's FSDP2 (fully_shard); Archon is its torchtitan-style engine, FSDP2 with
 # TP/PP/EP on top, the closest of rlcfg's backends.
@@ -280,6 +281,15 @@ def _data(cfg: Any, max_prompt_length: int | None, rl: bool = True) -> Data:
                 prompt_length_of="message" if rl else "rendered")
 
 
+def _boba_data(cfg: Any) -> Data:
+    """examples/math/boba_grpo.py's data: a JSON file of `prompt` (written for DeepSeek-R1) and `solutions`; prompts
+    of at most BOBA_PROMPT_TOKENS tokens as written, stripped of BOBA_PROMPT_REMOVALS, rendered with thinking on."""
+    return Data(train_files=(cfg.train_dataset.path,), prompt_key="prompt", answer_key="solutions", answer_list=True,
+                prompt_removals=BOBA_PROMPT_REMOVALS, chat_template_kwargs=(("enable_thinking", True),),
+                max_prompt_length=BOBA_PROMPT_TOKENS, prompt_length_of="source", shuffle=cfg.train_dataset.shuffle,
+                seed=cfg.seed)
+
+
 def _checkpointing(cfg: Any) -> Checkpointing:
     saver = cfg.saver
     # AReaL saves under <fileroot>/checkpoints/<user>/<experiment>/<trial>; the user is only known where the job
@@ -311,10 +321,10 @@ def _asynchrony(cfg: Any) -> dict[str, Any]:
             "rollout_concurrency": cfg.rollout.max_concurrent_rollouts if staleness else None}
 
 
-def _eval_schedule(cfg: Any) -> dict[str, Any]:
-    """When to evaluate, when there is validation data: each of evaluator.freq_steps, freq_epochs and freq_secs
-    triggers on its own (AReaL's EpochStepTimeFreqCtl)."""
-    e, valid = cfg.evaluator, cfg.valid_dataset is not None
+def _eval_schedule(cfg: Any, evaluates: bool) -> dict[str, Any]:
+    """When to evaluate, when the run evaluates (validation data its script reads): each of evaluator.freq_steps,
+    freq_epochs and freq_secs triggers on its own (AReaL's EpochStepTimeFreqCtl)."""
+    e, valid = cfg.evaluator, evaluates
     return {"eval_interval": e.freq_steps if valid else None, "eval_epoch_interval": e.freq_epochs if valid else None,
             "eval_time_interval_s": e.freq_secs if valid else None, "eval_before_train": e.eval_before_train}
 
@@ -511,20 +521,21 @@ def _lower_rl(cfg: Any, entry_runs: str | None) -> Experiment:
     if entry_runs in GSM8K_SCRIPTS:  # the script evaluates with its own copy of gconfig
         eval_g = cfg.gconfig.model_copy(update={"temperature": GSM8K_RLVR_EVAL_TEMPERATURE})
     engine = next((r.backend for r in out if r.backend in ("sglang", "vllm")), "sglang")
+    # For RL data, train_dataset.max_length drops prompts longer than it (the boba script reads neither it nor
+    # valid_dataset).
+    data = _boba_data(cfg) if entry_runs in BOBA_SCRIPTS else _data(cfg, cfg.train_dataset.max_length)
     return Experiment(
         name=cfg.experiment_name, dialect="areal", variant="grpo", cluster=_cluster(cfg), roles=tuple(out),
         colocation=tuple(colocated), algorithm=_algorithm(cfg, group, reference_built),
         sampling=_sampling(cfg.gconfig, engine),
-        eval_sampling=_sampling(eval_g, engine) if cfg.valid_dataset is not None else None,
-        # For RL data, train_dataset.max_length drops prompts longer than it.
-        data=_data(cfg, cfg.train_dataset.max_length),
+        eval_sampling=_sampling(eval_g, engine) if data.eval_files else None,
+        data=data,
         schedule=Schedule(prompts_per_step=prompts, samples_per_step=samples, samples_per_optimizer_step=per_opt,
                           total_steps=total_steps, epochs=cfg.total_train_epochs,
                           **_asynchrony(cfg),
-                          **_eval_schedule(cfg)),
+                          **_eval_schedule(cfg, evaluates=bool(data.eval_files))),
         checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed,
-        reward_function="areal_math_parser" if entry_runs in (GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_LORA)
-        else "areal_math_verify", kind="rl",
+        reward_function="areal_math_parser" if entry_runs in MATH_PARSER_SCRIPTS else "areal_math_verify", kind="rl",
     )
 
 
@@ -566,7 +577,7 @@ def _lower_supervised(cfg: Any) -> Experiment:
         data=data,
         schedule=Schedule(prompts_per_step=samples, samples_per_step=samples, samples_per_optimizer_step=samples,
                           total_steps=total_steps, epochs=cfg.total_train_epochs,
-                          **_eval_schedule(cfg)),
+                          **_eval_schedule(cfg, evaluates=bool(data.eval_files))),
         checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed, reward_function="math",
         kind="reward_model" if reward_model else "sft",
     )

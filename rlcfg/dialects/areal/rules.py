@@ -15,7 +15,8 @@ from rlcfg.dialects.areal import allocation as alloc
 from rlcfg.dialects.areal.derived import (backend_key, backend_paths, engine_roles, layout, legacy_backend_name,
                                           parsed_allocation, parsed_backend, pipeline_kind, placement, trained_engine,
                                           training_engines)
-from rlcfg.dialects.areal.entries import GSM8K_MATH_PARSER_LORA, GSM8K_RLVR_SCRIPT, GSM8K_SCRIPTS
+from rlcfg.dialects.areal.entries import (BOBA_PROMPT_TOKENS, BOBA_SCRIPTS, GSM8K_MATH_PARSER_LORA,
+                                         GSM8K_RLVR_SCRIPT, GSM8K_SCRIPTS)
 from rlcfg.dialects.areal.models import BEFORE_1_0, SECTIONS_ALWAYS_BUILT
 from rlcfg.schema.base import Finding, RuleSet
 
@@ -293,8 +294,9 @@ def _norm_group_size(cfg, ctx):
 @RULES.rule("areal/entry-script", "RLC124", "AReaL's reward function, dataset loader and workflow are in the entry "
             "script a launch runs the config with; a config file alone names none, so `rlcfg run` scores and "
             "prompts an RL config as examples/math/gsm8k_rl.py (0.5, 1.0) does, and says so. That script evaluates "
-            "with gconfig at temperature 0.6, so an eval_gconfig it launches with has no effect.",
-            keys=["eval_gconfig"], also=("RLC307",))
+            "with gconfig at temperature 0.6, so an eval_gconfig it launches with has no effect; the boba script "
+            "reads neither valid_dataset, eval_gconfig nor train_dataset.max_length.",
+            keys=["eval_gconfig", "valid_dataset", "train_dataset.max_length"], also=("RLC307",))
 def _entry_script(cfg, ctx):
     if pipeline_kind(cfg) != "grpo":
         return
@@ -302,6 +304,14 @@ def _entry_script(cfg, ctx):
         yield ctx.warning("RLC307", "eval_gconfig", "`eval_gconfig` has no effect: AReaL's GSM8K RL scripts evaluate "
                           "with a copy of gconfig at temperature 0.6 and do not read it",
                           hint="set what evaluation should sample with in gconfig, or remove eval_gconfig")
+    if ctx.entry_runs in BOBA_SCRIPTS:
+        for key, value in (("valid_dataset", cfg.valid_dataset), ("eval_gconfig", getattr(cfg, "eval_gconfig", None)),
+                           ("train_dataset.max_length", cfg.train_dataset.max_length)):
+            if value is not None and ctx.is_set(key):
+                yield ctx.warning("RLC307", key, f"`{key}` has no effect: AReaL's boba script "
+                                  "(examples/math/boba_grpo.py) does not read it; it evaluates nothing and keeps the "
+                                  f"prompts of at most {BOBA_PROMPT_TOKENS} tokens as written",
+                                  hint=f"remove `{key}`")
     if ctx.entry_runs is not None:
         return
     yield ctx.note("RLC124", "", "AReaL's reward function, dataset loader and workflow are in the entry script a "

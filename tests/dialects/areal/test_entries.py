@@ -135,6 +135,29 @@ def test_areals_lora_script_of_0_3_and_0_4_is_refused_beyond_data_parallelism(tm
     assert len(found) == 1 and found[0].path == "allocation_mode" and found[0].hint
 
 
+@pytest.mark.parametrize("runs, fingerprints, reward", [
+    (entries.BOBA_MATH_PARSER, "BOBA_MATH_PARSER_FINGERPRINTS", "areal_math_parser"),
+    (entries.BOBA_MATH_VERIFY, "BOBA_MATH_VERIFY_FINGERPRINTS", "areal_math_verify"),
+])
+def test_the_boba_script_reads_its_json_prompts_scores_any_solution_and_evaluates_nothing(tmp_path, monkeypatch, runs,
+                                                                                        fingerprints, reward):
+    monkeypatch.setattr(entries, fingerprints, frozenset({module_fingerprint(ast.parse(MATH_PARSER_SCRIPT))}))
+    config = tmp_path / "boba.yaml"
+    config.write_text(GRPO.read_text().replace("path: openai/gsm8k", "path: /data/boba.jsonl"))
+    result = launch(tmp_path, monkeypatch, MATH_PARSER_SCRIPT, config=config)
+    assert result.ok and result.entry_runs == runs and codes(result) == []
+    # the script reads neither the validation set nor max_length, and validate says so
+    assert {d.path for d in result.diagnostics if d.code == "RLC307"} >= {"valid_dataset"}
+    exp = lower.lower("areal", result.config, result.release, result.entry_runs)
+    d = exp.data
+    assert exp.reward_function == reward and exp.eval_sampling is None and exp.schedule.eval_interval is None
+    assert (d.train_files, d.eval_files, d.prompt_key, d.answer_key, d.answer_list) == \
+        (("/data/boba.jsonl",), (), "prompt", "solutions", True)
+    assert d.prompt_removals == ("<｜User｜>", "<｜Assistant｜>", "<think>") and d.prompt_suffix == ""
+    assert (d.max_prompt_length, d.prompt_length_of) == (1024, "source")
+    assert d.chat_template_kwargs == (("enable_thinking", True),)
+
+
 @pytest.mark.parametrize("script, says", [
     (MATH_PARSER_SCRIPT, "is not one rlcfg recognises"),
     (OWN_SCRIPT, "is not one rlcfg recognises"),
