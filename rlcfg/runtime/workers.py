@@ -241,7 +241,9 @@ class RewardScorer:
         self.fn = rewards.get(reward_function)
         self.skip_special_tokens = reward_function not in rewards.RAW_TEXT
         self.tokenizer = tokenizer
-        self._texts: dict[tuple[int, ...], str] = {}
+        # each response's text as the reward reads it and as it is shown (the same unless the reward reads special
+        # tokens, which samples and logs leave out as everywhere else)
+        self._texts: dict[tuple[int, ...], tuple[str, str]] = {}
         self._held = 0
         self._scores: dict[tuple[str, str | None], float] = {}
 
@@ -257,10 +259,12 @@ class RewardScorer:
             new = list(dict.fromkeys(keys))
             self._held = sum(len(k) for k in new)
         if new:
-            self._texts.update(zip(new, self.tokenizer.batch_decode([list(k) for k in new],
-                                                                    skip_special_tokens=self.skip_special_tokens)))
-        texts = [self._texts[k] for k in keys]
-        return self.score_texts(texts, answers), texts
+            ids = [list(k) for k in new]
+            shown = self.tokenizer.batch_decode(ids, skip_special_tokens=True)
+            read = shown if self.skip_special_tokens else self.tokenizer.batch_decode(ids, skip_special_tokens=False)
+            self._texts.update(zip(new, zip(read, shown)))
+        scores = self.score_texts([self._texts[k][0] for k in keys], answers)
+        return scores, [self._texts[k][1] for k in keys]
 
     def score_rounds(self, responses: list[list[list[int]]], answers: list[str | None]
                      ) -> tuple[list[float], list[str]]:

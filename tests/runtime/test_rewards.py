@@ -178,7 +178,8 @@ def test_areals_rewards_read_responses_with_their_special_tokens():
         def batch_decode(self, seqs, skip_special_tokens=True):
             return ["The answer is 72." + ("" if skip_special_tokens else "<|im_end|>") for _ in seqs]
 
-    assert RewardScorer("areal_math_parser", Tokenizer()).score([[1]], ["72"])[0] == [0.0]
+    scores, shown = RewardScorer("areal_math_parser", Tokenizer()).score([[1]], ["72"])
+    assert scores == [0.0] and shown == ["The answer is 72."]  # samples are shown without the marker
     assert RewardScorer("math", Tokenizer()).score([[1]], ["72"])[0] == [1.0]
 
     class Equation(Tokenizer):
