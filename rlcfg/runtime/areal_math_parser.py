@@ -39,6 +39,8 @@ from typing import Any, Callable
 TIMEOUT_S = 15.0
 # Address space of the child that runs sympy: a comparison that needs more is unequal.
 CHILD_MEMORY_BYTES = 4 << 30
+# How long the child may take to import sympy and the parsers before its first comparison.
+CHILD_START_S = 120.0
 
 # Measure words removed from an answer where they stand alone (MathQA's units), each also with a trailing "s". Each
 # is a regular expression as written: its "." matches any character, as in AReaL. Order matters: each removal sees
@@ -469,9 +471,14 @@ class _Child:
 
         process = subprocess.Popen([sys.executable, "-c", "from rlcfg.runtime.areal_math_parser import serve; serve()"],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-        if process.stdout.readline() != "ready\n":
+        import select
+
+        ready, _, _ = select.select([process.stdout], [], [], CHILD_START_S)
+        if not ready or process.stdout.readline() != "ready\n":
             process.kill()
-            raise RuntimeError("the child process that compares answers with sympy did not start")
+            raise RuntimeError(f"the process that compares AReaL's math answers with sympy did not start within "
+                               f"{CHILD_START_S:.0f} s ({sys.executable} -c 'from rlcfg.runtime.areal_math_parser "
+                               "import serve; serve()' shows why)")
         return process
 
     def _stop(self) -> None:

@@ -224,11 +224,16 @@ def render_prompt(tokenizer: Any, prompt: Any, apply_chat_template: bool,
     return prompt
 
 
+def _content(prompt: Any) -> str:
+    """A prompt's own text: the string, or its last message's content."""
+    return prompt if isinstance(prompt, str) else str(prompt[-1]["content"])
+
+
 def _edited(prompt: Any, removals: Sequence[str]) -> Any:
     """The prompt with each of `removals` deleted from its text (or its last message's)."""
     if not removals:
         return prompt
-    text = prompt if isinstance(prompt, str) else str(prompt[-1]["content"])
+    text = _content(prompt)
     for removed in removals:
         text = text.replace(removed, "")
     return text if isinstance(prompt, str) else [*prompt[:-1], {**prompt[-1], "content": text}]
@@ -240,11 +245,6 @@ def _extended(prompt: Any, suffix: str) -> Any:
     if isinstance(prompt, str):
         return prompt + suffix
     return [*prompt[:-1], {**prompt[-1], "content": prompt[-1]["content"] + suffix}]
-
-
-def _content(prompt: Any) -> str:
-    """A prompt's own text: the string, or its last message's content."""
-    return prompt if isinstance(prompt, str) else str(prompt[-1]["content"])
 
 
 def load_prompts(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt", answer_key: str | None = None,
