@@ -591,6 +591,9 @@ class Data:
     # before prompt_removals too ("source": AReaL's boba loader). A limit before the template leaves the rendered
     # prompt unbounded, so the rollout engines' context is not derived from it.
     prompt_length_of: Literal["rendered", "message", "source"] = "rendered"
+    # The limit on evaluation prompts, measured the same way, where it is not max_prompt_length ("same"): AReaL
+    # filters its validation set by valid_dataset.max_length (None: no limit).
+    eval_max_prompt_length: int | None | Literal["same"] = "same"
     # Texts deleted from each prompt before its suffix and chat template (AReaL's boba script strips DeepSeek's role
     # markers and `<think>` from prompts written for DeepSeek-R1).
     prompt_removals: tuple[str, ...] = ()

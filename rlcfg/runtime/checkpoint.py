@@ -263,7 +263,7 @@ _FREE_TO_CHANGE = (
     *PROVENANCE, *(f"roles.*.{name}" for name in ROLE_PROVENANCE),
     "name", "checkpointing", "logging", "cluster", "colocation", "schedule.total_steps", "schedule.epochs",
     "schedule.eval_interval", "schedule.eval_epoch_interval", "schedule.eval_time_interval_s",
-    "schedule.eval_before_train", "eval_sampling", "data.eval_files",
+    "schedule.eval_before_train", "eval_sampling", "data.eval_files", "data.eval_max_prompt_length",
     "roles.*.resources", "roles.*.parallelism", "roles.*.offload", "roles.*.micro_batch_size",
     "roles.*.forward_micro_batch_size", "roles.*.gradient_checkpointing", "roles.*.sequence_packing",
     "roles.*.max_tokens_per_micro_batch", "roles.*.engine", "roles.*.backend", "roles.*.env",

@@ -271,14 +271,17 @@ def _data(cfg: Any, max_prompt_length: int | None, rl: bool = True) -> Data:
     train, valid = cfg.train_dataset, cfg.valid_dataset
     # AReaL picks a dataset loader by the path's name; its GSM8K loader reads `question` and `answer`, and its RL
     # loader asks for a boxed answer and drops a prompt whose question and request, tokenized before the chat
-    # template, pass max_length. The GSM8K RLVR script renders the chat template with enable_thinking=False.
+    # template, pass max_length (the validation set's own max_length for it). The GSM8K RLVR script renders the chat
+    # template with enable_thinking=False.
     gsm8k = "gsm8k" in train.path.lower()
     return Data(train_files=(train.path,), eval_files=(valid.path,) if valid is not None else (),
                 prompt_key="question" if gsm8k else "prompt", answer_key="answer" if gsm8k else None,
                 prompt_suffix=GSM8K_PROMPT_SUFFIX if gsm8k and rl else "",
                 chat_template_kwargs=(("enable_thinking", False),) if rl else (),
                 max_prompt_length=max_prompt_length, shuffle=train.shuffle, seed=cfg.seed,
-                prompt_length_of="message" if rl else "rendered")
+                prompt_length_of="message" if rl else "rendered",
+                eval_max_prompt_length="same" if not rl or valid is None or valid.max_length == max_prompt_length
+                else valid.max_length)
 
 
 def _boba_data(cfg: Any) -> Data:

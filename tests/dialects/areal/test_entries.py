@@ -84,6 +84,10 @@ def test_a_config_file_alone_is_run_as_the_gsm8k_script_and_validate_says_so():
     assert exp.reward_function == "areal_math_verify"
     assert exp.data.prompt_suffix == entries.GSM8K_PROMPT_SUFFIX  # the dataset path names GSM8K
     assert exp.data.chat_template_kwargs == (("enable_thinking", False),)
+    # each split is filtered by its own max_length, measured before the chat template as AReaL's loader measures it
+    assert exp.data.max_prompt_length == result.config.train_dataset.max_length
+    assert result.config.valid_dataset.max_length is None and exp.data.eval_max_prompt_length is None
+    assert exp.data.prompt_length_of == "message"
     # the config's own evaluation settings: no script replaces them
     own = (result.config.eval_gconfig or result.config.gconfig).temperature
     assert own != entries.GSM8K_RLVR_EVAL_TEMPERATURE and exp.eval_sampling.temperature == own
