@@ -245,9 +245,9 @@ class RewardScorer:
         # tokens, which samples and logs leave out as everywhere else)
         self._texts: dict[tuple[int, ...], tuple[str, str]] = {}
         self._held = 0
-        self._scores: dict[tuple[str, str | None], float] = {}
+        self._scores: dict[tuple[str, str | tuple[str, ...] | None], float] = {}
 
-    def score(self, responses: list[list[int]], answers: list[str | None]) -> tuple[list[float], list[str]]:
+    def score(self, responses: list[list[int]], answers: list[Any]) -> tuple[list[float], list[str]]:
         # Decoding is deterministic, and short responses repeat a lot (a group samples the same answer
         # often): each distinct response is decoded once, which for small models was most of the scoring time.
         # The memo is bounded by the tokens it holds, so long, rarely repeated responses cannot grow it.

@@ -24,8 +24,8 @@ recognises the scripts AReaL released by their code (rlcfg.source.project.module
 Every other script is refused by `rlcfg run` at the launch's call (RLC118): countdown, the multi-turn, agent, tool
 and vision examples bring workflows, loaders and rewards of their own; 0.3's experimental Megatron GRPO script
 reads its dataset without the max_length filter, and 0.3's boba script scores with realhf's parser and reads a
-batch per rank; an edited copy may do anything. A config file run alone names no
-script: rlcfg then scores and prompts as GSM8K_RLVR does, and says so (areal/entry-script).
+batch per rank; an edited copy may do anything. A config file run alone names no script: rlcfg then scores and
+prompts as GSM8K_RLVR does, and says so (areal/entry-script).
 """
 
 from __future__ import annotations
