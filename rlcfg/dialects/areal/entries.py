@@ -104,18 +104,13 @@ def entry_extension(source: str | None, script: str) -> Any:
                        "workflow it runs", "run rlcfg from the directory the script runs from (AReaL's source "
                                            "tree), where the entry script is")
     fingerprint = module_fingerprint(tree)
-    if fingerprint in GSM8K_RLVR_FINGERPRINTS:
-        return Extension(script, (), source="entry", runs=GSM8K_RLVR)
-    if fingerprint in GSM8K_MATH_PARSER_FINGERPRINTS:
-        return Extension(script, (), source="entry", runs=GSM8K_MATH_PARSER)
-    if fingerprint in GSM8K_MATH_PARSER_LORA_FINGERPRINTS:
-        return Extension(script, (), source="entry", runs=GSM8K_MATH_PARSER_LORA)
-    if fingerprint in BOBA_MATH_PARSER_FINGERPRINTS:
-        return Extension(script, (), source="entry", runs=BOBA_MATH_PARSER)
-    if fingerprint in BOBA_MATH_VERIFY_FINGERPRINTS:
-        return Extension(script, (), source="entry", runs=BOBA_MATH_VERIFY)
-    if fingerprint in SUPERVISED_FINGERPRINTS:
-        return Extension(script, (), source="entry", runs=SUPERVISED)
+    released = ((GSM8K_RLVR, GSM8K_RLVR_FINGERPRINTS), (GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_FINGERPRINTS),
+                (GSM8K_MATH_PARSER_LORA, GSM8K_MATH_PARSER_LORA_FINGERPRINTS),
+                (BOBA_MATH_PARSER, BOBA_MATH_PARSER_FINGERPRINTS), (BOBA_MATH_VERIFY, BOBA_MATH_VERIFY_FINGERPRINTS),
+                (SUPERVISED, SUPERVISED_FINGERPRINTS))
+    for runs, fingerprints in released:
+        if fingerprint in fingerprints:
+            return Extension(script, (), source="entry", runs=runs)
     return refused(f"its entry script {script} is not one rlcfg recognises, so its reward, dataset loader or "
                    f"workflow may differ from what rlcfg would run ({_RUNS})",
                    f"launch the config with one of those scripts as its release has it ({GSM8K_RLVR_SCRIPT} from "
