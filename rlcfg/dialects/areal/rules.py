@@ -932,7 +932,7 @@ def _lora_script_layout(cfg: Any) -> Iterator[Finding]:
                                                     if letter != "d"):
         return
     key = backend_key(cfg, "actor", engine_section(cfg, "actor"))
-    yield _refusal(key, f"`{key}` = {actor.text()} for the trainer: AReaL's LoRA script "
+    yield _refusal(key, f"the trainer's part of `{key}`, {actor.text()}: AReaL's LoRA script "
                    "(examples/lora/gsm8k_grpo_lora.py) trains on FSDP with data parallelism alone and raises otherwise "
                    "(\"LoRA does not support parallelism other than FSDP\")",
                    f"give the trainer's part of `{key}` a d size alone (d{actor.world})")
