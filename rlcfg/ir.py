@@ -600,6 +600,10 @@ class Data:
     # The answer column holds a list of reference answers; a response's reward is the best it scores against any
     # of them (AReaL's boba reward: 1 when one solution matches).
     answer_list: bool = False
+    # The columns a reward checks a response against, where it needs more than one: the answer is then the record
+    # of them, as JSON text (AReaL's countdown reward reads `target` and `numbers`). answer_key names the one a
+    # generated task's plain answer stands in for.
+    answer_fields: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

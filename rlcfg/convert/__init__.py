@@ -486,6 +486,7 @@ GENERIC_REASONS = {
     "kl.controller.target": "{T} has no adaptive KL controller here",
     "algorithm.balance_ranks_by_length": "{T} hands each data-parallel rank its share of a step in another order",
     "schedule.partial_rollout": "{T} generates each response whole, in the step that trains on it",
+    "data.answer_fields": "{T}'s rewards read one answer column",
 }
 
 

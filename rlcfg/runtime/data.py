@@ -177,14 +177,16 @@ def _prompt(record: dict[str, Any], where: str, prompt_key: str) -> Any:
 
 
 def read_examples(files: Sequence[str], prompt_key: str, answer_key: str | None,
-                  answer_list: bool = False) -> list[Example]:
+                  answer_list: bool = False, answer_fields: Sequence[str] = ()) -> list[Example]:
     """The examples of `files`; with `answer_list` each answer is a list of references (ir.Data.answer_list), kept as
-    a tuple of strings."""
+    a tuple of strings; with `answer_fields` it is the record of those columns as JSON text (ir.Data.answer_fields)."""
     examples: list[Example] = []
     for record, where in _all_records(files):
         prompt = _prompt(record, where, prompt_key)
         answer: str | tuple[str, ...] | None = None
-        if answer_key is not None:
+        if answer_fields:
+            answer = _answer_record(record, where, answer_fields)
+        elif answer_key is not None:
             value = _lookup(record, answer_key)
             if value is None:
                 raise DataError(f"{where}: no `{answer_key}` value (the answer key)")
@@ -197,6 +199,21 @@ def read_examples(files: Sequence[str], prompt_key: str, answer_key: str | None,
                 answer = str(value)
         examples.append(Example(prompt, answer, where))
     return examples
+
+
+def _answer_record(record: dict[str, Any], where: str, fields: Sequence[str]) -> str:
+    values = {}
+    for name in fields:
+        value = _lookup(record, name)
+        if value is None:
+            raise DataError(f"{where}: no `{name}` value (the reward checks each response against "
+                            f"{', '.join(f'`{f}`' for f in fields)})")
+        values[name] = value
+    try:
+        return json.dumps(values, sort_keys=True)
+    except (TypeError, ValueError):
+        raise DataError(f"{where}: {', '.join(f'`{f}`' for f in fields)} do not hold plain numbers, text and "
+                        "lists") from None
 
 
 def _lookup(record: dict[str, Any], dotted: str) -> Any:
@@ -251,7 +268,7 @@ def load_prompts(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt
                  max_prompt_length: int | None = None, apply_chat_template: bool = True,
                  long_prompts: str = "drop", template_kwargs: Sequence[tuple[str, Any]] = (),
                  suffix: str = "", length_of: str = "rendered", removals: Sequence[str] = (),
-                 answer_list: bool = False) -> PromptSet:
+                 answer_list: bool = False, answer_fields: Sequence[str] = ()) -> PromptSet:
     """Read, extend with `suffix` (appended to the text, or to the last message's), template (with
     `template_kwargs`) and tokenize every prompt; drop those longer than `max_prompt_length` tokens, or with
     `long_prompts="truncate"` keep their first `max_prompt_length` tokens. `length_of` (ir.Data.prompt_length_of):
@@ -260,7 +277,7 @@ def load_prompts(files: Sequence[str], tokenizer: Any, prompt_key: str = "prompt
     tokens."""
     if not files:
         raise DataError("no training data files are configured")
-    examples = read_examples(files, prompt_key, answer_key, answer_list)
+    examples = read_examples(files, prompt_key, answer_key, answer_list, answer_fields)
     ids, texts, answers, dropped, cut = [], [], [], 0, 0
     for ex in examples:
         extended = _extended(_edited(ex.prompt, removals), suffix)

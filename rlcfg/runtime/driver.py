@@ -60,12 +60,12 @@ class Run(RunShell):
         self.train_data = load_prompts(d.train_files, self.tokenizer, d.prompt_key, d.answer_key,
                                        d.max_prompt_length, d.apply_chat_template, d.long_prompts,
                                        d.chat_template_kwargs, d.prompt_suffix, d.prompt_length_of,
-                                       d.prompt_removals, d.answer_list)
+                                       d.prompt_removals, d.answer_list, d.answer_fields)
         eval_limit = d.max_prompt_length if d.eval_max_prompt_length == "same" else d.eval_max_prompt_length
         self.eval_data = (load_prompts(d.eval_files, self.tokenizer, d.prompt_key, d.answer_key,
                                        eval_limit, d.apply_chat_template, d.long_prompts,
                                        d.chat_template_kwargs, d.prompt_suffix, d.prompt_length_of,
-                                       d.prompt_removals, d.answer_list)
+                                       d.prompt_removals, d.answer_list, d.answer_fields)
                           if d.eval_files else None)
         self.sampler = PromptSampler(len(self.train_data), exp.schedule.prompts_per_step, d.seed, d.shuffle)
         self.total_steps = run_length(exp, self.plan, len(self.train_data))

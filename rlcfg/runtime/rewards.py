@@ -3,9 +3,9 @@
 `exact_match` compares the stripped strings; `math` checks the final answer with math-verify when it is
 installed, else with a small normaliser (the last \\boxed{...} or the last number, fractions and
 thousands separators understood); `gsm8k_strict` takes only a `#### <number>` answer (SkyRL-Gym's gsm8k
-environment); `answer_line` is SkyRL-Gym's aime environment; `areal_math_verify` is AReaL's GSM8K reward from 0.5
-and `areal_math_parser` its GSM8K reward of 0.3 and 0.4 (rlcfg.runtime.areal_math_parser); `arithmetic` is the
-quickstart task's verifier.
+environment); `answer_line` is SkyRL-Gym's aime environment; `areal_math_verify` is AReaL's GSM8K reward from 0.5,
+`areal_math_parser` its GSM8K reward of 0.3 and 0.4 (rlcfg.runtime.areal_math_parser) and `areal_countdown` its
+countdown example's (rlcfg.runtime.areal_countdown); `arithmetic` is the quickstart task's verifier.
 """
 
 from __future__ import annotations
@@ -216,19 +216,27 @@ def areal_math_parser(response: str, answer: str | None) -> float:
     return score(response, answer)
 
 
+def areal_countdown(response: str, answer: str | None) -> float:
+    from rlcfg.runtime.areal_countdown import score
+
+    return score(response, answer)
+
+
 REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": math, "arithmetic": arithmetic,
                                          "gsm8k_strict": gsm8k_strict, "answer_line": answer_line,
                                          "areal_math_verify": areal_math_verify, "boxed_multiply": boxed_multiply,
-                                         "areal_math_parser": areal_math_parser}
+                                         "areal_math_parser": areal_math_parser, "areal_countdown": areal_countdown}
 # The verifiers that read a response as its framework decodes it, special tokens (the end-of-sequence marker) kept:
-# AReaL's RLVR workflow decodes without skipping them (every release), and what follows the answer changes what
-# math_parser's "answer is" branch and math-verify's extraction find (`x = 3/4<|im_end|>` is no answer to either).
-RAW_TEXT = frozenset({"areal_math_parser", "areal_math_verify"})
+# AReaL's RLVR and countdown workflows decode without skipping them (every release), and what follows the answer
+# changes what math_parser's "answer is" branch and math-verify's extraction find (`x = 3/4<|im_end|>` is no answer
+# to either), and which line countdown's reward takes as the last.
+RAW_TEXT = frozenset({"areal_math_parser", "areal_math_verify", "areal_countdown"})
 # The verifiers that score an answer format the smoke run's generated task does not write.
 FORMATTED = {"gsm8k_strict": "`#### <number>` answers only",
              "answer_line": "`Answer: <answer>` lines only, wrong ones −1",
              "boxed_multiply": "`\\boxed{<answer>}` answers only, wrong ones 0.5",
-             "areal_math_parser": "answers in `boxed{...}` or after \"the answer is\" only"}
+             "areal_math_parser": "answers in `boxed{...}` or after \"the answer is\" only",
+             "areal_countdown": "`<answer>` equations over the data's numbers only"}
 
 
 def get(name: str) -> RewardFn:

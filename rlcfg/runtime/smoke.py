@@ -289,7 +289,7 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
         train = _generated(host, data, exp.kind, chat, rows, data.seed, "train")
         generated.append(train)
         new_data = replace(new_data, train_files=(train.path,), prompt_suffix="", prompt_removals=(),
-                           answer_list=False)
+                           answer_list=False, answer_fields=())
         subs.append(Substitution("train data", ", ".join(data.train_files) or "(none)",
                                  f"generated arithmetic task, {rows} rows in columns {_columns(train)}"))
         if data.prompt_suffix:
@@ -301,6 +301,9 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
         if data.answer_list:
             subs.append(Substitution("answers", "a list of solutions per prompt",
                                      "one answer per prompt (the generated task's)"))
+        if data.answer_fields:
+            subs.append(Substitution("answers", "the record of " + ", ".join(f"`{f}`" for f in data.answer_fields),
+                                     f"the generated task's answer, in `{data.answer_key}`"))
         if data.eval_files:
             ev = _generated(host, data, exp.kind, chat, 50, data.seed + 1, "eval")
             generated.append(ev)

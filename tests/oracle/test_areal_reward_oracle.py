@@ -1,5 +1,5 @@
 """AReaL's math_parser reward: rlcfg's `areal_math_parser` against AReaL's own process_results, on answers written
-many ways.
+many ways; and its countdown reward: rlcfg's `areal_countdown` against examples/countdown/reward_score.py.
 
 AReaL's GSM8K scripts of 0.3 and 0.4 score `int(process_results(completion, answer)[0])`. The oracle runs
 areal/reward/math_parser.py from the v0.4.1 tree (v0.3.4's differs in syntax only: bare excepts, typing.List) in a
@@ -138,4 +138,95 @@ def test_number_words_read_as_word2number_reads_them(oracle_dir, tmp_path):
     differ = [(p, t, o) for p, t, o in zip(phrases, theirs, map(_words_to_number, phrases))
               if t != o or type(t) is not type(o)]
     print(f"\nword2number 1.1: {len(phrases)} phrases, {len(differ)} differ")
+    assert not differ, differ[:20]
+
+
+COUNTDOWN_TAG = "v1.0.4"  # examples/countdown/reward_score.py; v0.3.4's differs in syntax only (bare excepts)
+COUNTDOWN_THEIRS = r'''
+import contextlib, importlib.util, io, json, sys
+spec = importlib.util.spec_from_file_location("reward_score", sys.argv[1])
+reward = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(reward)
+for line in sys.stdin:
+    response, truth = json.loads(line)
+    with contextlib.redirect_stdout(io.StringIO()):  # it prints one response in 64
+        value = reward.compute_score(response, truth)
+    sys.stdout.write(json.dumps(value) + "\n")
+    sys.stdout.flush()
+'''
+
+
+def countdown_cases(count: int) -> list[tuple[str, dict]]:
+    """Responses to countdown problems: equations over the problem's numbers (and others), with Python's operators,
+    parentheses, signs, decimals and stray characters, in the answer tags of the last line or elsewhere."""
+    import random
+
+    from rlcfg.runtime.areal_countdown import _Failed, _Parser, _tokens
+
+    draw = random.Random(3)
+    ops = ["+", "-", "*", "/", "//", "**", " + ", " * ", " - ", "/ "]
+
+    def equation(numbers: list) -> str:
+        terms = [str(n) for n in numbers]
+        draw.shuffle(terms)
+        text = terms[0]
+        for term in terms[1:]:
+            text = f"{text}{draw.choice(ops)}{term}"
+            if draw.random() < 0.3:
+                text = f"({text})"
+        for noise in ("-", "(", ")", ".", " ", "0", "=", "x", "\t", "1.5", "()", "\r"):
+            if draw.random() < 0.04:
+                at = draw.randrange(len(text) + 1)
+                text = text[:at] + noise + text[at:]
+        return text
+
+    def too_large(text: str) -> bool:  # eval would compute it for as long as it takes
+        try:
+            _Parser(_tokens(text.strip())).whole()
+        except _Failed as exc:
+            return "MAX_BITS" in str(exc)
+        except Exception:
+            return False
+        return False
+
+    wrappers = ["<think>a</think>\n<answer>%s</answer><|im_end|>", "<answer> %s </answer>", "%s",
+                "<answer>%s</answer>\nthe end", "Assistant: <answer>%s</answer>", "<answer>1</answer><answer>%s</answer>",
+                "<|im_start|>assistant\n<answer>%s</answer>", "<answer>%s"]
+    cases: list[tuple[str, dict]] = []
+    while len(cases) < count:
+        numbers = [draw.randint(0, 30) for _ in range(draw.randint(2, 4))]
+        text = equation(numbers if draw.random() < 0.9 else numbers + [draw.randint(1, 9)])
+        if too_large(text):
+            continue
+        # a target the equation often reaches: the value of the numbers in order with + and *
+        target = numbers[0] * numbers[1] + sum(numbers[2:]) if draw.random() < 0.5 else draw.randint(0, 100)
+        cases.append((draw.choice(wrappers) % text, {"target": target, "numbers": numbers}))
+    return cases
+
+
+def test_areal_countdown_scores_as_areals_countdown_reward(oracle_dir, tmp_path):
+    """rlcfg's `areal_countdown` against examples/countdown/reward_score.py (which computes with eval) as released,
+    run with the interpreter the tests run on."""
+    from rlcfg.runtime.areal_countdown import score
+
+    git_dir = Path(os.environ["MIRROR_ROOT"]) / REPO / "repo"
+    theirs_file = tmp_path / "reward_score.py"
+    theirs_file.write_bytes(subprocess.run(["git", f"--git-dir={git_dir}", "show",
+                                            f"{COUNTDOWN_TAG}:examples/countdown/reward_score.py"],
+                                           capture_output=True, check=True).stdout)
+    driver = tmp_path / "countdown.py"
+    driver.write_text(COUNTDOWN_THEIRS)
+    cases = countdown_cases(60000)
+    run = subprocess.run([sys.executable, "-W", "ignore", str(driver), str(theirs_file)],
+                         input="".join(json.dumps(c) + "\n" for c in cases), capture_output=True, text=True,
+                         timeout=3600)
+    theirs = [json.loads(line) for line in run.stdout.split("\n") if line]
+    assert len(theirs) == len(cases), run.stderr[-2000:]
+    ours = [score(response, json.dumps(truth)) for response, truth in cases]
+    differ = [(case, t, o) for case, t, o in zip(cases, theirs, ours) if t != o]
+    counts = {value: theirs.count(value) for value in sorted(set(theirs))}
+    print(f"\nAReaL countdown reward {COUNTDOWN_TAG}: {len(cases)} responses, AReaL's scores {counts}, "
+          f"{len(differ)} differ")
+    for case, t, o in differ[:20]:
+        print(f"  AReaL {t}, rlcfg {o}: {case!r}")
     assert not differ, differ[:20]

@@ -174,6 +174,17 @@ def test_missing_answer_is_an_error(tmp_path, tokenizer):
         load_prompts([path], tokenizer, answer_key="answer", apply_chat_template=False)
 
 
+def test_an_answer_of_several_columns_is_their_record(tmp_path, tokenizer):
+    path = write(tmp_path / "d.jsonl", '{"query": "3 8 -> 24", "target": 24, "numbers": [3, 8], "other": 1}\n')
+    prompts = load_prompts([path], tokenizer, prompt_key="query", answer_key="target", apply_chat_template=False,
+                           answer_fields=("target", "numbers"))
+    assert json.loads(prompts.answers[0]) == {"target": 24, "numbers": [3, 8]}
+    missing = write(tmp_path / "e.jsonl", '{"query": "3 8 -> 24", "target": 24}\n')
+    with pytest.raises(DataError, match="no `numbers` value .*`target`, `numbers`"):
+        load_prompts([missing], tokenizer, prompt_key="query", apply_chat_template=False,
+                     answer_fields=("target", "numbers"))
+
+
 def test_sampler_order_is_seeded_and_resumable():
     a = PromptSampler(10, 3, seed=7)
     first = [a.next() for _ in range(7)]  # crosses epochs: 3 batches per epoch, the tail of 1 skipped

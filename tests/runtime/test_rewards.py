@@ -189,3 +189,99 @@ def test_areals_rewards_read_responses_with_their_special_tokens():
     # AReaL 0.5 and 1.0 decode the same way: math-verify then finds no answer after the marker
     assert RewardScorer("areal_math_verify", Equation()).score([[1]], ["0.75"])[0] == [0.0]
     assert rewards.areal_math_verify("x = 3/4", "0.75") == 1.0
+
+
+COUNTDOWN = '{"numbers": [3, 5, 7, 8], "target": 24}'
+
+
+@pytest.mark.parametrize("response, answer, expected", [
+    ("<think>try</think>\n<answer>(8 - 5) * 7 + 3</answer><|im_end|>", COUNTDOWN, 1.0),
+    ("<answer> 8 * (7 - 5 + 3) </answer>", COUNTDOWN, 0.1),  # each number once, but 40
+    ("<answer>(8 - 5) * 7 + 3</answer>\nso that is it", COUNTDOWN, 0.0),  # the answer is not on the last line
+    ("<answer>1</answer> <answer>(8-5)*7+3</answer>", COUNTDOWN, 1.0),  # the last answer of the line
+    ("<answer>(8 - 5) * 7 + 3 * 1</answer>", COUNTDOWN, 0.1),  # a number that is not given
+    ("<answer>(8 - 5) * 7 + 3 = 24</answer>", COUNTDOWN, 0.1),  # `=` is not allowed, and 24 is a number too
+    ("<answer>7 * 3 + 8 - 5</answer>", COUNTDOWN, 1.0),
+    ("<answer>(8 / (3 - 8 / 3))</answer>", '{"numbers": [3, 3, 8, 8], "target": 24}', 1.0),  # 23.999999999999996
+    ("<answer>(8 - 5) * 7 + 3</answer>", '{"numbers": [3, 5, 7, 8], "target": 24.000001}', 1.0),
+    ("<answer>3 * 8 * (7 - 7) + 5 ** 0</answer>", '{"numbers": [0, 3, 5, 7, 7, 8], "target": 1}', 1.0),
+    ("<answer>3**2 // 5 + 7 - 8</answer>", '{"numbers": [2, 3, 5, 7, 8], "target": 0}', 1.0),  # Python's ** and //
+    ("<answer>03 * 8</answer>", '{"numbers": [3, 8], "target": 24}', 0.1),  # a leading zero: a syntax error
+    ("<answer>3. * 8</answer>", '{"numbers": [3, 8], "target": 24}', 1.0),  # `3.` is a float, as in Python
+    ("<answer>3 * 8 / (5 - 5)</answer>", '{"numbers": [3, 5, 5, 8], "target": 24}', 0.1),  # division by zero
+    ("<answer>3(8)</answer>", '{"numbers": [3, 8], "target": 24}', 0.1),  # calls an int
+    ("Assistant: <answer>3 * 8</answer>", '{"numbers": [3, 8], "target": 24}', 1.0),
+    ("no answer here", COUNTDOWN, 0.0),
+    ("<answer>3 * 8</answer>", '{"numbers": ["3", "8"], "target": 24}', 0.1),  # numbers that are text match nothing
+    ("<answer>99**99**99 - 99 + 99</answer>", '{"numbers": [99, 99, 99, 99, 99], "target": 0}', 0.1),  # bounded
+])
+def test_areal_countdown_is_areals_countdown_reward(response, answer, expected):
+    assert rewards.areal_countdown(response, answer) == expected
+
+
+def test_areal_countdown_computes_what_python_would():
+    """AReaL computes the equation with eval() once its characters pass a check; rlcfg parses and computes it itself.
+    On seeded random strings over those characters (and white space, line breaks and digits that the check lets
+    through but Python's grammar does not), the value is eval's, or None where eval raises."""
+    import random
+    import re
+    import warnings
+
+    from rlcfg.runtime.areal_countdown import _Failed, _Parser, _tokens, evaluate
+
+    def python(equation):
+        if not re.match(r"^[\d+\-*/().\s]+$", equation):
+            return None
+        try:
+            with warnings.catch_warnings():  # `2(3)` compiles with a warning before it fails
+                warnings.simplefilter("ignore", SyntaxWarning)
+                value = eval(equation, {"__builtins__": None}, {})  # the oracle: generated text, no names in scope
+        except Exception:
+            return None
+        return value if isinstance(value, (int, float, complex)) else None  # `()` is a tuple: no score
+
+    def too_large(equation):
+        try:
+            _Parser(_tokens(equation)).whole()
+        except _Failed as exc:
+            return "MAX_BITS" in str(exc)
+        except Exception:
+            return False
+        return False
+
+    alphabet = list("0123456789+-*/(). ") + ["**", "//", "\t", "\n", "\r", "\x0b", "\x0c", "\xa0", "٣", "00", "1.5"]
+    draw = random.Random(11)
+    compared = valued = 0
+    for _ in range(20000):
+        equation = "".join(draw.choice(alphabet) for _ in range(draw.randint(1, 12))).strip()
+        if not equation or too_large(equation):  # eval would compute it for as long as it takes
+            continue
+        ours, theirs = evaluate(equation), python(equation)
+        assert type(ours) is type(theirs) and (ours == theirs or repr(ours) == repr(theirs)), equation
+        compared += 1
+        valued += ours is not None
+    assert compared > 15000 and valued > 1500
+
+
+@pytest.mark.parametrize("equation, value", [
+    ("(" * 200 + "1" + ")" * 200, 1), ("(" * 201 + "1" + ")" * 201, None),  # Python's nesting limit
+    ("(1 +\n 2)", 3), ("1 +\n 2", None),  # a line break joins lines inside parentheses only
+    ("-2**2", -4), ("2**-1", 0.5), ("2**3**2", 512), ("--1", 1), ("7//2", 3), ("7/2", 3.5),
+    ("(-8)**(1/3)", (-8) ** (1 / 3)), ("2.0**1024", None), ("10**400/10**399", 10.0), ("()", None),
+    ("1 2", None), ("1.2.3", None), ("00", 0), ("012", None), ("012.5", 12.5), (".5", 0.5), ("٣", None),
+])
+def test_areal_countdown_follows_pythons_grammar_and_arithmetic(equation, value):
+    from rlcfg.runtime.areal_countdown import evaluate
+
+    assert evaluate(equation) == value and type(evaluate(equation)) is type(value)
+
+
+def test_countdown_responses_are_read_with_their_special_tokens():
+    from rlcfg.runtime.workers import RewardScorer
+
+    class Tokenizer:
+        def batch_decode(self, seqs, skip_special_tokens=True):
+            return ["<answer>3 * 8</answer>\n" + ("" if skip_special_tokens else "<|im_end|>") for _ in seqs]
+
+    # AReaL decodes with the marker, which is then the response's last line: no answer there
+    assert RewardScorer("areal_countdown", Tokenizer()).score([[1]], ['{"numbers": [3, 8], "target": 24}'])[0] == [0.0]

@@ -84,6 +84,7 @@ REASONS = {
     "roles.critic.optimizer": "AReaL's critic optimizer",
     "data.prompt_key": "AReaL's datasets are read by their loader (GSM8K: `question`)",
     "data.answer_key": "AReaL's datasets are read by their loader (GSM8K: `answer`)",
+    "data.answer_fields": "AReaL's datasets are read by their loader (countdown: `target` and `numbers`)",
     "data.apply_chat_template": "AReaL always applies the chat template",
     "data.prompt_length_of": "AReaL's RL loaders measure max_length on the prompt's text before the chat template",
     "data.prompt_suffix": "AReaL's GSM8K loader asks for a boxed answer; its other loaders add nothing",

@@ -19,10 +19,17 @@ recognises the scripts AReaL released by their code (rlcfg.source.project.module
   1024 tokens as written (max_length is not read), deletes DeepSeek's `<｜User｜>`, `<｜Assistant｜>` and `<think>`
   from them, renders the chat template with enable_thinking=True, scores a response 1 when it matches one of its
   solutions, and evaluates nothing (valid_dataset is not read).
+- COUNTDOWN_EVALUATED and COUNTDOWN: examples/countdown/train.py, of 0.3 and 0.4 (the GSM8K script's loop of the same
+  release) and of 0.5 and 1.0 (PPOTrainer). It reads train_dataset.path as JSON lines of `query`, `target` and
+  `numbers`, with no length filter; tokenizes each query as written (no chat template, no special tokens); and scores
+  a response's last `<answer>...</answer>` equation with examples/countdown/reward_score.py (rlcfg's reward
+  `areal_countdown`: 1 when it uses each number once and equals the target, 0.1 for any other equation, 0 with
+  none). 0.3 and 0.4 evaluate valid_dataset.path (which they need) with gconfig at temperature 1.0; 0.5 and 1.0
+  evaluate nothing.
 - SUPERVISED: the SFT and reward-model scripts, which train on AReaL's dataset loaders and score nothing.
 
-Every other script is refused by `rlcfg run` at the launch's call (RLC118): countdown, the multi-turn, agent, tool
-and vision examples bring workflows, loaders and rewards of their own; 0.3's experimental Megatron GRPO script
+Every other script is refused by `rlcfg run` at the launch's call (RLC118): the multi-turn, agent, tool and vision
+examples bring workflows, loaders and rewards of their own; 0.3's experimental Megatron GRPO script
 reads its dataset without the max_length filter, and 0.3's boba script scores with realhf's parser and reads a
 batch per rank; an edited copy may do anything. A config file run alone names no script: rlcfg then scores and
 prompts as GSM8K_RLVR does, and says so (areal/entry-script).
@@ -46,6 +53,13 @@ MATH_PARSER_SCRIPTS = frozenset({GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_LORA, BOBA
 # texts (DeepSeek-R1's role markers and its opening `<think>`) before the chat template.
 BOBA_PROMPT_TOKENS = 1024
 BOBA_PROMPT_REMOVALS = ("<｜User｜>", "<｜Assistant｜>", "<think>")
+COUNTDOWN_EVALUATED = "countdown_evaluated"  # CheckResult.entry_runs of examples/countdown/train.py of 0.3, 0.4
+COUNTDOWN = "countdown"  # and of 0.5 and 1.0
+COUNTDOWN_SCRIPTS = frozenset({COUNTDOWN_EVALUATED, COUNTDOWN})
+# The countdown script's evaluation workflow (0.3, 0.4): `config.gconfig.new(temperature=1.0)`.
+COUNTDOWN_EVAL_TEMPERATURE = 1.0
+# The columns the countdown reward checks a response against (examples/countdown/countdown.py writes them).
+COUNTDOWN_ANSWER_FIELDS = ("target", "numbers")
 SUPERVISED = "supervised"  # CheckResult.entry_runs of the SFT and reward-model scripts as released
 REFUSED = "refused"  # CheckResult.entry_runs of any other script (its Extension.refused says why)
 GSM8K_RLVR_SCRIPT = "examples/math/gsm8k_rl.py"
@@ -67,6 +81,9 @@ GSM8K_MATH_PARSER_FINGERPRINTS = frozenset({
 # examples/math/boba_grpo.py: v0.4.1 (math_parser); v0.5.3 and v1.0.4 (math-verify).
 BOBA_MATH_PARSER_FINGERPRINTS = frozenset({"434166f67c39549f"})
 BOBA_MATH_VERIFY_FINGERPRINTS = frozenset({"e51f5ef47cc5df1a", "9ce15a6fda0a89e5"})
+# examples/countdown/train.py: v0.3.4, v0.4.1; v0.5.3, v1.0.4.
+COUNTDOWN_EVALUATED_FINGERPRINTS = frozenset({"dffa67d07ca57d04", "2855a6a156ac07fa"})
+COUNTDOWN_FINGERPRINTS = frozenset({"931849a0f524ad6c", "d8ca7851c21e5a33"})
 # examples/lora/gsm8k_grpo_lora.py, v0.3.4 and v0.4.1.
 GSM8K_MATH_PARSER_LORA_FINGERPRINTS = frozenset({"1bd32df08d8df50e", "16c94868a08b09dc"})
 # examples/math/gsm8k_sft.py, examples/alignment/hhrlhf_rw.py and the Megatron SFT examples, v0.3.4 to v1.0.4.
@@ -78,14 +95,14 @@ SUPERVISED_FINGERPRINTS = frozenset({
 })
 
 _RUNS = "rlcfg runs AReaL's GSM8K RL scripts as released (examples/math/gsm8k_rl.py of 0.5 and 1.0; " \
-        "gsm8k_grpo.py, gsm8k_ppo.py and their variants of 0.3 and 0.4), its boba script of 0.4 to 1.0, and its " \
-        "SFT and reward-model scripts"
+        "gsm8k_grpo.py, gsm8k_ppo.py and their variants of 0.3 and 0.4), its boba script of 0.4 to 1.0, its " \
+        "countdown script of 0.3 to 1.0, and its SFT and reward-model scripts"
 
 
 def entry_extension(source: str | None, script: str) -> Any:
     """What the entry script `script` (its text `source`, None where it cannot be read here) runs, as an extension
-    with no keys: `runs` (GSM8K_RLVR, GSM8K_MATH_PARSER, BOBA_MATH_VERIFY, SUPERVISED, ...) for a script AReaL
-    released, `refused` (why, hint) otherwise."""
+    with no keys: `runs` (GSM8K_RLVR, GSM8K_MATH_PARSER, BOBA_MATH_VERIFY, COUNTDOWN, SUPERVISED, ...) for a script
+    AReaL released, `refused` (why, hint) otherwise."""
     import ast
 
     from rlcfg.source.project import Extension, module_fingerprint
@@ -107,6 +124,7 @@ def entry_extension(source: str | None, script: str) -> Any:
     released = ((GSM8K_RLVR, GSM8K_RLVR_FINGERPRINTS), (GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_FINGERPRINTS),
                 (GSM8K_MATH_PARSER_LORA, GSM8K_MATH_PARSER_LORA_FINGERPRINTS),
                 (BOBA_MATH_PARSER, BOBA_MATH_PARSER_FINGERPRINTS), (BOBA_MATH_VERIFY, BOBA_MATH_VERIFY_FINGERPRINTS),
+                (COUNTDOWN_EVALUATED, COUNTDOWN_EVALUATED_FINGERPRINTS), (COUNTDOWN, COUNTDOWN_FINGERPRINTS),
                 (SUPERVISED, SUPERVISED_FINGERPRINTS))
     for runs, fingerprints in released:
         if fingerprint in fingerprints:

@@ -47,8 +47,9 @@ from rlcfg.dialects.areal import allocation as alloc
 from rlcfg.dialects.areal.derived import backend_key, engine_roles, pipeline_kind
 from rlcfg.dialects.areal.derived import layout as _layout
 from rlcfg.dialects.areal.entries import (BOBA_PROMPT_REMOVALS, BOBA_PROMPT_TOKENS, BOBA_SCRIPTS,
-                                         GSM8K_PROMPT_SUFFIX, GSM8K_RLVR_EVAL_TEMPERATURE, GSM8K_SCRIPTS,
-                                         MATH_PARSER_SCRIPTS)
+                                         COUNTDOWN_ANSWER_FIELDS, COUNTDOWN_EVAL_TEMPERATURE, COUNTDOWN_EVALUATED,
+                                         COUNTDOWN_SCRIPTS, GSM8K_PROMPT_SUFFIX, GSM8K_RLVR_EVAL_TEMPERATURE,
+                                         GSM8K_SCRIPTS, MATH_PARSER_SCRIPTS)
 
 # AReaL's FSDP engine shards with torch's FSDP2 (fully_shard); Archon is its torchtitan-style engine, FSDP2 with
 # TP/PP/EP on top, the closest of rlcfg's backends.
@@ -293,6 +294,31 @@ def _boba_data(cfg: Any) -> Data:
                 seed=cfg.seed)
 
 
+def _countdown_data(cfg: Any, evaluates: bool) -> Data:
+    """examples/countdown/train.py's data: JSON lines of `query`, `target` and `numbers`, every prompt kept, each query
+    tokenized as written; 0.3 and 0.4 (`evaluates`) also read valid_dataset.path, unfiltered, for evaluation."""
+    valid = cfg.valid_dataset
+    return Data(train_files=(cfg.train_dataset.path,),
+                eval_files=(valid.path,) if evaluates and valid is not None else (),
+                prompt_key="query", answer_key=COUNTDOWN_ANSWER_FIELDS[0], answer_fields=COUNTDOWN_ANSWER_FIELDS,
+                apply_chat_template=False, shuffle=cfg.train_dataset.shuffle, seed=cfg.seed)
+
+
+def _data_of(cfg: Any, entry_runs: str | None) -> Data:
+    if entry_runs in BOBA_SCRIPTS:
+        return _boba_data(cfg)
+    if entry_runs in COUNTDOWN_SCRIPTS:
+        return _countdown_data(cfg, evaluates=entry_runs == COUNTDOWN_EVALUATED)
+    # For RL data, train_dataset.max_length drops prompts longer than it.
+    return _data(cfg, cfg.train_dataset.max_length)
+
+
+def _reward_of(entry_runs: str | None) -> str:
+    if entry_runs in MATH_PARSER_SCRIPTS:
+        return "areal_math_parser"
+    return "areal_countdown" if entry_runs in COUNTDOWN_SCRIPTS else "areal_math_verify"
+
+
 def _checkpointing(cfg: Any) -> Checkpointing:
     saver = cfg.saver
     # AReaL saves under <fileroot>/checkpoints/<user>/<experiment>/<trial>; the user is only known where the job
@@ -523,10 +549,10 @@ def _lower_rl(cfg: Any, entry_runs: str | None) -> Experiment:
     eval_g = cfg.eval_gconfig or cfg.gconfig  # 1.0 copies gconfig when eval_gconfig is null (AR-20)
     if entry_runs in GSM8K_SCRIPTS:  # the script evaluates with its own copy of gconfig
         eval_g = cfg.gconfig.model_copy(update={"temperature": GSM8K_RLVR_EVAL_TEMPERATURE})
+    elif entry_runs == COUNTDOWN_EVALUATED:
+        eval_g = cfg.gconfig.model_copy(update={"temperature": COUNTDOWN_EVAL_TEMPERATURE})
     engine = next((r.backend for r in out if r.backend in ("sglang", "vllm")), "sglang")
-    # For RL data, train_dataset.max_length drops prompts longer than it (the boba script reads neither it nor
-    # valid_dataset).
-    data = _boba_data(cfg) if entry_runs in BOBA_SCRIPTS else _data(cfg, cfg.train_dataset.max_length)
+    data = _data_of(cfg, entry_runs)
     return Experiment(
         name=cfg.experiment_name, dialect="areal", variant="grpo", cluster=_cluster(cfg), roles=tuple(out),
         colocation=tuple(colocated), algorithm=_algorithm(cfg, group, reference_built),
@@ -538,7 +564,7 @@ def _lower_rl(cfg: Any, entry_runs: str | None) -> Experiment:
                           **_asynchrony(cfg),
                           **_eval_schedule(cfg, evaluates=bool(data.eval_files))),
         checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=cfg.seed,
-        reward_function="areal_math_parser" if entry_runs in MATH_PARSER_SCRIPTS else "areal_math_verify", kind="rl",
+        reward_function=_reward_of(entry_runs), kind="rl",
     )
 
 

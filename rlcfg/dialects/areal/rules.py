@@ -15,8 +15,8 @@ from rlcfg.dialects.areal import allocation as alloc
 from rlcfg.dialects.areal.derived import (backend_key, backend_paths, engine_roles, layout, legacy_backend_name,
                                           parsed_allocation, parsed_backend, pipeline_kind, placement, trained_engine,
                                           training_engines)
-from rlcfg.dialects.areal.entries import (BOBA_PROMPT_TOKENS, BOBA_SCRIPTS, GSM8K_MATH_PARSER_LORA,
-                                         GSM8K_RLVR_SCRIPT, GSM8K_SCRIPTS)
+from rlcfg.dialects.areal.entries import (BOBA_PROMPT_TOKENS, BOBA_SCRIPTS, COUNTDOWN, COUNTDOWN_EVALUATED,
+                                         COUNTDOWN_SCRIPTS, GSM8K_MATH_PARSER_LORA, GSM8K_RLVR_SCRIPT, GSM8K_SCRIPTS)
 from rlcfg.dialects.areal.models import BEFORE_1_0, SECTIONS_ALWAYS_BUILT
 from rlcfg.schema.base import Finding, RuleSet
 
@@ -295,8 +295,10 @@ def _norm_group_size(cfg, ctx):
             "script a launch runs the config with; a config file alone names none, so `rlcfg run` scores and "
             "prompts an RL config as examples/math/gsm8k_rl.py (0.5, 1.0) does, and says so. That script evaluates "
             "with gconfig at temperature 0.6, so an eval_gconfig it launches with has no effect; the boba script "
-            "reads neither valid_dataset, eval_gconfig nor train_dataset.max_length.",
-            keys=["eval_gconfig", "valid_dataset", "train_dataset.max_length"], also=("RLC307",))
+            "reads neither valid_dataset, eval_gconfig nor train_dataset.max_length; the countdown script reads "
+            "neither eval_gconfig nor a max_length, nor from 0.5 valid_dataset.",
+            keys=["eval_gconfig", "valid_dataset", "train_dataset.max_length", "valid_dataset.max_length"],
+            also=("RLC307",))
 def _entry_script(cfg, ctx):
     if pipeline_kind(cfg) != "grpo":
         return
@@ -312,6 +314,8 @@ def _entry_script(cfg, ctx):
                                   "(examples/math/boba_grpo.py) does not read it; it evaluates nothing and keeps the "
                                   f"prompts of at most {BOBA_PROMPT_TOKENS} tokens as written",
                                   hint=f"remove `{key}`")
+    if ctx.entry_runs in COUNTDOWN_SCRIPTS:
+        yield from _countdown_unread(cfg, ctx)
     if ctx.entry_runs is not None:
         return
     yield ctx.note("RLC124", "", "AReaL's reward function, dataset loader and workflow are in the entry script a "
@@ -320,6 +324,24 @@ def _entry_script(cfg, ctx):
                    "as that script does", hint="to have rlcfg judge the script you launch, give it the launch "
                                                "(`rlcfg validate -- python -m areal.launcher.local SCRIPT.py --config "
                                                "FILE`) or the shell script that runs it")
+
+
+def _countdown_unread(cfg: Any, ctx: Any) -> Iterator[Finding]:
+    """The keys examples/countdown/train.py does not read: it evaluates at temperature 1.0 (0.3, 0.4) or not at all
+    (0.5, 1.0), and keeps every prompt."""
+    unread = [("eval_gconfig", getattr(cfg, "eval_gconfig", None)),
+              ("train_dataset.max_length", cfg.train_dataset.max_length)]
+    if ctx.entry_runs == COUNTDOWN:
+        unread.append(("valid_dataset", cfg.valid_dataset))
+    elif cfg.valid_dataset is not None:
+        unread.append(("valid_dataset.max_length", cfg.valid_dataset.max_length))
+    evaluates = ("evaluates the validation set with gconfig at temperature 1.0" if ctx.entry_runs == COUNTDOWN_EVALUATED
+                 else "evaluates nothing")
+    for key, value in unread:
+        if value is not None and ctx.is_set(key):
+            yield ctx.warning("RLC307", key, f"`{key}` has no effect: AReaL's countdown script "
+                              f"(examples/countdown/train.py) does not read it; it {evaluates} and keeps every "
+                              "prompt", hint=f"remove `{key}`")
 
 
 @RULES.rule("areal/group-size", "RLC305", "The v0.3 actor.group_size equals gconfig.n_samples (the examples "
@@ -938,6 +960,24 @@ def _lora_script_layout(cfg: Any) -> Iterator[Finding]:
                    f"give the trainer's part of `{key}` a d size alone (d{actor.world})")
 
 
+def _countdown_script_engines(cfg: Any) -> Iterator[Finding]:
+    """AReaL's countdown script of 0.3 and 0.4 builds an FSDP actor and SGLang's client, whatever the allocation
+    says, and reads valid_dataset.path unconditionally."""
+    if cfg.valid_dataset is None:
+        yield _refusal("valid_dataset", "`valid_dataset` = null: AReaL's countdown script of 0.3 and 0.4 "
+                       "(examples/countdown/train.py) reads valid_dataset.path and stops without it",
+                       "set `valid_dataset.path` to the countdown test set (countdown.py writes test_e.jsonl)")
+    components, _groups, _sizes = layout(cfg, engine_roles(cfg))
+    for role, backend in (("actor", "fsdp"), ("rollout", "sglang")):
+        component = components.get(role)
+        if component is None or component.effective_backend == backend:
+            continue
+        key = backend_key(cfg, role, engine_section(cfg, role))
+        yield _refusal(key, f"the {role}'s part of `{key}`, {component.text()}: AReaL's countdown script of 0.3 and "
+                       "0.4 (examples/countdown/train.py) trains with an FSDP actor and generates through SGLang "
+                       "servers, whatever the allocation says", f"give the {role} {backend} in `{key}`")
+
+
 def _fsdp_instead(cfg: Any, key: str, component: Any) -> str:
     """The hint for a supervised trainer on Megatron: when the key holds that one component, the value that trains
     on the same GPUs with FSDP (data parallel over all of them); else the edit in words."""
@@ -1004,15 +1044,16 @@ def _norm_text(norm: Any) -> str:
             "(rlcfg/run_limits.py): on Megatron expert parallelism (AReaL's MoE router settings are not mapped), "
             "a model family it does not build, a critic and reward-model training; on FSDP "
             "Ulysses (`c`) outside RL training, and the t, p and e sizes; LoRA outside the RL actor; vision-language "
-            "models; RL data that AReaL's GSM8K loader does not read; and the LoRA script of 0.3 and 0.4 with any "
-            "parallelism but data parallelism, where it raises.",
+            "models; RL data that AReaL's GSM8K loader does not read; the LoRA script of 0.3 and 0.4 with any "
+            "parallelism but data parallelism, where it raises; and the countdown script of 0.3 and 0.4 without "
+            "valid_dataset, or with a trainer other than FSDP or servers other than SGLang, which it does not build.",
             keys=["actor.path", "ref.path", "critic.path", "model.path", "sglang.model_path", "vllm.model",
                   "allocation_mode", "actor.backend", "critic.backend", "actor.prox_logp_method",
                   "actor.use_decoupled_loss", "actor.rejection_sampling",
                   "actor.reward_norm", "actor.adv_norm", "actor.temperature", "actor.discount", "actor.gae_lambda",
                   "actor.mask_no_eos_with_zero", "actor.overlong_reward_penalty", "rollout.consumer_batch_size",
                   "gconfig.max_tokens", "critic.ppo_n_minibatches", "actor.optimizer.warmup_steps_proportion",
-                  "model.use_lora", "actor.use_lora", "train_dataset.path"])
+                  "model.use_lora", "actor.use_lora", "train_dataset.path", "valid_dataset"])
 def _run_ledger(cfg, ctx):
     yield from _runtime_limits(cfg)
     engines = [(f"{name}.path", getattr(engine, "path", None)) for name, engine in training_engines(cfg)]
@@ -1036,6 +1077,8 @@ def _run_ledger(cfg, ctx):
                        "`gsm8k`, with `question` and `answer` columns)")
     if ctx.entry_runs == GSM8K_MATH_PARSER_LORA:
         yield from _lora_script_layout(cfg)
+    if ctx.entry_runs == COUNTDOWN_EVALUATED:
+        yield from _countdown_script_engines(cfg)
     a, g = cfg.actor, cfg.gconfig
     critic = cfg.critic
     reference = a.kl_ctl > 0 and cfg.ref is not None

@@ -4,6 +4,7 @@ workflow; a config file alone is run as AReaL's GSM8K RLVR script runs it, and v
 from __future__ import annotations
 
 import ast
+import re
 import shutil
 from pathlib import Path
 
@@ -232,3 +233,53 @@ def test_the_gsm8k_script_does_not_read_eval_gconfig(tmp_path, monkeypatch):
     alone = check_file(str(config))
     assert not [d for d in alone.diagnostics if d.path == "eval_gconfig"]
     assert lower.lower("areal", alone.config, alone.release).eval_sampling.temperature == 0.2
+
+
+COUNTDOWN_SCRIPT = '''import sys
+from reward_score import compute_score
+from areal.api.cli_args import GRPOConfig, load_expr_config
+
+
+def main(args):
+    config, _ = load_expr_config(args, GRPOConfig)
+'''
+
+
+@pytest.mark.parametrize("runs, fingerprints", [
+    (entries.COUNTDOWN_EVALUATED, "COUNTDOWN_EVALUATED_FINGERPRINTS"),
+    (entries.COUNTDOWN, "COUNTDOWN_FINGERPRINTS"),
+])
+def test_the_countdown_script_reads_raw_queries_and_scores_its_equations(tmp_path, monkeypatch, runs, fingerprints):
+    monkeypatch.setattr(entries, fingerprints, frozenset({module_fingerprint(ast.parse(COUNTDOWN_SCRIPT))}))
+    config = tmp_path / "countdown.yaml"
+    config.write_text(GRPO.read_text().replace("path: openai/gsm8k", "path: data/countdown/train_e.jsonl"))
+    result = launch(tmp_path, monkeypatch, COUNTDOWN_SCRIPT, config=config)
+    assert result.ok and result.entry_runs == runs and codes(result) == []
+    unread = {d.path for d in result.diagnostics if d.code == "RLC307"}
+    assert "train_dataset.max_length" in unread  # every prompt is kept
+    assert ("valid_dataset" in unread) is (runs == entries.COUNTDOWN)  # 0.5 and 1.0 evaluate nothing
+    exp = lower.lower("areal", result.config, result.release, result.entry_runs)
+    d = exp.data
+    assert exp.reward_function == "areal_countdown"
+    assert (d.prompt_key, d.answer_fields, d.apply_chat_template, d.max_prompt_length, d.prompt_suffix) == \
+        ("query", ("target", "numbers"), False, None, "")
+    if runs == entries.COUNTDOWN_EVALUATED:
+        assert d.eval_files == (result.config.valid_dataset.path,) and exp.eval_sampling.temperature == 1.0
+    else:
+        assert d.eval_files == () and exp.eval_sampling is None
+
+
+def test_the_countdown_script_of_0_3_and_0_4_is_refused_where_it_would_fail(tmp_path, monkeypatch):
+    monkeypatch.setattr(entries, "COUNTDOWN_EVALUATED_FINGERPRINTS",
+                        frozenset({module_fingerprint(ast.parse(COUNTDOWN_SCRIPT))}))
+    config = tmp_path / "countdown.yaml"
+    text = GRPO.read_text().replace("path: openai/gsm8k", "path: data/countdown/train_e.jsonl")
+    config.write_text(text.replace("sglang.d4p1t1+d4p1t1", "vllm.d4p1t1+d4p1t1"))
+    result = launch(tmp_path, monkeypatch, COUNTDOWN_SCRIPT, config=config)
+    found = [d for d in result.diagnostics if d.code == "RLC118"]
+    assert [d.path for d in found] == ["allocation_mode"] and "SGLang" in found[0].message and found[0].hint
+    config.write_text(re.sub(r"valid_dataset:\n(  .*\n)+", "valid_dataset: null\n", text))
+    result = launch(tmp_path, monkeypatch, COUNTDOWN_SCRIPT, config=config)
+    assert result.ok
+    found = [d for d in result.diagnostics if d.code == "RLC118"]
+    assert [d.path for d in found] == ["valid_dataset"] and "valid_dataset.path" in found[0].hint
