@@ -5,15 +5,21 @@ examples/math/gsm8k_rl.py --config gsm8k_grpo.yaml`). The YAML holds the setting
 the dataset loader, the workflow and the reward. rlcfg reads the script a launch names (never runs it) and
 recognises the scripts AReaL released by their code (rlcfg.source.project.module_fingerprint):
 
-- GSM8K_RLVR: examples/math/gsm8k_rl.py of 0.5 and 1.0 (and 0.5's LoRA examples). RLVRWorkflow scores each
+- GSM8K_RLVR: examples/math/gsm8k_rl.py of 0.5 and 1.0 (and 0.5's LoRA examples, GSM8K_RLVR_LORA and
+  GSM8K_RLVR_LORA_VLLM, which run it in a loop of their own). RLVRWorkflow scores each
   response with areal.reward.gsm8k.gsm8k_reward_fn (MathVerifyWorker: math-verify with its expression and LaTeX
   extraction and six digits of precision; rlcfg's reward `areal_math_verify`), renders prompts with
   enable_thinking=False, and evaluates with gconfig's settings at temperature 0.6 (eval_gconfig is not read).
 - GSM8K_MATH_PARSER: the GSM8K RL scripts of 0.3 and 0.4 (examples/math/gsm8k_grpo.py and gsm8k_ppo.py, the
   Megatron, LoRA, tracer, DAPO, Dr. GRPO and LitePPO variants), which differ from GSM8K_RLVR in their reward alone:
   gsm8k_reward_fn is areal.reward.math_parser.process_results (rlcfg's reward `areal_math_parser`). Their train loops
-  differ in the engines they build and in how the batch reaches them, which the config's keys already say; the LoRA
-  script (GSM8K_MATH_PARSER_LORA) raises unless the trainer is data-parallel only.
+  differ in how the batch reaches the trainer, which the config's keys already say, and in the engines they build;
+  the LoRA script (GSM8K_MATH_PARSER_LORA) raises unless the trainer is data-parallel only.
+
+The scripts of 0.3 and 0.4 (and 0.5's LoRA examples) build their trainer and their client of the generation servers
+themselves, whatever the allocation says (BUILT_ENGINES): an FSDP trainer (Megatron in 0.4's
+gsm8k_grpo_megatron.py, GSM8K_MATH_PARSER_MEGATRON) and SGLang's client (vLLM's in the vLLM LoRA example; boba of
+0.4 picks by the allocation). `rlcfg run` refuses an allocation naming other backends with them.
 - BOBA_MATH_PARSER and BOBA_MATH_VERIFY: examples/math/boba_grpo.py of 0.4 (math_parser) and of 0.5 and 1.0
   (math-verify). It reads train_dataset.path as a JSON file of `prompt` and `solutions`, keeps the prompts of at most
   1024 tokens as written (max_length is not read), deletes DeepSeek's `<｜User｜>`, `<｜Assistant｜>` and `<think>`
@@ -40,15 +46,20 @@ from __future__ import annotations
 from typing import Any
 
 GSM8K_RLVR = "gsm8k_rlvr"  # CheckResult.entry_runs of examples/math/gsm8k_rl.py as released
+GSM8K_RLVR_LORA = "gsm8k_rlvr_lora"  # and of 0.5's LoRA examples with SGLang
+GSM8K_RLVR_LORA_VLLM = "gsm8k_rlvr_lora_vllm"  # and with vLLM
 GSM8K_MATH_PARSER = "gsm8k_math_parser"  # CheckResult.entry_runs of the GSM8K RL scripts of 0.3 and 0.4
+GSM8K_MATH_PARSER_MEGATRON = "gsm8k_math_parser_megatron"  # and of 0.4's Megatron one
 GSM8K_MATH_PARSER_LORA = "gsm8k_math_parser_lora"  # and of their LoRA script
 # The GSM8K RL scripts: one dataset loader, prompt and workflow, evaluated at GSM8K_RLVR_EVAL_TEMPERATURE.
-GSM8K_SCRIPTS = frozenset({GSM8K_RLVR, GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_LORA})
+GSM8K_SCRIPTS = frozenset({GSM8K_RLVR, GSM8K_RLVR_LORA, GSM8K_RLVR_LORA_VLLM, GSM8K_MATH_PARSER,
+                           GSM8K_MATH_PARSER_MEGATRON, GSM8K_MATH_PARSER_LORA})
 BOBA_MATH_PARSER = "boba_math_parser"  # CheckResult.entry_runs of examples/math/boba_grpo.py of 0.4
 BOBA_MATH_VERIFY = "boba_math_verify"  # and of 0.5 and 1.0
 BOBA_SCRIPTS = frozenset({BOBA_MATH_PARSER, BOBA_MATH_VERIFY})
 # The scripts that score with math_parser (rlcfg's reward `areal_math_parser`); the others with math-verify.
-MATH_PARSER_SCRIPTS = frozenset({GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_LORA, BOBA_MATH_PARSER})
+MATH_PARSER_SCRIPTS = frozenset({GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_MEGATRON, GSM8K_MATH_PARSER_LORA,
+                                  BOBA_MATH_PARSER})
 # The boba script's prompts: kept when the prompt as written is at most this many tokens, and stripped of these
 # texts (DeepSeek-R1's role markers and its opening `<think>`) before the chat template.
 BOBA_PROMPT_TOKENS = 1024
@@ -60,6 +71,13 @@ COUNTDOWN_SCRIPTS = frozenset({COUNTDOWN_EVALUATED, COUNTDOWN})
 COUNTDOWN_EVAL_TEMPERATURE = 1.0
 # The columns the countdown reward checks a response against (examples/countdown/countdown.py writes them).
 COUNTDOWN_ANSWER_FIELDS = ("target", "numbers")
+# The scripts that build their engines themselves, whatever the allocation says: the trainer's backend and the
+# generation servers' (None: the allocation's). The others (PPOTrainer from 0.5) build what the allocation names.
+BUILT_ENGINES = {
+    GSM8K_MATH_PARSER: ("fsdp", "sglang"), GSM8K_MATH_PARSER_MEGATRON: ("megatron", "sglang"),
+    GSM8K_MATH_PARSER_LORA: ("fsdp", "sglang"), COUNTDOWN_EVALUATED: ("fsdp", "sglang"),
+    GSM8K_RLVR_LORA: ("fsdp", "sglang"), GSM8K_RLVR_LORA_VLLM: ("fsdp", "vllm"), BOBA_MATH_PARSER: ("fsdp", None),
+}
 SUPERVISED = "supervised"  # CheckResult.entry_runs of the SFT and reward-model scripts as released
 REFUSED = "refused"  # CheckResult.entry_runs of any other script (its Extension.refused says why)
 GSM8K_RLVR_SCRIPT = "examples/math/gsm8k_rl.py"
@@ -68,16 +86,19 @@ GSM8K_RLVR_EVAL_TEMPERATURE = 0.6
 # AReaL's GSM8K RL loader (areal/dataset/gsm8k.py, every release) appends this to each question.
 GSM8K_PROMPT_SUFFIX = "\nPlease put your final answer within \\boxed{}."
 
-# By release, as tagged: v0.5.3, v1.0.4; and 0.5's LoRA examples (examples/lora/gsm8k_grpo_lora.py and
-# gsm8k_grpo_lora_vllm.py), which run the same workflow, reward, prompts and evaluation in a loop of their own.
-GSM8K_RLVR_FINGERPRINTS = frozenset({"3514e51c9553b281", "618e01a081af4251", "4e0f8878d5a27ce5", "6687157b596026db"})
+# By release, as tagged: v0.5.3, v1.0.4.
+GSM8K_RLVR_FINGERPRINTS = frozenset({"3514e51c9553b281", "618e01a081af4251"})
+# 0.5's LoRA examples (examples/lora/gsm8k_grpo_lora.py and gsm8k_grpo_lora_vllm.py), which run the same workflow,
+# reward, prompts and evaluation in a loop of their own.
+GSM8K_RLVR_LORA_FINGERPRINTS = frozenset({"4e0f8878d5a27ce5"})
+GSM8K_RLVR_LORA_VLLM_FINGERPRINTS = frozenset({"6687157b596026db"})
 # By release, as tagged (v0.3.4, v0.4.1): examples/math/gsm8k_grpo.py (its copy experimental/dapo/gsm8k_dapo.py is
-# the same code), gsm8k_ppo.py, 0.4's math/gsm8k_grpo_megatron.py and tracer/gsm8k_grpo.py, and the Dr. GRPO and
-# LitePPO scripts (one code).
+# the same code), gsm8k_ppo.py, 0.4's tracer/gsm8k_grpo.py, and the Dr. GRPO and LitePPO scripts (one code).
 GSM8K_MATH_PARSER_FINGERPRINTS = frozenset({
     "d0c424bfc78586bd", "77c67995c22a4502", "1dc4092f49b346db",  # 0.3
-    "e10ead538baaa3f7", "0de5141385e297f6", "244019fe99240649", "bbd30356f820785a", "3ad52a11b5919701",  # 0.4
+    "e10ead538baaa3f7", "0de5141385e297f6", "bbd30356f820785a", "3ad52a11b5919701",  # 0.4
 })
+GSM8K_MATH_PARSER_MEGATRON_FINGERPRINTS = frozenset({"244019fe99240649"})  # 0.4's math/gsm8k_grpo_megatron.py
 # examples/math/boba_grpo.py: v0.4.1 (math_parser); v0.5.3 and v1.0.4 (math-verify).
 BOBA_MATH_PARSER_FINGERPRINTS = frozenset({"434166f67c39549f"})
 BOBA_MATH_VERIFY_FINGERPRINTS = frozenset({"e51f5ef47cc5df1a", "9ce15a6fda0a89e5"})
@@ -121,7 +142,10 @@ def entry_extension(source: str | None, script: str) -> Any:
                        "workflow it runs", "run rlcfg from the directory the script runs from (AReaL's source "
                                            "tree), where the entry script is")
     fingerprint = module_fingerprint(tree)
-    released = ((GSM8K_RLVR, GSM8K_RLVR_FINGERPRINTS), (GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_FINGERPRINTS),
+    released = ((GSM8K_RLVR, GSM8K_RLVR_FINGERPRINTS), (GSM8K_RLVR_LORA, GSM8K_RLVR_LORA_FINGERPRINTS),
+                (GSM8K_RLVR_LORA_VLLM, GSM8K_RLVR_LORA_VLLM_FINGERPRINTS),
+                (GSM8K_MATH_PARSER, GSM8K_MATH_PARSER_FINGERPRINTS),
+                (GSM8K_MATH_PARSER_MEGATRON, GSM8K_MATH_PARSER_MEGATRON_FINGERPRINTS),
                 (GSM8K_MATH_PARSER_LORA, GSM8K_MATH_PARSER_LORA_FINGERPRINTS),
                 (BOBA_MATH_PARSER, BOBA_MATH_PARSER_FINGERPRINTS), (BOBA_MATH_VERIFY, BOBA_MATH_VERIFY_FINGERPRINTS),
                 (COUNTDOWN_EVALUATED, COUNTDOWN_EVALUATED_FINGERPRINTS), (COUNTDOWN, COUNTDOWN_FINGERPRINTS),

@@ -15,8 +15,9 @@ from rlcfg.dialects.areal import allocation as alloc
 from rlcfg.dialects.areal.derived import (backend_key, backend_paths, engine_roles, layout, legacy_backend_name,
                                           parsed_allocation, parsed_backend, pipeline_kind, placement, trained_engine,
                                           training_engines)
-from rlcfg.dialects.areal.entries import (BOBA_PROMPT_TOKENS, BOBA_SCRIPTS, COUNTDOWN, COUNTDOWN_EVALUATED,
-                                         COUNTDOWN_SCRIPTS, GSM8K_MATH_PARSER_LORA, GSM8K_RLVR_SCRIPT, GSM8K_SCRIPTS)
+from rlcfg.dialects.areal.entries import (BOBA_PROMPT_TOKENS, BOBA_SCRIPTS, BUILT_ENGINES, COUNTDOWN,
+                                         COUNTDOWN_EVALUATED, COUNTDOWN_SCRIPTS, GSM8K_MATH_PARSER_LORA,
+                                         GSM8K_RLVR_SCRIPT, GSM8K_SCRIPTS)
 from rlcfg.dialects.areal.models import BEFORE_1_0, SECTIONS_ALWAYS_BUILT
 from rlcfg.schema.base import Finding, RuleSet
 
@@ -950,9 +951,9 @@ def _lora_script_layout(cfg: Any) -> Iterator[Finding]:
     components, _groups, _sizes = layout(cfg, engine_roles(cfg))
     actor = components["actor"]
     parts = actor.hybrid or ((actor.dims,) if actor.dims else ())
-    if actor.effective_backend == "fsdp" and all(size == 1 for part in parts for letter, size in part.items
-                                                    if letter != "d"):
-        return
+    if actor.effective_backend != "fsdp" or all(size == 1 for part in parts for letter, size in part.items
+                                                   if letter != "d"):
+        return  # (a trainer on another backend is refused as one the script does not build)
     key = backend_key(cfg, "actor", engine_section(cfg, "actor"))
     yield _refusal(key, f"the trainer's part of `{key}`, {actor.text()}: AReaL's LoRA script "
                    "(examples/lora/gsm8k_grpo_lora.py) trains on FSDP with data parallelism alone and raises otherwise "
@@ -960,22 +961,25 @@ def _lora_script_layout(cfg: Any) -> Iterator[Finding]:
                    f"give the trainer's part of `{key}` a d size alone (d{actor.world})")
 
 
-def _countdown_script_engines(cfg: Any) -> Iterator[Finding]:
-    """AReaL's countdown script of 0.3 and 0.4 builds an FSDP actor and SGLang's client, whatever the allocation
-    says, and reads valid_dataset.path unconditionally."""
-    if cfg.valid_dataset is None:
-        yield _refusal("valid_dataset", "`valid_dataset` = null: AReaL's countdown script of 0.3 and 0.4 "
-                       "(examples/countdown/train.py) reads valid_dataset.path and stops without it",
-                       "set `valid_dataset.path` to the countdown test set (countdown.py writes test_e.jsonl)")
+_BUILT = {"fsdp": "trains on FSDP", "megatron": "trains on Megatron", "sglang": "generates through SGLang's client",
+          "vllm": "generates through vLLM's client"}
+
+
+def _built_engines(cfg: Any, trainer: str, generation: str | None) -> Iterator[Finding]:
+    """The launch's entry script (0.3 and 0.4's, 0.5's LoRA examples) builds its trainer and its client of the
+    generation servers itself (entries.BUILT_ENGINES): an allocation naming other backends would start servers and
+    processes the script does not speak to."""
     components, _groups, _sizes = layout(cfg, engine_roles(cfg))
-    for role, backend in (("actor", "fsdp"), ("rollout", "sglang")):
+    for role, backend in (("actor", trainer), ("rollout", generation)):
         component = components.get(role)
-        if component is None or component.effective_backend == backend:
+        if backend is None or component is None or component.effective_backend == backend:
             continue
         key = backend_key(cfg, role, engine_section(cfg, role))
-        yield _refusal(key, f"the {role}'s part of `{key}`, {component.text()}: AReaL's countdown script of 0.3 and "
-                       "0.4 (examples/countdown/train.py) trains with an FSDP actor and generates through SGLang "
-                       "servers, whatever the allocation says", f"give the {role} {backend} in `{key}`")
+        whose = "the trainer's" if role == "actor" else "the generation servers'"
+        yield _refusal(key, f"{whose} part of `{key}`, {component.text()}: the launch's entry script "
+                       f"{_BUILT[backend]} whatever the allocation says",
+                       f"write {backend} for {component.effective_backend} in {whose} part of `{key}`, or launch "
+                       "the script AReaL wrote for that backend")
 
 
 def _fsdp_instead(cfg: Any, key: str, component: Any) -> str:
@@ -1045,8 +1049,9 @@ def _norm_text(norm: Any) -> str:
             "a model family it does not build, a critic and reward-model training; on FSDP "
             "Ulysses (`c`) outside RL training, and the t, p and e sizes; LoRA outside the RL actor; vision-language "
             "models; RL data that AReaL's GSM8K loader does not read; the LoRA script of 0.3 and 0.4 with any "
-            "parallelism but data parallelism, where it raises; and the countdown script of 0.3 and 0.4 without "
-            "valid_dataset, or with a trainer other than FSDP or servers other than SGLang, which it does not build.",
+            "parallelism but data parallelism, where it raises; the countdown script of 0.3 and 0.4 without "
+            "valid_dataset; and the scripts of 0.3 and 0.4 (and 0.5's LoRA examples), which build their trainer "
+            "and their client of the generation servers themselves, with an allocation naming other backends.",
             keys=["actor.path", "ref.path", "critic.path", "model.path", "sglang.model_path", "vllm.model",
                   "allocation_mode", "actor.backend", "critic.backend", "actor.prox_logp_method",
                   "actor.use_decoupled_loss", "actor.rejection_sampling",
@@ -1075,10 +1080,14 @@ def _run_ledger(cfg, ctx):
                        "and `answer` columns; rlcfg runs AReaL's GSM8K loader only",
                        "use AReaL's GSM8K data (`train_dataset.path: openai/gsm8k`, or a local copy whose path holds "
                        "`gsm8k`, with `question` and `answer` columns)")
+    if ctx.entry_runs in BUILT_ENGINES:
+        yield from _built_engines(cfg, *BUILT_ENGINES[ctx.entry_runs])
     if ctx.entry_runs == GSM8K_MATH_PARSER_LORA:
         yield from _lora_script_layout(cfg)
-    if ctx.entry_runs == COUNTDOWN_EVALUATED:
-        yield from _countdown_script_engines(cfg)
+    if ctx.entry_runs == COUNTDOWN_EVALUATED and cfg.valid_dataset is None:
+        yield _refusal("valid_dataset", "`valid_dataset` = null: AReaL's countdown script of 0.3 and 0.4 "
+                       "(examples/countdown/train.py) reads valid_dataset.path and stops without it",
+                       "set `valid_dataset.path` to the countdown test set (countdown.py writes test_e.jsonl)")
     a, g = cfg.actor, cfg.gconfig
     critic = cfg.critic
     reference = a.kl_ctl > 0 and cfg.ref is not None

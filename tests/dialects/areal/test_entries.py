@@ -277,9 +277,35 @@ def test_the_countdown_script_of_0_3_and_0_4_is_refused_where_it_would_fail(tmp_
     config.write_text(text.replace("sglang.d4p1t1+d4p1t1", "vllm.d4p1t1+d4p1t1"))
     result = launch(tmp_path, monkeypatch, COUNTDOWN_SCRIPT, config=config)
     found = [d for d in result.diagnostics if d.code == "RLC118"]
-    assert [d.path for d in found] == ["allocation_mode"] and "SGLang" in found[0].message and found[0].hint
+    assert [d.path for d in found] == ["allocation_mode"] and "SGLang's client" in found[0].message
+    assert "write sglang for vllm" in found[0].hint
     config.write_text(re.sub(r"valid_dataset:\n(  .*\n)+", "valid_dataset: null\n", text))
     result = launch(tmp_path, monkeypatch, COUNTDOWN_SCRIPT, config=config)
     assert result.ok
     found = [d for d in result.diagnostics if d.code == "RLC118"]
     assert [d.path for d in found] == ["valid_dataset"] and "valid_dataset.path" in found[0].hint
+
+
+@pytest.mark.parametrize("runs, fingerprints, allocation, refused", [
+    (entries.GSM8K_MATH_PARSER, "GSM8K_MATH_PARSER_FINGERPRINTS", "sglang.d4p1t1+d4p1t1", None),
+    (entries.GSM8K_MATH_PARSER, "GSM8K_MATH_PARSER_FINGERPRINTS", "vllm.d4p1t1+d4p1t1", "SGLang's client"),
+    (entries.GSM8K_MATH_PARSER, "GSM8K_MATH_PARSER_FINGERPRINTS", "sglang.d4p1t1+d2p2t1", "FSDP"),
+    (entries.GSM8K_MATH_PARSER_MEGATRON, "GSM8K_MATH_PARSER_MEGATRON_FINGERPRINTS", "sglang.d4p1t1+d2p2t1",
+     None),
+    (entries.GSM8K_MATH_PARSER_MEGATRON, "GSM8K_MATH_PARSER_MEGATRON_FINGERPRINTS", "sglang.d4p1t1+d4p1t1",
+     "Megatron"),
+    (entries.GSM8K_RLVR_LORA_VLLM, "GSM8K_RLVR_LORA_VLLM_FINGERPRINTS", "sglang.d4p1t1+d4p1t1", "vLLM's client"),
+    (entries.GSM8K_RLVR, "GSM8K_RLVR_FINGERPRINTS", "vllm.d4p1t1+d2p2t1", None),  # PPOTrainer follows it
+])
+def test_scripts_that_build_their_own_engines_are_refused_with_other_backends(tmp_path, monkeypatch, runs,
+                                                                              fingerprints, allocation, refused):
+    monkeypatch.setattr(entries, fingerprints, frozenset({module_fingerprint(ast.parse(MATH_PARSER_SCRIPT))}))
+    config = tmp_path / "engines.yaml"
+    config.write_text(GRPO.read_text().replace("sglang.d4p1t1+d4p1t1", allocation))
+    result = launch(tmp_path, monkeypatch, MATH_PARSER_SCRIPT, config=config)
+    assert result.ok and result.entry_runs == runs
+    found = [d for d in result.diagnostics if d.code == "RLC118" and "entry script" in d.message]
+    if refused is None:
+        assert found == []
+    else:
+        assert len(found) == 1 and refused in found[0].message and found[0].path == "allocation_mode"
