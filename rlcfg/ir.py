@@ -605,6 +605,11 @@ class Data:
     # generated task's plain answer stands in for.
     answer_fields: tuple[str, ...] = ()
 
+    @property
+    def eval_prompt_limit(self) -> int | None:
+        """The longest evaluation prompt kept (eval_max_prompt_length, "same" resolved)."""
+        return self.max_prompt_length if self.eval_max_prompt_length == "same" else self.eval_max_prompt_length
+
 
 @dataclass(frozen=True)
 class PartialRollout:

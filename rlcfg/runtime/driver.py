@@ -61,9 +61,8 @@ class Run(RunShell):
                                        d.max_prompt_length, d.apply_chat_template, d.long_prompts,
                                        d.chat_template_kwargs, d.prompt_suffix, d.prompt_length_of,
                                        d.prompt_removals, d.answer_list, d.answer_fields)
-        eval_limit = d.max_prompt_length if d.eval_max_prompt_length == "same" else d.eval_max_prompt_length
         self.eval_data = (load_prompts(d.eval_files, self.tokenizer, d.prompt_key, d.answer_key,
-                                       eval_limit, d.apply_chat_template, d.long_prompts,
+                                       d.eval_prompt_limit, d.apply_chat_template, d.long_prompts,
                                        d.chat_template_kwargs, d.prompt_suffix, d.prompt_length_of,
                                        d.prompt_removals, d.answer_list, d.answer_fields)
                           if d.eval_files else None)

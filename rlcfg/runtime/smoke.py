@@ -319,6 +319,13 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
         subs.append(Substitution("longest prompt", f"{data.max_prompt_length} tokens" if data.max_prompt_length
                                  else "unlimited",
                                  f"{limit} characters (the tiny tokenizer has one token per character)"))
+    if data.eval_files and (data.eval_prompt_limit is None or data.eval_prompt_limit > limit):
+        # the stand-in model's context is sized for `limit`: evaluation prompts are held to it too
+        new_data = replace(new_data, eval_max_prompt_length=new_data.max_prompt_length)
+        if data.eval_max_prompt_length != "same":
+            subs.append(Substitution("longest evaluation prompt", f"{data.eval_prompt_limit} tokens"
+                                     if data.eval_prompt_limit else "unlimited", f"{new_data.max_prompt_length} "
+                                     "characters"))
     new_roles = [_engine_lengths(r, new_data.max_prompt_length, new_sampling.max_new_tokens) for r in new_roles]
     room = shaping.overlong_penalty_prompt_room
     if room is not None and new_data.max_prompt_length is not None and room > new_data.max_prompt_length:

@@ -478,3 +478,13 @@ def test_smoke_and_quickstart_do_not_mix(cache):
     done, _ = run_cli("--quickstart", "--smoke", cache=cache)
     assert done.returncode == 2 and "--smoke" in done.stderr
 
+
+
+def test_evaluation_prompts_are_held_to_the_stand_in_models_length_too(tmp_path):
+    exp = experiment(TEMPLATES / "areal-fsdp-sglang-grpo.yaml")
+    data = replace(exp.data, eval_files=("valid.jsonl",), max_prompt_length=1024, eval_max_prompt_length=None)
+    smoke = S.smoke_experiment(replace(exp, data=data),
+                               host(tmp_path, local_files=frozenset((*data.train_files, "valid.jsonl"))))
+    limit = smoke.experiment.data.max_prompt_length
+    assert limit < 1024 and smoke.experiment.data.eval_prompt_limit == limit
+    assert subs(smoke)["longest evaluation prompt"] == ("unlimited", f"{limit} characters")

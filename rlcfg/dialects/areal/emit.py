@@ -389,7 +389,7 @@ def _datasets(e: Experiment, tree: dict, batch: int, kind: str) -> None:
     tree["train_dataset"] = train
     if d.eval_files:
         tree["valid_dataset"] = {"batch_size": batch, "path": d.eval_files[0], "type": kind}
-        eval_longest = longest if d.eval_max_prompt_length == "same" or kind != "rl" else d.eval_max_prompt_length
+        eval_longest = d.eval_prompt_limit if kind == "rl" else longest
         if eval_longest is not None:
             tree["valid_dataset"]["max_length"] = eval_longest
 
