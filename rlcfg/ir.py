@@ -357,6 +357,10 @@ class PolicyOptions:
     # RLinf importance_sampling_fix/importance_sampling_clip): loss × min(π_old/π_rollout, cap), detached.
     tis_cap: float | None = None
     tis_level: Literal["token", "sequence"] = "token"
+    # RLinf's importance_sampling_fix up to v0.2 (and 2025-10): the weight is max(π_old/π_rollout, tis_cap), a floor
+    # (torch.clamp min=), and the PPO ratio is taken against the rollout engine's log-probs; the recomputed π_old
+    # enters the weight alone.
+    tis_floor: bool = False
     # SkyRL's off-policy sequence mask: a sequence whose geometric mean ("geometric") or product ("product") of the
     # token ratios π_old/π_rollout lies outside [sequence_mask_low, sequence_mask_high] leaves the policy loss; the
     # loss's denominators still count it (the `skyrl` package scales its advantages by the unmasked tokens).

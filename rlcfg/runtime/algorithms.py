@@ -711,13 +711,13 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     log-ratio clamped ≤ 10 by log_ratio_max); decoupled (AReaL ppo_actor_loss_fn: π_old is the proximal policy,
     the loss is × π_prox/π_behave, π_behave = rollout_logprobs, tokens above behav_imp_weight_cap drop out);
     tis_cap (SkyRL compute_tis_ratio, RLinf importance_sampling_fix): × min(π_old/π_rollout, cap), detached,
-    per token or per sequence; sequence_mask (SkyRL compute_sequence_mask): × 0 for the sequences whose ratio
+    per token or per sequence; with tis_floor (RLinf up to v0.2) × max(π_old/π_rollout, cap) instead, and the
+    ratio r taken against π_rollout (π_old enters the weight alone); sequence_mask (SkyRL compute_sequence_mask): × 0 for the sequences whose ratio
     π_old/π_rollout leaves its bounds (sequence_mask below)."""
     o = spec.options
     advantages = advantages.float()
     mask_f = mask.float()
     logp = logprobs.float()
-    raw_log_ratio = logp - old_logprobs.float()
     zero = torch.zeros((), device=logp.device)
     clip_frac = zero
     behave = None
@@ -726,6 +726,7 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
             raise ValueError("decoupled PPO, truncated importance sampling and the sequence mask need the rollout "
                              "engine's log-probs")
         behave = rollout_logprobs.float()
+    raw_log_ratio = logp - (behave if o.tis_floor and behave is not None else old_logprobs.float())
     # The decoupled loss's tokens: within the mask and, with a cap, a behaviour weight π_prox/π_behave ≤ cap.
     behaviour_kept = mask_f > 0
     if o.decoupled:
@@ -819,7 +820,7 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         # A weight above the cap, infinite ones included, is 0.
         loss = loss * torch.where(behaviour_kept, weight, torch.zeros_like(weight))
     if o.tis_cap is not None:
-        loss = loss * tis_weights(old_logprobs, behave, mask_f, o.tis_cap, o.tis_level)
+        loss = loss * tis_weights(old_logprobs, behave, mask_f, o.tis_cap, o.tis_level, floor=o.tis_floor)
     stats = {}
     if o.sequence_mask is not None:
         kept = sequence_mask(old_logprobs, behave, mask_f, o.sequence_mask, o.sequence_mask_low, o.sequence_mask_high)
@@ -878,12 +879,17 @@ def _sequence_log_ratio(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tens
 
 
 def tis_weights(old_logprobs: torch.Tensor, rollout_logprobs: torch.Tensor, mask: torch.Tensor, cap: float,
-                level: str = "token") -> torch.Tensor:
+                level: str = "token", floor: bool = False) -> torch.Tensor:
     """Truncated importance-sampling weights between the trainer's and the rollout engine's policy (SkyRL
     skyrl/backends/skyrl_train/utils/off_policy_correction_utils.py compute_tis_ratio): token: min(π_old/π_rollout,
     cap) per token; sequence: min(Π_t π_old/π_rollout, cap) per sequence (the log-ratio summed over the mask),
-    both with the log-ratio clamped to ±20 and detached."""
+    both with the log-ratio clamped to ±20 and detached. `floor` (RLinf's importance_sampling_fix up to v0.2, per
+    token): max(π_old/π_rollout, cap), the log-ratio unclamped as RLinf has it."""
     log_ratio = (old_logprobs.float() - rollout_logprobs.float()).detach()
+    if floor:
+        if level != "token":
+            raise ValueError("a floored importance weight is RLinf's, per token")
+        return log_ratio.exp().clamp(min=cap)
     if level == "token":
         return log_ratio.clamp(-20.0, 20.0).exp().clamp(max=cap)
     if level == "sequence":

@@ -347,6 +347,9 @@ def test_truncated_importance_sampling():
     loss, _ = A.policy_loss(old, old, torch.ones(1, 2), torch.ones(1, 2), spec(tis_cap=1.2),
                             rollout_logprobs=rollout)
     close(loss, [[-1.2, -1.2]])  # r = 1, A = 1: −1 × min(1.5, 1.2)
+    # RLinf's importance_sampling_fix up to v0.2: max(π_old/π_rollout, cap), per token
+    close(A.tis_weights(old, rollout, torch.ones(1, 2), 2.0, floor=True), [[2.0, 2.0]])
+    close(A.tis_weights(old, rollout, torch.ones(1, 2), 1.2, floor=True), [[1.5, 1.5]])
 
 
 def test_rollout_is_weights_log_prob_by_the_ratio_to_the_rollout_policy_inside_its_band():

@@ -25,6 +25,11 @@ SCHEDULES = {"constant": "constant", "linear": "linear", "cosine": "cosine"}
 # code_offline, searchr1, rstar2; only math has an rlcfg counterpart).
 REWARD_FUNCTIONS = {"math": "math"}
 
+# The releases whose importance_sampling_fix floors the weight (torch.clamp min=importance_sampling_clip) and takes
+# the PPO ratio against the rollout's log-probs (the actors' prev_logprobs); v0.3 and main cap it (max=) and take the
+# ratio against the recomputed ones.
+FLOORED_IMPORTANCE_WEIGHT = frozenset({"2025-10", "v0.1", "v0.2"})
+
 # RLinf's config.py fixes Megatron's train_iters at this (its "TODO fix this"), so a schedule without
 # lr_decay_iters decays over it, whatever the run's length.
 MEGATRON_TRAIN_ITERS = 100000

@@ -15,6 +15,7 @@ from typing import Any
 
 from rlcfg.convert import ConversionError, Emitted
 from rlcfg.convert.common import engine, gpu_ids, megatron_sizes, step_count
+from rlcfg.dialects.rlinf.derived import FLOORED_IMPORTANCE_WEIGHT
 from rlcfg.dialects.rlinf.models import OLD
 from rlcfg.ir import Experiment
 from rlcfg.schema import entry
@@ -40,6 +41,10 @@ REASONS = {
                                     "rescales by the step's tokens (token-mean)",
     "algorithm.policy_loss": "RLinf's loss is PPO's clip loss, with dual clip",
     "algorithm.policy_options": "RLinf's loss has log-ratio clamps, importance-sampling fix and early stop only",
+    "algorithm.policy_options.tis_floor": "RLinf's importance_sampling_fix floors the weight (taking the ratio against "
+                                          "the rollout's log-probs) up to v0.2, and caps it from v0.3",
+    "algorithm.policy_options.tis_cap": "RLinf's importance_sampling_fix floors the weight (taking the ratio against "
+                                        "the rollout's log-probs) up to v0.2, and caps it from v0.3",
     "algorithm.ppo_epochs": "RLinf walks a step's samples once",
     "algorithm.filters": "RLinf's reasoning runner keeps every group",
     "algorithm.weighting": "RLinf has no per-sample loss weights or masks",
@@ -194,7 +199,7 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     alg["early_stop_imp_ratio"] = o.early_stop_ratio if megatron else None
     alg["clip_log_ratio_min"] = o.log_ratio_min
     alg["clip_log_ratio_max"] = o.log_ratio_max
-    if o.tis_cap is not None:
+    if o.tis_cap is not None and o.tis_floor == (release in FLOORED_IMPORTANCE_WEIGHT):
         alg.update(importance_sampling_fix=True, importance_sampling_clip=o.tis_cap)
     alg["shuffle_rollout"] = False
     sp = e.sampling

@@ -32,7 +32,9 @@ What RLinf derives, and the lowering reproduces:
   static disaggregated placement the run starts from;
 - the loss is RLinf's PPO clip loss (2025-08 reads no `loss_type`; later releases' `actor`), with dual clip when
   `clip_ratio_c` is set, `clip_log_ratio_min/max` clamping the log-ratio, `importance_sampling_fix` as the
-  detached weight min(π_recomputed/π_rollout, importance_sampling_clip) and `early_stop_imp_ratio` zeroing a
+  detached weight min(π_recomputed/π_rollout, importance_sampling_clip) (v0.3, main; up to v0.2 the weight
+  max(π_recomputed/π_rollout, importance_sampling_clip) with the ratio against π_rollout: derived.
+  FLOORED_IMPORTANCE_WEIGHT) and `early_stop_imp_ratio` zeroing a
   micro-batch's loss (Megatron actor only: RLinf's FSDP actor never stops early). RLinf has no GSPO loss; every
   other loss_type, and every adv_type but grpo, is refused (rlinf/run-refusals);
 - RLinf's reasoning runners compute the validation flag of `runner.val_check_interval` and discard it (validation
@@ -46,8 +48,8 @@ from typing import Any
 from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, Logging, Model, Offload, Optimizer,
                       Parallelism, PolicyOptions, Resources, Role, RewardShaping, Sampling, Schedule, Spelling)
 from rlcfg.dialects.rlinf import placement as lang
-from rlcfg.dialects.rlinf.derived import (ADVANTAGES, REWARD_FUNCTIONS, SCHEDULES, megatron_warmup, placement,
-                                          same_gpus, unrun_pipeline)
+from rlcfg.dialects.rlinf.derived import (ADVANTAGES, FLOORED_IMPORTANCE_WEIGHT, REWARD_FUNCTIONS, SCHEDULES,
+                                          megatron_warmup, placement, same_gpus, unrun_pipeline)
 
 # RLinf counts the GPUs Ray reports when `cluster.num_gpus_per_node` is absent; a static lowering cannot, so a
 # placement of `all` on such a cluster is taken to mean nodes of 8 GPUs, the size the plan also assumes.
@@ -293,7 +295,7 @@ def _checkpointing(cfg: Any) -> Checkpointing:
                          interval=runner.save_interval if runner.save_interval > 0 else None, resume=resume_to)
 
 
-def lower(cfg: Any) -> Experiment:
+def lower(cfg: Any, release: str | None = None) -> Experiment:
     unrun = unrun_pipeline(cfg)
     if unrun is not None:  # validate says so (RLC116); this guards the lowering's other callers
         from rlcfg.source.yaml_loader import UsageError
@@ -471,7 +473,8 @@ def lower(cfg: Any) -> Experiment:
     # is set.
     policy_loss = "dual_clip" if alg.clip_ratio_c is not None else "regular"
     # importance_sampling_fix multiplies the advantages by min(π_recomputed/π_rollout, importance_sampling_clip)
-    # (RLinf main), which is the detached truncated-importance weight on the loss.
+    # (RLinf v0.3 and main), which is the detached truncated-importance weight on the loss; up to v0.2 by
+    # max(..., importance_sampling_clip), with the ratio against the rollout's log-probs.
     fix, cap = alg.importance_sampling_fix, alg.importance_sampling_clip
     # early_stop_imp_ratio: RLinf's Megatron actor zeroes a micro-batch's loss when the mean importance ratio exceeds
     # it; its FSDP actor never stops early.
@@ -480,6 +483,7 @@ def lower(cfg: Any) -> Experiment:
     options = PolicyOptions(
         log_ratio_min=alg.clip_log_ratio_min, log_ratio_max=alg.clip_log_ratio_max,
         tis_cap=cap if fix else None, tis_level="token",
+        tis_floor=bool(fix) and release in FLOORED_IMPORTANCE_WEIGHT,
         early_stop_ratio=early_stop if megatron else None,
     )
     algorithm = Algorithm(

@@ -670,13 +670,7 @@ def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                        f"`actor.lr_sched.lr_decay_style` = {style}: rlcfg's schedules are constant, linear and "
                        "cosine", "use `lr_decay_style: cosine` (or linear, constant)")
     if alg.importance_sampling_fix:
-        if ctx.release == "2025-10":
-            yield _refusal("algorithm.importance_sampling_fix",
-                           "`algorithm.importance_sampling_fix` = true under RLinf 2025-10, which clamps the "
-                           "weight π_recomputed/π_rollout from below (torch.clamp min=importance_sampling_clip); "
-                           "rlcfg caps it from above as RLinf main does",
-                           "judge the config by RLinf main (`--framework-version main`) if that is what runs")
-        elif alg.importance_sampling_clip is None:
+        if alg.importance_sampling_clip is None:
             yield _refusal("algorithm.importance_sampling_fix",
                            "`algorithm.importance_sampling_fix` = true without `algorithm.importance_sampling_clip`: "
                            "RLinf clamps the weight with it (and fails without it); rlcfg needs the cap",

@@ -428,6 +428,31 @@ def test_importance_sampling_fix_is_a_capped_weight():
     assert torch.allclose(weighted, plain)
 
 
+@pytest.mark.parametrize("release", ["2025-10", "v0.1", "v0.2"])
+def test_importance_sampling_fix_up_to_v0_2_floors_the_weight_and_takes_the_ratio_to_the_rollout(release):
+    import torch
+
+    from rlcfg.runtime.algorithms import policy_loss
+
+    result = check_file(str(TEMPLATE), ["+algorithm.importance_sampling_fix=true",
+                                        "+algorithm.importance_sampling_clip=1.5"])
+    floored = lower("rlinf", result.config, release).algorithm.policy_options
+    assert (floored.tis_cap, floored.tis_floor) == (1.5, True)
+    assert not lower("rlinf", result.config, "v0.3").algorithm.policy_options.tis_floor
+    # RLinf up to v0.2: PPO's ratio against prev_logprobs (the rollout's), the advantages
+    # × clamp(exp(recomputed − rollout), min=clip)
+    logp = torch.tensor([[-0.2, -1.0, -0.5]])
+    recomputed = torch.tensor([[-0.4, -0.7, -0.5]])
+    rollout = torch.tensor([[-0.3, -2.0, -0.1]])
+    adv, mask = torch.tensor([[1.0, -1.0, 2.0]]), torch.ones(1, 3)
+    spec = lower("rlinf", result.config, release).algorithm.policy_loss_spec()
+    ours, _ = policy_loss(logp, recomputed, adv, mask, spec, rollout_logprobs=rollout)
+    weight = torch.clamp((recomputed - rollout).exp(), min=1.5)
+    plain = spec.__class__(spec.kind, spec.clip_low, spec.clip_high, spec.clip_ratio_c)
+    theirs, _ = policy_loss(logp, rollout, adv * weight, mask, plain)
+    assert torch.allclose(ours, theirs)
+
+
 def test_clip_log_ratio_bounds_reach_the_policy_loss():
     exp = lowered(TEMPLATE, "+algorithm.clip_log_ratio_min=-3.0", "+algorithm.clip_log_ratio_max=3.0")
     opts = exp.algorithm.policy_options
