@@ -712,8 +712,8 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     the loss is × π_prox/π_behave, π_behave = rollout_logprobs, tokens above behav_imp_weight_cap drop out);
     tis_cap (SkyRL compute_tis_ratio, RLinf importance_sampling_fix): × min(π_old/π_rollout, cap), detached,
     per token or per sequence; with tis_floor (RLinf up to v0.2) × max(π_old/π_rollout, cap) instead, and the
-    ratio r taken against π_rollout (π_old enters the weight alone); sequence_mask (SkyRL compute_sequence_mask): × 0 for the sequences whose ratio
-    π_old/π_rollout leaves its bounds (sequence_mask below)."""
+    ratio r taken against π_rollout (π_old enters the weight alone); sequence_mask (SkyRL compute_sequence_mask):
+    × 0 for the sequences whose ratio π_old/π_rollout leaves its bounds (sequence_mask below)."""
     o = spec.options
     advantages = advantages.float()
     mask_f = mask.float()

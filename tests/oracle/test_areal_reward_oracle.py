@@ -190,8 +190,8 @@ def countdown_cases(count: int) -> list[tuple[str, dict]]:
         return False
 
     wrappers = ["<think>a</think>\n<answer>%s</answer><|im_end|>", "<answer> %s </answer>", "%s",
-                "<answer>%s</answer>\nthe end", "Assistant: <answer>%s</answer>", "<answer>1</answer><answer>%s</answer>",
-                "<|im_start|>assistant\n<answer>%s</answer>", "<answer>%s"]
+                "<answer>%s</answer>\nthe end", "Assistant: <answer>%s</answer>",
+                "<answer>1</answer><answer>%s</answer>", "<|im_start|>assistant\n<answer>%s</answer>", "<answer>%s"]
     cases: list[tuple[str, dict]] = []
     while len(cases) < count:
         numbers = [draw.randint(0, 30) for _ in range(draw.randint(2, 4))]
