@@ -142,6 +142,8 @@ class _Parser:
             raise _Failed(f"unexpected {self.peek()!r}")
         return value
 
+    # sum and term are written out rather than shared through a helper: each level of parentheses costs Python
+    # frames, and Python's own 200 levels must fit in the interpreter's default recursion limit.
     def sum(self) -> Any:
         value = self.term()
         while self.peek() in _ADDITIVE:
