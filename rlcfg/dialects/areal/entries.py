@@ -15,11 +15,6 @@ recognises the scripts AReaL released by their code (rlcfg.source.project.module
   gsm8k_reward_fn is areal.reward.math_parser.process_results (rlcfg's reward `areal_math_parser`). Their train loops
   differ in how the batch reaches the trainer, which the config's keys already say, and in the engines they build;
   the LoRA script (GSM8K_MATH_PARSER_LORA) raises unless the trainer is data-parallel only.
-
-The scripts of 0.3 and 0.4 (and 0.5's LoRA examples) build their trainer and their client of the generation servers
-themselves, whatever the allocation says (BUILT_ENGINES): an FSDP trainer (Megatron in 0.4's
-gsm8k_grpo_megatron.py, GSM8K_MATH_PARSER_MEGATRON) and SGLang's client (vLLM's in the vLLM LoRA example; boba of
-0.4 picks by the allocation). `rlcfg run` refuses an allocation naming other backends with them.
 - BOBA_MATH_PARSER and BOBA_MATH_VERIFY: examples/math/boba_grpo.py of 0.4 (math_parser) and of 0.5 and 1.0
   (math-verify). It reads train_dataset.path as a JSON file of `prompt` and `solutions`, keeps the prompts of at most
   1024 tokens as written (max_length is not read), deletes DeepSeek's `<｜User｜>`, `<｜Assistant｜>` and `<think>`
@@ -33,6 +28,11 @@ gsm8k_grpo_megatron.py, GSM8K_MATH_PARSER_MEGATRON) and SGLang's client (vLLM's 
   none). 0.3 and 0.4 evaluate valid_dataset.path (which they need) with gconfig at temperature 1.0; 0.5 and 1.0
   evaluate nothing.
 - SUPERVISED: the SFT and reward-model scripts, which train on AReaL's dataset loaders and score nothing.
+
+The scripts of 0.3 and 0.4 (and 0.5's LoRA examples) build their trainer and their client of the generation servers
+themselves, whatever the allocation says (BUILT_ENGINES): an FSDP trainer (Megatron in 0.4's
+gsm8k_grpo_megatron.py, GSM8K_MATH_PARSER_MEGATRON) and SGLang's client (vLLM's in the vLLM LoRA example; boba of
+0.4 picks by the allocation). `rlcfg run` refuses an allocation naming other backends with them.
 
 Every other script is refused by `rlcfg run` at the launch's call (RLC118): the multi-turn, agent, tool and vision
 examples bring workflows, loaders and rewards of their own; 0.3's experimental Megatron GRPO script
