@@ -44,6 +44,10 @@ class _Failed(Exception):
     """The equation does not compute: eval would raise (or, past MAX_BITS, not finish)."""
 
 
+class _TooLarge(_Failed):
+    """An integer on the way passes MAX_BITS bits."""
+
+
 def extract_equation(response: str) -> str | None:
     """reward_score.extract_solution: after the first "Assistant:" (or `<|im_start|>assistant`) if there is one, the
     response's last line, and in it the last `<answer>...</answer>`, stripped."""
@@ -104,13 +108,13 @@ def _bits(value: Any) -> int:
 def _power(base: Any, exponent: Any) -> Any:
     if isinstance(base, int) and isinstance(exponent, int) and exponent > 0 and abs(base) > 1 and \
             exponent * (_bits(base) - 1) > MAX_BITS:
-        raise _Failed("the power passes MAX_BITS bits")
+        raise _TooLarge("the power passes MAX_BITS bits")
     return base ** exponent
 
 
 def _product(left: Any, right: Any) -> Any:
     if _bits(left) + _bits(right) > MAX_BITS:
-        raise _Failed("the product passes MAX_BITS bits")
+        raise _TooLarge("the product passes MAX_BITS bits")
     return left * right
 
 
@@ -206,6 +210,18 @@ def evaluate(equation: str) -> Any:
         return _Parser(_tokens(equation)).whole()
     except (_Failed, ArithmeticError, ValueError, TypeError, MemoryError, RecursionError):  # eval's, or rlcfg's bounds
         return None
+
+
+def passes_max_bits(equation: str) -> bool:
+    """Whether computing the equation passes MAX_BITS bits, where eval would go on for as long as it takes (so a
+    comparison with eval must leave it out)."""
+    try:
+        _Parser(_tokens(equation)).whole()
+    except _TooLarge:
+        return True
+    except Exception:
+        return False
+    return False
 
 
 def score(response: str, answer: str | None) -> float:

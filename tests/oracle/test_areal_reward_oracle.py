@@ -161,7 +161,7 @@ def countdown_cases(count: int) -> list[tuple[str, dict]]:
     parentheses, signs, decimals and stray characters, in the answer tags of the last line or elsewhere."""
     import random
 
-    from rlcfg.runtime.areal_countdown import _Failed, _Parser, _tokens
+    from rlcfg.runtime.areal_countdown import passes_max_bits
 
     draw = random.Random(3)
     ops = ["+", "-", "*", "/", "//", "**", " + ", " * ", " - ", "/ "]
@@ -180,15 +180,6 @@ def countdown_cases(count: int) -> list[tuple[str, dict]]:
                 text = text[:at] + noise + text[at:]
         return text
 
-    def too_large(text: str) -> bool:  # eval would compute it for as long as it takes
-        try:
-            _Parser(_tokens(text.strip())).whole()
-        except _Failed as exc:
-            return "MAX_BITS" in str(exc)
-        except Exception:
-            return False
-        return False
-
     wrappers = ["<think>a</think>\n<answer>%s</answer><|im_end|>", "<answer> %s </answer>", "%s",
                 "<answer>%s</answer>\nthe end", "Assistant: <answer>%s</answer>",
                 "<answer>1</answer><answer>%s</answer>", "<|im_start|>assistant\n<answer>%s</answer>", "<answer>%s"]
@@ -196,7 +187,7 @@ def countdown_cases(count: int) -> list[tuple[str, dict]]:
     while len(cases) < count:
         numbers = [draw.randint(0, 30) for _ in range(draw.randint(2, 4))]
         text = equation(numbers if draw.random() < 0.9 else numbers + [draw.randint(1, 9)])
-        if too_large(text):
+        if passes_max_bits(text.strip()):  # eval would compute it for as long as it takes
             continue
         # a target the equation often reaches: the value of the numbers in order with + and *
         target = numbers[0] * numbers[1] + sum(numbers[2:]) if draw.random() < 0.5 else draw.randint(0, 100)

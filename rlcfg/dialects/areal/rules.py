@@ -308,13 +308,11 @@ def _entry_script(cfg, ctx):
                           "with a copy of gconfig at temperature 0.6 and do not read it",
                           hint="set what evaluation should sample with in gconfig, or remove eval_gconfig")
     if ctx.entry_runs in BOBA_SCRIPTS:
-        for key, value in (("valid_dataset", cfg.valid_dataset), ("eval_gconfig", getattr(cfg, "eval_gconfig", None)),
-                           ("train_dataset.max_length", cfg.train_dataset.max_length)):
-            if value is not None and ctx.is_set(key):
-                yield ctx.warning("RLC307", key, f"`{key}` has no effect: AReaL's boba script "
-                                  "(examples/math/boba_grpo.py) does not read it; it evaluates nothing and keeps the "
-                                  f"prompts of at most {BOBA_PROMPT_TOKENS} tokens as written",
-                                  hint=f"remove `{key}`")
+        yield from _unread(ctx, [("valid_dataset", cfg.valid_dataset),
+                                 ("eval_gconfig", getattr(cfg, "eval_gconfig", None)),
+                                 ("train_dataset.max_length", cfg.train_dataset.max_length)],
+                           "boba script (examples/math/boba_grpo.py)",
+                           f"evaluates nothing and keeps the prompts of at most {BOBA_PROMPT_TOKENS} tokens as written")
     if ctx.entry_runs in COUNTDOWN_SCRIPTS:
         yield from _countdown_unread(cfg, ctx)
     if ctx.entry_runs is not None:
@@ -338,11 +336,16 @@ def _countdown_unread(cfg: Any, ctx: Any) -> Iterator[Finding]:
         unread.append(("valid_dataset.max_length", cfg.valid_dataset.max_length))
     evaluates = ("evaluates the validation set with gconfig at temperature 1.0" if ctx.entry_runs == COUNTDOWN_EVALUATED
                  else "evaluates nothing")
-    for key, value in unread:
+    yield from _unread(ctx, unread, "countdown script (examples/countdown/train.py)",
+                       f"{evaluates} and keeps every prompt")
+
+
+def _unread(ctx: Any, keys: list[tuple[str, Any]], script: str, does: str) -> Iterator[Finding]:
+    """RLC307 for each of `keys` (key, value) the config sets that the launch's entry `script` does not read."""
+    for key, value in keys:
         if value is not None and ctx.is_set(key):
-            yield ctx.warning("RLC307", key, f"`{key}` has no effect: AReaL's countdown script "
-                              f"(examples/countdown/train.py) does not read it; it {evaluates} and keeps every "
-                              "prompt", hint=f"remove `{key}`")
+            yield ctx.warning("RLC307", key, f"`{key}` has no effect: AReaL's {script} does not read it; it {does}",
+                              hint=f"remove `{key}`")
 
 
 @RULES.rule("areal/group-size", "RLC305", "The v0.3 actor.group_size equals gconfig.n_samples (the examples "

@@ -29,6 +29,8 @@ PRECISIONS = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 KL_TYPES = {"k1": "kl", "k2": "mse", "abs": "abs", "k3": "k3", "low_var_kl": "low_var_kl"}
 TOP_K_OFF = 1_000_000
 
+_IMPORTANCE_FORMS = ("RLinf's importance_sampling_fix floors the weight (taking the ratio against the rollout's "
+                     "log-probs) up to v0.2, and caps it from v0.3")
 REASONS = {
     "algorithm.advantage": "RLinf's reasoning runner computes GRPO only",
     "algorithm.advantage_options": "RLinf's GRPO divides by the unbiased group std + 1e-6",
@@ -41,10 +43,8 @@ REASONS = {
                                     "rescales by the step's tokens (token-mean)",
     "algorithm.policy_loss": "RLinf's loss is PPO's clip loss, with dual clip",
     "algorithm.policy_options": "RLinf's loss has log-ratio clamps, importance-sampling fix and early stop only",
-    "algorithm.policy_options.tis_floor": "RLinf's importance_sampling_fix floors the weight (taking the ratio against "
-                                          "the rollout's log-probs) up to v0.2, and caps it from v0.3",
-    "algorithm.policy_options.tis_cap": "RLinf's importance_sampling_fix floors the weight (taking the ratio against "
-                                        "the rollout's log-probs) up to v0.2, and caps it from v0.3",
+    "algorithm.policy_options.tis_floor": _IMPORTANCE_FORMS,
+    "algorithm.policy_options.tis_cap": _IMPORTANCE_FORMS,
     "algorithm.ppo_epochs": "RLinf walks a step's samples once",
     "algorithm.filters": "RLinf's reasoning runner keeps every group",
     "algorithm.weighting": "RLinf has no per-sample loss weights or masks",
