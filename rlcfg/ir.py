@@ -263,6 +263,10 @@ class KL:
     # The policy's side of the penalty: the old log-probs of the ratio ("old"), or the rollout engine's ("rollout":
     # AReaL with the decoupled loss, whose PPOActor.compute_advantages measures it from the behaviour policy).
     policy_logprobs: Literal["old", "rollout"] = "old"
+    # With placement "reward": the token rewards are −β·KL alone, the scores left out, so that the policy learns to
+    # follow the reference model as a teacher (SkyRL's on-policy distillation example). The scores still feed the
+    # metrics and the group filters.
+    penalty_only: bool = False
 
 
 @dataclass(frozen=True)
@@ -457,7 +461,9 @@ class FilterSpec:
 
 @dataclass(frozen=True)
 class Algorithm:
-    advantage: Literal["grpo", "gae", "rloo", "reinforce++", "maxrl"] = "grpo"
+    # "token_reward": each token's advantage is its reward as it is (the score on the last token, less any KL penalty
+    # per token), with no baseline, discount or normalisation (SkyRL's on-policy distillation estimator, `no_op`).
+    advantage: Literal["grpo", "gae", "rloo", "reinforce++", "maxrl", "token_reward"] = "grpo"
     group_size: int = 1  # responses per prompt
     normalize_advantage_std: bool = True  # GRPO: divide by the group's std
     batch_normalize_advantage: bool = False

@@ -183,6 +183,8 @@ PROBES: dict[str, list[tuple[str, ...]]] = {
               # the sequence mask's bounds count only with its metric set
               ("trainer.algorithm.off_policy_correction.sequence_mask_metric=geometric",),
               ("trainer.algorithm.off_policy_correction.sequence_mask_metric=product",),
+              # max_seq_len counts only where the reduction divides by it
+              ("trainer.algorithm.loss_reduction=seq_mean_token_sum_norm",),
               ],
     # lr_warmup_iters counts only where lr_warmup_fraction is null, which the RLinf template does not write
     "rlinf": [("actor.lr_sched.lr_warmup_fraction=null",),

@@ -487,6 +487,8 @@ GENERIC_REASONS = {
     "algorithm.balance_ranks_by_length": "{T} hands each data-parallel rank its share of a step in another order",
     "schedule.partial_rollout": "{T} generates each response whole, in the step that trains on it",
     "data.answer_fields": "{T}'s rewards read one answer column",
+    "kl.penalty_only": "{T} subtracts a reward KL penalty from the score; it has no reward of the penalty alone "
+                       "(on-policy distillation)",
 }
 
 

@@ -498,7 +498,9 @@ def compute_advantages(scores: torch.Tensor, mask: torch.Tensor, *, estimator: s
     and the token rewards as above). reinforce++ and gae put
     the score on the last token and subtract the penalty per token (verl). options.group_baseline turns
     reinforce++ into REINFORCE++-baseline: verl's meaning in "sequence" mode, RLinf's compute_reinpp_advantages
-    (score − group mean at the last token, then per-token KL and reward-to-go) in "token" mode.
+    (score − group mean at the last token, then per-token KL and reward-to-go) in "token" mode. token_reward (SkyRL's
+    `no_op`) takes the token rewards themselves as the advantages: the score on the last token less the penalty
+    on each token, undiscounted and unnormalised.
     options.whiten_rewards (ROLL whiten_rewards) whitens the token rewards before the estimator; options.whiten
     whitens GAE/REINFORCE++ advantages; batch_normalize whitens grpo/rloo advantages (ROLL whiten_advantages,
     verl's batch std); options.clip clamps the result (ROLL advantage_clip)."""
@@ -558,6 +560,8 @@ def compute_advantages(scores: torch.Tensor, mask: torch.Tensor, *, estimator: s
                 g = _groups(base, group_size)
                 base = (g - g.mean(dim=1, keepdim=True)).reshape(-1) if group_size > 1 else base
             adv = reinforce_pp_advantages(token_rewards(base), mask, gamma, options.whiten)
+    elif estimator == "token_reward":
+        adv = token_rewards(normalized(scores))
     elif estimator == "gae":
         if values is None:
             raise ValueError("GAE needs the critic's values")
@@ -565,8 +569,8 @@ def compute_advantages(scores: torch.Tensor, mask: torch.Tensor, *, estimator: s
         if options.whiten:
             adv = whiten(adv, mask)
     else:
-        raise ValueError(f"unknown advantage estimator {estimator!r}; expected grpo, rloo, maxrl, reinforce++ or "
-                         "gae")
+        raise ValueError(f"unknown advantage estimator {estimator!r}; expected grpo, rloo, maxrl, reinforce++, "
+                         "gae or token_reward")
     if options.token_norm is not None:
         adv = token_normalize(adv, mask, group_size, options.token_norm)
     if options.clip is not None:

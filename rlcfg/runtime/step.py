@@ -318,7 +318,9 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
         adv, returns = given.unsqueeze(1) * mask, None
     else:
         adv, returns = A.compute_advantages(
-            scores, mask if kept is None else mask * kept, estimator=alg.advantage, group_size=alg.group_size,
+            # a reward of the KL penalty alone (on-policy distillation) leaves the scores to the metrics
+            scores if not (penalty is not None and alg.kl.penalty_only) else scores.new_zeros(scores.shape),
+            mask if kept is None else mask * kept, estimator=alg.advantage, group_size=alg.group_size,
             options=alg.advantage_options,
             normalize_std=alg.normalize_advantage_std, batch_normalize=alg.batch_normalize_advantage,
             gamma=alg.gamma, lam=alg.lam, kl_penalty=penalty, kl_mode=alg.kl.reward_mode,

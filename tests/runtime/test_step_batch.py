@@ -243,3 +243,29 @@ def test_an_answer_that_lists_solutions_scores_the_best_match():
     # AReaL's boba reward: 1 when the response matches one of its solutions
     scorer = RewardScorer("exact_match", CountingTokenizer())
     assert scorer.score_texts(["b", "b", "c"], [("a", "b"), ["a", "b"], ("a", "b")]) == [1.0, 1.0, 0.0]
+
+
+def test_a_reward_of_the_kl_alone_takes_the_teachers_log_probs_as_each_tokens_advantage():
+    """SkyRL's on-policy distillation: every token's reward, and its advantage, is log π_ref − log π_old (the
+    reference model is the teacher); the environment's scores stay in the metrics and out of the advantages."""
+    from rlcfg.ir import KL, Algorithm
+    from rlcfg.runtime.step import StepSettings, prepare_update
+
+    groups = [{"prompt": (5,), "responses": [([7, 8, 9], [-1.0, -1.0, -1.0], True), ([7], [-1.0], True)],
+               "scores": [1.0, 0.0]}]
+    actor = torch.tensor([[-0.5, -1.0, -2.0], [-0.25, 0.0, 0.0]])
+    teacher = torch.tensor([[-0.25, -3.0, -1.0], [-1.0, 0.0, 0.0]])
+    logps = {"reference": lambda b: teacher.clone(), "actor": lambda b: actor.clone()}
+    alg = Algorithm(advantage="token_reward", group_size=2, policy_loss="importance_sampling",
+                    kl=KL(placement="reward", coef=1.0, estimator="k1", penalty_only=True))
+    settings = StepSettings(algorithm=alg, max_new_tokens=3, pad_token_id=0, needs_reference=True, on_policy=True,
+                            samples_per_rank=None, micro_batch_size=None, has_critic=False, forward_micro_batch={})
+    update = prepare_update(groups, settings, 1, lambda role, b: logps[role](b), {})
+    mask = update.batch["response_mask"]
+    assert torch.allclose(update.batch["advantages"], (teacher - actor) * mask)
+    assert update.raw_scores.tolist() == [1.0, 0.0]
+    # with the scores kept, the last token also carries the response's score
+    kept = prepare_update(groups, StepSettings(**{**settings.__dict__, "algorithm": Algorithm(
+        advantage="token_reward", group_size=2, kl=KL(placement="reward", coef=1.0, estimator="k1"))}), 1,
+        lambda role, b: logps[role](b), {}).batch["advantages"]
+    assert torch.allclose(kept - update.batch["advantages"], torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]))

@@ -58,8 +58,11 @@ TIS_LOSSES_UNTIL_030 = ("regular", "dual_clip")
 
 
 # The built-in policy losses rlcfg runs with SkyRL's meaning. cross_entropy and importance_sampling sum their
-# token losses whatever loss_reduction says (Tinker's semantics); rlcfg aggregates every loss with the reduction.
-POLICY_LOSSES_RUN = ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov", "sapo", "rollout_is")
+# token losses whatever loss_reduction says (Tinker's semantics), which rlcfg runs only where that sum is reduced as
+# every other loss is: from skyrl 0.2.0 the trainer scales the advantages so that each loss's token sum is
+# loss_reduction's reduction (MINI_BATCH_REDUCTION), and importance_sampling's −r·A then runs as rlcfg's.
+POLICY_LOSSES_RUN = ("regular", "dual_clip", "gspo", "cispo", "clip_cov", "kl_cov", "sapo", "rollout_is",
+                     "importance_sampling")
 
 
 # The built-in losses whose ratio reads the old log-probs, which the fully-asynchronous trainer refuses from skyrl

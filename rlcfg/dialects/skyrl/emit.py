@@ -61,6 +61,10 @@ REASONS = {
     "algorithm.policy_options.loss_coef": "SkyRL has no policy-loss coefficient",
     "algorithm.policy_options.kl_cov_ratio": "SkyRL's kl_cov_frac default differs and only KL-Cov reads it",
     "algorithm.kl.reward_mode": "SkyRL subtracts the reward KL before the estimator (per sequence for GRPO)",
+    "algorithm.advantage": "only SkyRL's on-policy distillation example (main_on_policy_distill) registers `no_op`, "
+                           "the token rewards as advantages, and convert writes main_base's config",
+    "algorithm.kl.penalty_only": "only SkyRL's on-policy distillation example (main_on_policy_distill) rewards the KL "
+                                 "alone, and convert writes main_base's config",
     "algorithm.kl.estimator": "SkyRL's kl_estimator_type offers k1, k2, k3 and abs",
     "algorithm.kl.controller": "SkyRL's kl_ctrl applies to the reward KL only",
     "algorithm.batch_normalize_advantage": "SkyRL refuses advantage_batch_normalize (its mean runs over padding)",
@@ -218,7 +222,8 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
 
     # ---- algorithm
     alg = "trainer.algorithm"
-    put(tree, f"{alg}.advantage_estimator", a.advantage)
+    if a.advantage != "token_reward":  # `no_op` is the distillation example's, which convert does not write
+        put(tree, f"{alg}.advantage_estimator", a.advantage)
     put(tree, f"{alg}.grpo_norm_by_std", a.normalize_advantage_std)
     put(tree, f"{alg}.gamma", a.gamma)
     if a.advantage == "gae":

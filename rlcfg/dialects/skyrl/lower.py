@@ -55,7 +55,8 @@ from rlcfg import run_limits
 from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec,
                       KLController, Logging, Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources,
                       RewardShaping, Role, Sampling, Schedule, Spelling)
-from rlcfg.dialects.skyrl.package import DAPO_CONTEXT_BUFFER, ONE_STEP_ASYNC, PACKAGE_FROM_030, entry_estimator
+from rlcfg.dialects.skyrl.package import (DAPO_CONTEXT_BUFFER, DISTILLATION_RUNS, ONE_STEP_ASYNC, PACKAGE_FROM_030,
+                                          entry_estimator, entry_policy_loss)
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_ANSWER_KEYS,
                                           ENVIRONMENT_REWARDS, LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED,
                                           POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS, VLLM_KWARGS, critic_in_use,
@@ -65,9 +66,9 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_
                                           world)
 
 # The estimators and losses rlcfg runs with SkyRL's meaning, by SkyRL's names. The others (custom estimators and
-# losses registered in code, cross_entropy and importance_sampling, which sum over tokens as Tinker's losses do)
-# and the seq_mean_token_sum_norm reduction (a sum divided by a constant length) are refused before a run
-# (rules.run_refusals); `rlcfg plan` shows them as the nearest rlcfg has.
+# losses registered in code, except those of the examples rlcfg recognises; cross_entropy, and importance_sampling
+# before skyrl 0.2.0, which sum over tokens as Tinker's losses do) are refused before a run (rules.run_refusals);
+# `rlcfg plan` shows them as the nearest rlcfg has.
 ADVANTAGES = {name: name for name in ADVANTAGE_ESTIMATORS_RUN}
 POLICY_LOSSES = {name: name for name in POLICY_LOSSES_RUN}
 
@@ -447,6 +448,10 @@ def _kl(cfg: Any, entry_runs: str | None) -> KL:
         # rlcfg claims computes that KL under torch.no_grad (ppo_utils.compute_approx_kl, SkyRL issue #1340, fixed
         # after skyrl-train's last commit), so it moves no gradient there; rlcfg runs the intended, fixed meaning.
         return KL(placement="loss", coef=a.kl_loss_coef, estimator=estimator)
+    if a.use_kl_in_reward and entry_runs in DISTILLATION_RUNS:
+        # The distillation example's apply_reward_kl_penalty: each token's reward is −(π_old − π_ref), the teacher's
+        # log-prob less the policy's (k1 at coefficient 1, no controller), and the environment's rewards are dropped.
+        return KL(placement="reward", coef=1.0, estimator="k1", penalty_only=True)
     if a.use_kl_in_reward:
         # rewards − coef × KL per token, before the estimator (verl's "sequence" meaning for GRPO/RLOO, which sum the
         # token rewards per sequence; per token for REINFORCE++ and GAE).
@@ -529,19 +534,27 @@ def _algorithm(cfg: Any, release: str | None, entry_runs: str | None) -> Algorit
     clip_low, clip_high = _clip_range(cfg, kind)
     entropy_coef = a.entropy_loss_coef
     advantage, options, gamma = ADVANTAGES.get(a.advantage_estimator, "grpo"), AdvantageOptions(), a.gamma
-    if a.advantage_estimator == entry_estimator(entry_runs):
+    if a.advantage_estimator == entry_estimator(entry_runs) == "no_op":
+        advantage = "token_reward"  # the on-policy distillation example's: the token rewards as they are
+    elif a.advantage_estimator == entry_estimator(entry_runs):
         # The custom-estimator example's simple_baseline: the score less its batch mean on every token is
         # REINFORCE++'s return (the score on the last token, undiscounted) of the batch-centred score, unwhitened.
         advantage, options, gamma = "reinforce++", AdvantageOptions(whiten=False, reward_norm_mean="batch"), 1.0
+    aggregation = LOSS_AGGREGATIONS.get(a.loss_reduction, "seq-mean-token-sum")
+    length_norm = effective_max_seq_len(cfg) if a.loss_reduction == "seq_mean_token_sum_norm" else None
+    if policy_loss(cfg)[0] == entry_policy_loss(entry_runs):
+        # skyrl-train 0.3.0's distillation example registers importance_sampling itself: −r·A reduced as
+        # seq_mean_token_sum_norm (over algorithm.max_seq_len, which validate_cfg derives) whatever loss_reduction says.
+        aggregation, length_norm = "seq-mean-token-sum", effective_max_seq_len(cfg)
     return Algorithm(
         # GRPO: (score − group mean) / (unbiased group std + 1e-6) (compute_grpo_outcome_advantage); GAE and
         # REINFORCE++ are always whitened with the masked, unbiased variance (masked_whiten).
         advantage=advantage, advantage_options=options, group_size=g.n_samples_per_prompt,
         normalize_advantage_std=a.grpo_norm_by_std, gamma=gamma, lam=a.lambd, policy_loss=kind,
         clip_low=clip_low, clip_high=clip_high, clip_ratio_c=a.clip_ratio_c,
-        loss_aggregation=LOSS_AGGREGATIONS.get(a.loss_reduction, "seq-mean-token-sum"), kl=_kl(cfg, entry_runs),
+        loss_aggregation=aggregation, kl=_kl(cfg, entry_runs),
         loss_normalization=loss_normalization(a.loss_reduction, release), kl_loss_aggregation="seq-mean-token-mean",
-        loss_length_norm=effective_max_seq_len(cfg) if a.loss_reduction == "seq_mean_token_sum_norm" else None,
+        loss_length_norm=length_norm,
         # reduce_loss (skyrl-train: .mean() over a micro-batch's rows) and the package's mini-batch scaling
         # (batch_size) count the rows that the filters masked out of the loss.
         count_masked_rows=True,

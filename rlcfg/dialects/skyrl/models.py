@@ -82,7 +82,6 @@ _FSDP_NO_WARMUP = inert("before v0.1.0 only skyrl-train's DeepSpeed strategy, wh
 _UNREAD_PRE = inert("no code of skyrl-train before v0.1.0 reads it; rlcfg reads it nowhere either")
 _UNREAD_010 = inert("read only by skyrl-train 0.1.0's reward-model worker (its critic is built with "
                     "normalize_reward=False), and `rlcfg run` refuses reward models")
-_SEQ_NORM_ONLY = inert("it only scales the seq_mean_token_sum_norm reduction, which `rlcfg run` refuses")
 _ONE_VALUE = inert("ulysses is its only value")
 _FROZEN_REF = refused("rlcfg keeps the reference model at its starting weights for the whole run")
 _LOGPROBS = inert("rlcfg's engines return the sampled tokens' log-probs whenever the algorithm needs them "
@@ -613,8 +612,7 @@ class Algorithm(Section):
     max_seq_len: int | None = param(
         None, description="Sequence length that normalises the seq_mean_token_sum_norm loss. Null: skyrl-train "
                           "derives generator.max_input_length + sampling_params.max_generate_length (too short for "
-                          "multi-turn). Only the last commit has the key.", ge=1, releases=ONLY_MAIN,
-                              fate=_SEQ_NORM_ONLY)
+                          "multi-turn). Only the last commit has the key.", ge=1, releases=ONLY_MAIN)
 
 
 class FullyAsync(Section):

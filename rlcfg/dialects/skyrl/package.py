@@ -368,10 +368,28 @@ ONE_STEP_ASYNC = "one_step_async"  # CheckResult.entry_runs of that entrypoint
 # Environments that an example's entry module registers, not skyrl-gym: the CheckResult.entry_runs of the entry
 # module, as released, that registers each.
 ENTRY_ENVIRONMENTS = {"multiply": "multiply_env"}
-# Advantage estimators that an example's entry module registers (AdvantageEstimatorRegistry.register), by the
-# CheckResult.entry_runs of that module as released: the custom-estimator example's `simple_baseline`, each
-# response's summed token rewards less their mean over the batch, on every response token.
-ENTRY_ESTIMATORS = {"simple_baseline": "simple_baseline_estimator"}
+# examples/train/on_policy_distillation/main_on_policy_distill.py as released: its trainer's
+# apply_reward_kl_penalty (run when use_kl_in_reward is on) makes each token's reward −(π_old − π_ref) log-probs, the
+# reference model being the teacher (trainer.ref.model.path) and the environment's rewards dropped, and it registers
+# the `no_op` estimator, whose advantages are those token rewards as they are. The `skyrl` package's copy (0.1.0 to
+# 0.4.0) trains with the package's own importance_sampling loss (ON_POLICY_DISTILLATION); skyrl-train 0.3.0's also
+# registers that loss itself, −r·A reduced as seq_mean_token_sum_norm whatever loss_reduction says
+# (ON_POLICY_DISTILLATION_OWN_LOSS). skyrl-train 0.4.0's and its last commit's copy registers that loss under a name
+# the release already registers, so its import stops the launch (ENTRY_FAILURES).
+ON_POLICY_DISTILLATION = "on_policy_distillation"
+ON_POLICY_DISTILLATION_OWN_LOSS = "on_policy_distillation_own_loss"
+ON_POLICY_DISTILLATION_FINGERPRINTS = {"be84534d283d5bcc": ON_POLICY_DISTILLATION,
+                                       "83d1ab400260aae9": ON_POLICY_DISTILLATION_OWN_LOSS}
+DISTILLATION_RUNS = tuple(ON_POLICY_DISTILLATION_FINGERPRINTS.values())
+# Entry modules as released whose import raises before any training: why, by fingerprint.
+ENTRY_FAILURES = {"7af6b0134e3ae896": "it registers the policy loss `importance_sampling`, which skyrl-train 0.4.0 and "
+                                      "its last commit register already, so PolicyLossRegistry.register raises "
+                                      "ValueError when the module is imported"}
+# Advantage estimators that an example's entry module registers (AdvantageEstimatorRegistry.register), with the
+# CheckResult.entry_runs of the modules, as released, that register each: the custom-estimator example's
+# `simple_baseline`, each response's summed token rewards less their mean over the batch, on every response token;
+# the on-policy distillation example's `no_op`.
+ENTRY_ESTIMATORS = {"simple_baseline": ("simple_baseline_estimator",), "no_op": DISTILLATION_RUNS}
 # examples/train/multiply/main_multiply.py as released (skyrl-train's examples/multiply, every release; the package's,
 # 0.1.0 to 0.4.0): main_base's loop with the example's `multiply` environment registered, from its env.py as released
 # (MULTIPLY_ENV_FINGERPRINTS). CheckResult.entry_runs MULTIPLY_ENTRY_RUNS lets environment.env_class be `multiply`.
@@ -382,12 +400,22 @@ MULTIPLY_ENTRY_RUNS = ENTRY_ENVIRONMENTS["multiply"]
 # examples/algorithms/..., 0.1.0 to its last commit; the package's, 0.1.0 to 0.4.0): main_base's loop with the
 # `simple_baseline` estimator it declares and registers (ENTRY_ESTIMATORS).
 SIMPLE_BASELINE_ENTRY_FINGERPRINTS = frozenset({"373651eda124487f", "1da5877f68e5e894"})
-SIMPLE_BASELINE_ENTRY_RUNS = ENTRY_ESTIMATORS["simple_baseline"]
+SIMPLE_BASELINE_ENTRY_RUNS = ENTRY_ESTIMATORS["simple_baseline"][0]
+
+
+# Policy losses that an example's entry module registers in place of the release's (register_policy_loss), likewise.
+ENTRY_POLICY_LOSSES = {"importance_sampling": (ON_POLICY_DISTILLATION_OWN_LOSS,)}
+
+
+def entry_policy_loss(entry_runs: str | None) -> str | None:
+    """The policy loss the launch's entry module, as released, registers (CheckResult.entry_runs), or None."""
+    return next((name for name, runs in ENTRY_POLICY_LOSSES.items() if entry_runs is not None and entry_runs in runs),
+                None)
 
 
 def entry_estimator(entry_runs: str | None) -> str | None:
     """The advantage estimator the launch's entry module, as released, registers (CheckResult.entry_runs), or None."""
-    return next((name for name, runs in ENTRY_ESTIMATORS.items() if entry_runs is not None and entry_runs == runs),
+    return next((name for name, runs in ENTRY_ESTIMATORS.items() if entry_runs is not None and entry_runs in runs),
                 None)
 
 
@@ -434,14 +462,19 @@ def entry_extension(source: str | None, entry: str, read: Any, module: str) -> A
             "trainer does", "run rlcfg from the directory the script runs from (SkyRL's source tree), where the "
                             "module is"))
     fingerprint = module_fingerprint(tree)
+    if fingerprint in ENTRY_FAILURES:
+        return Extension(entry, (), source="entry", refused=(
+            f"`rlcfg run` refuses this launch: its entry module {module}, as released, cannot start: "
+            f"{ENTRY_FAILURES[fingerprint]}", "start the run with SkyRL's main_base, or with a release whose copy of "
+                                              "the example starts"))
     runs = entry_loop(tree, fingerprint, read, module_tree)
     refused = None
     if runs == UNRECOGNISED_ENTRY:
         runs = None
         refused = (f"`rlcfg run` refuses this launch: rlcfg does not recognise the code of its entry module {module} "
                    "(it runs SkyRL's main_base and, as released, its DAPO, TIS-DAPO, fully-asynchronous, "
-                   "one-step off-policy, multiply and custom-estimator examples), so its trainer may do what rlcfg "
-                   "cannot tell",
+                   "one-step off-policy, multiply, custom-estimator and on-policy distillation examples), so its "
+                   "trainer may do what rlcfg cannot tell",
                    "start the run with SkyRL's main_base, or with one of those examples as released")
     keys: list = []
     for call, home in _make_config_calls(tree, read, module_tree):
@@ -479,7 +512,8 @@ def entry_loop(tree: Any, fingerprint: str, read: Any, parse: Any) -> str | None
     """The loop an example's entry module (parsed: `tree`) runs, as rlcfg recognises it by its code: "fully_async"
     (FullyAsyncRayPPOTrainer), ONE_STEP_ASYNC (the one-step off-policy trainer, with the module it imports it from
     as released), MULTIPLY_ENTRY_RUNS and SIMPLE_BASELINE_ENTRY_RUNS (main_base's loop with the multiply example's
-    environment, or the custom-estimator example's estimator, as released), None for main_base's own loop (the
+    environment, or the custom-estimator example's estimator, as released), the ON_POLICY_DISTILLATION_FINGERPRINTS
+    loops (main_base's with the distillation example's trainer and estimator), None for main_base's own loop (the
     DAPO entrypoints' trainers change only the rewards, with the keys they read; DAPO_CONTEXT_BUFFER where their
     buffer ends at the context limit), or UNRECOGNISED_ENTRY."""
     if fingerprint in FULLY_ASYNC_ENTRY_FINGERPRINTS:
@@ -494,6 +528,8 @@ def entry_loop(tree: Any, fingerprint: str, read: Any, parse: Any) -> str | None
             return ONE_STEP_ASYNC
     if fingerprint in SIMPLE_BASELINE_ENTRY_FINGERPRINTS:
         return SIMPLE_BASELINE_ENTRY_RUNS
+    if fingerprint in ON_POLICY_DISTILLATION_FINGERPRINTS:
+        return ON_POLICY_DISTILLATION_FINGERPRINTS[fingerprint]
     if fingerprint in MULTIPLY_ENTRY_FINGERPRINTS:
         env = _registered_environment(tree, "multiply", read, parse)
         if env is not None and module_fingerprint(env) in MULTIPLY_ENV_FINGERPRINTS:

@@ -27,7 +27,7 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMA
                                           ROUTING_CORRECTION_KWARGS, routing_correction_read, transformer_kwargs)
 from rlcfg.dialects.skyrl.package import (ENTRY_ENVIRONMENTS, FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, ONE_STEP_ASYNC,
                                           ONE_STEP_ENTRY, PACKAGE_FROM_030, PACKAGE_RELEASES, entry_estimator,
-                                          is_package, label)
+                                          entry_policy_loss, is_package, label)
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
 
 RULES = RuleSet()
@@ -407,11 +407,12 @@ def registered_names(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     losses = POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES)
     estimators = ADVANTAGE_ESTIMATORS_BY_RELEASE.get(ctx.release or "", ADVANTAGE_ESTIMATORS)
     # What the launch's entry module, as released, registers counts as known.
-    registered = entry_estimator(ctx.entry_runs)
+    registered, own_loss = entry_estimator(ctx.entry_runs), entry_policy_loss(ctx.entry_runs)
     checks = [("trainer.algorithm.advantage_estimator", a.advantage_estimator,
                (*estimators, registered) if registered else estimators,
                "AdvantageEstimatorRegistry"),
-              ("trainer.algorithm.policy_loss_type", a.policy_loss_type, losses, "PolicyLossRegistry")]
+              ("trainer.algorithm.policy_loss_type", a.policy_loss_type, (*losses, own_loss) if own_loss else losses,
+               "PolicyLossRegistry")]
     for path, value, known, registry in checks:
         if value in known:
             continue
@@ -1364,7 +1365,12 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     # A name the release does not register is a custom estimator's, whatever it is called.
     runnable = [e for e in ADVANTAGE_ESTIMATORS_BY_RELEASE.get(ctx.release or "", ADVANTAGE_ESTIMATORS)
                 if e in ADVANTAGE_ESTIMATORS_RUN]
-    if a.advantage_estimator == entry_estimator(ctx.entry_runs):
+    if a.advantage_estimator == entry_estimator(ctx.entry_runs) == "no_op":
+        if critic_in_use(cfg):
+            yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
+                           "the distillation example's estimator gives a critic the token rewards as its returns; "
+                           "rlcfg's token-reward advantages train no critic", "train without a critic")
+    elif a.advantage_estimator == entry_estimator(ctx.entry_runs):
         if a.use_kl_in_reward or critic_in_use(cfg):
             yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
                            "the example's estimator sums each response's token rewards, KL penalties included, into "
@@ -1380,16 +1386,24 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                        "with n_samples_per_prompt 1 skyrl-train's GRPO advantage is the score itself (mean 0, std 1 "
                        "for a group of one); rlcfg's GRPO gives such a group advantage 0")
     loss = policy_loss(cfg)[0]
-    if loss in ("cross_entropy", "importance_sampling"):
+    # The entry module's own loss runs with the reduction it names (lower._algorithm).
+    loss_runs = loss == entry_policy_loss(ctx.entry_runs)
+    if loss_runs:
+        pass
+    elif loss == "cross_entropy" or (loss == "importance_sampling" and ctx.release not in MINI_BATCH_REDUCTION):
         yield _refusal("trainer.algorithm.policy_loss_type", loss,
-                       "skyrl-train sums this loss over the tokens whatever loss_reduction says (Tinker's semantics); "
-                       "rlcfg aggregates every loss with loss_reduction")
+                       f"{_release_text(ctx)} sums this loss over the tokens whatever loss_reduction says (Tinker's "
+                       "semantics); rlcfg aggregates every loss with loss_reduction"
+                       + (", which the skyrl package's trainer does for importance_sampling from 0.2.0"
+                          if loss == "importance_sampling" else ""))
     elif loss not in POLICY_LOSSES_RUN or loss not in POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES):
         registered = POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES)
         yield _refusal("trainer.algorithm.policy_loss_type", loss,
                        "a custom loss registered in code is not known to rlcfg; it runs "
                        f"{', '.join(x for x in POLICY_LOSSES_RUN if x in registered)} at {_release_text(ctx)}")
-    elif a.use_tis and ctx.release in ("0.1.0", "0.2.0", "0.3.0") and loss not in TIS_LOSSES_UNTIL_030:
+    else:
+        loss_runs = True
+    if loss_runs and a.use_tis and ctx.release in ("0.1.0", "0.2.0", "0.3.0") and loss not in TIS_LOSSES_UNTIL_030:
         yield _refusal("trainer.algorithm.policy_loss_type", loss,
                        f"{_release_text(ctx)} applies use_tis inside the regular/dual_clip loss only, so this loss "
                        "runs there without truncated importance sampling; rlcfg would apply it")

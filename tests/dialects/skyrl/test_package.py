@@ -839,3 +839,111 @@ def test_the_released_custom_estimator_entrypoints_are_recognised(tag, folder):
     edited = entry_extension(text.replace("response_rewards.mean()", "response_rewards.median()"),
                              "main_custom_adv_est.py", lambda name, level: None, "x.main_custom_adv_est")
     assert edited.runs is None and edited.refused is not None
+
+
+DISTILL_MODULE = '''"""A stand-in for the on-policy distillation example's main_on_policy_distill.py."""
+from skyrl.backends.skyrl_train.utils.ppo_utils import register_advantage_estimator
+from skyrl.train.trainer import RayPPOTrainer
+
+
+class OnPolicyDistillationTrainer(RayPPOTrainer):
+    def apply_reward_kl_penalty(self, data):
+        data["rewards"] = -(data["action_log_probs"] - data["base_action_log_probs"]) * data["loss_mask"]
+        return data
+
+
+@register_advantage_estimator("no_op")
+def compute_no_op_advantage(token_level_rewards, **kwargs):
+    return token_level_rewards, token_level_rewards
+'''
+DISTILL = ["-m", "examples.train.on_policy_distillation.main_on_policy_distill",
+           "trainer.algorithm.advantage_estimator=no_op", "trainer.algorithm.policy_loss_type=importance_sampling",
+           "trainer.ref.model.path=/models/teacher", "trainer.algorithm.use_kl_loss=false",
+           "trainer.algorithm.use_kl_in_reward=true", "environment.env_class=aime"]
+
+
+@pytest.fixture
+def distillation_entry(tmp_path: Path, monkeypatch):
+    """The distillation example's entry module, taken for the package's released copy."""
+    import ast
+
+    from rlcfg.dialects.skyrl import package
+
+    module = tmp_path / "examples/train/on_policy_distillation/main_on_policy_distill.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(DISTILL_MODULE)
+    monkeypatch.setattr(package, "ON_POLICY_DISTILLATION_FINGERPRINTS",
+                        {package.module_fingerprint(ast.parse(DISTILL_MODULE)): package.ON_POLICY_DISTILLATION})
+    monkeypatch.chdir(tmp_path)
+    return module
+
+
+def test_the_distillation_example_rewards_the_teachers_log_probs(distillation_entry):
+    """Each token's reward is the teacher's (the reference model's) log-prob less the policy's, the environment's
+    score left out, and that reward is the token's advantage; the package trains it with its importance_sampling
+    loss, reduced as loss_reduction says."""
+    result = check_file("python", [*DISTILL, *BASE], env=HOST_ENV, release="skyrl-0.4.0")
+    assert result.ok and result.entry_runs == "on_policy_distillation", codes(result)
+    assert not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    experiment = lower("skyrl", result.config, result.release, result.entry_runs)
+    alg = experiment.algorithm
+    assert alg.advantage == "token_reward" and alg.policy_loss == "importance_sampling"
+    assert (alg.kl.placement, alg.kl.coef, alg.kl.estimator, alg.kl.penalty_only) == ("reward", 1.0, "k1", True)
+    assert alg.kl.controller.kind == "fixed"
+    assert (alg.loss_aggregation, alg.loss_normalization, alg.loss_length_norm) == ("token-mean", "mini-batch", None)
+    [reference] = [r for r in experiment.roles if r.name == "reference"]
+    assert reference.model.path == "/models/teacher"
+    # without the KL in the reward the example's trainer keeps the environment's scores, on the last token
+    plain = check_file("python", [*DISTILL, *BASE, "trainer.algorithm.use_kl_in_reward=false"], env=HOST_ENV,
+                       release="skyrl-0.4.0")
+    assert not lower("skyrl", plain.config, plain.release, plain.entry_runs).algorithm.kl.penalty_only
+
+
+def test_the_no_op_estimator_needs_the_distillation_entry_module(distillation_entry):
+    plain = check_file("python", [*MAIN_BASE, *BASE, *DISTILL[2:]], env=HOST_ENV, release="skyrl-0.4.0")
+    assert ("RLC118", "trainer.algorithm.advantage_estimator") in codes(plain)
+    # the package's own importance_sampling runs under main_base too, from 0.2.0
+    assert ("RLC118", "trainer.algorithm.policy_loss_type") not in codes(plain)
+    with_critic = check_file("python", [*DISTILL, *BASE, "trainer.critic.model.path=Qwen/Qwen2.5-0.5B-Instruct",
+                                        "trainer.placement.critic_num_gpus_per_node=4"], env=HOST_ENV,
+                             release="skyrl-0.4.0")
+    [refusal] = [d for d in with_critic.diagnostics if d.path == "trainer.algorithm.advantage_estimator"]
+    assert refusal.code == "RLC118" and "critic" in refusal.message
+
+
+def test_importance_sampling_is_refused_where_it_sums_over_a_micro_batch(distillation_entry):
+    """skyrl 0.1.0's importance_sampling sums its token losses whatever loss_reduction says; from 0.2.0 the
+    trainer's advantage scaling reduces it as every other loss."""
+    old = check_file("python", [*DISTILL, *BASE], env=HOST_ENV, release="skyrl-0.1.0")
+    [refusal] = [d for d in old.diagnostics if d.path == "trainer.algorithm.policy_loss_type"]
+    assert refusal.code == "RLC118" and "sums this loss" in refusal.message and "0.2.0" in refusal.message
+    assert not [d for d in old.diagnostics if d.path == "trainer.algorithm.advantage_estimator"]
+
+
+@pytest.mark.parametrize("tag, folder, runs", [
+    ("skyrl-v0.1.0", "examples/train/on_policy_distillation", "on_policy_distillation"),
+    ("HEAD", "examples/train/on_policy_distillation", "on_policy_distillation"),
+    ("skyrl_train-v0.3.0", "skyrl-train/examples/on_policy_distillation", "on_policy_distillation_own_loss"),
+])
+def test_the_released_distillation_entrypoints_are_recognised(tag, folder, runs):
+    from rlcfg.dialects.skyrl.package import entry_extension
+
+    text = released(tag, f"{folder}/main_on_policy_distill.py")
+    found = entry_extension(text, "main_on_policy_distill.py", lambda name, level: None,
+                            "examples.on_policy_distillation.main_on_policy_distill")
+    assert found is not None and found.runs == runs and found.refused is None
+    edited = entry_extension(text.replace("teacher_action_log_probs) * loss_masks_all",
+                                          "teacher_action_log_probs) * 0.5 * loss_masks_all"),
+                             "main_on_policy_distill.py", lambda name, level: None, "x.main_on_policy_distill")
+    assert edited.runs is None and edited.refused is not None
+
+
+def test_a_released_distillation_entrypoint_that_cannot_start_is_refused_as_such():
+    """skyrl-train 0.4.0's copy registers importance_sampling, which that release registers already: its import
+    raises before any training."""
+    from rlcfg.dialects.skyrl.package import entry_extension
+
+    text = released("skyrl_train-v0.4.0", "skyrl-train/examples/on_policy_distillation/main_on_policy_distill.py")
+    found = entry_extension(text, "main_on_policy_distill.py", lambda name, level: None,
+                            "examples.on_policy_distillation.main_on_policy_distill")
+    assert found.runs is None and "cannot start" in found.refused[0] and "already" in found.refused[0]

@@ -522,10 +522,10 @@ def test_the_ledger_of_each_algorithm_setting():
                "trainer.algorithm.kl_ctrl.type", "trainer.algorithm.kl_ctrl.kl_target",
                "trainer.algorithm.kl_ctrl.horizon", "trainer.algorithm.zero_variance_filter",
                "trainer.algorithm.dynamic_sampling.type", "trainer.algorithm.dynamic_sampling.max_sample_batches",
-               "trainer.algorithm.dynamic_sampling.min_replace_ratio"]
+               "trainer.algorithm.dynamic_sampling.min_replace_ratio", "trainer.algorithm.max_seq_len"]
     honored += ["generator.sampling_params.repetition_penalty", "generator.eval_n_samples_per_prompt"]
     refused = ["trainer.algorithm.advantage_batch_normalize", "trainer.update_ref_every_epoch"]
-    inert = ["trainer.algorithm.normalize_reward", "trainer.log_path", "trainer.algorithm.max_seq_len"]
+    inert = ["trainer.algorithm.normalize_reward", "trainer.log_path"]
     assert [fate(k) for k in honored] == ["honored"] * len(honored)
     assert [fate(k) for k in refused] == ["refused"] * len(refused)
     assert [fate(k) for k in inert] == ["inert"] * len(inert)
