@@ -1076,6 +1076,22 @@ def one_step_async(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                        hint="set trainer.resume_mode=null")
 
 
+def _loss_refusal(loss: str, ctx: RuleContext) -> Finding | None:
+    """Why `rlcfg run` refuses the release's policy loss `loss`, or None where it runs it."""
+    if loss == "cross_entropy" or (loss == "importance_sampling" and ctx.release not in MINI_BATCH_REDUCTION):
+        return _refusal("trainer.algorithm.policy_loss_type", loss,
+                        f"{_release_text(ctx)} sums this loss over the tokens whatever loss_reduction says (Tinker's "
+                        "semantics); rlcfg aggregates every loss with loss_reduction"
+                        + (", which the skyrl package's trainer does for importance_sampling from 0.2.0"
+                           if loss == "importance_sampling" else ""))
+    registered = POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES)
+    if loss not in POLICY_LOSSES_RUN or loss not in registered:
+        return _refusal("trainer.algorithm.policy_loss_type", loss,
+                        "a custom loss registered in code is not known to rlcfg; it runs "
+                        f"{', '.join(x for x in POLICY_LOSSES_RUN if x in registered)} at {_release_text(ctx)}")
+    return None
+
+
 def _release_text(ctx: RuleContext) -> str:
     if ctx.release == "pre-0.1.0":
         return "skyrl-train before v0.1.0"
@@ -1387,23 +1403,10 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                        "for a group of one); rlcfg's GRPO gives such a group advantage 0")
     loss = policy_loss(cfg)[0]
     # The entry module's own loss runs with the reduction it names (lower._algorithm).
-    loss_runs = loss == entry_policy_loss(ctx.entry_runs)
-    if loss_runs:
-        pass
-    elif loss == "cross_entropy" or (loss == "importance_sampling" and ctx.release not in MINI_BATCH_REDUCTION):
-        yield _refusal("trainer.algorithm.policy_loss_type", loss,
-                       f"{_release_text(ctx)} sums this loss over the tokens whatever loss_reduction says (Tinker's "
-                       "semantics); rlcfg aggregates every loss with loss_reduction"
-                       + (", which the skyrl package's trainer does for importance_sampling from 0.2.0"
-                          if loss == "importance_sampling" else ""))
-    elif loss not in POLICY_LOSSES_RUN or loss not in POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES):
-        registered = POLICY_LOSSES_BY_RELEASE.get(ctx.release or "", POLICY_LOSSES)
-        yield _refusal("trainer.algorithm.policy_loss_type", loss,
-                       "a custom loss registered in code is not known to rlcfg; it runs "
-                       f"{', '.join(x for x in POLICY_LOSSES_RUN if x in registered)} at {_release_text(ctx)}")
-    else:
-        loss_runs = True
-    if loss_runs and a.use_tis and ctx.release in ("0.1.0", "0.2.0", "0.3.0") and loss not in TIS_LOSSES_UNTIL_030:
+    refusal = None if loss == entry_policy_loss(ctx.entry_runs) else _loss_refusal(loss, ctx)
+    if refusal is not None:
+        yield refusal
+    elif a.use_tis and ctx.release in ("0.1.0", "0.2.0", "0.3.0") and loss not in TIS_LOSSES_UNTIL_030:
         yield _refusal("trainer.algorithm.policy_loss_type", loss,
                        f"{_release_text(ctx)} applies use_tis inside the regular/dual_clip loss only, so this loss "
                        "runs there without truncated importance sampling; rlcfg would apply it")

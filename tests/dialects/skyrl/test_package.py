@@ -911,6 +911,32 @@ def test_the_no_op_estimator_needs_the_distillation_entry_module(distillation_en
     assert refusal.code == "RLC118" and "critic" in refusal.message
 
 
+def test_skyrl_trains_distillation_example_trains_with_its_own_loss(tmp_path: Path, monkeypatch):
+    """skyrl-train 0.3.0's copy registers importance_sampling itself, reduced as seq_mean_token_sum_norm over
+    max_input_length + max_generate_length whatever loss_reduction says."""
+    import ast
+
+    from rlcfg.dialects.skyrl import package
+
+    module = tmp_path / "examples/on_policy_distillation/main_on_policy_distill.py"
+    module.parent.mkdir(parents=True)
+    module.write_text(DISTILL_MODULE)
+    monkeypatch.setattr(package, "ON_POLICY_DISTILLATION_FINGERPRINTS",
+                        {package.module_fingerprint(ast.parse(DISTILL_MODULE)): package.ON_POLICY_DISTILLATION_OWN_LOSS})
+    monkeypatch.chdir(tmp_path)
+    result = check_file("python", ["-m", "examples.on_policy_distillation.main_on_policy_distill", *SKYRL_TRAIN_BASE,
+                                   *DISTILL[2:-1], "generator.max_input_length=512",
+                                   "generator.sampling_params.max_generate_length=1024",
+                                   "trainer.algorithm.loss_reduction=token_mean"], env=HOST_ENV, release="0.3.0")
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    # the release registers no importance_sampling of its own; the entry module's counts as registered
+    assert not [d for d in result.diagnostics if d.path == "trainer.algorithm.policy_loss_type"], codes(result)
+    alg = lower("skyrl", result.config, result.release, result.entry_runs).algorithm
+    assert (alg.policy_loss, alg.advantage, alg.kl.penalty_only) == ("importance_sampling", "token_reward", True)
+    assert (alg.loss_aggregation, alg.loss_length_norm, alg.loss_normalization) == \
+        ("seq-mean-token-sum", 512 + 1024, "micro-batch")
+
+
 def test_importance_sampling_is_refused_where_it_sums_over_a_micro_batch(distillation_entry):
     """skyrl 0.1.0's importance_sampling sums its token losses whatever loss_reduction says; from 0.2.0 the
     trainer's advantage scaling reduces it as every other loss."""
@@ -943,7 +969,8 @@ def test_a_released_distillation_entrypoint_that_cannot_start_is_refused_as_such
     raises before any training."""
     from rlcfg.dialects.skyrl.package import entry_extension
 
-    text = released("skyrl_train-v0.4.0", "skyrl-train/examples/on_policy_distillation/main_on_policy_distill.py")
-    found = entry_extension(text, "main_on_policy_distill.py", lambda name, level: None,
-                            "examples.on_policy_distillation.main_on_policy_distill")
-    assert found.runs is None and "cannot start" in found.refused[0] and "already" in found.refused[0]
+    for tag in ("skyrl_train-v0.4.0", "27380cb"):
+        text = released(tag, "skyrl-train/examples/on_policy_distillation/main_on_policy_distill.py")
+        found = entry_extension(text, "main_on_policy_distill.py", lambda name, level: None,
+                                "examples.on_policy_distillation.main_on_policy_distill")
+        assert found.runs is None and "cannot start" in found.refused[0] and "already" in found.refused[0]
