@@ -862,20 +862,27 @@ DISTILL = ["-m", "examples.train.on_policy_distillation.main_on_policy_distill",
            "trainer.algorithm.use_kl_in_reward=true", "environment.env_class=aime"]
 
 
-@pytest.fixture
-def distillation_entry(tmp_path: Path, monkeypatch):
-    """The distillation example's entry module, taken for the package's released copy."""
+def distillation_stand_in(tmp_path: Path, monkeypatch, folder: str, runs: str) -> None:
+    """DISTILL_MODULE as the distillation example's entry module under `folder`, taken for the released copy that
+    runs `runs` (its fingerprint alone in ON_POLICY_DISTILLATION_FINGERPRINTS)."""
     import ast
 
     from rlcfg.dialects.skyrl import package
 
-    module = tmp_path / "examples/train/on_policy_distillation/main_on_policy_distill.py"
+    module = tmp_path / folder / "main_on_policy_distill.py"
     module.parent.mkdir(parents=True)
     module.write_text(DISTILL_MODULE)
     monkeypatch.setattr(package, "ON_POLICY_DISTILLATION_FINGERPRINTS",
-                        {package.module_fingerprint(ast.parse(DISTILL_MODULE)): package.ON_POLICY_DISTILLATION})
+                        {package.module_fingerprint(ast.parse(DISTILL_MODULE)): runs})
     monkeypatch.chdir(tmp_path)
-    return module
+
+
+@pytest.fixture
+def distillation_entry(tmp_path: Path, monkeypatch):
+    """The distillation example's entry module, taken for the package's released copy."""
+    from rlcfg.dialects.skyrl.package import ON_POLICY_DISTILLATION
+
+    distillation_stand_in(tmp_path, monkeypatch, "examples/train/on_policy_distillation", ON_POLICY_DISTILLATION)
 
 
 def test_the_distillation_example_rewards_the_teachers_log_probs(distillation_entry):
@@ -914,16 +921,9 @@ def test_the_no_op_estimator_needs_the_distillation_entry_module(distillation_en
 def test_skyrl_trains_distillation_example_trains_with_its_own_loss(tmp_path: Path, monkeypatch):
     """skyrl-train 0.3.0's copy registers importance_sampling itself, reduced as seq_mean_token_sum_norm over
     max_input_length + max_generate_length whatever loss_reduction says."""
-    import ast
+    from rlcfg.dialects.skyrl.package import ON_POLICY_DISTILLATION_OWN_LOSS
 
-    from rlcfg.dialects.skyrl import package
-
-    module = tmp_path / "examples/on_policy_distillation/main_on_policy_distill.py"
-    module.parent.mkdir(parents=True)
-    module.write_text(DISTILL_MODULE)
-    monkeypatch.setattr(package, "ON_POLICY_DISTILLATION_FINGERPRINTS",
-                        {package.module_fingerprint(ast.parse(DISTILL_MODULE)): package.ON_POLICY_DISTILLATION_OWN_LOSS})
-    monkeypatch.chdir(tmp_path)
+    distillation_stand_in(tmp_path, monkeypatch, "examples/on_policy_distillation", ON_POLICY_DISTILLATION_OWN_LOSS)
     result = check_file("python", ["-m", "examples.on_policy_distillation.main_on_policy_distill", *SKYRL_TRAIN_BASE,
                                    *DISTILL[2:-1], "generator.max_input_length=512",
                                    "generator.sampling_params.max_generate_length=1024",
