@@ -248,6 +248,8 @@ def test_an_answer_that_lists_solutions_scores_the_best_match():
 def test_a_reward_of_the_kl_alone_takes_the_teachers_log_probs_as_each_tokens_advantage():
     """SkyRL's on-policy distillation: every token's reward, and its advantage, is log π_ref − log π_old (the
     reference model is the teacher); the environment's scores stay in the metrics and out of the advantages."""
+    from dataclasses import replace
+
     from rlcfg.ir import KL, Algorithm
     from rlcfg.runtime.step import StepSettings, prepare_update
 
@@ -265,7 +267,6 @@ def test_a_reward_of_the_kl_alone_takes_the_teachers_log_probs_as_each_tokens_ad
     assert torch.allclose(update.batch["advantages"], (teacher - actor) * mask)
     assert update.raw_scores.tolist() == [1.0, 0.0]
     # with the scores kept, the last token also carries the response's score
-    kept = prepare_update(groups, StepSettings(**{**settings.__dict__, "algorithm": Algorithm(
-        advantage="token_reward", group_size=2, kl=KL(placement="reward", coef=1.0, estimator="k1"))}), 1,
-        lambda role, b: logps[role](b), {}).batch["advantages"]
+    kept_scores = replace(settings, algorithm=replace(alg, kl=replace(alg.kl, penalty_only=False)))
+    kept = prepare_update(groups, kept_scores, 1, lambda role, b: logps[role](b), {}).batch["advantages"]
     assert torch.allclose(kept - update.batch["advantages"], torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]))

@@ -530,19 +530,21 @@ def dynamic_sampling(cfg: Any, entry_runs: str | None) -> str | None:
 
 def _algorithm(cfg: Any, release: str | None, entry_runs: str | None) -> Algorithm:
     a, g = cfg.trainer.algorithm, cfg.generator
-    kind = POLICY_LOSSES.get(policy_loss(cfg)[0], "regular")
+    loss = policy_loss(cfg)[0]
+    kind = POLICY_LOSSES.get(loss, "regular")
     clip_low, clip_high = _clip_range(cfg, kind)
     entropy_coef = a.entropy_loss_coef
     advantage, options, gamma = ADVANTAGES.get(a.advantage_estimator, "grpo"), AdvantageOptions(), a.gamma
-    if a.advantage_estimator == entry_estimator(entry_runs) == "no_op":
+    registered = entry_estimator(entry_runs)
+    if a.advantage_estimator == registered == "no_op":
         advantage = "token_reward"  # the on-policy distillation example's: the token rewards as they are
-    elif a.advantage_estimator == entry_estimator(entry_runs):
+    elif a.advantage_estimator == registered:
         # The custom-estimator example's simple_baseline: the score less its batch mean on every token is
         # REINFORCE++'s return (the score on the last token, undiscounted) of the batch-centred score, unwhitened.
         advantage, options, gamma = "reinforce++", AdvantageOptions(whiten=False, reward_norm_mean="batch"), 1.0
     aggregation = LOSS_AGGREGATIONS.get(a.loss_reduction, "seq-mean-token-sum")
     length_norm = effective_max_seq_len(cfg) if a.loss_reduction == "seq_mean_token_sum_norm" else None
-    if policy_loss(cfg)[0] == entry_policy_loss(entry_runs):
+    if loss == entry_policy_loss(entry_runs):
         # skyrl-train 0.3.0's distillation example registers importance_sampling itself: −r·A reduced as
         # seq_mean_token_sum_norm (over algorithm.max_seq_len, which validate_cfg derives) whatever loss_reduction says.
         aggregation, length_norm = "seq-mean-token-sum", effective_max_seq_len(cfg)

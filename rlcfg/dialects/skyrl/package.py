@@ -409,14 +409,16 @@ ENTRY_POLICY_LOSSES = {"importance_sampling": (ON_POLICY_DISTILLATION_OWN_LOSS,)
 
 def entry_policy_loss(entry_runs: str | None) -> str | None:
     """The policy loss the launch's entry module, as released, registers (CheckResult.entry_runs), or None."""
-    return next((name for name, runs in ENTRY_POLICY_LOSSES.items() if entry_runs is not None and entry_runs in runs),
-                None)
+    return _registered(ENTRY_POLICY_LOSSES, entry_runs)
 
 
 def entry_estimator(entry_runs: str | None) -> str | None:
     """The advantage estimator the launch's entry module, as released, registers (CheckResult.entry_runs), or None."""
-    return next((name for name, runs in ENTRY_ESTIMATORS.items() if entry_runs is not None and entry_runs in runs),
-                None)
+    return _registered(ENTRY_ESTIMATORS, entry_runs)
+
+
+def _registered(table: dict[str, tuple[str, ...]], entry_runs: str | None) -> str | None:
+    return next((name for name, runs in table.items() if entry_runs is not None and entry_runs in runs), None)
 
 
 # The modules of SkyRL itself: an entrypoint among them runs main_base's loop (the launchers name the ones that do).

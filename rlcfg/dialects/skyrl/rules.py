@@ -1381,12 +1381,13 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     # A name the release does not register is a custom estimator's, whatever it is called.
     runnable = [e for e in ADVANTAGE_ESTIMATORS_BY_RELEASE.get(ctx.release or "", ADVANTAGE_ESTIMATORS)
                 if e in ADVANTAGE_ESTIMATORS_RUN]
-    if a.advantage_estimator == entry_estimator(ctx.entry_runs) == "no_op":
+    registered = entry_estimator(ctx.entry_runs)
+    if a.advantage_estimator == registered == "no_op":
         if critic_in_use(cfg):
             yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
                            "the distillation example's estimator gives a critic the token rewards as its returns; "
                            "rlcfg's token-reward advantages train no critic", "train without a critic")
-    elif a.advantage_estimator == entry_estimator(ctx.entry_runs):
+    elif a.advantage_estimator == registered:
         if a.use_kl_in_reward or critic_in_use(cfg):
             yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
                            "the example's estimator sums each response's token rewards, KL penalties included, into "
