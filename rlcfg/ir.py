@@ -722,7 +722,7 @@ class Experiment:
     seed: int = 42
     # How responses are scored when no reward model is configured: "math" (the final answer checked with
     # math-verify), "exact_match" (the answer string), "gsm8k_strict" (a `#### <number>` answer, SkyRL-Gym's gsm8k)
-    # or a built-in task's verifier such as "arithmetic".
+    # or a built-in task's verifier such as "arithmetic"; rlcfg.runtime.rewards lists them all.
     reward_function: str = "math"
     # What the experiment trains. "rl": the GRPO/PPO loop. "sft" (supervised fine-tuning on the train data) and
     # "reward_model" (a scalar-head model trained on preference pairs) have no rollout, group size 1 and one

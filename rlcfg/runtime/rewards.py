@@ -3,7 +3,8 @@
 `exact_match` compares the stripped strings; `math` checks the final answer with math-verify when it is
 installed, else with a small normaliser (the last \\boxed{...} or the last number, fractions and
 thousands separators understood); `gsm8k_strict` takes only a `#### <number>` answer (SkyRL-Gym's gsm8k
-environment); `answer_line` is SkyRL-Gym's aime environment; `areal_math_verify` is AReaL's GSM8K reward from 0.5,
+environment) and `gsm8k_format_credit` also credits a wrong one (its gsm8k_multi_turn environment in one turn);
+`answer_line` is SkyRL-Gym's aime environment; `areal_math_verify` is AReaL's GSM8K reward from 0.5,
 `areal_math_parser` its GSM8K reward of 0.3 and 0.4 (rlcfg.runtime.areal_math_parser) and `areal_countdown` its
 countdown example's (rlcfg.runtime.areal_countdown); `arithmetic` is the quickstart task's verifier.
 """
@@ -151,6 +152,20 @@ def gsm8k_strict(response: str, answer: str | None) -> float:
     return float(found.group(1).replace(",", "").replace("$", "") == answer)
 
 
+# SkyRL-Gym's gsm8k_multi_turn environment credits a well-formatted wrong answer with 0.2 / max_turns.
+GSM8K_FORMAT_CREDIT = 0.2
+
+
+def gsm8k_format_credit(response: str, answer: str | None) -> float:
+    """SkyRL-Gym's gsm8k_multi_turn environment when SkyRL's generator gives it one turn (generator.max_turns 1,
+    which the generator writes over the data's own max_turns): the strict `#### <number>` answer scores 1 when it
+    is the ground truth and 0.2 when it is not; a response without one scores 0."""
+    found = _GSM8K_FINAL.search(response)
+    if found is None or answer is None:
+        return 0.0
+    return 1.0 if found.group(1).replace(",", "").replace("$", "") == answer else GSM8K_FORMAT_CREDIT
+
+
 # Minerva's normalisation of a final answer (Lewkowycz et al., 2022), as DAPO's math verifier and SkyRL-Gym's aime
 # environment apply it: literal edits, then words and LaTeX that carry no value, then rewrites by pattern.
 _MINERVA_EDITS = (("an ", ""), ("a ", ""), (".$", "$"), ("\\$", ""), ("\\ ", ""), (" ", ""), ("mbox", "text"),
@@ -223,7 +238,8 @@ def areal_countdown(response: str, answer: str | None) -> float:
 
 
 REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": math, "arithmetic": arithmetic,
-                                         "gsm8k_strict": gsm8k_strict, "answer_line": answer_line,
+                                         "gsm8k_strict": gsm8k_strict, "gsm8k_format_credit": gsm8k_format_credit,
+                                         "answer_line": answer_line,
                                          "areal_math_verify": areal_math_verify, "boxed_multiply": boxed_multiply,
                                          "areal_math_parser": areal_math_parser, "areal_countdown": areal_countdown}
 # The verifiers that read a response as its framework decodes it, special tokens (the end-of-sequence marker) kept:
@@ -233,6 +249,7 @@ REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": mat
 RAW_TEXT = frozenset({"areal_math_parser", "areal_math_verify", "areal_countdown"})
 # The verifiers that score an answer format the smoke run's generated task does not write.
 FORMATTED = {"gsm8k_strict": "`#### <number>` answers only",
+             "gsm8k_format_credit": "`#### <number>` answers only, wrong ones 0.2",
              "answer_line": "`Answer: <answer>` lines only, wrong ones −1",
              "boxed_multiply": "`\\boxed{<answer>}` answers only, wrong ones 0.5",
              "areal_math_parser": "answers in `boxed{...}` or after \"the answer is\" only",

@@ -47,6 +47,44 @@ def test_gsm8k_strict_is_skyrl_gyms_gsm8k_score(response, answer, expected):
     assert rewards.get("gsm8k_strict")(response, answer) == expected
 
 
+@pytest.mark.parametrize("response, answer, expected", [
+    ("3 + 4 = 7 apples.\n#### 7", "7", 1.0),
+    ("#### 8", "7", 0.2),  # the format earns a fifth of the score
+    ("#### 1,234", "1234", 1.0),
+    ("The answer is 7.", "7", 0.0),
+    ("#### $7", "7", 0.0),  # not the format
+    ("#### 7", None, 0.0),
+])
+def test_gsm8k_format_credit_is_skyrl_gyms_multi_turn_gsm8k_in_one_turn(response, answer, expected):
+    assert rewards.get("gsm8k_format_credit")(response, answer) == expected
+
+
+def _skyrl_gym_source(path: str) -> str:
+    """A file of SkyRL-Gym at the mirror's last commit (skipped without MIRROR_ROOT)."""
+    import os
+    import subprocess
+
+    root = os.environ.get("MIRROR_ROOT")
+    if not root:
+        pytest.skip("MIRROR_ROOT is not set")
+    return subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show",
+                           f"HEAD:skyrl-gym/skyrl_gym/envs/{path}"], capture_output=True, text=True,
+                          check=True).stdout
+
+
+@pytest.mark.parametrize("truth", ["7", "1234", "-3", "0.5"])
+def test_gsm8k_format_credit_agrees_with_the_multi_turn_environment_given_one_turn(truth):
+    namespace: dict = {}
+    exec(compile(_skyrl_gym_source("gsm8k/utils.py"), "gsm8k/utils.py", "exec"), namespace)  # the oracle
+    # GSM8kMultiTurnEnv.step with max_turns 1: compute_score(method="strict", format_score=0.2 / 1, score=1.0).
+    env = _skyrl_gym_source("gsm8k/multi_turn_env.py")
+    assert "format_score = 0.2" in env and "format_score / self.max_turns" in env
+    for written in ("7", "1,234", "-3", "0.5", "$7", "8", "x"):
+        for response in (f"So.\n#### {written}", f"####{written}", f"The answer is {written}"):
+            theirs = namespace["compute_score"](response, truth, method="strict", format_score=0.2, score=1.0)
+            assert rewards.gsm8k_format_credit(response, truth) == theirs, (response, truth)
+
+
 @pytest.mark.parametrize("response,answer,expected", [
     ("Let me add.\nAnswer: 1,234", "1234", 1.0),
     ("Answer: $\\frac12$", "\\frac{1}{2}", 1.0),
@@ -65,15 +103,7 @@ def test_answer_line_is_skyrl_gyms_aime_score(response, answer, expected):
 
 def _aime_compute_score():
     """SkyRL-Gym's aime scorer at the mirror's last commit (skipped without MIRROR_ROOT)."""
-    import os
-    import subprocess
-
-    root = os.environ.get("MIRROR_ROOT")
-    if not root:
-        pytest.skip("MIRROR_ROOT is not set")
-    text = subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "show",
-                           "HEAD:skyrl-gym/skyrl_gym/envs/aime/utils.py"], capture_output=True, text=True,
-                          check=True).stdout
+    text = _skyrl_gym_source("aime/utils.py")
     namespace: dict = {}
     exec(compile(text, "aime/utils.py", "exec"), namespace)  # the framework's own scorer, as the oracle
     return namespace["compute_score"]

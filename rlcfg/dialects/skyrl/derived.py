@@ -122,7 +122,11 @@ VLLM_KWARGS = {k: k for k in ("gpu_memory_utilization", "max_num_seqs", "max_mod
 # The SkyRL-Gym environments whose meaning rlcfg's reward reproduces: gsm8k's `#### <number>` answer equal to the
 # ground truth (rlcfg's `gsm8k_strict` reward), aime's `Answer: ...` line scored ±1 (`answer_line`), and the
 # multiply example's first \boxed{} answer, 1 when right and 0.5 when wrong (`boxed_multiply`), in one turn.
-ENVIRONMENT_REWARDS = {"gsm8k": "gsm8k_strict", "aime": "answer_line", "multiply": "boxed_multiply"}
+# gsm8k_multi_turn is given generator.max_turns as its own turn limit by every release's generator, so at the
+# default 1 it is done after one answer: gsm8k's score with 0.2 for a wrong `#### <number>` (`gsm8k_format_credit`);
+# more turns are refused with max_turns itself.
+ENVIRONMENT_REWARDS = {"gsm8k": "gsm8k_strict", "gsm8k_multi_turn": "gsm8k_format_credit", "aime": "answer_line",
+                       "multiply": "boxed_multiply"}
 # Where each environment reads the ground truth in a dataset row (its `extras`): gsm8k in reward_spec, aime in the
 # reward_model column of DAPO's datasets.
 ENVIRONMENT_ANSWER_KEYS = {"gsm8k": "reward_spec.ground_truth", "aime": "reward_model.ground_truth"}

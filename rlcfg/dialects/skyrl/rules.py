@@ -1370,8 +1370,9 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     env = cfg.environment.env_class
     if env not in ENVIRONMENT_REWARDS:
         yield _refusal("environment.env_class", env,
-                       "rlcfg scores each response as the gsm8k or aime environment does (their answer against the "
-                       "ground truth), or the multiply example's; other SkyRL-Gym environments are not run")
+                       "rlcfg scores each response as the gsm8k, gsm8k_multi_turn (in one turn) or aime environment "
+                       "does (their answer against the ground truth), or the multiply example's; other SkyRL-Gym "
+                       "environments are not run")
     elif env in ENTRY_ENVIRONMENTS and ctx.entry_runs != ENTRY_ENVIRONMENTS[env]:
         yield _refusal("environment.env_class", env,
                        f"the `{env}` environment is an example's own, which only that example's entry module as "

@@ -752,6 +752,19 @@ def test_the_multiply_environment_needs_the_entry_module_that_registers_it(multi
     assert any(d.code == "RLC118" and d.path == "" and "main_multiply" in d.message for d in edited.diagnostics)
 
 
+def test_the_multi_turn_gsm8k_environment_runs_in_the_one_turn_the_generator_gives_it():
+    result = check_file("python", [*MAIN_BASE, *BASE, "environment.env_class=gsm8k_multi_turn"], env=HOST_ENV,
+                        release="skyrl-0.4.0")
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    experiment = lower("skyrl", result.config, result.release, result.entry_runs)
+    assert experiment.reward_function == "gsm8k_format_credit"
+    assert experiment.data.answer_key == "reward_spec.ground_truth"
+    # more turns bring the environment's follow-up questions and per-turn rewards, which rlcfg does not run
+    more = check_file("python", [*MAIN_BASE, *BASE, "environment.env_class=gsm8k_multi_turn", "generator.max_turns=5",
+                                 "generator.max_input_length=2048"], env=HOST_ENV, release="skyrl-0.4.0")
+    assert ("RLC118", "generator.max_turns") in codes(more)
+
+
 @pytest.mark.parametrize("tag, folder, module", [
     *[(tag, "examples/train/multiply", "examples.train.multiply") for tag in ("skyrl-v0.1.0", "HEAD")],
     *[(tag, "skyrl-train/examples/multiply", "examples.multiply") for tag in ("skyrl_train-v0.1.0",
