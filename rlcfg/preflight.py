@@ -86,8 +86,15 @@ def dry_run(file: str, overrides: Sequence[str] = (), *, dialect: str | None = N
     if "sglang" in extras:  # it brings the runtime with the torch SGLang needs, which `run`'s pin is not
         extras.discard("run")
     report.extras = sorted(extras)
-    report.notes.extend([*assumptions(result), *_path_notes(experiment)])
+    report.notes.extend([*assumptions(result), *_path_notes(experiment), *_tool_notes(experiment)])
     return report
+
+
+def _tool_notes(experiment: Any) -> list[str]:
+    from rlcfg.runtime.rewards import SYSTEM_TOOLS
+
+    tool = SYSTEM_TOOLS.get(experiment.reward_function)
+    return [f"the nodes that generate need {tool}; the run checks it before it starts"] if tool else []
 
 
 def assumptions(result: Any) -> list[str]:

@@ -6,7 +6,9 @@ thousands separators understood); `gsm8k_strict` takes only a `#### <number>` an
 environment) and `gsm8k_format_credit` also credits a wrong one (its gsm8k_multi_turn environment in one turn);
 `answer_line` is SkyRL-Gym's aime environment; `areal_math_verify` is AReaL's GSM8K reward from 0.5,
 `areal_math_parser` its GSM8K reward of 0.3 and 0.4 (rlcfg.runtime.areal_math_parser) and `areal_countdown` its
-countdown example's (rlcfg.runtime.areal_countdown); `arithmetic` is the quickstart task's verifier.
+countdown example's (rlcfg.runtime.areal_countdown); `lcb` runs the response's program against the task's tests in
+a sandbox, as SkyRL-Gym's lcb environment (rlcfg.runtime.livecodebench); `arithmetic` is the quickstart task's
+verifier.
 """
 
 from __future__ import annotations
@@ -237,11 +239,18 @@ def areal_countdown(response: str, answer: str | None) -> float:
     return score(response, answer)
 
 
+def lcb(response: str, answer: str | None) -> float:
+    from rlcfg.runtime.livecodebench import score
+
+    return score(response, answer)
+
+
 REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": math, "arithmetic": arithmetic,
                                          "gsm8k_strict": gsm8k_strict, "gsm8k_format_credit": gsm8k_format_credit,
                                          "answer_line": answer_line,
                                          "areal_math_verify": areal_math_verify, "boxed_multiply": boxed_multiply,
-                                         "areal_math_parser": areal_math_parser, "areal_countdown": areal_countdown}
+                                         "areal_math_parser": areal_math_parser, "areal_countdown": areal_countdown,
+                                         "lcb": lcb}
 # The verifiers that read a response as its framework decodes it, special tokens (the end-of-sequence marker) kept:
 # AReaL's RLVR and countdown workflows decode without skipping them (every release), and what follows the answer
 # changes what math_parser's "answer is" branch and math-verify's extraction find (`x = 3/4<|im_end|>` is no answer
@@ -253,7 +262,22 @@ FORMATTED = {"gsm8k_strict": "`#### <number>` answers only",
              "answer_line": "`Answer: <answer>` lines only, wrong ones −1",
              "boxed_multiply": "`\\boxed{<answer>}` answers only, wrong ones 0.5",
              "areal_math_parser": "answers in `boxed{...}` or after \"the answer is\" only",
-             "areal_countdown": "`<answer>` equations over the data's numbers only"}
+             "areal_countdown": "`<answer>` equations over the data's numbers only",
+             "lcb": "programs in a fenced code block passing the task's tests only"}
+
+
+# What a reward needs on the nodes that score (the rollout workers' nodes) beyond rlcfg's extras.
+SYSTEM_TOOLS = {"lcb": "bubblewrap (`bwrap`), the sandbox the lcb environment's programs run in"}
+
+
+def batch(name: str) -> Callable[[list[tuple[str, "str | None"]]], list[float]] | None:
+    """The reward's own way of scoring many (response, answer) pairs at once, where it has one: programs graded in
+    parallel sandboxes rather than one after another."""
+    if name == "lcb":
+        from rlcfg.runtime.livecodebench import score_many
+
+        return score_many
+    return None
 
 
 def get(name: str) -> RewardFn:
@@ -264,6 +288,10 @@ def get(name: str) -> RewardFn:
         from rlcfg.runtime.areal_math_parser import check_installed
 
         check_installed()
+    if fn is lcb:
+        from rlcfg.runtime.livecodebench import check_ready
+
+        check_ready()
     if fn is math:
         return _math_verify() or _math_builtin  # resolve the import once, not per response
     return fn

@@ -239,6 +239,7 @@ class RewardScorer:
         from rlcfg.runtime import rewards
 
         self.fn = rewards.get(reward_function)
+        self.batch = rewards.batch(reward_function)
         self.skip_special_tokens = reward_function not in rewards.RAW_TEXT
         self.tokenizer = tokenizer
         # each response's text as the reward reads it and as it is shown (the same unless the reward reads special
@@ -283,15 +284,16 @@ class RewardScorer:
         # each distinct pair is scored once while the memo stays under its bound.
         if len(self._scores) > 200_000:
             self._scores.clear()
-        scores = []
-        for text, answer in zip(texts, answers):
-            pair = (text, tuple(answer) if isinstance(answer, (list, tuple)) else answer)
-            score = self._scores.get(pair)
-            if score is None:
-                references = pair[1] if isinstance(pair[1], tuple) else (pair[1],)
-                score = self._scores[pair] = max(float(self.fn(text, reference)) for reference in references)
-            scores.append(score)
-        return scores
+        pairs = [(text, tuple(answer) if isinstance(answer, (list, tuple)) else answer)
+                 for text, answer in zip(texts, answers)]
+        missing = list(dict.fromkeys(pair for pair in pairs if pair not in self._scores))
+        flat = [(text, reference) for text, references in missing
+                for reference in (references if isinstance(references, tuple) else (references,))]
+        values = iter(self.batch(flat) if self.batch else [float(self.fn(text, ref)) for text, ref in flat])
+        for pair in missing:
+            references = pair[1] if isinstance(pair[1], tuple) else (pair[1],)
+            self._scores[pair] = max(float(next(values)) for _ in references)
+        return [self._scores[pair] for pair in pairs]
 
 
 class _Generating:

@@ -65,6 +65,23 @@ def test_each_distinct_response_and_answer_pair_is_verified_once():
     assert calls == [("a", "a"), ("b", "a"), ("a", "b"), ("b", "b")]
 
 
+def test_a_reward_that_scores_in_batches_gets_each_new_pair_once_in_one_call():
+    """SkyRL's lcb programs are graded in parallel sandboxes: the scorer hands over every new pair at once, and
+    an answer with several references scores the best of them."""
+    scorer = RewardScorer("exact_match", CountingTokenizer())
+    batches = []
+
+    def grade(pairs):
+        batches.append(pairs)
+        return [float(text == answer) for text, answer in pairs]
+
+    scorer.batch = grade
+    first, _ = scorer.score([[0], [0], [1], [0]], ["a", "a", ["x", "b"], "b"])
+    second, _ = scorer.score([[0], [1]], ["a", "a"])
+    assert first == [1.0, 1.0, 1.0, 0.0] and second == [1.0, 0.0]
+    assert batches == [[("a", "a"), ("b", "x"), ("b", "b"), ("a", "b")], [("b", "a")]]
+
+
 def _settings(alg, **kw):
     from rlcfg.runtime.step import StepSettings
 

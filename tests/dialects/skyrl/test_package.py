@@ -765,6 +765,19 @@ def test_the_multi_turn_gsm8k_environment_runs_in_the_one_turn_the_generator_giv
     assert ("RLC118", "generator.max_turns") in codes(more)
 
 
+def test_the_livecodebench_environment_runs_each_program_against_its_tests():
+    from rlcfg import preflight
+
+    result = check_file("python", [*MAIN_BASE, *BASE, "environment.env_class=lcb"], env=HOST_ENV,
+                        release="skyrl-0.4.0")
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    experiment = lower("skyrl", result.config, result.release, result.entry_runs)
+    assert experiment.reward_function == "lcb"
+    assert experiment.data.answer_key == "reward_spec.ground_truth"  # the tests, as a JSON string
+    # the programs run in a sandbox on the nodes that generate: the dry run says what those nodes need
+    assert any("bubblewrap" in note for note in preflight._tool_notes(experiment))
+
+
 @pytest.mark.parametrize("tag, folder, module", [
     *[(tag, "examples/train/multiply", "examples.train.multiply") for tag in ("skyrl-v0.1.0", "HEAD")],
     *[(tag, "skyrl-train/examples/multiply", "examples.multiply") for tag in ("skyrl_train-v0.1.0",
