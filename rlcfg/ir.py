@@ -432,7 +432,8 @@ class ActorLossSpec:
     # The KL-loss term and the entropy bonus reduced otherwise than the policy loss (None: by `aggregation`).
     kl_aggregation: LossAggregation | None = None
     entropy_aggregation: LossAggregation | None = None
-    length_norm: int | None = None  # Algorithm.loss_length_norm
+    length_norm: float | None = None  # Algorithm.loss_length_norm
+    length_norm_all_terms: bool = False  # Algorithm.loss_length_norm_all_terms
 
 
 @dataclass(frozen=True)
@@ -477,7 +478,10 @@ class Algorithm:
     loss_normalization: LossNormalization = "mini-batch"  # the actor's and the critic's losses
     # The policy loss's seq-mean-token-sum divided by this constant length (SkyRL's seq_mean_token_sum_norm, Dr.
     # GRPO's max_seq_len): each sequence's token sum over one length for all, so a long answer weighs no less.
-    loss_length_norm: int | None = None
+    loss_length_norm: float | None = None
+    # Whether the KL-loss term and the entropy bonus are divided by loss_length_norm too (RLinf's Megatron actor with
+    # use_valid_token_scale in a disaggregated placement scales its whole loss by an estimated token count).
+    loss_length_norm_all_terms: bool = False
     # Whether a sequence mean's denominators count the rows whose loss is masked out entirely (SkyRL: its filters
     # zero a row's loss mask and reduce_loss still averages over every row) or only the rows with a token in the loss.
     count_masked_rows: bool = False
@@ -527,7 +531,7 @@ class Algorithm:
         return ActorLossSpec(self.policy_loss_spec(), self.loss_aggregation,
                              self.kl.coef if self.kl.placement == "loss" else 0.0, self.kl.estimator,
                              self.entropy_coef, self.weighting, self.loss_normalization, self.kl_loss_aggregation,
-                             self.entropy_aggregation, self.loss_length_norm)
+                             self.entropy_aggregation, self.loss_length_norm, self.loss_length_norm_all_terms)
 
     def filter_spec(self) -> FilterSpec:
         """The group filters, with the legacy `dynamic_sampling` flag read as DAPO's filter-and-redraw."""

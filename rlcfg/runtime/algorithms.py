@@ -940,17 +940,20 @@ def actor_loss(logprobs: torch.Tensor, mb: Mapping[str, Any], spec: ActorLossSpe
     out = {"pg_loss": loss.detach(), "clip_frac": stats["clip_frac"], "approx_kl": stats["approx_kl"]}
     if "masked_sequences" in stats:  # the share of sequences the off-policy sequence mask took out of the loss
         out["masked_sequences"] = stats["masked_sequences"]
+    # Only the policy loss is divided by the length unless the framework scales its whole loss (length_norm_all_terms);
+    # the KL and entropy reported stay the plain aggregates.
+    term_norm = spec.length_norm if spec.length_norm and spec.length_norm_all_terms else 1.0
     if spec.kl_coef and "ref_logprobs" in mb:
         kl = aggregate(kl_estimate(logprobs, mb["ref_logprobs"], spec.kl_estimator), mask,
                        spec.kl_aggregation or spec.aggregation, num_tokens, num_sequences)
-        loss = loss + spec.kl_coef * kl
+        loss = loss + spec.kl_coef * kl / term_norm
         out["kl_loss"] = kl.detach()
     loss = loss * spec.policy.options.loss_coef
     if spec.entropy_coef:
         if entropy is None:
             raise ValueError("the entropy bonus needs the per-token entropy")
         ent = aggregate(entropy, mask, spec.entropy_aggregation or spec.aggregation, num_tokens, num_sequences)
-        loss = loss - spec.entropy_coef * ent
+        loss = loss - spec.entropy_coef * ent / term_norm
         out["entropy"] = ent.detach()
     stop = spec.policy.options.early_stop_ratio
     if stop is not None and float(stats["ratio_mean"]) > stop:

@@ -41,6 +41,8 @@ REASONS = {
                                   "actor rescales by the step's tokens",
     "algorithm.loss_normalization": "RLinf reduces each micro-batch on its own unless the collocated Megatron actor "
                                     "rescales by the step's tokens (token-mean)",
+    "algorithm.loss_length_norm": "RLinf divides by a length only in its pipelined Megatron actor's "
+                                  "use_valid_token_scale: every term by the response limit ÷ data-parallel ranks",
     "algorithm.policy_loss": "RLinf's loss is PPO's clip loss, with dual clip",
     "algorithm.policy_options": "RLinf's loss has log-ratio clamps, importance-sampling fix and early stop only",
     "algorithm.policy_options.tis_floor": _IMPORTANCE_FORMS,
@@ -168,7 +170,17 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     normalization = getattr(a, "loss_normalization", "mini-batch")
     step_mean = normalization == "step" or (normalization == "mini-batch" and minibatches == 1)
     collocated = placed.get("actor") == placed.get("rollout")
-    if step_mean and a.loss_aggregation == "token-mean" and megatron and collocated:
+    p = actor.parallelism
+    actor_dp = max(1, actor.resources.gpus // (p.tp * p.pp * p.cp))
+    # The pipelined (disaggregated) Megatron actor's use_valid_token_scale divides every term's token sums by the
+    # response limit ÷ data-parallel ranks (rlinf/lower.estimated_token_norm).
+    estimated = (megatron and not collocated and normalization == "mini-batch"
+                 and a.loss_aggregation == "seq-mean-token-sum" and a.loss_length_norm_all_terms
+                 and a.loss_length_norm == e.sampling.max_new_tokens / actor_dp)
+    if estimated:
+        alg.update(loss_agg_func="token-mean", use_valid_token_scale=True,
+                   training_batch_size_per_gpu=actor.micro_batch_size or 1)
+    elif step_mean and a.loss_aggregation == "token-mean" and megatron and collocated:
         # use_valid_token_scale makes the collocated Megatron actor's token means over the step's tokens (one
         # mini-batch's when the step is one).
         alg.update(loss_agg_func="token-mean", use_valid_token_scale=True,

@@ -133,9 +133,14 @@ _ROUTER = frozenset(f"actor.model.{key}" for key in run_limits.MOE_ROUTER_KEYS)
 _FROM_MODEL = frozenset(f"actor.model.{key}" for key in ("moe_router_topk", "num_moe_experts", "moe_ffn_hidden_size"))
 
 
+# Read by the lowering's rules instead: rlinf/run-refusals refuses any value but the one rlcfg runs. RLinf's dataloader
+# draws rollout_batch_size × max_num_gen_batches prompts a step, so 1 (its default from 2025-10) is one batch a step.
+_RULED = frozenset({"algorithm.max_num_gen_batches"})
+
+
 def run_fate(full: str, pipelines: tuple = ("reasoning",)) -> Fate:
     """The run-ledger fate of the inventoried key `full` (dotted), used by the configs of `pipelines`."""
-    if full in _ROUTER:
+    if full in _ROUTER or full in _RULED:
         return base.HONORED
     if full in _FROM_MODEL:
         return inert("RLinf overwrites it from the model's config.json, from which rlcfg builds the model")

@@ -49,7 +49,7 @@ from rlcfg.ir import (KL, Algorithm, Checkpointing, Cluster, Data, Experiment, L
                       Parallelism, PolicyOptions, Resources, Role, RewardShaping, Sampling, Schedule, Spelling)
 from rlcfg.dialects.rlinf import placement as lang
 from rlcfg.dialects.rlinf.derived import (ADVANTAGES, FLOORED_IMPORTANCE_WEIGHT, REWARD_FUNCTIONS, SCHEDULES,
-                                          megatron_warmup, placement, same_gpus, unrun_pipeline)
+                                          megatron_warmup, placement, placement_mode, same_gpus, unrun_pipeline)
 
 # RLinf counts the GPUs Ray reports when `cluster.num_gpus_per_node` is absent; a static lowering cannot, so a
 # placement of `all` on such a cluster is taken to mean nodes of 8 GPUs, the size the plan also assumes.
@@ -164,13 +164,37 @@ def per_micro_batch_mean(cfg: Any, megatron: bool) -> bool:
     return not (megatron and scale)
 
 
+def estimated_token_scale(cfg: Any, megatron: bool) -> bool:
+    """Whether RLinf's Megatron actor divides its loss by an estimate of the tokens instead of their count:
+    use_valid_token_scale in a disaggregated placement, where run_training_pipeline sets the scale up without a
+    batch (megatron_worker._setup_valid_token_scale: the longest response encoder_seq_length - max_prompt_length
+    allows × the samples of a rank's mini-batch, get_num_microbatches() × micro_batch_size)."""
+    return not per_micro_batch_mean(cfg, megatron) and placement_mode(cfg) == "disaggregated"
+
+
+def estimated_token_norm(cfg: Any, data_parallel: int) -> float:
+    """What the estimate makes of the loss, as a length each sequence's token sum is divided by. Each micro-batch's
+    token mean × its tokens ÷ the estimate × data-parallel ranks × micro-batches, which megatron-core divides by
+    the micro-batches and averages over the ranks: every term (policy, KL, entropy) becomes its token sum over the
+    mini-batch ÷ (L × n / dp), with L = encoder_seq_length - max_prompt_length and n the mini-batch's samples.
+    That is the mean over the mini-batch's sequences of each one's token sum ÷ (L / dp)."""
+    return (cfg.actor.model.encoder_seq_length - cfg.data.max_prompt_length) / data_parallel
+
+
+def _data_parallel(role: Role) -> int:
+    p = role.parallelism
+    return max(1, role.resources.gpus // (p.tp * p.pp * p.cp))
+
+
 def _normalization(cfg: Any, megatron: bool) -> str:
     """Where use_valid_token_scale rescales each micro-batch by its share of the step's tokens (all-reduced over
     the data-parallel ranks before the split into n_minibatches), a mini-batch's token mean is over the step's
     tokens: "step" ("mini-batch" when the step is one mini-batch); otherwise each micro-batch is reduced on its
-    own. In a disaggregated placement the share is of an estimate instead, which is refused (rlinf/run-refusals)."""
+    own. In a disaggregated placement the share is of an estimate per mini-batch (estimated_token_norm)."""
     if per_micro_batch_mean(cfg, megatron):
         return "micro-batch"
+    if estimated_token_scale(cfg, megatron):
+        return "mini-batch"
     return "step" if cfg.algorithm.n_minibatches > 1 else "mini-batch"
 
 
@@ -182,9 +206,12 @@ def _aggregation(cfg: Any, megatron: bool) -> str:
     enable_dynamic_batch_size RLinf cuts micro-batches by max_tokens_per_mbs, its own way, which rlcfg does not
     reproduce, so a per-micro-batch mean over them is refused. use_valid_token_scale rescales each micro-batch by
     its share of the step's tokens: with token-mean each mini-batch's token losses over the step's tokens
-    (_normalization); the seq-mean aggregations it reweights, which rlcfg does not run (rlinf/run-refusals)."""
-    # Refused (rlinf/run-refusals): the per-micro-batch mean over RLinf's token-budget micro-batches, a seq-mean
-    # aggregation reweighted by use_valid_token_scale, and use_valid_token_scale in a disaggregated placement.
+    (_normalization), or in a disaggregated placement a sequence mean of token sums over an estimated length
+    (estimated_token_norm); the seq-mean aggregations it reweights, which rlcfg does not run (rlinf/run-refusals)."""
+    # Refused (rlinf/run-refusals): the per-micro-batch mean over RLinf's token-budget micro-batches and a seq-mean
+    # aggregation reweighted by use_valid_token_scale.
+    if estimated_token_scale(cfg, megatron):
+        return "seq-mean-token-sum"
     return cfg.algorithm.loss_agg_func
 
 
@@ -480,6 +507,7 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
     # it; its FSDP actor never stops early.
     early_stop = alg.early_stop_imp_ratio
     aggregation = _aggregation(cfg, megatron)
+    estimated = estimated_token_scale(cfg, megatron)
     options = PolicyOptions(
         log_ratio_min=alg.clip_log_ratio_min, log_ratio_max=alg.clip_log_ratio_max,
         tis_cap=cap if fix else None, tis_level="token",
@@ -496,6 +524,9 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
         clip_ratio_c=alg.clip_ratio_c if alg.clip_ratio_c is not None else 3.0,
         loss_aggregation=aggregation,
         loss_normalization=_normalization(cfg, megatron),
+        loss_length_norm=estimated_token_norm(cfg, _data_parallel(actor)) if estimated else None,
+        loss_length_norm_all_terms=estimated,
+        count_masked_rows=estimated,  # the estimate counts a rank's samples, whatever their masks
         # shuffle_rollout (absent: true, at every release): each rank's samples reordered by one permutation seeded
         # with actor.seed before the split into mini-batches (get_iterator_k_split).
         shuffle_seed=cfg.actor.seed if alg.shuffle_rollout else None,

@@ -593,8 +593,9 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
             "`rlcfg run` refuses the RLinf reasoning settings whose values it would compute otherwise: a loss_type "
             "other than the PPO clip loss (`actor`), an adv_type other than grpo, importance_sampling_fix "
             "without RLinf main's capped weight, a reward_type other than math, a Megatron learning-rate "
-            "schedule other than constant, linear or cosine, use_valid_token_scale in a disaggregated placement "
-            "or with a sequence-mean aggregation, a per-micro-batch loss over dynamic micro-batches, and what "
+            "schedule other than constant, linear or cosine, use_valid_token_scale with a sequence-mean "
+            "aggregation, a per-micro-batch loss over dynamic micro-batches, max_num_gen_batches other than 1, "
+            "and what "
             "rlcfg's runtime does not do "
             "(rlcfg/run_limits.py): on Megatron a model family it does not build, MoE router "
             "settings that compute otherwise than the model's own routing and a critic; and vision-language models.",
@@ -602,7 +603,8 @@ def _runtime_limits(cfg: RLinfConfig) -> Iterator[Finding]:
                   "algorithm.adv_type", "algorithm.importance_sampling_fix",
                   "algorithm.importance_sampling_clip", "reward.reward_type", "actor.lr_sched.lr_decay_style",
                   "actor.model.moe_aux_loss_coeff", "actor.model.moe_router_pre_softmax",
-                  "critic.training_backend", "algorithm.use_valid_token_scale", "runner.enable_dynamic_batch_size"])
+                  "critic.training_backend", "algorithm.use_valid_token_scale", "runner.enable_dynamic_batch_size",
+                  "algorithm.max_num_gen_batches"])
 def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
     if not training(cfg):
         return  # embodied, agent, evaluation, SFT and offline configs are refused by `rlcfg run` as a whole
@@ -633,15 +635,21 @@ def run_refusals(cfg: RLinfConfig, ctx: RuleContext) -> Iterator[Finding]:
                        "them the way RLinf does, and the mean depends on the cut", "set "
                        "`runner.enable_dynamic_batch_size: false`, or `algorithm.use_valid_token_scale: true` "
                        "(Megatron)", ("algorithm.use_valid_token_scale", "actor.training_backend"))
-    if not per_mb and placement_mode(cfg) == "disaggregated":
-        # megatron_worker._setup_valid_token_scale without a batch (run_training_pipeline): an estimate.
+    if not per_mb and placement_mode(cfg) == "disaggregated" and ctx.release == "2025-08":
+        # Its pipelined actor estimates the tokens with the previous step's mean response length (from the second
+        # step on); later releases with the longest response allowed, which rlcfg runs (lower.estimated_token_norm).
         yield _refusal("algorithm.use_valid_token_scale",
-                       "`use_valid_token_scale` = true in a disaggregated placement: RLinf's pipelined Megatron actor "
-                       "then divides the token losses by an estimate of the tokens (the longest response "
-                       "encoder_seq_length - max_prompt_length allows × the samples of a rank's mini-batch), not "
-                       "by their count, which rlcfg does not compute",
-                       "set `use_valid_token_scale: false`, or collocate actor and rollout",
-                       ("cluster.component_placement",))
+                       "`use_valid_token_scale` = true in a disaggregated placement at RLinf 2025-08: its pipelined "
+                       "Megatron actor then divides the token losses by the previous step's mean response length × "
+                       "a rank's samples, which rlcfg does not compute",
+                       "set `use_valid_token_scale: false`, collocate actor and rollout, or use RLinf 2025-10 or "
+                       "later", ("cluster.component_placement",))
+    gen_batches = getattr(alg, "max_num_gen_batches", None)
+    if gen_batches is not None and gen_batches != 1:
+        yield _refusal("algorithm.max_num_gen_batches",
+                       f"`algorithm.max_num_gen_batches` = {gen_batches}: RLinf's dataloader then draws "
+                       f"rollout_batch_size × {gen_batches} prompts a step; rlcfg draws rollout_batch_size",
+                       "set `max_num_gen_batches: 1` or remove it")
     if alg.loss_agg_func != "token-mean" and not per_mb:
         yield _refusal("algorithm.use_valid_token_scale",
                        f"`use_valid_token_scale` = true with loss_agg_func {alg.loss_agg_func}: RLinf then weights "

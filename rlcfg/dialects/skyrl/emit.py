@@ -237,9 +237,13 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
         put(tree, f"{alg}.eps_clip_high", a.clip_high)
     if a.policy_loss == "dual_clip":
         put(tree, f"{alg}.clip_ratio_c", a.clip_ratio_c)
-    if a.loss_aggregation == "seq-mean-token-sum" and a.loss_length_norm:
+    # SkyRL divides the policy loss alone, by a whole number of tokens; any other length norm stays unsaid and the
+    # comparison of the two Experiments reports it.
+    norm = a.loss_length_norm
+    if a.loss_aggregation == "seq-mean-token-sum" and norm and norm == int(norm) \
+            and not a.loss_length_norm_all_terms:
         put(tree, f"{alg}.loss_reduction", "seq_mean_token_sum_norm")
-        put(tree, f"{alg}.max_seq_len", a.loss_length_norm)
+        put(tree, f"{alg}.max_seq_len", int(norm))
     elif release in MINI_BATCH_REDUCTION and a.loss_aggregation == "token-mean" \
             and a.loss_normalization == "micro-batch":
         put(tree, f"{alg}.loss_reduction", "token_mean_legacy")  # these releases' token_mean spans the mini-batch

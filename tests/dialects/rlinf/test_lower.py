@@ -515,6 +515,23 @@ def test_a_megatron_decay_schedule_takes_its_weight_decay_from_lr_sched():
     assert lowered(TEMPLATE).role("actor").optimizer.weight_decay == 0.01  # constant: actor.optim.weight_decay
 
 
+def test_use_valid_token_scale_in_a_disaggregated_placement_divides_by_the_estimate():
+    """RLinf's pipelined Megatron actor divides every loss term's token sum by the longest response
+    (encoder_seq_length - max_prompt_length) × a rank's samples: rlcfg's sequence mean of token sums over that length
+    ÷ the actor's data-parallel ranks (tests/runtime/test_loss_normalization.py checks the arithmetic)."""
+    exp = lowered_variant({"cluster.component_placement": {"actor": "0-3", "rollout": "4-7", "reward": "4-7"},
+                           "algorithm.use_valid_token_scale": True, "actor.model.encoder_seq_length": 2048,
+                           "data.max_prompt_length": 512})
+    a = exp.algorithm
+    assert dp(exp, "actor") == 2  # four GPUs, tensor-parallel 2
+    assert (a.loss_aggregation, a.loss_normalization) == ("seq-mean-token-sum", "mini-batch")
+    assert a.loss_length_norm == (2048 - 512) / 2 and a.loss_length_norm_all_terms and a.count_masked_rows
+    spec = a.actor_loss_spec()
+    assert spec.length_norm == 768 and spec.length_norm_all_terms
+    # collocated, the scale is the step's token count: no length
+    assert lowered(TEMPLATE, "algorithm.use_valid_token_scale=true").algorithm.loss_length_norm is None
+
+
 def test_use_valid_token_scale_gives_rlcfgs_token_mean():
     import torch
 

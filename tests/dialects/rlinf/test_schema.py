@@ -862,11 +862,26 @@ def test_a_per_micro_batch_mean_runs_except_over_token_budget_micro_batches():
     for minibatches in (1, 4):
         assert not _notes(variant({"algorithm.training_batch_size_per_gpu": 2, "algorithm.use_valid_token_scale": True,
                                    "algorithm.n_minibatches": minibatches}))
+    # The pipelined actor's estimate of those tokens runs too (tests/dialects/rlinf/test_lower.py).
     disaggregated = {"cluster.component_placement": {"actor": "0-3", "rollout": "4-7"},
                      "algorithm.use_valid_token_scale": True, "algorithm.n_minibatches": 1}
-    assert "estimate of the tokens" in _notes(variant(disaggregated))["algorithm.use_valid_token_scale"]
+    assert "algorithm.use_valid_token_scale" not in _notes(variant(disaggregated))
     assert "algorithm.use_valid_token_scale" in _notes(variant({"algorithm.use_valid_token_scale": True,
                                                                 "algorithm.loss_agg_func": "seq-mean-token-sum"}))
+
+
+def test_rlinf_2025_08s_estimate_from_the_last_steps_responses_is_refused():
+    pipelined = variant({"cluster.num_gpus_per_node": 3, "algorithm.use_valid_token_scale": True,
+                         "cluster.component_placement": {"actor": "0", "rollout": "1", "inference": "2"}},
+                        base=FIXTURES / "seed.yaml")
+    assert pipelined.ok and pipelined.release == "2025-08", codes(pipelined)
+    assert "previous step's mean response length" in _notes(pipelined)["algorithm.use_valid_token_scale"]
+
+
+def test_one_generation_batch_a_step_runs_and_more_are_refused():
+    assert "algorithm.max_num_gen_batches" not in _notes(variant({"algorithm.max_num_gen_batches": 1}))
+    notes = _notes(variant({"algorithm.max_num_gen_batches": 2}))
+    assert "rollout_batch_size × 2 prompts a step" in notes["algorithm.max_num_gen_batches"]
 
 
 def test_losses_and_advantages_rlcfg_runs_are_not_refused():
