@@ -357,6 +357,9 @@ class PolicyOptions:
     clip_cov_ub: float = 5.0
     kl_cov_ratio: float = 2e-4  # share of tokens KL-Cov penalises
     kl_cov_coef: float = 1.0
+    # TOPR's weights of the samples whose score is positive and of the rest (ROLL topr_positive/negative_weight).
+    topr_positive_weight: float = 1.0
+    topr_negative_weight: float = 1.0
     # Truncated importance sampling against the rollout engine's log-probs (SkyRL tis_imp_ratio_cap,
     # RLinf importance_sampling_fix/importance_sampling_clip): loss × min(π_old/π_rollout, cap), detached.
     tis_cap: float | None = None
@@ -388,7 +391,7 @@ class PolicyOptions:
 
 
 PolicyLossKind = Literal["regular", "dual_clip", "gspo", "cispo", "sapo", "clip_cov", "kl_cov", "cross_entropy",
-                         "importance_sampling", "rollout_is"]
+                         "importance_sampling", "rollout_is", "topr"]
 
 
 @dataclass(frozen=True)

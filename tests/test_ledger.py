@@ -197,7 +197,8 @@ PROBES: dict[str, list[tuple[str, ...]]] = {
     "chatlearn": [("runtime_args.use_partial_rollout=true", "runtime_args.train_global_batch_size=2048",
                    "runtime_args.sample_per_episode=2048")],
     # the importance weight's settings count only where it is on
-    "roll": [("++train_infer_correction.is_weight.enabled=true", "++train_infer_correction.is_weight.upper_bound=2.0")],
+    "roll": [("++train_infer_correction.is_weight.enabled=true", "++train_infer_correction.is_weight.upper_bound=2.0"),
+             ("++actor_train.worker_cls=roll.pipeline.rlvr.actor_pg_worker.ActorPGWorker", "++actor_train.pg_variant=topr")],
 }
 # Configs beside the templates whose settings the templates leave at defaults: the AReaL templates train without
 # a reference model, and the framework-style GRPO/PPO configs give it one, with a KL term and decoupled loss.

@@ -35,7 +35,7 @@ POLICY_LOSSES = get_args(PolicyLossKind)
 # Per-token batch entries the actor's loss reads (besides the log-probs its forward pass computes).
 ACTOR_TOKEN_KEYS = ("response_mask", "advantages", "old_logprobs", "ref_logprobs", "rollout_logprobs")
 # Per-sample batch entries it may read.
-ACTOR_SAMPLE_KEYS = ("difficulty", "proximal_weight")
+ACTOR_SAMPLE_KEYS = ("difficulty", "proximal_weight", "positive")
 
 
 def proximal_weight(staleness: int) -> float:
@@ -684,7 +684,7 @@ def _clip_surrogate(ratio: torch.Tensor, advantages: torch.Tensor, spec: PolicyL
 
 def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor, mask: torch.Tensor,
                 spec: PolicyLossSpec = PolicyLossSpec(), rollout_logprobs: torch.Tensor | None = None,
-                ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+                positive: torch.Tensor | None = None) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """Per-token policy loss (to be aggregated) and diagnostics (clip_frac, approx_kl = mean of log π_old/π,
     ratio_mean = masked mean of π/π_old).
 
@@ -710,6 +710,8 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
     rollout_is (the `skyrl` package's rollout_is_policy_loss): CISPO's −sg(w)·A·log π with the ratio taken
       against the rollout engine's log-probs, w = r inside (1−ε_low, 1+ε_high) and 0 outside (what an
       asynchronous run trains with: the policy that sampled a stale response is gone).
+    topr (ROLL ActorPGWorker._compute_topr_loss, Tapered Off-Policy REINFORCE): −A·log π for the samples whose score
+      is positive (`positive`, per sample), −sg(clip(r, 0, 1))·A·log π for the rest, each side × its weight.
 
     Options (ir.PolicyOptions): loss_cap (ChatLearn calculate_grpo_loss: min(loss, 3), after the clip, with the
     log-ratio clamped ≤ 10 by log_ratio_max); decoupled (AReaL ppo_actor_loss_fn: π_old is the proximal policy,
@@ -764,6 +766,15 @@ def policy_loss(logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: 
         ratio = log_ratio.exp()
         loss, was_clipped = _clip_surrogate(ratio, advantages, spec)
         clip_frac = _masked_mean(was_clipped.float(), mask_f)
+    elif kind == "topr":
+        if positive is None:
+            raise ValueError("the TOPR loss needs each sample's score sign (`positive`)")
+        ratio = raw_log_ratio.exp()  # unclamped, as ROLL takes it; the negative side caps it at 1
+        negative = (positive.float().to(logp.device) <= 0).unsqueeze(1).expand_as(logp)
+        weight = torch.where(negative, o.topr_negative_weight * ratio.clamp(0.0, 1.0).detach(),
+                             torch.full_like(logp, o.topr_positive_weight))
+        loss = -weight * advantages * logp
+        clip_frac = _masked_mean((negative & (ratio > 1.0)).float(), mask_f)
     elif kind == "cispo":
         ratio = _clamped(raw_log_ratio, spec, -20.0, 20.0).exp()
         capped = ratio.clamp(1.0 - spec.clip_low, 1.0 + spec.clip_high)
@@ -925,7 +936,7 @@ def actor_loss(logprobs: torch.Tensor, mb: Mapping[str, Any], spec: ActorLossSpe
         behave = mb["rollout_logprobs"].float()
         old = behave + mb["proximal_weight"].float().unsqueeze(1) * (logprobs.detach().float() - behave)
     pg, stats = policy_loss(logprobs, old, mb["advantages"], mask, spec.policy,
-                            rollout_logprobs=mb.get("rollout_logprobs"))
+                            rollout_logprobs=mb.get("rollout_logprobs"), positive=mb.get("positive"))
     threshold = spec.policy.options.m2_threshold
     if threshold is not None and "rollout_logprobs" in mb:
         kept = m2po_kept(mb["rollout_logprobs"], old, mask, threshold)

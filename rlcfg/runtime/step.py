@@ -20,7 +20,7 @@ SHARE_METRICS = ("pg_loss", "kl_loss", "entropy", "value_loss")
 TRAIN_TIMES = ("forward_s", "backward_s", "optimizer_s", "gather_s")
 # What the actor's update reads of the batch.
 ACTOR_KEYS = ("input_ids", "attention_mask", "response_mask", "advantages", "old_logprobs", "ref_logprobs",
-              "rollout_logprobs", "difficulty", "proximal_weight")
+              "rollout_logprobs", "difficulty", "proximal_weight", "positive")
 CRITIC_KEYS = ("input_ids", "attention_mask", "response_mask", "old_values", "returns")
 # The timing key of each role's log-prob / value pass (time/<key> for the call, time/<key>_compute for the model).
 COMPUTE_TIMING = {"actor": "old_logprob", "reference": "ref", "critic": "values"}
@@ -266,6 +266,8 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     if usable < raw_scores.shape[0]:  # dynamic sampling can leave a count the shards cannot share evenly
         batch = {k: v[:usable] for k, v in batch.items()}
         raw_scores, finished = raw_scores[:usable], finished[:usable]
+    if alg.policy_loss == "topr":  # TOPR sides each sample by its score before any shaping (ROLL's `scores`)
+        batch["positive"] = (raw_scores > 0).float()
     mask = batch["response_mask"]
     lengths = mask.sum(dim=1)
 

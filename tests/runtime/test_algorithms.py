@@ -256,6 +256,30 @@ def test_cispo_weights_log_prob_by_the_detached_clipped_ratio():
     assert float(stats["clip_frac"]) == 1.0
 
 
+def test_topr_is_reinforce_on_positive_samples_and_a_capped_ratio_on_the_rest():
+    """ROLL ActorPGWorker._compute_topr_loss, written out: −A·log π where the sample's score is positive, and
+    −sg(clip(r, 0, 1))·A·log π elsewhere, each side × its weight."""
+    logp = torch.tensor([[-0.5, -1.0], [-0.2, -0.7], [-1.5, -0.1]], requires_grad=True)
+    old = torch.tensor([[-0.9, -0.8], [-0.6, -0.7], [-0.3, -0.4]])
+    adv = torch.tensor([[1.0, 1.0], [-1.0, -1.0], [-0.5, -0.5]])
+    positive = torch.tensor([1.0, 0.0, 0.0])  # scores 1, 0, −1: the second and third are ROLL's negatives
+    weights = (2.0, 0.5)
+    options = ir.PolicyOptions(topr_positive_weight=weights[0], topr_negative_weight=weights[1])
+    loss, stats = A.policy_loss(logp, old, adv, torch.ones(3, 2), ir.PolicyLossSpec("topr", options=options),
+                                positive=positive)
+    ratio = (logp.detach() - old).exp()
+    expected = torch.stack([-weights[0] * adv[0] * logp.detach()[0],
+                            *(-weights[1] * ratio[i].clamp(0.0, 1.0) * adv[i] * logp.detach()[i] for i in (1, 2))])
+    assert torch.allclose(loss.detach(), expected)
+    loss.sum().backward()
+    # the ratio carries no gradient: d/d log π = −weight·(capped ratio)·A
+    grad = torch.stack([-weights[0] * adv[0], *(-weights[1] * ratio[i].clamp(0.0, 1.0) * adv[i] for i in (1, 2))])
+    assert torch.allclose(logp.grad, grad)
+    assert float(stats["clip_frac"]) == pytest.approx(2 / 6)  # the negative tokens whose ratio exceeds 1
+    with pytest.raises(ValueError, match="score sign"):
+        A.policy_loss(logp, old, adv, torch.ones(3, 2), ir.PolicyLossSpec("topr"))
+
+
 def test_sapo_gate():
     # verl/SkyRL sapo: loss −σ(τ(r − 1))·4/τ·A, τ = 1 for A > 0, 1.05 otherwise. At r = 1: −2 for A = 1;
     # for A = −1: 0.5·4/1.05 = 1.9047619. The gradient at r = 1 is −A·σ'(0)·4 = −A.

@@ -192,6 +192,22 @@ SCHEDULERS = {"linear": "linear", "polynomial": "linear", "cosine": "cosine", "c
               "cosine_with_min_lr": "cosine", "constant": "constant", "constant_with_warmup": "constant"}
 
 
+# ROLL's ActorPGWorker (roll/pipeline/rlvr/actor_pg_worker.py): the standard actor's loss with the policy-gradient
+# term chosen by actor_train.pg_variant (default vanilla) and the token ratio always. rlcfg runs it at the releases
+# whose copy shares the standard actor's loss_func otherwise (v0.2.1 on; v0.1.3's lacks its ActorWorker's
+# loss_scale and rollout importance sampling), with the variants it has: topr, and ppo (the standard clipped loss)
+# except at v0.2.1, whose _compute_ppo_loss stops on `.item().detach()`.
+PG_WORKER = "roll.pipeline.rlvr.actor_pg_worker.ActorPGWorker"
+PG_WORKER_RELEASES = ("v0.2.1", "v0.3.0", "main")
+PG_VARIANTS = {"topr": PG_WORKER_RELEASES, "ppo": ("v0.3.0", "main")}
+
+
+def pg_variant(cfg: Any) -> str | None:
+    """The loss variant of actor_train's ActorPGWorker, None for the standard actor."""
+    worker = cfg.actor_train
+    return (worker.pg_variant or "vanilla") if worker.worker_cls == PG_WORKER else None
+
+
 # ROLL's kl_penalty names for the reward-side KL (functionals.compute_approx_kl). `full` (F.kl_div summed over the
 # last axis) has no rlcfg estimator and is refused.
 KL_ESTIMATORS = {"kl": "k1", "abs": "abs", "mse": "k2"}

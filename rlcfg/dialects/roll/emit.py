@@ -14,6 +14,7 @@ from typing import Any
 from rlcfg.convert import Emitted
 from rlcfg.convert.common import engine, gpu_ids, put, step_count
 from rlcfg.ir import Experiment, Role
+from rlcfg.dialects.roll.derived import PG_WORKER
 
 DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 KL_PENALTIES = {"k1": "kl", "abs": "abs", "k2": "mse"}
@@ -306,6 +307,10 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
         data_args["prompt"] = d.prompt_key
     train["data_args"] = data_args
     _packing(train, actor)
+    if a.policy_loss == "topr":
+        o = a.policy_options
+        train.update(worker_cls=PG_WORKER, pg_variant="topr", topr_positive_weight=o.topr_positive_weight,
+                     topr_negative_weight=o.topr_negative_weight)
     tree["actor_train"] = train
     if rollout is not None:
         infer = _worker(e, rollout, trains=False)

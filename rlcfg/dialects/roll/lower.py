@@ -41,8 +41,8 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
 from rlcfg.dialects.roll.derived import (BACKEND_OF_STRATEGY, FILTER_THRESHOLDS, KL_ESTIMATORS, REWARD_FUNCTIONS,
                                      SCHEDULERS, chosen_reward_domain, critic_on, device_ids, effective_sequence_length,
                                      frozen_prefixes, gpus_per_worker, loads_reward_model, megatron_sizes, reference_on,
-                                     reward_class, reward_kl_on, schedule_length, strategy_name, strategy_value,
-                                     unrun_pipeline, warmup_steps, worker_env)
+                                     pg_variant, reward_class, reward_kl_on, schedule_length, strategy_name,
+                                     strategy_value, unrun_pipeline, warmup_steps, worker_env)
 from rlcfg.source.yaml_loader import UsageError
 
 ROLE_OF_WORKER = {"actor_train": "actor", "actor_infer": "rollout", "reference": "reference", "critic": "critic"}
@@ -403,7 +403,10 @@ def _algorithm(cfg: Any) -> Algorithm:
     # described with rlcfg's meaning of each setting.
     loss_aggregation = "seq-mean-token-sum" if cfg.loss_agg_mode == "seq-mean-token-sum-norm" else cfg.loss_agg_mode
     policy_loss = "dual_clip" if cfg.dual_clip_loss else "regular"
-    if cfg.importance_sampling == "seq":
+    variant = pg_variant(cfg)
+    if variant == "topr":
+        policy_loss = "topr"  # ActorPGWorker: no clip range, dual clip or sequence ratio
+    elif cfg.importance_sampling == "seq" and variant is None:  # ActorPGWorker takes the token ratio always
         policy_loss = "gspo"
     # loss_func: pg_clip_low / pg_clip_high with use_pg_clip_range, else pg_clip on both sides.
     ranged, single = (cfg.pg_clip_low, cfg.pg_clip_high), (cfg.pg_clip, cfg.pg_clip)
@@ -433,7 +436,9 @@ def _algorithm(cfg: Any) -> Algorithm:
         advantage_options=AdvantageOptions(
             std="unbiased", eps=1e-6, whiten=bool(cfg.whiten_advantages), whiten_rewards=bool(cfg.whiten_rewards),
             reward_norm_mean=mean_type, reward_norm_std=std_type, clip=cfg.advantage_clip),
-        policy_options=PolicyOptions(loss_coef=float(cfg.rl_loss_coef), tis_cap=tis_cap, tis_level=tis_level),
+        policy_options=PolicyOptions(loss_coef=float(cfg.rl_loss_coef), tis_cap=tis_cap, tis_level=tis_level,
+                                     topr_positive_weight=float(cfg.actor_train.topr_positive_weight),
+                                     topr_negative_weight=float(cfg.actor_train.topr_negative_weight)),
         weighting=SampleWeighting(
             length_loss_weight=bool(cfg.length_loss_weight), max_len_mask=bool(cfg.max_len_mask),
             difficulty_mask=difficulty if cfg.difficulty_mask else None,

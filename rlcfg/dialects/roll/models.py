@@ -703,13 +703,13 @@ declare_fates(Worker,
        strategy_args=HONORED, world_size=HONORED, device_mapping=HONORED, num_gpus_per_worker=HONORED,
        infer_batch_size=HONORED, use_sequence_packing=_BATCHING, use_dynamic_batching_in_train=_BATCHING,
        name=inert("ROLL names its standard workers itself; the name labels logs"),
-       pg_variant=refused("rlcfg runs the loss of ROLL's standard actor (roll.pipeline.rlvr.actor_worker.ActorWorker); "
-                          "the ActorPGWorker variants are not implemented"),
+       # ROLL reads these of actor_train only, for its ActorPGWorker, and so does rlcfg (on the other workers
+       # neither reads them); roll/run-refusals refuses the variants rlcfg does not run.
+       pg_variant=HONORED,
        model_update_frequency=inert("the RLVR pipeline reads it nowhere (only the agentic one does)"),
        backend_timeout=PERF, max_concurrency=PERF, offload_nccl=PERF, logits_in_fp32=PERF,
        system_envs=HONORED,
-       topr_positive_weight=inert("only read by ActorPGWorker's topr variant, which rlcfg refuses"),
-       topr_negative_weight=inert("only read by ActorPGWorker's topr variant, which rlcfg refuses"),
+       topr_positive_weight=HONORED, topr_negative_weight=HONORED,
        max_tokens_per_microbatch_in_train=_BATCHING, sequence_length_round_in_train=_BATCHING,
        use_dynamic_batching_in_infer=_BATCHING, max_tokens_per_microbatch_in_infer=_BATCHING,
        sequence_length_round_in_infer=_BATCHING, sequence_packing_args=_BATCHING,

@@ -12,10 +12,12 @@ from typing import Any, Iterator
 
 from rlcfg.diagnostics import Constraint, Severity, close_matches
 from rlcfg.dialects.roll.derived import (BACKEND_OF_STRATEGY, ENGINE_NAMES, FILTER_THRESHOLDS, KL_ESTIMATORS,
-                                         MATH_RULE_WORKER, MODEL_BACKENDS, REWARD_FUNCTIONS, ROLLOUT_STRATEGIES,
+                                         MATH_RULE_WORKER, MODEL_BACKENDS, PG_VARIANTS, PG_WORKER,
+                                         PG_WORKER_RELEASES, REWARD_FUNCTIONS, ROLLOUT_STRATEGIES,
                                          SCHEDULERS, TRAIN_STRATEGIES, chosen_reward_domain, cpu_capable, critic_on,
                                          effective_sequence_length, frozen_prefixes, gpus_per_worker, group_size,
-                                         is_agentic, loads_reward_model, megatron_sizes, placed_workers, reference_on,
+                                         is_agentic, loads_reward_model, megatron_sizes, pg_variant, placed_workers,
+                                         reference_on,
                                          reward_class, reward_kl_on, rollout_only, schedule_length, strategy_name,
                                          strategy_value, unrun_pipeline, warmup_steps, worker_env, workers)
 from rlcfg.dialects.roll.device_mapping import ACCEPTED_FORMS, describe_ids, format_device_mapping
@@ -1205,7 +1207,8 @@ def _run_refusal(path: str, value: Any, why: str, hint: str, related: Iterator[s
 @RULES.rule("roll/run-refusals", "RLC118",
             "`rlcfg run` refuses the RLVR settings its runtime would compute otherwise than ROLL: reward domains "
             "beyond one, reward workers other than the math rule and reward plug-ins, worker classes other than "
-            "ROLL's standard ones, learning-rate schedules it has no shape for, a KL both in the loss and in the reward or the "
+            "ROLL's standard ones and, for actor_train, ActorPGWorker with its topr and ppo variants from v0.2.1 "
+            "(ppo from v0.3.0), learning-rate schedules it has no shape for, a KL both in the loss and in the reward or the "
             "`full` KL, running reward statistics, gamma < 1 with GRPO, reward_clip with a KL in the reward and no "
             "normalisation, sample masks with length weights or an entropy bonus, seq-mean-token-sum-norm, a critic with "
             "another loss_agg_mode than seq-mean-token-mean, sequence importance sampling with per-token "
@@ -1213,6 +1216,7 @@ def _run_refusal(path: str, value: Any, why: str, hint: str, related: Iterator[s
             "ratios, mixed domain_interleave_probs and chat templates other than the tokenizer's, a fractional "
             "async_generation_ratio; and vision-language models.",
             keys=["pretrain", "reward_pretrain", "*.model_args.model_name_or_path", "rewards", "actor_train.worker_cls",
+                  "actor_train.pg_variant",
                   "actor_infer.worker_cls", "reference.worker_cls",
                   "critic.worker_cls", "actor_train.training_args.lr_scheduler_type",
                   "critic.training_args.lr_scheduler_type", "adv_estimator", "norm_mean_type", "norm_std_type",
@@ -1224,7 +1228,7 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     if unrun_pipeline(cfg) is not None:
         return  # validate says once that `rlcfg run` does not run the whole pipeline (RLC116)
     yield from _model_refusals(cfg)
-    yield from _worker_refusals(cfg)
+    yield from _worker_refusals(cfg, ctx.release)
     yield from _reward_refusals(cfg)
     yield from _schedule_refusals(cfg)
     yield from _algorithm_refusals(cfg)
@@ -1246,15 +1250,32 @@ def _model_refusals(cfg: Any) -> Iterator[Finding]:
                            run_limits.vision_language_hint(key, path))
 
 
-def _worker_refusals(cfg: Any) -> Iterator[Finding]:
+def _worker_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
     running = {"reference": reference_on(cfg), "critic": critic_on(cfg)}
     for path, standard in STANDARD_WORKERS.items():
         cls = getattr(cfg, path).worker_cls
-        if running.get(path, True) and cls is not None and cls != standard:
+        if path == "actor_train" and cls == PG_WORKER:
+            yield from _pg_worker_refusals(cfg, release)
+        elif running.get(path, True) and cls is not None and cls != standard:
             yield _run_refusal(f"{path}.worker_cls", cls,
-                               f"rlcfg runs ROLL's standard {standard.rsplit('.', 1)[-1]} (the loss variants of "
-                               "ActorPGWorker, pg_variant, are not implemented)",
+                               f"rlcfg runs ROLL's standard {standard.rsplit('.', 1)[-1]} and, for actor_train, its "
+                               "ActorPGWorker",
                                f"leave it unset (ROLL then runs {standard})")
+
+
+def _pg_worker_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
+    variant = pg_variant(cfg)
+    if release not in PG_WORKER_RELEASES:
+        yield _run_refusal("actor_train.worker_cls", PG_WORKER,
+                           f"rlcfg runs ActorPGWorker as ROLL {', '.join(PG_WORKER_RELEASES)} release it; "
+                           f"{release}'s copy computes its loss otherwise than its standard actor",
+                           f"leave it unset (ROLL then runs {STANDARD_WORKERS['actor_train']})")
+    elif release not in PG_VARIANTS.get(variant, ()):
+        runs = [name for name, releases in PG_VARIANTS.items() if release in releases]
+        why = ("its _compute_ppo_loss stops on its first call at this release" if variant == "ppo" else
+               f"rlcfg runs ActorPGWorker's {' and '.join(runs)} only")
+        yield _run_refusal("actor_train.pg_variant", variant, why, f"use {' or '.join(runs)}",
+                           ("actor_train.worker_cls",))
 
 
 def _reward_refusals(cfg: Any) -> Iterator[Finding]:

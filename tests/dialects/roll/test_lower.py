@@ -508,7 +508,7 @@ def test_adaptive_kl_is_lowered_and_run():
 
 @pytest.mark.parametrize("override,key", [
     ("++critic_warmup=2", "critic_warmup"),
-    ("++actor_train.pg_variant=topr", "actor_train.pg_variant"),
+    ("++actor_train.worker_cls=roll.pipeline.rlvr.actor_pg_worker.ActorPGWorker", "actor_train.pg_variant"),
     ("++async_generation_ratio=1.5", "async_generation_ratio"),
     ("++train_infer_correction.filters=[{enabled: true}]", "train_infer_correction.filters"),
 ])
@@ -538,7 +538,7 @@ _CODE_DOMAIN = ("++rewards.code.worker_cls=roll.pipeline.rlvr.rewards.math_rule_
       "norm_mean_type=null", "norm_std_type=null", *_REFERENCE], "reward_clip"),
     (["loss_agg_mode=seq-mean-token-sum-norm"], "loss_agg_mode"),
     (["adv_estimator=gae", "loss_agg_mode=token-mean", *_CRITIC], "loss_agg_mode"),
-    (["++actor_train.worker_cls=roll.pipeline.rlvr.actor_pg_worker.ActorPGWorker"], "actor_train.worker_cls"),
+    (["++actor_train.worker_cls=roll.pipeline.rlvr.actor_pg_worker.ActorPGWorker"], "actor_train.pg_variant"),
     (["actor_train.training_args.lr_scheduler_type=inverse_sqrt"], "actor_train.training_args.lr_scheduler_type"),
     (["actor_train.training_args.lr_scheduler_type=cosine_with_min_lr"],
      "actor_train.training_args.lr_scheduler_type"),
@@ -655,3 +655,38 @@ def test_generation_ahead_is_a_staleness_bound_with_no_other_limit():
     assert experiment(MEGATRON).schedule.max_staleness == 0
     result = check_file(str(QUICKSTART), ["++async_generation_ratio=1"], env={})
     assert "async_generation_ratio" not in [d.path for d in result.diagnostics if d.code == "RLC118"]
+
+
+# ---- ActorPGWorker ----------------------------------------------------------------------------------------------
+
+
+PG_WORKER = "+actor_train.worker_cls=roll.pipeline.rlvr.actor_pg_worker.ActorPGWorker"
+
+
+def test_actor_pg_workers_topr_variant_runs_with_its_weights():
+    exp = experiment(FSDP2, PG_WORKER, "+actor_train.pg_variant=topr", "+actor_train.topr_positive_weight=1.5",
+                     "+actor_train.topr_negative_weight=0.5", "+dual_clip_loss=true", "+importance_sampling=seq")
+    a = exp.algorithm
+    assert a.policy_loss == "topr"  # no clip range, dual clip or sequence ratio in TOPR
+    assert (a.policy_options.topr_positive_weight, a.policy_options.topr_negative_weight) == (1.5, 0.5)
+
+
+def test_actor_pg_workers_ppo_variant_takes_the_token_ratio():
+    # ActorPGWorker has no sequence ratio: importance_sampling is not read
+    assert experiment(FSDP2, PG_WORKER, "+actor_train.pg_variant=ppo", "+importance_sampling=seq").algorithm \
+        .policy_loss == "regular"
+    assert experiment(FSDP2, "+importance_sampling=seq").algorithm.policy_loss == "gspo"
+
+
+@pytest.mark.parametrize("variant, release, refused", [
+    ("topr", "main", None), ("ppo", "v0.3.0", None), ("topr", "v0.2.1", None),
+    ("ppo", "v0.2.1", "actor_train.pg_variant"),  # its _compute_ppo_loss stops on `.item().detach()`
+    ("cispo", "main", "actor_train.pg_variant"), (None, "main", "actor_train.pg_variant"),  # vanilla
+    ("topr", "v0.1.3", "actor_train.worker_cls"),
+])
+def test_the_actor_pg_worker_runs_where_rlcfg_has_its_loss(variant, release, refused):
+    overrides = [PG_WORKER] + ([f"+actor_train.pg_variant={variant}"] if variant else [])
+    result = check_file(str(MEGATRON), overrides, env={}, release=release)
+    assert result.ok, [d.message for d in result.diagnostics if d.severity.value == "error"]
+    paths = [d.path for d in result.diagnostics if d.code == "RLC118"]
+    assert paths == ([refused] if refused else []), [d.message for d in result.diagnostics if d.code == "RLC118"]
