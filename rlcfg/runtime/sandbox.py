@@ -83,9 +83,8 @@ def command(workdir: str, argv: list[str]) -> list[str]:
             cmd += ["--ro-bind", path, path]
     for path in _python_paths():
         cmd += ["--ro-bind", path, path]
-    # /tmp is a folder of the working one, on disk and removed with it; the root bwrap builds the mount points in
-    # is made read-only last, so nothing else can be written anywhere.
-    os.makedirs(os.path.join(workdir, ".tmp"), exist_ok=True)
+    # /tmp is a folder of the working one (run makes it), on disk and removed with it; the root bwrap builds the
+    # mount points in is made read-only last, so nothing else can be written anywhere.
     cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", workdir, SANDBOX_DIR,
             "--bind", os.path.join(workdir, ".tmp"), "/tmp", "--remount-ro", "/", "--chdir", SANDBOX_DIR, "--", *argv]
     return cmd
@@ -124,6 +123,7 @@ def run(files: dict[str, str], argv: list[str], limits: Limits = Limits(), stdin
     `python`: this interpreter, which sees its own packages read-only."""
     argv = [sys.executable if a == "python" and i == 0 else a for i, a in enumerate(argv)]
     with tempfile.TemporaryDirectory(prefix="rlcfg-sandbox-") as workdir:
+        os.mkdir(os.path.join(workdir, ".tmp"))
         for name, text in files.items():
             with open(os.path.join(workdir, name), "w", encoding="utf-8") as f:
                 f.write(text)

@@ -105,13 +105,13 @@ def test_mini_batch_normalisation_is_one_mean_over_the_global_mini_batch():
         pytest.approx(optimizer_loss(spec), rel=1e-3)
 
 
-def rlinf_valid_token_scale_by_hand(mini: int) -> list[float]:
-    """RLinf's collocated Megatron actor with use_valid_token_scale, written out per optimizer step: the step's
-    tokens all-reduced over the ranks (_setup_valid_token_scale), each micro-batch's token mean (policy, KL and
-    entropy terms) scaled by its tokens / the step's × ranks × micro-batches, then Megatron's mean over the
-    micro-batches and the ranks' mean."""
+def rlinf_valid_token_scale_by_hand(mini: int, tokens: float | None = None) -> list[float]:
+    """RLinf's Megatron actor with use_valid_token_scale, written out per optimizer step: each micro-batch's token
+    mean (policy, KL and entropy terms) × its tokens / `tokens` × ranks × micro-batches, then Megatron's mean over
+    the micro-batches and the ranks' mean. `tokens`: the collocated actor's step tokens all-reduced over the ranks
+    (_setup_valid_token_scale with the batch; None), or the pipelined actor's estimate made without it."""
     kl = A.kl_estimate(LOGPROBS, REF, "k3")
-    step_tokens = float(MASK.sum())
+    tokens = float(MASK.sum()) if tokens is None else tokens
     share = MASK.shape[0] // RANKS
     steps = []
     for m0 in range(0, share, mini):
@@ -123,7 +123,7 @@ def rlinf_valid_token_scale_by_hand(mini: int) -> list[float]:
                 m, rows = MASK[s:s + MICRO], slice(s, s + MICRO)
                 loss = masked_mean(-ADV[rows], m) + KL_COEF * masked_mean(kl[rows], m) \
                     - ENT_COEF * masked_mean(ENTROPY[rows], m)
-                micro.append(loss * float(m.sum()) / step_tokens * RANKS * len(starts))
+                micro.append(loss * float(m.sum()) / tokens * RANKS * len(starts))
             per_rank.append(sum(micro) / len(micro))
         steps.append(float(sum(per_rank) / RANKS))
     return steps
@@ -141,31 +141,6 @@ def test_step_normalisation_is_rlinfs_use_valid_token_scale_over_several_mini_ba
     assert optimizer_loss(spec) == pytest.approx(optimizer_loss(own), rel=1e-6)
 
 
-def rlinf_estimated_token_scale_by_hand(mini: int, response_limit: int) -> list[float]:
-    """RLinf's pipelined Megatron actor (disaggregated placement) with use_valid_token_scale, written out per
-    optimizer step: the scale set up without a batch, as the longest response × a rank's samples of the mini-batch
-    (_setup_valid_token_scale: average_response_len × get_num_microbatches() × micro_batch_size); each micro-batch's
-    token mean (policy, KL and entropy terms) × its tokens / that estimate × ranks × micro-batches; then
-    Megatron's mean over the micro-batches and the ranks' mean."""
-    kl = A.kl_estimate(LOGPROBS, REF, "k3")
-    share = MASK.shape[0] // RANKS
-    estimate = response_limit * mini
-    steps = []
-    for m0 in range(0, share, mini):
-        per_rank = []
-        for r in range(RANKS):
-            micro = []
-            starts = range(r * share + m0, r * share + m0 + mini, MICRO)
-            for s in starts:
-                m, rows = MASK[s:s + MICRO], slice(s, s + MICRO)
-                loss = masked_mean(-ADV[rows], m) + KL_COEF * masked_mean(kl[rows], m) \
-                    - ENT_COEF * masked_mean(ENTROPY[rows], m)
-                micro.append(loss * float(m.sum()) / estimate * RANKS * len(starts))
-            per_rank.append(sum(micro) / len(micro))
-        steps.append(float(sum(per_rank) / RANKS))
-    return steps
-
-
 @pytest.mark.parametrize("mini", [MINI, 2])
 def test_a_sequence_mean_over_a_length_is_rlinfs_estimated_token_scale(mini):
     """rlinf/lower.estimated_token_norm: every term's token sums over the mini-batch's sequences, each divided by
@@ -174,7 +149,8 @@ def test_a_sequence_mean_over_a_length_is_rlinfs_estimated_token_scale(mini):
     spec = ir.ActorLossSpec(aggregation="seq-mean-token-sum", kl_coef=KL_COEF, entropy_coef=ENT_COEF,
                             normalization="mini-batch", length_norm=response_limit / RANKS,
                             length_norm_all_terms=True)
-    by_hand = rlinf_estimated_token_scale_by_hand(mini, response_limit)
+    # the pipelined actor's estimate: the longest response × a rank's samples of the mini-batch
+    by_hand = rlinf_valid_token_scale_by_hand(mini, tokens=response_limit * mini)
     assert optimizer_loss(spec, mini=mini, count_masked_rows=True) == pytest.approx(sum(by_hand), rel=1e-6)
     # dividing the policy loss alone (SkyRL's seq_mean_token_sum_norm) is another loss
     policy_only = ir.ActorLossSpec(aggregation="seq-mean-token-sum", kl_coef=KL_COEF, entropy_coef=ENT_COEF,

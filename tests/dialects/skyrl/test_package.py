@@ -752,11 +752,16 @@ def test_the_multiply_environment_needs_the_entry_module_that_registers_it(multi
     assert any(d.code == "RLC118" and d.path == "" and "main_multiply" in d.message for d in edited.diagnostics)
 
 
-def test_the_multi_turn_gsm8k_environment_runs_in_the_one_turn_the_generator_gives_it():
-    result = check_file("python", [*MAIN_BASE, *BASE, "environment.env_class=gsm8k_multi_turn"], env=HOST_ENV,
+def environment_experiment(env_class: str):
+    """A main_base launch with `environment.env_class` set, checked to run, lowered."""
+    result = check_file("python", [*MAIN_BASE, *BASE, f"environment.env_class={env_class}"], env=HOST_ENV,
                         release="skyrl-0.4.0")
     assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
-    experiment = lower("skyrl", result.config, result.release, result.entry_runs)
+    return lower("skyrl", result.config, result.release, result.entry_runs)
+
+
+def test_the_multi_turn_gsm8k_environment_runs_in_the_one_turn_the_generator_gives_it():
+    experiment = environment_experiment("gsm8k_multi_turn")
     assert experiment.reward_function == "gsm8k_format_credit"
     assert experiment.data.answer_key == "reward_spec.ground_truth"
     # more turns bring the environment's follow-up questions and per-turn rewards, which rlcfg does not run
@@ -768,10 +773,7 @@ def test_the_multi_turn_gsm8k_environment_runs_in_the_one_turn_the_generator_giv
 def test_the_livecodebench_environment_runs_each_program_against_its_tests():
     from rlcfg import preflight
 
-    result = check_file("python", [*MAIN_BASE, *BASE, "environment.env_class=lcb"], env=HOST_ENV,
-                        release="skyrl-0.4.0")
-    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
-    experiment = lower("skyrl", result.config, result.release, result.entry_runs)
+    experiment = environment_experiment("lcb")
     assert experiment.reward_function == "lcb"
     assert experiment.data.answer_key == "reward_spec.ground_truth"  # the tests, as a JSON string
     # the programs run in a sandbox on the nodes that generate: the dry run says what those nodes need
