@@ -1257,18 +1257,19 @@ def _worker_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
         if path == "actor_train" and cls == PG_WORKER:
             yield from _pg_worker_refusals(cfg, release)
         elif running.get(path, True) and cls is not None and cls != standard:
+            also = " or its ActorPGWorker" if path == "actor_train" else ""
             yield _run_refusal(f"{path}.worker_cls", cls,
-                               f"rlcfg runs ROLL's standard {standard.rsplit('.', 1)[-1]} and, for actor_train, its "
-                               "ActorPGWorker",
+                               f"rlcfg runs ROLL's standard {standard.rsplit('.', 1)[-1]}{also}",
                                f"leave it unset (ROLL then runs {standard})")
 
 
 def _pg_worker_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
     variant = pg_variant(cfg)
     if release not in PG_WORKER_RELEASES:
+        why = ("ROLL v0.1.0 has no such class" if release == "v0.1.0" else
+               f"{release}'s copy computes its loss otherwise than its standard actor")
         yield _run_refusal("actor_train.worker_cls", PG_WORKER,
-                           f"rlcfg runs ActorPGWorker as ROLL {', '.join(PG_WORKER_RELEASES)} release it; "
-                           f"{release}'s copy computes its loss otherwise than its standard actor",
+                           f"rlcfg runs ActorPGWorker as ROLL {', '.join(PG_WORKER_RELEASES)} release it; {why}",
                            f"leave it unset (ROLL then runs {STANDARD_WORKERS['actor_train']})")
     elif release not in PG_VARIANTS.get(variant, ()):
         runs = [name for name, releases in PG_VARIANTS.items() if release in releases]
