@@ -115,3 +115,15 @@ def test_rlcfg_grades_as_skyrl_gyms_own_grader():
 
     for name, response, truth, _expected in CASES:
         assert livecodebench.score(response, truth) == theirs.compute_score(response, json.loads(truth))[1], name
+
+
+def test_a_rollout_workers_scorer_grades_its_programs_in_one_batch(monkeypatch):
+    from rlcfg.runtime.workers import RewardScorer
+
+    graded = []
+    real = livecodebench.score_many
+    monkeypatch.setattr(livecodebench, "score_many", lambda pairs: graded.append(len(pairs)) or real(pairs))
+    scorer = RewardScorer("lcb", tokenizer=None)
+    right, wrong = fenced(READ_ADD), fenced("print(0)")
+    assert scorer.score_texts([right, wrong, right], [ADD, ADD, ADD]) == [1.0, 0.0, 1.0]
+    assert graded == [2]  # the repeated pair is graded once, the two new ones together
