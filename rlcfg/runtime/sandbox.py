@@ -81,12 +81,13 @@ def command(workdir: str, argv: list[str]) -> list[str]:
             cmd += ["--symlink", os.readlink(path), path]
         elif os.path.exists(path):
             cmd += ["--ro-bind", path, path]
+    # /tmp is a folder of the working one (run makes it), on disk and removed with it. It is mounted before
+    # Python's folders, which may lie under the host's /tmp (a virtualenv there) and would be hidden by it otherwise.
+    cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", os.path.join(workdir, ".tmp"), "/tmp"]
     for path in _python_paths():
         cmd += ["--ro-bind", path, path]
-    # /tmp is a folder of the working one (run makes it), on disk and removed with it; the root bwrap builds the
-    # mount points in is made read-only last, so nothing else can be written anywhere.
-    cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", workdir, SANDBOX_DIR,
-            "--bind", os.path.join(workdir, ".tmp"), "/tmp", "--remount-ro", "/", "--chdir", SANDBOX_DIR, "--", *argv]
+    # The root bwrap builds the mount points in is made read-only last, so nothing else can be written anywhere.
+    cmd += ["--bind", workdir, SANDBOX_DIR, "--remount-ro", "/", "--chdir", SANDBOX_DIR, "--", *argv]
     return cmd
 
 

@@ -33,6 +33,18 @@ def test_a_program_runs_in_its_own_folder_with_this_python_and_its_packages():
     assert done.stdout.split() == [sandbox.SANDBOX_DIR, "kept", "True"]
 
 
+def test_python_in_a_folder_under_tmp_stays_visible(tmp_path, monkeypatch):
+    """A virtualenv under the host's /tmp (CI's clones live there) is bound over the sandbox's own /tmp."""
+    packages = tmp_path / "site-packages"
+    packages.mkdir()
+    (packages / "marker.txt").write_text("found")
+    paths = sandbox._python_paths()
+    monkeypatch.setattr(sandbox, "_python_paths", lambda: [*paths, str(packages)])
+    done = python(f"print(open({str(packages / 'marker.txt')!r}).read())\nopen('/tmp/x', 'w').write('ok')")
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "found"
+
+
 def test_a_program_cannot_reach_the_network():
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
