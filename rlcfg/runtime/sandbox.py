@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import resource
 import shutil
 import signal
 import subprocess
@@ -103,20 +102,27 @@ def _user_processes() -> int:
     return count
 
 
-def _limit(limits: Limits):
+# The first program in the sandbox: it sets the limits on itself and becomes the program (exec keeps them). Setting
+# them here rather than in a preexec_fn keeps Popen safe in a process with threads (the scorer grades in a pool).
+_LAUNCHER = """import os, resource, sys
+cpu, memory, size, processes = map(int, sys.argv[1:5])
+resource.setrlimit(resource.RLIMIT_CPU, (cpu, cpu + 1))
+resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
+resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
+if hard == resource.RLIM_INFINITY or hard > processes:
+    resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
+os.execvp(sys.argv[5], sys.argv[5:])
+"""
+
+
+def _limited(argv: list[str], limits: Limits) -> list[str]:
     # RLIMIT_NPROC counts every process of the user (the sandbox's user namespace maps to this one), so the cap is
     # what already runs plus the program's share; root is exempt from it, and the wall time still ends the rest.
     processes = _user_processes() + limits.processes
-
-    def apply() -> None:
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
-        resource.setrlimit(resource.RLIMIT_AS, (limits.memory_bytes, limits.memory_bytes))
-        resource.setrlimit(resource.RLIMIT_FSIZE, (limits.file_bytes, limits.file_bytes))
-        resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-        hard = resource.getrlimit(resource.RLIMIT_NPROC)[1]
-        if hard == resource.RLIM_INFINITY or hard > processes:
-            resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
-    return apply
+    return [sys.executable, "-I", "-S", "-c", _LAUNCHER, str(limits.cpu_s), str(limits.memory_bytes),
+            str(limits.file_bytes), str(processes), *argv]
 
 
 def run(files: dict[str, str], argv: list[str], limits: Limits = Limits(), stdin: str = "") -> Completed:
@@ -128,9 +134,9 @@ def run(files: dict[str, str], argv: list[str], limits: Limits = Limits(), stdin
         for name, text in files.items():
             with open(os.path.join(workdir, name), "w", encoding="utf-8") as f:
                 f.write(text)
-        proc = subprocess.Popen(command(workdir, argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True, errors="replace", start_new_session=True,
-                                preexec_fn=_limit(limits))
+        proc = subprocess.Popen(command(workdir, _limited(argv, limits)), stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
+                                start_new_session=True)
         try:
             out, err = proc.communicate(stdin, timeout=limits.wall_s)
             timed_out = False
