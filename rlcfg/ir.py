@@ -201,6 +201,13 @@ class Role:
     def trains(self) -> bool:
         return self.optimizer is not None
 
+    def data_parallel(self) -> int:
+        """The role's data-parallel ranks: its GPUs over one model replica's (Megatron: tp·pp·cp; otherwise the
+        Ulysses group, sp)."""
+        p = self.parallelism
+        group = p.tp * p.pp * p.cp if self.backend == "megatron" else p.sp
+        return max(self.resources.gpus // max(group, 1), 1)
+
     def key_for(self, setting: str) -> str | None:
         """The config's dotted key that sets one of this Role's settings, where the lowering recorded it."""
         return dict(self.keys).get(setting)

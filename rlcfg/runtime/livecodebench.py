@@ -61,21 +61,22 @@ def limits(tests: int) -> sandbox.Limits:
     return sandbox.Limits(wall_s=wall, cpu_s=math.ceil(wall), memory_bytes=MEMORY_BYTES, file_bytes=FILE_BYTES)
 
 
-def _grade(code: str, ground_truth: str) -> float:
-    work = job(code, ground_truth)
-    files = {"job.json": json.dumps(work), "harness.py": HARNESS.read_text(encoding="utf-8")}
+def _grade(work: dict, harness: str) -> float:
+    files = {"job.json": json.dumps(work), "harness.py": harness}
     verdict, _done = sandbox.run_json(files, ["python", "-I", "harness.py"], limits(len(work["inputs"])))
     return 1.0 if isinstance(verdict, dict) and verdict.get("passed") is True else 0.0
 
 
 def score_many(pairs: list[tuple[str, str | None]]) -> list[float]:
-    """Each (response, ground truth) scored, the programs graded in parallel sandboxes."""
-    jobs = [(extract_code(response), truth) for response, truth in pairs]
-    for code, truth in jobs:
-        if code is not None and truth is not None:
-            job(code, truth)  # a malformed task stops the run before any program is graded
+    """Each (response, ground truth) scored, the programs graded in parallel sandboxes. Every task's tests are read
+    before any program runs, so a malformed one stops the run first."""
+    works = []
+    for response, truth in pairs:
+        code = extract_code(response)
+        works.append(None if code is None or truth is None else job(code, truth))
+    harness = HARNESS.read_text(encoding="utf-8")
     with ThreadPoolExecutor(max_workers=WORKERS) as pool:
-        return list(pool.map(lambda j: 0.0 if j[0] is None or j[1] is None else _grade(*j), jobs))
+        return list(pool.map(lambda work: 0.0 if work is None else _grade(work, harness), works))
 
 
 def score(response: str, ground_truth: str | None) -> float:

@@ -170,13 +170,11 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
     normalization = getattr(a, "loss_normalization", "mini-batch")
     step_mean = normalization == "step" or (normalization == "mini-batch" and minibatches == 1)
     collocated = placed.get("actor") == placed.get("rollout")
-    p = actor.parallelism
-    actor_dp = max(1, actor.resources.gpus // (p.tp * p.pp * p.cp))
     # The pipelined (disaggregated) Megatron actor's use_valid_token_scale divides every term's token sums by the
     # response limit ÷ data-parallel ranks (rlinf/lower.estimated_token_norm).
     estimated = (megatron and not collocated and normalization == "mini-batch"
                  and a.loss_aggregation == "seq-mean-token-sum" and a.loss_length_norm_all_terms
-                 and a.loss_length_norm == e.sampling.max_new_tokens / actor_dp)
+                 and a.loss_length_norm == e.sampling.max_new_tokens / actor.data_parallel())
     if estimated:
         alg.update(loss_agg_func="token-mean", use_valid_token_scale=True,
                    training_batch_size_per_gpu=actor.micro_batch_size or 1)

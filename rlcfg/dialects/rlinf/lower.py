@@ -181,11 +181,6 @@ def estimated_token_norm(cfg: Any, data_parallel: int) -> float:
     return (cfg.actor.model.encoder_seq_length - cfg.data.max_prompt_length) / data_parallel
 
 
-def _data_parallel(role: Role) -> int:
-    p = role.parallelism
-    return max(1, role.resources.gpus // (p.tp * p.pp * p.cp))
-
-
 def _normalization(cfg: Any, megatron: bool) -> str:
     """Where use_valid_token_scale rescales each micro-batch by its share of the step's tokens (all-reduced over
     the data-parallel ranks before the split into n_minibatches), a mini-batch's token mean is over the step's
@@ -524,7 +519,7 @@ def lower(cfg: Any, release: str | None = None) -> Experiment:
         clip_ratio_c=alg.clip_ratio_c if alg.clip_ratio_c is not None else 3.0,
         loss_aggregation=aggregation,
         loss_normalization=_normalization(cfg, megatron),
-        loss_length_norm=estimated_token_norm(cfg, _data_parallel(actor)) if estimated else None,
+        loss_length_norm=estimated_token_norm(cfg, actor.data_parallel()) if estimated else None,
         loss_length_norm_all_terms=estimated,
         count_masked_rows=estimated,  # the estimate counts a rank's samples, whatever their masks
         # shuffle_rollout (absent: true, at every release): each rank's samples reordered by one permutation seeded

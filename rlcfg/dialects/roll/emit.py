@@ -99,13 +99,6 @@ def _mapping(ids: tuple[int, ...]) -> str:
     return "[" + ", ".join(str(i) for i in ids) + "]"
 
 
-def _dp(r: Role) -> int:
-    p = r.parallelism
-    if r.backend == "megatron":
-        return max(r.resources.gpus // max(p.tp * p.pp * p.cp, 1), 1)
-    return max(r.resources.gpus // max(p.sp, 1), 1)
-
-
 def _strategy(r: Role, names: dict[str, str], trains: bool) -> dict[str, Any]:
     p = r.parallelism
     name = names.get(r.backend, "fsdp2_train" if trains else "fsdp2_infer")
@@ -154,7 +147,7 @@ def _worker(e: Experiment, r: Role, trains: bool) -> dict[str, Any]:
 
 def _training_args(e: Experiment, r: Role) -> dict[str, Any]:
     o = r.optimizer
-    dp = _dp(r)
+    dp = r.data_parallel()
     per_step = e.schedule.samples_per_optimizer_step
     micro = r.micro_batch_size or 1
     if per_step % (micro * dp):
