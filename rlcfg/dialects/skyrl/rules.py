@@ -1371,8 +1371,8 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     if env not in ENVIRONMENT_REWARDS:
         yield _refusal("environment.env_class", env,
                        "rlcfg scores each response as the gsm8k, gsm8k_multi_turn (in one turn) or aime environment "
-                       "does (their answer against the ground truth), or the multiply example's; other SkyRL-Gym "
-                       "environments are not run")
+                       "does (their answer against the ground truth), as lcb does (the program against the task's "
+                       "tests), or as the multiply example's; other SkyRL-Gym environments are not run")
     elif env in ENTRY_ENVIRONMENTS and ctx.entry_runs != ENTRY_ENVIRONMENTS[env]:
         yield _refusal("environment.env_class", env,
                        f"the `{env}` environment is an example's own, which only that example's entry module as "
