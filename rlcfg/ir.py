@@ -586,6 +586,34 @@ def response_budget(max_new_tokens: int, max_total_length: int | None, prompt_to
 
 
 @dataclass(frozen=True)
+class Episodes:
+    """Multi-turn rollouts: each response is an episode in which the model acts, an environment answers, and the
+    answer is appended to the model's next input, until the environment says done or a limit is reached (SkyRL's
+    SkyRLGymGenerator.agent_loop with a SkyRL-Gym environment). The environment's reward is the response's score;
+    the environment's tokens carry no loss."""
+
+    environment: str  # rlcfg.runtime.episodes.ENVIRONMENTS names them
+    max_turns: int
+    # An episode ends before a turn whose input (prompt and everything since) is longer than this many tokens.
+    max_input_length: int
+    # "chat": every observation is a new user turn of the chat template, followed by the generation prompt;
+    # "inline": the observations' own tokens follow the model's inside one assistant message, which ends with EOS.
+    observations: Literal["chat", "inline"] = "chat"
+    # With "chat" and stop strings: a turn that ended on a stop string gets the EOS token after it (no loss).
+    eos_after_stop: bool = True
+    # The environment's settings, as (name, value) pairs: text2sql's `db_path`.
+    settings: tuple[tuple[str, Any], ...] = ()
+
+    def setting(self, name: str, default: Any = None) -> Any:
+        return dict(self.settings).get(name, default)
+
+    def longest_sequence(self, max_new_tokens: int) -> int:
+        """The most tokens an episode's sequence holds: its last turn starts from an input of at most
+        max_input_length tokens and adds up to max_new_tokens (and, inline, the closing EOS)."""
+        return self.max_input_length + max_new_tokens + 1
+
+
+@dataclass(frozen=True)
 class Data:
     train_files: tuple[str, ...] = ()
     eval_files: tuple[str, ...] = ()
@@ -745,6 +773,8 @@ class Experiment:
     # Components the config gives GPUs that run no role of their own, as (the config's name, why): RLinf's
     # `inference` group when the actor does its work. The plan names each one, so none leaves the GPU map unsaid.
     idle_components: tuple[tuple[str, str], ...] = ()
+    # Multi-turn rollouts with an environment (None: one response per prompt, scored by reward_function).
+    episodes: Episodes | None = None
 
     def role(self, name: str) -> Role | None:
         return next((r for r in self.roles if r.name == name), None)

@@ -208,6 +208,14 @@ def _path_notes(experiment: Any) -> list[str]:
         for path in files or ():
             if path and not os.path.exists(os.path.expanduser(path)) and not builds(path):
                 notes.append(f"the {kind} data `{path}` is not on this machine; the cluster's nodes must have it")
+    episodes = experiment.episodes
+    folder = episodes.setting("db_path") if episodes is not None else None
+    if folder and not os.path.isdir(os.path.expanduser(str(folder))):
+        notes.append(f"the {episodes.environment} environment's databases `{folder}` are not on this machine; the "
+                     "nodes that generate must have them")
+    server = episodes.setting("search_url") if episodes is not None else None
+    if server:
+        notes.append(f"the search environment's retrieval server `{server}` must answer the nodes that generate")
     return notes
 
 

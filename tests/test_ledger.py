@@ -185,6 +185,9 @@ PROBES: dict[str, list[tuple[str, ...]]] = {
               ("trainer.algorithm.off_policy_correction.sequence_mask_metric=product",),
               # max_seq_len counts only where the reduction divides by it
               ("trainer.algorithm.loss_reduction=seq_mean_token_sum_norm",),
+              # the multi-turn loop's settings count only for an environment rlcfg steps through episodes
+              ("environment.env_class=text2sql", "generator.max_turns=3"),
+              ("environment.env_class=search", "generator.max_turns=3"),
               ],
     # lr_warmup_iters counts only where lr_warmup_fraction is null, which the RLinf template does not write
     "rlinf": [("actor.lr_sched.lr_warmup_fraction=null",),

@@ -290,7 +290,11 @@ def _smoke(file: str, overrides: list[str], dialect: Optional[str], release: Opt
         changes, extra = settled.changes, settled.overrides
     experiment = _lower(file, [*overrides, *extra], dialect, release)
     machine = detect_machine()
-    result = smoke.smoke_experiment(experiment, smoke.describe_host(experiment, gpus=machine.gpus))
+    host = smoke.describe_host(experiment, gpus=machine.gpus)
+    if experiment.episodes is not None and experiment.episodes.environment == "search":
+        # The config's retrieval server is the cluster's; the smoke run's episodes search a stand-in of it.
+        host = replace(host, retrieval_url=smoke.serve_retrieval())
+    result = smoke.smoke_experiment(experiment, host)
     if changes:
         refused = tuple(smoke.Substitution(c.key, c.old, f"{c.new} ({c.reason})") for c in changes)
         result = replace(result, substitutions=refused + result.substitutions)

@@ -487,6 +487,7 @@ GENERIC_REASONS = {
     "algorithm.balance_ranks_by_length": "{T} hands each data-parallel rank its share of a step in another order",
     "schedule.partial_rollout": "{T} generates each response whole, in the step that trains on it",
     "data.answer_fields": "{T}'s rewards read one answer column",
+    "episodes": "{T} has no multi-turn environment that rlcfg runs: each response is generated in one turn",
     "kl.penalty_only": "{T} subtracts a reward KL penalty from the score; it has no reward of the penalty alone "
                        "(on-policy distillation)",
 }

@@ -46,9 +46,16 @@ class Run(RunShell):
         preflight(self.plan, self.machine, has_cluster=bool(self.opt.address or os.environ.get("RAY_ADDRESS")))
         exp = self.exp
         try:
-            rewards.get(exp.reward_function)  # an unknown or uninstallable reward fails here, not in a worker
+            if exp.episodes is not None:  # the environment scores; what it needs fails here, not in a worker
+                from rlcfg.runtime import episodes
+
+                episodes.check_ready(exp.episodes)
+            else:
+                rewards.get(exp.reward_function)  # an unknown or uninstallable reward fails here, not in a worker
         except ImportError as err:
             raise PreflightError(f"this plan cannot run here: its reward `{exp.reward_function}` needs {err}") from err
+        except OSError as err:
+            raise PreflightError(f"this plan cannot run here: {err}") from err
         actor = exp.role("actor")
         self.tokenizer_path = worker_path(actor.model.tokenizer or actor.model.path)
         for role in exp.roles:
@@ -148,7 +155,8 @@ class Run(RunShell):
         rollout_spec = RolloutSpec(
             model_path=worker_path(model_path), tokenizer=self.tokenizer_path, device=self.device,
             dtype="float32" if self.device == "cpu" else (rollout_role.model.dtype if rollout_role.model else "bfloat16"),
-            max_num_seqs=engine_args.get("max_num_seqs"))
+            max_num_seqs=engine_args.get("max_num_seqs"), episodes=exp.episodes,
+            chat_template_kwargs=exp.data.chat_template_kwargs)
         if rollout_role.backend == "vllm":
             from rlcfg.runtime.backends import vllm
 

@@ -267,7 +267,8 @@ FORMATTED = {"gsm8k_strict": "`#### <number>` answers only",
 
 
 # What a reward needs on the nodes that score (the rollout workers' nodes) beyond rlcfg's extras.
-SYSTEM_TOOLS = {"lcb": "bubblewrap (`bwrap`), the sandbox the lcb environment's programs run in"}
+SYSTEM_TOOLS = {"lcb": "bubblewrap (`bwrap`), the sandbox the lcb environment's programs run in",
+                "text2sql": "bubblewrap (`bwrap`), the sandbox the text2sql environment's queries run in"}
 
 
 def batch(name: str) -> Callable[[list[tuple[str, "str | None"]]], list[float]] | None:

@@ -69,7 +69,8 @@ def _python_paths() -> list[str]:
     return sorted(p for p in outside if not any(p != q and p.startswith(q + "/") for q in outside))
 
 
-def command(workdir: str, argv: list[str]) -> list[str]:
+def command(workdir: str, argv: list[str], readonly: tuple[tuple[str, str], ...] = ()) -> list[str]:
+    """bwrap's command line; `readonly`: (host folder, where the program sees it) pairs it may read, not write."""
     cmd = [bwrap(), "--unshare-all", "--die-with-parent", "--new-session", "--clearenv",
            "--setenv", "PATH", "/usr/local/bin:/usr/bin:/bin", "--setenv", "HOME", SANDBOX_DIR,
            "--setenv", "PYTHONDONTWRITEBYTECODE", "1", "--setenv", "PYTHONHASHSEED", "0",
@@ -85,6 +86,8 @@ def command(workdir: str, argv: list[str]) -> list[str]:
     cmd += ["--proc", "/proc", "--dev", "/dev", "--bind", os.path.join(workdir, ".tmp"), "/tmp"]
     for path in _python_paths():
         cmd += ["--ro-bind", path, path]
+    for host, seen in readonly:
+        cmd += ["--ro-bind", host, seen]
     # The root bwrap builds the mount points in is made read-only last, so nothing else can be written anywhere.
     cmd += ["--bind", workdir, SANDBOX_DIR, "--remount-ro", "/", "--chdir", SANDBOX_DIR, "--", *argv]
     return cmd
@@ -125,16 +128,18 @@ def _limited(argv: list[str], limits: Limits) -> list[str]:
             str(limits.file_bytes), str(processes), *argv]
 
 
-def run(files: dict[str, str], argv: list[str], limits: Limits = Limits(), stdin: str = "") -> Completed:
+def run(files: dict[str, str], argv: list[str], limits: Limits = Limits(), stdin: str = "",
+        readonly: tuple[tuple[str, str], ...] = ()) -> Completed:
     """Write `files` into a fresh folder, run `argv` there in the sandbox, and remove the folder. `argv[0]` may be
-    `python`: this interpreter, which sees its own packages read-only."""
+    `python`: this interpreter, which sees its own packages read-only. `readonly`: host folders the program may
+    read, as (host folder, where it sees it)."""
     argv = [sys.executable if a == "python" and i == 0 else a for i, a in enumerate(argv)]
     with tempfile.TemporaryDirectory(prefix="rlcfg-sandbox-") as workdir:
         os.mkdir(os.path.join(workdir, ".tmp"))
         for name, text in files.items():
             with open(os.path.join(workdir, name), "w", encoding="utf-8") as f:
                 f.write(text)
-        proc = subprocess.Popen(command(workdir, _limited(argv, limits)), stdin=subprocess.PIPE,
+        proc = subprocess.Popen(command(workdir, _limited(argv, limits), readonly), stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace",
                                 start_new_session=True)
         try:
@@ -162,10 +167,11 @@ def check_available() -> None:
                                  "kernel.unprivileged_userns_clone=1, or user.max_user_namespaces > 0)")
 
 
-def run_json(files: dict[str, str], argv: list[str], limits: Limits) -> tuple[object | None, Completed]:
+def run_json(files: dict[str, str], argv: list[str], limits: Limits, stdin: str = "",
+             readonly: tuple[tuple[str, str], ...] = ()) -> tuple[object | None, Completed]:
     """Run a program that prints one JSON value as its last line; None when it printed none (it failed, was
     killed, or ran out of time)."""
-    done = run(files, argv, limits)
+    done = run(files, argv, limits, stdin, readonly)
     lines = done.stdout.strip().splitlines()
     if done.timed_out or not lines:
         return None, done

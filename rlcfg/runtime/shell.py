@@ -582,6 +582,8 @@ class RunShell:
                 spec = M.model_spec_for(role)
                 seq = (self.exp.data.max_prompt_length or 0) + (self.exp.sampling.max_new_tokens or 0)
                 seq = min(seq, self.exp.sampling.max_total_length or seq)
+                if self.exp.episodes is not None:
+                    seq = self.exp.episodes.longest_sequence(self.exp.sampling.max_new_tokens)
                 out[role.name] = M.lower_role(role, spec, len(self.plan.placement(role.name).ranks),
                                               self._optimizer_steps(), seq_length=seq or None,
                                               schedule_train_steps=self._schedule_train_steps())

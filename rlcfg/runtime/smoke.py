@@ -58,6 +58,8 @@ MIN_SAMPLES = 8
 RESPONSE_TOKENS = 32
 PROMPT_TOKENS = 64
 PROMPT_TOKENS_OWN_DATA = 256
+TINY_CONTEXT = 512  # the tiny models' max_position_embeddings
+SMOKE_TURNS = 3  # turns per episode, at most
 MAX_WORKERS = 2
 # Bumped when the tiny models or the generated data change, so that an older cache is not reused.
 CACHE_VERSION = "v2"
@@ -92,6 +94,7 @@ class Host:
     families: tuple[tuple[str, str], ...] = ()  # model path → family (one of FAMILIES), where known
     local_files: frozenset[str] = frozenset()  # the config's data files that exist here
     workers: int = MAX_WORKERS
+    retrieval_url: str | None = None  # a stand-in retrieval server this process serves (serve_retrieval)
 
 
 @dataclass(frozen=True)
@@ -135,6 +138,8 @@ class GeneratedData:
     seed: int
     chosen_key: str = "chosen"  # reward-model data: the preferred and the other response
     rejected_key: str = "rejected"
+    # "arithmetic": additions of two digits; "text2sql" and "search": the tasks of those environments (TASKS)
+    task: str = "arithmetic"
 
 
 @dataclass(frozen=True)
@@ -277,7 +282,34 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
     limit = PROMPT_TOKENS_OWN_DATA if own else PROMPT_TOKENS
     new_data = data
     reward_function = exp.reward_function
-    if not own:
+    episodes = exp.episodes
+    if episodes is not None and episodes.environment == "search" and host.retrieval_url:
+        subs.append(Substitution("search server", str(episodes.setting("search_url")),
+                                 f"{host.retrieval_url} (a stand-in that serves the generated task's passages)"))
+        episodes = replace(episodes, settings=tuple((k, host.retrieval_url if k == "search_url" else v)
+                                                    for k, v in episodes.settings))
+    if not own and episodes is not None:
+        # The environment runs as configured, on a task of its own kind: the tiny model's episodes go through the
+        # same turns, observations and rewards (mostly the reward of a malformed answer).
+        task = episodes.environment
+        chat = data.apply_chat_template
+        rows = max(200, 4 * new_prompts)
+        train = replace(_generated(host, data, exp.kind, chat, rows, data.seed, f"train-{task}"), task=task)
+        generated.append(train)
+        new_data = replace(new_data, train_files=(train.path,))
+        subs.append(Substitution("train data", ", ".join(data.train_files) or "(none)",
+                                 f"generated {task} task ({TASKS[task]}), {rows} rows"))
+        if task == "text2sql":
+            folder = sql_databases(host)
+            subs.append(Substitution("text2sql databases", str(episodes.setting("db_path")), folder))
+            episodes = replace(episodes, settings=tuple((k, folder if k == "db_path" else v)
+                                                        for k, v in episodes.settings))
+        if data.eval_files:
+            ev = replace(_generated(host, data, exp.kind, chat, 50, data.seed + 1, f"eval-{task}"), task=task)
+            generated.append(ev)
+            new_data = replace(new_data, eval_files=(ev.path,))
+            subs.append(Substitution("eval data", ", ".join(data.eval_files), f"generated {task} task, 50 rows"))
+    elif not own:
         if reward_function in rewards.FORMATTED:
             # The tiny model learns to answer "10", not "#### 10": the format's verifier would score it 0 throughout.
             reward_function = "math"
@@ -326,6 +358,15 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
             subs.append(Substitution("longest evaluation prompt", f"{data.eval_prompt_limit} tokens"
                                      if data.eval_prompt_limit else "unlimited", f"{new_data.max_prompt_length} "
                                      "characters"))
+    if episodes is not None:
+        # Every turn's input, and the turn it generates, fit the stand-in's positions.
+        longest = TINY_CONTEXT - new_sampling.max_new_tokens - 1
+        turns = min(episodes.max_turns, SMOKE_TURNS)
+        if episodes.max_input_length > longest:
+            subs.append(Substitution("longest turn input (tokens)", str(episodes.max_input_length), str(longest)))
+        if turns != episodes.max_turns:
+            subs.append(Substitution("turns per episode", str(episodes.max_turns), str(turns)))
+        episodes = replace(episodes, max_turns=turns, max_input_length=min(episodes.max_input_length, longest))
     new_roles = [_engine_lengths(r, new_data.max_prompt_length, new_sampling.max_new_tokens) for r in new_roles]
     room = shaping.overlong_penalty_prompt_room
     if room is not None and new_data.max_prompt_length is not None and room > new_data.max_prompt_length:
@@ -343,7 +384,8 @@ def smoke_experiment(exp: Experiment, host: Host) -> Smoke:
     smoke = replace(exp, roles=tuple(new_roles), cluster=replace(exp.cluster, nodes=1, gpus_per_node=None),
                     algorithm=replace(alg, group_size=group, reward=shaping), sampling=new_sampling,
                     eval_sampling=eval_sampling,
-                    data=new_data, schedule=new_schedule, logging=logging, reward_function=reward_function)
+                    data=new_data, schedule=new_schedule, logging=logging, reward_function=reward_function,
+                    episodes=episodes)
     return Smoke(smoke, _merged(subs), tuple(dict.fromkeys(models.values())), tuple(generated), workers,
                  megatron_on_cpu)
 
@@ -721,7 +763,7 @@ def build_model(directory: str, family: str, seed: int = 0) -> None:
     pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
     common = dict(vocab_size=len(tokenizer), hidden_size=TINY["hidden"], intermediate_size=TINY["intermediate"],
                   num_hidden_layers=TINY["layers"], num_attention_heads=TINY["heads"],
-                  num_key_value_heads=TINY["kv_heads"], max_position_embeddings=512, pad_token_id=pad,
+                  num_key_value_heads=TINY["kv_heads"], max_position_embeddings=TINY_CONTEXT, pad_token_id=pad,
                   eos_token_id=eos, bos_token_id=eos, tie_word_embeddings=False)
     config_class, model_class = {"qwen2": ("Qwen2Config", "Qwen2ForCausalLM"),
                                  "qwen3": ("Qwen3Config", "Qwen3ForCausalLM"),
@@ -824,8 +866,96 @@ def build_model_dir(tiny: TinyModel, warm: bool = True) -> bool:
     return True
 
 
+def sql_databases(host: Host) -> str:
+    """The folder the generated text2sql task's database is in, laid out as SkyRL's SQL data is (db_path)."""
+    return os.path.join(host.cache, "data", f"text2sql-{CACHE_VERSION}")
+
+
+SQL_TABLE = [(i, i % 7, (3 * i) % 10) for i in range(1, 21)]  # sums(id, a, b)
+# The search task's world: each place's capital, the answer to "capital of <place>?".
+CAPITALS = (("Zorland", "Pim"), ("Quess", "Aro"), ("Velt", "Mun"), ("Drask", "Oly"), ("Brim", "Tash"),
+            ("Kelo", "Ruv"), ("Norv", "Ekk"), ("Sapp", "Ily"))
+TASKS = {"text2sql": "questions about a one-table SQLite database", "search": "capitals of made-up places, "
+         "answered from a stand-in retrieval server"}
+
+
+def _search_rows(data: GeneratedData) -> list[dict[str, Any]]:
+    rng = random.Random(data.seed)
+    rows = []
+    for _ in range(data.rows):
+        place, capital = rng.choice(CAPITALS)
+        question = f"capital of {place}?"
+        rows.append({data.prompt_key: [{"role": "user", "content": question}] if data.chat else question,
+                     "reward_spec": {"ground_truth": {"target": [capital]}}})
+    return rows
+
+
+def serve_retrieval() -> str:
+    """Start a stand-in of the search environment's retrieval server in this process (a daemon thread, gone when
+    the process ends) and return its URL: for any query, the passages that name a place in it, else the first
+    three, in the layout Search-R1's server answers with."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    passages = [{"document": {"contents": f"The capital of {place} is {capital}."}} for place, capital in CAPITALS]
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self):  # noqa: N802 (http.server's name)
+            request = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)) or b"{}")
+            query = str(request.get("query", ""))
+            found = [p for p, (place, _) in zip(passages, CAPITALS) if place.lower() in query.lower()]
+            body = json.dumps({"result": [(found or passages[:3])[:int(request.get("topk", 3))]]}).encode()
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):  # the run's own output only
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True, name="rlcfg-retrieval-standin").start()
+    return f"http://127.0.0.1:{server.server_address[1]}/retrieve"
+
+
+def _sql_rows(data: GeneratedData) -> list[dict[str, Any]]:
+    rng = random.Random(data.seed)
+    rows = []
+    for _ in range(data.rows):
+        k = rng.randint(1, len(SQL_TABLE))
+        question = f"sums(id,a,b): a+b at id {k}?"
+        row: dict[str, Any] = {data.prompt_key: [{"role": "user", "content": question}] if data.chat else question,
+                               "db_id": "smoke", "data": "spider",
+                               "reward_spec": {"ground_truth": f"SELECT a + b FROM sums WHERE id = {k}"}}
+        rows.append(row)
+    return rows
+
+
+def _write_sql_database(folder: str) -> str | None:
+    """The generated text2sql task's database, once; its path when written now."""
+    import sqlite3
+
+    path = os.path.join(folder, "spider", "database", "smoke", "smoke.sqlite")
+    if os.path.isfile(path):
+        return None
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    partial = f"{path}.{os.getpid()}.tmp"
+    with sqlite3.connect(partial) as conn:
+        conn.execute("CREATE TABLE sums (id INTEGER PRIMARY KEY, a INTEGER, b INTEGER)")
+        conn.executemany("INSERT INTO sums VALUES (?, ?, ?)", SQL_TABLE)
+    conn.close()
+    os.replace(partial, path)
+    return path
+
+
 def task_rows(data: GeneratedData) -> list[dict[str, Any]]:
-    """Additions of two digits, in the columns the config names."""
+    """Additions of two digits (or, for the text2sql task, questions about its table), in the columns the config
+    names."""
+    if data.task == "text2sql":
+        return _sql_rows(data)
+    if data.task == "search":
+        return _search_rows(data)
     rng = random.Random(data.seed)
     rows = []
     for _ in range(data.rows):
@@ -862,6 +992,10 @@ def materialize(smoke: Smoke, stream: Any = None) -> list[str]:
                   file=stream, flush=True)
         if build_model_dir(tiny):
             written.append(tiny.path)
+    if smoke.experiment.episodes is not None and any(d.task == "text2sql" for d in smoke.data):
+        database = _write_sql_database(smoke.experiment.episodes.setting("db_path"))
+        if database:
+            written.append(database)
     for data in smoke.data:
         if not os.path.isfile(data.path):
             os.makedirs(os.path.dirname(data.path), exist_ok=True)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from rlcfg.ir import Lora, Optimizer
+from rlcfg.ir import Episodes, Lora, Optimizer
 
 
 @dataclass(frozen=True)
@@ -50,3 +50,7 @@ class RolloutSpec:
     backend: Literal["hf", "vllm", "sglang"] = "hf"
     max_num_seqs: int | None = None
     engine_args: dict[str, Any] | None = None  # vLLM's engine_args or SGLang's server_args
+    # Multi-turn rollouts: the engine's worker runs the episodes (rlcfg.runtime.episodes), with the chat template
+    # rendered as the prompts were.
+    episodes: Episodes | None = None
+    chat_template_kwargs: tuple[tuple[str, Any], ...] = ()

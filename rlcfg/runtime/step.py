@@ -106,7 +106,12 @@ def make_batch(groups: list[dict[str, Any]], pad: int):
     # Row-major boolean indexing visits each row's response columns in order, so the flattened responses land
     # where they belong.
     ids[:, P:][resp] = [t for g in groups for r in g["responses"] for t in r[0]]
-    response_mask[resp] = 1.0
+    if any(len(r) > 3 for g in groups for r in g["responses"]):
+        # Multi-turn episodes (rlcfg.runtime.episodes): the environment's tokens are part of the sequence but
+        # carry no loss.
+        response_mask[resp] = [m for g in groups for r in g["responses"] for m in r[3]]
+    else:
+        response_mask[resp] = 1.0
     attention[:, P:] = resp
     batch = {"input_ids": torch.from_numpy(ids), "attention_mask": torch.from_numpy(attention),
              "response_mask": torch.from_numpy(response_mask)}
@@ -269,7 +274,10 @@ def prepare_update(groups: list[dict[str, Any]], s: StepSettings, shards: int,
     if alg.policy_loss == "topr":  # TOPR sides each sample by its score before any shaping (ROLL's `scores`)
         batch["positive"] = (raw_scores > 0).float()
     mask = batch["response_mask"]
-    lengths = mask.sum(dim=1)
+    # A response's length counts every token of it, the environment's too (a multi-turn episode's).
+    lengths = batch["attention_mask"][:, -mask.shape[1]:].sum(dim=1).to(mask.dtype)
+    if rows is not None:
+        lengths[rows:] = 0.0  # rows that even out the shards count no tokens
 
     t0 = time.perf_counter()
     scores = A.shape_scores(raw_scores, lengths, finished, s.max_new_tokens, alg.reward,

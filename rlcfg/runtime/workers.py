@@ -301,6 +301,7 @@ class _Generating:
 
     rollout: Any
     scorer: RewardScorer
+    episodes: Any = None  # rlcfg.runtime.episodes.Runner, for multi-turn rollouts (the environment scores)
 
     def _start_rollout(self, spec: RolloutSpec, reward_function: str) -> None:
         if spec.backend == "vllm":
@@ -316,7 +317,12 @@ class _Generating:
 
             self.rollout = HFRolloutEngine(spec.model_path, device=spec.device, dtype=spec.dtype,
                                            max_num_seqs=spec.max_num_seqs, tokenizer_path=spec.tokenizer)
-        self.scorer = RewardScorer(reward_function, self.rollout.tokenizer)
+        if spec.episodes is not None:  # the environment scores the episodes it runs
+            from rlcfg.runtime.episodes import Runner
+
+            self.episodes = Runner(spec.episodes, self.rollout.tokenizer, spec.chat_template_kwargs)
+        else:
+            self.scorer = RewardScorer(reward_function, self.rollout.tokenizer)
 
     def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling, seed: int | None,
                  weights: Mapping[str, Any] | None = None, answers: list[str | None] | None = None):
@@ -331,6 +337,14 @@ class _Generating:
             start = time.perf_counter()
             self.rollout.update_weights(weights)
             info["load_s"] = time.perf_counter() - start
+        if self.episodes is not None:
+            # Multi-turn: the environment scores each episode as it ends, and its tokens carry no loss.
+            start = time.perf_counter()
+            episodes = self.episodes.run(self.rollout, prompt_token_ids, answers, sampling, seed)
+            info.update(generate_s=time.perf_counter() - start, scores=[e.score for e in episodes],
+                        texts=[e.text for e in episodes])
+            self._done_at = time.perf_counter()
+            return [(e.token_ids, e.logprobs, e.finished, e.loss_mask) for e in episodes], info
         # An engine left without prompts (a step with fewer prompts than engines) only takes the weights.
         gens = self.rollout.generate(prompt_token_ids, sampling, seed) if prompt_token_ids else []
         info["generate_s"] = self.rollout.last_generate_s if prompt_token_ids else 0.0

@@ -488,3 +488,47 @@ def test_evaluation_prompts_are_held_to_the_stand_in_models_length_too(tmp_path)
     limit = smoke.experiment.data.max_prompt_length
     assert limit < 1024 and smoke.experiment.data.eval_prompt_limit == limit
     assert subs(smoke)["longest evaluation prompt"] == ("unlimited", f"{limit} characters")
+
+
+# SkyRL's multi-turn environments on the SkyRL template (their launch scripts, in short).
+TEXT2SQL_SKYRL = ["environment.env_class=text2sql", "generator.max_turns=6", "generator.max_input_length=4096",
+                  "generator.batched=false", "generator.sampling_params.stop=['</sql>','</solution>']",
+                  "generator.eval_sampling_params.stop=['</sql>','</solution>']"]
+SEARCH_SKYRL = ["environment.env_class=search", "generator.max_turns=4", "generator.max_input_length=4096",
+                "generator.batched=false", "generator.use_conversation_multi_turn=true",
+                "generator.sampling_params.stop=['</search>','</answer>']",
+                "generator.eval_sampling_params.stop=['</search>','</answer>']"]
+
+
+def test_an_episodes_environment_plays_on_a_generated_task_of_its_kind(tmp_path):
+    sql = S.smoke_experiment(experiment(TEMPLATES / "skyrl-fsdp-vllm.yaml", TEXT2SQL_SKYRL), host(tmp_path))
+    episodes = sql.experiment.episodes
+    assert episodes.setting("db_path") == S.sql_databases(host(tmp_path))
+    assert episodes.max_turns == S.SMOKE_TURNS and episodes.longest_sequence(32) <= S.TINY_CONTEXT
+    assert [d.task for d in sql.data] == ["text2sql"] * len(sql.data)
+    assert sql.experiment.reward_function == "text2sql"  # the environment scores, not a stand-in verifier
+    assert "turns per episode" in subs(sql) and "text2sql databases" in subs(sql)
+    found = S.smoke_experiment(experiment(TEMPLATES / "skyrl-fsdp-vllm.yaml", SEARCH_SKYRL),
+                               replace(host(tmp_path), retrieval_url="http://127.0.0.1:9/retrieve"))
+    assert found.experiment.episodes.setting("search_url") == "http://127.0.0.1:9/retrieve"
+    assert "search server" in subs(found)
+
+
+@pytest.mark.parametrize("overrides", [TEXT2SQL_SKYRL, SEARCH_SKYRL], ids=["text2sql", "search"])
+def test_an_episodes_smoke_run_goes_through_its_turns(overrides, tmp_path, cache):
+    if overrides is TEXT2SQL_SKYRL:
+        from rlcfg.runtime import sandbox
+
+        try:
+            sandbox.check_available()
+        except ImportError as err:
+            if os.environ.get("RLCFG_REQUIRE_SANDBOX"):
+                raise
+            pytest.skip(f"queries cannot run here: {err}")
+    out = tmp_path / "out"
+    done, _wall = run_cli(str(TEMPLATES / "skyrl-fsdp-vllm.yaml"), *overrides, "--smoke", "--steps", "2",
+                          "-o", str(out), cache=cache)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert training_steps(out / "metrics.jsonl") == [1, 2]
+    # the environment's observations are in the responses shown (the stand-in never finishes in one turn)
+    assert ("<observation>" if overrides is TEXT2SQL_SKYRL else "<information>") in done.stderr

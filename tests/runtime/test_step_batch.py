@@ -287,3 +287,19 @@ def test_a_reward_of_the_kl_alone_takes_the_teachers_log_probs_as_each_tokens_ad
     kept_scores = replace(settings, algorithm=replace(alg, kl=replace(alg.kl, penalty_only=False)))
     kept = prepare_update(groups, kept_scores, 1, lambda role, b: logps[role](b), {}).batch["advantages"]
     assert torch.allclose(kept - update.batch["advantages"], torch.tensor([[0.0, 0.0, 1.0], [0.0, 0.0, 0.0]]))
+
+
+
+def test_an_episodes_environment_tokens_are_in_the_sequence_without_loss_and_count_in_its_length():
+    from rlcfg import ir
+    from rlcfg.runtime.step import prepare_update
+
+    # responses as the rollout side returns multi-turn episodes: tokens, log-probs, finished, loss mask
+    groups = [{"index": 0, "prompt": (5, 6), "texts": ["", ""], "scores": [1.0, 0.0],
+               "responses": [([7, 8, 1, 1, 9], [0.0] * 5, True, [1, 1, 0, 0, 1]), ([7], [0.0], True, [1])]}]
+    batch, _scores, _finished = make_batch(groups, pad=0)
+    assert batch["attention_mask"][0].tolist() == [1, 1, 1, 1, 1, 1, 1]
+    assert batch["response_mask"].tolist() == [[1, 1, 0, 0, 1], [1, 0, 0, 0, 0]]
+    update = prepare_update(groups, _settings(ir.Algorithm(group_size=2)), 1, lambda role, batch: None, {})
+    assert update.lengths.tolist() == [5.0, 1.0]
+    assert float(update.batch["advantages"][0, 2:4].abs().sum()) == 0.0

@@ -127,10 +127,27 @@ VLLM_KWARGS = {k: k for k in ("gpu_memory_utilization", "max_num_seqs", "max_mod
 # more turns are refused with max_turns itself.
 # lcb runs the response's last fenced program against the task's tests, in a sandbox (`lcb`).
 ENVIRONMENT_REWARDS = {"gsm8k": "gsm8k_strict", "gsm8k_multi_turn": "gsm8k_format_credit", "aime": "answer_line",
-                       "multiply": "boxed_multiply", "lcb": "lcb"}
+                       "multiply": "boxed_multiply", "lcb": "lcb", "text2sql": "text2sql", "search": "search"}
 # Where each environment reads the ground truth in a dataset row (its `extras`): gsm8k in reward_spec, aime in the
 # reward_model column of DAPO's datasets.
 ENVIRONMENT_ANSWER_KEYS = {"gsm8k": "reward_spec.ground_truth", "aime": "reward_model.ground_truth"}
+
+# The SkyRL-Gym environments rlcfg steps through whole episodes (rlcfg.runtime.episodes), with the columns of a row
+# each reads and the settings of its own it reads (environment.skyrl_gym.<name>.<key>). Their episodes score
+# themselves, so each is also the run's reward.
+EPISODE_ENVIRONMENTS = {"text2sql": (("db_id", "data", "reward_spec"), ("db_path",)),
+                        "search": (("reward_spec",), ("search_url", "topk", "timeout"))}
+# The releases whose generator loop rlcfg's episodes follow (SkyRLGymGenerator.agent_loop of skyrl-train 0.4.0, its
+# last commit and the skyrl package): the loop before 0.4.0 kept the final observation, tracked no log-probs of
+# chat turns, and before 0.3.0 checked the input length after a turn and cut the response to a budget.
+EPISODE_RELEASES = ("0.4.0", "main", "skyrl-0.1.0", "skyrl-0.2.0", "skyrl-0.3.0", "skyrl-0.4.0")
+# The releases whose environment stops the run on a turn that goes on after one of its stop tags (text2sql up to
+# skyrl 0.2.0, search up to skyrl 0.1.0), and those tags: only stop strings holding them all rule that out.
+EPISODE_STOP_CHECKS = {"text2sql": (("0.4.0", "main", "skyrl-0.1.0", "skyrl-0.2.0"), ("</sql>", "</solution>")),
+                       "search": (("0.4.0", "main", "skyrl-0.1.0"), ("</search>", "</answer>"))}
+# The estimators whose advantage depends on the episode's score alone, not on where in its tokens each turn's
+# reward lands (which rlcfg's runtime does not keep).
+EPISODE_ESTIMATORS = ("grpo", "rloo", "maxrl")
 
 
 def lora_module_keys(key: str, release: str | None) -> tuple[str, str]:

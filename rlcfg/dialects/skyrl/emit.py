@@ -369,7 +369,18 @@ def emit(experiment: Experiment, release: str | None = None) -> Emitted:
         put(tree, f"{g}.eval_n_samples_per_prompt", e.eval_sampling.n)
     put(tree, f"{g}.zero_reward_on_non_stop", a.reward.zero_truncated)
     put(tree, f"{g}.apply_overlong_filtering", a.mask_truncated)
-    put(tree, "environment.env_class", "gsm8k")
+    episodes = e.episodes
+    if episodes is None:
+        put(tree, "environment.env_class", "gsm8k")
+        return Emitted(tree, REASONS)
+    put(tree, "environment.env_class", episodes.environment)
+    put(tree, f"{g}.max_turns", episodes.max_turns)
+    put(tree, f"{g}.max_input_length", episodes.max_input_length)
+    put(tree, f"{g}.use_conversation_multi_turn", episodes.observations == "chat")
+    put(tree, f"{g}.append_eos_token_after_stop_str_in_multi_turn", episodes.eos_after_stop)
+    put(tree, f"{g}.batched", False)
+    for key, value in episodes.settings:
+        put(tree, f"environment.skyrl_gym.{episodes.environment}.{key}", value)
     return Emitted(tree, REASONS)
 
 

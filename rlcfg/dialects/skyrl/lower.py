@@ -25,6 +25,11 @@ What skyrl-train derives or rewrites, and the lowering reproduces:
     engine i × DP rank r with trainer.seed + i × DP + r, and with rope_scaling and no max_model_len of their
     own get max_model_len = factor × original_max_position_embeddings.
 
+An environment rlcfg steps through whole episodes (`text2sql`) becomes Experiment.episodes: the generator's
+max_turns (which it also hands the environment as its turn limit), max_input_length, how observations are appended
+(use_conversation_multi_turn) and the EOS after a stop string, with the environment's own settings; the dataset's
+answer is then the row's record of the columns the environment reads.
+
 The `seq_mean_token_sum_norm` loss divides each sequence's token sum by algorithm.max_seq_len, which defaults to
 generator.max_input_length + sampling_params.max_generate_length (`effective_max_seq_len`, Algorithm.loss_length_norm).
 One derivation has no place in the Experiment and is only described here: `override_existing_update_group: auto`
@@ -52,12 +57,12 @@ import math
 from typing import Any
 
 from rlcfg import run_limits
-from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Experiment, FilterSpec,
+from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, Data, Episodes, Experiment, FilterSpec,
                       KLController, Logging, Lora, Model, Offload, Optimizer, Parallelism, PolicyOptions, Resources,
                       RewardShaping, Role, Sampling, Schedule, Spelling)
 from rlcfg.dialects.skyrl.package import (DAPO_CONTEXT_BUFFER, DISTILLATION_RUNS, ONE_STEP_ASYNC, PACKAGE_FROM_030,
                                           entry_estimator, entry_policy_loss)
-from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_ANSWER_KEYS,
+from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_ANSWER_KEYS, EPISODE_ENVIRONMENTS,
                                           ENVIRONMENT_REWARDS, LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED,
                                           POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dataset_files, dp_size, loggers, lora_module_keys,
@@ -632,6 +637,19 @@ def _logging(cfg: Any) -> Logging:
     return Logging(directory=None, project=t.project_name, run_name=t.run_name, backends=("jsonl", "console") + extra)
 
 
+def _episodes(cfg: Any) -> Episodes | None:
+    """SkyRLGymGenerator.agent_loop's settings, for an environment rlcfg steps through whole episodes. The generator
+    hands the environment generator.max_turns as its own turn limit (env_extras["max_turns"])."""
+    g, env = cfg.generator, cfg.environment.env_class
+    if env not in EPISODE_ENVIRONMENTS:
+        return None
+    own = getattr(cfg.environment.skyrl_gym, env)
+    return Episodes(environment=env, max_turns=g.max_turns, max_input_length=g.max_input_length,
+                    observations="chat" if g.use_conversation_multi_turn else "inline",
+                    eos_after_stop=g.append_eos_token_after_stop_str_in_multi_turn,
+                    settings=tuple((key, getattr(own, key)) for key in EPISODE_ENVIRONMENTS[env][1]))
+
+
 def lower(cfg: Any, release: str | None = None, entry_runs: str | None = None) -> Experiment:
     t, g = cfg.trainer, cfg.generator
     roles = [_actor(cfg, release), _rollout(cfg)]
@@ -644,6 +662,7 @@ def lower(cfg: Any, release: str | None = None, entry_runs: str | None = None) -
                 prompt_key="prompt",
                 # SkyRL's datasets carry the answer where the environment reads it.
                 answer_key=ENVIRONMENT_ANSWER_KEYS.get(cfg.environment.env_class, "reward_spec.ground_truth"),
+                answer_fields=EPISODE_ENVIRONMENTS.get(cfg.environment.env_class, ((),))[0],
                 # PromptDataset drops prompts longer than max_prompt_length (tokens, after the chat template).
                 max_prompt_length=t.max_prompt_length, shuffle=True, seed=t.seed, apply_chat_template=True,
                 chat_template_kwargs=tuple(sorted((g.chat_template_kwargs or {}).items())))
@@ -654,9 +673,9 @@ def lower(cfg: Any, release: str | None = None, entry_runs: str | None = None) -
         sampling=_sampling(g.sampling_params, g.n_samples_per_prompt),
         eval_sampling=_sampling(g.eval_sampling_params, g.eval_n_samples_per_prompt), data=data,
         schedule=_schedule(cfg, entry_runs), checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=t.seed,
-        # SkyRL-Gym's gsm8k and aime environments compare the final answer with the ground truth; `rlcfg run`
-        # refuses the other environments.
-        reward_function=ENVIRONMENT_REWARDS.get(cfg.environment.env_class, "math"),
+        # SkyRL-Gym's gsm8k and aime environments compare the final answer with the ground truth, text2sql scores
+        # its episodes itself; `rlcfg run` refuses the environments it does not run.
+        reward_function=ENVIRONMENT_REWARDS.get(cfg.environment.env_class, "math"), episodes=_episodes(cfg),
     )
 
 

@@ -56,14 +56,13 @@ _REWARD_MODEL_ONLY = inert("read only with a reward model (trainer.reward.model.
 _OWN_ENGINES = refused("`rlcfg run` starts its own inference engines in its Ray cluster; remote servers or an external "
                        "router are not used")
 _REMOTE_ONLY = inert("read only with remote engines (run_engines_locally: false), which `rlcfg run` refuses")
-_MULTI_TURN_ONLY = inert("read only in multi-turn generation (max_turns > 1), which `rlcfg run` refuses")
 _MODEL_OVERRIDES = refused("rlcfg builds each model from its own config.json; overrides of it are not applied")
 _ROPE = refused("rlcfg runs the model with the RoPE settings of its own config.json")
 _ENDPOINT = inert("an HTTP endpoint that serves the engines to outside clients; the training loop's generation is the "
                   "same")
 _OUTLIER = refused("rlcfg masks no sequence for an outlying token importance ratio; it would train on all of them")
 _CHAT_TEMPLATE_ONLY = inert("read only with chat_template.name_or_path set, which `rlcfg run` refuses")
-_ENVIRONMENT = inert("settings of SkyRL-Gym environments other than gsm8k and aime, which `rlcfg run` refuses "
+_ENVIRONMENT = inert("settings of SkyRL-Gym environments rlcfg does not run, which `rlcfg run` refuses "
                      "(environment.env_class)")
 
 # Its dtype settings (main_params_dtype, exp_avg_dtype, ...) default to fp32, and no SkyRL release sets them: the
@@ -89,9 +88,6 @@ _LOGPROBS = inert("rlcfg's engines return the sampled tokens' log-probs whenever
 _OWN_TEMPLATE = refused("rlcfg renders prompts with the tokenizer's own chat template")
 _ENGINE_MODEL_NAME = inert("it names the model behind the HTTP endpoint and remote servers; the engines load "
                            "trainer.policy.model.path")
-_SINGLE_TURN_INPUT = inert("the input limit of later turns in multi-turn generation, which `rlcfg run` refuses; "
-                           "single-turn prompts are limited by trainer.max_prompt_length")
-_SINGLE_TURN = refused("rlcfg generates one response per prompt (single-turn); environments are not stepped")
 _HF_EXPORT = inert("exports the weights in Hugging Face format beside the run; nothing computed changes (rlcfg "
                    "writes them with its checkpoints)")
 _EXPERT_LAYOUT = inert("how an engine lays its experts over its GPUs; the generated tokens are the same (rlcfg's "
@@ -812,7 +808,7 @@ class Generator(Section):
     max_input_length: int = param(
         "${trainer.max_prompt_length}", description="Longest engine input. Single-turn: equal to "
                                                     "trainer.max_prompt_length. Multi-turn: at least that, the input "
-                                                    "limit of every turn.", ge=1, fate=_SINGLE_TURN_INPUT)
+                                                    "limit of every turn.", ge=1, fate=HONORED)
     vllm_v1_disable_multiproc: bool = param(True, description="Set VLLM_ENABLE_V1_MULTIPROCESSING=0, which makes "
                                                               "scheduling deterministic.", fate=_PERF)
     enable_prefix_caching: bool = param(True, description="vLLM prefix caching (must match remote servers).")
@@ -856,7 +852,7 @@ class Generator(Section):
                                                                "keys with `+generator.engine_init_kwargs.KEY=...`.",
                                                                    releases=FROM_020)
     max_turns: int = param(1, description="Most turns of multi-turn generation; 1 is single-turn.", ge=1,
-        fate=_SINGLE_TURN)
+        fate=HONORED)
     override_existing_update_group: Literal["auto", "enable", "disable"] = param(
         "auto", description="Remote engines: replace a weight-update group left by an earlier run. `auto` becomes "
                             "`enable` for remote vLLM engines and `disable` otherwise (up to skyrl 0.2.0).",
@@ -865,10 +861,10 @@ class Generator(Section):
     use_conversation_multi_turn: bool = param(
         True, description="Multi-turn: append observations as new chat turns (true) or as raw tokens after the "
                           "assistant's response (false). True in the base config from v0.1.0, false before.",
-        fate=_MULTI_TURN_ONLY)
+        fate=HONORED)
     append_eos_token_after_stop_str_in_multi_turn: bool = param(
         True, description="Multi-turn with stop strings: append the EOS token after a stop string.", releases=FROM_020,
-            fate=_MULTI_TURN_ONLY)
+            fate=HONORED)
     chat_template: ChatTemplate = section(ChatTemplate, description="Chat template override (v0.2.0 and later).",
                                           releases=FROM_020, fate=_CHAT_TEMPLATE_ONLY)
     chat_template_kwargs: dict[str, Any] = param({}, description="Arguments for the chat template (not with batched).",
@@ -883,7 +879,9 @@ class Generator(Section):
     apply_overlong_filtering: bool = param(False, description="DAPO overlong filtering: mask the loss of truncated "
                                                               "responses (v0.1.0 and later).", releases=FROM_010)
     step_wise_trajectories: bool = param(False, description="Train on each turn of a multi-turn trajectory as its own "
-                                                            "sample.", releases=FROM_040, fate=_MULTI_TURN_ONLY)
+                                                            "sample.", releases=FROM_040,
+                                          fate=refused("rlcfg trains each episode as one sample; it does not split "
+                                                       "an episode into a sample per turn"))
     rope_scaling: dict[str, Any] | None = param(None, description="RoPE scaling override for the engines (v0.3.0 to "
                                                                   "skyrl 0.2.0).",
                                                 releases=upto("skyrl-0.2.0", FROM_030), fate=_ROPE)
@@ -927,7 +925,7 @@ class DeepspeedConfig(Section):
 
 
 class Text2Sql(Section):
-    run_fate = _ENVIRONMENT
+    run_fate = HONORED
     db_path: str = param("/home/ray/default/sql_data", description="Folder of the text-to-SQL databases.")
 
 
@@ -938,8 +936,9 @@ class LlmAsAJudge(Section):
 
 
 class Search(Section):
-    run_fate = _ENVIRONMENT
-    log_requests: bool = param(False, description="Log every request of the search environment.")
+    run_fate = HONORED
+    log_requests: bool = param(False, description="Log every request of the search environment.",
+                               fate=inert("what the environment logs changes nothing it computes"))
     search_url: str = param("http://127.0.0.1:8000/retrieve", description="Retrieval server of the search "
                                                                          "environment.")
     topk: int = param(3, description="Documents returned per search.", ge=1)
@@ -952,20 +951,22 @@ class SkyRLGym(Section):
 
     max_env_workers: int = param(32, description="Background threads for environment steps; 0 steps them inline "
                                                  "(v0.1.0 and later).", ge=0, fate=_PERF, releases=FROM_010)
-    text2sql: Text2Sql = section(Text2Sql, description="Settings of the text2sql environment.")
+    text2sql: Text2Sql = section(Text2Sql, description="Settings of the text2sql environment.", fate=HONORED)
     llm_as_a_judge: LlmAsAJudge = section(LlmAsAJudge, description="Settings of the llm_as_a_judge environment "
                                                                    "(v0.1.0 and later).", releases=FROM_010)
     search: Search = section(Search, description="Settings of the search environment (v0.1.0 and later).",
-                             releases=FROM_010)
+                             releases=FROM_010, fate=HONORED)
 
 
 class Environment(Section):
     run_fate = HONORED
     env_class: str = param("gsm8k", description="SkyRL-Gym environment the generator steps through. `rlcfg run` "
-                                                "runs gsm8k and aime; it refuses the others.")
+                                                "runs gsm8k, gsm8k_multi_turn (in one turn), aime, lcb, text2sql and "
+                                                "search; "
+                                                "it refuses the others.")
     skyrl_gym: SkyRLGym = section(SkyRLGym, description="Environment settings (skyrl_gym_config/default.yaml); "
                                                         "settings of custom environments are added with "
-                                                        "`+environment.skyrl_gym.NAME.KEY=...`.", fate=_ENVIRONMENT)
+                                                        "`+environment.skyrl_gym.NAME.KEY=...`.", fate=HONORED)
 
 
 class SkyRLConfig(Section):

@@ -17,7 +17,8 @@ from rlcfg import run_limits
 from rlcfg.diagnostics import Constraint, Severity, close_matches, plural
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
                                           ADVANTAGE_ESTIMATORS_RUN, DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE,
-                                          ENVIRONMENT_REWARDS, LOSS_REDUCTIONS,
+                                          ENVIRONMENT_REWARDS, EPISODE_ENVIRONMENTS, EPISODE_ESTIMATORS,
+                                          EPISODE_RELEASES, EPISODE_STOP_CHECKS, LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, LOSSES_WITH_OLD_LOGPROBS, MINI_BATCH_REDUCTION,
                                           loggers, loss_normalization, overlong_buffer,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
@@ -1243,6 +1244,41 @@ def resume_from_path(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
 # ---- what `rlcfg run` refuses for the value, not the key (the run ledger: schema/ledger.py) ---------------------
 
 
+def _episode_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
+    """What rlcfg's episodes (rlcfg.runtime.episodes) do not run as SkyRL's generator does."""
+    a, g = cfg.trainer.algorithm, cfg.generator
+    env = cfg.environment.env_class
+    if ctx.release not in EPISODE_RELEASES:
+        yield _refusal("environment.env_class", env,
+                       f"rlcfg steps episodes as the generator of skyrl-train 0.4.0 and later does; "
+                       f"{_release_text(ctx)}'s generator differs (the final observation stays in the response, and "
+                       "before 0.3.0 the input's length is checked after each turn and the response cut to a budget)",
+                       "write the config for skyrl-train 0.4.0 or the skyrl package")
+    if g.batched:
+        yield _refusal("generator.batched", True,
+                       f"SkyRL's batched generation steps the `{env}` environment once per prompt, whatever "
+                       "max_turns says; rlcfg steps whole episodes", "set generator.batched=false")
+    if a.advantage_estimator not in EPISODE_ESTIMATORS:
+        yield _refusal("trainer.algorithm.advantage_estimator", a.advantage_estimator,
+                       f"with `{env}` episodes rlcfg runs {', '.join(EPISODE_ESTIMATORS)}, whose advantages depend "
+                       "on an episode's score alone; this estimator reads where each turn's reward lands among the "
+                       "tokens, which rlcfg does not keep")
+    buffer = overlong_buffer(cfg)
+    if buffer is not None:
+        key = "trainer.algorithm.overlong_buffer" + (".len" if a.overlong_buffer is not None else "_len")
+        yield _refusal(key, buffer[0], "rlcfg's episodes compute no overlong penalty (an episode's length counts "
+                                       "the environment's tokens)")
+    releases, tags = EPISODE_STOP_CHECKS.get(env, ((), ()))
+    if ctx.release in releases:
+        for key, params in (("generator.sampling_params.stop", g.sampling_params),
+                            ("generator.eval_sampling_params.stop", g.eval_sampling_params)):
+            if not all(tag in (params.stop or ()) for tag in tags):
+                yield _refusal(key, params.stop,
+                               f"at {_release_text(ctx)} the {env} environment stops the run on a turn that goes on "
+                               f"after {' or '.join(tags)}; only these stop strings rule that out",
+                               f"set {key} to {list(tags)}")
+
+
 def _refusal(path: str, value: Any, instead: str, hint: str | None = None) -> Finding:
     """An RLC118 note worded as the ledger's own (frontend._refusal_notes)."""
     from rlcfg.schema.validate import describe_value
@@ -1332,8 +1368,12 @@ def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
 
 
 @RULES.rule("skyrl/run-refusals", "RLC118",
-            "`rlcfg run` refuses values it cannot run with skyrl-train's meaning: environments other than gsm8k and "
-            "aime, custom advantage estimators and "
+            "`rlcfg run` refuses values it cannot run with skyrl-train's meaning: environments it does not run "
+            "(it runs gsm8k, gsm8k_multi_turn in one turn, aime, lcb, the multiply example's, text2sql and "
+            "search), "
+            "more than one turn outside text2sql and search, their episodes at releases before 0.4.0, in batched "
+            "generation, with estimators that read where each turn's reward lands, with an overlong penalty, or "
+            "(where the environment checks them) without its stop strings; custom advantage estimators and "
             "policy losses, the Tinker-style summed losses, the prompt_mean reduction, schedulers it lacks (on "
             "Megatron, any but constant_with_warmup), engine_init_kwargs it does not pass, keys added to the "
             "sampling parameters, GRPO on groups of one, use_tis with a loss that ignores it (up to v0.3.0), the "
@@ -1349,7 +1389,9 @@ def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
             "FSDP LoRA initialisations other than kaiming and gaussian; and "
             "vision-language models.",
             keys=["trainer.policy.model.path", "trainer.ref.model.path", "trainer.critic.model.path",
-                  "environment.env_class", "trainer.algorithm.advantage_estimator",
+                  "environment.env_class", "generator.max_turns", "generator.batched",
+                  "trainer.algorithm.overlong_buffer_len", "trainer.algorithm.overlong_buffer.len",
+                  "generator.eval_sampling_params", "trainer.algorithm.advantage_estimator",
                   "trainer.algorithm.policy_loss_type",
                   "trainer.algorithm.off_policy_correction.sequence_mask_metric", "trainer.fully_async.enabled",
                   "trainer.algorithm.loss_reduction", "trainer.algorithm.use_entropy_loss",
@@ -1372,8 +1414,15 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         yield _refusal("environment.env_class", env,
                        "rlcfg scores each response as the gsm8k, gsm8k_multi_turn (in one turn) or aime environment "
                        "does (their answer against the ground truth), as lcb does (the program against the task's "
-                       "tests), or as the multiply example's; other SkyRL-Gym environments are not run")
-    elif env in ENTRY_ENVIRONMENTS and ctx.entry_runs != ENTRY_ENVIRONMENTS[env]:
+                       "tests), or as the multiply example's, and steps text2sql's and search's episodes; other "
+                       "SkyRL-Gym environments are not run")
+    elif env in EPISODE_ENVIRONMENTS:
+        yield from _episode_refusals(cfg, ctx)
+    elif g.max_turns > 1:
+        yield _refusal("generator.max_turns", g.max_turns,
+                       f"rlcfg steps whole episodes only through the {' and '.join(EPISODE_ENVIRONMENTS)} "
+                       f"environments; with `{env}` it generates one response per prompt")
+    if env in ENTRY_ENVIRONMENTS and ctx.entry_runs != ENTRY_ENVIRONMENTS[env]:
         yield _refusal("environment.env_class", env,
                        f"the `{env}` environment is an example's own, which only that example's entry module as "
                        f"released (main_{env}) registers, and this launch does not run it",

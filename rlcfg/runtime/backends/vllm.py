@@ -49,6 +49,9 @@ def context_length(role: Role, exp: Experiment) -> int | None:
     settings = role.engine_args()
     if settings.get("max_model_len"):
         return int(settings["max_model_len"])
+    if exp.episodes is not None:  # a turn's input may hold all the turns before it
+        return max(exp.episodes.longest_sequence(s.max_new_tokens)
+                   for s in (exp.sampling,) + ((exp.eval_sampling,) if exp.eval_sampling else ()))
     prompt = exp.data.max_prompt_length
     if prompt and exp.data.prompt_length_of == "rendered":
         samplings = (exp.sampling,) + ((exp.eval_sampling,) if exp.eval_sampling else ())

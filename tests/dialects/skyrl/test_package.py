@@ -780,6 +780,93 @@ def test_the_livecodebench_environment_runs_each_program_against_its_tests():
     assert any("bubblewrap" in note for note in preflight._tool_notes(experiment))
 
 
+TEXT2SQL = ["environment.env_class=text2sql", "generator.max_turns=6", "generator.max_input_length=4096",
+            "environment.skyrl_gym.text2sql.db_path=/data/sql", "generator.use_conversation_multi_turn=false",
+            "generator.sampling_params.stop=['</sql>','</solution>']",
+            "generator.eval_sampling_params.stop=['</sql>','</solution>']"]
+
+
+def text2sql(*overrides: str, release: str = "skyrl-0.4.0"):
+    return check_file("python", [*MAIN_BASE, *BASE, *TEXT2SQL, *overrides], env=HOST_ENV, release=release)
+
+
+def test_the_text2sql_environment_runs_whole_episodes():
+    from rlcfg import preflight
+    from rlcfg.ir import Episodes
+
+    result = text2sql()
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    experiment = lower("skyrl", result.config, result.release, result.entry_runs)
+    assert experiment.episodes == Episodes(environment="text2sql", max_turns=6, max_input_length=4096,
+                                           observations="inline", eos_after_stop=True,
+                                           settings=(("db_path", "/data/sql"),))
+    # the environment reads the row's database, task and gold query, and scores the episodes itself
+    assert experiment.data.answer_fields == ("db_id", "data", "reward_spec")
+    assert experiment.reward_function == "text2sql"
+    notes = preflight._tool_notes(experiment) + preflight._path_notes(experiment)
+    assert any("bubblewrap" in n for n in notes) and any("`/data/sql` are not on this machine" in n for n in notes)
+    chat = lower("skyrl", text2sql("generator.use_conversation_multi_turn=true").config, "skyrl-0.4.0")
+    assert chat.episodes.observations == "chat"
+
+
+@pytest.mark.parametrize("overrides, release, key", [
+    # the generator loop before 0.4.0 builds its responses differently
+    ((), "0.3.0", "environment.env_class"),
+    (("generator.batched=true",), "skyrl-0.4.0", "generator.batched"),
+    (("trainer.algorithm.advantage_estimator=reinforce++",), "skyrl-0.4.0", "trainer.algorithm.advantage_estimator"),
+    (("generator.step_wise_trajectories=true", "generator.use_conversation_multi_turn=true"), "skyrl-0.4.0",
+     "generator.step_wise_trajectories"),
+    # up to skyrl 0.2.0 the environment stops the run on a turn that goes on after a stop tag
+    (("generator.sampling_params.stop=null",), "skyrl-0.2.0", "generator.sampling_params.stop"),
+])
+def test_text2sql_episodes_rlcfg_does_not_run_as_skyrl_does_are_refused(overrides, release, key):
+    assert ("RLC118", key) in codes(text2sql(*overrides, release=release))
+
+
+def test_text2sql_without_stop_strings_runs_where_the_environment_does_not_check_them():
+    assert not [d for d in text2sql("generator.sampling_params.stop=null").diagnostics if d.code == "RLC118"]
+
+
+def test_the_search_environment_runs_whole_episodes_against_the_configured_server():
+    from rlcfg import preflight
+
+    result = check_file("python", [*MAIN_BASE, *BASE, "environment.env_class=search", "generator.max_turns=4",
+                                   "generator.max_input_length=4096",
+                                   "environment.skyrl_gym.search.search_url=http://retriever:8000/retrieve"],
+                        env=HOST_ENV, release="skyrl-0.4.0")
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    experiment = lower("skyrl", result.config, result.release, result.entry_runs)
+    assert experiment.episodes.environment == "search" and experiment.episodes.max_turns == 4
+    assert dict(experiment.episodes.settings) == {"search_url": "http://retriever:8000/retrieve", "topk": 3,
+                                                  "timeout": 30}
+    assert experiment.data.answer_fields == ("reward_spec",)
+    assert any("`http://retriever:8000/retrieve` must answer" in n for n in preflight._path_notes(experiment))
+    # up to skyrl 0.1.0 the environment stops the run on a turn that goes on after </search> or </answer>
+    older = check_file("python", [*MAIN_BASE, *BASE, "environment.env_class=search", "generator.max_turns=4",
+                                  "generator.max_input_length=4096"], env=HOST_ENV, release="skyrl-0.1.0")
+    assert ("RLC118", "generator.sampling_params.stop") in codes(older)
+
+
+def test_episodes_convert_to_skyrl_and_are_named_where_a_dialect_has_none(tmp_path):
+    from rlcfg.convert import convert
+
+    script = tmp_path / "run_sql.sh"
+    script.write_text("python " + " ".join([*MAIN_BASE, *BASE, *(f'"{o}"' for o in TEXT2SQL)]) + "\n")
+    back = convert(str(script), "skyrl", release="skyrl-0.4.0")
+    assert back.result.episodes == back.source.episodes and back.result.episodes.environment == "text2sql"
+    assert not [loss for loss in back.losses if "episodes" in loss.path or "answer_fields" in loss.path]
+    roll = convert(str(script), "roll", release="skyrl-0.4.0")
+    [loss] = [loss for loss in roll.losses if loss.path == "episodes"]
+    assert "no multi-turn environment" in loss.reason
+
+
+def test_more_turns_outside_text2sql_are_refused():
+    result = check_file("python", [*MAIN_BASE, *BASE, "generator.max_turns=3", "generator.max_input_length=2048"],
+                        env=HOST_ENV, release="skyrl-0.4.0")
+    [refusal] = [d for d in result.diagnostics if d.code == "RLC118"]
+    assert refusal.path == "generator.max_turns" and "text2sql" in refusal.message
+
+
 @pytest.mark.parametrize("tag, folder, module", [
     *[(tag, "examples/train/multiply", "examples.train.multiply") for tag in ("skyrl-v0.1.0", "HEAD")],
     *[(tag, "skyrl-train/examples/multiply", "examples.multiply") for tag in ("skyrl_train-v0.1.0",

@@ -488,7 +488,7 @@ def test_the_critic_in_one_mini_batch_or_several_is_run():
     ("trainer.algorithm.off_policy_correction.sequence_mask_metric=geometric",
      "trainer.algorithm.off_policy_correction.sequence_mask_metric"),
     ("generator.max_turns=2", "generator.max_turns"),
-    ("environment.env_class=text2sql", "environment.env_class"),
+    ("environment.env_class=llm_as_a_judge", "environment.env_class"),
 ])
 def test_settings_rlcfg_run_does_not_run_are_refused(override, key):
     result = check_file(str(TEMPLATE), [override], env=HOST_ENV)
