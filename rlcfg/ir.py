@@ -601,6 +601,9 @@ class Episodes:
     observations: Literal["chat", "inline"] = "chat"
     # With "chat" and stop strings: a turn that ended on a stop string gets the EOS token after it (no loss).
     eos_after_stop: bool = True
+    # The observation after the last turn stays at the end of the response, with no loss (skyrl-train 0.3.0); else
+    # the response ends with the model's last token.
+    final_observation: bool = False
     # The environment's settings, as (name, value) pairs: text2sql's `db_path`.
     settings: tuple[tuple[str, Any], ...] = ()
 

@@ -4,7 +4,8 @@ limit. It runs in the rollout worker, beside the engine, as SkyRL's SkyRLGymGene
 engines.
 
 The loop is the one of skyrl-train 0.4.0, its last commit and the skyrl package 0.1.0 to 0.4.0 (token in, token
-out; no custom chat template, no step-wise trajectories), kept as it is:
+out; no custom chat template, no step-wise trajectories), kept as it is (skyrl-train 0.3.0's differs only in keeping
+the final observation, Episodes.final_observation):
 - the first input is the prompt with the chat template's generation prompt; before every turn, an input longer than
   max_input_length ends the episode (finish reason "length");
 - a turn is one generation of at most max_new_tokens, whose text, cut after the first stop string as the engine's
@@ -188,6 +189,8 @@ class Runner:
 
     def _outcome(self, ep: _Episode) -> Outcome:
         end = (ep.response_end if ep.response_end is not None else ep.prompt_length - 1) + 1
+        if self.spec.final_observation:
+            end = len(ep.input_ids)
         response = ep.input_ids[ep.prompt_length:end]
         mask = ep.loss_mask[:end - ep.prompt_length]
         logprobs = ep.logprobs[:end - ep.prompt_length]

@@ -3,9 +3,9 @@ turns; each turn may search (`<search>query</search>`) a retrieval server and re
 episode ends with `<answer>...</answer>` or at the turn limit.
 
 Read in skyrl-gym's envs/search/env.py, envs/search/utils.py and tools/search.py at every SkyRL release whose
-multi-turn loop rlcfg runs (skyrl-train 0.4.0 and its last commit, the skyrl package 0.1.0 to 0.4.0; up to skyrl
-0.1.0 the environment also stops the run on a turn that goes on after `</search>` or `</answer>`, which the stop
-strings the lowering requires there rule out), and kept here as they are:
+multi-turn loop rlcfg runs (skyrl-train 0.3.0, 0.4.0 and its last commit, the skyrl package 0.1.0 to 0.4.0; up to
+skyrl 0.1.0 the environment also stops the run on a turn that goes on after `</search>` or `</answer>`, which the
+stop strings the lowering requires there rule out), and kept here as they are:
 - a task is a row whose `reward_spec.ground_truth.target` holds the accepted answers;
 - a turn ends the episode when it holds both `<answer>` and `</answer>`, or when it is the last turn allowed;
   otherwise its first `<search>` query (stripped) goes to the server, as {"query", "topk", "return_scores": true}

@@ -2,10 +2,11 @@
 turns; each turn may run one query (`<sql>...</sql>`) and see its rows, and the episode ends with a final query in
 `<solution>...</solution>` or at the turn limit.
 
-Read in skyrl-gym's envs/sql/env.py, envs/sql/utils.py and tools/sql.py, the same at every SkyRL release whose
-multi-turn loop rlcfg runs (skyrl-train 0.4.0 and its last commit, the skyrl package 0.1.0 to 0.4.0; up to skyrl 0.2.0
-the environment also stops the run on a turn that goes on after `</sql>` or `</solution>`, which the stop strings
-the lowering requires there rule out), and kept here as they are:
+Read in skyrl-gym's envs/sql/env.py, envs/sql/utils.py and tools/sql.py, which say the same at every SkyRL release
+whose multi-turn loop rlcfg runs (skyrl-train 0.3.0, 0.4.0 and its last commit, the skyrl package 0.1.0 to 0.4.0; up
+to skyrl 0.2.0 the environment also stops the run on a turn that goes on after `</sql>` or `</solution>`, which the
+stop strings the lowering requires there rule out; 0.3.0 times queries out with func_timeout, to the same texts),
+and kept here as they are:
 - a task is a row with `db_id`, `data` (spider, bird or synsql, which picks the folder under `db_path`) and the gold
   query in `reward_spec.ground_truth`; its database is `<db_path>/<folder>/<db_id>/<db_id>.sqlite`;
 - a turn ends the episode when it holds both `<solution>` and `</solution>`, or when it is the last turn allowed;

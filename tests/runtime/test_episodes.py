@@ -89,8 +89,9 @@ def scripted_environment(monkeypatch):
     monkeypatch.setitem(episodes.ENVIRONMENTS, "scripted", __name__)
 
 
-def spec(observations="inline", max_turns=3, max_input_length=1000, eos_after_stop=True):
-    return Episodes("scripted", max_turns, max_input_length, observations, eos_after_stop)
+def spec(observations="inline", max_turns=3, max_input_length=1000, eos_after_stop=True, final_observation=False):
+    return Episodes("scripted", max_turns, max_input_length, observations, eos_after_stop,
+                    final_observation=final_observation)
 
 
 def ids(text):
@@ -140,6 +141,14 @@ def test_an_input_past_max_input_length_ends_the_episode_before_its_turn():
     # the final observation is dropped, and a response that ran out of length gets no EOS
     assert out.token_ids == ids("a</sql>") and out.loss_mask == [1] * 7
     assert not out.finished and out.score == 0.0
+
+
+def test_skyrl_train_0_3_0_keeps_the_final_observation_without_loss():
+    limit = len(PROMPT) + 7 + 3
+    (out,), _ = play([[("a</sql>", False, True), ("never", True, True)]], max_input_length=limit - 1,
+                     final_observation=True)
+    assert out.token_ids == ids("a</sql>") + ids("obs") and out.loss_mask == [1] * 7 + [0] * 3
+    assert out.logprobs == [-0.5] * 7 + [0.0] * 3 and not out.finished
 
 
 def test_a_turn_cut_at_its_token_limit_leaves_the_episode_unfinished():

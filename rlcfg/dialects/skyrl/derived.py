@@ -137,14 +137,18 @@ ENVIRONMENT_ANSWER_KEYS = {"gsm8k": "reward_spec.ground_truth", "aime": "reward_
 # themselves, so each is also the run's reward.
 EPISODE_ENVIRONMENTS = {"text2sql": (("db_id", "data", "reward_spec"), ("db_path",)),
                         "search": (("reward_spec",), ("search_url", "topk", "timeout"))}
-# The releases whose generator loop rlcfg's episodes follow (SkyRLGymGenerator.agent_loop of skyrl-train 0.4.0, its
-# last commit and the skyrl package): the loop before 0.4.0 kept the final observation, tracked no log-probs of
-# chat turns, and before 0.3.0 checked the input length after a turn and cut the response to a budget.
-EPISODE_RELEASES = ("0.4.0", "main", "skyrl-0.1.0", "skyrl-0.2.0", "skyrl-0.3.0", "skyrl-0.4.0")
+# The releases whose generator loop rlcfg's episodes follow (SkyRLGymGenerator.agent_loop of skyrl-train 0.3.0 and
+# later, its last commit and the skyrl package): before 0.3.0 it checked the input length after a turn and cut the
+# response to a budget.
+EPISODE_RELEASES = ("0.3.0", "0.4.0", "main", "skyrl-0.1.0", "skyrl-0.2.0", "skyrl-0.3.0", "skyrl-0.4.0")
+# skyrl-train 0.3.0's loop keeps the observation after the last turn in the response (no loss), and tracks no
+# log-probs of the engine for episodes (rollout_logprobs stays None).
+FINAL_OBSERVATION_KEPT = ("0.3.0",)
 # The releases whose environment stops the run on a turn that goes on after one of its stop tags (text2sql up to
 # skyrl 0.2.0, search up to skyrl 0.1.0), and those tags: only stop strings holding them all rule that out.
-EPISODE_STOP_CHECKS = {"text2sql": (("0.4.0", "main", "skyrl-0.1.0", "skyrl-0.2.0"), ("</sql>", "</solution>")),
-                       "search": (("0.4.0", "main", "skyrl-0.1.0"), ("</search>", "</answer>"))}
+EPISODE_STOP_CHECKS = {"text2sql": (("0.3.0", "0.4.0", "main", "skyrl-0.1.0", "skyrl-0.2.0"),
+                                    ("</sql>", "</solution>")),
+                       "search": (("0.3.0", "0.4.0", "main", "skyrl-0.1.0"), ("</search>", "</answer>"))}
 # The estimators whose advantage depends on the episode's score alone, not on where in its tokens each turn's
 # reward lands (which rlcfg's runtime does not keep).
 EPISODE_ESTIMATORS = ("grpo", "rloo", "maxrl")

@@ -63,6 +63,7 @@ from rlcfg.ir import (KL, AdvantageOptions, Algorithm, Checkpointing, Cluster, D
 from rlcfg.dialects.skyrl.package import (DAPO_CONTEXT_BUFFER, DISTILLATION_RUNS, ONE_STEP_ASYNC, PACKAGE_FROM_030,
                                           entry_estimator, entry_policy_loss)
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS_RUN, ENVIRONMENT_ANSWER_KEYS, EPISODE_ENVIRONMENTS,
+                                          FINAL_OBSERVATION_KEPT,
                                           ENVIRONMENT_REWARDS, LOSS_AGGREGATIONS, OFF_POLICY_CORRECTED,
                                           POLICY_LOSSES_RUN, SCHEDULERS, SGLANG_KWARGS, VLLM_KWARGS, critic_in_use,
                                           critic_trained, dataset_files, dp_size, loggers, lora_module_keys,
@@ -637,7 +638,7 @@ def _logging(cfg: Any) -> Logging:
     return Logging(directory=None, project=t.project_name, run_name=t.run_name, backends=("jsonl", "console") + extra)
 
 
-def _episodes(cfg: Any) -> Episodes | None:
+def _episodes(cfg: Any, release: str | None) -> Episodes | None:
     """SkyRLGymGenerator.agent_loop's settings, for an environment rlcfg steps through whole episodes. The generator
     hands the environment generator.max_turns as its own turn limit (env_extras["max_turns"])."""
     g, env = cfg.generator, cfg.environment.env_class
@@ -647,6 +648,7 @@ def _episodes(cfg: Any) -> Episodes | None:
     return Episodes(environment=env, max_turns=g.max_turns, max_input_length=g.max_input_length,
                     observations="chat" if g.use_conversation_multi_turn else "inline",
                     eos_after_stop=g.append_eos_token_after_stop_str_in_multi_turn,
+                    final_observation=release in FINAL_OBSERVATION_KEPT,
                     settings=tuple((key, getattr(own, key)) for key in EPISODE_ENVIRONMENTS[env][1]))
 
 
@@ -675,7 +677,7 @@ def lower(cfg: Any, release: str | None = None, entry_runs: str | None = None) -
         schedule=_schedule(cfg, entry_runs), checkpointing=_checkpointing(cfg), logging=_logging(cfg), seed=t.seed,
         # SkyRL-Gym's gsm8k and aime environments compare the final answer with the ground truth, text2sql scores
         # its episodes itself; `rlcfg run` refuses the environments it does not run.
-        reward_function=ENVIRONMENT_REWARDS.get(cfg.environment.env_class, "math"), episodes=_episodes(cfg),
+        reward_function=ENVIRONMENT_REWARDS.get(cfg.environment.env_class, "math"), episodes=_episodes(cfg, release),
     )
 
 

@@ -18,7 +18,8 @@ from rlcfg.diagnostics import Constraint, Severity, close_matches, plural
 from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMATORS_BY_RELEASE,
                                           ADVANTAGE_ESTIMATORS_RUN, DATASET_STRING_ITERATED, ADVANTAGE_ESTIMATORS_PRE,
                                           ENVIRONMENT_REWARDS, EPISODE_ENVIRONMENTS, EPISODE_ESTIMATORS,
-                                          EPISODE_RELEASES, EPISODE_STOP_CHECKS, LOSS_REDUCTIONS,
+                                          EPISODE_RELEASES, EPISODE_STOP_CHECKS, FINAL_OBSERVATION_KEPT,
+                                          LOSS_REDUCTIONS,
                                           LOSS_REDUCTIONS_BY_RELEASE, LOSSES_WITH_OLD_LOGPROBS, MINI_BATCH_REDUCTION,
                                           loggers, loss_normalization, overlong_buffer,
                                           POLICY_LOSSES, POLICY_LOSSES_BY_RELEASE, POLICY_LOSSES_RUN, SCHEDULERS,
@@ -1250,10 +1251,14 @@ def _episode_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
     env = cfg.environment.env_class
     if ctx.release not in EPISODE_RELEASES:
         yield _refusal("environment.env_class", env,
-                       f"rlcfg steps episodes as the generator of skyrl-train 0.4.0 and later does; "
-                       f"{_release_text(ctx)}'s generator differs (the final observation stays in the response, and "
-                       "before 0.3.0 the input's length is checked after each turn and the response cut to a budget)",
-                       "write the config for skyrl-train 0.4.0 or the skyrl package")
+                       f"rlcfg steps episodes as the generator of skyrl-train 0.3.0 and later does; "
+                       f"{_release_text(ctx)}'s generator checks the input's length after each turn and cuts the "
+                       "response to a budget", "write the config for skyrl-train 0.3.0 or later, or the skyrl package")
+    elif ctx.release in FINAL_OBSERVATION_KEPT and (a.use_tis or g.sampling_params.logprobs is not None):
+        key, value = ("trainer.algorithm.use_tis", True) if a.use_tis else \
+            ("generator.sampling_params.logprobs", g.sampling_params.logprobs)
+        yield _refusal(key, value, f"{_release_text(ctx)}'s generator keeps no engine log-probs for episodes, so "
+                                   "what reads them has none to read")
     if g.batched:
         yield _refusal("generator.batched", True,
                        f"SkyRL's batched generation steps the `{env}` environment once per prompt, whatever "
@@ -1371,7 +1376,8 @@ def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
             "`rlcfg run` refuses values it cannot run with skyrl-train's meaning: environments it does not run "
             "(it runs gsm8k, gsm8k_multi_turn in one turn, aime, lcb, the multiply example's, text2sql and "
             "search), "
-            "more than one turn outside text2sql and search, their episodes at releases before 0.4.0, in batched "
+            "more than one turn outside text2sql and search, their episodes at releases before 0.3.0 (at 0.3.0 "
+            "with engine log-probs), in batched "
             "generation, with estimators that read where each turn's reward lands, with an overlong penalty, or "
             "(where the environment checks them) without its stop strings; custom advantage estimators and "
             "policy losses, the Tinker-style summed losses, the prompt_mean reduction, schedulers it lacks (on "
@@ -1389,7 +1395,7 @@ def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
             "FSDP LoRA initialisations other than kaiming and gaussian; and "
             "vision-language models.",
             keys=["trainer.policy.model.path", "trainer.ref.model.path", "trainer.critic.model.path",
-                  "environment.env_class", "generator.max_turns", "generator.batched",
+                  "environment.env_class", "generator.max_turns", "generator.batched", "trainer.algorithm.use_tis",
                   "trainer.algorithm.overlong_buffer_len", "trainer.algorithm.overlong_buffer.len",
                   "generator.eval_sampling_params", "trainer.algorithm.advantage_estimator",
                   "trainer.algorithm.policy_loss_type",

@@ -786,8 +786,15 @@ TEXT2SQL = ["environment.env_class=text2sql", "generator.max_turns=6", "generato
             "generator.eval_sampling_params.stop=['</sql>','</solution>']"]
 
 
+# BASE in skyrl-train's layout (the package moved the engine keys under generator.inference_engine).
+TRAIN_BASE = [o.replace("generator.inference_engine.num_engines", "generator.num_inference_engines")
+              .replace("generator.inference_engine.tensor_parallel_size", "generator.inference_engine_tensor_parallel_size")
+              for o in BASE]
+
+
 def text2sql(*overrides: str, release: str = "skyrl-0.4.0"):
-    return check_file("python", [*MAIN_BASE, *BASE, *TEXT2SQL, *overrides], env=HOST_ENV, release=release)
+    base = BASE if release.startswith("skyrl-") else TRAIN_BASE
+    return check_file("python", [*MAIN_BASE, *base, *TEXT2SQL, *overrides], env=HOST_ENV, release=release)
 
 
 def test_the_text2sql_environment_runs_whole_episodes():
@@ -810,8 +817,11 @@ def test_the_text2sql_environment_runs_whole_episodes():
 
 
 @pytest.mark.parametrize("overrides, release, key", [
-    # the generator loop before 0.4.0 builds its responses differently
-    ((), "0.3.0", "environment.env_class"),
+    # the generator loop before 0.3.0 builds its responses differently
+    ((), "0.2.0", "environment.env_class"),
+    # 0.3.0's keeps no engine log-probs for episodes
+    (("trainer.algorithm.use_tis=true", "trainer.algorithm.tis_imp_ratio_cap=2.0"), "0.3.0",
+     "trainer.algorithm.use_tis"),
     (("generator.batched=true",), "skyrl-0.4.0", "generator.batched"),
     (("trainer.algorithm.advantage_estimator=reinforce++",), "skyrl-0.4.0", "trainer.algorithm.advantage_estimator"),
     (("generator.step_wise_trajectories=true", "generator.use_conversation_multi_turn=true"), "skyrl-0.4.0",
@@ -821,6 +831,13 @@ def test_the_text2sql_environment_runs_whole_episodes():
 ])
 def test_text2sql_episodes_rlcfg_does_not_run_as_skyrl_does_are_refused(overrides, release, key):
     assert ("RLC118", key) in codes(text2sql(*overrides, release=release))
+
+
+def test_skyrl_train_0_3_0_keeps_the_final_observation_in_the_response():
+    result = text2sql(release="0.3.0")
+    assert result.ok and not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    assert lower("skyrl", result.config, "0.3.0").episodes.final_observation
+    assert not lower("skyrl", text2sql().config, "skyrl-0.4.0").episodes.final_observation
 
 
 def test_text2sql_without_stop_strings_runs_where_the_environment_does_not_check_them():
