@@ -769,6 +769,8 @@ class Experiment:
     # math-verify), "exact_match" (the answer string), "gsm8k_strict" (a `#### <number>` answer, SkyRL-Gym's gsm8k)
     # or a built-in task's verifier such as "arithmetic"; rlcfg.runtime.rewards lists them all.
     reward_function: str = "math"
+    # The reward function's own settings, as (name, value) pairs: the LLM judge's `model` and `base_url`.
+    reward_settings: tuple[tuple[str, Any], ...] = ()
     # What the experiment trains. "rl": the GRPO/PPO loop. "sft" (supervised fine-tuning on the train data) and
     # "reward_model" (a scalar-head model trained on preference pairs) have no rollout, group size 1 and one
     # optimizer step per batch; a runtime that only runs the RL loop must refuse them rather than run RL.

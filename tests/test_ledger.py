@@ -188,6 +188,8 @@ PROBES: dict[str, list[tuple[str, ...]]] = {
               # the multi-turn loop's settings count only for an environment rlcfg steps through episodes
               ("environment.env_class=text2sql", "generator.max_turns=3"),
               ("environment.env_class=search", "generator.max_turns=3"),
+              # the judge's settings count only for the LLM-as-a-judge example's environment
+              ("environment.env_class=llm_as_a_judge",),
               ],
     # lr_warmup_iters counts only where lr_warmup_fraction is null, which the RLinf template does not write
     "rlinf": [("actor.lr_sched.lr_warmup_fraction=null",),

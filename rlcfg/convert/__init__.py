@@ -488,6 +488,7 @@ GENERIC_REASONS = {
     "schedule.partial_rollout": "{T} generates each response whole, in the step that trains on it",
     "data.answer_fields": "{T}'s rewards read one answer column",
     "episodes": "{T} has no multi-turn environment that rlcfg runs: each response is generated in one turn",
+    "reward_settings": "{T}'s reward here is a rule, with no judge model of its own to set",
     "kl.penalty_only": "{T} subtracts a reward KL penalty from the score; it has no reward of the penalty alone "
                        "(on-policy distillation)",
 }

@@ -51,7 +51,8 @@ class Run(RunShell):
 
                 episodes.check_ready(exp.episodes)
             else:
-                rewards.get(exp.reward_function)  # an unknown or uninstallable reward fails here, not in a worker
+                # an unknown or uninstallable reward fails here, not in a worker
+                rewards.get(exp.reward_function, dict(exp.reward_settings))
         except ImportError as err:
             raise PreflightError(f"this plan cannot run here: its reward `{exp.reward_function}` needs {err}") from err
         except OSError as err:
@@ -156,7 +157,7 @@ class Run(RunShell):
             model_path=worker_path(model_path), tokenizer=self.tokenizer_path, device=self.device,
             dtype="float32" if self.device == "cpu" else (rollout_role.model.dtype if rollout_role.model else "bfloat16"),
             max_num_seqs=engine_args.get("max_num_seqs"), episodes=exp.episodes,
-            chat_template_kwargs=exp.data.chat_template_kwargs)
+            chat_template_kwargs=exp.data.chat_template_kwargs, reward_settings=exp.reward_settings)
         if rollout_role.backend == "vllm":
             from rlcfg.runtime.backends import vllm
 

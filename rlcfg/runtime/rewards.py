@@ -13,9 +13,10 @@ verifier.
 
 from __future__ import annotations
 
+import functools
 import re
 from fractions import Fraction
-from typing import Callable
+from typing import Any, Callable, Mapping
 
 RewardFn = Callable[[str, "str | None"], float]
 
@@ -239,6 +240,12 @@ def areal_countdown(response: str, answer: str | None) -> float:
     return score(response, answer)
 
 
+def llm_judge(response: str, answer: str | None, **settings: Any) -> float:
+    from rlcfg.runtime.llm_judge import judge
+
+    return judge(response, answer, settings)
+
+
 def lcb(response: str, answer: str | None) -> float:
     from rlcfg.runtime.livecodebench import score
 
@@ -250,7 +257,7 @@ REWARD_FUNCTIONS: dict[str, RewardFn] = {"exact_match": exact_match, "math": mat
                                          "answer_line": answer_line,
                                          "areal_math_verify": areal_math_verify, "boxed_multiply": boxed_multiply,
                                          "areal_math_parser": areal_math_parser, "areal_countdown": areal_countdown,
-                                         "lcb": lcb}
+                                         "lcb": lcb, "llm_judge": llm_judge}
 # The verifiers that read a response as its framework decodes it, special tokens (the end-of-sequence marker) kept:
 # AReaL's RLVR and countdown workflows decode without skipping them (every release), and what follows the answer
 # changes what math_parser's "answer is" branch and math-verify's extraction find (`x = 3/4<|im_end|>` is no answer
@@ -263,25 +270,34 @@ FORMATTED = {"gsm8k_strict": "`#### <number>` answers only",
              "boxed_multiply": "`\\boxed{<answer>}` answers only, wrong ones 0.5",
              "areal_math_parser": "answers in `boxed{...}` or after \"the answer is\" only",
              "areal_countdown": "`<answer>` equations over the data's numbers only",
-             "lcb": "programs in a fenced code block passing the task's tests only"}
+             "lcb": "programs in a fenced code block passing the task's tests only",
+             "llm_judge": "a judge model's verdict, through an API this machine has no key for"}
 
 
 # What a reward needs on the nodes that score (the rollout workers' nodes) beyond rlcfg's extras.
 SYSTEM_TOOLS = {"lcb": "bubblewrap (`bwrap`), the sandbox the lcb environment's programs run in",
-                "text2sql": "bubblewrap (`bwrap`), the sandbox the text2sql environment's queries run in"}
+                "text2sql": "bubblewrap (`bwrap`), the sandbox the text2sql environment's queries run in",
+                "llm_judge": "the judge's API key in OPENAI_API_KEY where `rlcfg run` starts, and its endpoint in "
+                             "reach"}
 
 
-def batch(name: str) -> Callable[[list[tuple[str, "str | None"]]], list[float]] | None:
+def batch(name: str, settings: Mapping[str, Any] | None = None
+          ) -> Callable[[list[tuple[str, "str | None"]]], list[float]] | None:
     """The reward's own way of scoring many (response, answer) pairs at once, where it has one: programs graded in
-    parallel sandboxes rather than one after another."""
+    parallel sandboxes, or a judge asked many times at once, rather than one after another."""
     if name == "lcb":
         from rlcfg.runtime.livecodebench import score_many
 
         return score_many
+    if name == "llm_judge":
+        from rlcfg.runtime.llm_judge import judge_many
+
+        return functools.partial(judge_many, settings=dict(settings or {}))
     return None
 
 
-def get(name: str) -> RewardFn:
+def get(name: str, settings: Mapping[str, Any] | None = None) -> RewardFn:
+    """The reward function `name`, with its settings (the LLM judge's model and endpoint) bound."""
     if name not in REWARD_FUNCTIONS:
         raise KeyError(f"unknown reward function `{name}`; rlcfg run knows {', '.join(sorted(REWARD_FUNCTIONS))}")
     fn = REWARD_FUNCTIONS[name]
@@ -293,6 +309,11 @@ def get(name: str) -> RewardFn:
         from rlcfg.runtime.livecodebench import check_ready
 
         check_ready()
+    if fn is llm_judge:
+        from rlcfg.runtime.llm_judge import check_ready as key_set
+
+        key_set()
+        return functools.partial(llm_judge, **dict(settings or {}))
     if fn is math:
         return _math_verify() or _math_builtin  # resolve the import once, not per response
     return fn

@@ -54,3 +54,4 @@ class RolloutSpec:
     # rendered as the prompts were.
     episodes: Episodes | None = None
     chat_template_kwargs: tuple[tuple[str, Any], ...] = ()
+    reward_settings: tuple[tuple[str, Any], ...] = ()  # ir.Experiment.reward_settings

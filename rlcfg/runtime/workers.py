@@ -235,11 +235,11 @@ class RewardScorer:
     """Decodes responses and scores them with a rule-based reward function. Runs inside each rollout worker,
     right after its generations finish, so scoring costs no extra process hop."""
 
-    def __init__(self, reward_function: str, tokenizer: Any):
+    def __init__(self, reward_function: str, tokenizer: Any, settings: Mapping[str, Any] | None = None):
         from rlcfg.runtime import rewards
 
-        self.fn = rewards.get(reward_function)
-        self.batch = rewards.batch(reward_function)
+        self.fn = rewards.get(reward_function, settings)
+        self.batch = rewards.batch(reward_function, settings)
         self.skip_special_tokens = reward_function not in rewards.RAW_TEXT
         self.tokenizer = tokenizer
         # each response's text as the reward reads it and as it is shown (the same unless the reward reads special
@@ -322,7 +322,7 @@ class _Generating:
 
             self.episodes = Runner(spec.episodes, self.rollout.tokenizer, spec.chat_template_kwargs)
         else:
-            self.scorer = RewardScorer(reward_function, self.rollout.tokenizer)
+            self.scorer = RewardScorer(reward_function, self.rollout.tokenizer, dict(spec.reward_settings))
 
     def generate(self, prompt_token_ids: list[list[int]], sampling: Sampling, seed: int | None,
                  weights: Mapping[str, Any] | None = None, answers: list[str | None] | None = None):

@@ -125,9 +125,11 @@ VLLM_KWARGS = {k: k for k in ("gpu_memory_utilization", "max_num_seqs", "max_mod
 # gsm8k_multi_turn is given generator.max_turns as its own turn limit by every release's generator, so at the
 # default 1 it is done after one answer: gsm8k's score with 0.2 for a wrong `#### <number>` (`gsm8k_format_credit`);
 # more turns are refused with max_turns itself.
-# lcb runs the response's last fenced program against the task's tests, in a sandbox (`lcb`).
+# lcb runs the response's last fenced program against the task's tests, in a sandbox (`lcb`); the LLM-as-a-judge
+# example's environment asks its judge model (`llm_judge`, with the environment's model and base_url).
 ENVIRONMENT_REWARDS = {"gsm8k": "gsm8k_strict", "gsm8k_multi_turn": "gsm8k_format_credit", "aime": "answer_line",
-                       "multiply": "boxed_multiply", "lcb": "lcb", "text2sql": "text2sql", "search": "search"}
+                       "multiply": "boxed_multiply", "lcb": "lcb", "text2sql": "text2sql", "search": "search",
+                       "llm_as_a_judge": "llm_judge"}
 # Where each environment reads the ground truth in a dataset row (its `extras`): gsm8k in reward_spec, aime in the
 # reward_model column of DAPO's datasets.
 ENVIRONMENT_ANSWER_KEYS = {"gsm8k": "reward_spec.ground_truth", "aime": "reward_model.ground_truth"}

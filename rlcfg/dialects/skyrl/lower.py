@@ -638,6 +638,14 @@ def _logging(cfg: Any) -> Logging:
     return Logging(directory=None, project=t.project_name, run_name=t.run_name, backends=("jsonl", "console") + extra)
 
 
+def _reward_settings(cfg: Any) -> tuple[tuple[str, Any], ...]:
+    """The LLM-as-a-judge example's judge: its model and OpenAI-compatible endpoint."""
+    if cfg.environment.env_class != "llm_as_a_judge":
+        return ()
+    judge = cfg.environment.skyrl_gym.llm_as_a_judge
+    return (("model", judge.model), ("base_url", judge.base_url))
+
+
 def _episodes(cfg: Any, release: str | None) -> Episodes | None:
     """SkyRLGymGenerator.agent_loop's settings, for an environment rlcfg steps through whole episodes. The generator
     hands the environment generator.max_turns as its own turn limit (env_extras["max_turns"])."""
@@ -678,6 +686,7 @@ def lower(cfg: Any, release: str | None = None, entry_runs: str | None = None) -
         # SkyRL-Gym's gsm8k and aime environments compare the final answer with the ground truth, text2sql scores
         # its episodes itself; `rlcfg run` refuses the environments it does not run.
         reward_function=ENVIRONMENT_REWARDS.get(cfg.environment.env_class, "math"), episodes=_episodes(cfg, release),
+        reward_settings=_reward_settings(cfg),
     )
 
 

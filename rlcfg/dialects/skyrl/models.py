@@ -930,7 +930,7 @@ class Text2Sql(Section):
 
 
 class LlmAsAJudge(Section):
-    run_fate = _ENVIRONMENT
+    run_fate = HONORED
     model: str = param("gpt-4o-mini", description="Judge model of the llm_as_a_judge environment.")
     base_url: str | None = param(None, description="OpenAI-compatible endpoint of the judge; null uses OpenAI's.")
 
@@ -953,7 +953,8 @@ class SkyRLGym(Section):
                                                  "(v0.1.0 and later).", ge=0, fate=_PERF, releases=FROM_010)
     text2sql: Text2Sql = section(Text2Sql, description="Settings of the text2sql environment.", fate=HONORED)
     llm_as_a_judge: LlmAsAJudge = section(LlmAsAJudge, description="Settings of the llm_as_a_judge environment "
-                                                                   "(v0.1.0 and later).", releases=FROM_010)
+                                                                   "(v0.1.0 and later).", releases=FROM_010,
+                                          fate=HONORED)
     search: Search = section(Search, description="Settings of the search environment (v0.1.0 and later).",
                              releases=FROM_010, fate=HONORED)
 
@@ -961,8 +962,8 @@ class SkyRLGym(Section):
 class Environment(Section):
     run_fate = HONORED
     env_class: str = param("gsm8k", description="SkyRL-Gym environment the generator steps through. `rlcfg run` "
-                                                "runs gsm8k, gsm8k_multi_turn (in one turn), aime, lcb, text2sql and "
-                                                "search; "
+                                                "runs gsm8k, gsm8k_multi_turn (in one turn), aime, lcb, text2sql, "
+                                                "search, and the multiply and LLM-as-a-judge examples' own; "
                                                 "it refuses the others.")
     skyrl_gym: SkyRLGym = section(SkyRLGym, description="Environment settings (skyrl_gym_config/default.yaml); "
                                                         "settings of custom environments are added with "

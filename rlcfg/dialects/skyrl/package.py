@@ -367,7 +367,9 @@ ONE_STEP_ENTRY = "examples.train.async.main_async"
 ONE_STEP_ASYNC = "one_step_async"  # CheckResult.entry_runs of that entrypoint
 # Environments that an example's entry module registers, not skyrl-gym: the CheckResult.entry_runs of the entry
 # module, as released, that registers each.
-ENTRY_ENVIRONMENTS = {"multiply": "multiply_env"}
+ENTRY_ENVIRONMENTS = {"multiply": "multiply_env", "llm_as_a_judge": "llm_judge_env"}
+# The module of each, in the example's folder of the same name.
+ENTRY_MODULES = {"multiply": "main_multiply", "llm_as_a_judge": "main_llm_judge"}
 # examples/train/on_policy_distillation/main_on_policy_distill.py as released: its trainer's
 # apply_reward_kl_penalty (run when use_kl_in_reward is on) makes each token's reward −(π_old − π_ref) log-probs, the
 # reference model being the teacher (trainer.ref.model.path) and the environment's rewards dropped, and it registers
@@ -396,6 +398,13 @@ ENTRY_ESTIMATORS = {"simple_baseline": ("simple_baseline_estimator",), "no_op": 
 MULTIPLY_ENTRY_FINGERPRINTS = frozenset({"4af7ece6f1175912", "f8ab96dd30f756a0"})
 MULTIPLY_ENV_FINGERPRINTS = frozenset({"2f9ef7038f23b954"})
 MULTIPLY_ENTRY_RUNS = ENTRY_ENVIRONMENTS["multiply"]
+# examples/train/llm_as_a_judge/main_llm_judge.py as released (skyrl-train's examples/llm_as_a_judge, 0.1.0 to its last
+# commit; the package's, 0.1.0 to 0.4.0): main_base's loop with the example's `llm_as_a_judge` environment, from its
+# llm_judge_env.py as released (the same judge at every release: an OpenAI-compatible model asked whether the response
+# ends with the gold answer's `#### <number>`), in one turn.
+LLM_JUDGE_ENTRY_FINGERPRINTS = frozenset({"3d8cf7d4de9f0722", "16582eb6130dda35"})
+LLM_JUDGE_ENV_FINGERPRINTS = frozenset({"7f9c774fcaf756f5", "5dbc13fe69de2d85", "565ba0eff5322816"})
+LLM_JUDGE_ENTRY_RUNS = ENTRY_ENVIRONMENTS["llm_as_a_judge"]
 # examples/train/algorithms/custom_advantage_estimator/main_custom_adv_est.py as released (skyrl-train's
 # examples/algorithms/..., 0.1.0 to its last commit; the package's, 0.1.0 to 0.4.0): main_base's loop with the
 # `simple_baseline` estimator it declares and registers (ENTRY_ESTIMATORS).
@@ -475,7 +484,8 @@ def entry_extension(source: str | None, entry: str, read: Any, module: str) -> A
         runs = None
         refused = (f"`rlcfg run` refuses this launch: rlcfg does not recognise the code of its entry module {module} "
                    "(it runs SkyRL's main_base and, as released, its DAPO, TIS-DAPO, fully-asynchronous, "
-                   "one-step off-policy, multiply, custom-estimator and on-policy distillation examples), so its "
+                   "one-step off-policy, multiply, LLM-as-a-judge, custom-estimator and on-policy distillation "
+                   "examples), so its "
                    "trainer may do what rlcfg cannot tell",
                    "start the run with SkyRL's main_base, or with one of those examples as released")
     keys: list = []
@@ -513,8 +523,9 @@ UNRECOGNISED_ENTRY = "unrecognised"
 def entry_loop(tree: Any, fingerprint: str, read: Any, parse: Any) -> str | None:
     """The loop an example's entry module (parsed: `tree`) runs, as rlcfg recognises it by its code: "fully_async"
     (FullyAsyncRayPPOTrainer), ONE_STEP_ASYNC (the one-step off-policy trainer, with the module it imports it from
-    as released), MULTIPLY_ENTRY_RUNS and SIMPLE_BASELINE_ENTRY_RUNS (main_base's loop with the multiply example's
-    environment, or the custom-estimator example's estimator, as released), the ON_POLICY_DISTILLATION_FINGERPRINTS
+    as released), MULTIPLY_ENTRY_RUNS, LLM_JUDGE_ENTRY_RUNS and SIMPLE_BASELINE_ENTRY_RUNS (main_base's loop with the
+    multiply or LLM-as-a-judge example's environment, or the custom-estimator example's estimator, as released), the
+    ON_POLICY_DISTILLATION_FINGERPRINTS
     loops (main_base's with the distillation example's trainer and estimator), None for main_base's own loop (the
     DAPO entrypoints' trainers change only the rewards, with the keys they read; DAPO_CONTEXT_BUFFER where their
     buffer ends at the context limit), or UNRECOGNISED_ENTRY."""
@@ -536,6 +547,10 @@ def entry_loop(tree: Any, fingerprint: str, read: Any, parse: Any) -> str | None
         env = _registered_environment(tree, "multiply", read, parse)
         if env is not None and module_fingerprint(env) in MULTIPLY_ENV_FINGERPRINTS:
             return MULTIPLY_ENTRY_RUNS
+    if fingerprint in LLM_JUDGE_ENTRY_FINGERPRINTS:
+        env = _registered_environment(tree, "llm_as_a_judge", read, parse)
+        if env is not None and module_fingerprint(env) in LLM_JUDGE_ENV_FINGERPRINTS:
+            return LLM_JUDGE_ENTRY_RUNS
     return UNRECOGNISED_ENTRY
 
 

@@ -27,7 +27,7 @@ from rlcfg.dialects.skyrl.derived import (ADVANTAGE_ESTIMATORS, ADVANTAGE_ESTIMA
                                           critic_trained, dp_size, lora_module_keys, lora_modules, model_parallel,
                                           policy_loss, ref_in_use, rollout_gpus, world, HONORED_TRANSFORMER_KWARGS,
                                           ROUTING_CORRECTION_KWARGS, routing_correction_read, transformer_kwargs)
-from rlcfg.dialects.skyrl.package import (ENTRY_ENVIRONMENTS, FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, ONE_STEP_ASYNC,
+from rlcfg.dialects.skyrl.package import (ENTRY_ENVIRONMENTS, ENTRY_MODULES, FULLY_ASYNC_ENTRY, OLD_LAYOUT_READ, ONE_STEP_ASYNC,
                                           ONE_STEP_ENTRY, PACKAGE_FROM_030, PACKAGE_RELEASES, entry_estimator,
                                           entry_policy_loss, is_package, label)
 from rlcfg.schema.base import Finding, RuleContext, RuleSet
@@ -1374,8 +1374,8 @@ def _megatron_lora_refusals(cfg: Any, release: str | None) -> Iterator[Finding]:
 
 @RULES.rule("skyrl/run-refusals", "RLC118",
             "`rlcfg run` refuses values it cannot run with skyrl-train's meaning: environments it does not run "
-            "(it runs gsm8k, gsm8k_multi_turn in one turn, aime, lcb, the multiply example's, text2sql and "
-            "search), "
+            "(it runs gsm8k, gsm8k_multi_turn in one turn, aime, lcb, the multiply and LLM-as-a-judge "
+            "examples', text2sql and search), "
             "more than one turn outside text2sql and search, their episodes at releases before 0.3.0 (at 0.3.0 "
             "with engine log-probs), in batched "
             "generation, with estimators that read where each turn's reward lands, with an overlong penalty, or "
@@ -1420,8 +1420,8 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
         yield _refusal("environment.env_class", env,
                        "rlcfg scores each response as the gsm8k, gsm8k_multi_turn (in one turn) or aime environment "
                        "does (their answer against the ground truth), as lcb does (the program against the task's "
-                       "tests), or as the multiply example's, and steps text2sql's and search's episodes; other "
-                       "SkyRL-Gym environments are not run")
+                       "tests), as the multiply and LLM-as-a-judge examples' do, and steps text2sql's and search's "
+                       "episodes; other SkyRL-Gym environments are not run")
     elif env in EPISODE_ENVIRONMENTS:
         yield from _episode_refusals(cfg, ctx)
     elif g.max_turns > 1:
@@ -1429,11 +1429,12 @@ def run_refusals(cfg: Any, ctx: RuleContext) -> Iterator[Finding]:
                        f"rlcfg steps whole episodes only through the {' and '.join(EPISODE_ENVIRONMENTS)} "
                        f"environments; with `{env}` it generates one response per prompt")
     if env in ENTRY_ENVIRONMENTS and ctx.entry_runs != ENTRY_ENVIRONMENTS[env]:
+        main = ENTRY_MODULES[env]
         yield _refusal("environment.env_class", env,
                        f"the `{env}` environment is an example's own, which only that example's entry module as "
-                       f"released (main_{env}) registers, and this launch does not run it",
+                       f"released ({main}) registers, and this launch does not run it",
                        f"start the run with the example's entry module as SkyRL released it (`python -m "
-                       f"examples.train.{env}.main_{env}`; skyrl-train's `examples.{env}.main_{env}`)")
+                       f"examples.train.{env}.{main}`; skyrl-train's `examples.{env}.{main}`)")
     # A name the release does not register is a custom estimator's, whatever it is called.
     runnable = [e for e in ADVANTAGE_ESTIMATORS_BY_RELEASE.get(ctx.release or "", ADVANTAGE_ESTIMATORS)
                 if e in ADVANTAGE_ESTIMATORS_RUN]

@@ -884,6 +884,62 @@ def test_more_turns_outside_text2sql_are_refused():
     assert refusal.path == "generator.max_turns" and "text2sql" in refusal.message
 
 
+LLM_JUDGE_MODULE = MULTIPLY_MODULE.replace("multiply/main_multiply", "llm_as_a_judge/main_llm_judge").replace(
+    'register(id="multiply", entry_point="examples.train.multiply.env:MultiplyEnv")',
+    'register(id="llm_as_a_judge", entry_point="examples.train.llm_as_a_judge.llm_judge_env:GSM8kLLMJudgeEnv")')
+LLM_JUDGE = ["-m", "examples.train.llm_as_a_judge.main_llm_judge", "environment.env_class=llm_as_a_judge",
+             "environment.skyrl_gym.llm_as_a_judge.model=judge-7b",
+             "environment.skyrl_gym.llm_as_a_judge.base_url=http://judge:8000/v1"]
+
+
+@pytest.fixture
+def llm_judge_entry(tmp_path: Path, monkeypatch):
+    """The LLM-as-a-judge example's entry module and the environment it registers, taken for the released ones."""
+    import ast
+
+    from rlcfg.dialects.skyrl import package
+
+    stand_in(tmp_path, monkeypatch, "examples/train/llm_as_a_judge/main_llm_judge.py", LLM_JUDGE_MODULE,
+             "LLM_JUDGE_ENTRY_FINGERPRINTS")
+    env = tmp_path / "examples" / "train" / "llm_as_a_judge" / "llm_judge_env.py"
+    env.write_text(MULTIPLY_ENV)
+    monkeypatch.setattr(package, "LLM_JUDGE_ENV_FINGERPRINTS",
+                        frozenset({package.module_fingerprint(ast.parse(MULTIPLY_ENV))}))
+    return env
+
+
+def test_the_llm_judge_example_scores_with_its_judge_model(llm_judge_entry):
+    from rlcfg import preflight
+
+    result = check_file("python", [*LLM_JUDGE, *BASE], env=HOST_ENV, release="skyrl-0.4.0")
+    assert result.ok and result.entry_runs == "llm_judge_env", codes(result)
+    assert not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
+    experiment = lower("skyrl", result.config, result.release, result.entry_runs)
+    assert experiment.reward_function == "llm_judge"
+    assert dict(experiment.reward_settings) == {"model": "judge-7b", "base_url": "http://judge:8000/v1"}
+    assert any("OPENAI_API_KEY" in note for note in preflight._tool_notes(experiment))
+    # under main_base the environment is not registered
+    plain = check_file("python", [*MAIN_BASE, *BASE, "environment.env_class=llm_as_a_judge"], env=HOST_ENV,
+                       release="skyrl-0.4.0")
+    [refusal] = [d for d in plain.diagnostics if d.code == "RLC118"]
+    assert "main_llm_judge" in refusal.message and "examples.train.llm_as_a_judge.main_llm_judge" in refusal.hint
+
+
+@pytest.mark.parametrize("tag, folder, module", [
+    *[(tag, "examples/train/llm_as_a_judge", "examples.train.llm_as_a_judge") for tag in ("skyrl-v0.1.0", "HEAD")],
+    *[(tag, "skyrl-train/examples/llm_as_a_judge", "examples.llm_as_a_judge")
+      for tag in ("skyrl_train-v0.1.0", "skyrl_train-v0.4.0")],
+])
+def test_the_released_llm_judge_entrypoints_are_recognised(tag, folder, module):
+    from rlcfg.dialects.skyrl.package import entry_extension
+
+    env = released(tag, f"{folder}/llm_judge_env.py")
+    found = entry_extension(released(tag, f"{folder}/main_llm_judge.py"), "main_llm_judge.py",
+                            lambda name, level: env if name == f"{module}.llm_judge_env" else None,
+                            f"{module}.main_llm_judge")
+    assert found is not None and found.runs == "llm_judge_env" and found.refused is None
+
+
 @pytest.mark.parametrize("tag, folder, module", [
     *[(tag, "examples/train/multiply", "examples.train.multiply") for tag in ("skyrl-v0.1.0", "HEAD")],
     *[(tag, "skyrl-train/examples/multiply", "examples.multiply") for tag in ("skyrl_train-v0.1.0",
