@@ -30,6 +30,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
 from rlcfg.ir import Episodes, Sampling
+from rlcfg.runtime.data import DataError
 
 BASE_CONVERSATION = [{"role": "system", "content": "You are a helpful assistant."},
                      {"role": "user", "content": "I am a user."}]
@@ -38,8 +39,9 @@ BASE_CONVERSATION = [{"role": "system", "content": "You are a helpful assistant.
 ENVIRONMENTS = {"text2sql": "rlcfg.runtime.text2sql", "search": "rlcfg.runtime.search"}
 
 
-class EpisodeError(ValueError):
-    """A row an environment cannot start an episode on; the message names the row's problem."""
+class EpisodeError(DataError):
+    """A row an environment cannot start an episode on; the message names the row's problem. A DataError, so that a
+    run stops on it with its message, as on any other row it cannot use."""
 
 
 @dataclass

@@ -15,6 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from rlcfg.runtime import sandbox
+from rlcfg.runtime.data import DataError
 
 # The last fenced block, with or without a language tag, is the program (a response without one scores 0).
 _CODE_BLOCK = re.compile(r"```(?:\w+)?\n(.*?)```", re.DOTALL)
@@ -27,8 +28,9 @@ WORKERS = max(1, min(32, os.cpu_count() or 1))
 HARNESS = Path(__file__).with_name("lcb_harness.py")
 
 
-class GroundTruthError(ValueError):
-    """A task's tests are not what SkyRL's LiveCodeBench preparation writes (SkyRL-Gym stops on them too)."""
+class GroundTruthError(DataError, ValueError):
+    """A task's tests are not what SkyRL's LiveCodeBench preparation writes (SkyRL-Gym stops on them too); a
+    DataError, so that a run stops on it with its message."""
 
 
 def extract_code(response: str) -> str | None:

@@ -179,5 +179,9 @@ def test_a_row_the_environment_cannot_start_is_an_episode_error(monkeypatch):
         raise TaskError("no database")
 
     monkeypatch.setitem(globals(), "make", refuse)
-    with pytest.raises(episodes.EpisodeError, match="no database"):
+    with pytest.raises(episodes.EpisodeError, match="no database") as raised:
         play([])
+    # a data error: the run stops with its message, not a worker's traceback
+    from rlcfg.runtime.data import DataError
+
+    assert isinstance(raised.value, DataError)
