@@ -34,14 +34,24 @@ from rlcfg.runtime.data import DataError
 
 BASE_CONVERSATION = [{"role": "system", "content": "You are a helpful assistant."},
                      {"role": "user", "content": "I am a user."}]
-# The environments rlcfg runs, by the name the IR gives them: the module of each, with its make, step, TaskError and
-# check_ready.
+# The environments rlcfg runs, by the name the IR gives them: the module of each, with its make (which raises
+# EpisodeError for a row it cannot start), step and check_ready.
 ENVIRONMENTS = {"text2sql": "rlcfg.runtime.text2sql", "search": "rlcfg.runtime.search"}
 
 
 class EpisodeError(DataError):
     """A row an environment cannot start an episode on; the message names the row's problem. A DataError, so that a
     run stops on it with its message, as on any other row it cannot use."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """An environment's answer to one turn: the chat messages to append (none when done), the turn's reward, and
+    whether the episode is over."""
+
+    observations: list[dict[str, str]]
+    reward: float
+    done: bool
 
 
 @dataclass
@@ -81,10 +91,7 @@ class Environment:
         self.module = importlib.import_module(ENVIRONMENTS[spec.environment])
 
     def make(self, answer: Any) -> Any:
-        try:
-            return self.module.make(self.settings, answer, self.spec.max_turns)
-        except self.module.TaskError as err:
-            raise EpisodeError(str(err)) from None
+        return self.module.make(self.settings, answer, self.spec.max_turns)
 
     def step(self, tasks: list[Any], actions: list[str]) -> list[Any]:
         return self.module.step(tasks, actions, self.settings)

@@ -33,16 +33,13 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from rlcfg.runtime.episodes import EpisodeError, Step
+
 MAX_RETRIES = 10
 RETRY_STATUSES = (500, 502, 503, 504)
 PARALLEL_REQUESTS = 32  # SkyRL-Gym's environment workers (max_env_workers)
 _SEARCH = re.compile(r"<search>(.*?)</search>", re.DOTALL)
 _ANSWER = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
-STOP_TAGS = ("</search>", "</answer>")
-
-
-class TaskError(ValueError):
-    """A row the environment cannot run (SkyRL stops on it too)."""
 
 
 @dataclass
@@ -53,20 +50,13 @@ class Task:
     history: list[str] = field(default_factory=list)
 
 
-@dataclass(frozen=True)
-class Step:
-    observations: list[dict[str, str]]
-    reward: float
-    done: bool
-
-
 def make(settings: dict[str, Any], answer: str | None, max_turns: int) -> Task:
     """A task from a row's answer record (ir.Data.answer_fields: reward_spec, as JSON)."""
     try:
         target = json.loads(answer or "")["reward_spec"]["ground_truth"]["target"]
     except (ValueError, KeyError, TypeError):
-        raise TaskError("a search row needs `reward_spec.ground_truth.target` (the accepted answers), as SkyRL's "
-                        "searchR1 dataset has it") from None
+        raise EpisodeError("a search row needs `reward_spec.ground_truth.target` (the accepted answers), as SkyRL's "
+                           "searchR1 dataset has it") from None
     return Task([target] if isinstance(target, str) else [str(t) for t in target], max_turns)
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from rlcfg.runtime import sandbox
+from rlcfg.runtime.episodes import EpisodeError, Step
 
 HARNESS = Path(__file__).with_name("sql_harness.py")
 TASK_FOLDERS = {"synsql": "SynSQL-2.5M/databases", "spider": "spider/database", "bird": "bird/train/train_databases"}
@@ -40,11 +41,6 @@ _SQL = re.compile(r"<sql>(.*?)</sql>", re.DOTALL)
 _THINK = re.compile(r"<think>(.*?)</think>", re.S)
 _TAG_IN_SOLUTION = re.compile(r"</?(think|sql|observation)\b", re.I)
 _OBSERVATION_END = re.compile(r"</observation>", re.I)
-STOP_TAGS = ("</sql>", "</solution>")
-
-
-class TaskError(ValueError):
-    """A row the environment cannot run (SkyRL stops on it too): no database, an unknown task, a missing field."""
 
 
 @dataclass
@@ -57,28 +53,21 @@ class Task:
     history: list[str] = field(default_factory=list)  # every turn and observation, in order
 
 
-@dataclass(frozen=True)
-class Step:
-    observations: list[dict[str, str]]  # chat messages to append (none when done)
-    reward: float
-    done: bool
-
-
 def make(settings: dict[str, Any], answer: str | None, max_turns: int) -> Task:
     """A task from a row's answer record (ir.Data.answer_fields: db_id, data, reward_spec, as JSON)."""
     try:
         record = json.loads(answer or "")
         db_id, task, gold = record["db_id"], record["data"], record["reward_spec"]["ground_truth"]
     except (ValueError, KeyError, TypeError):
-        raise TaskError("a text2sql row needs `db_id`, `data` and `reward_spec.ground_truth`, as SkyRL's SQL "
-                        "dataset has them") from None
+        raise EpisodeError("a text2sql row needs `db_id`, `data` and `reward_spec.ground_truth`, as SkyRL's SQL "
+                           "dataset has them") from None
     if task not in TASK_FOLDERS:
-        raise TaskError(f"a text2sql row's `data` is {task!r}; the environment knows "
-                        f"{', '.join(TASK_FOLDERS)}, which name the folder of its databases under db_path")
+        raise EpisodeError(f"a text2sql row's `data` is {task!r}; the environment knows "
+                           f"{', '.join(TASK_FOLDERS)}, which name the folder of its databases under db_path")
     db_file = os.path.join(str(settings["db_path"]), TASK_FOLDERS[task], db_id, db_id + ".sqlite")
     if not os.path.exists(db_file):
-        raise TaskError(f"the database of task {db_id!r} is not at {db_file} (environment.skyrl_gym.text2sql."
-                        "db_path); download SkyRL's SQL data there, or point db_path at it")
+        raise EpisodeError(f"the database of task {db_id!r} is not at {db_file} (environment.skyrl_gym.text2sql."
+                           "db_path); download SkyRL's SQL data there, or point db_path at it")
     return Task(db_id, db_file, str(gold), max_turns)
 
 

@@ -65,10 +65,6 @@ class Step:
     done: bool
 
 
-class TaskError(ValueError):
-    pass
-
-
 def make(settings, answer, max_turns):
     return Task(max_turns, float(answer))
 
@@ -176,7 +172,7 @@ def test_episodes_of_one_prompt_run_side_by_side_and_keep_their_order():
 
 def test_a_row_the_environment_cannot_start_is_an_episode_error(monkeypatch):
     def refuse(settings, answer, max_turns):
-        raise TaskError("no database")
+        raise episodes.EpisodeError("no database")
 
     monkeypatch.setitem(globals(), "make", refuse)
     with pytest.raises(episodes.EpisodeError, match="no database") as raised:

@@ -9,16 +9,12 @@ import types
 import pytest
 
 from rlcfg.runtime import livecodebench, rewards
+from tests.runtime.skyrl_gym import require_sandbox
 
 
 @pytest.fixture(scope="module", autouse=True)
 def bubblewrap():
-    try:
-        livecodebench.check_ready()
-    except ImportError as err:
-        if os.environ.get("RLCFG_REQUIRE_SANDBOX"):
-            raise
-        pytest.skip(f"programs cannot be graded here: {err}")
+    require_sandbox(livecodebench.check_ready)
 
 
 def stdin_task(*pairs: tuple[str, str]) -> str:

@@ -2,19 +2,16 @@
 each turn. Checked against expected values on a local server, and (with MIRROR_ROOT) against SkyRL-Gym's own
 environment on the same turns and server."""
 
-import io
 import json
-import os
-import subprocess
-import sys
-import tarfile
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from rlcfg.runtime import search
+from rlcfg.runtime.episodes import EpisodeError
 from rlcfg.runtime.smoke import serve_retrieval
+from tests.runtime.skyrl_gym import rlcfg_steps, skyrl_gym_steps
 
 
 @pytest.fixture(scope="module")
@@ -82,7 +79,7 @@ def test_a_server_that_refuses_is_reported_in_the_observation():
 
 
 def test_a_row_without_targets_is_a_clear_error():
-    with pytest.raises(search.TaskError, match="reward_spec.ground_truth.target"):
+    with pytest.raises(EpisodeError, match="reward_spec.ground_truth.target"):
         search.make({}, json.dumps({"reward_spec": {"ground_truth": "Pim"}}), 3)
 
 
@@ -102,42 +99,10 @@ SEQUENCES = [
 
 
 def test_rlcfg_steps_as_skyrl_gyms_own_environment(server, tmp_path_factory):
-    root = os.environ.get("MIRROR_ROOT")
-    if not root:
-        pytest.skip("MIRROR_ROOT is not set")
-    archive = subprocess.run(["git", "-C", os.path.join(root, "NovaSky-AI+SkyRL", "repo"), "archive", "HEAD",
-                              "skyrl-gym/skyrl_gym"], capture_output=True, check=True).stdout
-    where = tmp_path_factory.mktemp("skyrl-gym")
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(where, filter="data")
-    script = (
-        "import json, sys\n"
-        f"sys.path.insert(0, {str(where / 'skyrl-gym')!r})\n"
-        "from skyrl_gym.envs.search.env import SearchEnv, SearchEnvConfig\n"
-        "out = []\n"
-        "for actions in json.loads(sys.argv[1]):\n"
-        f"    env = SearchEnv(SearchEnvConfig(search_url={server!r}, topk=2, timeout=5), "
-        "{'reward_spec': {'ground_truth': {'target': ['Pim']}}, 'max_turns': 3})\n"
-        "    steps = []\n"
-        "    for a in actions:\n"
-        "        s = env.step(a)\n"
-        "        steps.append([s['observations'], s['reward'], s['done']])\n"
-        "        if s['done']:\n"
-        "            break\n"
-        "    out.append(steps)\n"
-        "print(json.dumps(out))\n")
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(SEQUENCES)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"SkyRL-Gym does not import here: {done.stderr.strip().splitlines()[-1:]}")
-    expected = json.loads(done.stdout.strip().splitlines()[-1])
-    ours = []
-    for actions in SEQUENCES:
-        task = search.make(settings(server), answer("Pim"), 3)
-        steps = []
-        for a in actions:
-            s = search.step([task], [a], settings(server))[0]
-            steps.append([s.observations, s.reward, s.done])
-            if s.done:
-                break
-        ours.append(steps)
+    expected = skyrl_gym_steps(tmp_path_factory, f"""
+from skyrl_gym.envs.search.env import SearchEnv, SearchEnvConfig
+env = SearchEnv(SearchEnvConfig(search_url={server!r}, topk=2, timeout=5),
+                {{"reward_spec": {{"ground_truth": {{"target": ["Pim"]}}}}, "max_turns": 3}})""", SEQUENCES)
+    ours = rlcfg_steps(lambda: search.make(settings(server), answer("Pim"), 3),
+                       lambda task, action: search.step([task], [action], settings(server))[0], SEQUENCES)
     assert ours == expected

@@ -517,14 +517,9 @@ def test_an_episodes_environment_plays_on_a_generated_task_of_its_kind(tmp_path)
 @pytest.mark.parametrize("overrides", [TEXT2SQL_SKYRL, SEARCH_SKYRL], ids=["text2sql", "search"])
 def test_an_episodes_smoke_run_goes_through_its_turns(overrides, tmp_path, cache):
     if overrides is TEXT2SQL_SKYRL:
-        from rlcfg.runtime import sandbox
+        from tests.runtime.skyrl_gym import require_sandbox
 
-        try:
-            sandbox.check_available()
-        except ImportError as err:
-            if os.environ.get("RLCFG_REQUIRE_SANDBOX"):
-                raise
-            pytest.skip(f"queries cannot run here: {err}")
+        require_sandbox()
     out = tmp_path / "out"
     done, _wall = run_cli(str(TEMPLATES / "skyrl-fsdp-vllm.yaml"), *overrides, "--smoke", "--steps", "2",
                           "-o", str(out), cache=cache)

@@ -5,24 +5,17 @@ own environment on the same turns."""
 import json
 import os
 import sqlite3
-import subprocess
-import sys
-import tarfile
-import io
 
 import pytest
 
-from rlcfg.runtime import sandbox, text2sql
+from rlcfg.runtime import text2sql
+from rlcfg.runtime.episodes import EpisodeError
+from tests.runtime.skyrl_gym import require_sandbox, rlcfg_steps, skyrl_gym_steps
 
 
 @pytest.fixture(scope="module", autouse=True)
 def bubblewrap():
-    try:
-        sandbox.check_available()
-    except ImportError as err:
-        if os.environ.get("RLCFG_REQUIRE_SANDBOX"):
-            raise
-        pytest.skip(f"queries cannot run here: {err}")
+    require_sandbox()
 
 
 @pytest.fixture(scope="module")
@@ -114,11 +107,11 @@ def test_a_query_writes_nothing_outside_the_sandbox(db_path, tmp_path):
 
 
 def test_a_row_without_its_database_is_a_clear_error(db_path):
-    with pytest.raises(text2sql.TaskError, match="not at .*nowhere.sqlite"):
+    with pytest.raises(EpisodeError, match="not at .*nowhere.sqlite"):
         text2sql.make({"db_path": db_path}, answer(db_id="nowhere"), 3)
-    with pytest.raises(text2sql.TaskError, match="`data` is 'mysql'"):
+    with pytest.raises(EpisodeError, match="`data` is 'mysql'"):
         text2sql.make({"db_path": db_path}, answer(data="mysql"), 3)
-    with pytest.raises(text2sql.TaskError, match="db_id"):
+    with pytest.raises(EpisodeError, match="db_id"):
         text2sql.make({"db_path": db_path}, json.dumps({"data": "spider"}), 3)
 
 
@@ -128,19 +121,6 @@ def test_check_ready_names_a_missing_database_folder(tmp_path):
 
 
 # ---- against SkyRL-Gym's own environment ----------------------------------------------------------------------
-
-def _skyrl_gym(tmp_path_factory):
-    root = os.environ.get("MIRROR_ROOT")
-    if not root:
-        pytest.skip("MIRROR_ROOT is not set")
-    repo = os.path.join(root, "NovaSky-AI+SkyRL", "repo")
-    archive = subprocess.run(["git", "-C", repo, "archive", "HEAD", "skyrl-gym/skyrl_gym"], capture_output=True,
-                             check=True).stdout
-    where = tmp_path_factory.mktemp("skyrl-gym")
-    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
-        tar.extractall(where, filter="data")
-    return str(where / "skyrl-gym")
-
 
 SEQUENCES = [
     [QUERY, RIGHT],
@@ -154,35 +134,11 @@ SEQUENCES = [
 
 
 def test_rlcfg_steps_as_skyrl_gyms_own_environment(db_path, tmp_path_factory):
-    theirs = _skyrl_gym(tmp_path_factory)
-    script = (
-        "import json, sys\n"
-        f"sys.path.insert(0, {theirs!r})\n"
-        "from skyrl_gym.envs.sql.env import SQLEnv, Text2SQLEnvConfig\n"
-        "out = []\n"
-        "for actions in json.loads(sys.argv[1]):\n"
-        f"    env = SQLEnv(Text2SQLEnvConfig(db_path={db_path!r}), {{'db_id': 'shop', 'data': 'spider', "
-        f"'reward_spec': {{'ground_truth': {GOLD!r}}}, 'max_turns': 3}})\n"
-        "    steps = []\n"
-        "    for a in actions:\n"
-        "        s = env.step(a)\n"
-        "        steps.append([s['observations'], s['reward'], s['done']])\n"
-        "        if s['done']:\n"
-        "            break\n"
-        "    out.append(steps)\n"
-        "print(json.dumps(out))\n")
-    done = subprocess.run([sys.executable, "-c", script, json.dumps(SEQUENCES)], capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"SkyRL-Gym does not import here: {done.stderr.strip().splitlines()[-1:]}")
-    expected = json.loads(done.stdout.strip().splitlines()[-1])
-    ours = []
-    for actions in SEQUENCES:
-        task = text2sql.make({"db_path": db_path}, answer(), 3)
-        steps = []
-        for a in actions:
-            s = text2sql.step([task], [a], {"db_path": db_path})[0]
-            steps.append([s.observations, s.reward, s.done])
-            if s.done:
-                break
-        ours.append(steps)
+    expected = skyrl_gym_steps(tmp_path_factory, f"""
+from skyrl_gym.envs.sql.env import SQLEnv, Text2SQLEnvConfig
+env = SQLEnv(Text2SQLEnvConfig(db_path={db_path!r}), {{"db_id": "shop", "data": "spider",
+             "reward_spec": {{"ground_truth": {GOLD!r}}}, "max_turns": 3}})""", SEQUENCES)
+    settings = {"db_path": db_path}
+    ours = rlcfg_steps(lambda: text2sql.make(settings, answer(), 3),
+                       lambda task, action: text2sql.step([task], [action], settings)[0], SEQUENCES)
     assert ours == expected

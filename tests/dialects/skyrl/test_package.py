@@ -713,27 +713,41 @@ class MultiplyEnv(BaseTextEnv):
 MULTIPLY = ["-m", "examples.train.multiply.main_multiply", "environment.env_class=multiply"]
 
 
-@pytest.fixture
-def multiply_entry(tmp_path: Path, monkeypatch):
-    """The multiply example's entry module and the environment it registers, taken for the released ones."""
+def example_entry(tmp_path: Path, monkeypatch, folder: str, main: str, main_text: str, env_file: str,
+                  fingerprints: str) -> Path:
+    """An example's entry module (`main` in `folder`, as `main_text`) and the environment file it registers, taken
+    for the released ones: their fingerprints alone in the package's sets `fingerprints`_ENTRY_FINGERPRINTS and
+    `fingerprints`_ENV_FINGERPRINTS."""
     import ast
 
     from rlcfg.dialects.skyrl import package
 
-    stand_in(tmp_path, monkeypatch, "examples/train/multiply/main_multiply.py", MULTIPLY_MODULE,
-             "MULTIPLY_ENTRY_FINGERPRINTS")
-    env = tmp_path / "examples" / "train" / "multiply" / "env.py"
+    stand_in(tmp_path, monkeypatch, f"{folder}/{main}", main_text, f"{fingerprints}_ENTRY_FINGERPRINTS")
+    env = tmp_path / folder / env_file
     env.write_text(MULTIPLY_ENV)
-    monkeypatch.setattr(package, "MULTIPLY_ENV_FINGERPRINTS",
+    monkeypatch.setattr(package, f"{fingerprints}_ENV_FINGERPRINTS",
                         frozenset({package.module_fingerprint(ast.parse(MULTIPLY_ENV))}))
     return env
 
 
-def test_the_multiply_example_runs_its_environment_in_one_turn(multiply_entry):
-    result = check_file("python", [*MULTIPLY, *BASE], env=HOST_ENV, release="skyrl-0.4.0")
-    assert result.ok and result.entry_runs == "multiply_env", codes(result)
+@pytest.fixture
+def multiply_entry(tmp_path: Path, monkeypatch):
+    """The multiply example's entry module and the environment it registers, taken for the released ones."""
+    return example_entry(tmp_path, monkeypatch, "examples/train/multiply", "main_multiply.py", MULTIPLY_MODULE,
+                         "env.py", "MULTIPLY")
+
+
+def example_experiment(launch: list[str], runs: str):
+    """An example's launch at skyrl 0.4.0, checked to run its entry module's loop `runs` with nothing refused,
+    lowered."""
+    result = check_file("python", [*launch, *BASE], env=HOST_ENV, release="skyrl-0.4.0")
+    assert result.ok and result.entry_runs == runs, codes(result)
     assert not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
-    experiment = lower("skyrl", result.config, result.release, result.entry_runs)
+    return lower("skyrl", result.config, result.release, result.entry_runs)
+
+
+def test_the_multiply_example_runs_its_environment_in_one_turn(multiply_entry):
+    experiment = example_experiment(MULTIPLY, "multiply_env")
     assert experiment.reward_function == "boxed_multiply"
     assert experiment.data.answer_key == "reward_spec.ground_truth"
     # more turns bring the environment's feedback, which rlcfg does not run
@@ -895,26 +909,14 @@ LLM_JUDGE = ["-m", "examples.train.llm_as_a_judge.main_llm_judge", "environment.
 @pytest.fixture
 def llm_judge_entry(tmp_path: Path, monkeypatch):
     """The LLM-as-a-judge example's entry module and the environment it registers, taken for the released ones."""
-    import ast
-
-    from rlcfg.dialects.skyrl import package
-
-    stand_in(tmp_path, monkeypatch, "examples/train/llm_as_a_judge/main_llm_judge.py", LLM_JUDGE_MODULE,
-             "LLM_JUDGE_ENTRY_FINGERPRINTS")
-    env = tmp_path / "examples" / "train" / "llm_as_a_judge" / "llm_judge_env.py"
-    env.write_text(MULTIPLY_ENV)
-    monkeypatch.setattr(package, "LLM_JUDGE_ENV_FINGERPRINTS",
-                        frozenset({package.module_fingerprint(ast.parse(MULTIPLY_ENV))}))
-    return env
+    return example_entry(tmp_path, monkeypatch, "examples/train/llm_as_a_judge", "main_llm_judge.py",
+                         LLM_JUDGE_MODULE, "llm_judge_env.py", "LLM_JUDGE")
 
 
 def test_the_llm_judge_example_scores_with_its_judge_model(llm_judge_entry):
     from rlcfg import preflight
 
-    result = check_file("python", [*LLM_JUDGE, *BASE], env=HOST_ENV, release="skyrl-0.4.0")
-    assert result.ok and result.entry_runs == "llm_judge_env", codes(result)
-    assert not [d for d in result.diagnostics if d.code == "RLC118"], codes(result)
-    experiment = lower("skyrl", result.config, result.release, result.entry_runs)
+    experiment = example_experiment(LLM_JUDGE, "llm_judge_env")
     assert experiment.reward_function == "llm_judge"
     assert dict(experiment.reward_settings) == {"model": "judge-7b", "base_url": "http://judge:8000/v1"}
     assert any("OPENAI_API_KEY" in note for note in preflight._tool_notes(experiment))
