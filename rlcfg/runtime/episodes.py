@@ -65,12 +65,20 @@ class _Episode:
     rewards: list[tuple[float, int]] = field(default_factory=list)
     finish: str = "stop"
     done: bool = False
+    turns: int = 0
+    input_limit: bool = False  # ended because the next turn's input was too long
+
+
+# How an episode ended: the environment said done before the turn limit, at the turn limit, or the next turn's input
+# was past max_input_length.
+ENDINGS = ("environment", "turn limit", "input limit")
 
 
 @dataclass(frozen=True)
 class Outcome:
     """One episode as a response: its tokens, their log-probs (0 where the environment wrote them), whether it ended
-    on its own (finish reason "stop"), which tokens carry loss, its score and its text."""
+    on its own (finish reason "stop"), which tokens carry loss, its score and its text; its turns and how it ended
+    (ENDINGS), for the run's metrics."""
 
     token_ids: list[int]
     logprobs: list[float]
@@ -78,6 +86,13 @@ class Outcome:
     loss_mask: list[int]
     score: float
     text: str
+    turns: int = 0
+    ending: str = "environment"
+
+    def response(self) -> tuple:
+        """The response as the rollout side hands it to the step: tokens, log-probs, finished, loss mask, and the
+        episode's turns and ending."""
+        return (self.token_ids, self.logprobs, self.finished, self.loss_mask, (self.turns, self.ending))
 
 
 class Environment:
@@ -160,7 +175,7 @@ class Runner:
                 if ep.done:
                     continue
                 if len(ep.input_ids) > self.spec.max_input_length:
-                    ep.finish, ep.done = "length", True
+                    ep.finish, ep.done, ep.input_limit = "length", True, True
                 else:
                     active.append(ep)
             if not active:
@@ -177,6 +192,7 @@ class Runner:
     def _advance(self, ep: _Episode, gen: Any, action: str, result: Any, stop: Sequence[str]) -> None:
         ep.finish = "stop" if gen.finished else "length"
         ep.done = result.done
+        ep.turns += 1
         output, logprobs = list(gen.token_ids), list(gen.logprobs)
         obs = self.observation_ids(result.observations, result.done)
         if self.spec.observations == "chat":
@@ -211,4 +227,5 @@ class Runner:
                 break
             score += reward
         text = self.tokenizer.decode(response, skip_special_tokens=True)
-        return Outcome(response, logprobs, ep.finish == "stop", mask, score, text)
+        ending = "input limit" if ep.input_limit else "turn limit" if ep.turns >= self.spec.max_turns else "environment"
+        return Outcome(response, logprobs, ep.finish == "stop", mask, score, text, ep.turns, ending)

@@ -387,10 +387,20 @@ def rollout_metrics(groups: list[dict[str, Any]], raw_scores: Any, group_size: i
         spread = by_group.std(dim=1)
         out["reward/group_std"] = float(spread.mean())
         out["reward/zero_std_frac"] = float((spread == 0).float().mean())
-    rows = [r[1] for g in groups for r in g["responses"] if r[1] is not None]
+    responses = [r for g in groups for r in g["responses"]]
+    # The model's own tokens only: an episode's environment tokens have log-prob 0 and no loss (mask 0).
+    rows = [[p for p, m in zip(r[1], r[3]) if m] if len(r) > 3 else r[1] for r in responses if r[1] is not None]
     tokens = sum(len(lp) for lp in rows)
     if tokens:
         out["rollout/entropy"] = -sum(sum(lp) for lp in rows) / tokens
+    episodes = [r[4] for r in responses if len(r) > 4]
+    if episodes:  # multi-turn: how long the episodes ran and what ended them
+        out["episode/turns_mean"] = sum(turns for turns, _ in episodes) / len(episodes)
+        from rlcfg.runtime.episodes import ENDINGS
+
+        for ending in ENDINGS:
+            out[f"episode/ended_by_{ending.replace(' ', '_')}"] = (
+                sum(end == ending for _, end in episodes) / len(episodes))
     # Groups built without their texts (by callers that only need the arithmetic) show none.
     out["samples"] = [{"prompt_index": g.get("index"), "response": g["texts"][0], "reward": float(g["scores"][0]),
                        "finished": bool(g["responses"][0][2])} for g in groups[:SAMPLES_PER_STEP] if g.get("texts")]

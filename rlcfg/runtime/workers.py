@@ -344,7 +344,7 @@ class _Generating:
             info.update(generate_s=time.perf_counter() - start, scores=[e.score for e in episodes],
                         texts=[e.text for e in episodes])
             self._done_at = time.perf_counter()
-            return [(e.token_ids, e.logprobs, e.finished, e.loss_mask) for e in episodes], info
+            return [e.response() for e in episodes], info
         # An engine left without prompts (a step with fewer prompts than engines) only takes the weights.
         gens = self.rollout.generate(prompt_token_ids, sampling, seed) if prompt_token_ids else []
         info["generate_s"] = self.rollout.last_generate_s if prompt_token_ids else 0.0

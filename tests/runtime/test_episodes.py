@@ -110,7 +110,7 @@ def test_inline_observations_follow_the_turns_in_one_message_that_ends_with_eos(
     assert out.token_ids == ids("a</sql>") + ids("obs") + ids("b DONE") + [EOS]
     assert out.loss_mask == [1] * 7 + [0] * 3 + [1] * 6 + [1]
     assert out.logprobs == [-0.5] * 7 + [0.0] * 3 + [-0.5] * 6 + [0.0]
-    assert out.finished and out.score == 1.0
+    assert out.finished and out.score == 1.0 and (out.turns, out.ending) == (2, "environment")
     # the second turn's input is the first's with the turn and the observation
     assert engine.inputs[1][0] == PROMPT + ids("a</sql>") + ids("obs")
 
@@ -136,7 +136,7 @@ def test_an_input_past_max_input_length_ends_the_episode_before_its_turn():
     assert len(engine.inputs) == 1
     # the final observation is dropped, and a response that ran out of length gets no EOS
     assert out.token_ids == ids("a</sql>") and out.loss_mask == [1] * 7
-    assert not out.finished and out.score == 0.0
+    assert not out.finished and out.score == 0.0 and out.ending == "input limit"
 
 
 def test_skyrl_train_0_3_0_keeps_the_final_observation_without_loss():
@@ -154,7 +154,7 @@ def test_a_turn_cut_at_its_token_limit_leaves_the_episode_unfinished():
 
 def test_the_turn_limit_ends_the_episode():
     (out,), engine = play([[("a", False, True), ("b", False, True)]], max_turns=2)
-    assert len(engine.inputs) == 2 and out.score == 0.0
+    assert len(engine.inputs) == 2 and out.score == 0.0 and (out.turns, out.ending) == (2, "turn limit")
 
 
 def test_text_after_the_first_stop_string_is_not_the_action():

@@ -296,10 +296,17 @@ def test_an_episodes_environment_tokens_are_in_the_sequence_without_loss_and_cou
 
     # responses as the rollout side returns multi-turn episodes: tokens, log-probs, finished, loss mask
     groups = [{"index": 0, "prompt": (5, 6), "texts": ["", ""], "scores": [1.0, 0.0],
-               "responses": [([7, 8, 1, 1, 9], [0.0] * 5, True, [1, 1, 0, 0, 1]), ([7], [0.0], True, [1])]}]
+               "responses": [([7, 8, 1, 1, 9], [-1.0, -1.0, 0.0, 0.0, -1.0], True, [1, 1, 0, 0, 1],
+                              (2, "environment")),
+                             ([7], [-3.0], True, [1], (1, "turn limit"))]}]
     batch, _scores, _finished = make_batch(groups, pad=0)
     assert batch["attention_mask"][0].tolist() == [1, 1, 1, 1, 1, 1, 1]
     assert batch["response_mask"].tolist() == [[1, 1, 0, 0, 1], [1, 0, 0, 0, 0]]
     update = prepare_update(groups, _settings(ir.Algorithm(group_size=2)), 1, lambda role, batch: None, {})
     assert update.lengths.tolist() == [5.0, 1.0]
     assert float(update.batch["advantages"][0, 2:4].abs().sum()) == 0.0
+    # what the run reports of its episodes; the entropy estimate reads the model's tokens only
+    metrics = update.metrics
+    assert metrics["episode/turns_mean"] == 1.5 and metrics["episode/ended_by_environment"] == 0.5
+    assert metrics["episode/ended_by_turn_limit"] == 0.5 and metrics["episode/ended_by_input_limit"] == 0.0
+    assert metrics["rollout/entropy"] == 1.5
