@@ -11,7 +11,7 @@ from rlcfg.ir import ActorLossSpec, Optimizer, PolicyLossSpec  # noqa: E402
 from rlcfg.runtime import algorithms as A  # noqa: E402
 from rlcfg.runtime import step as S  # noqa: E402
 # The module's one-rank process group and model come from the packing tests' fixtures.
-from tests.runtime.test_packing import engine, groups, model_path, process_group  # noqa: E402,F401
+from tests.runtime.test_packing import VOCAB, engine, groups, model_path, process_group  # noqa: E402,F401
 
 
 @pytest.mark.parametrize("aggregation", ["token-mean", "seq-mean-token-mean"])
@@ -64,3 +64,39 @@ def test_fsdp_step_is_the_mean_of_per_micro_batch_losses(model_path, aggregation
         PolicyLossSpec(), aggregation, kl_coef=0.5, kl_aggregation="seq-mean-token-mean")))
     moved = dict(other.model.named_parameters())
     assert any(not torch.allclose(moved[k].detach(), v, rtol=1e-4, atol=1e-6) for k, v in expected.items())
+
+
+def test_an_episodes_environment_tokens_carry_no_gradient(model_path):
+    """Multi-turn episodes (rlcfg.runtime.episodes): whatever the advantages, old log-probs and reference
+    log-probs say at the environment's tokens (loss mask 0), the update is the same; they are only context."""
+    g = torch.Generator().manual_seed(5)
+    episodes = []
+    for _ in range(4):
+        turn, observation, last = (torch.randint(2, VOCAB, (n,), generator=g).tolist() for n in (3, 4, 2))
+        episodes.append((turn + observation + last, None, True, [1] * 3 + [0] * 4 + [1] * 2))
+    batch, _, _ = S.make_batch([{"prompt": [5, 6, 7], "responses": episodes, "scores": [0.0] * 4}], pad=0)
+    mask = batch["response_mask"]
+    assert mask.sum() == 4 * 5  # the observations' tokens are in the sequence, without loss
+    batch["advantages"] = torch.randn(mask.shape, generator=g) * mask
+    batch["ref_logprobs"] = -torch.rand(mask.shape, generator=g)
+    batch["old_logprobs"] = -torch.rand(mask.shape, generator=g)
+    spec = ActorLossSpec(PolicyLossSpec(), "token-mean", kl_coef=0.5, kl_aggregation="seq-mean-token-mean")
+    cfg = {"ppo_epochs": 1, "mini_batch": 4, "micro_batch": 2, "denominators": S.denominators(mask, 1, 4),
+           "loss": spec, "normalization": "micro-batch"}
+    sgd = Optimizer(name="sgd", lr=1.0, grad_clip=None)
+
+    def update(batch):
+        trained = engine(model_path, optimizer=sgd)
+        trained.train(batch, cfg)
+        return {k: v.detach().clone() for k, v in trained.model.named_parameters()}
+
+    environment = 1.0 - mask
+    noisy = dict(batch, advantages=batch["advantages"] + 100.0 * environment,
+                 ref_logprobs=batch["ref_logprobs"] - 5.0 * environment,
+                 old_logprobs=batch["old_logprobs"] + 3.0 * environment)
+    once, again = update(batch), update(noisy)
+    for k, value in once.items():
+        torch.testing.assert_close(again[k], value, rtol=0, atol=0)
+    # and the masked tokens are not everything: a change where the model's tokens are moves the update
+    moved = update(dict(batch, advantages=batch["advantages"] + 1.0 * mask))
+    assert any(not torch.equal(moved[k], v) for k, v in once.items())
