@@ -60,8 +60,12 @@ def make(settings: dict[str, Any], answer: str | None, max_turns: int) -> Task:
     return Task([target] if isinstance(target, str) else [str(t) for t in target], max_turns)
 
 
+_PUNCTUATION = frozenset(string.punctuation)
+
+
 def normalize(text: str) -> str:
-    text = "".join(ch for ch in text.lower() if ch not in set(string.punctuation))
+    """Search-R1's answer normalisation: lower case, no punctuation, no articles, single spaces."""
+    text = "".join(ch for ch in text.lower() if ch not in _PUNCTUATION)
     return " ".join(re.sub(r"\b(a|an|the)\b", " ", text).split())
 
 

@@ -88,13 +88,15 @@ def well_formed(transcript: str) -> str | None:
 
 
 def _sandbox_path(task: Task, db_path: str) -> str:
+    """Where the sandbox sees the task's database: the same path under DATABASES as under db_path (as configured,
+    before any link in it is resolved, as the task's own path is)."""
     return os.path.join(DATABASES, os.path.relpath(task.db_file, db_path))
 
 
 def step(tasks: list[Task], actions: list[str], settings: dict[str, Any]) -> list[Step]:
     """One turn of each task: the model's `actions[i]` for `tasks[i]`. All queries of the round run in one
     sandbox."""
-    db_path = os.path.realpath(str(settings["db_path"]))
+    db_path = str(settings["db_path"])
     jobs: list[dict[str, Any]] = []
     plans: list[tuple[str, Any]] = []
     for task, action in zip(tasks, actions):
@@ -118,7 +120,7 @@ def step(tasks: list[Task], actions: list[str], settings: dict[str, Any]) -> lis
             plans.append(("tool", len(jobs)))
             jobs.append({"kind": "tool", "db": inside, "shown": task.db_file, "sql": match.group(1),
                          "timeout": TOOL_TIMEOUT_S})
-    results = _run(jobs, db_path) if jobs else []
+    results = _run(jobs, os.path.realpath(db_path)) if jobs else []
     steps = []
     for task, (kind, value) in zip(tasks, plans):
         if kind == "reward":

@@ -142,3 +142,11 @@ env = SQLEnv(Text2SQLEnvConfig(db_path={db_path!r}), {{"db_id": "shop", "data": 
     ours = rlcfg_steps(lambda: text2sql.make(settings, answer(), 3),
                        lambda task, action: text2sql.step([task], [action], settings)[0], SEQUENCES)
     assert ours == expected
+
+
+def test_a_database_folder_reached_through_a_link_is_found_inside_the_sandbox(db_path, tmp_path):
+    link = tmp_path / "linked"
+    link.symlink_to(db_path)
+    task = text2sql.make({"db_path": str(link)}, answer(), 3)
+    [step] = text2sql.step([task], [QUERY], {"db_path": str(link)})
+    assert " 0\n20\n" in step.observations[0]["content"]
