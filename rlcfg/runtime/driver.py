@@ -196,14 +196,14 @@ class Run(RunShell):
         # from under it. So an engine that shares its GPUs with another process is built, and asleep, before any
         # model loads; engines on GPUs of their own build while the trainers load.
         if self.hybrid:  # each engine is built inside its actor rank's world (HybridWorker.start_rollout)
-            address, port = self.cluster.ray.get(self.actor[0].rendezvous.remote())
+            address, port = self.cluster.get(self.actor[0].rendezvous.remote())
             asleep = [worker.start_rollout.remote(address, port) for worker in self.actor]
         else:
             asleep = [engine.sleep.remote() for engine in self.rollout]  # each runs once its engine is built
         shared = self._engines_sharing_gpus()
-        self.cluster.ray.get([call for call, share in zip(asleep, shared) if share])
+        self.cluster.get([call for call, share in zip(asleep, shared) if share])
         self._setup_trainers(groups)
-        self.cluster.ray.get([call for call, share in zip(asleep, shared) if not share])
+        self.cluster.get([call for call, share in zip(asleep, shared) if not share])
         self.startup["workers_s"] = time.perf_counter() - t0 - self.startup["ray_s"]
         self._record_placement()
         self.pending_weights = None
@@ -260,7 +260,7 @@ class Run(RunShell):
         return calls
 
     def _finish(self, calls: list[Any]):
-        results = self.cluster.ray.get(calls)
+        results = self.cluster.get(calls)
         gens = [g for out, _info in results for g in out]
         scores = [x for _o, info in results for x in info.get("scores", ())]  # none where nothing was scored
         texts = [x for _o, info in results for x in info.get("texts", ())]
@@ -397,7 +397,7 @@ class Run(RunShell):
         """Score responses generated in rounds on the rollout workers (a contiguous share each)."""
         share = -(-len(train) // len(self.rollout))
         parts = [train[e * share:(e + 1) * share] for e in range(len(self.rollout))]
-        results = self.cluster.ray.get([engine.score_rounds.remote([r.rounds for r in part],
+        results = self.cluster.get([engine.score_rounds.remote([r.rounds for r in part],
                                                                    [r.answer for r in part])
                                         for engine, part in zip(self.rollout, parts) if part])
         return [x for scores, _ in results for x in scores], [x for _, texts in results for x in texts]
@@ -415,7 +415,7 @@ class Run(RunShell):
 
         micro = self.step_settings.forward_micro_batch[role.name]
         t0 = time.perf_counter()
-        outs = self.cluster.ray.get([w.compute.remote(part, micro, role.name)
+        outs = self.cluster.get([w.compute.remote(part, micro, role.name)
                                      for w, part in zip(workers, self._scatter(batch, role.name, workers))])
         timing[key] = time.perf_counter() - t0
         timing[key + "_compute"] = max(o["forward_s"] for o in outs)
@@ -430,7 +430,6 @@ class Run(RunShell):
         checkpoint must record."""
         if self.fused:
             return self._fused_step(step, prefetch)
-        ray = self.cluster.ray
         exp = self.exp
         timing: dict[str, float] = {}
         advantages = None  # computed with the rollouts only by partial rollout
@@ -486,9 +485,9 @@ class Run(RunShell):
             critic_calls = [w.train.remote(part, ccfg, "critic") for w, part in
                             zip(self.critic, self._scatter({k: batch[k] for k in S.CRITIC_KEYS}, "critic",
                                                            self.critic))]
-        results = ray.get(calls)
+        results = self.cluster.get(calls)
         if self.critic:
-            critic_results = ray.get(critic_calls)
+            critic_results = self.cluster.get(critic_calls)
             update.metrics["critic/value_loss"] = sum(r.get("value_loss", 0.0)
                                                       for r in self._one_per_shard("critic", critic_results))
         timing["train"] = time.perf_counter() - t0
@@ -548,7 +547,7 @@ class Run(RunShell):
             entry = self._submit_fused(step, self.kl_coef)
         if prefetch:
             self.prefetched = self._submit_fused(step + 1, None)
-        reply = self.cluster.ray.get(entry["ref"])
+        reply = self.cluster.get(entry["ref"])
         now = time.perf_counter()
         step_s, self.last_reply = now - max(entry["t0"], self.last_reply), now
         self.sampler_state = entry["sampler"]
@@ -573,6 +572,12 @@ class Run(RunShell):
                                                       [a for a in self.eval_data.answers for _ in range(n)])
         return A.evaluation_metrics(scores, n)
 
+    def pending_calls(self) -> list[Any]:
+        """The calls queued ahead and not read yet: the next step's (prefetched) and the steps running ahead."""
+        entries = ([self.prefetched] if self.prefetched else []) + \
+            ([entry.draw for entry in self.ahead.queue] if self.ahead is not None else [])
+        return [ref for entry in entries for ref in ([entry["ref"]] if "ref" in entry else entry.get("calls", []))]
+
     def carried_state(self) -> dict[str, Any]:
         # Partial rollout's unfinished responses continue after a resume, as they would have without it.
         return {"partial_rollout": self.partial.state_dict()} if self.partial is not None else {}
@@ -583,13 +588,12 @@ class Run(RunShell):
 
     def _sync_weights(self) -> None:
         """Push the actor's weights to the rollout engines now (after a restore)."""
-        ray = self.cluster.ray
         if self.hybrid:
-            ray.get([w.sync_rollout.remote() for w in self.actor])
+            self.cluster.get([w.sync_rollout.remote() for w in self.actor])
         else:
             states = [w.full_state_dict.remote() for w in self.actor]
-            ray.get([r.update_weights.remote(states[0]) for r in self.rollout])
-            ray.get(states[1:])
+            self.cluster.get([r.update_weights.remote(states[0]) for r in self.rollout])
+            self.cluster.get(states[1:])
         self.pending_weights = None
 
 

@@ -79,6 +79,8 @@ KEEP_VISIBLE_DEVICES_ENV = "RAY_EXPERIMENTAL_NOSET_CUDA_VISIBLE_DEVICES"
 
 # Ray counts fractions of a resource down to this.
 SMALLEST_GPU_FRACTION = 0.0001
+# How long a failed run waits for its other calls to fail too before it shuts the workers down (Cluster.settle).
+SETTLE_S = 2.0
 
 
 def bundle_index(plan: ExecutionPlan) -> dict[int, tuple[int, int]]:
@@ -355,7 +357,29 @@ class Cluster:
             g, bundle = self.bundle_of[slot]
             strategy = PlacementGroupSchedulingStrategy(self.groups[g], placement_group_bundle_index=bundle)
             calls.append(probe.options(scheduling_strategy=strategy).remote())
-        return [ids[0] for ids in self.ray.get(calls)]
+        return [ids[0] for ids in self.get(calls)]
+
+    def get(self, calls: Any) -> Any:
+        """ray.get; when one of several calls fails, the others are read too (settle) before its error is raised,
+        so that Ray does not print theirs as unhandled after the run's one-line message."""
+        try:
+            return self.ray.get(calls)
+        except Exception:
+            if isinstance(calls, list):
+                self.settle(calls)
+            raise
+
+    def settle(self, calls: list[Any]) -> None:
+        """Read, quietly, the calls of a failing run that end within SETTLE_S (they fail the same way a moment
+        later); those still running are left to the shutdown."""
+        if not calls:
+            return
+        ready, _running = self.ray.wait(calls, num_returns=len(calls), timeout=SETTLE_S)
+        for call in ready:
+            try:
+                self.ray.get(call)
+            except Exception:  # the run is failing already, with the first error
+                pass
 
     def shutdown(self) -> None:
         from ray.util.placement_group import remove_placement_group
@@ -646,16 +670,15 @@ class RunShell:
                 for slot in placement.ranks]
 
     def _setup_trainers(self, groups: list[list[Any]]) -> None:
-        ray = self.cluster.ray
         calls = []
         for workers in groups:
-            address, port = ray.get(workers[0].rendezvous.remote())
+            address, port = self.cluster.get(workers[0].rendezvous.remote())
             calls += [w.setup.remote(address, port) for w in workers]
         from rlcfg.runtime.backends.fsdp import LoraTargetError
         from rlcfg.runtime.backends.ulysses import UlyssesError
 
         try:
-            ray.get(calls)
+            self.cluster.get(calls)
         except LoraTargetError as exc:  # Ray's wrapper of a worker's error is an instance of it too
             raise PreflightError(self._lora_target_problem(getattr(exc, "cause", None) or exc)) from None
         except UlyssesError as exc:
@@ -681,7 +704,7 @@ class RunShell:
         """A frozen prefix that names no parameter freezes nothing, silently in ROLL; said here, once the models
         are loaded (every rank holds the same names)."""
         unmatched: dict[str, list[str]] = {}
-        for found in self.cluster.ray.get([workers[0].unmatched_frozen_prefixes.remote() for workers in groups]):
+        for found in self.cluster.get([workers[0].unmatched_frozen_prefixes.remote() for workers in groups]):
             unmatched.update(found)
         stream = self.opt.stream or sys.stderr
         for name, prefixes in sorted(unmatched.items()):
@@ -696,14 +719,13 @@ class RunShell:
         that holds it), for anyone checking a multi-node run against `rlcfg plan --show-gpu-map`."""
         from rlcfg.runtime.outputs import write_json
 
-        ray = self.cluster.ray
         record: dict[str, list[dict[str, Any]]] = {}
         for role, workers in (("actor", self.actor), ("reference", self.reference), ("critic", self.critic),
                               ("rollout", self.rollout)):
             placement = self.plan.placement(role)
             if not workers or placement is None:
                 continue
-            nodes = ray.get([w.node_id.remote() for w in workers])
+            nodes = self.cluster.get([w.node_id.remote() for w in workers])
             slots = placement.ranks if len(placement.ranks) == len(workers) else \
                 [s for s in placement.ranks if s.rank % max(1, len(placement.ranks) // len(workers)) == 0]
             record[role] = [{"rank": i, "gpu": slot.gpu, "plan_node": self.plan.cluster.node_of(slot.gpu),
@@ -717,11 +739,10 @@ class RunShell:
         step's metrics line, the run's settings, and the manifest last. `t0`: when saving began."""
         import torch
 
-        ray = self.cluster.ray
         tmp = ckpt.begin(self.ckpt_root, step)
         calls = [w.save.remote(os.path.join(tmp, "actor")) for w in self.actor]
         calls += [w.save.remote(os.path.join(tmp, "critic"), "critic") for w in self.critic]
-        ray.get(calls)
+        self.cluster.get(calls)
         if self.exp.checkpointing.save_hf or final:
             self._export(os.path.join(tmp, "hf"))
         torch.save({"python": random.getstate(), "torch": torch.get_rng_state()}, os.path.join(tmp, "driver_rng.pt"))
@@ -734,18 +755,17 @@ class RunShell:
         return path
 
     def _export(self, path: str) -> None:
-        self.cluster.ray.get([w.export_hf.remote(path) for w in self.actor])
+        self.cluster.get([w.export_hf.remote(path) for w in self.actor])
         self.tokenizer.save_pretrained(path)
 
     def restore(self, path: str) -> int:
         import torch
 
-        ray = self.cluster.ray
         state = ckpt.read_driver_state(path)
         calls = [w.load.remote(os.path.join(path, "actor")) for w in self.actor]
         if self.critic:
             calls += [w.load.remote(os.path.join(path, "critic"), "critic") for w in self.critic]
-        ray.get(calls)
+        self.cluster.get(calls)
         self.sampler.load_state_dict(state["sampler"])
         self.sampler_state = self.sampler.state_dict()
         if state.get("kl_coef") is not None:  # checkpoints before the controller was carried: the configured one
@@ -886,9 +906,17 @@ class RunShell:
             reporter.close()
             return RunResult(steps=last, history=history, elapsed_s=elapsed, summary=summary,
                              output_dir=opt.output_dir, plots=plots, resumed_from=self.resume_path)
+        except BaseException:
+            if hasattr(self, "cluster"):  # the calls queued behind the one that failed fail too
+                self.cluster.settle(self.pending_calls())
+            raise
         finally:
             if hasattr(self, "cluster"):
                 self.cluster.shutdown()
+
+    def pending_calls(self) -> list[Any]:
+        """The worker calls submitted ahead and not yet read (none in the shell)."""
+        return []
 
     # ---- what a kind of run fills in --------------------------------------------------------------------------
 

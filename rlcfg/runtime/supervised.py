@@ -159,7 +159,7 @@ class SupervisedRun(RunShell):
         batch = padded_batch(self.train_data, indices, self.pad_id)
         cfg = {"kind": self.kind, "micro_batch": self._micro(batch), "denominator": denominator(self.kind, batch)}
         t0 = time.perf_counter()
-        parts = self._one_per_shard(self.trained.name, self.cluster.ray.get(
+        parts = self._one_per_shard(self.trained.name, self.cluster.get(
             [w.train_supervised.remote(part, cfg) for w, part in zip(self.actor, self._shares(batch))]))
         train_s = time.perf_counter() - t0
         prefix = "sft" if self.kind == "sft" else "rw"
@@ -180,7 +180,7 @@ class SupervisedRun(RunShell):
         batch = padded_batch(self.eval_data, list(range(n)) + [0] * (per * k - n), self.pad_id)
         batch["loss_mask"][n * self.eval_data.rows_per_example:] = 0
         cfg = {"kind": self.kind, "micro_batch": self._micro(batch)}
-        sums = self._one_per_shard(self.trained.name, self.cluster.ray.get(
+        sums = self._one_per_shard(self.trained.name, self.cluster.get(
             [w.evaluate_supervised.remote(part, cfg) for w, part in zip(self.actor, self._shares(batch))]))
         return step_metrics(self.kind, sums, "eval")
 

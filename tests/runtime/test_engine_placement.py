@@ -412,3 +412,32 @@ def test_on_ray_engines_get_their_own_gpus_beside_the_trainer():
                 cluster.shutdown()
     finally:
         ray.shutdown()
+
+
+def test_when_one_of_several_calls_fails_the_others_are_read_before_its_error_is_raised():
+    """A worker error ends the run with one line; the same error of the other workers' calls, never read, would
+    follow it as Ray's "Unhandled error" tracebacks (Cluster.get and Cluster.settle)."""
+
+    class Failed(Exception):
+        pass
+
+    class FakeRay:
+        def __init__(self, ready):
+            self.ready, self.read = ready, []
+
+        def get(self, calls):
+            if isinstance(calls, list):
+                raise Failed(calls[0])
+            self.read.append(calls)
+            raise Failed(calls)
+
+        def wait(self, calls, num_returns, timeout):
+            assert num_returns == len(calls) and timeout == shell.SETTLE_S
+            return [c for c in calls if c in self.ready], [c for c in calls if c not in self.ready]
+
+    cluster = shell.Cluster.__new__(shell.Cluster)
+    cluster.ray = FakeRay(ready={"a", "b"})
+    with pytest.raises(Failed, match="a"):
+        cluster.get(["a", "b", "still running"])
+    assert cluster.ray.read == ["a", "b"]  # read quietly; the one still running is left to the shutdown
+    cluster.settle([])  # nothing pending: nothing to wait for

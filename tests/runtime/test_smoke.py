@@ -527,3 +527,22 @@ def test_an_episodes_smoke_run_goes_through_its_turns(overrides, tmp_path, cache
     assert training_steps(out / "metrics.jsonl") == [1, 2]
     # the environment's observations are in the responses shown (the stand-in never finishes in one turn)
     assert ("<observation>" if overrides is TEXT2SQL_SKYRL else "<information>") in done.stderr
+
+
+def test_a_row_the_environment_cannot_start_stops_the_run_with_one_line(tmp_path, cache):
+    """The config's own data with a database that is not there: the run's error is the row's, on one line, and no
+    worker's traceback follows it (the other engine's call, which fails the same way, is read too)."""
+    from tests.runtime.skyrl_gym import require_sandbox
+
+    require_sandbox()
+    rows = [{"prompt": [{"role": "user", "content": f"how many? {i}"}], "db_id": "nowhere", "data": "spider",
+             "reward_spec": {"ground_truth": "SELECT 1"}} for i in range(40)]
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    (tmp_path / "db").mkdir()
+    done, _wall = run_cli(str(TEMPLATES / "skyrl-fsdp-vllm.yaml"), *TEXT2SQL_SKYRL, f"data.train_data=['{data}']",
+                          "data.val_data=[]", f"environment.skyrl_gym.text2sql.db_path={tmp_path / 'db'}",
+                          "--smoke", "--steps", "2", "-o", str(tmp_path / "out"), cache=cache)
+    assert done.returncode == 1
+    assert "rlcfg: error: the database of task 'nowhere' is not at " in done.stderr
+    assert "Traceback" not in done.stderr and "Unhandled error" not in done.stderr, done.stderr[-2000:]
