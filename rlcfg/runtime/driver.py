@@ -573,9 +573,10 @@ class Run(RunShell):
         return A.evaluation_metrics(scores, n)
 
     def pending_calls(self) -> list[Any]:
-        """The calls queued ahead and not read yet: the next step's (prefetched) and the steps running ahead."""
-        entries = ([self.prefetched] if self.prefetched else []) + \
-            ([entry.draw for entry in self.ahead.queue] if self.ahead is not None else [])
+        """The calls queued ahead and not read yet: the next step's (prefetched) and the steps running ahead (none
+        when the run fails while it starts, before it queues any)."""
+        prefetched, ahead = getattr(self, "prefetched", None), getattr(self, "ahead", None)
+        entries = ([prefetched] if prefetched else []) + ([entry.draw for entry in ahead.queue] if ahead else [])
         return [ref for entry in entries for ref in ([entry["ref"]] if "ref" in entry else entry.get("calls", []))]
 
     def carried_state(self) -> dict[str, Any]:
